@@ -1,0 +1,433 @@
+//! Cache settings: Pulsar's broker settings for the entry cache, under snake_case names.
+
+use crate::error::{Error, Result};
+use std::fmt;
+use std::str::FromStr;
+
+/// Which cache design to run. The entry cache manager implements the PIP-430 family; the other
+/// designs exist for comparison in the replay lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// Final PIP-430: FIFO removal queue with the expected-read and recently-accessed TTL extensions.
+    Pip430,
+    /// The same queue with both extensions off: plain FIFO with a TTL.
+    Pip430Fifo,
+    /// Pulsar before PIP-430: per-ledger caches, proportional size eviction.
+    Legacy,
+    /// PIP-174: one broker-wide ring of segments.
+    Segmented,
+    /// A global least-recently-used cache.
+    Lru,
+    /// The offline optimum (needs the future; replay only).
+    Belady,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 6] = [
+        Strategy::Pip430,
+        Strategy::Pip430Fifo,
+        Strategy::Legacy,
+        Strategy::Segmented,
+        Strategy::Lru,
+        Strategy::Belady,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Pip430 => "pip430",
+            Strategy::Pip430Fifo => "pip430-fifo",
+            Strategy::Legacy => "legacy",
+            Strategy::Segmented => "segmented",
+            Strategy::Lru => "lru",
+            Strategy::Belady => "belady",
+        }
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Strategy::ALL.into_iter().find(|st| st.name() == s).ok_or_else(|| {
+            let names: Vec<_> = Strategy::ALL.iter().map(|s| s.name()).collect();
+            Error::invalid("strategy", format!("{s:?} is not one of {}", names.join(", ")))
+        })
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A setting's value as it arrives from a caller (Python keyword, broker.conf string).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettingValue {
+    None,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+/// The entry cache's settings. Build with [`CacheConfig::default`] and [`CacheConfig::set`], which
+/// validates every value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheConfig {
+    pub cache_size_bytes: u64,
+    pub eviction_watermark: f64,
+    pub eviction_trigger_threshold: f64,
+    pub eviction_time_threshold_ms: u64,
+    pub eviction_interval_ms: u64,
+    pub eviction_by_expected_read_count: bool,
+    pub extend_ttl_max_times: u32,
+    pub extend_ttl_of_recently_accessed: bool,
+    /// `None`: twice `eviction_time_threshold_ms`, as Pulsar documents it.
+    pub continue_caching_after_last_active_cursor_leaves_ms: Option<u64>,
+    pub eviction_by_mark_deleted_position: bool,
+    pub copy_entries: bool,
+    pub strategy: Strategy,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            // Pulsar's default managedLedgerCacheSizeMB is 1/5 of direct memory; a fixed 1 GiB here.
+            cache_size_bytes: 1 << 30,
+            eviction_watermark: 0.9,
+            eviction_trigger_threshold: 0.98,
+            eviction_time_threshold_ms: 1000,
+            eviction_interval_ms: 10,
+            eviction_by_expected_read_count: true,
+            extend_ttl_max_times: 5,
+            extend_ttl_of_recently_accessed: true,
+            continue_caching_after_last_active_cursor_leaves_ms: None,
+            eviction_by_mark_deleted_position: false,
+            copy_entries: false,
+            strategy: Strategy::Pip430,
+        }
+    }
+}
+
+/// Names accepted by [`CacheConfig::set`], in declaration order.
+pub const SETTING_NAMES: [&str; 12] = [
+    "cache_size_bytes",
+    "eviction_watermark",
+    "eviction_trigger_threshold",
+    "eviction_time_threshold_ms",
+    "eviction_interval_ms",
+    "eviction_by_expected_read_count",
+    "extend_ttl_max_times",
+    "extend_ttl_of_recently_accessed",
+    "continue_caching_after_last_active_cursor_leaves_ms",
+    "eviction_by_mark_deleted_position",
+    "copy_entries",
+    "strategy",
+];
+
+/// Pulsar `broker.conf` keys and the setting each one maps to, with a scale factor for sizes.
+const BROKER_CONF_KEYS: [(&str, &str, u64); 11] = [
+    ("managedLedgerCacheSizeMB", "cache_size_bytes", 1 << 20),
+    ("managedLedgerCacheEvictionWatermark", "eviction_watermark", 1),
+    ("managedLedgerCacheEvictionTriggerThresholdPercent", "eviction_trigger_threshold", 1),
+    ("managedLedgerCacheEvictionTimeThresholdMillis", "eviction_time_threshold_ms", 1),
+    ("managedLedgerCacheEvictionIntervalMs", "eviction_interval_ms", 1),
+    ("cacheEvictionByExpectedReadCount", "eviction_by_expected_read_count", 1),
+    (
+        "managedLedgerCacheEvictionExtendTTLOfEntriesWithRemainingExpectedReadsMaxTimes",
+        "extend_ttl_max_times",
+        1,
+    ),
+    ("managedLedgerCacheEvictionExtendTTLOfRecentlyAccessed", "extend_ttl_of_recently_accessed", 1),
+    (
+        "managedLedgerContinueCachingAddedEntriesAfterLastActiveCursorLeavesMillis",
+        "continue_caching_after_last_active_cursor_leaves_ms",
+        1,
+    ),
+    ("cacheEvictionByMarkDeletedPosition", "eviction_by_mark_deleted_position", 1),
+    ("managedLedgerCacheCopyEntries", "copy_entries", 1),
+];
+
+impl CacheConfig {
+    /// Sets one setting by name, validating the value and its relation to the others. On error
+    /// nothing changes.
+    pub fn set(&mut self, key: &str, value: SettingValue) -> Result<()> {
+        let mut next = self.clone();
+        next.assign(key, value)?;
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Sets one setting, checking only the value itself; `next` is unchanged on error.
+    fn assign(&mut self, key: &str, value: SettingValue) -> Result<()> {
+        let next = self;
+        let name = SETTING_NAMES.iter().copied().find(|n| *n == key).ok_or_else(|| Error::UnknownSetting {
+            key: key.to_string(),
+            hint: closest_name(key),
+        })?;
+        match name {
+            "cache_size_bytes" => next.cache_size_bytes = non_negative(name, &value)?,
+            "eviction_watermark" => next.eviction_watermark = fraction(name, &value)?,
+            "eviction_trigger_threshold" => next.eviction_trigger_threshold = fraction(name, &value)?,
+            "eviction_time_threshold_ms" => next.eviction_time_threshold_ms = non_negative(name, &value)?,
+            "eviction_interval_ms" => {
+                let v = non_negative(name, &value)?;
+                if v == 0 {
+                    return Err(Error::invalid("eviction_interval_ms", "must be at least 1"));
+                }
+                next.eviction_interval_ms = v;
+            }
+            "eviction_by_expected_read_count" => next.eviction_by_expected_read_count = boolean(name, &value)?,
+            "extend_ttl_max_times" => {
+                let v = non_negative(name, &value)?;
+                next.extend_ttl_max_times = u32::try_from(v)
+                    .ok()
+                    .filter(|v| *v <= u16::MAX as u32)
+                    .ok_or_else(|| Error::invalid("extend_ttl_max_times", format!("{v} is above {}", u16::MAX)))?;
+            }
+            "extend_ttl_of_recently_accessed" => next.extend_ttl_of_recently_accessed = boolean(name, &value)?,
+            "continue_caching_after_last_active_cursor_leaves_ms" => {
+                next.continue_caching_after_last_active_cursor_leaves_ms = match value {
+                    SettingValue::None => None,
+                    ref v => Some(non_negative(name, v)?),
+                }
+            }
+            "eviction_by_mark_deleted_position" => next.eviction_by_mark_deleted_position = boolean(name, &value)?,
+            "copy_entries" => next.copy_entries = boolean(name, &value)?,
+            "strategy" => match &value {
+                SettingValue::Str(s) => next.strategy = s.parse()?,
+                other => return Err(Error::invalid("strategy", format!("expected a string, got {other:?}"))),
+            },
+            _ => unreachable!("every name in SETTING_NAMES is handled"),
+        }
+        Ok(())
+    }
+
+    /// Checks relations between settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.eviction_watermark > self.eviction_trigger_threshold {
+            return Err(Error::invalid(
+                "eviction_watermark",
+                format!(
+                    "{} is above eviction_trigger_threshold {}; eviction would free nothing",
+                    self.eviction_watermark, self.eviction_trigger_threshold
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads Pulsar `broker.conf` entries (key, raw string value); unrelated keys are ignored.
+    /// Returns the config and the broker keys that were applied.
+    pub fn from_broker_conf<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(Self, Vec<String>)> {
+        let mut config = CacheConfig::default();
+        let mut applied = Vec::new();
+        for (key, raw) in entries {
+            let Some((_, name, scale)) = BROKER_CONF_KEYS.iter().find(|(k, _, _)| *k == key.trim()) else {
+                continue;
+            };
+            config.assign(name, parse_conf_value(name, raw.trim(), *scale)?)?;
+            applied.push(key.trim().to_string());
+        }
+        // Relations are checked once all keys are in, so the order of lines does not matter.
+        config.validate()?;
+        Ok((config, applied))
+    }
+
+    /// Reads a setting by name.
+    pub fn get(&self, key: &str) -> Option<SettingValue> {
+        Some(match key {
+            "cache_size_bytes" => SettingValue::Int(self.cache_size_bytes as i64),
+            "eviction_watermark" => SettingValue::Float(self.eviction_watermark),
+            "eviction_trigger_threshold" => SettingValue::Float(self.eviction_trigger_threshold),
+            "eviction_time_threshold_ms" => SettingValue::Int(self.eviction_time_threshold_ms as i64),
+            "eviction_interval_ms" => SettingValue::Int(self.eviction_interval_ms as i64),
+            "eviction_by_expected_read_count" => SettingValue::Bool(self.eviction_by_expected_read_count),
+            "extend_ttl_max_times" => SettingValue::Int(self.extend_ttl_max_times as i64),
+            "extend_ttl_of_recently_accessed" => SettingValue::Bool(self.extend_ttl_of_recently_accessed),
+            "continue_caching_after_last_active_cursor_leaves_ms" => {
+                match self.continue_caching_after_last_active_cursor_leaves_ms {
+                    Some(v) => SettingValue::Int(v as i64),
+                    None => SettingValue::None,
+                }
+            }
+            "eviction_by_mark_deleted_position" => SettingValue::Bool(self.eviction_by_mark_deleted_position),
+            "copy_entries" => SettingValue::Bool(self.copy_entries),
+            "strategy" => SettingValue::Str(self.strategy.name().to_string()),
+            _ => return None,
+        })
+    }
+
+    /// The size above which an insert triggers a size pass.
+    pub fn trigger_bytes(&self) -> u64 {
+        (self.cache_size_bytes as f64 * self.eviction_trigger_threshold) as u64
+    }
+
+    /// The size a size pass frees down to.
+    pub fn watermark_bytes(&self) -> u64 {
+        (self.cache_size_bytes as f64 * self.eviction_watermark) as u64
+    }
+
+    pub fn ttl_ns(&self) -> u64 {
+        self.eviction_time_threshold_ms.saturating_mul(1_000_000)
+    }
+
+    /// How many times an entry that still expects reads may have its TTL extended; 0 when the
+    /// expected-read extension is off (by setting or by the `pip430-fifo` strategy).
+    pub fn effective_max_requeues(&self) -> u32 {
+        if self.eviction_by_expected_read_count && self.strategy != Strategy::Pip430Fifo {
+            self.extend_ttl_max_times
+        } else {
+            0
+        }
+    }
+
+    pub fn effective_extend_recently_accessed(&self) -> bool {
+        self.extend_ttl_of_recently_accessed && self.strategy != Strategy::Pip430Fifo
+    }
+
+    pub fn continue_caching_window_ms(&self) -> u64 {
+        self.continue_caching_after_last_active_cursor_leaves_ms
+            .unwrap_or(self.eviction_time_threshold_ms.saturating_mul(2))
+    }
+}
+
+fn non_negative(name: &'static str, v: &SettingValue) -> Result<u64> {
+    match v {
+        SettingValue::Int(i) if *i >= 0 => Ok(*i as u64),
+        SettingValue::Int(i) => Err(Error::invalid(name, format!("must be >= 0, got {i}"))),
+        other => Err(Error::invalid(name, format!("expected an integer, got {}", describe(other)))),
+    }
+}
+
+fn fraction(name: &'static str, v: &SettingValue) -> Result<f64> {
+    let f = match v {
+        SettingValue::Float(f) => *f,
+        SettingValue::Int(i) => *i as f64,
+        other => return Err(Error::invalid(name, format!("expected a number, got {}", describe(other)))),
+    };
+    if f.is_finite() && f > 0.0 && f <= 1.0 {
+        Ok(f)
+    } else {
+        Err(Error::invalid(name, format!("must be in (0, 1], got {f}")))
+    }
+}
+
+fn boolean(name: &'static str, v: &SettingValue) -> Result<bool> {
+    match v {
+        SettingValue::Bool(b) => Ok(*b),
+        other => Err(Error::invalid(name, format!("expected a bool, got {}", describe(other)))),
+    }
+}
+
+fn describe(v: &SettingValue) -> String {
+    match v {
+        SettingValue::None => "None".into(),
+        SettingValue::Bool(b) => format!("bool {b}"),
+        SettingValue::Int(i) => format!("int {i}"),
+        SettingValue::Float(f) => format!("float {f}"),
+        SettingValue::Str(s) => format!("string {s:?}"),
+    }
+}
+
+fn parse_conf_value(name: &'static str, raw: &str, scale: u64) -> Result<SettingValue> {
+    let current = CacheConfig::default().get(name);
+    Ok(match current {
+        Some(SettingValue::Bool(_)) => match raw.to_ascii_lowercase().as_str() {
+            "true" => SettingValue::Bool(true),
+            "false" => SettingValue::Bool(false),
+            _ => return Err(Error::invalid(name, format!("broker.conf value {raw:?} is not true/false"))),
+        },
+        Some(SettingValue::Float(_)) => SettingValue::Float(
+            raw.parse().map_err(|_| Error::invalid(name, format!("broker.conf value {raw:?} is not a number")))?,
+        ),
+        // Integers, and the optional integer (None by default).
+        _ => {
+            if raw.is_empty() {
+                return Ok(SettingValue::None);
+            }
+            let v: i64 =
+                raw.parse().map_err(|_| Error::invalid(name, format!("broker.conf value {raw:?} is not an integer")))?;
+            SettingValue::Int(v.checked_mul(scale as i64).ok_or_else(|| Error::invalid(name, "overflows"))?)
+        }
+    })
+}
+
+fn closest_name(key: &str) -> Option<String> {
+    let key_l = key.to_ascii_lowercase().replace('-', "_");
+    SETTING_NAMES
+        .iter()
+        .map(|n| (edit_distance(&key_l, n), n))
+        .filter(|(d, n)| *d <= 3.max(n.len() / 4))
+        .min()
+        .map(|(_, n)| n.to_string())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_pulsar() {
+        let c = CacheConfig::default();
+        assert_eq!(c.eviction_watermark, 0.9);
+        assert_eq!(c.eviction_trigger_threshold, 0.98);
+        assert_eq!(c.eviction_time_threshold_ms, 1000);
+        assert_eq!(c.extend_ttl_max_times, 5);
+        assert_eq!(c.continue_caching_window_ms(), 2000);
+        for name in SETTING_NAMES {
+            assert!(c.get(name).is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_values_and_leaves_config_intact() {
+        let mut c = CacheConfig::default();
+        assert!(matches!(c.set("cache_size_bytes", SettingValue::Int(-1)), Err(Error::InvalidArgument { .. })));
+        assert!(c.set("eviction_watermark", SettingValue::Float(1.5)).is_err());
+        assert!(c.set("eviction_watermark", SettingValue::Float(0.99)).is_err(), "above trigger");
+        assert!(c.set("strategy", SettingValue::Str("fifo".into())).is_err());
+        let err = c.set("cache_size_byte", SettingValue::Int(1)).unwrap_err();
+        assert!(err.to_string().contains("cache_size_bytes"), "{err}");
+        assert_eq!(c, CacheConfig::default());
+    }
+
+    #[test]
+    fn pip430_fifo_turns_both_extensions_off() {
+        let mut c = CacheConfig::default();
+        assert_eq!(c.effective_max_requeues(), 5);
+        c.set("strategy", SettingValue::Str("pip430-fifo".into())).unwrap();
+        assert_eq!(c.effective_max_requeues(), 0);
+        assert!(!c.effective_extend_recently_accessed());
+    }
+
+    #[test]
+    fn reads_broker_conf_keys() {
+        let (c, applied) = CacheConfig::from_broker_conf([
+            ("managedLedgerCacheSizeMB", "64"),
+            ("cacheEvictionByExpectedReadCount", "false"),
+            ("managedLedgerCacheEvictionWatermark", "0.5"),
+            ("brokerServicePort", "6650"),
+        ])
+        .unwrap();
+        assert_eq!(c.cache_size_bytes, 64 << 20);
+        assert!(!c.eviction_by_expected_read_count);
+        assert_eq!(c.eviction_watermark, 0.5);
+        assert_eq!(applied.len(), 3);
+        assert!(CacheConfig::from_broker_conf([("managedLedgerCacheSizeMB", "lots")]).is_err());
+    }
+}

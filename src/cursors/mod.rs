@@ -1,0 +1,2 @@
+pub mod active;
+pub mod heap;

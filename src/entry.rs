@@ -1,0 +1,136 @@
+//! What the cache hands to readers: a copy of a cached entry that shares its payload and its
+//! expected-read counter with the cached original.
+
+use crate::position::Position;
+use crate::read_count::ReadCountHandler;
+use bytes::Bytes;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// An entry's bytes. Empty payloads (size-only entries, as the replay lab uses) cost one null
+/// pointer; real ones are one shared allocation, so a copy for a reader is a reference-count bump.
+#[derive(Clone, Default, Debug)]
+pub struct Payload(Option<Arc<Bytes>>);
+
+impl Payload {
+    pub fn new(bytes: Bytes) -> Self {
+        if bytes.is_empty() {
+            Payload(None)
+        } else {
+            Payload(Some(Arc::new(bytes)))
+        }
+    }
+
+    pub fn empty() -> Self {
+        Payload(None)
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        self.0.as_deref().map_or(&[], |b| b.as_ref())
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |b| b.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn to_bytes(&self) -> Bytes {
+        self.0.as_deref().cloned().unwrap_or_default()
+    }
+
+    /// A private copy of the bytes (the broker's `managedLedgerCacheCopyEntries`): the cached entry
+    /// then no longer pins the buffer it was sliced from.
+    pub fn deep_copy(&self) -> Self {
+        Payload::new(Bytes::copy_from_slice(self.as_slice()))
+    }
+}
+
+impl From<Bytes> for Payload {
+    fn from(b: Bytes) -> Self {
+        Payload::new(b)
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(v: Vec<u8>) -> Self {
+        Payload::new(Bytes::from(v))
+    }
+}
+
+impl From<&'static [u8]> for Payload {
+    fn from(v: &'static [u8]) -> Self {
+        Payload::new(Bytes::from_static(v))
+    }
+}
+
+/// A reader's copy of a cached entry. Releasing it consumes one expected read, once.
+#[derive(Debug)]
+pub struct CachedEntry {
+    position: Position,
+    payload: Payload,
+    size: u32,
+    requeue_count: u16,
+    read_count: Option<ReadCountHandler>,
+    released: AtomicBool,
+}
+
+impl CachedEntry {
+    pub(crate) fn new(
+        position: Position,
+        payload: Payload,
+        size: u32,
+        requeue_count: u16,
+        read_count: Option<ReadCountHandler>,
+    ) -> Self {
+        CachedEntry { position, payload, size, requeue_count, read_count, released: AtomicBool::new(false) }
+    }
+
+    pub fn position(&self) -> Position {
+        self.position
+    }
+
+    pub fn payload(&self) -> &Payload {
+        &self.payload
+    }
+
+    pub fn data(&self) -> &[u8] {
+        self.payload.as_slice()
+    }
+
+    /// The accounted size (may differ from the payload length when the caller said so).
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// How often the cached entry's TTL had been extended when this copy was taken.
+    pub fn requeue_count(&self) -> u16 {
+        self.requeue_count
+    }
+
+    /// Remaining expected reads of the cached entry; `None` if it was cached without any.
+    pub fn expected_reads(&self) -> Option<i32> {
+        self.read_count.as_ref().map(|h| h.expected_reads())
+    }
+
+    pub fn read_count_handler(&self) -> Option<&ReadCountHandler> {
+        self.read_count.as_ref()
+    }
+
+    /// Consumes one expected read the first time it is called; returns whether this call did.
+    pub fn release(&self) -> bool {
+        if self.released.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        if let Some(h) = &self.read_count {
+            h.mark_read();
+        }
+        true
+    }
+
+    pub fn is_released(&self) -> bool {
+        self.released.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,28 @@
+//! ledgercache: Apache Pulsar's PIP-430 broker entry cache as a library.
+//!
+//! The core is free of Python; the PyO3 bindings live in [`python`] behind the `python` feature.
+
+pub mod clock;
+pub mod config;
+pub mod cursors;
+pub mod entry;
+pub mod error;
+pub mod manager;
+pub mod position;
+mod position_index;
+mod range_cache;
+pub mod read_count;
+pub mod removal_queue;
+pub mod stats;
+
+#[cfg(feature = "python")]
+mod python;
+
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use config::{CacheConfig, SettingValue, Strategy};
+pub use entry::{CachedEntry, Payload};
+pub use error::{Error, Result};
+pub use manager::{EntryCache, EntryCacheManager};
+pub use position::Position;
+pub use read_count::ReadCountHandler;
+pub use stats::CacheStats;

@@ -1,0 +1,522 @@
+//! The broker-wide entry cache manager (Pulsar's `RangeEntryCacheManagerImpl` after PIP-430): one
+//! size budget and one removal queue for the entry caches of all managed ledgers.
+
+use crate::clock::SharedClock;
+use crate::config::{CacheConfig, Strategy};
+use crate::entry::{CachedEntry, Payload};
+use crate::error::{Error, Result};
+use crate::position::Position;
+use crate::range_cache::RangeCache;
+use crate::read_count::ReadCountHandler;
+use crate::removal_queue::{mark_requeued, EvictionPolicy, EvictionResult, Pass, QueueItem, RemovalQueue};
+use crate::stats::{CacheStats, Counters};
+use parking_lot::{ArcMutexGuard, Condvar, Mutex, RawMutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+type SharedRangeCache = Arc<Mutex<RangeCache>>;
+
+/// How many queue items the evictor handles before it lets other threads at the cache it holds.
+const FAIRNESS_BATCH: u32 = 256;
+
+/// Entry caches by id and by name. Ids are reused; a reused id's serials continue where the old
+/// cache's stopped, so stale queue items never match (see `RangeCache::with_first_serial`).
+#[derive(Default)]
+struct CacheTable {
+    by_id: Vec<Option<SharedRangeCache>>,
+    first_serial: Vec<u32>,
+    free_ids: Vec<u32>,
+    by_name: HashMap<String, Arc<EntryCache>>,
+}
+
+struct Shared {
+    config: CacheConfig,
+    policy: EvictionPolicy,
+    trigger_bytes: u64,
+    watermark_bytes: u64,
+    clock: SharedClock,
+    size_bytes: AtomicU64,
+    entry_count: AtomicU64,
+    queue: RemovalQueue,
+    caches: RwLock<CacheTable>,
+    counters: Counters,
+    wake_evictor: Option<(Mutex<bool>, Condvar)>,
+}
+
+/// The entry cache of one managed ledger. Obtain it from [`EntryCacheManager::get_cache`].
+pub struct EntryCache {
+    id: u32,
+    name: String,
+    state: SharedRangeCache,
+    shared: Arc<Shared>,
+    closed: AtomicBool,
+}
+
+/// The broker-wide cache manager.
+pub struct EntryCacheManager {
+    shared: Arc<Shared>,
+    background: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+}
+
+/// (entries, bytes) removed by an operation.
+pub type Removed = (u64, u64);
+
+impl EntryCacheManager {
+    /// A manager for `config`. With `background_eviction`, size passes triggered by inserts and the
+    /// periodic eviction (every `eviction_interval_ms`) run on a thread of their own, as in a broker;
+    /// otherwise a triggered size pass runs inside the insert that triggered it.
+    pub fn new(config: CacheConfig, clock: SharedClock, background_eviction: bool) -> Result<Self> {
+        config.validate()?;
+        if !matches!(config.strategy, Strategy::Pip430 | Strategy::Pip430Fifo) {
+            return Err(Error::Unsupported(format!(
+                "strategy {:?} is a replay-lab strategy; the entry cache manager runs \"pip430\" and \"pip430-fifo\"",
+                config.strategy.name()
+            )));
+        }
+        let shared = Arc::new(Shared {
+            policy: EvictionPolicy {
+                max_requeues: config.effective_max_requeues(),
+                extend_recently_accessed: config.effective_extend_recently_accessed(),
+            },
+            trigger_bytes: config.trigger_bytes(),
+            watermark_bytes: config.watermark_bytes(),
+            clock,
+            size_bytes: AtomicU64::new(0),
+            entry_count: AtomicU64::new(0),
+            queue: RemovalQueue::default(),
+            caches: RwLock::new(CacheTable::default()),
+            counters: Counters::default(),
+            wake_evictor: background_eviction.then(|| (Mutex::new(false), Condvar::new())),
+            config,
+        });
+        let background = background_eviction.then(|| spawn_background_evictor(&shared));
+        Ok(EntryCacheManager { shared, background })
+    }
+
+    pub fn config(&self) -> &CacheConfig {
+        &self.shared.config
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.shared.clock
+    }
+
+    /// The cache named `name`, created on first use; the same object for the same name.
+    pub fn get_cache(&self, name: &str) -> Arc<EntryCache> {
+        if let Some(c) = self.shared.caches.read().by_name.get(name) {
+            return c.clone();
+        }
+        let mut table = self.shared.caches.write();
+        if let Some(c) = table.by_name.get(name) {
+            return c.clone();
+        }
+        let id = match table.free_ids.pop() {
+            Some(id) => id,
+            None => {
+                table.by_id.push(None);
+                table.first_serial.push(0);
+                (table.by_id.len() - 1) as u32
+            }
+        };
+        let state = Arc::new(Mutex::new(RangeCache::with_first_serial(table.first_serial[id as usize])));
+        table.by_id[id as usize] = Some(state.clone());
+        let cache = Arc::new(EntryCache {
+            id,
+            name: name.to_string(),
+            state,
+            shared: self.shared.clone(),
+            closed: AtomicBool::new(false),
+        });
+        table.by_name.insert(name.to_string(), cache.clone());
+        cache
+    }
+
+    /// Removes the cache named `name` and drops its entries; `None` if there is no such cache.
+    /// Handles to it that callers still hold refuse inserts from now on.
+    pub fn remove_cache(&self, name: &str) -> Option<Removed> {
+        let cache = {
+            let mut table = self.shared.caches.write();
+            let cache = table.by_name.remove(name)?;
+            table.by_id[cache.id as usize] = None;
+            cache
+        };
+        let (removed, next_serial) = {
+            let mut state = cache.state.lock();
+            cache.closed.store(true, Ordering::Release);
+            (state.clear(), state.next_serial())
+        };
+        self.shared.account_invalidated(removed);
+        let mut table = self.shared.caches.write();
+        table.first_serial[cache.id as usize] = next_serial;
+        table.free_ids.push(cache.id);
+        Some(removed)
+    }
+
+    /// Names of the caches that exist.
+    pub fn cache_names(&self) -> Vec<String> {
+        let mut names: Vec<_> = self.shared.caches.read().by_name.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.shared.size_bytes.load(Ordering::Acquire)
+    }
+
+    pub fn entry_count(&self) -> u64 {
+        self.shared.entry_count.load(Ordering::Acquire)
+    }
+
+    pub fn max_size_bytes(&self) -> u64 {
+        self.shared.config.cache_size_bytes
+    }
+
+    /// One time pass: evicts entries stamped more than `eviction_time_threshold_ms` ago, extending
+    /// the TTL of those that qualify; stops at the first entry that has not expired.
+    pub fn evict_expired(&self) -> Removed {
+        self.shared.evict_expired()
+    }
+
+    /// One size pass freeing at least `bytes` (or everything), oldest first, honouring requeues.
+    pub fn evict_bytes(&self, bytes: u64) -> Result<Removed> {
+        if bytes == 0 {
+            return Err(Error::invalid("n", "must be > 0 bytes to free"));
+        }
+        Ok(self.shared.evict_size(bytes))
+    }
+
+    /// What the broker's periodic task does: a time pass, then a size pass down to the watermark if
+    /// the cache is above the trigger threshold. Returns the total removed.
+    pub fn run_eviction(&self) -> Removed {
+        self.shared.run_eviction()
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        self.shared.counters.snapshot(self.size_bytes(), self.entry_count())
+    }
+
+    /// Items in the removal queue, including stale ones not yet reached (for leak checks).
+    pub fn removal_queue_len(&self) -> usize {
+        self.shared.queue.lock().len()
+    }
+
+    /// Heap bytes of the caches' bookkeeping plus the removal queue (payloads excluded).
+    pub fn metadata_bytes(&self) -> usize {
+        let per_cache: usize = {
+            let table = self.shared.caches.read();
+            table.by_id.iter().flatten().map(|c| c.lock().metadata_bytes()).sum()
+        };
+        per_cache + self.removal_queue_len() * std::mem::size_of::<QueueItem>()
+    }
+
+    /// Sum of the caches' own sizes (must equal `size_bytes()` when no operation is running).
+    pub fn sum_of_cache_sizes(&self) -> (u64, u64) {
+        let table = self.shared.caches.read();
+        table.by_id.iter().flatten().fold((0, 0), |(n, b), c| {
+            let c = c.lock();
+            (n + c.len() as u64, b + c.size_bytes())
+        })
+    }
+}
+
+impl Drop for EntryCacheManager {
+    fn drop(&mut self) {
+        if let Some((stop, handle)) = self.background.take() {
+            stop.store(true, Ordering::Release);
+            if let Some((flag, cv)) = &self.shared.wake_evictor {
+                *flag.lock() = true;
+                cv.notify_all();
+            }
+            let _ = handle.join();
+        }
+    }
+}
+
+fn spawn_background_evictor(shared: &Arc<Shared>) -> (Arc<AtomicBool>, JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let weak: Weak<Shared> = Arc::downgrade(shared);
+    let interval = Duration::from_millis(shared.config.eviction_interval_ms);
+    let stop_flag = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("ledgercache-evictor".into())
+        .spawn(move || loop {
+            let Some(shared) = weak.upgrade() else { return };
+            if stop_flag.load(Ordering::Acquire) {
+                return;
+            }
+            if let Some((flag, cv)) = &shared.wake_evictor {
+                let mut woken = flag.lock();
+                if !*woken {
+                    cv.wait_for(&mut woken, interval);
+                }
+                *woken = false;
+            }
+            if stop_flag.load(Ordering::Acquire) {
+                return;
+            }
+            shared.run_eviction();
+        })
+        .expect("spawning the eviction thread");
+    (stop, handle)
+}
+
+impl Shared {
+    fn run_eviction(&self) -> Removed {
+        let (n1, b1) = self.evict_expired();
+        let (n2, b2) = self.evict_to_watermark_if_over_threshold();
+        (n1 + n2, b1 + b2)
+    }
+
+    fn evict_expired(&self) -> Removed {
+        let now = self.clock.now_ns();
+        self.counters.time_passes.fetch_add(1, Ordering::Relaxed);
+        match now.checked_sub(self.config.ttl_ns()) {
+            Some(expire_before_ns) => self.run_pass(Pass::Time { expire_before_ns }),
+            // Nothing can be older than the clock's origin.
+            None => (0, 0),
+        }
+    }
+
+    fn evict_size(&self, bytes_to_free: u64) -> Removed {
+        self.counters.size_passes.fetch_add(1, Ordering::Relaxed);
+        self.run_pass(Pass::Size { bytes_to_free })
+    }
+
+    fn evict_to_watermark_if_over_threshold(&self) -> Removed {
+        let size = self.size_bytes.load(Ordering::Acquire);
+        if size <= self.trigger_bytes {
+            return (0, 0);
+        }
+        match size.checked_sub(self.watermark_bytes) {
+            Some(excess) if excess > 0 => self.evict_size(excess),
+            _ => (0, 0),
+        }
+    }
+
+    /// Called after an insert grew the cache.
+    fn after_insert(&self, total: u64) {
+        if total <= self.trigger_bytes {
+            return;
+        }
+        match &self.wake_evictor {
+            Some((flag, cv)) => {
+                *flag.lock() = true;
+                cv.notify_one();
+            }
+            None => {
+                // Another thread may be evicting; waiting for it keeps "insert returns with the cache at
+                // or below the trigger" true for the inline mode.
+                let _evictor = self.queue.lock();
+                drop(_evictor);
+                self.evict_to_watermark_if_over_threshold();
+            }
+        }
+    }
+
+    fn account_invalidated(&self, (entries, bytes): Removed) {
+        if entries == 0 {
+            return;
+        }
+        self.size_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.entry_count.fetch_sub(entries, Ordering::AcqRel);
+        self.counters.invalidated.fetch_add(entries, Ordering::Relaxed);
+        self.counters.invalidated_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Runs one pass over the removal queue. The evictor keeps the lock of the cache it is working in
+    /// across consecutive items of that cache, and publishes freed bytes when it moves on.
+    fn run_pass(&self, pass: Pass) -> Removed {
+        let mut evictor = self.queue.lock();
+        let now = self.clock.now_ns();
+        let policy = self.policy;
+        let mut held: Option<(u32, ArcMutexGuard<RawMutex, RangeCache>)> = None;
+        let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
+        let mut unpublished = (0u64, 0u64);
+        let mut since_bump = 0u32;
+        evictor.run(policy.max_requeues, |item: QueueItem, requeue_allowed| {
+            if held.as_ref().map(|(id, _)| *id) != Some(item.cache) {
+                held = None;
+                self.publish_evicted(&mut unpublished);
+                let state = {
+                    let table = self.caches.read();
+                    table.by_id.get(item.cache as usize).and_then(|c| c.clone())
+                };
+                let Some(state) = state else { return EvictionResult::Missing };
+                held = Some((item.cache, state.lock_arc()));
+                since_bump = 0;
+            } else {
+                since_bump += 1;
+                if since_bump == FAIRNESS_BATCH {
+                    since_bump = 0;
+                    self.publish_evicted(&mut unpublished);
+                    if let Some((_, guard)) = held.as_mut() {
+                        ArcMutexGuard::bump(guard);
+                    }
+                }
+            }
+            let cache = &mut held.as_mut().expect("held was just set").1;
+            let Some(slot) = cache.slot_mut(item.slot) else { return EvictionResult::Missing };
+            let result = policy.decide(pass, slot, freed, requeue_allowed);
+            match result {
+                EvictionResult::Remove => {
+                    let size = cache.remove_slot(item.slot.slot) as u64;
+                    removed += 1;
+                    freed += size;
+                    unpublished.0 += 1;
+                    unpublished.1 += size;
+                }
+                EvictionResult::Requeue => {
+                    mark_requeued(slot, now);
+                    requeued += 1;
+                }
+                EvictionResult::Stop | EvictionResult::Missing => {}
+            }
+            result
+        });
+        drop(held);
+        self.publish_evicted(&mut unpublished);
+        self.counters.evicted.fetch_add(removed, Ordering::Relaxed);
+        self.counters.evicted_bytes.fetch_add(freed, Ordering::Relaxed);
+        self.counters.requeued.fetch_add(requeued, Ordering::Relaxed);
+        (removed, freed)
+    }
+
+    fn publish_evicted(&self, unpublished: &mut (u64, u64)) {
+        if unpublished.0 > 0 {
+            self.entry_count.fetch_sub(unpublished.0, Ordering::AcqRel);
+            self.size_bytes.fetch_sub(unpublished.1, Ordering::AcqRel);
+            *unpublished = (0, 0);
+        }
+    }
+}
+
+impl EntryCache {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Caches an entry unless its position is already cached (or caching is disabled); returns
+    /// whether it was inserted. `expected_reads` > 0 gives the entry a read-count handler; `size`
+    /// overrides the accounted size (default: the payload length).
+    pub fn insert(&self, position: Position, payload: Payload, expected_reads: i32, size: Option<u32>) -> Result<bool> {
+        if expected_reads < 0 {
+            return Err(Error::invalid("expected_reads", format!("must be >= 0, got {expected_reads}")));
+        }
+        let size = match size {
+            Some(s) => s,
+            None => u32::try_from(payload.len())
+                .map_err(|_| Error::invalid("data", format!("{} bytes is more than an entry can hold", payload.len())))?,
+        };
+        self.insert_with_handler(position, payload, ReadCountHandler::new(expected_reads), size)
+    }
+
+    /// Caches an entry that shares `handler` with entries handed out elsewhere (the ledger's read
+    /// path creates the handler before the entry reaches the cache).
+    pub fn insert_with_handler(
+        &self,
+        position: Position,
+        payload: Payload,
+        handler: Option<ReadCountHandler>,
+        size: u32,
+    ) -> Result<bool> {
+        let shared = &self.shared;
+        if shared.config.cache_size_bytes == 0 {
+            return Ok(false);
+        }
+        let payload = if shared.config.copy_entries { payload.deep_copy() } else { payload };
+        {
+            let mut state = self.state.lock();
+            if self.is_closed() {
+                return Err(Error::Closed(format!("entry cache {:?}", self.name)));
+            }
+            let Some(slot) = state.insert(position, payload, handler, size, shared.clock.now_ns()) else {
+                return Ok(false);
+            };
+            // Pushed under the cache lock so this cache's items enter the queue in serial order.
+            shared.queue.push(QueueItem { cache: self.id, slot });
+        }
+        shared.entry_count.fetch_add(1, Ordering::AcqRel);
+        let total = shared.size_bytes.fetch_add(size as u64, Ordering::AcqRel) + size as u64;
+        shared.counters.inserted.fetch_add(1, Ordering::Relaxed);
+        shared.after_insert(total);
+        Ok(true)
+    }
+
+    /// A reader's copy of the entry at `position`; marks it accessed.
+    pub fn get(&self, position: Position) -> Option<CachedEntry> {
+        let found = self.state.lock().get(position);
+        let c = &self.shared.counters;
+        match &found {
+            Some(e) => {
+                c.hits.fetch_add(1, Ordering::Relaxed);
+                c.hit_bytes.fetch_add(e.size() as u64, Ordering::Relaxed);
+            }
+            None => {
+                c.misses.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        found
+    }
+
+    /// Reader copies of the cached entries in `[first, last]` (both inclusive), in position order.
+    pub fn get_range(&self, first: Position, last: Position) -> Vec<CachedEntry> {
+        let found = self.state.lock().get_range(first, last);
+        let c = &self.shared.counters;
+        c.hits.fetch_add(found.len() as u64, Ordering::Relaxed);
+        c.hit_bytes.fetch_add(found.iter().map(|e| e.size() as u64).sum(), Ordering::Relaxed);
+        if first.ledger_id == last.ledger_id && last.entry_id >= first.entry_id {
+            let wanted = (last.entry_id - first.entry_id) as u64 + 1;
+            c.misses.fetch_add(wanted - found.len() as u64, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// Whether `position` is cached (does not mark it accessed or count a hit).
+    pub fn contains(&self, position: Position) -> bool {
+        self.state.lock().contains(position)
+    }
+
+    /// Remaining expected reads of the cached entry at `position`: `None` if absent, `Some(None)`
+    /// if it has no read-count handler.
+    pub fn expected_reads(&self, position: Position) -> Option<Option<i32>> {
+        self.state.lock().peek(position).map(|s| s.read_count.as_ref().map(|h| h.expected_reads()))
+    }
+
+    /// Removes `[first, last]` (or `[first, last)`); returns (entries, bytes) removed.
+    pub fn remove_range(&self, first: Position, last: Position, last_inclusive: bool) -> Removed {
+        let removed = self.state.lock().remove_range(first, last, last_inclusive);
+        self.shared.account_invalidated(removed);
+        removed
+    }
+
+    /// Removes every entry; returns (entries, bytes) removed.
+    pub fn clear(&self) -> Removed {
+        let removed = self.state.lock().clear();
+        self.shared.account_invalidated(removed);
+        removed
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.state.lock().size_bytes()
+    }
+
+    pub fn len(&self) -> usize {
+        self.state.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Cached positions in order (for checks and debugging).
+    pub fn positions(&self) -> Vec<Position> {
+        self.state.lock().positions()
+    }
+}

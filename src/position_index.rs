@@ -1,0 +1,195 @@
+//! Sorted map from positions to slot numbers, in chunks of 16 consecutive entry ids.
+//!
+//! Entries of a ledger are cached mostly in runs (publishes, read batches), so a chunk holds up to 16
+//! neighbours: lookups and removals in a run hit the same chunk, which is remembered, and only a new
+//! chunk costs a tree operation. This is what keeps map removal out of the eviction hot loop.
+
+use crate::position::Position;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+const SHIFT: u32 = 4;
+const LANES: usize = 1 << SHIFT;
+
+type ChunkKey = (i64, i64);
+
+#[derive(Clone, Copy)]
+struct Chunk {
+    slots: [u32; LANES],
+    occupied: u16,
+}
+
+/// Position -> slot number, ordered by position.
+#[derive(Default)]
+pub struct PositionIndex {
+    chunks: Vec<Chunk>,
+    free_chunks: Vec<u32>,
+    by_key: BTreeMap<ChunkKey, u32>,
+    /// The chunk touched last; runs of neighbouring positions skip the tree lookup.
+    last: Cell<Option<(ChunkKey, u32)>>,
+    len: usize,
+}
+
+fn split(p: Position) -> (ChunkKey, usize) {
+    ((p.ledger_id, p.entry_id >> SHIFT), (p.entry_id & (LANES as i64 - 1)) as usize)
+}
+
+impl PositionIndex {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn chunk_of(&self, key: ChunkKey) -> Option<u32> {
+        if let Some((k, c)) = self.last.get() {
+            if k == key {
+                return Some(c);
+            }
+        }
+        let c = *self.by_key.get(&key)?;
+        self.last.set(Some((key, c)));
+        Some(c)
+    }
+
+    pub fn get(&self, p: Position) -> Option<u32> {
+        let (key, lane) = split(p);
+        let chunk = &self.chunks[self.chunk_of(key)? as usize];
+        (chunk.occupied & (1 << lane) != 0).then(|| chunk.slots[lane])
+    }
+
+    /// Maps `p` to `slot`; false (and no change) if `p` is already present.
+    pub fn insert(&mut self, p: Position, slot: u32) -> bool {
+        let (key, lane) = split(p);
+        let c = match self.chunk_of(key) {
+            Some(c) => c,
+            None => {
+                let empty = Chunk { slots: [0; LANES], occupied: 0 };
+                let c = match self.free_chunks.pop() {
+                    Some(c) => {
+                        self.chunks[c as usize] = empty;
+                        c
+                    }
+                    None => {
+                        self.chunks.push(empty);
+                        (self.chunks.len() - 1) as u32
+                    }
+                };
+                self.by_key.insert(key, c);
+                self.last.set(Some((key, c)));
+                c
+            }
+        };
+        let chunk = &mut self.chunks[c as usize];
+        if chunk.occupied & (1 << lane) != 0 {
+            return false;
+        }
+        chunk.occupied |= 1 << lane;
+        chunk.slots[lane] = slot;
+        self.len += 1;
+        true
+    }
+
+    pub fn remove(&mut self, p: Position) -> Option<u32> {
+        let (key, lane) = split(p);
+        let c = self.chunk_of(key)?;
+        let chunk = &mut self.chunks[c as usize];
+        if chunk.occupied & (1 << lane) == 0 {
+            return None;
+        }
+        chunk.occupied &= !(1 << lane);
+        let slot = chunk.slots[lane];
+        self.len -= 1;
+        if chunk.occupied == 0 {
+            self.by_key.remove(&key);
+            self.free_chunks.push(c);
+            self.last.set(None);
+        }
+        Some(slot)
+    }
+
+    /// Present positions in `[first, last]`, in order, with their slots.
+    pub fn range(&self, first: Position, last: Position) -> Vec<(Position, u32)> {
+        let mut out = Vec::new();
+        if first > last {
+            return out;
+        }
+        let (lo, _) = split(first);
+        let (hi, _) = split(last);
+        for (&(ledger_id, chunk_no), &c) in self.by_key.range(lo..=hi) {
+            let chunk = &self.chunks[c as usize];
+            let mut bits = chunk.occupied;
+            while bits != 0 {
+                let lane = bits.trailing_zeros() as i64;
+                bits &= bits - 1;
+                let p = Position::new(ledger_id, (chunk_no << SHIFT) | lane);
+                if p >= first && p <= last {
+                    out.push((p, chunk.slots[lane as usize]));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Bytes held by the index itself, for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        self.chunks.capacity() * std::mem::size_of::<Chunk>()
+            + self.free_chunks.capacity() * 4
+            // a B-tree leaf holds up to 11 (key, value) pairs plus a header
+            + self.by_key.len() * (std::mem::size_of::<(ChunkKey, u32)>() + 8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap as Model;
+
+    #[test]
+    fn insert_get_remove_across_chunks_and_negative_ids() {
+        let mut ix = PositionIndex::default();
+        for e in -20..40 {
+            assert!(ix.insert(Position::new(1, e), (e + 100) as u32));
+        }
+        assert!(!ix.insert(Position::new(1, 3), 0));
+        assert_eq!(ix.get(Position::new(1, -17)), Some(83));
+        assert_eq!(ix.len(), 60);
+        let r = ix.range(Position::new(1, -2), Position::new(1, 17));
+        assert_eq!(r.len(), 20);
+        assert_eq!(r[0].0, Position::new(1, -2));
+        assert_eq!(ix.remove(Position::new(1, 0)), Some(100));
+        assert_eq!(ix.remove(Position::new(1, 0)), None);
+        assert!(ix.range(Position::new(2, 0), Position::new(1, 0)).is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn behaves_like_a_sorted_map(ops in prop::collection::vec((0u8..3, 0i64..3, -40i64..80, any::<u32>()), 1..400)) {
+            let mut ix = PositionIndex::default();
+            let mut model = Model::new();
+            for (op, l, e, v) in ops {
+                let p = Position::new(l, e);
+                match op {
+                    0 => {
+                        let fresh = !model.contains_key(&p);
+                        prop_assert_eq!(ix.insert(p, v), fresh);
+                        model.entry(p).or_insert(v);
+                    }
+                    1 => prop_assert_eq!(ix.remove(p), model.remove(&p)),
+                    _ => prop_assert_eq!(ix.get(p), model.get(&p).copied()),
+                }
+                prop_assert_eq!(ix.len(), model.len());
+            }
+            let all = ix.range(Position::new(i64::MIN, i64::MIN), Position::new(i64::MAX, i64::MAX));
+            let expected: Vec<_> = model.into_iter().collect();
+            prop_assert_eq!(all, expected);
+        }
+    }
+}

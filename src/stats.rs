@@ -1,0 +1,86 @@
+//! Counters of the entry cache manager.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+#[derive(Default, Debug)]
+pub(crate) struct Counters {
+    pub inserted: AtomicU64,
+    pub evicted: AtomicU64,
+    pub evicted_bytes: AtomicU64,
+    pub requeued: AtomicU64,
+    pub invalidated: AtomicU64,
+    pub invalidated_bytes: AtomicU64,
+    pub hits: AtomicU64,
+    pub hit_bytes: AtomicU64,
+    pub misses: AtomicU64,
+    pub time_passes: AtomicU64,
+    pub size_passes: AtomicU64,
+}
+
+/// A point-in-time copy of the manager's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Entries inserted (inserts of an already cached position are not counted).
+    pub inserted: u64,
+    /// Entries removed by eviction passes (time or size).
+    pub evicted: u64,
+    pub evicted_bytes: u64,
+    /// TTL extensions: entries moved to the tail of the removal queue instead of being evicted.
+    pub requeued: u64,
+    /// Entries removed by `remove_range`, `clear` and `remove_cache`.
+    pub invalidated: u64,
+    pub invalidated_bytes: u64,
+    /// Entries served from the cache by `get` / `get_range`.
+    pub hits: u64,
+    pub hit_bytes: u64,
+    /// Lookups that found nothing (for ranges within one ledger: each absent position).
+    pub misses: u64,
+    /// Time passes run.
+    pub time_passes: u64,
+    /// Size passes run with something to free (Pulsar's "evictions" counter).
+    pub size_passes: u64,
+    /// Bytes and entries cached right now.
+    pub size_bytes: u64,
+    pub entry_count: u64,
+}
+
+impl CacheStats {
+    /// (name, value) pairs, for dictionaries and reports.
+    pub fn fields(&self) -> [(&'static str, u64); 13] {
+        [
+            ("inserted", self.inserted),
+            ("evicted", self.evicted),
+            ("evicted_bytes", self.evicted_bytes),
+            ("requeued", self.requeued),
+            ("invalidated", self.invalidated),
+            ("invalidated_bytes", self.invalidated_bytes),
+            ("hits", self.hits),
+            ("hit_bytes", self.hit_bytes),
+            ("misses", self.misses),
+            ("time_passes", self.time_passes),
+            ("size_passes", self.size_passes),
+            ("size_bytes", self.size_bytes),
+            ("entry_count", self.entry_count),
+        ]
+    }
+}
+
+impl Counters {
+    pub fn snapshot(&self, size_bytes: u64, entry_count: u64) -> CacheStats {
+        CacheStats {
+            inserted: self.inserted.load(Relaxed),
+            evicted: self.evicted.load(Relaxed),
+            evicted_bytes: self.evicted_bytes.load(Relaxed),
+            requeued: self.requeued.load(Relaxed),
+            invalidated: self.invalidated.load(Relaxed),
+            invalidated_bytes: self.invalidated_bytes.load(Relaxed),
+            hits: self.hits.load(Relaxed),
+            hit_bytes: self.hit_bytes.load(Relaxed),
+            misses: self.misses.load(Relaxed),
+            time_passes: self.time_passes.load(Relaxed),
+            size_passes: self.size_passes.load(Relaxed),
+            size_bytes,
+            entry_count,
+        }
+    }
+}
