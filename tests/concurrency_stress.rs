@@ -1,0 +1,118 @@
+//! Several threads insert, read and release while evictions run; afterwards the size accounting
+//! must equal the sum of what is cached, and every entry read back must be the one at its position.
+
+use ledgercache::{CacheConfig, EntryCacheManager, ManualClock, Payload, Position, SettingValue, SystemClock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+/// The payload names its own position, so a mix-up shows.
+fn payload(p: Position) -> Payload {
+    let mut v = format!("{}:{}|", p.ledger_id, p.entry_id).into_bytes();
+    v.resize(v.len() + (p.entry_id % 50) as usize, b'x');
+    Payload::from(v)
+}
+
+fn check_entry(e: &ledgercache::CachedEntry) {
+    let p = e.position();
+    assert_eq!(e.data(), payload(p).as_slice(), "entry at {p} carries someone else's bytes");
+    assert_eq!(e.size() as usize, e.data().len());
+}
+
+fn run(background: bool, manual_clock: bool) {
+    let mut cfg = CacheConfig::default();
+    cfg.set("cache_size_bytes", SettingValue::Int(64 * 1024)).unwrap();
+    cfg.set("eviction_time_threshold_ms", SettingValue::Int(1)).unwrap();
+    cfg.set("eviction_interval_ms", SettingValue::Int(1)).unwrap();
+    let manual = manual_clock.then(|| Arc::new(ManualClock::new(0)));
+    let clock: ledgercache::SharedClock = match &manual {
+        Some(c) => c.clone(),
+        None => Arc::new(SystemClock),
+    };
+    let m = Arc::new(EntryCacheManager::new(cfg, clock.clone(), background).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|t| {
+            let m = m.clone();
+            thread::spawn(move || {
+                let cache = m.get_cache(&format!("topic-{}", t % 2));
+                for e in 0..20_000i64 {
+                    let p = Position::new(t, e);
+                    cache.insert(p, payload(p), (e % 3) as i32, None).unwrap();
+                    if e % 64 == 0 {
+                        for got in cache.get_range(Position::new(t, e - 64), p) {
+                            check_entry(&got);
+                            got.release();
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (m, stop) = (m.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let t = (n % 3) as i64;
+                    let cache = m.get_cache(&format!("topic-{}", t % 2));
+                    if let Some(got) = cache.get(Position::new(t, ((n * 7919) % 20_000) as i64)) {
+                        check_entry(&got);
+                        got.release();
+                    }
+                    if r == 0 && n % 5000 == 0 {
+                        cache.remove_range(Position::new(t, 0), Position::new(t, (n % 20_000) as i64), false);
+                    }
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    let evictor = {
+        let (m, stop) = (m.clone(), stop.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(clock) = &manual {
+                    clock.advance_ns(200_000);
+                }
+                m.run_eviction();
+                m.evict_bytes(512).unwrap();
+            }
+        })
+    };
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    evictor.join().unwrap();
+
+    let (entries, bytes) = m.sum_of_cache_sizes();
+    assert_eq!(m.size_bytes(), bytes, "global size drifted from the caches' sizes");
+    assert_eq!(m.entry_count(), entries);
+    let s = m.stats();
+    assert_eq!(s.inserted, entries + s.evicted + s.invalidated, "an entry went missing: {s:?}");
+    for name in m.cache_names() {
+        let cache = m.get_cache(&name);
+        for p in cache.positions() {
+            check_entry(&cache.get(p).unwrap());
+        }
+    }
+    // Everything can still be evicted, and the queue then holds nothing.
+    m.evict_bytes(u64::MAX).unwrap();
+    assert_eq!((m.size_bytes(), m.entry_count()), (0, 0));
+    assert_eq!(m.removal_queue_len(), 0);
+}
+
+#[test]
+fn inline_eviction_under_concurrent_inserts_reads_and_removals() {
+    run(false, false);
+}
+
+#[test]
+fn background_eviction_under_concurrent_inserts_reads_and_removals() {
+    run(true, true);
+}
