@@ -32,7 +32,9 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new(start_ns: u64) -> Self {
-        ManualClock { now: AtomicU64::new(start_ns) }
+        ManualClock {
+            now: AtomicU64::new(start_ns),
+        }
     }
 
     pub fn advance_ns(&self, ns: u64) -> u64 {

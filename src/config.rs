@@ -47,10 +47,16 @@ impl Strategy {
 impl FromStr for Strategy {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        Strategy::ALL.into_iter().find(|st| st.name() == s).ok_or_else(|| {
-            let names: Vec<_> = Strategy::ALL.iter().map(|s| s.name()).collect();
-            Error::invalid("strategy", format!("{s:?} is not one of {}", names.join(", ")))
-        })
+        Strategy::ALL
+            .into_iter()
+            .find(|st| st.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Strategy::ALL.iter().map(|s| s.name()).collect();
+                Error::invalid(
+                    "strategy",
+                    format!("{s:?} is not one of {}", names.join(", ")),
+                )
+            })
     }
 }
 
@@ -128,23 +134,51 @@ pub const SETTING_NAMES: [&str; 12] = [
 /// Pulsar `broker.conf` keys and the setting each one maps to, with a scale factor for sizes.
 const BROKER_CONF_KEYS: [(&str, &str, u64); 11] = [
     ("managedLedgerCacheSizeMB", "cache_size_bytes", 1 << 20),
-    ("managedLedgerCacheEvictionWatermark", "eviction_watermark", 1),
-    ("managedLedgerCacheEvictionTriggerThresholdPercent", "eviction_trigger_threshold", 1),
-    ("managedLedgerCacheEvictionTimeThresholdMillis", "eviction_time_threshold_ms", 1),
-    ("managedLedgerCacheEvictionIntervalMs", "eviction_interval_ms", 1),
-    ("cacheEvictionByExpectedReadCount", "eviction_by_expected_read_count", 1),
+    (
+        "managedLedgerCacheEvictionWatermark",
+        "eviction_watermark",
+        1,
+    ),
+    (
+        "managedLedgerCacheEvictionTriggerThresholdPercent",
+        "eviction_trigger_threshold",
+        1,
+    ),
+    (
+        "managedLedgerCacheEvictionTimeThresholdMillis",
+        "eviction_time_threshold_ms",
+        1,
+    ),
+    (
+        "managedLedgerCacheEvictionIntervalMs",
+        "eviction_interval_ms",
+        1,
+    ),
+    (
+        "cacheEvictionByExpectedReadCount",
+        "eviction_by_expected_read_count",
+        1,
+    ),
     (
         "managedLedgerCacheEvictionExtendTTLOfEntriesWithRemainingExpectedReadsMaxTimes",
         "extend_ttl_max_times",
         1,
     ),
-    ("managedLedgerCacheEvictionExtendTTLOfRecentlyAccessed", "extend_ttl_of_recently_accessed", 1),
+    (
+        "managedLedgerCacheEvictionExtendTTLOfRecentlyAccessed",
+        "extend_ttl_of_recently_accessed",
+        1,
+    ),
     (
         "managedLedgerContinueCachingAddedEntriesAfterLastActiveCursorLeavesMillis",
         "continue_caching_after_last_active_cursor_leaves_ms",
         1,
     ),
-    ("cacheEvictionByMarkDeletedPosition", "eviction_by_mark_deleted_position", 1),
+    (
+        "cacheEvictionByMarkDeletedPosition",
+        "eviction_by_mark_deleted_position",
+        1,
+    ),
     ("managedLedgerCacheCopyEntries", "copy_entries", 1),
 ];
 
@@ -162,15 +196,23 @@ impl CacheConfig {
     /// Sets one setting, checking only the value itself; `next` is unchanged on error.
     fn assign(&mut self, key: &str, value: SettingValue) -> Result<()> {
         let next = self;
-        let name = SETTING_NAMES.iter().copied().find(|n| *n == key).ok_or_else(|| Error::UnknownSetting {
-            key: key.to_string(),
-            hint: closest_name(key),
-        })?;
+        let name = SETTING_NAMES
+            .iter()
+            .copied()
+            .find(|n| *n == key)
+            .ok_or_else(|| Error::UnknownSetting {
+                key: key.to_string(),
+                hint: closest_name(key),
+            })?;
         match name {
             "cache_size_bytes" => next.cache_size_bytes = non_negative(name, &value)?,
             "eviction_watermark" => next.eviction_watermark = fraction(name, &value)?,
-            "eviction_trigger_threshold" => next.eviction_trigger_threshold = fraction(name, &value)?,
-            "eviction_time_threshold_ms" => next.eviction_time_threshold_ms = non_negative(name, &value)?,
+            "eviction_trigger_threshold" => {
+                next.eviction_trigger_threshold = fraction(name, &value)?
+            }
+            "eviction_time_threshold_ms" => {
+                next.eviction_time_threshold_ms = non_negative(name, &value)?
+            }
             "eviction_interval_ms" => {
                 let v = non_negative(name, &value)?;
                 if v == 0 {
@@ -178,26 +220,39 @@ impl CacheConfig {
                 }
                 next.eviction_interval_ms = v;
             }
-            "eviction_by_expected_read_count" => next.eviction_by_expected_read_count = boolean(name, &value)?,
+            "eviction_by_expected_read_count" => {
+                next.eviction_by_expected_read_count = boolean(name, &value)?
+            }
             "extend_ttl_max_times" => {
                 let v = non_negative(name, &value)?;
                 next.extend_ttl_max_times = u32::try_from(v)
                     .ok()
                     .filter(|v| *v <= u16::MAX as u32)
-                    .ok_or_else(|| Error::invalid("extend_ttl_max_times", format!("{v} is above {}", u16::MAX)))?;
+                    .ok_or_else(|| {
+                        Error::invalid("extend_ttl_max_times", format!("{v} is above {}", u16::MAX))
+                    })?;
             }
-            "extend_ttl_of_recently_accessed" => next.extend_ttl_of_recently_accessed = boolean(name, &value)?,
+            "extend_ttl_of_recently_accessed" => {
+                next.extend_ttl_of_recently_accessed = boolean(name, &value)?
+            }
             "continue_caching_after_last_active_cursor_leaves_ms" => {
                 next.continue_caching_after_last_active_cursor_leaves_ms = match value {
                     SettingValue::None => None,
                     ref v => Some(non_negative(name, v)?),
                 }
             }
-            "eviction_by_mark_deleted_position" => next.eviction_by_mark_deleted_position = boolean(name, &value)?,
+            "eviction_by_mark_deleted_position" => {
+                next.eviction_by_mark_deleted_position = boolean(name, &value)?
+            }
             "copy_entries" => next.copy_entries = boolean(name, &value)?,
             "strategy" => match &value {
                 SettingValue::Str(s) => next.strategy = s.parse()?,
-                other => return Err(Error::invalid("strategy", format!("expected a string, got {other:?}"))),
+                other => {
+                    return Err(Error::invalid(
+                        "strategy",
+                        format!("expected a string, got {other:?}"),
+                    ))
+                }
             },
             _ => unreachable!("every name in SETTING_NAMES is handled"),
         }
@@ -220,11 +275,14 @@ impl CacheConfig {
 
     /// Reads Pulsar `broker.conf` entries (key, raw string value); unrelated keys are ignored.
     /// Returns the config and the broker keys that were applied.
-    pub fn from_broker_conf<'a>(entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(Self, Vec<String>)> {
+    pub fn from_broker_conf<'a>(
+        entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(Self, Vec<String>)> {
         let mut config = CacheConfig::default();
         let mut applied = Vec::new();
         for (key, raw) in entries {
-            let Some((_, name, scale)) = BROKER_CONF_KEYS.iter().find(|(k, _, _)| *k == key.trim()) else {
+            let Some((_, name, scale)) = BROKER_CONF_KEYS.iter().find(|(k, _, _)| *k == key.trim())
+            else {
                 continue;
             };
             config.assign(name, parse_conf_value(name, raw.trim(), *scale)?)?;
@@ -241,18 +299,26 @@ impl CacheConfig {
             "cache_size_bytes" => SettingValue::Int(self.cache_size_bytes as i64),
             "eviction_watermark" => SettingValue::Float(self.eviction_watermark),
             "eviction_trigger_threshold" => SettingValue::Float(self.eviction_trigger_threshold),
-            "eviction_time_threshold_ms" => SettingValue::Int(self.eviction_time_threshold_ms as i64),
+            "eviction_time_threshold_ms" => {
+                SettingValue::Int(self.eviction_time_threshold_ms as i64)
+            }
             "eviction_interval_ms" => SettingValue::Int(self.eviction_interval_ms as i64),
-            "eviction_by_expected_read_count" => SettingValue::Bool(self.eviction_by_expected_read_count),
+            "eviction_by_expected_read_count" => {
+                SettingValue::Bool(self.eviction_by_expected_read_count)
+            }
             "extend_ttl_max_times" => SettingValue::Int(self.extend_ttl_max_times as i64),
-            "extend_ttl_of_recently_accessed" => SettingValue::Bool(self.extend_ttl_of_recently_accessed),
+            "extend_ttl_of_recently_accessed" => {
+                SettingValue::Bool(self.extend_ttl_of_recently_accessed)
+            }
             "continue_caching_after_last_active_cursor_leaves_ms" => {
                 match self.continue_caching_after_last_active_cursor_leaves_ms {
                     Some(v) => SettingValue::Int(v as i64),
                     None => SettingValue::None,
                 }
             }
-            "eviction_by_mark_deleted_position" => SettingValue::Bool(self.eviction_by_mark_deleted_position),
+            "eviction_by_mark_deleted_position" => {
+                SettingValue::Bool(self.eviction_by_mark_deleted_position)
+            }
             "copy_entries" => SettingValue::Bool(self.copy_entries),
             "strategy" => SettingValue::Str(self.strategy.name().to_string()),
             _ => return None,
@@ -297,7 +363,10 @@ fn non_negative(name: &'static str, v: &SettingValue) -> Result<u64> {
     match v {
         SettingValue::Int(i) if *i >= 0 => Ok(*i as u64),
         SettingValue::Int(i) => Err(Error::invalid(name, format!("must be >= 0, got {i}"))),
-        other => Err(Error::invalid(name, format!("expected an integer, got {}", describe(other)))),
+        other => Err(Error::invalid(
+            name,
+            format!("expected an integer, got {}", describe(other)),
+        )),
     }
 }
 
@@ -305,7 +374,12 @@ fn fraction(name: &'static str, v: &SettingValue) -> Result<f64> {
     let f = match v {
         SettingValue::Float(f) => *f,
         SettingValue::Int(i) => *i as f64,
-        other => return Err(Error::invalid(name, format!("expected a number, got {}", describe(other)))),
+        other => {
+            return Err(Error::invalid(
+                name,
+                format!("expected a number, got {}", describe(other)),
+            ))
+        }
     };
     if f.is_finite() && f > 0.0 && f <= 1.0 {
         Ok(f)
@@ -317,7 +391,10 @@ fn fraction(name: &'static str, v: &SettingValue) -> Result<f64> {
 fn boolean(name: &'static str, v: &SettingValue) -> Result<bool> {
     match v {
         SettingValue::Bool(b) => Ok(*b),
-        other => Err(Error::invalid(name, format!("expected a bool, got {}", describe(other)))),
+        other => Err(Error::invalid(
+            name,
+            format!("expected a bool, got {}", describe(other)),
+        )),
     }
 }
 
@@ -337,19 +414,28 @@ fn parse_conf_value(name: &'static str, raw: &str, scale: u64) -> Result<Setting
         Some(SettingValue::Bool(_)) => match raw.to_ascii_lowercase().as_str() {
             "true" => SettingValue::Bool(true),
             "false" => SettingValue::Bool(false),
-            _ => return Err(Error::invalid(name, format!("broker.conf value {raw:?} is not true/false"))),
+            _ => {
+                return Err(Error::invalid(
+                    name,
+                    format!("broker.conf value {raw:?} is not true/false"),
+                ))
+            }
         },
-        Some(SettingValue::Float(_)) => SettingValue::Float(
-            raw.parse().map_err(|_| Error::invalid(name, format!("broker.conf value {raw:?} is not a number")))?,
-        ),
+        Some(SettingValue::Float(_)) => SettingValue::Float(raw.parse().map_err(|_| {
+            Error::invalid(name, format!("broker.conf value {raw:?} is not a number"))
+        })?),
         // Integers, and the optional integer (None by default).
         _ => {
             if raw.is_empty() {
                 return Ok(SettingValue::None);
             }
-            let v: i64 =
-                raw.parse().map_err(|_| Error::invalid(name, format!("broker.conf value {raw:?} is not an integer")))?;
-            SettingValue::Int(v.checked_mul(scale as i64).ok_or_else(|| Error::invalid(name, "overflows"))?)
+            let v: i64 = raw.parse().map_err(|_| {
+                Error::invalid(name, format!("broker.conf value {raw:?} is not an integer"))
+            })?;
+            SettingValue::Int(
+                v.checked_mul(scale as i64)
+                    .ok_or_else(|| Error::invalid(name, "overflows"))?,
+            )
         }
     })
 }
@@ -370,7 +456,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -397,9 +485,18 @@ mod tests {
     #[test]
     fn rejects_bad_values_and_leaves_config_intact() {
         let mut c = CacheConfig::default();
-        assert!(matches!(c.set("cache_size_bytes", SettingValue::Int(-1)), Err(Error::InvalidArgument { .. })));
-        assert!(c.set("eviction_watermark", SettingValue::Float(1.5)).is_err());
-        assert!(c.set("eviction_watermark", SettingValue::Float(0.99)).is_err(), "above trigger");
+        assert!(matches!(
+            c.set("cache_size_bytes", SettingValue::Int(-1)),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(c
+            .set("eviction_watermark", SettingValue::Float(1.5))
+            .is_err());
+        assert!(
+            c.set("eviction_watermark", SettingValue::Float(0.99))
+                .is_err(),
+            "above trigger"
+        );
         assert!(c.set("strategy", SettingValue::Str("fifo".into())).is_err());
         let err = c.set("cache_size_byte", SettingValue::Int(1)).unwrap_err();
         assert!(err.to_string().contains("cache_size_bytes"), "{err}");
@@ -410,7 +507,8 @@ mod tests {
     fn pip430_fifo_turns_both_extensions_off() {
         let mut c = CacheConfig::default();
         assert_eq!(c.effective_max_requeues(), 5);
-        c.set("strategy", SettingValue::Str("pip430-fifo".into())).unwrap();
+        c.set("strategy", SettingValue::Str("pip430-fifo".into()))
+            .unwrap();
         assert_eq!(c.effective_max_requeues(), 0);
         assert!(!c.effective_extend_recently_accessed());
     }

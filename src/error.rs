@@ -30,7 +30,10 @@ fn suggestion(hint: &Option<String>) -> String {
 
 impl Error {
     pub fn invalid(name: &'static str, reason: impl fmt::Display) -> Self {
-        Error::InvalidArgument { name, reason: reason.to_string() }
+        Error::InvalidArgument {
+            name,
+            reason: reason.to_string(),
+        }
     }
 }
 

@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use crate::position::Position;
 use crate::range_cache::RangeCache;
 use crate::read_count::ReadCountHandler;
-use crate::removal_queue::{mark_requeued, EvictionPolicy, EvictionResult, Pass, QueueItem, RemovalQueue};
+use crate::removal_queue::{
+    mark_requeued, EvictionPolicy, EvictionResult, Pass, QueueItem, RemovalQueue,
+};
 use crate::stats::{CacheStats, Counters};
 use parking_lot::{ArcMutexGuard, Condvar, Mutex, RawMutex, RwLock};
 use std::collections::HashMap;
@@ -121,7 +123,9 @@ impl EntryCacheManager {
                 (table.by_id.len() - 1) as u32
             }
         };
-        let state = Arc::new(Mutex::new(RangeCache::with_first_serial(table.first_serial[id as usize])));
+        let state = Arc::new(Mutex::new(RangeCache::with_first_serial(
+            table.first_serial[id as usize],
+        )));
         table.by_id[id as usize] = Some(state.clone());
         let cache = Arc::new(EntryCache {
             id,
@@ -195,7 +199,9 @@ impl EntryCacheManager {
     }
 
     pub fn stats(&self) -> CacheStats {
-        self.shared.counters.snapshot(self.size_bytes(), self.entry_count())
+        self.shared
+            .counters
+            .snapshot(self.size_bytes(), self.entry_count())
     }
 
     /// Items in the removal queue, including stale ones not yet reached (for leak checks).
@@ -207,7 +213,12 @@ impl EntryCacheManager {
     pub fn metadata_bytes(&self) -> usize {
         let per_cache: usize = {
             let table = self.shared.caches.read();
-            table.by_id.iter().flatten().map(|c| c.lock().metadata_bytes()).sum()
+            table
+                .by_id
+                .iter()
+                .flatten()
+                .map(|c| c.lock().metadata_bytes())
+                .sum()
         };
         per_cache + self.removal_queue_len() * std::mem::size_of::<QueueItem>()
     }
@@ -322,8 +333,12 @@ impl Shared {
         }
         self.size_bytes.fetch_sub(bytes, Ordering::AcqRel);
         self.entry_count.fetch_sub(entries, Ordering::AcqRel);
-        self.counters.invalidated.fetch_add(entries, Ordering::Relaxed);
-        self.counters.invalidated_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.counters
+            .invalidated
+            .fetch_add(entries, Ordering::Relaxed);
+        self.counters
+            .invalidated_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Runs one pass over the removal queue. The evictor keeps the lock of the cache it is working in
@@ -344,7 +359,9 @@ impl Shared {
                     let table = self.caches.read();
                     table.by_id.get(item.cache as usize).and_then(|c| c.clone())
                 };
-                let Some(state) = state else { return EvictionResult::Missing };
+                let Some(state) = state else {
+                    return EvictionResult::Missing;
+                };
                 held = Some((item.cache, state.lock_arc()));
                 since_bump = 0;
             } else {
@@ -358,7 +375,9 @@ impl Shared {
                 }
             }
             let cache = &mut held.as_mut().expect("held was just set").1;
-            let Some(slot) = cache.slot_mut(item.slot) else { return EvictionResult::Missing };
+            let Some(slot) = cache.slot_mut(item.slot) else {
+                return EvictionResult::Missing;
+            };
             let result = policy.decide(pass, slot, freed, requeue_allowed);
             match result {
                 EvictionResult::Remove => {
@@ -379,8 +398,12 @@ impl Shared {
         drop(held);
         self.publish_evicted(&mut unpublished);
         self.counters.evicted.fetch_add(removed, Ordering::Relaxed);
-        self.counters.evicted_bytes.fetch_add(freed, Ordering::Relaxed);
-        self.counters.requeued.fetch_add(requeued, Ordering::Relaxed);
+        self.counters
+            .evicted_bytes
+            .fetch_add(freed, Ordering::Relaxed);
+        self.counters
+            .requeued
+            .fetch_add(requeued, Ordering::Relaxed);
         (removed, freed)
     }
 
@@ -405,16 +428,34 @@ impl EntryCache {
     /// Caches an entry unless its position is already cached (or caching is disabled); returns
     /// whether it was inserted. `expected_reads` > 0 gives the entry a read-count handler; `size`
     /// overrides the accounted size (default: the payload length).
-    pub fn insert(&self, position: Position, payload: Payload, expected_reads: i32, size: Option<u32>) -> Result<bool> {
+    pub fn insert(
+        &self,
+        position: Position,
+        payload: Payload,
+        expected_reads: i32,
+        size: Option<u32>,
+    ) -> Result<bool> {
         if expected_reads < 0 {
-            return Err(Error::invalid("expected_reads", format!("must be >= 0, got {expected_reads}")));
+            return Err(Error::invalid(
+                "expected_reads",
+                format!("must be >= 0, got {expected_reads}"),
+            ));
         }
         let size = match size {
             Some(s) => s,
-            None => u32::try_from(payload.len())
-                .map_err(|_| Error::invalid("data", format!("{} bytes is more than an entry can hold", payload.len())))?,
+            None => u32::try_from(payload.len()).map_err(|_| {
+                Error::invalid(
+                    "data",
+                    format!("{} bytes is more than an entry can hold", payload.len()),
+                )
+            })?,
         };
-        self.insert_with_handler(position, payload, ReadCountHandler::new(expected_reads), size)
+        self.insert_with_handler(
+            position,
+            payload,
+            ReadCountHandler::new(expected_reads),
+            size,
+        )
     }
 
     /// Caches an entry that shares `handler` with entries handed out elsewhere (the ledger's read
@@ -430,17 +471,25 @@ impl EntryCache {
         if shared.config.cache_size_bytes == 0 {
             return Ok(false);
         }
-        let payload = if shared.config.copy_entries { payload.deep_copy() } else { payload };
+        let payload = if shared.config.copy_entries {
+            payload.deep_copy()
+        } else {
+            payload
+        };
         {
             let mut state = self.state.lock();
             if self.is_closed() {
                 return Err(Error::Closed(format!("entry cache {:?}", self.name)));
             }
-            let Some(slot) = state.insert(position, payload, handler, size, shared.clock.now_ns()) else {
+            let Some(slot) = state.insert(position, payload, handler, size, shared.clock.now_ns())
+            else {
                 return Ok(false);
             };
             // Pushed under the cache lock so this cache's items enter the queue in serial order.
-            shared.queue.push(QueueItem { cache: self.id, slot });
+            shared.queue.push(QueueItem {
+                cache: self.id,
+                slot,
+            });
         }
         shared.entry_count.fetch_add(1, Ordering::AcqRel);
         let total = shared.size_bytes.fetch_add(size as u64, Ordering::AcqRel) + size as u64;
@@ -470,10 +519,14 @@ impl EntryCache {
         let found = self.state.lock().get_range(first, last);
         let c = &self.shared.counters;
         c.hits.fetch_add(found.len() as u64, Ordering::Relaxed);
-        c.hit_bytes.fetch_add(found.iter().map(|e| e.size() as u64).sum(), Ordering::Relaxed);
+        c.hit_bytes.fetch_add(
+            found.iter().map(|e| e.size() as u64).sum(),
+            Ordering::Relaxed,
+        );
         if first.ledger_id == last.ledger_id && last.entry_id >= first.entry_id {
             let wanted = (last.entry_id - first.entry_id) as u64 + 1;
-            c.misses.fetch_add(wanted - found.len() as u64, Ordering::Relaxed);
+            c.misses
+                .fetch_add(wanted - found.len() as u64, Ordering::Relaxed);
         }
         found
     }
@@ -486,7 +539,10 @@ impl EntryCache {
     /// Remaining expected reads of the cached entry at `position`: `None` if absent, `Some(None)`
     /// if it has no read-count handler.
     pub fn expected_reads(&self, position: Position) -> Option<Option<i32>> {
-        self.state.lock().peek(position).map(|s| s.read_count.as_ref().map(|h| h.expected_reads()))
+        self.state
+            .lock()
+            .peek(position)
+            .map(|s| s.read_count.as_ref().map(|h| h.expected_reads()))
     }
 
     /// Removes `[first, last]` (or `[first, last)`); returns (entries, bytes) removed.

@@ -12,7 +12,10 @@ pub struct Position {
 
 impl Position {
     pub const fn new(ledger_id: i64, entry_id: i64) -> Self {
-        Position { ledger_id, entry_id }
+        Position {
+            ledger_id,
+            entry_id,
+        }
     }
 }
 
@@ -28,9 +31,20 @@ mod tests {
 
     #[test]
     fn orders_by_ledger_then_entry() {
-        let mut v = vec![Position::new(2, 0), Position::new(1, 9), Position::new(1, 2)];
+        let mut v = vec![
+            Position::new(2, 0),
+            Position::new(1, 9),
+            Position::new(1, 2),
+        ];
         v.sort();
-        assert_eq!(v, vec![Position::new(1, 2), Position::new(1, 9), Position::new(2, 0)]);
+        assert_eq!(
+            v,
+            vec![
+                Position::new(1, 2),
+                Position::new(1, 9),
+                Position::new(2, 0)
+            ]
+        );
         assert_eq!(Position::new(3, 5).to_string(), "3:5");
     }
 }

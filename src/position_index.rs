@@ -31,7 +31,10 @@ pub struct PositionIndex {
 }
 
 fn split(p: Position) -> (ChunkKey, usize) {
-    ((p.ledger_id, p.entry_id >> SHIFT), (p.entry_id & (LANES as i64 - 1)) as usize)
+    (
+        (p.ledger_id, p.entry_id >> SHIFT),
+        (p.entry_id & (LANES as i64 - 1)) as usize,
+    )
 }
 
 impl PositionIndex {
@@ -66,7 +69,10 @@ impl PositionIndex {
         let c = match self.chunk_of(key) {
             Some(c) => c,
             None => {
-                let empty = Chunk { slots: [0; LANES], occupied: 0 };
+                let empty = Chunk {
+                    slots: [0; LANES],
+                    occupied: 0,
+                };
                 let c = match self.free_chunks.pop() {
                     Some(c) => {
                         self.chunks[c as usize] = empty;
@@ -166,7 +172,9 @@ mod tests {
         assert_eq!(r[0].0, Position::new(1, -2));
         assert_eq!(ix.remove(Position::new(1, 0)), Some(100));
         assert_eq!(ix.remove(Position::new(1, 0)), None);
-        assert!(ix.range(Position::new(2, 0), Position::new(1, 0)).is_empty());
+        assert!(ix
+            .range(Position::new(2, 0), Position::new(1, 0))
+            .is_empty());
     }
 
     proptest! {

@@ -26,11 +26,19 @@ pub(crate) struct Slot {
 
 impl Slot {
     pub fn has_expected_reads(&self) -> bool {
-        self.read_count.as_ref().is_some_and(|h| h.has_expected_reads())
+        self.read_count
+            .as_ref()
+            .is_some_and(|h| h.has_expected_reads())
     }
 
     fn copy_for_reader(&self) -> CachedEntry {
-        CachedEntry::new(self.position, self.payload.clone(), self.size, self.requeue_count, self.read_count.clone())
+        CachedEntry::new(
+            self.position,
+            self.payload.clone(),
+            self.size,
+            self.requeue_count,
+            self.read_count.clone(),
+        )
     }
 }
 
@@ -54,7 +62,10 @@ impl RangeCache {
     /// A cache whose serials start at `first_serial`, so that queue items of an earlier cache that
     /// had the same id can never match an entry of this one.
     pub fn with_first_serial(first_serial: u32) -> Self {
-        RangeCache { next_serial: first_serial, ..Default::default() }
+        RangeCache {
+            next_serial: first_serial,
+            ..Default::default()
+        }
     }
 
     pub fn next_serial(&self) -> u32 {
@@ -142,7 +153,9 @@ impl RangeCache {
 
     /// The live slot a queue item refers to, if the item is not stale.
     pub fn slot_mut(&mut self, r: SlotRef) -> Option<&mut Slot> {
-        self.slots.get_mut(r.slot as usize).filter(|s| s.live && s.serial == r.serial)
+        self.slots
+            .get_mut(r.slot as usize)
+            .filter(|s| s.live && s.serial == r.serial)
     }
 
     /// Removes the entry in slot `n` (which must be live); returns its size.
@@ -167,7 +180,12 @@ impl RangeCache {
     }
 
     /// Removes `[first, last]` or `[first, last)`; returns (entries, bytes) removed.
-    pub fn remove_range(&mut self, first: Position, last: Position, last_inclusive: bool) -> (u64, u64) {
+    pub fn remove_range(
+        &mut self,
+        first: Position,
+        last: Position,
+        last_inclusive: bool,
+    ) -> (u64, u64) {
         let (mut entries, mut bytes) = (0, 0);
         for (p, n) in self.index.range(first, last) {
             if !last_inclusive && p == last {
@@ -191,11 +209,20 @@ impl RangeCache {
 
     /// Positions and slots of every entry, for checks.
     pub fn positions(&self) -> Vec<Position> {
-        self.index.range(Position::new(i64::MIN, i64::MIN), Position::new(i64::MAX, i64::MAX)).into_iter().map(|(p, _)| p).collect()
+        self.index
+            .range(
+                Position::new(i64::MIN, i64::MIN),
+                Position::new(i64::MAX, i64::MAX),
+            )
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect()
     }
 
     /// Heap bytes of bookkeeping (slab, index), not payloads.
     pub fn metadata_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>() + self.free.capacity() * 4 + self.index.heap_bytes()
+        self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.free.capacity() * 4
+            + self.index.heap_bytes()
     }
 }

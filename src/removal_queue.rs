@@ -50,15 +50,29 @@ pub struct EvictionPolicy {
 }
 
 impl EvictionPolicy {
-    pub fn should_requeue(&self, accessed: bool, has_expected_reads: bool, requeue_count: u16) -> bool {
+    pub fn should_requeue(
+        &self,
+        accessed: bool,
+        has_expected_reads: bool,
+        requeue_count: u16,
+    ) -> bool {
         (self.extend_recently_accessed && accessed)
             || (has_expected_reads && u32::from(requeue_count) < self.max_requeues)
     }
 
     /// The decision for one live entry. `freed` is what this pass has freed so far; when
     /// `requeue_allowed` is false the pass has run out of requeues (see [`Evictor::run`]).
-    pub(crate) fn decide(&self, pass: Pass, slot: &Slot, freed: u64, requeue_allowed: bool) -> EvictionResult {
-        let requeue = || requeue_allowed && self.should_requeue(slot.accessed, slot.has_expected_reads(), slot.requeue_count);
+    pub(crate) fn decide(
+        &self,
+        pass: Pass,
+        slot: &Slot,
+        freed: u64,
+        requeue_allowed: bool,
+    ) -> EvictionResult {
+        let requeue = || {
+            requeue_allowed
+                && self.should_requeue(slot.accessed, slot.has_expected_reads(), slot.requeue_count)
+        };
         match pass {
             Pass::Time { expire_before_ns } => {
                 if slot.timestamp_ns >= expire_before_ns {
@@ -103,7 +117,10 @@ impl RemovalQueue {
 
     /// Becomes the evictor, waiting for the current one to finish.
     pub fn lock(&self) -> Evictor<'_> {
-        Evictor { ingest: &self.ingest, order: self.order.lock() }
+        Evictor {
+            ingest: &self.ingest,
+            order: self.order.lock(),
+        }
     }
 }
 
@@ -136,7 +153,11 @@ impl Evictor<'_> {
     /// most `max_requeues + 1` times per pass (once for an access, then for expected reads), so a pass
     /// gets that many requeues per item it can see; only readers touching entries concurrently, over
     /// and over, could exhaust it, and then the pass removes instead of cycling forever.
-    pub fn run(&mut self, max_requeues: u32, mut visit: impl FnMut(QueueItem, bool) -> EvictionResult) {
+    pub fn run(
+        &mut self,
+        max_requeues: u32,
+        mut visit: impl FnMut(QueueItem, bool) -> EvictionResult,
+    ) {
         self.take_ingested();
         let per_item = u64::from(max_requeues) + 1;
         let mut requeue_budget = self.order.len() as u64 * per_item;
@@ -171,7 +192,10 @@ mod tests {
     use super::*;
 
     fn item(cache: u32, slot: u32) -> QueueItem {
-        QueueItem { cache, slot: SlotRef { slot, serial: 0 } }
+        QueueItem {
+            cache,
+            slot: SlotRef { slot, serial: 0 },
+        }
     }
 
     #[test]

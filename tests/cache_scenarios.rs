@@ -14,7 +14,10 @@ fn config(settings: &[(&str, SettingValue)]) -> CacheConfig {
 
 fn manager(settings: &[(&str, SettingValue)]) -> (EntryCacheManager, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(0));
-    (EntryCacheManager::new(config(settings), clock.clone(), false).unwrap(), clock)
+    (
+        EntryCacheManager::new(config(settings), clock.clone(), false).unwrap(),
+        clock,
+    )
 }
 
 fn p(e: i64) -> Position {
@@ -78,10 +81,25 @@ fn range_cache_get_range_is_inclusive_and_skips_gaps() {
     for e in [0, 1, 3, 5] {
         c.insert(p(e), text(&e.to_string()), 0, None).unwrap();
     }
-    let got: Vec<_> = c.get_range(p(1), p(8)).iter().map(|e| (e.position(), e.data().to_vec())).collect();
-    assert_eq!(got, vec![(p(1), b"1".to_vec()), (p(3), b"3".to_vec()), (p(5), b"5".to_vec())]);
+    let got: Vec<_> = c
+        .get_range(p(1), p(8))
+        .iter()
+        .map(|e| (e.position(), e.data().to_vec()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (p(1), b"1".to_vec()),
+            (p(3), b"3".to_vec()),
+            (p(5), b"5".to_vec())
+        ]
+    );
     c.insert(p(8), text("8"), 0, None).unwrap();
-    let ids: Vec<_> = c.get_range(p(1), p(8)).iter().map(|e| e.position().entry_id).collect();
+    let ids: Vec<_> = c
+        .get_range(p(1), p(8))
+        .iter()
+        .map(|e| e.position().entry_id)
+        .collect();
     assert_eq!(ids, vec![1, 3, 5, 8]);
     assert_eq!(c.clear(), (5, 5));
     assert_eq!((c.size_bytes(), c.len()), (0, 0));
@@ -92,12 +110,31 @@ fn range_cache_ranges_span_ledgers() {
     let (m, _) = manager(&range_cache_settings());
     let c = m.get_cache("ml");
     for (l, e) in [(1, 62), (1, 63), (1, 64), (1, 192), (2, 0), (2, 1)] {
-        c.insert(Position::new(l, e), text(&e.to_string()), 0, None).unwrap();
+        c.insert(Position::new(l, e), text(&e.to_string()), 0, None)
+            .unwrap();
     }
-    let got: Vec<_> = c.get_range(Position::new(1, 63), Position::new(2, 0)).iter().map(|e| e.position()).collect();
-    assert_eq!(got, vec![Position::new(1, 63), Position::new(1, 64), Position::new(1, 192), Position::new(2, 0)]);
-    assert_eq!(c.remove_range(Position::new(1, 0), Position::new(1, 64), false), (2, 4));
-    assert_eq!(c.remove_range(Position::new(-1, 0), Position::new(2, 1), false), (3, 6));
+    let got: Vec<_> = c
+        .get_range(Position::new(1, 63), Position::new(2, 0))
+        .iter()
+        .map(|e| e.position())
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            Position::new(1, 63),
+            Position::new(1, 64),
+            Position::new(1, 192),
+            Position::new(2, 0)
+        ]
+    );
+    assert_eq!(
+        c.remove_range(Position::new(1, 0), Position::new(1, 64), false),
+        (2, 4)
+    );
+    assert_eq!(
+        c.remove_range(Position::new(-1, 0), Position::new(2, 1), false),
+        (3, 6)
+    );
     assert_eq!(c.positions(), vec![Position::new(2, 1)]);
 }
 
@@ -203,7 +240,10 @@ fn time_pass_requeues_recently_accessed_entries_once_per_access() {
 
 /// e1: 40 bytes, read since inserted; e2: 50 bytes, 3 expected reads; e3: 30 bytes, nothing.
 fn three_entries(max_requeues: i64) -> (EntryCacheManager, Arc<ledgercache::EntryCache>) {
-    let (m, _) = manager(&[("extend_ttl_max_times", Int(max_requeues)), ("extend_ttl_of_recently_accessed", Bool(true))]);
+    let (m, _) = manager(&[
+        ("extend_ttl_max_times", Int(max_requeues)),
+        ("extend_ttl_of_recently_accessed", Bool(true)),
+    ]);
     let c = m.get_cache("ml");
     c.insert(Position::new(11, 1), bytes(40), 0, None).unwrap();
     c.insert(Position::new(11, 2), bytes(50), 3, None).unwrap();
@@ -223,7 +263,10 @@ fn size_pass_frees_everything_when_asked_to() {
 fn size_pass_evicts_the_easiest_entry_first() {
     let (m, c) = three_entries(1);
     assert_eq!(m.evict_bytes(20).unwrap(), (1, 30));
-    assert_eq!(c.positions(), vec![Position::new(11, 1), Position::new(11, 2)]);
+    assert_eq!(
+        c.positions(),
+        vec![Position::new(11, 1), Position::new(11, 2)]
+    );
 }
 
 #[test]
@@ -252,7 +295,10 @@ fn released_reads_make_an_entry_evictable() {
 
 #[test]
 fn manager_evicts_the_oldest_entry_across_caches() {
-    let (m, _) = manager(&[("cache_size_bytes", Int(10)), ("eviction_watermark", Float(0.8))]);
+    let (m, _) = manager(&[
+        ("cache_size_bytes", Int(10)),
+        ("eviction_watermark", Float(0.8)),
+    ]);
     let c1 = m.get_cache("cache1");
     let c2 = m.get_cache("cache2");
     assert!(Arc::ptr_eq(&c1, &m.get_cache("cache1")));
@@ -262,16 +308,35 @@ fn manager_evicts_the_oldest_entry_across_caches() {
     c2.insert(Position::new(2, 0), bytes(1), 0, None).unwrap();
     c2.insert(Position::new(2, 1), bytes(1), 0, None).unwrap();
     assert_eq!(m.size_bytes(), 9);
-    assert_eq!(m.stats().size_passes, 0, "9 is not above the trigger (9.8 -> 9)");
+    assert_eq!(
+        m.stats().size_passes,
+        0,
+        "9 is not above the trigger (9.8 -> 9)"
+    );
     c2.insert(Position::new(2, 3), bytes(1), 0, None).unwrap();
-    assert_eq!((m.size_bytes(), c1.size_bytes(), c2.size_bytes()), (6, 3, 3));
+    assert_eq!(
+        (m.size_bytes(), c1.size_bytes(), c2.size_bytes()),
+        (6, 3, 3)
+    );
     assert!(!c1.contains(Position::new(1, 1)));
     assert_eq!(m.remove_cache("cache1"), Some((1, 3)));
     assert_eq!(m.size_bytes(), 3);
-    assert_eq!(c2.remove_range(Position::new(-1, 0), Position::new(2, 1), false), (1, 1));
+    assert_eq!(
+        c2.remove_range(Position::new(-1, 0), Position::new(2, 1), false),
+        (1, 1)
+    );
     assert_eq!((m.size_bytes(), c2.size_bytes()), (2, 2));
     let s = m.stats();
-    assert_eq!((s.size_passes, s.inserted, s.evicted, s.invalidated, s.entry_count), (1, 5, 1, 2, 2));
+    assert_eq!(
+        (
+            s.size_passes,
+            s.inserted,
+            s.evicted,
+            s.invalidated,
+            s.entry_count
+        ),
+        (1, 5, 1, 2, 2)
+    );
     // A removed cache's handle refuses inserts; the name gives a fresh cache.
     assert!(c1.insert(Position::new(1, 9), bytes(1), 0, None).is_err());
     assert!(m.get_cache("cache1").is_empty());
@@ -286,12 +351,23 @@ fn manager_settles_at_155_bytes() {
     ]);
     let c = m.get_cache("cache1");
     for i in 0..20 {
-        assert!(c.insert(Position::new(1, i), bytes(i as usize + 1), 0, None).unwrap());
+        assert!(c
+            .insert(Position::new(1, i), bytes(i as usize + 1), 0, None)
+            .unwrap());
     }
     assert_eq!(m.size_bytes(), 155);
     assert_eq!(m.remove_cache("cache1"), Some((10, 155)));
     let s = m.stats();
-    assert_eq!((s.inserted, s.entry_count, s.size_bytes, s.evicted, s.invalidated), (20, 0, 0, 10, 10));
+    assert_eq!(
+        (
+            s.inserted,
+            s.entry_count,
+            s.size_bytes,
+            s.evicted,
+            s.invalidated
+        ),
+        (20, 0, 0, 10, 10)
+    );
 }
 
 #[test]
@@ -304,7 +380,10 @@ fn cache_size_zero_caches_nothing() {
     for e in 0..3 {
         assert!(!c2.insert(Position::new(2, e), bytes(1), 0, None).unwrap());
     }
-    assert_eq!((c1.size_bytes(), c2.size_bytes(), m.size_bytes()), (0, 0, 0));
+    assert_eq!(
+        (c1.size_bytes(), c2.size_bytes(), m.size_bytes()),
+        (0, 0, 0)
+    );
     assert_eq!(m.stats().inserted, 0);
 }
 
@@ -332,7 +411,10 @@ fn run_eviction_does_a_time_pass_then_a_size_pass() {
 #[test]
 fn background_eviction_brings_the_cache_under_the_watermark() {
     let clock = Arc::new(ManualClock::new(0));
-    let cfg = config(&[("cache_size_bytes", Int(1000)), ("eviction_interval_ms", Int(1))]);
+    let cfg = config(&[
+        ("cache_size_bytes", Int(1000)),
+        ("eviction_interval_ms", Int(1)),
+    ]);
     let m = EntryCacheManager::new(cfg, clock, true).unwrap();
     let c = m.get_cache("ml");
     for i in 0..20 {

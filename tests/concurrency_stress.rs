@@ -1,7 +1,9 @@
 //! Several threads insert, read and release while evictions run; afterwards the size accounting
 //! must equal the sum of what is cached, and every entry read back must be the one at its position.
 
-use ledgercache::{CacheConfig, EntryCacheManager, ManualClock, Payload, Position, SettingValue, SystemClock};
+use ledgercache::{
+    CacheConfig, EntryCacheManager, ManualClock, Payload, Position, SettingValue, SystemClock,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -15,15 +17,22 @@ fn payload(p: Position) -> Payload {
 
 fn check_entry(e: &ledgercache::CachedEntry) {
     let p = e.position();
-    assert_eq!(e.data(), payload(p).as_slice(), "entry at {p} carries someone else's bytes");
+    assert_eq!(
+        e.data(),
+        payload(p).as_slice(),
+        "entry at {p} carries someone else's bytes"
+    );
     assert_eq!(e.size() as usize, e.data().len());
 }
 
 fn run(background: bool, manual_clock: bool) {
     let mut cfg = CacheConfig::default();
-    cfg.set("cache_size_bytes", SettingValue::Int(64 * 1024)).unwrap();
-    cfg.set("eviction_time_threshold_ms", SettingValue::Int(1)).unwrap();
-    cfg.set("eviction_interval_ms", SettingValue::Int(1)).unwrap();
+    cfg.set("cache_size_bytes", SettingValue::Int(64 * 1024))
+        .unwrap();
+    cfg.set("eviction_time_threshold_ms", SettingValue::Int(1))
+        .unwrap();
+    cfg.set("eviction_interval_ms", SettingValue::Int(1))
+        .unwrap();
     let manual = manual_clock.then(|| Arc::new(ManualClock::new(0)));
     let clock: ledgercache::SharedClock = match &manual {
         Some(c) => c.clone(),
@@ -62,7 +71,11 @@ fn run(background: bool, manual_clock: bool) {
                         got.release();
                     }
                     if r == 0 && n % 5000 == 0 {
-                        cache.remove_range(Position::new(t, 0), Position::new(t, (n % 20_000) as i64), false);
+                        cache.remove_range(
+                            Position::new(t, 0),
+                            Position::new(t, (n % 20_000) as i64),
+                            false,
+                        );
                     }
                     n += 1;
                 }
@@ -91,10 +104,18 @@ fn run(background: bool, manual_clock: bool) {
     evictor.join().unwrap();
 
     let (entries, bytes) = m.sum_of_cache_sizes();
-    assert_eq!(m.size_bytes(), bytes, "global size drifted from the caches' sizes");
+    assert_eq!(
+        m.size_bytes(),
+        bytes,
+        "global size drifted from the caches' sizes"
+    );
     assert_eq!(m.entry_count(), entries);
     let s = m.stats();
-    assert_eq!(s.inserted, entries + s.evicted + s.invalidated, "an entry went missing: {s:?}");
+    assert_eq!(
+        s.inserted,
+        entries + s.evicted + s.invalidated,
+        "an entry went missing: {s:?}"
+    );
     for name in m.cache_names() {
         let cache = m.get_cache(&name);
         for p in cache.positions() {

@@ -41,7 +41,11 @@ fn a_thousand_cursors_in_pairs() {
     let mut rng = StdRng::seed_from_u64(1);
     let mut c = shuffled(1000, |i| p(0, (i / 2) as i64), &mut rng);
     for i in 1..=1000u32 {
-        let expected = if i == 1 || i == 1000 { i } else { i + (i + 1) % 2 };
+        let expected = if i == 1 || i == 1000 {
+            i
+        } else {
+            i + (i + 1) % 2
+        };
         assert_eq!(c.count_at_or_before(&i), expected, "cursor {i}");
     }
     c.check_invariants().unwrap();
@@ -103,7 +107,10 @@ fn random_seeks_both_ways_across_ledgers() {
     for _ in 0..3_000 {
         let i = rng.random_range(1..1000);
         let cur = c.position_of(&i).unwrap();
-        c.update(&i, p(1, (cur.entry_id + rng.random_range(1..100) - 25).max(1)));
+        c.update(
+            &i,
+            p(1, (cur.entry_id + rng.random_range(1..100) - 25).max(1)),
+        );
         c.check_invariants().unwrap();
     }
     for _ in 0..1_000 {
@@ -141,9 +148,14 @@ fn a_hundred_thousand_lazy_seeks_then_one_query() {
         model[i as usize] += rng.random_range(1..100);
         c.update(&i, p(0, model[i as usize]));
     }
-    assert!(c.pending_len() <= 1000, "one pending change per cursor, not per seek");
+    assert!(
+        c.pending_len() <= 1000,
+        "one pending change per cursor, not per seek"
+    );
     for i in 1..=1000u32 {
-        let expected = (1..=1000).filter(|&j| model[j] <= model[i as usize]).count() as u32;
+        let expected = (1..=1000)
+            .filter(|&j| model[j] <= model[i as usize])
+            .count() as u32;
         assert_eq!(c.count_at_or_before(&i), expected);
     }
     c.check_invariants().unwrap();

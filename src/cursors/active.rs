@@ -96,7 +96,13 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             self.set_target(id, position);
             return;
         }
-        let slot = CursorSlot { key: Some(key.clone()), target: position, group: NIL, queued: false, free: false };
+        let slot = CursorSlot {
+            key: Some(key.clone()),
+            target: position,
+            group: NIL,
+            queued: false,
+            free: false,
+        };
         let id = match self.free_cursors.pop() {
             Some(id) => {
                 let queued = self.cursors[id as usize].queued;
@@ -127,7 +133,9 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
 
     /// Forgets a cursor. Returns false for an unknown cursor.
     pub fn remove(&mut self, key: &K) -> bool {
-        let Some(id) = self.names.remove(key) else { return false };
+        let Some(id) = self.names.remove(key) else {
+            return false;
+        };
         let slot = &mut self.cursors[id as usize];
         slot.key = None;
         slot.target = None;
@@ -160,7 +168,9 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
 
     /// The position a cursor was last given (pending or applied).
     pub fn position_of(&self, key: &K) -> Option<Position> {
-        self.names.get(key).and_then(|&id| self.cursors[id as usize].target)
+        self.names
+            .get(key)
+            .and_then(|&id| self.cursors[id as usize].target)
     }
 
     /// Changes recorded but not yet applied.
@@ -261,7 +271,11 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             grp.at_or_before += 1;
             return g;
         }
-        let before = if g == NIL { 0 } else { self.groups[g as usize].at_or_before };
+        let before = if g == NIL {
+            0
+        } else {
+            self.groups[g as usize].at_or_before
+        };
         self.insert_group_after(g, p, 1, before + 1)
     }
 
@@ -320,9 +334,25 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         target
     }
 
-    fn insert_group_after(&mut self, after: u32, position: Position, members: u32, at_or_before: u32) -> u32 {
-        let next = if after == NIL { self.head } else { self.groups[after as usize].next };
-        let group = Group { position, members, at_or_before, prev: after, next };
+    fn insert_group_after(
+        &mut self,
+        after: u32,
+        position: Position,
+        members: u32,
+        at_or_before: u32,
+    ) -> u32 {
+        let next = if after == NIL {
+            self.head
+        } else {
+            self.groups[after as usize].next
+        };
+        let group = Group {
+            position,
+            members,
+            at_or_before,
+            prev: after,
+            next,
+        };
         let id = match self.free_groups.pop() {
             Some(id) => {
                 self.groups[id as usize] = group;
@@ -399,8 +429,11 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     /// Checks every invariant against a brute-force recount; for tests. Flushes first.
     pub fn check_invariants(&mut self) -> Result<(), String> {
         self.flush();
-        let mut positions: Vec<Position> =
-            self.names.values().filter_map(|&id| self.cursors[id as usize].target).collect();
+        let mut positions: Vec<Position> = self
+            .names
+            .values()
+            .filter_map(|&id| self.cursors[id as usize].target)
+            .collect();
         positions.sort_unstable();
         let mut g = self.head;
         let mut prev = NIL;
@@ -416,7 +449,10 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             }
             let expected = positions.partition_point(|p| *p <= grp.position) as u32;
             if grp.at_or_before != expected {
-                return Err(format!("group at {} counts {} but {} cursors are at or before it", grp.position, grp.at_or_before, expected));
+                return Err(format!(
+                    "group at {} counts {} but {} cursors are at or before it",
+                    grp.position, grp.at_or_before, expected
+                ));
             }
             if grp.members == 0 {
                 return Err(format!("empty group at {}", grp.position));
@@ -430,14 +466,22 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             return Err("tail is not the last group".into());
         }
         if members_seen != positions.len() || self.linked != positions.len() {
-            return Err(format!("{members_seen} linked members, {} tracked cursors, linked={}", positions.len(), self.linked));
+            return Err(format!(
+                "{members_seen} linked members, {} tracked cursors, linked={}",
+                positions.len(),
+                self.linked
+            ));
         }
         for (&id, _) in self.names.iter().map(|(k, id)| (id, k)) {
             let c = &self.cursors[id as usize];
             match (c.target, c.group) {
                 (None, NIL) => {}
                 (Some(p), g) if g != NIL && self.groups[g as usize].position == p => {}
-                (t, g) => return Err(format!("cursor slot {id} targets {t:?} but is in group {g}")),
+                (t, g) => {
+                    return Err(format!(
+                        "cursor slot {id} targets {t:?} but is in group {g}"
+                    ))
+                }
             }
         }
         Ok(())
@@ -461,7 +505,9 @@ mod tests {
     }
 
     fn counts(c: &mut ActiveCursorContainer<String>, n: usize) -> Vec<u32> {
-        (1..=n).map(|i| c.count_at_or_before(&format!("c{i}"))).collect()
+        (1..=n)
+            .map(|i| c.count_at_or_before(&format!("c{i}")))
+            .collect()
     }
 
     #[test]

@@ -26,7 +26,11 @@ pub struct SlowestCursorHeap<K: Hash + Eq + Clone> {
 
 impl<K: Hash + Eq + Clone> Default for SlowestCursorHeap<K> {
     fn default() -> Self {
-        SlowestCursorHeap { names: HashMap::new(), cursors: Vec::new(), heap: Vec::new() }
+        SlowestCursorHeap {
+            names: HashMap::new(),
+            cursors: Vec::new(),
+            heap: Vec::new(),
+        }
     }
 }
 
@@ -58,7 +62,11 @@ impl<K: Hash + Eq + Clone> SlowestCursorHeap<K> {
             return;
         }
         let i = self.cursors.len();
-        self.cursors.push(Cursor { key: key.clone(), position: None, heap_index: NOT_IN_HEAP });
+        self.cursors.push(Cursor {
+            key: key.clone(),
+            position: None,
+            heap_index: NOT_IN_HEAP,
+        });
         self.names.insert(key, i);
         self.set_position(i, position);
     }
@@ -75,14 +83,19 @@ impl<K: Hash + Eq + Clone> SlowestCursorHeap<K> {
     }
 
     pub fn remove(&mut self, key: &K) -> bool {
-        let Some(i) = self.names.remove(key) else { return false };
+        let Some(i) = self.names.remove(key) else {
+            return false;
+        };
         self.set_position(i, None);
         // Keep `cursors` dense: move the last cursor into slot i.
         let last = self.cursors.len() - 1;
         self.cursors.swap_remove(i);
         if i != last {
             let moved = &self.cursors[i];
-            *self.names.get_mut(&moved.key).expect("moved cursor is registered") = i;
+            *self
+                .names
+                .get_mut(&moved.key)
+                .expect("moved cursor is registered") = i;
             if moved.heap_index != NOT_IN_HEAP {
                 self.heap[moved.heap_index] = i;
             }
@@ -120,7 +133,9 @@ impl<K: Hash + Eq + Clone> SlowestCursorHeap<K> {
     }
 
     fn key_at(&self, heap_index: usize) -> Position {
-        self.cursors[self.heap[heap_index]].position.expect("heap members have positions")
+        self.cursors[self.heap[heap_index]]
+            .position
+            .expect("heap members have positions")
     }
 
     fn swap(&mut self, a: usize, b: usize) {
@@ -178,7 +193,14 @@ mod tests {
     fn removal_restores_order_in_both_directions() {
         // The sequence that makes a sift-down-only removal report 10 while a cursor sits at 3.
         let mut h = SlowestCursorHeap::new();
-        for (name, e) in [("a", 1), ("b", 10), ("c", 2), ("d", 11), ("e", 12), ("f", 3)] {
+        for (name, e) in [
+            ("a", 1),
+            ("b", 10),
+            ("c", 2),
+            ("d", 11),
+            ("e", 12),
+            ("f", 3),
+        ] {
             h.add(name, p(e));
         }
         h.remove(&"d");

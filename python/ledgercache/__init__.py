@@ -1,0 +1,57 @@
+"""ledgercache: Apache Pulsar's PIP-430 broker entry cache as a library.
+
+A consumer-aware read cache for message logs: entries that cursors are still expected to read stay
+cached, entries nobody will read again go first. The core is Rust; this package is its Python face.
+
+>>> import ledgercache as lc
+>>> cache = lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=1 << 20)).get_cache("topic-0")
+>>> cache.insert(lc.Position(1, 0), b"hello", expected_reads=2)
+True
+>>> with cache.get(lc.Position(1, 0)) as entry:
+...     bytes(entry.data)
+b'hello'
+"""
+
+from __future__ import annotations
+
+from . import errors
+from ._native import (
+    ActiveCursorContainer,
+    CacheConfig,
+    CachedEntry,
+    EntryCache,
+    EntryCacheManager,
+    ManualClock,
+    Position,
+    SlowestCursorHeap,
+    SystemClock,
+    __version__,
+)
+from .errors import (
+    ClosedError,
+    InvalidArgumentError,
+    LedgerCacheError,
+    UnknownCursorError,
+    UnknownSettingError,
+    UnsupportedError,
+)
+
+__all__ = [
+    "ActiveCursorContainer",
+    "CacheConfig",
+    "CachedEntry",
+    "ClosedError",
+    "EntryCache",
+    "EntryCacheManager",
+    "InvalidArgumentError",
+    "LedgerCacheError",
+    "ManualClock",
+    "Position",
+    "SlowestCursorHeap",
+    "SystemClock",
+    "UnknownCursorError",
+    "UnknownSettingError",
+    "UnsupportedError",
+    "__version__",
+    "errors",
+]

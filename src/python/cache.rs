@@ -1,0 +1,403 @@
+use super::clock::clock_arg;
+use super::config::PyCacheConfig;
+use super::errors::{raise, IntoPyResult};
+use super::position::PyPosition;
+use crate::entry::{CachedEntry, Payload, PayloadBuffer};
+use crate::manager::{EntryCache, EntryCacheManager};
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A Python `bytes` object used as a payload without copying. `bytes` are immutable and their
+/// buffer lives as long as the object, which this holds.
+struct PythonBytes {
+    object: Py<PyBytes>,
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the pointer is into an immutable `bytes` object kept alive by `object`; reading it needs
+// no GIL, and `Py` defers its decref when dropped without the GIL.
+unsafe impl Send for PythonBytes {}
+unsafe impl Sync for PythonBytes {}
+
+impl PayloadBuffer for PythonBytes {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: see the Send/Sync note above.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// `bytes` are shared; other buffers (bytearray, memoryview, pyarrow.Buffer) are copied once into a
+/// `bytes`, since their contents could change and their exporter needs the GIL to be released.
+fn payload_arg(data: &Bound<'_, PyAny>) -> PyResult<Payload> {
+    let py = data.py();
+    let bytes = match data.cast::<PyBytes>() {
+        Ok(b) => b.clone(),
+        Err(_) => {
+            // memoryview() accepts exactly the objects that export a buffer.
+            let view = py.import("builtins")?.getattr("memoryview")?.call1((data,)).map_err(|_| {
+                let type_name = data.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "data must be bytes-like (bytes, bytearray, memoryview, pyarrow.Buffer), not {type_name}"
+                ))
+            })?;
+            view.call_method0("tobytes")?.cast_into::<PyBytes>()?
+        }
+    };
+    let slice = bytes.as_bytes();
+    if slice.is_empty() {
+        return Ok(Payload::empty());
+    }
+    let (ptr, len) = (slice.as_ptr(), slice.len());
+    Ok(Payload::new(PythonBytes {
+        object: bytes.unbind(),
+        ptr,
+        len,
+    }))
+}
+
+fn payload_to_py(py: Python<'_>, payload: &Payload) -> Py<PyAny> {
+    match payload.buffer::<PythonBytes>() {
+        Some(b) => b.object.clone_ref(py).into_any(),
+        None => PyBytes::new(py, payload.as_slice()).into_any().unbind(),
+    }
+}
+
+/// EntryCacheManager(config, clock=None, background_eviction=False): the broker-wide cache.
+///
+/// One size budget and one FIFO removal queue for the entry caches of all managed ledgers.
+#[pyclass(name = "EntryCacheManager", module = "ledgercache", frozen)]
+pub struct PyEntryCacheManager {
+    inner: Arc<EntryCacheManager>,
+    config: PyCacheConfig,
+    /// The Python wrapper of each cache, so `get_cache` returns the same object for a name.
+    wrappers: Mutex<HashMap<String, Py<PyEntryCache>>>,
+}
+
+#[pymethods]
+impl PyEntryCacheManager {
+    #[new]
+    #[pyo3(signature = (config = None, clock = None, background_eviction = false))]
+    fn new(
+        py: Python<'_>,
+        config: Option<PyCacheConfig>,
+        clock: Option<&Bound<'_, PyAny>>,
+        background_eviction: bool,
+    ) -> PyResult<Self> {
+        let config = config.unwrap_or(PyCacheConfig(Default::default()));
+        let inner =
+            EntryCacheManager::new(config.0.clone(), clock_arg(clock)?, background_eviction)
+                .py_err(py)?;
+        Ok(PyEntryCacheManager {
+            inner: Arc::new(inner),
+            config,
+            wrappers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The cache of the managed ledger `name`, created on first use (the same object for a name).
+    fn get_cache(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyEntryCache>> {
+        let mut wrappers = self.wrappers.lock();
+        if let Some(w) = wrappers.get(name) {
+            return Ok(w.clone_ref(py));
+        }
+        let cache = self.inner.get_cache(name);
+        let w = Py::new(py, PyEntryCache { inner: cache })?;
+        wrappers.insert(name.to_string(), w.clone_ref(py));
+        Ok(w)
+    }
+
+    /// Removes the cache `name` and its entries; returns (entries, bytes) removed.
+    fn remove_cache(&self, py: Python<'_>, name: &str) -> (u64, u64) {
+        self.wrappers.lock().remove(name);
+        py.detach(|| self.inner.remove_cache(name))
+            .unwrap_or((0, 0))
+    }
+
+    /// Names of the caches that exist.
+    fn cache_names(&self) -> Vec<String> {
+        self.inner.cache_names()
+    }
+
+    #[getter]
+    fn config(&self) -> PyCacheConfig {
+        self.config.clone()
+    }
+
+    #[getter]
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+
+    #[getter]
+    fn entry_count(&self) -> u64 {
+        self.inner.entry_count()
+    }
+
+    #[getter]
+    fn max_size_bytes(&self) -> u64 {
+        self.inner.max_size_bytes()
+    }
+
+    /// One time pass; returns (entries, bytes) removed.
+    fn evict_expired(&self, py: Python<'_>) -> (u64, u64) {
+        py.detach(|| self.inner.evict_expired())
+    }
+
+    /// One size pass freeing at least `n` bytes oldest-first, honouring requeues.
+    fn evict_bytes(&self, py: Python<'_>, n: i64) -> PyResult<(u64, u64)> {
+        if n <= 0 {
+            return Err(raise(
+                py,
+                "InvalidArgumentError",
+                format!("invalid n: must be > 0 bytes to free, got {n}"),
+            ));
+        }
+        py.detach(|| self.inner.evict_bytes(n as u64)).py_err(py)
+    }
+
+    /// The periodic task: a time pass, then a size pass to the watermark if above the trigger.
+    fn run_eviction(&self, py: Python<'_>) -> (u64, u64) {
+        py.detach(|| self.inner.run_eviction())
+    }
+
+    /// Counters: inserted, evicted, requeued, hits, misses, and more.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.inner.stats().fields() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Items in the removal queue, stale ones included.
+    fn removal_queue_len(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.inner.removal_queue_len())
+    }
+
+    /// Heap bytes of bookkeeping (slabs, indexes, removal queue), payloads excluded.
+    fn metadata_bytes(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.inner.metadata_bytes())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "EntryCacheManager(size_bytes={}, entry_count={}, max_size_bytes={})",
+            self.inner.size_bytes(),
+            self.inner.entry_count(),
+            self.inner.max_size_bytes()
+        )
+    }
+}
+
+/// The entry cache of one managed ledger; get it from ``EntryCacheManager.get_cache``.
+#[pyclass(name = "EntryCache", module = "ledgercache", frozen)]
+pub struct PyEntryCache {
+    inner: Arc<EntryCache>,
+}
+
+fn entries_to_py(py: Python<'_>, entries: Vec<CachedEntry>) -> PyResult<Vec<Py<PyCachedEntry>>> {
+    entries
+        .into_iter()
+        .map(|e| Py::new(py, PyCachedEntry { inner: e }))
+        .collect()
+}
+
+#[pymethods]
+impl PyEntryCache {
+    #[getter]
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// Caches `data` at `position` unless that position is cached already (or caching is off);
+    /// returns whether it was inserted. `expected_reads` > 0 gives the entry a read counter;
+    /// `size` overrides the accounted size (default ``len(data)``).
+    #[pyo3(signature = (position, data, expected_reads = 0, size = None))]
+    fn insert(
+        &self,
+        py: Python<'_>,
+        position: PyPosition,
+        data: &Bound<'_, PyAny>,
+        expected_reads: i64,
+        size: Option<i64>,
+    ) -> PyResult<bool> {
+        let expected_reads = i32::try_from(expected_reads)
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| {
+                raise(
+                    py,
+                    "InvalidArgumentError",
+                    format!("invalid expected_reads: must be in [0, 2^31), got {expected_reads}"),
+                )
+            })?;
+        let size = size
+            .map(|s| {
+                u32::try_from(s).map_err(|_| {
+                    raise(
+                        py,
+                        "InvalidArgumentError",
+                        format!("invalid size: must be in [0, 2^32), got {s}"),
+                    )
+                })
+            })
+            .transpose()?;
+        let payload = payload_arg(data)?;
+        // Inline eviction may run here; it never needs the GIL.
+        py.detach(|| self.inner.insert(position.0, payload, expected_reads, size))
+            .py_err(py)
+    }
+
+    /// The entry at `position`, or None; marks it accessed.
+    fn get(&self, py: Python<'_>, position: PyPosition) -> PyResult<Option<Py<PyCachedEntry>>> {
+        self.inner
+            .get(position.0)
+            .map(|e| Py::new(py, PyCachedEntry { inner: e }))
+            .transpose()
+    }
+
+    /// Cached entries from `first` to `last`, both inclusive, in position order.
+    fn get_range(
+        &self,
+        py: Python<'_>,
+        first: PyPosition,
+        last: PyPosition,
+    ) -> PyResult<Vec<Py<PyCachedEntry>>> {
+        let found = py.detach(|| self.inner.get_range(first.0, last.0));
+        entries_to_py(py, found)
+    }
+
+    /// Removes entries from `first` to `last` (inclusive if `last_inclusive`); returns (entries, bytes).
+    #[pyo3(signature = (first, last, last_inclusive))]
+    fn remove_range(
+        &self,
+        py: Python<'_>,
+        first: PyPosition,
+        last: PyPosition,
+        last_inclusive: bool,
+    ) -> (u64, u64) {
+        py.detach(|| self.inner.remove_range(first.0, last.0, last_inclusive))
+    }
+
+    /// Removes every entry; returns (entries, bytes).
+    fn clear(&self, py: Python<'_>) -> (u64, u64) {
+        py.detach(|| self.inner.clear())
+    }
+
+    /// Cached positions in order.
+    fn positions(&self) -> Vec<PyPosition> {
+        self.inner.positions().into_iter().map(PyPosition).collect()
+    }
+
+    #[getter]
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __contains__(&self, position: &Bound<'_, PyAny>) -> bool {
+        position
+            .extract::<PyPosition>()
+            .is_ok_and(|p| self.inner.contains(p.0))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "EntryCache({:?}, entries={}, size_bytes={})",
+            self.inner.name(),
+            self.inner.len(),
+            self.inner.size_bytes()
+        )
+    }
+}
+
+/// A reader's copy of a cached entry. ``release()`` (or leaving a ``with`` block) consumes one
+/// expected read, once; dropping it without releasing consumes nothing.
+#[pyclass(name = "CachedEntry", module = "ledgercache", frozen)]
+pub struct PyCachedEntry {
+    inner: CachedEntry,
+}
+
+#[pymethods]
+impl PyCachedEntry {
+    #[getter]
+    fn position(&self) -> PyPosition {
+        PyPosition(self.inner.position())
+    }
+
+    /// The payload: the very ``bytes`` object that was inserted when it was ``bytes``.
+    #[getter]
+    fn data(&self, py: Python<'_>) -> Py<PyAny> {
+        payload_to_py(py, self.inner.payload())
+    }
+
+    #[getter]
+    fn size(&self) -> u32 {
+        self.inner.size()
+    }
+
+    /// Remaining expected reads, or None if the entry was cached with none.
+    #[getter]
+    fn expected_reads(&self) -> Option<i32> {
+        self.inner.expected_reads()
+    }
+
+    #[getter]
+    fn requeue_count(&self) -> u16 {
+        self.inner.requeue_count()
+    }
+
+    #[getter]
+    fn released(&self) -> bool {
+        self.inner.is_released()
+    }
+
+    /// Consumes one expected read the first time; returns whether this call did.
+    fn release(&self) -> bool {
+        self.inner.release()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.inner.release();
+        false
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.data().len()
+    }
+
+    fn __repr__(&self) -> String {
+        let p = self.inner.position();
+        let reads = self
+            .inner
+            .expected_reads()
+            .map_or("None".to_string(), |n| n.to_string());
+        format!(
+            "CachedEntry(Position({}, {}), size={}, expected_reads={reads})",
+            p.ledger_id,
+            p.entry_id,
+            self.inner.size()
+        )
+    }
+}

@@ -1,0 +1,182 @@
+use super::errors::{raise, IntoPyResult};
+use crate::config::{CacheConfig, SettingValue, SETTING_NAMES};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyMapping, PyString, PyTuple};
+
+/// CacheConfig(**settings): the entry cache's settings, frozen.
+///
+/// Keywords are snake_case forms of Pulsar's broker settings; unknown keywords and out-of-range
+/// values raise. ``replace(**changes)`` returns a modified copy.
+#[pyclass(
+    name = "CacheConfig",
+    module = "ledgercache",
+    frozen,
+    eq,
+    from_py_object
+)]
+#[derive(Clone, PartialEq)]
+pub struct PyCacheConfig(pub CacheConfig);
+
+fn to_setting(py: Python<'_>, key: &str, value: &Bound<'_, PyAny>) -> PyResult<SettingValue> {
+    Ok(if value.is_none() {
+        SettingValue::None
+    } else if value.is_instance_of::<PyBool>() {
+        SettingValue::Bool(value.extract()?)
+    } else if value.is_instance_of::<PyInt>() {
+        match value.extract::<i64>() {
+            Ok(i) => SettingValue::Int(i),
+            Err(_) => {
+                return Err(raise(
+                    py,
+                    "InvalidArgumentError",
+                    format!("invalid {key}: {value} is out of range"),
+                ))
+            }
+        }
+    } else if value.is_instance_of::<PyFloat>() {
+        SettingValue::Float(value.extract()?)
+    } else if value.is_instance_of::<PyString>() {
+        SettingValue::Str(value.extract()?)
+    } else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "invalid {key}: expected bool, int, float, str or None, got {}",
+            value.get_type().name()?
+        )));
+    })
+}
+
+fn from_setting(py: Python<'_>, v: SettingValue) -> PyResult<Py<PyAny>> {
+    Ok(match v {
+        SettingValue::None => py.None(),
+        SettingValue::Bool(b) => PyBool::new(py, b).to_owned().into_any().unbind(),
+        SettingValue::Int(i) => i.into_pyobject(py)?.into_any().unbind(),
+        SettingValue::Float(f) => f.into_pyobject(py)?.into_any().unbind(),
+        SettingValue::Str(s) => s.into_pyobject(py)?.into_any().unbind(),
+    })
+}
+
+fn apply(
+    py: Python<'_>,
+    mut config: CacheConfig,
+    settings: Option<&Bound<'_, PyDict>>,
+) -> PyResult<CacheConfig> {
+    if let Some(settings) = settings {
+        for (k, v) in settings.iter() {
+            let key: String = k.extract()?;
+            let value = to_setting(py, &key, &v)?;
+            config.set(&key, value).py_err(py)?;
+        }
+    }
+    Ok(config)
+}
+
+#[pymethods]
+impl PyCacheConfig {
+    #[new]
+    #[pyo3(signature = (**settings))]
+    fn new(py: Python<'_>, settings: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        Ok(PyCacheConfig(apply(py, CacheConfig::default(), settings)?))
+    }
+
+    /// A copy with `changes` applied.
+    #[pyo3(signature = (**changes))]
+    fn replace(&self, py: Python<'_>, changes: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        Ok(PyCacheConfig(apply(py, self.0.clone(), changes)?))
+    }
+
+    /// Reads Pulsar ``broker.conf`` settings from a file path or a mapping of key -> value;
+    /// unrelated keys are ignored.
+    #[staticmethod]
+    fn from_broker_conf(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let pairs: Vec<(String, String)> = if let Ok(mapping) = source.cast::<PyMapping>() {
+            let mut pairs = Vec::new();
+            for item in mapping.items()?.iter() {
+                let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
+                let text = if v.is_instance_of::<PyBool>() {
+                    if v.extract::<bool>()? {
+                        "true".to_string()
+                    } else {
+                        "false".to_string()
+                    }
+                } else {
+                    v.str()?.to_string()
+                };
+                pairs.push((k, text));
+            }
+            pairs
+        } else {
+            let path: std::path::PathBuf = source.extract().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(
+                    "from_broker_conf takes a path or a mapping of broker.conf keys",
+                )
+            })?;
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                raise(
+                    py,
+                    "InvalidArgumentError",
+                    format!("invalid path: cannot read {}: {e}", path.display()),
+                )
+            })?;
+            parse_properties(&text)
+        };
+        let (config, _) =
+            CacheConfig::from_broker_conf(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .py_err(py)?;
+        Ok(PyCacheConfig(config))
+    }
+
+    /// The settings as a dict.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for name in SETTING_NAMES {
+            d.set_item(
+                name,
+                from_setting(py, self.0.get(name).expect("known name"))?,
+            )?;
+        }
+        Ok(d)
+    }
+
+    fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        match self.0.get(name) {
+            Some(v) => from_setting(py, v),
+            None => Err(pyo3::exceptions::PyAttributeError::new_err(format!(
+                "CacheConfig has no setting {name:?}"
+            ))),
+        }
+    }
+
+    fn __dir__(&self) -> Vec<&'static str> {
+        let mut names = SETTING_NAMES.to_vec();
+        names.extend(["replace", "from_broker_conf", "to_dict"]);
+        names
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let mut parts = Vec::new();
+        for name in SETTING_NAMES {
+            let v = from_setting(py, self.0.get(name).expect("known name"))?;
+            parts.push(format!("{name}={}", v.bind(py).repr()?));
+        }
+        Ok(format!("CacheConfig({})", parts.join(", ")))
+    }
+
+    fn __getnewargs_ex__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
+        Ok((PyTuple::empty(py), self.to_dict(py)?))
+    }
+}
+
+/// `key=value` lines of a Java properties file (the broker.conf format); `#`/`!` start comments.
+fn parse_properties(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .filter_map(|l| {
+            let cut = l.find(['=', ':'])?;
+            Some((l[..cut].trim().to_string(), l[cut + 1..].trim().to_string()))
+        })
+        .collect()
+}

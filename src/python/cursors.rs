@@ -1,0 +1,123 @@
+use super::errors::raise;
+use super::position::PyPosition;
+use crate::cursors::active::ActiveCursorContainer;
+use crate::cursors::heap::SlowestCursorHeap;
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+
+fn unknown(py: Python<'_>, name: &str) -> PyErr {
+    raise(py, "UnknownCursorError", format!("unknown cursor {name:?}"))
+}
+
+/// ActiveCursorContainer(): active cursors sorted by position, answering "how many cursors are
+/// at or before this one" in O(1) (PIP-430's ActiveManagedCursorContainer, with its defects fixed).
+#[pyclass(name = "ActiveCursorContainer", module = "ledgercache", frozen)]
+pub struct PyActiveCursorContainer(Mutex<ActiveCursorContainer<String>>);
+
+#[pymethods]
+impl PyActiveCursorContainer {
+    #[new]
+    fn new() -> Self {
+        PyActiveCursorContainer(Mutex::new(ActiveCursorContainer::new()))
+    }
+
+    /// Registers cursor `name` at `position` (None: registered but not tracked); an existing name moves.
+    #[pyo3(signature = (name, position))]
+    fn add(&self, name: String, position: Option<PyPosition>) {
+        self.0.lock().add(name, position.map(|p| p.0));
+    }
+
+    /// Moves cursor `name` (None untracks it). Raises UnknownCursorError for an unknown name.
+    #[pyo3(signature = (name, position))]
+    fn update(&self, py: Python<'_>, name: String, position: Option<PyPosition>) -> PyResult<()> {
+        if self.0.lock().update(&name, position.map(|p| p.0)) {
+            Ok(())
+        } else {
+            Err(unknown(py, &name))
+        }
+    }
+
+    /// Forgets cursor `name`. Raises UnknownCursorError for an unknown name.
+    fn remove(&self, py: Python<'_>, name: String) -> PyResult<()> {
+        if self.0.lock().remove(&name) {
+            Ok(())
+        } else {
+            Err(unknown(py, &name))
+        }
+    }
+
+    /// Tracked cursors at or before cursor `name`'s position, itself included; 0 if unknown or untracked.
+    fn count_at_or_before(&self, name: String) -> u32 {
+        self.0.lock().count_at_or_before(&name)
+    }
+
+    /// The lowest tracked position, or None.
+    fn slowest_position(&self) -> Option<PyPosition> {
+        self.0.lock().slowest_position().map(PyPosition)
+    }
+
+    /// The position cursor `name` was last given, or None.
+    fn position_of(&self, name: String) -> Option<PyPosition> {
+        self.0.lock().position_of(&name).map(PyPosition)
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.lock().len()
+    }
+
+    fn __contains__(&self, name: &Bound<'_, PyAny>) -> bool {
+        name.extract::<String>()
+            .is_ok_and(|n| self.0.lock().contains(&n))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ActiveCursorContainer(cursors={})", self.0.lock().len())
+    }
+}
+
+/// SlowestCursorHeap(): the pre-PIP-430 container: a min-heap that tracks the slowest cursor.
+#[pyclass(name = "SlowestCursorHeap", module = "ledgercache", frozen)]
+pub struct PySlowestCursorHeap(Mutex<SlowestCursorHeap<String>>);
+
+#[pymethods]
+impl PySlowestCursorHeap {
+    #[new]
+    fn new() -> Self {
+        PySlowestCursorHeap(Mutex::new(SlowestCursorHeap::new()))
+    }
+
+    #[pyo3(signature = (name, position))]
+    fn add(&self, name: String, position: Option<PyPosition>) {
+        self.0.lock().add(name, position.map(|p| p.0));
+    }
+
+    #[pyo3(signature = (name, position))]
+    fn update(&self, py: Python<'_>, name: String, position: Option<PyPosition>) -> PyResult<()> {
+        if self.0.lock().update(&name, position.map(|p| p.0)) {
+            Ok(())
+        } else {
+            Err(unknown(py, &name))
+        }
+    }
+
+    fn remove(&self, py: Python<'_>, name: String) -> PyResult<()> {
+        if self.0.lock().remove(&name) {
+            Ok(())
+        } else {
+            Err(unknown(py, &name))
+        }
+    }
+
+    fn slowest_position(&self) -> Option<PyPosition> {
+        self.0.lock().slowest_position().map(PyPosition)
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.lock().len()
+    }
+
+    fn __contains__(&self, name: &Bound<'_, PyAny>) -> bool {
+        name.extract::<String>()
+            .is_ok_and(|n| self.0.lock().contains(&n))
+    }
+}

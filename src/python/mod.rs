@@ -1,0 +1,26 @@
+//! PyO3 bindings: the `ledgercache._native` extension module. Thin wrappers over the core; the
+//! Python package `ledgercache` re-exports them with stubs and docs.
+
+mod cache;
+mod clock;
+mod config;
+mod cursors;
+mod errors;
+mod position;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<position::PyPosition>()?;
+    m.add_class::<clock::PyManualClock>()?;
+    m.add_class::<clock::PySystemClock>()?;
+    m.add_class::<config::PyCacheConfig>()?;
+    m.add_class::<cache::PyEntryCacheManager>()?;
+    m.add_class::<cache::PyEntryCache>()?;
+    m.add_class::<cache::PyCachedEntry>()?;
+    m.add_class::<cursors::PyActiveCursorContainer>()?;
+    m.add_class::<cursors::PySlowestCursorHeap>()?;
+    Ok(())
+}

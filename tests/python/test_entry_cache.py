@@ -1,0 +1,190 @@
+"""The entry cache from Python: the API contract and the PIP-430 behaviours."""
+
+import threading
+
+import pyarrow as pa
+import pytest
+
+import ledgercache as lc
+
+from conftest import make_manager
+
+P = lc.Position
+
+
+def test_insert_get_and_zero_copy_bytes(clock):
+    m = make_manager(clock)
+    c = m.get_cache("t")
+    assert c is m.get_cache("t")
+    data = b"payload-0"
+    assert c.insert(P(1, 0), data) is True
+    assert c.insert(P(1, 0), b"other") is False
+    e = c.get(P(1, 0))
+    assert e.data is data, "bytes come back as the same object"
+    assert (e.position, e.size, e.expected_reads, e.requeue_count) == (P(1, 0), 9, None, 0)
+    assert c.get(P(1, 1)) is None
+    assert P(1, 0) in c and P(1, 1) not in c and "x" not in c
+    assert (len(c), c.size_bytes, m.size_bytes, m.entry_count) == (1, 9, 9, 1)
+    s = m.stats()
+    assert (s["inserted"], s["hits"], s["misses"]) == (1, 1, 1)
+
+
+def test_other_buffers_are_accepted(clock):
+    c = make_manager(clock).get_cache("t")
+    c.insert(P(1, 0), bytearray(b"ab"))
+    c.insert(P(1, 1), memoryview(b"cde"))
+    c.insert(P(1, 2), pa.py_buffer(b"fghi"))
+    assert [bytes(e.data) for e in c.get_range(P(1, 0), P(1, 2))] == [b"ab", b"cde", b"fghi"]
+    assert c.size_bytes == 9
+    with pytest.raises(TypeError, match="bytes-like"):
+        c.insert(P(1, 3), "text")
+    with pytest.raises(TypeError, match="bytes-like"):
+        c.insert(P(1, 3), 12)
+
+
+def test_size_override_and_expected_reads(clock):
+    m = make_manager(clock)
+    c = m.get_cache("t")
+    c.insert(P(1, 0), b"", size=1000, expected_reads=2)
+    e = c.get(P(1, 0))
+    assert (e.size, e.expected_reads, len(e)) == (1000, 2, 0)
+    assert e.release() is True and e.release() is False
+    with c.get(P(1, 0)) as e2:
+        assert e2.expected_reads == 1
+    assert e2.released and c.get(P(1, 0)).expected_reads == 0
+    # Dropping a copy without releasing it consumes nothing.
+    c.get(P(1, 0))
+    assert c.get(P(1, 0)).expected_reads == 0
+
+
+def test_get_range_remove_range_clear(clock):
+    c = make_manager(clock).get_cache("t")
+    for e in [0, 1, 3, 5, 8]:
+        c.insert(P(0, e), str(e).encode())
+    assert [x.position.entry_id for x in c.get_range(P(0, 1), P(0, 8))] == [1, 3, 5, 8]
+    assert c.get_range(P(0, 9), P(0, 1)) == []
+    assert c.remove_range(P(0, 1), P(0, 5), False) == (2, 2)
+    assert c.remove_range(P(0, 5), P(0, 5), True) == (1, 1)
+    assert c.positions() == [P(0, 0), P(0, 8)]
+    assert c.clear() == (2, 2)
+    assert (len(c), c.size_bytes) == (0, 0)
+
+
+def test_insert_over_the_trigger_evicts_oldest_before_returning(clock):
+    m = make_manager(clock, cache_size_bytes=10, eviction_watermark=0.8)
+    c1, c2 = m.get_cache("cache1"), m.get_cache("cache2")
+    c1.insert(P(1, 1), b"aaaa")
+    c1.insert(P(1, 0), b"bbb")
+    c2.insert(P(2, 0), b"c")
+    c2.insert(P(2, 1), b"d")
+    assert m.size_bytes == 9
+    c2.insert(P(2, 3), b"e")
+    assert (m.size_bytes, c1.size_bytes, c2.size_bytes) == (6, 3, 3)
+    assert P(1, 1) not in c1
+    assert m.remove_cache("cache1") == (1, 3)
+    assert m.size_bytes == 3
+    assert m.cache_names() == ["cache2"]
+    with pytest.raises(lc.ClosedError):
+        c1.insert(P(1, 5), b"x")
+    assert m.get_cache("cache1") is not c1
+
+
+def test_settles_at_155(clock):
+    m = make_manager(clock, cache_size_bytes=200, eviction_watermark=0.8, eviction_time_threshold_ms=20_000)
+    c = m.get_cache("cache1")
+    for i in range(20):
+        assert c.insert(P(1, i), bytes(i + 1))
+    assert m.size_bytes == 155
+
+
+def test_cache_size_zero_caches_nothing(clock):
+    m = make_manager(clock, cache_size_bytes=0)
+    c = m.get_cache("cache1")
+    assert c.insert(P(1, 0), b"abcd") is False
+    assert (m.size_bytes, len(c), m.stats()["inserted"]) == (0, 0, 0)
+
+
+def test_time_pass_with_requeues(clock):
+    m = make_manager(clock, extend_ttl_max_times=1, extend_ttl_of_recently_accessed=False, eviction_time_threshold_ms=1)
+    c = m.get_cache("t")
+    c.insert(P(2, 1), bytes(10), expected_reads=1)
+    c.insert(P(2, 2), bytes(10))
+    clock.advance_ms(10)
+    assert m.evict_expired() == (1, 10)
+    assert c.get(P(2, 1)).requeue_count == 1
+    clock.advance_ms(10)
+    assert m.evict_expired() == (1, 10)
+    assert m.stats()["requeued"] == 1 and m.removal_queue_len() == 0
+
+
+def test_size_pass_keeps_expected_reads_last(clock):
+    m = make_manager(clock, extend_ttl_max_times=5)
+    c = m.get_cache("t")
+    c.insert(P(11, 1), bytes(40))
+    c.insert(P(11, 2), bytes(50), expected_reads=3)
+    c.insert(P(11, 3), bytes(30))
+    c.get(P(11, 1))
+    assert m.evict_bytes(35) == (2, 70)
+    assert c.positions() == [P(11, 2)]
+
+
+def test_run_eviction_and_background_thread(clock):
+    m = lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=1000, eviction_interval_ms=1), clock=clock, background_eviction=True)
+    c = m.get_cache("t")
+    for i in range(20):
+        c.insert(P(0, i), bytes(100))
+    import time
+
+    deadline = time.monotonic() + 10
+    while m.size_bytes > 900 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert m.size_bytes <= 900
+
+
+def test_bad_input_raises_and_leaves_the_cache_intact(clock):
+    m = make_manager(clock, cache_size_bytes=1000)
+    c = m.get_cache("t")
+    c.insert(P(0, 0), b"abc", expected_reads=1)
+    before = (m.size_bytes, m.entry_count, c.positions(), m.stats())
+    with pytest.raises(ValueError, match="expected_reads"):
+        c.insert(P(0, 1), b"x", expected_reads=-1)
+    with pytest.raises(ValueError, match="size"):
+        c.insert(P(0, 1), b"x", size=-5)
+    with pytest.raises(TypeError):
+        c.insert((0, 1), b"x")
+    with pytest.raises(TypeError):
+        c.get("0:1")
+    with pytest.raises(ValueError, match="n"):
+        m.evict_bytes(0)
+    with pytest.raises(ValueError):
+        m.evict_bytes(-3)
+    with pytest.raises(TypeError):
+        m.evict_bytes("10")
+    with pytest.raises(TypeError):
+        lc.EntryCacheManager(lc.CacheConfig(), clock="now")
+    assert (m.size_bytes, m.entry_count, c.positions(), m.stats()) == before
+    assert c.get(P(0, 0)).expected_reads == 1
+
+
+def test_threads_insert_read_and_evict(clock):
+    m = make_manager(clock, cache_size_bytes=50_000)
+    errors = []
+
+    def writer(t):
+        c = m.get_cache(f"t{t}")
+        for i in range(5000):
+            c.insert(P(t, i), f"{t}:{i}".encode(), expected_reads=i % 2)
+            got = c.get(P(t, i // 2))
+            if got is not None and bytes(got.data) != f"{t}:{i // 2}".encode():
+                errors.append((t, i))
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+    evictor = threading.Thread(target=lambda: [m.run_eviction() for _ in range(200)])
+    for t in threads + [evictor]:
+        t.start()
+    for t in threads + [evictor]:
+        t.join()
+    assert not errors
+    assert m.size_bytes == sum(m.get_cache(n).size_bytes for n in m.cache_names())
+    s = m.stats()
+    assert s["inserted"] == s["entry_count"] + s["evicted"] + s["invalidated"]
