@@ -9,7 +9,7 @@ use crate::position::Position;
 use crate::range_cache::RangeCache;
 use crate::read_count::ReadCountHandler;
 use crate::removal_queue::{
-    mark_requeued, EvictionPolicy, EvictionResult, Pass, QueueItem, RemovalQueue,
+    mark_requeued, EvictionPolicy, EvictionResult, Lookahead, Pass, QueueItem, RemovalQueue,
 };
 use crate::stats::{CacheStats, Counters};
 use parking_lot::{ArcMutexGuard, Condvar, Mutex, RawMutex, RwLock};
@@ -351,50 +351,59 @@ impl Shared {
         let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
         let mut unpublished = (0u64, 0u64);
         let mut since_bump = 0u32;
-        evictor.run(policy.max_requeues, |item: QueueItem, requeue_allowed| {
-            if held.as_ref().map(|(id, _)| *id) != Some(item.cache) {
-                held = None;
-                self.publish_evicted(&mut unpublished);
-                let state = {
-                    let table = self.caches.read();
-                    table.by_id.get(item.cache as usize).and_then(|c| c.clone())
-                };
-                let Some(state) = state else {
-                    return EvictionResult::Missing;
-                };
-                held = Some((item.cache, state.lock_arc()));
-                since_bump = 0;
-            } else {
-                since_bump += 1;
-                if since_bump == FAIRNESS_BATCH {
-                    since_bump = 0;
+        evictor.run(
+            policy.max_requeues,
+            |item: QueueItem, ahead: Lookahead, requeue_allowed| {
+                if held.as_ref().map(|(id, _)| *id) != Some(item.cache) {
+                    held = None;
                     self.publish_evicted(&mut unpublished);
-                    if let Some((_, guard)) = held.as_mut() {
-                        ArcMutexGuard::bump(guard);
+                    let state = {
+                        let table = self.caches.read();
+                        table.by_id.get(item.cache as usize).and_then(|c| c.clone())
+                    };
+                    let Some(state) = state else {
+                        return EvictionResult::Missing;
+                    };
+                    held = Some((item.cache, state.lock_arc()));
+                    since_bump = 0;
+                } else {
+                    since_bump += 1;
+                    if since_bump == FAIRNESS_BATCH {
+                        since_bump = 0;
+                        self.publish_evicted(&mut unpublished);
+                        if let Some((_, guard)) = held.as_mut() {
+                            ArcMutexGuard::bump(guard);
+                        }
                     }
                 }
-            }
-            let cache = &mut held.as_mut().expect("held was just set").1;
-            let Some(slot) = cache.slot_mut(item.slot) else {
-                return EvictionResult::Missing;
-            };
-            let result = policy.decide(pass, slot, freed, requeue_allowed);
-            match result {
-                EvictionResult::Remove => {
-                    let size = cache.remove_slot(item.slot.slot) as u64;
-                    removed += 1;
-                    freed += size;
-                    unpublished.0 += 1;
-                    unpublished.1 += size;
+                let cache = &mut held.as_mut().expect("held was just set").1;
+                if let Some(far) = ahead.far.filter(|n| n.cache == item.cache) {
+                    cache.prefetch_slot(far.slot);
                 }
-                EvictionResult::Requeue => {
-                    mark_requeued(slot, now);
-                    requeued += 1;
+                if let Some(near) = ahead.near.filter(|n| n.cache == item.cache) {
+                    cache.prefetch_dependents(near.slot);
                 }
-                EvictionResult::Stop | EvictionResult::Missing => {}
-            }
-            result
-        });
+                let Some(slot) = cache.slot_mut(item.slot) else {
+                    return EvictionResult::Missing;
+                };
+                let result = policy.decide(pass, slot, freed, requeue_allowed);
+                match result {
+                    EvictionResult::Remove => {
+                        let size = cache.remove_slot(item.slot.slot) as u64;
+                        removed += 1;
+                        freed += size;
+                        unpublished.0 += 1;
+                        unpublished.1 += size;
+                    }
+                    EvictionResult::Requeue => {
+                        mark_requeued(slot, now);
+                        requeued += 1;
+                    }
+                    EvictionResult::Stop | EvictionResult::Missing => {}
+                }
+                result
+            },
+        );
         drop(held);
         self.publish_evicted(&mut unpublished);
         self.counters.evicted.fetch_add(removed, Ordering::Relaxed);

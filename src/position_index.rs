@@ -28,6 +28,9 @@ pub struct PositionIndex {
     /// The chunk touched last; runs of neighbouring positions skip the tree lookup.
     last: Cell<Option<(ChunkKey, u32)>>,
     len: usize,
+    /// Chunks left in the tree with no entries. Removing them one by one would put a tree removal
+    /// in the eviction loop every 16 entries; they are swept in bulk instead (see `sweep`).
+    empty_chunks: usize,
 }
 
 fn split(p: Position) -> (ChunkKey, usize) {
@@ -63,8 +66,9 @@ impl PositionIndex {
         (chunk.occupied & (1 << lane) != 0).then(|| chunk.slots[lane])
     }
 
-    /// Maps `p` to `slot`; false (and no change) if `p` is already present.
-    pub fn insert(&mut self, p: Position, slot: u32) -> bool {
+    /// Maps `p` to `slot`; returns the chunk that holds it (a handle for [`Self::remove_in`]), or
+    /// `None` (and no change) if `p` is already present.
+    pub fn insert(&mut self, p: Position, slot: u32) -> Option<u32> {
         let (key, lane) = split(p);
         let c = match self.chunk_of(key) {
             Some(c) => c,
@@ -85,22 +89,31 @@ impl PositionIndex {
                 };
                 self.by_key.insert(key, c);
                 self.last.set(Some((key, c)));
+                self.empty_chunks += 1;
                 c
             }
         };
         let chunk = &mut self.chunks[c as usize];
         if chunk.occupied & (1 << lane) != 0 {
-            return false;
+            return None;
+        }
+        if chunk.occupied == 0 {
+            self.empty_chunks -= 1;
         }
         chunk.occupied |= 1 << lane;
         chunk.slots[lane] = slot;
         self.len += 1;
-        true
+        Some(c)
     }
 
     pub fn remove(&mut self, p: Position) -> Option<u32> {
-        let (key, lane) = split(p);
-        let c = self.chunk_of(key)?;
+        let c = self.chunk_of(split(p).0)?;
+        self.remove_in(p, c)
+    }
+
+    /// Removes `p` from chunk `c` (as returned by `insert`), skipping the tree lookup.
+    pub fn remove_in(&mut self, p: Position, c: u32) -> Option<u32> {
+        let lane = split(p).1;
         let chunk = &mut self.chunks[c as usize];
         if chunk.occupied & (1 << lane) == 0 {
             return None;
@@ -109,11 +122,33 @@ impl PositionIndex {
         let slot = chunk.slots[lane];
         self.len -= 1;
         if chunk.occupied == 0 {
-            self.by_key.remove(&key);
-            self.free_chunks.push(c);
-            self.last.set(None);
+            self.empty_chunks += 1;
+            if self.empty_chunks > 64 && self.empty_chunks > self.by_key.len() / 2 {
+                self.sweep();
+            }
         }
         Some(slot)
+    }
+
+    /// Drops the empty chunks from the tree in one linear pass.
+    fn sweep(&mut self) {
+        let chunks = &self.chunks;
+        let free = &mut self.free_chunks;
+        self.by_key.retain(|_, c| {
+            let keep = chunks[*c as usize].occupied != 0;
+            if !keep {
+                free.push(*c);
+            }
+            keep
+        });
+        self.empty_chunks = 0;
+        self.last.set(None);
+    }
+
+    /// Address of what removing from chunk `c` reads, for prefetching.
+    pub fn chunk_addr(&self, c: u32) -> *const u8 {
+        (self.chunks.as_ptr().wrapping_add(c as usize) as *const u8)
+            .wrapping_add(std::mem::offset_of!(Chunk, occupied))
     }
 
     /// Present positions in `[first, last]`, in order, with their slots.
@@ -147,7 +182,7 @@ impl PositionIndex {
     pub fn heap_bytes(&self) -> usize {
         self.chunks.capacity() * std::mem::size_of::<Chunk>()
             + self.free_chunks.capacity() * 4
-            // a B-tree leaf holds up to 11 (key, value) pairs plus a header
+            // a B-tree node holds up to 11 (key, value) pairs plus a header
             + self.by_key.len() * (std::mem::size_of::<(ChunkKey, u32)>() + 8)
     }
 }
@@ -162,9 +197,9 @@ mod tests {
     fn insert_get_remove_across_chunks_and_negative_ids() {
         let mut ix = PositionIndex::default();
         for e in -20..40 {
-            assert!(ix.insert(Position::new(1, e), (e + 100) as u32));
+            assert!(ix.insert(Position::new(1, e), (e + 100) as u32).is_some());
         }
-        assert!(!ix.insert(Position::new(1, 3), 0));
+        assert!(ix.insert(Position::new(1, 3), 0).is_none());
         assert_eq!(ix.get(Position::new(1, -17)), Some(83));
         assert_eq!(ix.len(), 60);
         let r = ix.range(Position::new(1, -2), Position::new(1, 17));
@@ -187,7 +222,7 @@ mod tests {
                 match op {
                     0 => {
                         let fresh = !model.contains_key(&p);
-                        prop_assert_eq!(ix.insert(p, v), fresh);
+                        prop_assert_eq!(ix.insert(p, v).is_some(), fresh);
                         model.entry(p).or_insert(v);
                     }
                     1 => prop_assert_eq!(ix.remove(p), model.remove(&p)),

@@ -7,8 +7,10 @@ use crate::position::Position;
 use crate::position_index::PositionIndex;
 use crate::read_count::ReadCountHandler;
 
-/// A cached entry and the removal queue's bookkeeping for it.
+/// A cached entry and the removal queue's bookkeeping for it: one cache line, aligned to one, so that
+/// judging an entry costs a single memory access.
 #[derive(Debug)]
+#[repr(align(64))]
 pub(crate) struct Slot {
     pub payload: Payload,
     pub read_count: Option<ReadCountHandler>,
@@ -18,6 +20,8 @@ pub(crate) struct Slot {
     pub size: u32,
     /// Which insert put the current occupant here; a queue item with another serial is stale.
     pub serial: u32,
+    /// The index chunk holding this position (saves a tree lookup on removal).
+    chunk: u32,
     pub requeue_count: u16,
     /// Read since the last eviction check.
     pub accessed: bool,
@@ -25,6 +29,13 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
+    /// Drops what the slot holds and marks it free.
+    fn vacate(&mut self) {
+        self.live = false;
+        self.payload = Payload::empty();
+        self.read_count = None;
+    }
+
     pub fn has_expected_reads(&self) -> bool {
         self.read_count
             .as_ref()
@@ -98,6 +109,11 @@ impl RangeCache {
         }
         let serial = self.next_serial;
         self.next_serial = self.next_serial.wrapping_add(1);
+        let n = self.free.last().copied().unwrap_or(self.slots.len() as u32);
+        let chunk = self
+            .index
+            .insert(position, n)
+            .expect("checked absent above");
         let slot = Slot {
             payload,
             read_count,
@@ -105,22 +121,15 @@ impl RangeCache {
             timestamp_ns: now_ns,
             size,
             serial,
+            chunk,
             requeue_count: 0,
             accessed: false,
             live: true,
         };
-        let n = match self.free.pop() {
-            Some(n) => {
-                self.slots[n as usize] = slot;
-                n
-            }
-            None => {
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u32
-            }
-        };
-        let inserted = self.index.insert(position, n);
-        debug_assert!(inserted);
+        match self.free.pop() {
+            Some(reused) => self.slots[reused as usize] = slot,
+            None => self.slots.push(slot),
+        }
         self.size_bytes += size as u64;
         Some(SlotRef { slot: n, serial })
     }
@@ -162,21 +171,45 @@ impl RangeCache {
     pub fn remove_slot(&mut self, n: u32) -> u32 {
         let slot = &mut self.slots[n as usize];
         debug_assert!(slot.live);
-        slot.live = false;
-        slot.payload = Payload::empty();
-        slot.read_count = None;
-        let (position, size) = (slot.position, slot.size);
-        self.index.remove(position);
+        slot.vacate();
+        let (position, size, chunk) = (slot.position, slot.size, slot.chunk);
+        self.index.remove_in(position, chunk);
         self.size_bytes -= size as u64;
         if self.index.is_empty() {
             // Give the slab's memory back; stale queue items then point past the end, which reads as
             // missing, and serials keep counting so no old item can match a new entry.
-            self.slots = Vec::new();
-            self.free = Vec::new();
+            self.release_slab();
         } else {
             self.free.push(n);
         }
         size
+    }
+
+    /// Frees the slab once no slot is live.
+    fn release_slab(&mut self) {
+        debug_assert!(self.slots.iter().all(|s| !s.live));
+        // SAFETY: vacated slots own nothing (no payload, no handler), so skipping their destructors
+        // leaks nothing; it saves a pass over the whole slab.
+        unsafe { self.slots.set_len(0) };
+        self.slots = Vec::new();
+        self.free = Vec::new();
+    }
+
+    /// Hints the CPU to load slot `r` soon (the evictor looks ahead in its queue).
+    #[inline]
+    pub fn prefetch_slot(&self, r: SlotRef) {
+        prefetch(self.slots.as_ptr().wrapping_add(r.slot as usize) as *const u8);
+    }
+
+    /// Hints the CPU to load what removing or judging slot `r` touches besides the slot itself.
+    #[inline]
+    pub fn prefetch_dependents(&self, r: SlotRef) {
+        if let Some(slot) = self.slots.get(r.slot as usize) {
+            prefetch(self.index.chunk_addr(slot.chunk));
+            if let Some(h) = &slot.read_count {
+                prefetch(h.as_ptr());
+            }
+        }
     }
 
     /// Removes `[first, last]` or `[first, last)`; returns (entries, bytes) removed.
@@ -200,8 +233,8 @@ impl RangeCache {
     /// Removes every entry; returns (entries, bytes) removed.
     pub fn clear(&mut self) -> (u64, u64) {
         let removed = (self.index.len() as u64, self.size_bytes);
-        self.slots = Vec::new();
-        self.free = Vec::new();
+        self.slots.iter_mut().for_each(Slot::vacate);
+        self.release_slab();
         self.index.clear();
         self.size_bytes = 0;
         removed
@@ -226,3 +259,17 @@ impl RangeCache {
             + self.index.heap_bytes()
     }
 }
+
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    #[allow(unused_unsafe)]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+const _: () = assert!(std::mem::size_of::<Slot>() == 64);

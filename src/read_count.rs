@@ -33,6 +33,11 @@ impl ReadCountHandler {
         self.expected_reads() >= 1
     }
 
+    /// The counter's address (for prefetching).
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        Arc::as_ptr(&self.0) as *const u8
+    }
+
     /// True if both handles count the same entry.
     pub fn same_as(&self, other: &ReadCountHandler) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

@@ -1,21 +1,32 @@
 //! PIP-430's broker-wide removal queue: every cached entry of every ledger, in insertion order.
 //!
-//! Producers (inserting threads) push lock-free onto an ingestion queue. The queue proper is a plain
-//! `VecDeque` owned by whoever holds the evictor lock, so one evictor runs at a time and walks the
-//! queue without atomics; it moves ingested items over before it looks at the tail. Items name an
+//! Producers (inserting threads) push lock-free onto an ingestion queue (crossbeam's `Injector`). The
+//! queue proper is a plain `VecDeque` owned by whoever holds the evictor lock, so one evictor runs at
+//! a time and walks the queue without atomics; it moves ingested items over in batches (one CAS per
+//! batch, not per item) before it looks at the tail. Items name an
 //! entry by (cache id, slot, serial) instead of holding a pointer, so the queue is 12 bytes per entry
 //! and an entry removed by other means is recognised as stale (MISSING) when it reaches the head.
 
 use crate::range_cache::{Slot, SlotRef};
-use crossbeam_queue::SegQueue;
+use crossbeam_deque::{Injector, Steal, Worker};
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::VecDeque;
 
-/// One entry's place in the queue.
+/// One entry's place in the queue: which cache, which slot, which insert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct QueueItem {
-    pub cache: u32,
-    pub slot: SlotRef,
+pub struct QueueItem {
+    pub(crate) cache: u32,
+    pub(crate) slot: SlotRef,
+}
+
+impl QueueItem {
+    /// An item naming slot `slot` of cache `cache`, filled by insert number `serial`.
+    pub fn new(cache: u32, slot: u32, serial: u32) -> Self {
+        QueueItem {
+            cache,
+            slot: SlotRef { slot, serial },
+        }
+    }
 }
 
 /// What an eviction pass does with the entry at the head of the queue.
@@ -103,47 +114,106 @@ pub(crate) fn mark_requeued(slot: &mut Slot, now_ns: u64) {
     slot.requeue_count = slot.requeue_count.saturating_add(1);
 }
 
+/// The queue. Push from any thread; evict through [`RemovalQueue::lock`].
 #[derive(Default)]
-pub(crate) struct RemovalQueue {
-    ingest: SegQueue<QueueItem>,
-    order: Mutex<VecDeque<QueueItem>>,
+pub struct RemovalQueue {
+    ingest: Injector<QueueItem>,
+    order: Mutex<Staged>,
+}
+
+/// The evictor's side: the ordered queue, and a buffer that ingested batches pass through.
+struct Staged {
+    order: VecDeque<QueueItem>,
+    batch: Worker<QueueItem>,
+}
+
+impl Default for Staged {
+    fn default() -> Self {
+        Staged {
+            order: VecDeque::new(),
+            batch: Worker::new_fifo(),
+        }
+    }
 }
 
 impl RemovalQueue {
-    /// Appends an entry; lock-free, callable from any thread.
+    /// Items in the queue (waits for a running evictor).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends an entry; callable from any thread, never waits. When no evictor is running the item
+    /// goes straight into the ordered queue; otherwise onto the lock-free ingestion queue, which the
+    /// evictor (or the next direct push) moves over first, so insertion order is kept either way.
     pub fn push(&self, item: QueueItem) {
-        self.ingest.push(item);
+        match self.order.try_lock() {
+            Some(mut staged) => {
+                if !self.ingest.is_empty() {
+                    move_ingested(&self.ingest, &mut staged);
+                }
+                staged.order.push_back(item);
+            }
+            None => self.ingest.push(item),
+        }
     }
 
     /// Becomes the evictor, waiting for the current one to finish.
-    pub fn lock(&self) -> Evictor<'_> {
+    pub(crate) fn lock(&self) -> Evictor<'_> {
         Evictor {
             ingest: &self.ingest,
-            order: self.order.lock(),
+            staged: self.order.lock(),
         }
     }
+}
+
+/// Moves everything ingested so far to the tail of the ordered queue; returns how many.
+fn move_ingested(ingest: &Injector<QueueItem>, staged: &mut Staged) -> usize {
+    let Staged { order, batch } = staged;
+    let before = order.len();
+    loop {
+        match ingest.steal_batch(batch) {
+            Steal::Success(()) => order.extend(std::iter::from_fn(|| batch.pop())),
+            Steal::Empty => break,
+            Steal::Retry => std::hint::spin_loop(),
+        }
+    }
+    order.len() - before
+}
+
+/// How far ahead of the head the evictor prefetches: the slot at the far distance, what the slot
+/// points to at the near one (by then the slot is in cache).
+pub(crate) const LOOKAHEAD_FAR: usize = 16;
+pub(crate) const LOOKAHEAD_NEAR: usize = 6;
+
+/// Queue items behind the head, for prefetching.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lookahead {
+    pub far: Option<QueueItem>,
+    pub near: Option<QueueItem>,
 }
 
 /// Exclusive access to the queue for one eviction pass.
 pub(crate) struct Evictor<'a> {
-    ingest: &'a SegQueue<QueueItem>,
-    order: MutexGuard<'a, VecDeque<QueueItem>>,
+    ingest: &'a Injector<QueueItem>,
+    staged: MutexGuard<'a, Staged>,
 }
 
 impl Evictor<'_> {
     fn take_ingested(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(item) = self.ingest.pop() {
-            self.order.push_back(item);
-            n += 1;
+        if self.ingest.is_empty() {
+            return 0;
         }
-        n
+        move_ingested(self.ingest, &mut self.staged)
     }
 
     /// Items in the queue, stale ones included.
-    pub fn len(&mut self) -> usize {
+    pub(crate) fn len(&mut self) -> usize {
         self.take_ingested();
-        self.order.len()
+        self.staged.order.len()
     }
 
     /// Runs one pass: `visit` decides for the head item (and performs the removal or the requeue
@@ -156,13 +226,13 @@ impl Evictor<'_> {
     pub fn run(
         &mut self,
         max_requeues: u32,
-        mut visit: impl FnMut(QueueItem, bool) -> EvictionResult,
+        mut visit: impl FnMut(QueueItem, Lookahead, bool) -> EvictionResult,
     ) {
         self.take_ingested();
         let per_item = u64::from(max_requeues) + 1;
-        let mut requeue_budget = self.order.len() as u64 * per_item;
+        let mut requeue_budget = self.staged.order.len() as u64 * per_item;
         loop {
-            let Some(&head) = self.order.front() else {
+            let Some(&head) = self.staged.order.front() else {
                 let n = self.take_ingested();
                 if n == 0 {
                     break;
@@ -170,17 +240,22 @@ impl Evictor<'_> {
                 requeue_budget += n as u64 * per_item;
                 continue;
             };
-            match visit(head, requeue_budget > 0) {
+            let order = &self.staged.order;
+            let ahead = Lookahead {
+                far: order.get(LOOKAHEAD_FAR).copied(),
+                near: order.get(LOOKAHEAD_NEAR).copied(),
+            };
+            match visit(head, ahead, requeue_budget > 0) {
                 EvictionResult::Stop => break,
                 EvictionResult::Remove | EvictionResult::Missing => {
-                    self.order.pop_front();
+                    self.staged.order.pop_front();
                 }
                 EvictionResult::Requeue => {
-                    self.order.pop_front();
+                    self.staged.order.pop_front();
                     // Everything inserted before this moment goes ahead of the requeued entry.
                     requeue_budget += self.take_ingested() as u64 * per_item;
                     requeue_budget = requeue_budget.saturating_sub(1);
-                    self.order.push_back(head);
+                    self.staged.order.push_back(head);
                 }
             }
         }
@@ -205,7 +280,7 @@ mod tests {
         q.push(item(0, 2));
         let mut seen = Vec::new();
         let mut e = q.lock();
-        e.run(5, |it, _| {
+        e.run(5, |it, _, _| {
             seen.push(it.slot.slot);
             match it.slot.slot {
                 1 if seen.len() == 1 => {
@@ -223,7 +298,7 @@ mod tests {
     fn stop_leaves_the_head_in_place() {
         let q = RemovalQueue::default();
         q.push(item(0, 1));
-        q.lock().run(0, |_, _| EvictionResult::Stop);
+        q.lock().run(0, |_, _, _| EvictionResult::Stop);
         assert_eq!(q.lock().len(), 1);
     }
 
@@ -234,7 +309,7 @@ mod tests {
             q.push(item(0, i));
         }
         let mut visits = 0;
-        q.lock().run(2, |_, allowed| {
+        q.lock().run(2, |_, _, allowed| {
             visits += 1;
             if allowed {
                 EvictionResult::Requeue
