@@ -49,18 +49,40 @@ fn seeks(n: u32) -> Vec<(u32, i64)> {
         .collect()
 }
 
+/// Cursors hold their handle, as a managed cursor does.
 fn run_container(n: u32, every: usize, ops: &[(u32, i64)]) -> u64 {
     let mut c = ActiveCursorContainer::<u32>::new();
     let mut pos: Vec<i64> = (0..n as i64).collect();
-    for i in 0..n {
-        c.add(i, Some(Position::new(0, i as i64)));
+    let ids: Vec<_> = (0..n)
+        .map(|i| c.add(i, Some(Position::new(0, i as i64))))
+        .collect();
+    let mut sum = 0u64;
+    for (k, &(i, d)) in ops.iter().enumerate() {
+        pos[i as usize] += d;
+        let id = ids[i as usize];
+        c.update_by_id(id, Some(Position::new(0, pos[i as usize])));
+        if k % every == 0 {
+            sum += c.count_by_id(id) as u64;
+        }
+    }
+    sum
+}
+
+/// The same, looking cursors up by name on every call.
+fn run_container_by_name(n: u32, every: usize, ops: &[(u32, i64)]) -> u64 {
+    let mut c = ActiveCursorContainer::<String>::new();
+    let names: Vec<String> = (0..n).map(|i| format!("subscription-{i}")).collect();
+    let mut pos: Vec<i64> = (0..n as i64).collect();
+    for (i, name) in names.iter().enumerate() {
+        c.add(name.clone(), Some(Position::new(0, i as i64)));
     }
     let mut sum = 0u64;
     for (k, &(i, d)) in ops.iter().enumerate() {
         pos[i as usize] += d;
-        c.update(&i, Some(Position::new(0, pos[i as usize])));
+        let name = &names[i as usize];
+        c.update(name, Some(Position::new(0, pos[i as usize])));
         if k % every == 0 {
-            sum += c.count_at_or_before(&i) as u64;
+            sum += c.count_at_or_before(name) as u64;
         }
     }
     sum
@@ -90,14 +112,19 @@ fn main() {
         let ops = seeks(n);
         for every in [1usize, 10, 100] {
             let (t_c, a) = support::best_of(rounds, || black_box(run_container(n, every, &ops)));
-            let (t_r, b) = support::best_of(rounds, || black_box(run_reference(n, every, &ops)));
-            assert_eq!(a, b, "both must count the same");
+            let (t_n, b) =
+                support::best_of(rounds, || black_box(run_container_by_name(n, every, &ops)));
+            let (t_r, c) = support::best_of(rounds, || black_box(run_reference(n, every, &ops)));
+            assert!(a == c && b == c, "all must count the same");
             let mops = |t: std::time::Duration| OPS as f64 / t.as_secs_f64() / 1e6;
+            let ratio = |t: std::time::Duration| t_r.as_secs_f64() / t.as_secs_f64();
             println!(
-                "{n:>8} {every:>12} {:>16.2} {:>16.2} {:>8.1}x",
+                "{n:>8} {every:>12} {:>14.2} {:>14.2} {:>14.2} {:>8.1}x {:>8.1}x",
                 mops(t_c),
+                mops(t_n),
                 mops(t_r),
-                t_r.as_secs_f64() / t_c.as_secs_f64()
+                ratio(t_c),
+                ratio(t_n)
             );
         }
     }

@@ -7,6 +7,7 @@ pub mod config;
 pub mod cursors;
 pub mod entry;
 pub mod error;
+mod fast_hash;
 pub mod manager;
 pub mod position;
 mod position_index;

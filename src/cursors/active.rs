@@ -10,8 +10,8 @@
 //! bounded without queries: a removed cursor that was never linked is freed immediately, and one that
 //! was linked waits as a single slot.
 
+use crate::fast_hash::FastMap;
 use crate::position::Position;
-use std::collections::HashMap;
 use std::hash::Hash;
 
 const NIL: u32 = u32::MAX;
@@ -38,12 +38,21 @@ struct CursorSlot<K> {
     /// The slot's id sits in `pending` (kept across slot reuse so an id is queued at most once).
     queued: bool,
     free: bool,
+    /// Bumped when the slot is freed, so a stale [`CursorId`] matches nothing.
+    generation: u32,
+}
+
+/// A handle to a registered cursor: the name lookup done once. Stale after the cursor is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CursorId {
+    slot: u32,
+    generation: u32,
 }
 
 /// Counts active cursors at or before a cursor's position. Keys are cursor names.
 #[derive(Debug, Clone)]
 pub struct ActiveCursorContainer<K: Hash + Eq + Clone> {
-    names: HashMap<K, u32>,
+    names: FastMap<K, u32>,
     cursors: Vec<CursorSlot<K>>,
     free_cursors: Vec<u32>,
     groups: Vec<Group>,
@@ -58,7 +67,7 @@ pub struct ActiveCursorContainer<K: Hash + Eq + Clone> {
 impl<K: Hash + Eq + Clone> Default for ActiveCursorContainer<K> {
     fn default() -> Self {
         ActiveCursorContainer {
-            names: HashMap::new(),
+            names: FastMap::default(),
             cursors: Vec::new(),
             free_cursors: Vec::new(),
             groups: Vec::new(),
@@ -90,11 +99,11 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     }
 
     /// Registers a cursor at `position` (`None`: registered but not tracked). Adding a name that
-    /// exists moves it.
-    pub fn add(&mut self, key: K, position: Option<Position>) {
+    /// exists moves it. Returns the cursor's handle.
+    pub fn add(&mut self, key: K, position: Option<Position>) -> CursorId {
         if let Some(&id) = self.names.get(&key) {
             self.set_target(id, position);
-            return;
+            return self.handle(id);
         }
         let slot = CursorSlot {
             key: Some(key.clone()),
@@ -102,11 +111,17 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             group: NIL,
             queued: false,
             free: false,
+            generation: 0,
         };
         let id = match self.free_cursors.pop() {
             Some(id) => {
-                let queued = self.cursors[id as usize].queued;
-                self.cursors[id as usize] = CursorSlot { queued, ..slot };
+                let old = &self.cursors[id as usize];
+                let (queued, generation) = (old.queued, old.generation);
+                self.cursors[id as usize] = CursorSlot {
+                    queued,
+                    generation,
+                    ..slot
+                };
                 id
             }
             None => {
@@ -117,6 +132,51 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         self.names.insert(key, id);
         if position.is_some() {
             self.enqueue(id);
+        }
+        self.handle(id)
+    }
+
+    fn handle(&self, slot: u32) -> CursorId {
+        CursorId {
+            slot,
+            generation: self.cursors[slot as usize].generation,
+        }
+    }
+
+    /// The handle of a registered cursor.
+    pub fn id_of(&self, key: &K) -> Option<CursorId> {
+        self.names.get(key).map(|&id| self.handle(id))
+    }
+
+    fn live_slot(&self, id: CursorId) -> Option<u32> {
+        let c = self.cursors.get(id.slot as usize)?;
+        (!c.free && c.key.is_some() && c.generation == id.generation).then_some(id.slot)
+    }
+
+    /// [`Self::update`] by handle; false for a stale handle.
+    pub fn update_by_id(&mut self, id: CursorId, position: Option<Position>) -> bool {
+        match self.live_slot(id) {
+            Some(slot) => {
+                self.set_target(slot, position);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`Self::count_at_or_before`] by handle; 0 for a stale handle.
+    pub fn count_by_id(&mut self, id: CursorId) -> u32 {
+        self.flush();
+        match self.live_slot(id) {
+            Some(slot) => self.group_count(slot),
+            None => 0,
+        }
+    }
+
+    fn group_count(&self, slot: u32) -> u32 {
+        match self.cursors[slot as usize].group {
+            NIL => 0,
+            g => self.groups[g as usize].at_or_before,
         }
     }
 
@@ -152,10 +212,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     pub fn count_at_or_before(&mut self, key: &K) -> u32 {
         self.flush();
         match self.names.get(key) {
-            Some(&id) => match self.cursors[id as usize].group {
-                NIL => 0,
-                g => self.groups[g as usize].at_or_before,
-            },
+            Some(&id) => self.group_count(id),
             None => 0,
         }
     }
@@ -199,6 +256,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     fn free_cursor(&mut self, id: u32) {
         let slot = &mut self.cursors[id as usize];
         slot.free = true;
+        slot.generation = slot.generation.wrapping_add(1);
         slot.key = None;
         slot.target = None;
         slot.group = NIL;
