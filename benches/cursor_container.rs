@@ -105,8 +105,8 @@ fn main() {
     let rounds = support::rounds(5);
     println!("cursor container: {OPS} random forward seeks (+1..99 entries), best of {rounds}");
     println!(
-        "{:>8} {:>12} {:>16} {:>16} {:>9}",
-        "cursors", "query every", "container Mops/s", "sorted-set Mops/s", "speed-up"
+        "{:>8} {:>12} {:>14} {:>14} {:>14} {:>9} {:>9}",
+        "cursors", "query every", "handle Mops/s", "name Mops/s", "ref Mops/s", "speed-up", "(by name)"
     );
     for n in [10u32, 100, 1000] {
         let ops = seeks(n);

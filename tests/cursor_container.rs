@@ -170,10 +170,11 @@ enum Op {
     Slowest,
 }
 
-fn op() -> impl Strategy<Value = Op> {
-    // Few names and few positions, so ties, tail moves and re-adds are common.
-    let name = 0u8..12;
-    let pos = prop::option::weighted(0.85, 0i64..15);
+/// `names` cursors over `positions` positions: few of both make ties, tail moves and re-adds common;
+/// many make the list span several blocks, so splits and walks across blocks happen.
+fn op_with(names: u8, positions: i64) -> impl Strategy<Value = Op> {
+    let name = 0u8..names;
+    let pos = prop::option::weighted(0.85, 0i64..positions);
     prop_oneof![
         3 => (name.clone(), pos.clone()).prop_map(|(n, p)| Op::Add(n, p)),
         6 => (name.clone(), pos).prop_map(|(n, p)| Op::Update(n, p)),
@@ -183,37 +184,54 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+fn check_against_model(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let mut c = ActiveCursorContainer::<u8>::new();
+    let mut model: std::collections::BTreeMap<u8, Option<i64>> = Default::default();
+    for op in ops {
+        match op {
+            Op::Add(n, e) => {
+                c.add(n, e.map(|e| Position::new(0, e)));
+                model.insert(n, e);
+            }
+            Op::Update(n, e) => {
+                let known = model.contains_key(&n);
+                prop_assert_eq!(c.update(&n, e.map(|e| Position::new(0, e))), known);
+                if known {
+                    model.insert(n, e);
+                }
+            }
+            Op::Remove(n) => prop_assert_eq!(c.remove(&n), model.remove(&n).is_some()),
+            Op::Count(n) => {
+                let expected = match model.get(&n) {
+                    Some(Some(e)) => model.values().flatten().filter(|x| *x <= e).count() as u32,
+                    _ => 0,
+                };
+                prop_assert_eq!(c.count_at_or_before(&n), expected);
+            }
+            Op::Slowest => {
+                let expected = model.values().flatten().min().map(|e| Position::new(0, *e));
+                prop_assert_eq!(c.slowest_position(), expected);
+            }
+        }
+        prop_assert_eq!(c.len(), model.len());
+    }
+    if let Err(e) = c.check_invariants() {
+        prop_assert!(false, "{}", e);
+    }
+    // Slots held: live cursors plus at most one per cursor removed since the last flush.
+    prop_assert!(c.retained_slots() <= model.len() + 256);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
-    fn matches_a_sorted_list_model(ops in prop::collection::vec(op(), 1..200)) {
-        let mut c = ActiveCursorContainer::<u8>::new();
-        let mut model: std::collections::BTreeMap<u8, Option<i64>> = Default::default();
-        for op in ops {
-            match op {
-                Op::Add(n, e) => { c.add(n, e.map(|e| Position::new(0, e))); model.insert(n, e); }
-                Op::Update(n, e) => {
-                    let known = model.contains_key(&n);
-                    prop_assert_eq!(c.update(&n, e.map(|e| Position::new(0, e))), known);
-                    if known { model.insert(n, e); }
-                }
-                Op::Remove(n) => prop_assert_eq!(c.remove(&n), model.remove(&n).is_some()),
-                Op::Count(n) => {
-                    let expected = match model.get(&n) {
-                        Some(Some(e)) => model.values().flatten().filter(|x| *x <= e).count() as u32,
-                        _ => 0,
-                    };
-                    prop_assert_eq!(c.count_at_or_before(&n), expected);
-                }
-                Op::Slowest => {
-                    let expected = model.values().flatten().min().map(|e| Position::new(0, *e));
-                    prop_assert_eq!(c.slowest_position(), expected);
-                }
-            }
-            prop_assert_eq!(c.len(), model.len());
-        }
-        if let Err(e) = c.check_invariants() { prop_assert!(false, "{}", e); }
-        // Slots held: live cursors plus at most one per cursor removed since the last flush.
-        prop_assert!(c.retained_slots() <= model.len() + 12);
+    fn matches_a_sorted_list_model(ops in prop::collection::vec(op_with(12, 15), 1..200)) {
+        check_against_model(ops)?;
+    }
+
+    #[test]
+    fn matches_a_sorted_list_model_across_blocks(ops in prop::collection::vec(op_with(120, 400), 1..1500)) {
+        check_against_model(ops)?;
     }
 }
