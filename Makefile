@@ -33,7 +33,7 @@ test-python: build ## Python binding tests
 	$(VPY) -m pytest
 
 bench: build ## Benchmarks: Rust (criterion) and Python call overhead
-	cargo bench --locked --bench cursor_container --bench eviction --bench cache_ops
+	cargo bench --locked --bench cursor_container --bench eviction --bench cache_ops --bench sorted_map
 	$(VPY) benches/python_overhead.py
 
 lint: $(STAMP) ## cargo fmt/clippy checks

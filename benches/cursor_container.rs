@@ -106,7 +106,13 @@ fn main() {
     println!("cursor container: {OPS} random forward seeks (+1..99 entries), best of {rounds}");
     println!(
         "{:>8} {:>12} {:>14} {:>14} {:>14} {:>9} {:>9}",
-        "cursors", "query every", "handle Mops/s", "name Mops/s", "ref Mops/s", "speed-up", "(by name)"
+        "cursors",
+        "query every",
+        "handle Mops/s",
+        "name Mops/s",
+        "ref Mops/s",
+        "speed-up",
+        "(by name)"
     );
     for n in [10u32, 100, 1000] {
         let ops = seeks(n);

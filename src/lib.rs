@@ -10,7 +10,7 @@ pub mod error;
 mod fast_hash;
 pub mod manager;
 pub mod position;
-mod position_index;
+pub mod position_index;
 mod range_cache;
 pub mod read_count;
 pub mod removal_queue;

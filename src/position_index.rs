@@ -106,7 +106,6 @@ impl PositionIndex {
         Some(c)
     }
 
-    #[cfg(test)]
     pub fn remove(&mut self, p: Position) -> Option<u32> {
         let c = self.chunk_of(split(p).0)?;
         self.remove_in(p, c)
