@@ -9,7 +9,8 @@ use crate::position::Position;
 use crate::range_cache::RangeCache;
 use crate::read_count::ReadCountHandler;
 use crate::removal_queue::{
-    mark_requeued, EvictionPolicy, EvictionResult, Lookahead, Pass, QueueItem, RemovalQueue,
+    mark_requeued, EvictionPolicy, EvictionResult, Evictor, Lookahead, Pass, QueueItem,
+    RemovalQueue,
 };
 use crate::stats::{CacheStats, Counters};
 use parking_lot::{ArcMutexGuard, Condvar, Mutex, RawMutex, RwLock};
@@ -36,9 +37,6 @@ struct CacheTable {
 
 struct Shared {
     config: CacheConfig,
-    policy: EvictionPolicy,
-    trigger_bytes: u64,
-    watermark_bytes: u64,
     clock: SharedClock,
     size_bytes: AtomicU64,
     entry_count: AtomicU64,
@@ -79,12 +77,6 @@ impl EntryCacheManager {
             )));
         }
         let shared = Arc::new(Shared {
-            policy: EvictionPolicy {
-                max_requeues: config.effective_max_requeues(),
-                extend_recently_accessed: config.effective_extend_recently_accessed(),
-            },
-            trigger_bytes: config.trigger_bytes(),
-            watermark_bytes: config.watermark_bytes(),
             clock,
             size_bytes: AtomicU64::new(0),
             entry_count: AtomicU64::new(0),
@@ -181,7 +173,7 @@ impl EntryCacheManager {
     /// One time pass: evicts entries stamped more than `eviction_time_threshold_ms` ago, extending
     /// the TTL of those that qualify; stops at the first entry that has not expired.
     pub fn evict_expired(&self) -> Removed {
-        self.shared.evict_expired()
+        self.shared.evict_expired(&mut self.shared.queue.lock())
     }
 
     /// One size pass freeing at least `bytes` (or everything), oldest first, honouring requeues.
@@ -189,7 +181,7 @@ impl EntryCacheManager {
         if bytes == 0 {
             return Err(Error::invalid("n", "must be > 0 bytes to free"));
         }
-        Ok(self.shared.evict_size(bytes))
+        Ok(self.shared.evict_size(&mut self.shared.queue.lock(), bytes))
     }
 
     /// What the broker's periodic task does: a time pass, then a size pass down to the watermark if
@@ -276,40 +268,43 @@ fn spawn_background_evictor(shared: &Arc<Shared>) -> (Arc<AtomicBool>, JoinHandl
 
 impl Shared {
     fn run_eviction(&self) -> Removed {
-        let (n1, b1) = self.evict_expired();
-        let (n2, b2) = self.evict_to_watermark_if_over_threshold();
+        let mut evictor = self.queue.lock();
+        let (n1, b1) = self.evict_expired(&mut evictor);
+        let (n2, b2) = self.evict_to_watermark_if_over_threshold(&mut evictor);
         (n1 + n2, b1 + b2)
     }
 
-    fn evict_expired(&self) -> Removed {
+    fn evict_expired(&self, evictor: &mut Evictor<'_>) -> Removed {
         let now = self.clock.now_ns();
         self.counters.time_passes.fetch_add(1, Ordering::Relaxed);
         match now.checked_sub(self.config.ttl_ns()) {
-            Some(expire_before_ns) => self.run_pass(Pass::Time { expire_before_ns }),
+            Some(expire_before_ns) => self.run_pass(evictor, Pass::Time { expire_before_ns }),
             // Nothing can be older than the clock's origin.
             None => (0, 0),
         }
     }
 
-    fn evict_size(&self, bytes_to_free: u64) -> Removed {
+    fn evict_size(&self, evictor: &mut Evictor<'_>, bytes_to_free: u64) -> Removed {
         self.counters.size_passes.fetch_add(1, Ordering::Relaxed);
-        self.run_pass(Pass::Size { bytes_to_free })
+        self.run_pass(evictor, Pass::Size { bytes_to_free })
     }
 
-    fn evict_to_watermark_if_over_threshold(&self) -> Removed {
+    /// Reads the size while holding the evictor lock, so a pass that just finished is accounted for
+    /// and nothing is evicted twice.
+    fn evict_to_watermark_if_over_threshold(&self, evictor: &mut Evictor<'_>) -> Removed {
         let size = self.size_bytes.load(Ordering::Acquire);
-        if size <= self.trigger_bytes {
+        if size <= self.config.trigger_bytes() {
             return (0, 0);
         }
-        match size.checked_sub(self.watermark_bytes) {
-            Some(excess) if excess > 0 => self.evict_size(excess),
+        match size.checked_sub(self.config.watermark_bytes()) {
+            Some(excess) if excess > 0 => self.evict_size(evictor, excess),
             _ => (0, 0),
         }
     }
 
-    /// Called after an insert grew the cache.
+    /// Called after an insert grew the cache to `total` bytes.
     fn after_insert(&self, total: u64) {
-        if total <= self.trigger_bytes {
+        if total <= self.config.trigger_bytes() {
             return;
         }
         match &self.wake_evictor {
@@ -318,11 +313,7 @@ impl Shared {
                 cv.notify_one();
             }
             None => {
-                // Another thread may be evicting; waiting for it keeps "insert returns with the cache at
-                // or below the trigger" true for the inline mode.
-                let _evictor = self.queue.lock();
-                drop(_evictor);
-                self.evict_to_watermark_if_over_threshold();
+                self.evict_to_watermark_if_over_threshold(&mut self.queue.lock());
             }
         }
     }
@@ -343,10 +334,9 @@ impl Shared {
 
     /// Runs one pass over the removal queue. The evictor keeps the lock of the cache it is working in
     /// across consecutive items of that cache, and publishes freed bytes when it moves on.
-    fn run_pass(&self, pass: Pass) -> Removed {
-        let mut evictor = self.queue.lock();
+    fn run_pass(&self, evictor: &mut Evictor<'_>, pass: Pass) -> Removed {
         let now = self.clock.now_ns();
-        let policy = self.policy;
+        let policy = EvictionPolicy::from_config(&self.config);
         let mut held: Option<(u32, ArcMutexGuard<RawMutex, RangeCache>)> = None;
         let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
         let mut unpublished = (0u64, 0u64);

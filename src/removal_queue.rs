@@ -61,6 +61,13 @@ pub struct EvictionPolicy {
 }
 
 impl EvictionPolicy {
+    pub fn from_config(config: &crate::config::CacheConfig) -> Self {
+        EvictionPolicy {
+            max_requeues: config.effective_max_requeues(),
+            extend_recently_accessed: config.effective_extend_recently_accessed(),
+        }
+    }
+
     pub fn should_requeue(
         &self,
         accessed: bool,

@@ -5,8 +5,17 @@ use crate::cursors::heap::SlowestCursorHeap;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 
-fn unknown(py: Python<'_>, name: &str) -> PyErr {
-    raise(py, "UnknownCursorError", format!("unknown cursor {name:?}"))
+/// `Ok` if the container knew the cursor, else `UnknownCursorError` naming it.
+fn known(py: Python<'_>, name: &str, found: bool) -> PyResult<()> {
+    if found {
+        Ok(())
+    } else {
+        Err(raise(
+            py,
+            "UnknownCursorError",
+            format!("unknown cursor {name:?}"),
+        ))
+    }
 }
 
 /// ActiveCursorContainer(): active cursors sorted by position, answering "how many cursors are
@@ -30,20 +39,14 @@ impl PyActiveCursorContainer {
     /// Moves cursor `name` (None untracks it). Raises UnknownCursorError for an unknown name.
     #[pyo3(signature = (name, position))]
     fn update(&self, py: Python<'_>, name: String, position: Option<PyPosition>) -> PyResult<()> {
-        if self.0.lock().update(&name, position.map(|p| p.0)) {
-            Ok(())
-        } else {
-            Err(unknown(py, &name))
-        }
+        let found = self.0.lock().update(&name, position.map(|p| p.0));
+        known(py, &name, found)
     }
 
     /// Forgets cursor `name`. Raises UnknownCursorError for an unknown name.
     fn remove(&self, py: Python<'_>, name: String) -> PyResult<()> {
-        if self.0.lock().remove(&name) {
-            Ok(())
-        } else {
-            Err(unknown(py, &name))
-        }
+        let found = self.0.lock().remove(&name);
+        known(py, &name, found)
     }
 
     /// Tracked cursors at or before cursor `name`'s position, itself included; 0 if unknown or untracked.
@@ -93,19 +96,13 @@ impl PySlowestCursorHeap {
 
     #[pyo3(signature = (name, position))]
     fn update(&self, py: Python<'_>, name: String, position: Option<PyPosition>) -> PyResult<()> {
-        if self.0.lock().update(&name, position.map(|p| p.0)) {
-            Ok(())
-        } else {
-            Err(unknown(py, &name))
-        }
+        let found = self.0.lock().update(&name, position.map(|p| p.0));
+        known(py, &name, found)
     }
 
     fn remove(&self, py: Python<'_>, name: String) -> PyResult<()> {
-        if self.0.lock().remove(&name) {
-            Ok(())
-        } else {
-            Err(unknown(py, &name))
-        }
+        let found = self.0.lock().remove(&name);
+        known(py, &name, found)
     }
 
     fn slowest_position(&self) -> Option<PyPosition> {
