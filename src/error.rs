@@ -19,6 +19,25 @@ pub enum Error {
     /// An object was used after it was closed or removed.
     #[error("{0} is closed")]
     Closed(String),
+    /// No such cursor, ledger or entry; `what` says which kind.
+    #[error("unknown {what} {name:?}")]
+    NotFound { what: &'static str, name: String },
+    /// The storage backend failed (I/O, or the user's loader).
+    #[error("storage: {0}")]
+    Storage(String),
+    /// A segment file is damaged from `offset` on; entries before it are intact.
+    #[error("corrupt segment file {file}: {reason} at byte {offset}")]
+    CorruptSegment {
+        file: String,
+        offset: u64,
+        reason: String,
+    },
+    /// A read started while the cursor's epoch was being increased (PIP-269).
+    #[error("cursor {0:?} is being modified (an epoch increase is running)")]
+    CursorModifying(String),
+    /// A second epoch increase was started while one was running (PIP-269).
+    #[error("cursor {0:?} already has an epoch increase running")]
+    CursorEpochConflict(String),
 }
 
 fn suggestion(hint: &Option<String>) -> String {
@@ -34,6 +53,17 @@ impl Error {
             name,
             reason: reason.to_string(),
         }
+    }
+
+    pub fn not_found(what: &'static str, name: impl fmt::Display) -> Self {
+        Error::NotFound {
+            what,
+            name: name.to_string(),
+        }
+    }
+
+    pub fn storage(context: impl fmt::Display, err: impl fmt::Display) -> Self {
+        Error::Storage(format!("{context}: {err}"))
     }
 }
 

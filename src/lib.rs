@@ -15,6 +15,7 @@ mod range_cache;
 pub mod read_count;
 pub mod removal_queue;
 pub mod stats;
+pub mod storage;
 
 #[cfg(feature = "python")]
 mod python;

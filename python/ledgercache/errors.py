@@ -13,7 +13,12 @@ __all__ = [
     "UnknownSettingError",
     "UnsupportedError",
     "ClosedError",
+    "NotFoundError",
     "UnknownCursorError",
+    "StorageError",
+    "CorruptSegmentError",
+    "CursorModifyingException",
+    "CursorEpochConflictException",
 ]
 
 
@@ -37,8 +42,30 @@ class ClosedError(LedgerCacheError):
     """The object was closed or removed and cannot be used any more."""
 
 
-class UnknownCursorError(LedgerCacheError, KeyError):
-    """No cursor has that name."""
+class NotFoundError(LedgerCacheError, KeyError):
+    """No cursor, ledger or entry has that name or id."""
 
     def __str__(self) -> str:  # KeyError would quote the message again
         return str(self.args[0]) if self.args else ""
+
+
+class UnknownCursorError(NotFoundError):
+    """No cursor has that name."""
+
+
+class StorageError(LedgerCacheError, OSError):
+    """The storage backend failed: I/O, or the loader a user supplied."""
+
+
+class CorruptSegmentError(StorageError):
+    """A segment file is damaged; the message names the file and the byte offset. Entries before
+    the damage, and every other file, stay readable."""
+
+
+class CursorModifyingException(LedgerCacheError):
+    """A read was started while the cursor's epoch was being increased (a seek, reset, rewind, skip
+    or clear-backlog in progress); retry once it has ended."""
+
+
+class CursorEpochConflictException(LedgerCacheError):
+    """An epoch increase was started while another one was running on the same cursor."""

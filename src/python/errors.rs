@@ -15,6 +15,12 @@ fn class_for(err: &Error) -> &'static str {
         Error::UnknownSetting { .. } => "UnknownSettingError",
         Error::Unsupported(_) => "UnsupportedError",
         Error::Closed(_) => "ClosedError",
+        Error::NotFound { what: "cursor", .. } => "UnknownCursorError",
+        Error::NotFound { .. } => "NotFoundError",
+        Error::Storage(_) => "StorageError",
+        Error::CorruptSegment { .. } => "CorruptSegmentError",
+        Error::CursorModifying(_) => "CursorModifyingException",
+        Error::CursorEpochConflict(_) => "CursorEpochConflictException",
     }
 }
 
