@@ -162,6 +162,23 @@ impl CachedEntry {
         self.read_count.as_ref()
     }
 
+    /// Another unreleased copy of the same entry (same payload, same read counter).
+    pub fn copy(&self) -> CachedEntry {
+        CachedEntry::new(
+            self.position,
+            self.payload.clone(),
+            self.size,
+            self.requeue_count,
+            self.read_count.clone(),
+        )
+    }
+
+    /// A copy for an entry that is not cached: no counter, nothing to consume.
+    pub fn uncached(position: Position, payload: Payload) -> CachedEntry {
+        let size = payload.len() as u32;
+        CachedEntry::new(position, payload, size, 0, None)
+    }
+
     /// Consumes one expected read the first time it is called; returns whether this call did.
     pub fn release(&self) -> bool {
         if self.released.swap(true, Ordering::AcqRel) {

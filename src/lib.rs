@@ -8,6 +8,7 @@ pub mod cursors;
 pub mod entry;
 pub mod error;
 mod fast_hash;
+pub mod ledger;
 pub mod manager;
 pub mod position;
 pub mod position_index;

@@ -497,6 +497,32 @@ impl EntryCache {
         Ok(true)
     }
 
+    /// Caches an entry read from storage unless it is cached already, and returns a reader's copy of
+    /// whichever entry is cached at `position` afterwards, sharing its read counter; when caching is
+    /// off or the cache is closed, a copy of the given entry.
+    pub fn insert_for_reader(
+        &self,
+        position: Position,
+        payload: Payload,
+        handler: Option<ReadCountHandler>,
+        size: u32,
+    ) -> CachedEntry {
+        let fresh = CachedEntry::new(position, payload.clone(), size, 0, handler.clone());
+        match self.insert_with_handler(position, payload, handler, size) {
+            Ok(true) | Err(_) => fresh,
+            Ok(false) => match self.state.lock().peek(position) {
+                Some(slot) => CachedEntry::new(
+                    position,
+                    slot.payload.clone(),
+                    slot.size,
+                    slot.requeue_count,
+                    slot.read_count.clone(),
+                ),
+                None => fresh,
+            },
+        }
+    }
+
     /// A reader's copy of the entry at `position`; marks it accessed.
     pub fn get(&self, position: Position) -> Option<CachedEntry> {
         let found = self.state.lock().get(position);
@@ -542,6 +568,21 @@ impl EntryCache {
             .lock()
             .peek(position)
             .map(|s| s.read_count.as_ref().map(|h| h.expected_reads()))
+    }
+
+    /// One more reader will come for the cached entry at `position` (a replay-queue add): its
+    /// expected reads go up by one, and an entry cached without a counter gets one. False if the
+    /// position is not cached.
+    pub fn increment_expected_reads(&self, position: Position) -> bool {
+        let mut state = self.state.lock();
+        let Some(slot) = state.peek_mut(position) else {
+            return false;
+        };
+        match &slot.read_count {
+            Some(h) => h.increment(),
+            None => slot.read_count = ReadCountHandler::new(1),
+        }
+        true
     }
 
     /// Removes `[first, last]` (or `[first, last)`); returns (entries, bytes) removed.

@@ -160,6 +160,10 @@ impl RangeCache {
         self.index.get(p).map(|n| &self.slots[n as usize])
     }
 
+    pub fn peek_mut(&mut self, p: Position) -> Option<&mut Slot> {
+        self.index.get(p).map(|n| &mut self.slots[n as usize])
+    }
+
     /// The live slot a queue item refers to, if the item is not stale.
     pub fn slot_mut(&mut self, r: SlotRef) -> Option<&mut Slot> {
         self.slots

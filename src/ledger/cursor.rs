@@ -1,0 +1,233 @@
+//! One subscription's state (Pulsar's `ManagedCursorImpl`): where it reads next, what it has
+//! acknowledged, what waits for redelivery, and its epoch (PIP-269).
+
+use super::layout::Layout;
+use crate::error::{Error, Result};
+use crate::position::Position;
+use std::collections::BTreeSet;
+
+#[derive(Debug, Clone)]
+pub struct CursorState {
+    pub name: String,
+    /// The next entry a sequential read returns.
+    pub read_position: Position,
+    /// Every entry up to here (inclusive) is acknowledged.
+    pub mark_delete: Position,
+    /// Acknowledged entries after `mark_delete`.
+    pub acked: BTreeSet<Position>,
+    /// Entries waiting to be read again (Shared / Key_Shared redelivery).
+    pub replay: BTreeSet<Position>,
+    pub active: bool,
+    pub epoch: u32,
+    pub epoch_increase_running: bool,
+    pub epoch_increases: u64,
+    /// Highest position delivered since the last epoch increase, for out-of-order accounting.
+    pub delivered_high: Option<Position>,
+    pub delivered: u64,
+    pub out_of_order: u64,
+    pub discarded_reads: u64,
+}
+
+/// A cursor's figures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CursorStats {
+    pub read_position: Position,
+    pub mark_delete_position: Position,
+    pub backlog: u64,
+    pub active: bool,
+    pub epoch: u32,
+    pub epoch_increase_count: u64,
+    pub epoch_increase_running: bool,
+    pub replay_queue: usize,
+    pub delivered: u64,
+    pub out_of_order_deliveries: u64,
+    pub discarded_reads: u64,
+}
+
+impl CursorState {
+    pub fn new(name: &str, read_position: Position, layout: &Layout, active: bool) -> Self {
+        CursorState {
+            name: name.to_string(),
+            read_position,
+            mark_delete: layout.before(read_position),
+            acked: BTreeSet::new(),
+            replay: BTreeSet::new(),
+            active,
+            epoch: 0,
+            epoch_increase_running: false,
+            epoch_increases: 0,
+            delivered_high: None,
+            delivered: 0,
+            out_of_order: 0,
+            discarded_reads: 0,
+        }
+    }
+
+    /// Whether a read that started at `epoch` must be discarded.
+    pub fn is_epoch_outdated(&self, epoch: u32) -> bool {
+        self.epoch_increase_running || epoch != self.epoch
+    }
+
+    /// Phase one of an epoch increase: marks the cursor as being modified and moves the read
+    /// position. Returns the epoch before the increase.
+    pub fn start_increase_epoch(&mut self, new_read_position: Position) -> Result<u32> {
+        if self.epoch_increase_running {
+            return Err(Error::CursorEpochConflict(self.name.clone()));
+        }
+        self.epoch_increase_running = true;
+        self.read_position = new_read_position;
+        Ok(self.epoch)
+    }
+
+    /// Phase two: bumps the epoch and ends the modification. False if none was running.
+    pub fn end_increase_epoch(&mut self) -> bool {
+        if !self.epoch_increase_running {
+            return false;
+        }
+        self.epoch_increase_running = false;
+        self.epoch = self.epoch.wrapping_add(1);
+        self.epoch_increases += 1;
+        self.delivered_high = None;
+        true
+    }
+
+    /// Records a delivery; a sequential delivery below an earlier one (since the last epoch
+    /// increase) is out of order. Redeliveries are below by nature and only raise the mark.
+    pub fn record_delivery(&mut self, p: Position, redelivery: bool) {
+        self.delivered += 1;
+        match self.delivered_high {
+            Some(high) if p < high => {
+                if !redelivery {
+                    self.out_of_order += 1;
+                }
+            }
+            _ => self.delivered_high = Some(p),
+        }
+    }
+
+    pub fn is_acked(&self, p: Position) -> bool {
+        p <= self.mark_delete || self.acked.contains(&p)
+    }
+
+    /// Acknowledges one entry; the mark-delete position advances over a contiguous run.
+    pub fn ack(&mut self, p: Position, layout: &Layout) {
+        if self.is_acked(p) {
+            return;
+        }
+        self.acked.insert(p);
+        self.replay.remove(&p);
+        self.compact_acks(layout);
+    }
+
+    /// Acknowledges everything up to `p` inclusive.
+    pub fn mark_delete(&mut self, p: Position, layout: &Layout) {
+        if p > self.mark_delete {
+            self.mark_delete = p;
+            self.acked = self.acked.split_off(&layout.next_after(p));
+            self.replay = self.replay.split_off(&layout.next_after(p));
+        }
+        self.compact_acks(layout);
+        let floor = layout.next_after(self.mark_delete);
+        if self.read_position < floor {
+            self.read_position = floor;
+        }
+    }
+
+    fn compact_acks(&mut self, layout: &Layout) {
+        loop {
+            let next = layout.next_after(self.mark_delete);
+            if !self.acked.remove(&next) {
+                break;
+            }
+            self.mark_delete = next;
+        }
+    }
+
+    pub fn backlog(&self, layout: &Layout) -> u64 {
+        match layout.last_entry() {
+            Some(last) => {
+                let total = layout.count_between(self.mark_delete, last);
+                total.saturating_sub(
+                    self.acked.iter().filter(|p| layout.contains(**p)).count() as u64
+                )
+            }
+            None => 0,
+        }
+    }
+
+    pub fn stats(&self, layout: &Layout) -> CursorStats {
+        CursorStats {
+            read_position: self.read_position,
+            mark_delete_position: self.mark_delete,
+            backlog: self.backlog(layout),
+            active: self.active,
+            epoch: self.epoch,
+            epoch_increase_count: self.epoch_increases,
+            epoch_increase_running: self.epoch_increase_running,
+            replay_queue: self.replay.len(),
+            delivered: self.delivered,
+            out_of_order_deliveries: self.out_of_order,
+            discarded_reads: self.discarded_reads,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::layout::LedgerInfo;
+    use super::*;
+
+    fn layout() -> Layout {
+        Layout {
+            ledgers: vec![
+                LedgerInfo {
+                    id: 1,
+                    entries: 10,
+                    bytes: 0,
+                },
+                LedgerInfo {
+                    id: 2,
+                    entries: 5,
+                    bytes: 0,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn acks_compact_into_the_mark_delete_position() {
+        let l = layout();
+        let mut c = CursorState::new("s", Position::new(1, 0), &l, true);
+        assert_eq!(c.mark_delete, Position::new(1, -1));
+        assert_eq!(c.backlog(&l), 15);
+        c.ack(Position::new(1, 1), &l);
+        assert_eq!(c.mark_delete, Position::new(1, -1));
+        assert_eq!(c.backlog(&l), 14);
+        c.ack(Position::new(1, 0), &l);
+        assert_eq!(c.mark_delete, Position::new(1, 1));
+        c.mark_delete(Position::new(1, 9), &l);
+        assert_eq!(c.read_position, Position::new(2, 0));
+        assert_eq!(c.backlog(&l), 5);
+        c.ack(Position::new(2, 0), &l);
+        assert_eq!(c.mark_delete, Position::new(2, 0));
+    }
+
+    #[test]
+    fn epoch_increase_has_two_phases() {
+        let l = layout();
+        let mut c = CursorState::new("s", Position::new(1, 5), &l, true);
+        assert_eq!(c.start_increase_epoch(Position::new(1, 0)).unwrap(), 0);
+        assert!(c.is_epoch_outdated(0));
+        assert!(matches!(
+            c.start_increase_epoch(Position::new(1, 1)),
+            Err(Error::CursorEpochConflict(_))
+        ));
+        assert!(c.end_increase_epoch());
+        assert!(!c.end_increase_epoch());
+        assert_eq!(
+            (c.epoch, c.epoch_increases, c.read_position),
+            (1, 1, Position::new(1, 0))
+        );
+        assert!(c.is_epoch_outdated(0) && !c.is_epoch_outdated(1));
+    }
+}

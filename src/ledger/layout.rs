@@ -1,0 +1,211 @@
+//! The ledgers of a managed ledger and how positions walk across them.
+
+use crate::position::Position;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerInfo {
+    pub id: i64,
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+/// Ledgers in id (creation) order; the last one takes appends.
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    pub ledgers: Vec<LedgerInfo>,
+}
+
+impl Layout {
+    fn index_of(&self, ledger_id: i64) -> Result<usize, usize> {
+        self.ledgers.binary_search_by_key(&ledger_id, |l| l.id)
+    }
+
+    pub fn get(&self, ledger_id: i64) -> Option<&LedgerInfo> {
+        self.index_of(ledger_id).ok().map(|i| &self.ledgers[i])
+    }
+
+    pub fn current(&self) -> Option<&LedgerInfo> {
+        self.ledgers.last()
+    }
+
+    /// The position the next append gets (or where reading past the end waits).
+    pub fn end(&self) -> Position {
+        match self.ledgers.last() {
+            Some(l) => Position::new(l.id, l.entries as i64),
+            None => Position::new(0, 0),
+        }
+    }
+
+    pub fn first(&self) -> Position {
+        match self.ledgers.first() {
+            Some(l) => Position::new(l.id, 0),
+            None => Position::new(0, 0),
+        }
+    }
+
+    /// The last written entry, if any.
+    pub fn last_entry(&self) -> Option<Position> {
+        self.ledgers
+            .iter()
+            .rev()
+            .find(|l| l.entries > 0)
+            .map(|l| Position::new(l.id, l.entries as i64 - 1))
+    }
+
+    /// The position itself if an entry is (or will next be) written there; otherwise the first
+    /// such position after it (past a ledger's end, or in a deleted ledger).
+    pub fn normalize(&self, p: Position) -> Position {
+        let mut i = match self.index_of(p.ledger_id) {
+            Ok(i) => {
+                let l = &self.ledgers[i];
+                if p.entry_id < 0 {
+                    return Position::new(l.id, 0);
+                }
+                if (p.entry_id as u64) < l.entries || i + 1 == self.ledgers.len() {
+                    return Position::new(l.id, p.entry_id.min(l.entries as i64));
+                }
+                i + 1
+            }
+            Err(i) => i,
+        };
+        // Skip empty ledgers that are not the current one.
+        while i < self.ledgers.len() {
+            let l = &self.ledgers[i];
+            if l.entries > 0 || i + 1 == self.ledgers.len() {
+                return Position::new(l.id, 0);
+            }
+            i += 1;
+        }
+        self.end()
+    }
+
+    pub fn next_after(&self, p: Position) -> Position {
+        self.normalize(Position::new(p.ledger_id, p.entry_id.saturating_add(1)))
+    }
+
+    /// The position just before `p`, as mark-delete positions are kept (`(ledger, -1)` before a
+    /// ledger's first entry).
+    pub fn before(&self, p: Position) -> Position {
+        let p = self.normalize(p);
+        Position::new(p.ledger_id, p.entry_id - 1)
+    }
+
+    /// Whether an entry exists at `p`.
+    pub fn contains(&self, p: Position) -> bool {
+        self.get(p.ledger_id)
+            .is_some_and(|l| p.entry_id >= 0 && (p.entry_id as u64) < l.entries)
+    }
+
+    /// Up to `n` existing positions from `from` on, as (ledger, first, last) runs.
+    pub fn runs_from(&self, from: Position, n: u64) -> Vec<(i64, i64, i64)> {
+        let mut out = Vec::new();
+        let mut left = n;
+        let from = self.normalize(from);
+        let start = match self.index_of(from.ledger_id) {
+            Ok(i) => i,
+            Err(_) => return out,
+        };
+        let mut first = from.entry_id;
+        for l in &self.ledgers[start..] {
+            if left == 0 {
+                break;
+            }
+            let available = (l.entries as i64 - first).max(0) as u64;
+            let take = available.min(left);
+            if take > 0 {
+                out.push((l.id, first, first + take as i64 - 1));
+                left -= take;
+            }
+            first = 0;
+        }
+        out
+    }
+
+    /// Entries at positions in `(after, upto]`.
+    pub fn count_between(&self, after: Position, upto: Position) -> u64 {
+        self.ledgers
+            .iter()
+            .map(|l| {
+                let lo = if l.id < after.ledger_id {
+                    l.entries as i64
+                } else if l.id == after.ledger_id {
+                    (after.entry_id + 1).max(0)
+                } else {
+                    0
+                };
+                let hi = if l.id < upto.ledger_id {
+                    l.entries as i64
+                } else if l.id == upto.ledger_id {
+                    (upto.entry_id + 1).min(l.entries as i64)
+                } else {
+                    0
+                };
+                (hi - lo).max(0) as u64
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> Layout {
+        Layout {
+            ledgers: vec![
+                LedgerInfo {
+                    id: 3,
+                    entries: 5,
+                    bytes: 0,
+                },
+                LedgerInfo {
+                    id: 4,
+                    entries: 0,
+                    bytes: 0,
+                },
+                LedgerInfo {
+                    id: 7,
+                    entries: 2,
+                    bytes: 0,
+                },
+                LedgerInfo {
+                    id: 9,
+                    entries: 0,
+                    bytes: 0,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn positions_walk_across_ledgers() {
+        let l = layout();
+        assert_eq!(
+            l.normalize(Position::new(3, 5)),
+            Position::new(7, 0),
+            "past the end skips the empty ledger 4"
+        );
+        assert_eq!(
+            l.normalize(Position::new(5, 0)),
+            Position::new(7, 0),
+            "a deleted ledger"
+        );
+        assert_eq!(l.next_after(Position::new(7, 1)), Position::new(9, 0));
+        assert_eq!(l.end(), Position::new(9, 0));
+        assert_eq!(l.last_entry(), Some(Position::new(7, 1)));
+        assert_eq!(l.before(Position::new(3, 0)), Position::new(3, -1));
+        assert_eq!(
+            l.runs_from(Position::new(3, 3), 10),
+            vec![(3, 3, 4), (7, 0, 1)]
+        );
+        assert_eq!(
+            l.runs_from(Position::new(3, 3), 3),
+            vec![(3, 3, 4), (7, 0, 0)]
+        );
+        assert_eq!(
+            l.count_between(Position::new(3, -1), Position::new(7, 1)),
+            7
+        );
+        assert_eq!(l.count_between(Position::new(3, 2), Position::new(7, 0)), 3);
+    }
+}

@@ -1,0 +1,1055 @@
+//! A managed ledger (one topic partition, Pulsar's `ManagedLedgerImpl`) over a [`Storage`], with its
+//! cursors, and the read-count flow of PIP-430 between them and the entry cache:
+//!
+//! - an added entry is cached with one expected read per active cursor (while some cursor is active,
+//!   or within the continue-caching window after the last one left);
+//! - a read serves cached entries as copies sharing the entry's read counter, reads each contiguous
+//!   missing sub-range from storage once (joining an in-flight read that covers it), and caches what
+//!   storage returned with the number of active cursors at or before the reader;
+//! - a delivered copy consumes one expected read when released; a replay-queue add adds one.
+//!
+//! Reads are asynchronous: a read is started, its storage reads complete at `now + latency` on the
+//! ledger's clock, and [`ManagedLedger::poll`] completes them in (time, start order), so runs on a
+//! manual clock are deterministic. A read carries its cursor's epoch; if the epoch moved on (a seek,
+//! reset, rewind, skip or clear-backlog) before it completes, it is discarded (PIP-269).
+//!
+//! With `eviction_by_expected_read_count` off the ledger behaves as Pulsar did before PIP-430: no
+//! read counters, reads cached only for active cursors, and the cache invalidated up to the slowest
+//! reader (or mark-delete position) as cursors move.
+
+mod cursor;
+mod layout;
+
+pub use cursor::CursorStats;
+pub use layout::LedgerInfo;
+
+use crate::clock::SharedClock;
+use crate::config::CacheConfig;
+use crate::cursors::active::ActiveCursorContainer;
+use crate::cursors::heap::SlowestCursorHeap;
+use crate::entry::{CachedEntry, Payload};
+use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
+use crate::manager::{EntryCache, EntryCacheManager};
+use crate::position::Position;
+use crate::read_count::ReadCountHandler;
+use crate::storage::{ReadLatency, StorageHandle, StorageStats};
+use cursor::CursorState;
+use layout::Layout;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Settings of a managed ledger (beyond the cache's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerConfig {
+    /// Roll over to a new ledger after this many entries (Pulsar's managedLedgerMaxEntriesPerLedger).
+    pub max_entries_per_ledger: u64,
+    /// ... or this many bytes (0: no limit).
+    pub max_bytes_per_ledger: u64,
+    /// Discard reads whose cursor epoch moved on, and fail reads during an epoch increase (PIP-269).
+    pub cursor_epochs: bool,
+    /// Simulated storage read latency.
+    pub read_latency: ReadLatency,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        LedgerConfig {
+            max_entries_per_ledger: 50_000,
+            max_bytes_per_ledger: 0,
+            cursor_epochs: true,
+            read_latency: ReadLatency::default(),
+        }
+    }
+}
+
+/// Where a new cursor starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAt {
+    Earliest,
+    Latest,
+    At(Position),
+}
+
+/// What a completed read produced.
+#[derive(Debug)]
+pub enum ReadOutcome {
+    /// The entries, in position order; each consumes one expected read when released.
+    Delivered(Vec<CachedEntry>),
+    /// The cursor's epoch moved on while the read was in flight; nothing was delivered.
+    Discarded,
+}
+
+/// Identifies a started read until its result is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReadId(u64);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadKind {
+    Sequential,
+    Replay,
+}
+
+struct ReadOp {
+    cursor: u32,
+    kind: ReadKind,
+    epoch: u32,
+    positions: Vec<Position>,
+    entries: Vec<Option<CachedEntry>>,
+    waiting: usize,
+    retried: bool,
+    outcome: Option<Result<ReadOutcome>>,
+}
+
+/// A storage read in flight; several reads may wait for it.
+struct PendingRead {
+    seq: u64,
+    ledger: i64,
+    first: i64,
+    last: i64,
+    complete_at: u64,
+    /// The cursor whose read issued it: expected reads are counted from its position.
+    reader: u32,
+    result: Result<Vec<Payload>>,
+    waiters: Vec<u64>,
+}
+
+/// Which cursors are active, and where: PIP-430's container, or the legacy slowest-cursor heap.
+enum Tracker {
+    ExpectedReads(ActiveCursorContainer<u32>),
+    Legacy(SlowestCursorHeap<u32>),
+}
+
+impl Tracker {
+    fn set(&mut self, cursor: u32, position: Option<Position>) {
+        match self {
+            Tracker::ExpectedReads(c) => {
+                c.add(cursor, position);
+            }
+            Tracker::Legacy(h) => h.add(cursor, position),
+        }
+    }
+
+    fn remove(&mut self, cursor: u32) {
+        match self {
+            Tracker::ExpectedReads(c) => {
+                c.remove(&cursor);
+            }
+            Tracker::Legacy(h) => {
+                h.remove(&cursor);
+            }
+        }
+    }
+}
+
+struct State {
+    layout: Layout,
+    cursors: Vec<Option<CursorState>>,
+    by_name: FastMap<String, u32>,
+    tracker: Tracker,
+    active: usize,
+    last_active_left_ns: Option<u64>,
+    ops: FastMap<u64, ReadOp>,
+    next_op: u64,
+    pending: Vec<PendingRead>,
+    next_seq: u64,
+}
+
+struct Inner {
+    name: String,
+    cache: Arc<EntryCache>,
+    cache_config: CacheConfig,
+    storage: StorageHandle,
+    clock: SharedClock,
+    config: LedgerConfig,
+    state: Mutex<State>,
+}
+
+/// A managed ledger. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct ManagedLedger {
+    inner: Arc<Inner>,
+}
+
+/// A cursor of a managed ledger.
+#[derive(Clone)]
+pub struct ManagedCursor {
+    ledger: ManagedLedger,
+    id: u32,
+    name: Arc<str>,
+}
+
+impl ManagedLedger {
+    /// Opens the managed ledger `name` in `storage`, resuming the ledgers it already has there.
+    /// Its entries are cached in `manager`'s cache of the same name.
+    pub fn open(
+        name: &str,
+        manager: &EntryCacheManager,
+        storage: StorageHandle,
+        config: LedgerConfig,
+    ) -> Result<Self> {
+        if config.max_entries_per_ledger == 0 {
+            return Err(Error::invalid(
+                "max_entries_per_ledger",
+                "must be at least 1",
+            ));
+        }
+        let ledgers = storage
+            .ledgers(name)?
+            .into_iter()
+            .map(|(id, entries)| LedgerInfo {
+                id,
+                entries,
+                bytes: 0,
+            })
+            .collect();
+        let cache_config = manager.config().clone();
+        let tracker = if cache_config.eviction_by_expected_read_count {
+            Tracker::ExpectedReads(ActiveCursorContainer::new())
+        } else {
+            Tracker::Legacy(SlowestCursorHeap::new())
+        };
+        let state = State {
+            layout: Layout { ledgers },
+            cursors: Vec::new(),
+            by_name: FastMap::default(),
+            tracker,
+            active: 0,
+            last_active_left_ns: None,
+            ops: FastMap::default(),
+            next_op: 0,
+            pending: Vec::new(),
+            next_seq: 0,
+        };
+        Ok(ManagedLedger {
+            inner: Arc::new(Inner {
+                name: name.to_string(),
+                cache: manager.get_cache(name),
+                cache_config,
+                storage,
+                clock: manager.clock().clone(),
+                config,
+                state: Mutex::new(state),
+            }),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn cache(&self) -> &Arc<EntryCache> {
+        &self.inner.cache
+    }
+
+    pub fn storage(&self) -> &StorageHandle {
+        &self.inner.storage
+    }
+
+    pub fn config(&self) -> &LedgerConfig {
+        &self.inner.config
+    }
+
+    pub fn storage_stats(&self) -> StorageStats {
+        self.inner.storage.stats()
+    }
+
+    pub fn ledgers(&self) -> Vec<LedgerInfo> {
+        self.inner.state.lock().layout.ledgers.clone()
+    }
+
+    /// The last entry written, if any.
+    pub fn last_position(&self) -> Option<Position> {
+        self.inner.state.lock().layout.last_entry()
+    }
+
+    /// Entries written in all ledgers not deleted.
+    pub fn entry_count(&self) -> u64 {
+        self.inner
+            .state
+            .lock()
+            .layout
+            .ledgers
+            .iter()
+            .map(|l| l.entries)
+            .sum()
+    }
+
+    pub fn active_cursor_count(&self) -> usize {
+        self.inner.state.lock().active
+    }
+
+    /// Appends an entry to storage, then caches it (PIP-430's add path); returns its position.
+    pub fn add_entry(&self, payload: Payload) -> Result<Position> {
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        let ledger = match st.layout.current() {
+            Some(l)
+                if l.entries < inner.config.max_entries_per_ledger
+                    && (inner.config.max_bytes_per_ledger == 0
+                        || l.bytes < inner.config.max_bytes_per_ledger) =>
+            {
+                l.id
+            }
+            _ => {
+                let id = inner.storage.create_ledger(&inner.name)?;
+                st.layout.ledgers.push(LedgerInfo {
+                    id,
+                    entries: 0,
+                    bytes: 0,
+                });
+                id
+            }
+        };
+        let entry_id = inner.storage.append(ledger, payload.as_slice())?;
+        let info = st
+            .layout
+            .ledgers
+            .last_mut()
+            .expect("the current ledger exists");
+        info.entries += 1;
+        info.bytes += payload.len() as u64;
+        let position = Position::new(ledger, entry_id);
+        if let Some(expected) = self.expected_reads_on_add(&st) {
+            let size = payload.len() as u32;
+            inner.cache.insert_with_handler(
+                position,
+                payload,
+                ReadCountHandler::new(expected),
+                size,
+            )?;
+        }
+        Ok(position)
+    }
+
+    /// `Some(expected reads)` if an added entry is to be cached.
+    fn expected_reads_on_add(&self, st: &State) -> Option<i32> {
+        let cfg = &self.inner.cache_config;
+        if st.active > 0 {
+            return Some(if cfg.eviction_by_expected_read_count {
+                st.active as i32
+            } else {
+                0
+            });
+        }
+        // The continue-caching window is a PIP-430 setting; Pulsar reads it but never applies it.
+        let window_ns = cfg.continue_caching_window_ms().saturating_mul(1_000_000);
+        let now = self.inner.clock.now_ns();
+        (cfg.eviction_by_expected_read_count
+            && st
+                .last_active_left_ns
+                .is_some_and(|t| now.saturating_sub(t) < window_ns))
+        .then_some(0)
+    }
+
+    /// Opens (or returns) the cursor `name`. A new cursor starts at `start`.
+    pub fn open_cursor(&self, name: &str, start: StartAt, active: bool) -> Result<ManagedCursor> {
+        let mut st = self.inner.state.lock();
+        if let Some(&id) = st.by_name.get(name) {
+            return Ok(self.cursor_handle(id, name));
+        }
+        let read_position = match start {
+            StartAt::Earliest => st.layout.first(),
+            StartAt::Latest => st.layout.end(),
+            StartAt::At(p) => st.layout.normalize(p),
+        };
+        let id = st.cursors.len() as u32;
+        let state = CursorState::new(name, read_position, &st.layout, false);
+        st.cursors.push(Some(state));
+        st.by_name.insert(name.to_string(), id);
+        drop(st);
+        let cursor = self.cursor_handle(id, name);
+        if active {
+            cursor.set_active(true)?;
+        }
+        Ok(cursor)
+    }
+
+    fn cursor_handle(&self, id: u32, name: &str) -> ManagedCursor {
+        ManagedCursor {
+            ledger: self.clone(),
+            id,
+            name: Arc::from(name),
+        }
+    }
+
+    pub fn cursor(&self, name: &str) -> Option<ManagedCursor> {
+        let st = self.inner.state.lock();
+        st.by_name.get(name).map(|&id| self.cursor_handle(id, name))
+    }
+
+    pub fn cursor_names(&self) -> Vec<String> {
+        let st = self.inner.state.lock();
+        let mut names: Vec<_> = st.by_name.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Deletes a ledger (not the current one) and drops its cached entries; cursors in it move on.
+    pub fn delete_ledger(&self, ledger_id: i64) -> Result<()> {
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        let Some(index) = st.layout.ledgers.iter().position(|l| l.id == ledger_id) else {
+            return Err(Error::not_found("ledger", ledger_id));
+        };
+        if index + 1 == st.layout.ledgers.len() {
+            return Err(Error::invalid(
+                "ledger_id",
+                format!("{ledger_id} is the current ledger, which takes appends"),
+            ));
+        }
+        inner.storage.delete_ledger(ledger_id)?;
+        st.layout.ledgers.remove(index);
+        inner.cache.remove_range(
+            Position::new(ledger_id, i64::MIN),
+            Position::new(ledger_id, i64::MAX),
+            true,
+        );
+        let layout = st.layout.clone();
+        for id in 0..st.cursors.len() as u32 {
+            let Some(c) = st.cursors[id as usize].as_mut() else {
+                continue;
+            };
+            c.read_position = layout.normalize(c.read_position);
+            c.replay.retain(|p| p.ledger_id != ledger_id);
+            c.acked.retain(|p| p.ledger_id != ledger_id);
+            if c.mark_delete.ledger_id == ledger_id {
+                c.mark_delete = layout
+                    .before(c.read_position)
+                    .min(layout.before(layout.normalize(c.mark_delete)));
+            }
+            self.track(&mut st, id);
+        }
+        Ok(())
+    }
+
+    /// Completes every storage read due by now, in (completion time, start) order; returns how many
+    /// reads finished.
+    pub fn poll(&self) -> usize {
+        let mut st = self.inner.state.lock();
+        self.complete_due(&mut st, self.inner.clock.now_ns())
+    }
+
+    /// Whether a started read has finished.
+    pub fn is_read_done(&self, id: ReadId) -> bool {
+        self.inner
+            .state
+            .lock()
+            .ops
+            .get(&id.0)
+            .is_some_and(|op| op.outcome.is_some())
+    }
+
+    /// The outcome of a finished read (taken: a second call returns `None`); `None` while it runs.
+    pub fn take_read(&self, id: ReadId) -> Option<Result<ReadOutcome>> {
+        let mut st = self.inner.state.lock();
+        st.ops.get(&id.0)?.outcome.as_ref()?;
+        st.ops.remove(&id.0).and_then(|op| op.outcome)
+    }
+
+    /// Reads in flight (started, not finished).
+    pub fn reads_in_flight(&self) -> usize {
+        self.inner
+            .state
+            .lock()
+            .ops
+            .values()
+            .filter(|op| op.outcome.is_none())
+            .count()
+    }
+
+    /// Puts a cursor's tracked position (read position; mark-delete in the legacy by-mark-delete mode)
+    /// into the tracker, or takes it out if the cursor is inactive or gone.
+    fn track(&self, st: &mut State, id: u32) {
+        let by_mark_delete = self.inner.cache_config.eviction_by_mark_deleted_position;
+        let layout = &st.layout;
+        let tracked = st.cursors[id as usize]
+            .as_ref()
+            .filter(|c| c.active)
+            .map(|c| match st.tracker {
+                Tracker::Legacy(_) if by_mark_delete => layout.next_after(c.mark_delete),
+                _ => c.read_position,
+            });
+        st.tracker.set(id, tracked);
+    }
+
+    /// Legacy mode: drops cached entries no active cursor will read.
+    fn invalidate_behind_slowest(&self, st: &mut State) {
+        if let Tracker::Legacy(heap) = &st.tracker {
+            if let Some(slowest) = heap.slowest_position() {
+                self.inner
+                    .cache
+                    .remove_range(Position::new(i64::MIN, i64::MIN), slowest, false);
+            }
+        }
+    }
+
+    fn count_at_or_before(st: &mut State, cursor: u32) -> i32 {
+        match &mut st.tracker {
+            Tracker::ExpectedReads(c) => c.count_at_or_before(&cursor) as i32,
+            Tracker::Legacy(_) => 0,
+        }
+    }
+
+    /// Starts a read for `cursor`. With `now_only`, its storage reads complete at once (latency is
+    /// not simulated) and it joins no in-flight read that completes later.
+    fn start_read(&self, cursor: u32, kind: ReadKind, n: u64, now_only: bool) -> Result<ReadId> {
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        let c = st
+            .cursors
+            .get(cursor as usize)
+            .and_then(|c| c.as_ref())
+            .ok_or_else(|| Error::not_found("cursor", cursor))?;
+        if inner.config.cursor_epochs && c.epoch_increase_running {
+            return Err(Error::CursorModifying(c.name.clone()));
+        }
+        let epoch = c.epoch;
+        let positions: Vec<Position> = match kind {
+            ReadKind::Sequential => st
+                .layout
+                .runs_from(c.read_position, n)
+                .into_iter()
+                .flat_map(|(l, first, last)| (first..=last).map(move |e| Position::new(l, e)))
+                .collect(),
+            ReadKind::Replay => c
+                .replay
+                .iter()
+                .filter(|p| st.layout.contains(**p) && !c.is_acked(**p))
+                .take(n as usize)
+                .copied()
+                .collect(),
+        };
+        let op_id = st.next_op;
+        st.next_op += 1;
+        let mut op = ReadOp {
+            cursor,
+            kind,
+            epoch,
+            entries: (0..positions.len()).map(|_| None).collect(),
+            positions,
+            waiting: 0,
+            retried: false,
+            outcome: None,
+        };
+        // Cache first; each contiguous gap becomes one storage read.
+        let mut gaps = Vec::new();
+        for (ledger, first, last) in runs(&op.positions) {
+            let found = inner
+                .cache
+                .get_range(Position::new(ledger, first), Position::new(ledger, last));
+            let base = op
+                .positions
+                .iter()
+                .position(|p| *p == Position::new(ledger, first))
+                .expect("run start is requested");
+            let mut found = found.into_iter().peekable();
+            let mut gap_start: Option<i64> = None;
+            for e in first..=last {
+                let slot = base + (e - first) as usize;
+                if found.peek().is_some_and(|x| x.position().entry_id == e) {
+                    op.entries[slot] = found.next();
+                    if let Some(g) = gap_start.take() {
+                        gaps.push((ledger, g, e - 1));
+                    }
+                } else if gap_start.is_none() {
+                    gap_start = Some(e);
+                }
+            }
+            if let Some(g) = gap_start {
+                gaps.push((ledger, g, last));
+            }
+        }
+        let now = inner.clock.now_ns();
+        for (ledger, first, last) in gaps {
+            self.read_from_storage(&mut st, op_id, cursor, ledger, first, last, now, now_only);
+            op.waiting += 1;
+        }
+        st.ops.insert(op_id, op);
+        if st.ops[&op_id].waiting == 0 {
+            self.finalize(&mut st, op_id);
+        }
+        Ok(ReadId(op_id))
+    }
+
+    /// Issues (or joins) the storage read of `first..=last` for read `op_id`.
+    #[allow(clippy::too_many_arguments)]
+    fn read_from_storage(
+        &self,
+        st: &mut State,
+        op_id: u64,
+        reader: u32,
+        ledger: i64,
+        first: i64,
+        last: i64,
+        now: u64,
+        now_only: bool,
+    ) {
+        if let Some(p) = st.pending.iter_mut().find(|p| {
+            p.ledger == ledger
+                && p.first <= first
+                && p.last >= last
+                && p.result.is_ok()
+                && (!now_only || p.complete_at <= now)
+        }) {
+            p.waiters.push(op_id);
+            return;
+        }
+        let result = self.inner.storage.read(ledger, first, last);
+        let latency = match (&result, now_only) {
+            (Ok(entries), false) => self.inner.config.read_latency.of(
+                entries.len() as u64,
+                entries.iter().map(|e| e.len() as u64).sum(),
+            ),
+            _ => 0,
+        };
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        st.pending.push(PendingRead {
+            seq,
+            ledger,
+            first,
+            last,
+            complete_at: now + latency,
+            reader,
+            result,
+            waiters: vec![op_id],
+        });
+    }
+
+    fn complete_due(&self, st: &mut State, now: u64) -> usize {
+        let mut finished = 0;
+        while let Some(i) = Self::next_due(st, now) {
+            let p = st.pending.swap_remove(i);
+            finished += self.complete_storage_read(st, p, now);
+        }
+        finished
+    }
+
+    /// The storage read that completes first among those due by `now`.
+    fn next_due(st: &State, now: u64) -> Option<usize> {
+        st.pending
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.complete_at <= now)
+            .min_by_key(|(_, p)| (p.complete_at, p.seq))
+            .map(|(i, _)| i)
+    }
+
+    /// Caches what a storage read returned and hands copies to the reads waiting for it.
+    fn complete_storage_read(&self, st: &mut State, p: PendingRead, now: u64) -> usize {
+        let inner = &*self.inner;
+        let entries = match p.result {
+            Ok(payloads) => {
+                let reader_active = st
+                    .cursors
+                    .get(p.reader as usize)
+                    .and_then(|c| c.as_ref())
+                    .is_some_and(|c| c.active);
+                let legacy = !inner.cache_config.eviction_by_expected_read_count;
+                let expected = if legacy {
+                    0
+                } else {
+                    Self::count_at_or_before(st, p.reader)
+                };
+                let cache_it = if legacy { reader_active } else { expected > 0 };
+                Ok(payloads
+                    .into_iter()
+                    .zip(p.first..=p.last)
+                    .map(|(payload, e)| {
+                        let position = Position::new(p.ledger, e);
+                        if cache_it {
+                            let size = payload.len() as u32;
+                            inner.cache.insert_for_reader(
+                                position,
+                                payload,
+                                ReadCountHandler::new(expected),
+                                size,
+                            )
+                        } else {
+                            CachedEntry::uncached(position, payload)
+                        }
+                    })
+                    .collect::<Vec<_>>())
+            }
+            Err(e) => Err(e),
+        };
+        let mut finished = 0;
+        for op_id in p.waiters {
+            let Some(op) = st.ops.get_mut(&op_id) else {
+                continue;
+            };
+            match &entries {
+                Ok(entries) => {
+                    for e in entries {
+                        if let Some(slot) = op.positions.iter().position(|q| *q == e.position()) {
+                            op.entries[slot] = Some(e.copy());
+                        }
+                    }
+                    op.waiting -= 1;
+                }
+                Err(_) if !op.retried => {
+                    // A failed sub-read falls back to one full read of everything the read wants.
+                    op.retried = true;
+                    op.entries.iter_mut().for_each(|e| *e = None);
+                    let wanted = runs(&op.positions);
+                    let (cursor, waiting_others) = (op.cursor, op.waiting - 1);
+                    op.waiting = waiting_others + wanted.len();
+                    for (ledger, first, last) in wanted {
+                        self.read_from_storage(st, op_id, cursor, ledger, first, last, now, true);
+                    }
+                    continue;
+                }
+                Err(err) => {
+                    op.outcome = Some(Err(err.clone()));
+                    op.waiting -= 1;
+                    continue;
+                }
+            }
+            if op.waiting == 0 && op.outcome.is_none() {
+                self.finalize(st, op_id);
+                finished += 1;
+            }
+        }
+        finished
+    }
+
+    /// Delivers a read whose entries are all in, or discards it if its cursor's epoch moved on.
+    fn finalize(&self, st: &mut State, op_id: u64) {
+        let inner = &*self.inner;
+        let op = st.ops.get_mut(&op_id).expect("finalizing a known read");
+        let (cursor, kind, epoch) = (op.cursor, op.kind, op.epoch);
+        let entries: Vec<CachedEntry> = op
+            .entries
+            .iter_mut()
+            .map(|e| e.take().expect("every entry is in"))
+            .collect();
+        let layout = st.layout.clone();
+        let Some(c) = st.cursors.get_mut(cursor as usize).and_then(|c| c.as_mut()) else {
+            st.ops.get_mut(&op_id).expect("known").outcome =
+                Some(Err(Error::not_found("cursor", cursor)));
+            return;
+        };
+        let outcome = if inner.config.cursor_epochs && c.is_epoch_outdated(epoch) {
+            c.discarded_reads += 1;
+            ReadOutcome::Discarded
+        } else {
+            if let (ReadKind::Sequential, Some(last)) = (kind, entries.last()) {
+                c.read_position = layout.next_after(last.position());
+            }
+            for e in &entries {
+                c.record_delivery(e.position(), kind == ReadKind::Replay);
+                if kind == ReadKind::Replay {
+                    c.replay.remove(&e.position());
+                }
+            }
+            ReadOutcome::Delivered(entries)
+        };
+        if matches!(outcome, ReadOutcome::Delivered(_)) && kind == ReadKind::Sequential {
+            self.track(st, cursor);
+            self.invalidate_behind_slowest(st);
+        }
+        st.ops.get_mut(&op_id).expect("known").outcome = Some(Ok(outcome));
+    }
+
+    fn with_cursor<T>(
+        &self,
+        id: u32,
+        f: impl FnOnce(&mut CursorState, &Layout) -> Result<T>,
+    ) -> Result<T> {
+        let mut st = self.inner.state.lock();
+        let State {
+            cursors, layout, ..
+        } = &mut *st;
+        let c = cursors
+            .get_mut(id as usize)
+            .and_then(|c| c.as_mut())
+            .ok_or_else(|| Error::not_found("cursor", id))?;
+        f(c, layout)
+    }
+}
+
+/// Contiguous (ledger, first, last) runs of sorted positions.
+fn runs(positions: &[Position]) -> Vec<(i64, i64, i64)> {
+    let mut out: Vec<(i64, i64, i64)> = Vec::new();
+    for p in positions {
+        match out.last_mut() {
+            Some((l, _, last)) if *l == p.ledger_id && *last + 1 == p.entry_id => {
+                *last = p.entry_id
+            }
+            _ => out.push((p.ledger_id, p.entry_id, p.entry_id)),
+        }
+    }
+    out
+}
+
+impl ManagedCursor {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn ledger(&self) -> &ManagedLedger {
+        &self.ledger
+    }
+
+    /// Reads up to `n` entries from the read position and completes at once (storage latency is
+    /// not simulated); advances the read position. An empty list at the end of the ledger.
+    pub fn read_entries(&self, n: u64) -> Result<ReadOutcome> {
+        self.read_now(ReadKind::Sequential, n)
+    }
+
+    /// Starts a read of up to `n` entries; it completes when its storage reads do (see
+    /// [`ManagedLedger::poll`]).
+    pub fn read_entries_async(&self, n: u64) -> Result<ReadId> {
+        self.ledger
+            .start_read(self.id, ReadKind::Sequential, n, false)
+    }
+
+    /// Reads up to `n` entries of the replay queue, lowest first, at once.
+    pub fn read_replay(&self, n: u64) -> Result<ReadOutcome> {
+        self.read_now(ReadKind::Replay, n)
+    }
+
+    pub fn read_replay_async(&self, n: u64) -> Result<ReadId> {
+        self.ledger.start_read(self.id, ReadKind::Replay, n, false)
+    }
+
+    fn read_now(&self, kind: ReadKind, n: u64) -> Result<ReadOutcome> {
+        let id = self.ledger.start_read(self.id, kind, n, true)?;
+        let l = &self.ledger;
+        {
+            let mut st = l.inner.state.lock();
+            let now = l.inner.clock.now_ns();
+            l.complete_due(&mut st, now);
+        }
+        l.take_read(id)
+            .expect("a read that does not wait for time completes at once")
+    }
+
+    /// Starts or stops counting this cursor as active (a connected consumer that reads).
+    pub fn set_active(&self, active: bool) -> Result<()> {
+        let l = &self.ledger;
+        let mut st = l.inner.state.lock();
+        let c = st
+            .cursors
+            .get_mut(self.id as usize)
+            .and_then(|c| c.as_mut())
+            .ok_or_else(|| Error::not_found("cursor", &*self.name))?;
+        if c.active == active {
+            return Ok(());
+        }
+        c.active = active;
+        if active {
+            st.active += 1;
+        } else {
+            st.active -= 1;
+            if st.active == 0 {
+                st.last_active_left_ns = Some(l.inner.clock.now_ns());
+            }
+        }
+        l.track(&mut st, self.id);
+        Ok(())
+    }
+
+    /// Closes the cursor: it stops counting and its reads in flight fail.
+    pub fn close(&self) -> Result<()> {
+        self.set_active(false)?;
+        let mut st = self.ledger.inner.state.lock();
+        st.cursors[self.id as usize] = None;
+        st.by_name.remove(&*self.name);
+        st.tracker.remove(self.id);
+        Ok(())
+    }
+
+    pub fn is_active(&self) -> Result<bool> {
+        self.ledger.with_cursor(self.id, |c, _| Ok(c.active))
+    }
+
+    pub fn stats(&self) -> Result<CursorStats> {
+        self.ledger.with_cursor(self.id, |c, l| Ok(c.stats(l)))
+    }
+
+    pub fn read_position(&self) -> Result<Position> {
+        self.ledger.with_cursor(self.id, |c, _| Ok(c.read_position))
+    }
+
+    pub fn mark_delete_position(&self) -> Result<Position> {
+        self.ledger.with_cursor(self.id, |c, _| Ok(c.mark_delete))
+    }
+
+    pub fn backlog(&self) -> Result<u64> {
+        self.ledger.with_cursor(self.id, |c, l| Ok(c.backlog(l)))
+    }
+
+    /// Active cursors at or before this one (PIP-430 mode; 0 in legacy mode or when inactive).
+    pub fn count_at_or_before(&self) -> u32 {
+        let mut st = self.ledger.inner.state.lock();
+        ManagedLedger::count_at_or_before(&mut st, self.id) as u32
+    }
+
+    /// Acknowledges one entry.
+    pub fn ack(&self, p: Position) -> Result<()> {
+        self.after_ack(|c, l| {
+            c.ack(p, l);
+            Ok(())
+        })
+    }
+
+    /// Acknowledges every entry up to `p`.
+    pub fn mark_delete(&self, p: Position) -> Result<()> {
+        self.after_ack(|c, l| {
+            c.mark_delete(p, l);
+            Ok(())
+        })
+    }
+
+    fn after_ack(&self, f: impl FnOnce(&mut CursorState, &Layout) -> Result<()>) -> Result<()> {
+        let l = &self.ledger;
+        l.with_cursor(self.id, f)?;
+        let mut st = l.inner.state.lock();
+        l.track(&mut st, self.id);
+        l.invalidate_behind_slowest(&mut st);
+        Ok(())
+    }
+
+    /// Queues entries for redelivery; a cached one expects one more read.
+    pub fn add_to_replay(&self, positions: &[Position]) -> Result<()> {
+        let l = &self.ledger;
+        let added: Vec<Position> = l.with_cursor(self.id, |c, layout| {
+            Ok(positions
+                .iter()
+                .copied()
+                .filter(|p| layout.contains(*p) && !c.is_acked(*p) && c.replay.insert(*p))
+                .collect())
+        })?;
+        if l.inner.cache_config.eviction_by_expected_read_count {
+            for p in added {
+                l.inner.cache.increment_expected_reads(p);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn replay_queue(&self) -> Result<Vec<Position>> {
+        self.ledger
+            .with_cursor(self.id, |c, _| Ok(c.replay.iter().copied().collect()))
+    }
+
+    /// Phase one of an epoch increase (PIP-269): marks the cursor modified and moves its read
+    /// position; returns the epoch before the increase. Fails if an increase is running.
+    pub fn start_increase_epoch(&self, new_read_position: Position) -> Result<u32> {
+        let l = &self.ledger;
+        let epoch = l.with_cursor(self.id, |c, layout| {
+            c.start_increase_epoch(layout.normalize(new_read_position))
+        })?;
+        let mut st = l.inner.state.lock();
+        l.track(&mut st, self.id);
+        Ok(epoch)
+    }
+
+    /// Phase two: bumps the epoch; false if no increase was running.
+    pub fn end_increase_epoch(&self) -> Result<bool> {
+        self.ledger
+            .with_cursor(self.id, |c, _| Ok(c.end_increase_epoch()))
+    }
+
+    pub fn epoch(&self) -> Result<u32> {
+        self.ledger.with_cursor(self.id, |c, _| Ok(c.epoch))
+    }
+
+    pub fn is_epoch_outdated(&self, epoch: u32) -> Result<bool> {
+        self.ledger
+            .with_cursor(self.id, |c, _| Ok(c.is_epoch_outdated(epoch)))
+    }
+
+    /// Sets the read position if the epoch is still `expected_epoch` (what a sequential read does
+    /// when it completes); returns whether it did.
+    pub fn set_read_position(&self, p: Position, expected_epoch: u32) -> Result<bool> {
+        let l = &self.ledger;
+        let epochs = l.inner.config.cursor_epochs;
+        let set = l.with_cursor(self.id, |c, layout| {
+            if epochs && c.is_epoch_outdated(expected_epoch) {
+                return Ok(false);
+            }
+            c.read_position = layout.normalize(p);
+            Ok(true)
+        })?;
+        if set {
+            l.track(&mut l.inner.state.lock(), self.id);
+        }
+        Ok(set)
+    }
+
+    /// Runs `change` as one epoch increase: both phases under the ledger lock, so no read starts or
+    /// completes in between. Fails with a conflict if an increase is already running.
+    fn reposition(&self, change: impl FnOnce(&mut CursorState, &Layout) -> Position) -> Result<()> {
+        let l = &self.ledger;
+        let mut st = l.inner.state.lock();
+        let State {
+            cursors, layout, ..
+        } = &mut *st;
+        let c = cursors
+            .get_mut(self.id as usize)
+            .and_then(|c| c.as_mut())
+            .ok_or_else(|| Error::not_found("cursor", &*self.name))?;
+        if c.epoch_increase_running {
+            return Err(Error::CursorEpochConflict(c.name.clone()));
+        }
+        let target = change(c, layout);
+        c.start_increase_epoch(target)?;
+        c.end_increase_epoch();
+        l.track(&mut st, self.id);
+        l.invalidate_behind_slowest(&mut st);
+        Ok(())
+    }
+
+    /// Moves the read position only (Pulsar's internal `seek`).
+    pub fn seek(&self, p: Position) -> Result<()> {
+        self.reposition(|_, layout| layout.normalize(p))
+    }
+
+    /// Resets the subscription to `p` (`reset-cursor`): everything before `p` counts as acknowledged,
+    /// nothing from `p` on, and the replay queue is cleared.
+    pub fn reset(&self, p: Position) -> Result<()> {
+        self.reposition(|c, layout| {
+            let p = layout.normalize(p);
+            c.mark_delete = layout.before(p);
+            c.acked.clear();
+            c.replay.clear();
+            p
+        })
+    }
+
+    /// Reads again from the first unacknowledged entry.
+    pub fn rewind(&self) -> Result<()> {
+        self.reposition(|c, layout| layout.next_after(c.mark_delete))
+    }
+
+    /// Acknowledges the next `n` unacknowledged entries (`skip`).
+    pub fn skip(&self, n: u64) -> Result<()> {
+        self.reposition(|c, layout| {
+            let mut left = n;
+            let mut p = layout.next_after(c.mark_delete);
+            while left > 0 && layout.contains(p) {
+                if !c.is_acked(p) {
+                    left -= 1;
+                }
+                c.mark_delete(p, layout);
+                p = layout.next_after(p);
+            }
+            c.read_position.max(layout.next_after(c.mark_delete))
+        })
+    }
+
+    /// Acknowledges everything (`clear-backlog`).
+    pub fn clear_backlog(&self) -> Result<()> {
+        self.reposition(|c, layout| {
+            if let Some(last) = layout.last_entry() {
+                c.mark_delete(last, layout);
+            }
+            c.acked.clear();
+            c.replay.clear();
+            layout.end()
+        })
+    }
+}

@@ -1,0 +1,640 @@
+//! The managed ledger and its cursors: PIP-430's read-count flow end to end, Pulsar's partial-hit
+//! read cases, legacy mode, storage, and the three races of the cursor-epoch proposal (PIP-269),
+//! each shown wrong without epochs and right with them.
+
+use ledgercache::ledger::{LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, StartAt};
+use ledgercache::storage::{FileStorage, MemoryStorage, ReadLatency, Storage, StorageHandle};
+use ledgercache::{
+    CacheConfig, CachedEntry, EntryCacheManager, Error, ManualClock, Payload, Position,
+    SettingValue,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+struct Fixture {
+    clock: Arc<ManualClock>,
+    manager: EntryCacheManager,
+    storage: StorageHandle,
+}
+
+fn fixture(settings: &[(&str, SettingValue)]) -> Fixture {
+    fixture_with(settings, Arc::new(MemoryStorage::new()))
+}
+
+fn fixture_with(settings: &[(&str, SettingValue)], store: Arc<dyn Storage>) -> Fixture {
+    let mut cfg = CacheConfig::default();
+    for (k, v) in settings {
+        cfg.set(k, v.clone()).unwrap();
+    }
+    let clock = Arc::new(ManualClock::new(0));
+    let manager = EntryCacheManager::new(cfg, clock.clone(), false).unwrap();
+    Fixture {
+        clock,
+        manager,
+        storage: StorageHandle::new(store),
+    }
+}
+
+impl Fixture {
+    fn ledger(&self, config: LedgerConfig) -> ManagedLedger {
+        ManagedLedger::open(
+            "persistent://t/ns/topic",
+            &self.manager,
+            self.storage.clone(),
+            config,
+        )
+        .unwrap()
+    }
+}
+
+fn publish(ml: &ManagedLedger, n: usize) -> Vec<Position> {
+    (0..n)
+        .map(|i| {
+            ml.add_entry(Payload::from(format!("entry-{i}").into_bytes()))
+                .unwrap()
+        })
+        .collect()
+}
+
+fn delivered(outcome: ReadOutcome) -> Vec<CachedEntry> {
+    match outcome {
+        ReadOutcome::Delivered(e) => e,
+        ReadOutcome::Discarded => panic!("read was discarded"),
+    }
+}
+
+fn read_all(c: &ManagedCursor, n: u64) -> Vec<Position> {
+    let entries = delivered(c.read_entries(n).unwrap());
+    entries
+        .iter()
+        .map(|e| {
+            e.release();
+            e.position()
+        })
+        .collect()
+}
+
+fn latency() -> LedgerConfig {
+    LedgerConfig {
+        read_latency: ReadLatency {
+            fixed_ns: 5_000_000,
+            per_entry_ns: 0,
+            per_kib_ns: 0,
+        },
+        ..Default::default()
+    }
+}
+
+#[test]
+fn publish_counts_active_cursors_and_releases_consume_them() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig::default());
+    let cursors: Vec<_> = (0..3)
+        .map(|i| {
+            ml.open_cursor(&format!("sub-{i}"), StartAt::Latest, true)
+                .unwrap()
+        })
+        .collect();
+    let p = publish(&ml, 1)[0];
+    assert_eq!(ml.cache().expected_reads(p), Some(Some(3)));
+    for (i, c) in cursors.iter().enumerate() {
+        assert_eq!(read_all(c, 10), vec![p]);
+        assert_eq!(ml.cache().expected_reads(p), Some(Some(2 - i as i32)));
+    }
+    assert_eq!(ml.storage_stats().read_ops, 0, "every read was a hit");
+}
+
+#[test]
+fn a_late_reader_caches_with_the_cursors_at_or_before_it() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig::default());
+    let ps = publish(&ml, 10); // no active cursor: nothing cached
+    assert_eq!(ml.cache().len(), 0);
+    let tail = ml.open_cursor("tail", StartAt::Latest, true).unwrap();
+    let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
+    let b = ml.open_cursor("b", StartAt::Earliest, true).unwrap();
+    assert_eq!(tail.count_at_or_before(), 3);
+    assert_eq!(a.count_at_or_before(), 2);
+    // `a` reads from storage: a and b are at or before it, the tail cursor is not.
+    let got = delivered(a.read_entries(10).unwrap());
+    assert_eq!(ml.storage_stats().read_ops, 1);
+    assert_eq!(ml.cache().expected_reads(ps[0]), Some(Some(2)));
+    got.iter().for_each(|e| {
+        e.release();
+    });
+    assert_eq!(ml.cache().expected_reads(ps[0]), Some(Some(1)));
+    // `b` is served from the cache, and leaves nothing expected.
+    read_all(&b, 10);
+    assert_eq!(ml.storage_stats().read_ops, 1);
+    assert_eq!(ml.cache().expected_reads(ps[9]), Some(Some(0)));
+    // A reader with nobody at or before it does not cache (count 0).
+    let solo = fixture(&[]);
+    let ml2 = solo.ledger(LedgerConfig::default());
+    publish(&ml2, 5);
+    let c = ml2.open_cursor("c", StartAt::Earliest, false).unwrap();
+    read_all(&c, 5);
+    assert_eq!(ml2.cache().len(), 0);
+}
+
+#[test]
+fn a_replay_add_keeps_an_entry_through_a_size_pass_that_removes_its_neighbours() {
+    let f = fixture(&[("extend_ttl_of_recently_accessed", SettingValue::Bool(false))]);
+    let ml = f.ledger(LedgerConfig::default());
+    let c = ml.open_cursor("ks", StartAt::Latest, true).unwrap();
+    let ps = publish(&ml, 5);
+    read_all(&c, 5); // all consumed: counts 0
+    c.add_to_replay(&[ps[2]]).unwrap();
+    assert_eq!(ml.cache().expected_reads(ps[2]), Some(Some(1)));
+    f.manager.evict_bytes(4 * 7).unwrap(); // as much as the four neighbours hold
+    assert_eq!(ml.cache().positions(), vec![ps[2]]);
+    let replayed = delivered(c.read_replay(10).unwrap());
+    assert_eq!(
+        replayed.iter().map(|e| e.position()).collect::<Vec<_>>(),
+        vec![ps[2]]
+    );
+    assert_eq!(ml.storage_stats().read_ops, 0);
+    assert!(c.replay_queue().unwrap().is_empty());
+}
+
+#[test]
+fn deleting_a_ledger_invalidates_its_entries_and_moves_cursors_on() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        max_entries_per_ledger: 10,
+        ..Default::default()
+    });
+    let c = ml.open_cursor("s", StartAt::Latest, true).unwrap();
+    let ps = publish(&ml, 25);
+    assert_eq!(ml.ledgers().len(), 3);
+    let first = ps[0].ledger_id;
+    assert!(ml.cache().contains(ps[3]));
+    ml.delete_ledger(first).unwrap();
+    assert!(!ml.cache().contains(ps[3]));
+    assert!(ml.cache().contains(ps[12]));
+    assert_eq!(
+        c.read_position().unwrap(),
+        ps[10],
+        "the cursor moved to the next ledger"
+    );
+    assert_eq!(read_all(&c, 100).len(), 15);
+    assert!(matches!(
+        ml.delete_ledger(ps[24].ledger_id),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn rollover_reads_across_ledgers_in_order() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        max_entries_per_ledger: 7,
+        ..Default::default()
+    });
+    let ps = publish(&ml, 20);
+    let c = ml.open_cursor("s", StartAt::Earliest, true).unwrap();
+    assert_eq!(read_all(&c, 100), ps);
+    assert_eq!(
+        ml.ledgers().iter().map(|l| l.entries).collect::<Vec<_>>(),
+        vec![7, 7, 6]
+    );
+    assert_eq!(c.backlog().unwrap(), 20);
+    c.mark_delete(ps[9]).unwrap();
+    assert_eq!(c.backlog().unwrap(), 10);
+}
+
+/// Entries 0..99 in storage; `cached` already in the cache; reading 0..99 must read exactly the
+/// missing sub-ranges, each once, and return all 100 in order.
+fn partial_hit_case(cached: &[i64]) {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig::default());
+    let ps = publish(&ml, 100);
+    for &e in cached {
+        ml.cache()
+            .insert(
+                ps[e as usize],
+                Payload::from(format!("entry-{e}").into_bytes()),
+                0,
+                None,
+            )
+            .unwrap();
+    }
+    let c = ml.open_cursor("s", StartAt::Earliest, false).unwrap();
+    let got = delivered(c.read_entries(100).unwrap());
+    assert_eq!(got.iter().map(|e| e.position()).collect::<Vec<_>>(), ps);
+    for e in &got {
+        assert_eq!(
+            e.data(),
+            format!("entry-{}", e.position().entry_id).as_bytes()
+        );
+    }
+    let mut sorted = cached.to_vec();
+    sorted.sort();
+    let mut gaps = 0;
+    let mut prev = -1;
+    for &e in &sorted {
+        if e > prev + 1 {
+            gaps += 1;
+        }
+        prev = e;
+    }
+    if prev < 99 {
+        gaps += 1;
+    }
+    let s = ml.storage_stats();
+    assert_eq!(
+        (s.read_ops, s.read_entries),
+        (gaps, 100 - cached.len() as u64),
+        "cached {cached:?}"
+    );
+}
+
+#[test]
+fn partial_hits_read_exactly_the_missing_sub_ranges() {
+    for cached in [
+        &[50][..],
+        &[0],
+        &[99],
+        &[50, 51],
+        &[0, 1],
+        &[98],
+        &[5, 15, 75, 76, 78],
+    ] {
+        partial_hit_case(cached);
+    }
+}
+
+/// Fails reads that do not start at entry 0 (until disarmed).
+struct FlakyStorage {
+    inner: MemoryStorage,
+    armed: AtomicBool,
+}
+
+impl Storage for FlakyStorage {
+    fn create_ledger(&self, owner: &str) -> ledgercache::Result<i64> {
+        self.inner.create_ledger(owner)
+    }
+    fn ledgers(&self, owner: &str) -> ledgercache::Result<Vec<(i64, u64)>> {
+        self.inner.ledgers(owner)
+    }
+    fn append(&self, ledger_id: i64, data: &[u8]) -> ledgercache::Result<i64> {
+        self.inner.append(ledger_id, data)
+    }
+    fn read(&self, ledger_id: i64, first: i64, last: i64) -> ledgercache::Result<Vec<Payload>> {
+        if self.armed.load(Ordering::Relaxed) && first != 0 {
+            return Err(Error::Storage(format!(
+                "injected failure reading {first}..={last}"
+            )));
+        }
+        self.inner.read(ledger_id, first, last)
+    }
+    fn delete_ledger(&self, ledger_id: i64) -> ledgercache::Result<()> {
+        self.inner.delete_ledger(ledger_id)
+    }
+    fn describe(&self) -> String {
+        "flaky".into()
+    }
+}
+
+#[test]
+fn a_failing_sub_read_falls_back_to_one_full_read() {
+    let store = Arc::new(FlakyStorage {
+        inner: MemoryStorage::new(),
+        armed: AtomicBool::new(false),
+    });
+    let f = fixture_with(&[], store.clone());
+    let ml = f.ledger(LedgerConfig::default());
+    let ps = publish(&ml, 100);
+    ml.cache()
+        .insert(ps[50], Payload::from(b"entry-50".to_vec()), 0, None)
+        .unwrap();
+    store.armed.store(true, Ordering::Relaxed);
+    let c = ml.open_cursor("s", StartAt::Earliest, false).unwrap();
+    let got = delivered(c.read_entries(100).unwrap());
+    assert_eq!(got.len(), 100);
+    // 0..49 succeeds, 51..99 fails, then one full read of 0..99.
+    let s = ml.storage_stats();
+    assert_eq!((s.read_ops, s.read_entries), (2, 150));
+    // When the full read fails too, the read fails with the storage error.
+    let c2 = ml.open_cursor("s2", StartAt::At(ps[10]), false).unwrap();
+    assert!(matches!(c2.read_entries(5), Err(Error::Storage(_))));
+}
+
+#[test]
+fn overlapping_reads_in_flight_share_one_storage_read() {
+    let f = fixture(&[]);
+    let ml = f.ledger(latency());
+    let ps = publish(&ml, 20);
+    let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
+    let b = ml.open_cursor("b", StartAt::Earliest, true).unwrap();
+    let ra = a.read_entries_async(20).unwrap();
+    let rb = b.read_entries_async(10).unwrap();
+    assert_eq!(ml.poll(), 0, "nothing is due yet");
+    assert!(!ml.is_read_done(ra));
+    f.clock.advance_ms(5);
+    assert_eq!(ml.poll(), 2);
+    assert_eq!(delivered(ml.take_read(ra).unwrap().unwrap()).len(), 20);
+    assert_eq!(delivered(ml.take_read(rb).unwrap().unwrap()).len(), 10);
+    assert_eq!(ml.storage_stats().read_ops, 1);
+    assert_eq!(b.read_position().unwrap(), ps[10]);
+}
+
+#[test]
+fn completions_follow_the_manual_clock() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        read_latency: ReadLatency {
+            fixed_ns: 1_000_000,
+            per_entry_ns: 1_000_000,
+            per_kib_ns: 0,
+        },
+        ..Default::default()
+    });
+    publish(&ml, 30);
+    let slow = ml.open_cursor("slow", StartAt::Earliest, false).unwrap();
+    let fast = ml
+        .open_cursor(
+            "fast",
+            StartAt::At(Position::new(ml.ledgers()[0].id, 20)),
+            false,
+        )
+        .unwrap();
+    let r_slow = slow.read_entries_async(10).unwrap(); // 11 ms
+    let r_fast = fast.read_entries_async(2).unwrap(); // 3 ms
+    f.clock.advance_ms(3);
+    ml.poll();
+    assert!(ml.is_read_done(r_fast) && !ml.is_read_done(r_slow));
+    f.clock.advance_ms(8);
+    ml.poll();
+    assert!(ml.is_read_done(r_slow));
+}
+
+#[test]
+fn legacy_mode_invalidates_up_to_the_slowest_reader() {
+    let f = fixture(&[("eviction_by_expected_read_count", SettingValue::Bool(false))]);
+    let ml = f.ledger(LedgerConfig::default());
+    let c1 = ml.open_cursor("c1", StartAt::Latest, true).unwrap();
+    let c2 = ml.open_cursor("c2", StartAt::Latest, true).unwrap();
+    let ps = publish(&ml, 10);
+    assert_eq!(ml.cache().len(), 10);
+    assert_eq!(
+        ml.cache().expected_reads(ps[0]),
+        Some(None),
+        "no read counters before PIP-430"
+    );
+    read_all(&c1, 10);
+    assert_eq!(ml.cache().len(), 10, "c2 has not read them yet");
+    read_all(&c2, 5);
+    assert_eq!(ml.cache().len(), 5);
+    read_all(&c2, 5);
+    assert_eq!(ml.cache().len(), 0);
+    assert_eq!(ml.storage_stats().read_ops, 0);
+}
+
+#[test]
+fn legacy_mode_by_mark_delete_keeps_unacknowledged_entries() {
+    let f = fixture(&[
+        ("eviction_by_expected_read_count", SettingValue::Bool(false)),
+        (
+            "eviction_by_mark_deleted_position",
+            SettingValue::Bool(true),
+        ),
+    ]);
+    let ml = f.ledger(LedgerConfig::default());
+    let c = ml.open_cursor("c", StartAt::Latest, true).unwrap();
+    let ps = publish(&ml, 10);
+    read_all(&c, 10);
+    assert_eq!(ml.cache().len(), 10);
+    c.mark_delete(ps[3]).unwrap();
+    assert_eq!(ml.cache().len(), 6);
+}
+
+#[test]
+fn continue_caching_window_after_the_last_active_cursor_leaves() {
+    let f = fixture(&[("eviction_time_threshold_ms", SettingValue::Int(100))]); // window: 200 ms
+    let ml = f.ledger(LedgerConfig::default());
+    let c = ml.open_cursor("c", StartAt::Latest, true).unwrap();
+    c.set_active(false).unwrap();
+    let p = publish(&ml, 1)[0];
+    assert_eq!(
+        ml.cache().expected_reads(p),
+        Some(None),
+        "cached, with no reads expected"
+    );
+    f.clock.advance_ms(250);
+    let q = publish(&ml, 1)[0];
+    assert!(!ml.cache().contains(q));
+}
+
+#[test]
+fn file_storage_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let ps = {
+        let f = fixture_with(&[], Arc::new(FileStorage::open(dir.path()).unwrap()));
+        let ml = f.ledger(LedgerConfig {
+            max_entries_per_ledger: 40,
+            ..Default::default()
+        });
+        publish(&ml, 100)
+    };
+    let f = fixture_with(&[], Arc::new(FileStorage::open(dir.path()).unwrap()));
+    let ml = f.ledger(LedgerConfig {
+        max_entries_per_ledger: 40,
+        ..Default::default()
+    });
+    assert_eq!(ml.entry_count(), 100);
+    let c = ml.open_cursor("s", StartAt::Earliest, false).unwrap();
+    let got = delivered(c.read_entries(100).unwrap());
+    assert_eq!(got.iter().map(|e| e.position()).collect::<Vec<_>>(), ps);
+    assert_eq!(got[42].data(), b"entry-42");
+    let next = ml.add_entry(Payload::from(b"more".to_vec())).unwrap();
+    assert_eq!(
+        next,
+        Position::new(ps[99].ledger_id, 20),
+        "appends continue in the last ledger"
+    );
+}
+
+#[test]
+fn epoch_increase_blocks_reads_and_conflicts() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig::default());
+    let ps = publish(&ml, 10);
+    let c = ml.open_cursor("s", StartAt::Earliest, true).unwrap();
+    assert_eq!(c.start_increase_epoch(ps[3]).unwrap(), 0);
+    assert!(matches!(c.read_entries(1), Err(Error::CursorModifying(_))));
+    assert!(matches!(
+        c.start_increase_epoch(ps[4]),
+        Err(Error::CursorEpochConflict(_))
+    ));
+    assert!(matches!(c.seek(ps[4]), Err(Error::CursorEpochConflict(_))));
+    assert!(c.end_increase_epoch().unwrap());
+    assert_eq!(c.stats().unwrap().epoch_increase_count, 1);
+    assert_eq!(read_all(&c, 1), vec![ps[3]]);
+    assert!(
+        !c.set_read_position(ps[0], 0).unwrap(),
+        "epoch 0 is outdated"
+    );
+    assert!(c.set_read_position(ps[0], 1).unwrap());
+    for op in [0, 1, 2, 3] {
+        match op {
+            0 => c.rewind().unwrap(),
+            1 => c.skip(2).unwrap(),
+            2 => c.reset(ps[5]).unwrap(),
+            _ => c.clear_backlog().unwrap(),
+        }
+    }
+    let s = c.stats().unwrap();
+    assert_eq!((s.epoch, s.epoch_increase_count, s.backlog), (5, 5, 0));
+    assert_eq!(
+        s.read_position,
+        ml.ledgers()
+            .last()
+            .map(|l| Position::new(l.id, 10))
+            .unwrap()
+    );
+}
+
+/// Scenario 1: a replay read in flight while the redelivery set is cleared and the read position
+/// reset. Returns what was delivered after the reset, and the cursor's out-of-order count.
+fn scenario_replay_read_vs_reset(epochs: bool) -> (Vec<i64>, u64) {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        cursor_epochs: epochs,
+        ..latency()
+    });
+    let ps = publish(&ml, 10);
+    let c = ml.open_cursor("ks", StartAt::Earliest, true).unwrap();
+    let first = delivered(c.read_entries(10).unwrap());
+    first.iter().for_each(|e| {
+        e.release();
+    });
+    c.add_to_replay(&[ps[5], ps[6]]).unwrap();
+    ml.cache().clear();
+    let replay = c.read_replay_async(2).unwrap();
+    c.reset(ps[0]).unwrap(); // clears the redelivery set, read position back to 0
+    f.clock.advance_ms(5);
+    ml.poll();
+    let mut after_reset = Vec::new();
+    if let ReadOutcome::Delivered(es) = ml.take_read(replay).unwrap().unwrap() {
+        after_reset.extend(es.iter().map(|e| e.position().entry_id));
+    }
+    after_reset.extend(read_all(&c, 10).iter().map(|p| p.entry_id));
+    (after_reset, c.stats().unwrap().out_of_order_deliveries)
+}
+
+#[test]
+fn race_1_replay_read_in_flight_during_a_reset() {
+    let (without, disorder) = scenario_replay_read_vs_reset(false);
+    assert_eq!(
+        &without[..2],
+        &[5, 6],
+        "without epochs the stale replay is delivered first"
+    );
+    assert!(disorder > 0);
+    let (with, disorder) = scenario_replay_read_vs_reset(true);
+    assert_eq!(
+        with,
+        (0..10).collect::<Vec<_>>(),
+        "with epochs nothing from before the reset comes after it"
+    );
+    assert_eq!(disorder, 0);
+}
+
+/// Scenario 2: a sequential read in flight while the read position is reset to an earlier entry.
+fn scenario_sequential_read_vs_reset(epochs: bool) -> (Position, Vec<i64>) {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        cursor_epochs: epochs,
+        ..latency()
+    });
+    let ps = publish(&ml, 10);
+    let c = ml.open_cursor("s", StartAt::Earliest, false).unwrap();
+    read_all(&c, 5);
+    let in_flight = c.read_entries_async(5).unwrap(); // 5..9 from storage
+    c.reset(ps[0]).unwrap();
+    f.clock.advance_ms(5);
+    ml.poll();
+    let _ = ml.take_read(in_flight).unwrap().unwrap();
+    let position_after = c.read_position().unwrap();
+    let next: Vec<i64> = read_all(&c, 10).iter().map(|p| p.entry_id).collect();
+    (position_after, next)
+}
+
+#[test]
+fn race_2_sequential_read_in_flight_during_a_reset() {
+    let (pos, next) = scenario_sequential_read_vs_reset(false);
+    assert_eq!(
+        pos.entry_id, 10,
+        "without epochs the stale read moves the read position forward"
+    );
+    assert!(
+        next.is_empty(),
+        "and entries 0..4 are never delivered again"
+    );
+    let (pos, next) = scenario_sequential_read_vs_reset(true);
+    assert_eq!(pos.entry_id, 0);
+    assert_eq!(next, (0..10).collect::<Vec<_>>());
+}
+
+/// A Key_Shared dispatcher's state that must agree with the cursor: each recently joined consumer
+/// may read up to the read position it saw when it joined.
+#[derive(Default)]
+struct Dispatcher {
+    consumers: Vec<&'static str>,
+    recently_joined: Vec<(&'static str, Position)>,
+}
+
+/// Scenario 3: a reset racing a consumer reconnect, step by step as in the proposal. Returns the
+/// cursor's read position and the recently-joined consumers at the end.
+fn scenario_reset_vs_reconnect(two_phase: bool) -> (Position, Vec<(&'static str, Position)>) {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig::default());
+    let ps = publish(&ml, 10);
+    let c = ml.open_cursor("ks", StartAt::Earliest, true).unwrap();
+    c.mark_delete(ps[2]).unwrap();
+    read_all(&c, 10);
+    let mut d = Dispatcher {
+        consumers: vec!["consumer_0"],
+        ..Default::default()
+    };
+    let reset_to = ps[0];
+    // 1. reset begins: disconnect all consumers (and, two-phase, mark the cursor modified).
+    if two_phase {
+        c.start_increase_epoch(reset_to).unwrap();
+    }
+    d.consumers.clear();
+    d.recently_joined.clear();
+    // 2-6. the reconnect: add consumer_1, rewind, add consumer_2 as recently joined.
+    let reconnect = |d: &mut Dispatcher| -> Result<(), Error> {
+        c.rewind()?;
+        d.consumers.push("consumer_1");
+        d.consumers.push("consumer_2");
+        d.recently_joined.push(("consumer_2", c.read_position()?));
+        Ok(())
+    };
+    let deferred = reconnect(&mut d).is_err();
+    // 7. reset sets the read position (one phase) or ends its increase (two phases).
+    if two_phase {
+        c.end_increase_epoch().unwrap();
+    } else {
+        c.seek(reset_to).unwrap();
+    }
+    if deferred {
+        reconnect(&mut d).unwrap();
+    }
+    (c.read_position().unwrap(), d.recently_joined)
+}
+
+#[test]
+fn race_3_reset_against_a_consumer_reconnect() {
+    let (read, joined) = scenario_reset_vs_reconnect(false);
+    assert!(
+        joined.iter().any(|(_, max)| *max > read),
+        "one phase: consumer_2 waits for {joined:?} beyond read position {read}"
+    );
+    let (read, joined) = scenario_reset_vs_reconnect(true);
+    assert!(
+        joined.iter().all(|(_, max)| *max == read),
+        "two phases: the dispatcher agrees with the cursor"
+    );
+}
