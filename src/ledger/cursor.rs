@@ -157,7 +157,7 @@ impl CursorState {
 
     pub fn stats(&self, layout: &Layout) -> CursorStats {
         CursorStats {
-            read_position: self.read_position,
+            read_position: layout.normalize(self.read_position),
             mark_delete_position: self.mark_delete,
             backlog: self.backlog(layout),
             active: self.active,

@@ -869,8 +869,10 @@ impl ManagedCursor {
         self.ledger.with_cursor(self.id, |c, l| Ok(c.stats(l)))
     }
 
+    /// The next entry a sequential read returns (or, at the end, where the next append goes).
     pub fn read_position(&self) -> Result<Position> {
-        self.ledger.with_cursor(self.id, |c, _| Ok(c.read_position))
+        self.ledger
+            .with_cursor(self.id, |c, layout| Ok(layout.normalize(c.read_position)))
     }
 
     pub fn mark_delete_position(&self) -> Result<Position> {

@@ -1,81 +1,22 @@
 use super::clock::clock_arg;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
+use super::payload::{payload_arg, payload_to_py};
 use super::position::PyPosition;
-use crate::entry::{CachedEntry, Payload, PayloadBuffer};
+use crate::entry::CachedEntry;
 use crate::manager::{EntryCache, EntryCacheManager};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
-use std::any::Any;
+use pyo3::types::PyDict;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// A Python `bytes` object used as a payload without copying. `bytes` are immutable and their
-/// buffer lives as long as the object, which this holds.
-struct PythonBytes {
-    object: Py<PyBytes>,
-    ptr: *const u8,
-    len: usize,
-}
-
-// SAFETY: the pointer is into an immutable `bytes` object kept alive by `object`; reading it needs
-// no GIL, and `Py` defers its decref when dropped without the GIL.
-unsafe impl Send for PythonBytes {}
-unsafe impl Sync for PythonBytes {}
-
-impl PayloadBuffer for PythonBytes {
-    fn as_slice(&self) -> &[u8] {
-        // SAFETY: see the Send/Sync note above.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-/// `bytes` are shared; other buffers (bytearray, memoryview, pyarrow.Buffer) are copied once into a
-/// `bytes`, since their contents could change and their exporter needs the GIL to be released.
-fn payload_arg(data: &Bound<'_, PyAny>) -> PyResult<Payload> {
-    let py = data.py();
-    let bytes = match data.cast::<PyBytes>() {
-        Ok(b) => b.clone(),
-        Err(_) => {
-            // memoryview() accepts exactly the objects that export a buffer.
-            let view = py.import("builtins")?.getattr("memoryview")?.call1((data,)).map_err(|_| {
-                let type_name = data.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-                pyo3::exceptions::PyTypeError::new_err(format!(
-                    "data must be bytes-like (bytes, bytearray, memoryview, pyarrow.Buffer), not {type_name}"
-                ))
-            })?;
-            view.call_method0("tobytes")?.cast_into::<PyBytes>()?
-        }
-    };
-    let slice = bytes.as_bytes();
-    if slice.is_empty() {
-        return Ok(Payload::empty());
-    }
-    let (ptr, len) = (slice.as_ptr(), slice.len());
-    Ok(Payload::new(PythonBytes {
-        object: bytes.unbind(),
-        ptr,
-        len,
-    }))
-}
-
-fn payload_to_py(py: Python<'_>, payload: &Payload) -> Py<PyAny> {
-    match payload.buffer::<PythonBytes>() {
-        Some(b) => b.object.clone_ref(py).into_any(),
-        None => PyBytes::new(py, payload.as_slice()).into_any().unbind(),
-    }
-}
 
 /// EntryCacheManager(config, clock=None, background_eviction=False): the broker-wide cache.
 ///
 /// One size budget and one FIFO removal queue for the entry caches of all managed ledgers.
 #[pyclass(name = "EntryCacheManager", module = "ledgercache", frozen)]
 pub struct PyEntryCacheManager {
-    inner: Arc<EntryCacheManager>,
+    pub(super) inner: Arc<EntryCacheManager>,
     config: PyCacheConfig,
     /// The Python wrapper of each cache, so `get_cache` returns the same object for a name.
     wrappers: Mutex<HashMap<String, Py<PyEntryCache>>>,
@@ -103,7 +44,7 @@ impl PyEntryCacheManager {
     }
 
     /// The cache of the managed ledger `name`, created on first use (the same object for a name).
-    fn get_cache(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyEntryCache>> {
+    pub(super) fn get_cache(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyEntryCache>> {
         let mut wrappers = self.wrappers.lock();
         if let Some(w) = wrappers.get(name) {
             return Ok(w.clone_ref(py));
@@ -203,7 +144,10 @@ pub struct PyEntryCache {
     inner: Arc<EntryCache>,
 }
 
-fn entries_to_py(py: Python<'_>, entries: Vec<CachedEntry>) -> PyResult<Vec<Py<PyCachedEntry>>> {
+pub(super) fn entries_to_py(
+    py: Python<'_>,
+    entries: Vec<CachedEntry>,
+) -> PyResult<Vec<Py<PyCachedEntry>>> {
     entries
         .into_iter()
         .map(|e| Py::new(py, PyCachedEntry { inner: e }))
@@ -331,7 +275,7 @@ impl PyEntryCache {
 /// expected read, once; dropping it without releasing consumes nothing.
 #[pyclass(name = "CachedEntry", module = "ledgercache", frozen)]
 pub struct PyCachedEntry {
-    inner: CachedEntry,
+    pub(super) inner: CachedEntry,
 }
 
 #[pymethods]

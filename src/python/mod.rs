@@ -6,7 +6,10 @@ mod clock;
 mod config;
 mod cursors;
 mod errors;
+mod ledger;
+mod payload;
 mod position;
+mod storage;
 
 use pyo3::prelude::*;
 
@@ -22,5 +25,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cache::PyCachedEntry>()?;
     m.add_class::<cursors::PyActiveCursorContainer>()?;
     m.add_class::<cursors::PySlowestCursorHeap>()?;
+    m.add_class::<storage::PyStorage>()?;
+    m.add_class::<storage::PyMemoryStorage>()?;
+    m.add_class::<storage::PyFileStorage>()?;
+    m.add_class::<storage::PyCallableStorage>()?;
+    m.add_class::<ledger::PyManagedLedger>()?;
+    m.add_class::<ledger::PyManagedCursor>()?;
+    m.add_class::<ledger::PyReadHandle>()?;
     Ok(())
 }

@@ -1,0 +1,71 @@
+//! Payloads crossing the boundary: Python `bytes` are shared with the cache without copying, and
+//! come back out as the same object.
+
+use crate::entry::{Payload, PayloadBuffer};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::any::Any;
+
+/// A Python `bytes` object used as a payload without copying. `bytes` are immutable and their
+/// buffer lives as long as the object, which this holds.
+pub struct PythonBytes {
+    object: Py<PyBytes>,
+    ptr: *const u8,
+    len: usize,
+}
+
+// SAFETY: the pointer is into an immutable `bytes` object kept alive by `object`; reading it needs
+// no GIL, and `Py` defers its decref when dropped without the GIL.
+unsafe impl Send for PythonBytes {}
+unsafe impl Sync for PythonBytes {}
+
+impl PayloadBuffer for PythonBytes {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: see the Send/Sync note above.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// `bytes` are shared; other buffers (bytearray, memoryview, pyarrow.Buffer) are copied once into a
+/// `bytes`, since their contents could change and their exporter needs the GIL to be released.
+pub fn payload_arg(data: &Bound<'_, PyAny>) -> PyResult<Payload> {
+    let py = data.py();
+    let bytes = match data.cast::<PyBytes>() {
+        Ok(b) => b.clone(),
+        Err(_) => {
+            // memoryview() accepts exactly the objects that export a buffer.
+            let view = py.import("builtins")?.getattr("memoryview")?.call1((data,)).map_err(|_| {
+                let type_name = data.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "data must be bytes-like (bytes, bytearray, memoryview, pyarrow.Buffer), not {type_name}"
+                ))
+            })?;
+            view.call_method0("tobytes")?.cast_into::<PyBytes>()?
+        }
+    };
+    Ok(shared_bytes(bytes))
+}
+
+/// A payload that shares a `bytes` object's buffer.
+pub fn shared_bytes(bytes: Bound<'_, PyBytes>) -> Payload {
+    let slice = bytes.as_bytes();
+    if slice.is_empty() {
+        return Payload::empty();
+    }
+    let (ptr, len) = (slice.as_ptr(), slice.len());
+    Payload::new(PythonBytes {
+        object: bytes.unbind(),
+        ptr,
+        len,
+    })
+}
+
+pub fn payload_to_py(py: Python<'_>, payload: &Payload) -> Py<PyAny> {
+    match payload.buffer::<PythonBytes>() {
+        Some(b) => b.object.clone_ref(py).into_any(),
+        None => PyBytes::new(py, payload.as_slice()).into_any().unbind(),
+    }
+}

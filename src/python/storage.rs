@@ -1,0 +1,180 @@
+//! Storage classes: `Storage` (the base), `MemoryStorage`, `FileStorage`, and `CallableStorage`,
+//! which reads from a user's own store through a Python function.
+
+use super::errors::IntoPyResult;
+use super::payload::shared_bytes;
+use crate::entry::Payload;
+use crate::error::{Error, Result};
+use crate::storage::{FileStorage, MemoryStorage, Storage, StorageHandle};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Base class of the stores a ``ManagedLedger`` reads from and writes to; counts storage reads.
+#[pyclass(name = "Storage", module = "ledgercache", subclass, frozen)]
+pub struct PyStorage {
+    pub(super) handle: StorageHandle,
+}
+
+impl PyStorage {
+    fn of(store: impl Storage + 'static) -> Self {
+        PyStorage {
+            handle: StorageHandle::new(Arc::new(store)),
+        }
+    }
+}
+
+#[pymethods]
+impl PyStorage {
+    /// Reads served so far: read_ops, read_entries, read_bytes, appends, appended_bytes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.handle.stats().fields() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Ledgers of managed ledger `owner`, oldest first, as (ledger_id, entries).
+    fn ledgers(&self, py: Python<'_>, owner: &str) -> PyResult<Vec<(i64, u64)>> {
+        py.detach(|| self.handle.ledgers(owner)).py_err(py)
+    }
+
+    /// Entries first..=last of a ledger (counted as one storage read).
+    fn read(
+        &self,
+        py: Python<'_>,
+        ledger_id: i64,
+        first: i64,
+        last: i64,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let entries = py
+            .detach(|| self.handle.read(ledger_id, first, last))
+            .py_err(py)?;
+        Ok(entries
+            .iter()
+            .map(|p| super::payload::payload_to_py(py, p))
+            .collect())
+    }
+
+    fn __repr__(&self) -> String {
+        self.handle.store().describe()
+    }
+}
+
+/// MemoryStorage(): ledgers kept in memory.
+#[pyclass(name = "MemoryStorage", module = "ledgercache", extends = PyStorage, frozen)]
+pub struct PyMemoryStorage;
+
+#[pymethods]
+impl PyMemoryStorage {
+    #[new]
+    fn new() -> PyClassInitializer<Self> {
+        PyClassInitializer::from(PyStorage::of(MemoryStorage::new())).add_subclass(PyMemoryStorage)
+    }
+}
+
+/// FileStorage(path): ledgers persisted as segment files under `path` (created if missing);
+/// reopening the same directory resumes them.
+#[pyclass(name = "FileStorage", module = "ledgercache", extends = PyStorage, frozen)]
+pub struct PyFileStorage {
+    path: std::path::PathBuf,
+}
+
+#[pymethods]
+impl PyFileStorage {
+    #[new]
+    fn new(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyClassInitializer<Self>> {
+        let store = py.detach(|| FileStorage::open(&path)).py_err(py)?;
+        Ok(PyClassInitializer::from(PyStorage::of(store)).add_subclass(PyFileStorage { path }))
+    }
+
+    #[getter]
+    fn path(&self) -> std::path::PathBuf {
+        self.path.clone()
+    }
+}
+
+/// A read-only store backed by a Python function `load(ledger_id, first_entry, last_entry)` that
+/// returns the entries as a list of bytes.
+struct CallableStore {
+    load: Py<PyAny>,
+    ledgers: HashMap<String, Vec<(i64, u64)>>,
+}
+
+impl Storage for CallableStore {
+    fn create_ledger(&self, _owner: &str) -> Result<i64> {
+        Err(Error::Unsupported(
+            "CallableStorage is read-only: it cannot create ledgers or append".into(),
+        ))
+    }
+
+    fn ledgers(&self, owner: &str) -> Result<Vec<(i64, u64)>> {
+        Ok(self.ledgers.get(owner).cloned().unwrap_or_default())
+    }
+
+    fn append(&self, _ledger_id: i64, _data: &[u8]) -> Result<i64> {
+        Err(Error::Unsupported(
+            "CallableStorage is read-only: it cannot create ledgers or append".into(),
+        ))
+    }
+
+    fn read(&self, ledger_id: i64, first: i64, last: i64) -> Result<Vec<Payload>> {
+        Python::attach(|py| {
+            let out = self.load.call1(py, (ledger_id, first, last)).map_err(|e| {
+                Error::Storage(format!("load({ledger_id}, {first}, {last}) raised {e}"))
+            })?;
+            let list: Vec<Bound<'_, PyBytes>> = out.bind(py).extract().map_err(|_| {
+                Error::Storage(format!(
+                    "load({ledger_id}, {first}, {last}) must return a list of bytes"
+                ))
+            })?;
+            let wanted = (last - first + 1) as usize;
+            if list.len() != wanted {
+                return Err(Error::Storage(format!(
+                    "load({ledger_id}, {first}, {last}) returned {} entries, expected {wanted}",
+                    list.len()
+                )));
+            }
+            Ok(list.into_iter().map(shared_bytes).collect())
+        })
+    }
+
+    fn delete_ledger(&self, _ledger_id: i64) -> Result<()> {
+        Err(Error::Unsupported(
+            "CallableStorage is read-only: it cannot delete ledgers".into(),
+        ))
+    }
+
+    fn describe(&self) -> String {
+        "CallableStorage".into()
+    }
+}
+
+/// CallableStorage(load, ledgers=None): reads a user's own store through
+/// ``load(ledger_id, first_entry, last_entry) -> list[bytes]``. ``ledgers`` maps a managed
+/// ledger's name to its ``[(ledger_id, entry_count), ...]``. Read-only.
+#[pyclass(name = "CallableStorage", module = "ledgercache", extends = PyStorage, frozen)]
+pub struct PyCallableStorage;
+
+#[pymethods]
+impl PyCallableStorage {
+    #[new]
+    #[pyo3(signature = (load, ledgers = None))]
+    fn new(
+        load: Bound<'_, PyAny>,
+        ledgers: Option<HashMap<String, Vec<(i64, u64)>>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        if !load.is_callable() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "load must be callable: load(ledger_id, first, last)",
+            ));
+        }
+        let store = CallableStore {
+            load: load.unbind(),
+            ledgers: ledgers.unwrap_or_default(),
+        };
+        Ok(PyClassInitializer::from(PyStorage::of(store)).add_subclass(PyCallableStorage))
+    }
+}
