@@ -32,9 +32,11 @@ test-rust: ## Rust core tests (no Python needed)
 test-python: build ## Python binding tests
 	$(VPY) -m pytest
 
-bench: build ## Benchmarks: Rust (criterion) and Python call overhead
+bench: build ## Benchmarks: Rust harnesses, Python call overhead, Python vs Rust ledger reads
 	cargo bench --locked --bench cursor_container --bench eviction --bench cache_ops --bench sorted_map
 	$(VPY) benches/python_overhead.py
+	@rust=$$(cargo bench --locked --bench ledger_reads 2>/dev/null | tee /dev/stderr | sed -n 's/.*: \([0-9.]*\) M entries.*/\1/p'); \
+		$(VPY) benches/ledger_reads.py $$rust
 
 lint: $(STAMP) ## cargo fmt/clippy checks
 	cargo fmt --check

@@ -6,13 +6,28 @@ use std::time::{Duration, Instant};
 
 /// Runs `f` `rounds` times and returns the fastest run.
 pub fn best_of<T>(rounds: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
-    let mut best: Option<(Duration, T)> = None;
+    best_by(
+        rounds,
+        |t: &(Duration, T)| t.0,
+        || {
+            let start = Instant::now();
+            let out = f();
+            (start.elapsed(), out)
+        },
+    )
+}
+
+/// Runs `f` `rounds` times and keeps the result with the smallest `key`.
+pub fn best_by<T, K: PartialOrd>(
+    rounds: usize,
+    key: impl Fn(&T) -> K,
+    mut f: impl FnMut() -> T,
+) -> T {
+    let mut best: Option<T> = None;
     for _ in 0..rounds {
-        let start = Instant::now();
         let out = f();
-        let took = start.elapsed();
-        if best.as_ref().is_none_or(|(b, _)| took < *b) {
-            best = Some((took, out));
+        if best.as_ref().is_none_or(|b| key(&out) < key(b)) {
+            best = Some(out);
         }
     }
     best.expect("rounds >= 1")

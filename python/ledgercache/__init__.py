@@ -14,7 +14,7 @@ b'hello'
 
 from __future__ import annotations
 
-from . import errors
+from . import errors, spark
 from ._native import (
     ActiveCursorContainer,
     CacheConfig,
@@ -78,4 +78,5 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "errors",
+    "spark",
 ]

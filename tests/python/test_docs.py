@@ -7,15 +7,24 @@ import re
 import ledgercache
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
 
 
-def test_readme_python_example_runs(capsys):
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+def run_block(block: str, capsys) -> list[str]:
     exec(compile(block, "README.md", "exec"), {})
-    out = capsys.readouterr().out.split("\n")
-    assert out[0] == "b'hello' 2"
-    assert out[1] == "True 1"
+    return capsys.readouterr().out.splitlines()
+
+
+def test_readme_first_example(capsys):
+    assert run_block(BLOCKS[0], capsys) == ["b'hello' 2", "True 1"]
+
+
+def test_readme_topic_life_example_matches_its_script(capsys):
+    script = (ROOT / "examples" / "topic_life.py").read_text()
+    assert BLOCKS[1].strip() in script
+    assert run_block(BLOCKS[1], capsys) == [
+        "hits=5000 misses=1000 storage_reads=2 entries_from_storage=1000 backlog(reporting)=2000"
+    ]
 
 
 def test_package_docstring_examples():

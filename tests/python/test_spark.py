@@ -1,0 +1,62 @@
+"""ledgercache inside PySpark: one cache per worker process, and the fan-out example on local[2]."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import ledgercache as lc
+
+pyspark = pytest.importorskip("pyspark", reason="make venv installs pyspark; this test needs it")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import spark_fanout  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark import cloudpickle
+
+    # The job's functions live in the example module, which workers cannot import: ship them.
+    cloudpickle.register_pickle_by_value(spark_fanout)
+    session = lc.spark.local_session("ledgercache-tests", cores=2)
+    yield session
+    session.stop()
+
+
+def test_executor_cache_is_one_manager_per_process_and_config():
+    a = lc.spark.executor_cache(lc.CacheConfig(cache_size_bytes=1 << 20))
+    assert lc.spark.executor_cache(lc.CacheConfig(cache_size_bytes=1 << 20)) is a
+    assert lc.spark.executor_cache(lc.CacheConfig(cache_size_bytes=2 << 20)) is not a
+    a.get_cache("t").insert(lc.Position(1, 0), b"parent")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child must start with a manager of its own
+        child = lc.spark.executor_cache(lc.CacheConfig(cache_size_bytes=1 << 20))
+        ok = child is not a and child.entry_count == 0
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(r, 1) == b"1"
+    assert a.entry_count == 1
+
+
+def test_executor_storage_is_shared_per_path(tmp_path):
+    s = lc.spark.executor_storage(tmp_path)
+    assert lc.spark.executor_storage(str(tmp_path)) is s
+    assert isinstance(s, lc.FileStorage)
+
+
+def test_second_reader_of_each_partition_is_served_from_the_cache(spark, tmp_path):
+    spark_fanout.write_topics(str(tmp_path), topics=4, entries=1_000)
+    rows = spark_fanout.run_job(spark, str(tmp_path), topics=4)
+    assert len(rows) == 8
+    by_reader = {(r["topic"], r["reader"]): r for r in rows}
+    for t in range(4):
+        first = by_reader[(spark_fanout.topic_name(t), "sub-a")]
+        second = by_reader[(spark_fanout.topic_name(t), "sub-b")]
+        assert first["entries"] == second["entries"] == 1_000
+        assert first["storage_read_entries"] == 1_000 and first["storage_read_ops"] >= 1
+        assert second["storage_read_ops"] == 0, f"{second}"
+        assert first["pid"] == second["pid"] != os.getpid()
