@@ -177,14 +177,13 @@ impl PyManagedLedger {
     }
 
     /// The cursor `name`, or None.
-    fn cursor(&self, name: &str) -> Option<PyManagedCursor> {
-        self.inner
-            .cursor(name)
+    fn cursor(&self, py: Python<'_>, name: &str) -> Option<PyManagedCursor> {
+        py.detach(|| self.inner.cursor(name))
             .map(|inner| PyManagedCursor { inner })
     }
 
-    fn cursor_names(&self) -> Vec<String> {
-        self.inner.cursor_names()
+    fn cursor_names(&self, py: Python<'_>) -> Vec<String> {
+        py.detach(|| self.inner.cursor_names())
     }
 
     /// Deletes a ledger (not the current one); its cached entries are dropped.
@@ -194,27 +193,26 @@ impl PyManagedLedger {
 
     /// (ledger_id, entries, bytes) of each ledger, oldest first.
     #[getter]
-    fn ledgers(&self) -> Vec<(i64, u64, u64)> {
-        self.inner
-            .ledgers()
+    fn ledgers(&self, py: Python<'_>) -> Vec<(i64, u64, u64)> {
+        py.detach(|| self.inner.ledgers())
             .into_iter()
             .map(|l| (l.id, l.entries, l.bytes))
             .collect()
     }
 
     #[getter]
-    fn last_position(&self) -> Option<PyPosition> {
-        self.inner.last_position().map(PyPosition)
+    fn last_position(&self, py: Python<'_>) -> Option<PyPosition> {
+        py.detach(|| self.inner.last_position()).map(PyPosition)
     }
 
     #[getter]
-    fn entry_count(&self) -> u64 {
-        self.inner.entry_count()
+    fn entry_count(&self, py: Python<'_>) -> u64 {
+        py.detach(|| self.inner.entry_count())
     }
 
     #[getter]
-    fn active_cursor_count(&self) -> usize {
-        self.inner.active_cursor_count()
+    fn active_cursor_count(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.inner.active_cursor_count())
     }
 
     /// Storage reads made through this ledger's store: read_ops, read_entries, read_bytes, ...
@@ -232,16 +230,16 @@ impl PyManagedLedger {
     }
 
     #[getter]
-    fn reads_in_flight(&self) -> usize {
-        self.inner.reads_in_flight()
+    fn reads_in_flight(&self, py: Python<'_>) -> usize {
+        py.detach(|| self.inner.reads_in_flight())
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "ManagedLedger({:?}, entries={}, ledgers={})",
             self.inner.name(),
-            self.inner.entry_count(),
-            self.inner.ledgers().len()
+            py.detach(|| self.inner.entry_count()),
+            py.detach(|| self.inner.ledgers()).len()
         )
     }
 }
@@ -339,7 +337,7 @@ impl PyManagedCursor {
 
     #[getter]
     fn active(&self, py: Python<'_>) -> PyResult<bool> {
-        self.inner.is_active().py_err(py)
+        py.detach(|| self.inner.is_active()).py_err(py)
     }
 
     #[setter]
@@ -392,12 +390,12 @@ impl PyManagedCursor {
 
     #[getter]
     fn epoch(&self, py: Python<'_>) -> PyResult<u32> {
-        self.inner.epoch().py_err(py)
+        py.detach(|| self.inner.epoch()).py_err(py)
     }
 
     /// True if a read started at `epoch` would be discarded now.
     fn is_epoch_outdated(&self, py: Python<'_>, epoch: u32) -> PyResult<bool> {
-        self.inner.is_epoch_outdated(epoch).py_err(py)
+        py.detach(|| self.inner.is_epoch_outdated(epoch)).py_err(py)
     }
 
     /// Sets the read position if the epoch is still `expected_epoch`; returns whether it did.
@@ -413,32 +411,36 @@ impl PyManagedCursor {
 
     #[getter]
     fn read_position(&self, py: Python<'_>) -> PyResult<PyPosition> {
-        self.inner.read_position().py_err(py).map(PyPosition)
+        py.detach(|| self.inner.read_position())
+            .py_err(py)
+            .map(PyPosition)
     }
 
     #[getter]
     fn mark_delete_position(&self, py: Python<'_>) -> PyResult<PyPosition> {
-        self.inner.mark_delete_position().py_err(py).map(PyPosition)
+        py.detach(|| self.inner.mark_delete_position())
+            .py_err(py)
+            .map(PyPosition)
     }
 
     #[getter]
     fn backlog(&self, py: Python<'_>) -> PyResult<u64> {
-        self.inner.backlog().py_err(py)
+        py.detach(|| self.inner.backlog()).py_err(py)
     }
 
     /// Active cursors at or before this one (PIP-430 mode).
-    fn count_at_or_before(&self) -> u32 {
-        self.inner.count_at_or_before()
+    fn count_at_or_before(&self, py: Python<'_>) -> u32 {
+        py.detach(|| self.inner.count_at_or_before())
     }
 
     /// Positions, backlog, activity, epoch and delivery counters.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.inner.stats().py_err(py)?;
+        let s = py.detach(|| self.inner.stats()).py_err(py)?;
         stats_dict(py, &s)
     }
 
-    fn __repr__(&self) -> String {
-        match self.inner.read_position() {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match py.detach(|| self.inner.read_position()) {
             Ok(p) => format!(
                 "ManagedCursor({:?}, read_position=Position({}, {}))",
                 self.inner.name(),
@@ -488,20 +490,20 @@ impl PyReadHandle {
 #[pymethods]
 impl PyReadHandle {
     #[getter]
-    fn done(&self) -> bool {
-        self.settle()
+    fn done(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.settle())
     }
 
     /// True if the read finished but was discarded (its cursor's epoch moved on).
     #[getter]
-    fn discarded(&self) -> bool {
-        self.settle() && matches!(*self.taken.lock(), Some(Ok(None)))
+    fn discarded(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.settle()) && matches!(*self.taken.lock(), Some(Ok(None)))
     }
 
     /// The delivered entries. Raises if the read failed, or if it has not finished yet (advance the
     /// clock and call ``ManagedLedger.poll()``).
     fn result(&self, py: Python<'_>) -> PyResult<Vec<Py<PyCachedEntry>>> {
-        if !self.settle() {
+        if !py.detach(|| self.settle()) {
             return Err(raise(
                 py,
                 "LedgerCacheError",

@@ -163,3 +163,34 @@ def test_legacy_mode_from_python(world):
     assert len(ml.cache) == 10
     c2.read_data(10)
     assert len(ml.cache) == 0
+
+
+def test_python_loader_and_other_threads_do_not_deadlock(world):
+    import threading
+    import time
+
+    _, manager = world
+
+    def slow_load(ledger_id, first, last):
+        time.sleep(0.002)  # holds the ledger's lock while Python runs: other threads must wait, not hang
+        return [b"x"] * (last - first + 1)
+
+    ml = lc.ManagedLedger("t", manager, lc.CallableStorage(slow_load, {"t": [(1, 2_000)]}))
+    done = threading.Event()
+
+    def reader():
+        c = ml.open_cursor("reader", start="earliest", active=False)
+        while c.read_data(100):
+            pass
+        done.set()
+
+    def poker():
+        while not done.is_set():
+            ml.entry_count, ml.ledgers, ml.cursor_names(), repr(ml)
+
+    threads = [threading.Thread(target=reader), threading.Thread(target=poker)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert done.is_set() and not any(t.is_alive() for t in threads)
