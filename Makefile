@@ -42,8 +42,10 @@ lint: $(STAMP) ## cargo fmt/clippy checks
 	cargo fmt --check
 	cargo clippy --all-targets --features python -- -D warnings
 
-demo: build ## Show the cache at work on a small example
+demo: build ## The cache at work: PIP-430 vs FIFO on one topic, then a PySpark fan-out job on local Spark
 	$(VPY) examples/demo.py
+	@echo
+	$(VPY) examples/spark_fanout.py
 
 clean: ## Remove build outputs and .venv
 	cargo clean

@@ -76,6 +76,7 @@ def local_session(app_name: str = "ledgercache", cores: int | str = "*", **conf:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app_name)
