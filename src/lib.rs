@@ -15,6 +15,7 @@ pub mod position_index;
 mod range_cache;
 pub mod read_count;
 pub mod removal_queue;
+pub mod replay;
 pub mod stats;
 pub mod storage;
 

@@ -18,7 +18,7 @@
 //! reader (or mark-delete position) as cursors move.
 
 mod cursor;
-mod layout;
+pub(crate) mod layout;
 
 pub use cursor::CursorStats;
 pub use layout::LedgerInfo;

@@ -1,0 +1,506 @@
+//! The replay engine: one broker's events through per-topic ledgers and cursors, with a cache
+//! strategy deciding what stays in memory, on a clock driven by the trace's timestamps.
+//!
+//! Storage is simulated: it holds no payloads, only each entry's size while some cursor may still
+//! read it (entries behind every cursor are forgotten, and a later seek back reads them at the
+//! ledger's mean size), so memory follows the cache and the cursors, not the trace length.
+
+use super::strategy::{CacheStrategy, EntryKey, FutureReads};
+use super::trace::{Event, Names, Op};
+use crate::cursors::active::ActiveCursorContainer;
+use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
+use crate::ledger::layout::{Layout, LedgerInfo};
+use crate::position::Position;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Entry sizes of one ledger from `first` on.
+#[derive(Debug, Default)]
+struct Sizes {
+    first: i64,
+    sizes: VecDeque<u32>,
+    total_bytes: u64,
+    total_entries: u64,
+}
+
+impl Sizes {
+    fn get(&self, entry: i64) -> u32 {
+        let i = entry - self.first;
+        if i >= 0 && (i as usize) < self.sizes.len() {
+            self.sizes[i as usize]
+        } else {
+            self.total_bytes
+                .checked_div(self.total_entries)
+                .unwrap_or(0) as u32
+        }
+    }
+
+    fn forget_before(&mut self, entry: i64) {
+        while self.first < entry && self.sizes.pop_front().is_some() {
+            self.first += 1;
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Cursor {
+    read_position: Position,
+    active: bool,
+    replay: BTreeSet<Position>,
+}
+
+#[derive(Default)]
+struct Topic {
+    layout: Layout,
+    sizes: BTreeMap<i64, Sizes>,
+    cursors: FastMap<u32, Cursor>,
+    active: ActiveCursorContainer<u32>,
+    active_count: u32,
+    last_active_left_ns: Option<u64>,
+}
+
+impl Topic {
+    fn size_of(&self, p: Position) -> u32 {
+        self.sizes
+            .get(&p.ledger_id)
+            .map_or(0, |s| s.get(p.entry_id))
+    }
+
+    fn slowest_reader(&mut self) -> Option<Position> {
+        self.active.slowest_position()
+    }
+
+    /// Drops sizes no cursor will read again (unless it seeks back).
+    fn forget_read_entries(&mut self) {
+        let Some(low) = self
+            .cursors
+            .values()
+            .map(|c| {
+                c.replay
+                    .iter()
+                    .next()
+                    .copied()
+                    .unwrap_or(c.read_position)
+                    .min(c.read_position)
+            })
+            .min()
+        else {
+            return;
+        };
+        for (&ledger, sizes) in self.sizes.iter_mut() {
+            if ledger < low.ledger_id {
+                sizes.forget_before(i64::MAX);
+            } else if ledger == low.ledger_id {
+                sizes.forget_before(low.entry_id);
+            }
+        }
+    }
+}
+
+/// What a replay measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayMetrics {
+    pub events: u64,
+    pub entries_read: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub storage_read_ops: u64,
+    pub storage_read_bytes: u64,
+    pub published_entries: u64,
+    pub published_bytes: u64,
+    pub evicted_entries: u64,
+    pub requeues: u64,
+    pub peak_cache_bytes: u64,
+    pub out_of_order_deliveries: u64,
+    /// (second of trace time, cache bytes at its end, reads, hits in it).
+    pub per_second: Vec<(i64, u64, u64, u64)>,
+}
+
+impl ReplayMetrics {
+    pub fn hit_ratio(&self) -> f64 {
+        if self.entries_read == 0 {
+            0.0
+        } else {
+            self.hits as f64 / self.entries_read as f64
+        }
+    }
+}
+
+pub struct Replayer {
+    strategy: Box<dyn CacheStrategy>,
+    topics: Vec<Topic>,
+    /// Records the read stream (for Belady's first pass).
+    recorder: Option<FutureReads>,
+    eviction_interval_ns: u64,
+    grace_ns: u64,
+    next_tick_ns: Option<u64>,
+    origin_us: Option<i64>,
+    metrics: ReplayMetrics,
+    /// The trace second in progress: (second, reads, hits).
+    second: Option<(i64, u64, u64)>,
+    publishes_since_forget: u32,
+}
+
+impl Replayer {
+    pub fn new(
+        strategy: Box<dyn CacheStrategy>,
+        eviction_interval_ms: u64,
+        continue_caching_ms: u64,
+    ) -> Self {
+        Replayer {
+            strategy,
+            topics: Vec::new(),
+            recorder: None,
+            eviction_interval_ns: eviction_interval_ms.max(1) * 1_000_000,
+            grace_ns: continue_caching_ms * 1_000_000,
+            next_tick_ns: None,
+            origin_us: None,
+            metrics: ReplayMetrics::default(),
+            second: None,
+            publishes_since_forget: 0,
+        }
+    }
+
+    /// Records every read (for [`super::strategy::Belady`]'s future).
+    pub fn recording(mut self) -> Self {
+        self.recorder = Some(FutureReads::default());
+        self
+    }
+
+    pub fn take_recording(&mut self) -> Option<FutureReads> {
+        self.recorder.take()
+    }
+
+    fn topic(&mut self, id: u32) -> &mut Topic {
+        while self.topics.len() <= id as usize {
+            self.topics.push(Topic::default());
+        }
+        &mut self.topics[id as usize]
+    }
+
+    fn now_ns(&self, ts_us: i64) -> u64 {
+        (ts_us - self.origin_us.unwrap_or(ts_us)).max(0) as u64 * 1_000
+    }
+
+    /// Runs the periodic eviction for every interval boundary up to `now`.
+    fn advance(&mut self, now: u64) {
+        let next = self.next_tick_ns.get_or_insert(self.eviction_interval_ns);
+        while *next <= now {
+            let at = *next;
+            *next += self.eviction_interval_ns;
+            self.strategy.tick(at);
+        }
+        let cached = self.strategy.cached_bytes();
+        self.metrics.peak_cache_bytes = self.metrics.peak_cache_bytes.max(cached);
+    }
+
+    fn roll_second(&mut self, ts_us: i64) {
+        let sec = ts_us.div_euclid(1_000_000);
+        match self.second {
+            Some((s, _, _)) if s == sec => {}
+            Some((s, reads, hits)) => {
+                self.metrics
+                    .per_second
+                    .push((s, self.strategy.cached_bytes(), reads, hits));
+                self.second = Some((sec, 0, 0));
+            }
+            None => self.second = Some((sec, 0, 0)),
+        }
+    }
+
+    /// Replays events in order.
+    pub fn run(&mut self, events: &[Event], names: &Names) -> Result<()> {
+        for e in events {
+            self.origin_us.get_or_insert(e.ts_us);
+            let now = self.now_ns(e.ts_us);
+            self.roll_second(e.ts_us);
+            self.advance(now);
+            self.apply(e, now, names)?;
+            self.metrics.events += 1;
+        }
+        Ok(())
+    }
+
+    fn unknown_cursor(e: &Event, names: &Names) -> Error {
+        let cursor = names
+            .cursors
+            .get(e.cursor as usize)
+            .map(|c| c.1.as_str())
+            .unwrap_or("?");
+        Error::invalid(
+            "trace",
+            format!(
+                "row {}: {:?} on cursor {cursor:?}, which was never opened",
+                e.row,
+                op_name(e.op)
+            ),
+        )
+    }
+
+    fn apply(&mut self, e: &Event, now: u64, names: &Names) -> Result<()> {
+        let grace_ns = self.grace_ns;
+        match e.op {
+            Op::Add => {
+                let p = e.position.expect("checked by the decoder");
+                let t = self.topic(e.topic);
+                match t.layout.ledgers.last_mut() {
+                    Some(l) if l.id == p.ledger_id => {
+                        l.entries = l.entries.max(p.entry_id as u64 + 1);
+                        l.bytes += e.size as u64;
+                    }
+                    Some(l) if l.id > p.ledger_id => {
+                        return Err(Error::invalid(
+                            "trace",
+                            format!(
+                                "row {}: add to ledger {} after ledger {}",
+                                e.row, p.ledger_id, l.id
+                            ),
+                        ))
+                    }
+                    _ => t.layout.ledgers.push(LedgerInfo {
+                        id: p.ledger_id,
+                        entries: p.entry_id as u64 + 1,
+                        bytes: e.size as u64,
+                    }),
+                }
+                let sizes = t.sizes.entry(p.ledger_id).or_insert_with(|| Sizes {
+                    first: p.entry_id,
+                    ..Default::default()
+                });
+                while sizes.first + (sizes.sizes.len() as i64) < p.entry_id {
+                    sizes.sizes.push_back(0);
+                }
+                if sizes.first + sizes.sizes.len() as i64 == p.entry_id {
+                    sizes.sizes.push_back(e.size);
+                }
+                sizes.total_bytes += e.size as u64;
+                sizes.total_entries += 1;
+                let active = t.active_count;
+                let grace = t
+                    .last_active_left_ns
+                    .is_some_and(|left| now.saturating_sub(left) < grace_ns);
+                self.strategy.on_publish(
+                    now,
+                    EntryKey {
+                        topic: e.topic,
+                        position: p,
+                    },
+                    e.size,
+                    active,
+                    grace,
+                );
+                self.metrics.published_entries += 1;
+                self.metrics.published_bytes += e.size as u64;
+                self.publishes_since_forget += 1;
+                if self.publishes_since_forget >= 4096 {
+                    self.publishes_since_forget = 0;
+                    for t in &mut self.topics {
+                        t.forget_read_entries();
+                    }
+                }
+            }
+            Op::Open => {
+                let t = self.topic(e.topic);
+                let start = match e.position {
+                    Some(p) => t.layout.normalize(p),
+                    None => t.layout.end(),
+                };
+                let c = t.cursors.entry(e.cursor).or_insert(Cursor {
+                    read_position: start,
+                    active: false,
+                    replay: BTreeSet::new(),
+                });
+                if e.position.is_some() {
+                    c.read_position = start;
+                }
+                if !c.active {
+                    c.active = true;
+                    t.active_count += 1;
+                }
+                let p = c.read_position;
+                t.active.add(e.cursor, Some(p));
+                self.slowest_moved(e.topic);
+            }
+            Op::Close => {
+                let t = self.topic(e.topic);
+                let c = t
+                    .cursors
+                    .get_mut(&e.cursor)
+                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                if c.active {
+                    c.active = false;
+                    t.active_count -= 1;
+                    if t.active_count == 0 {
+                        t.last_active_left_ns = Some(now);
+                    }
+                    t.active.update(&e.cursor, None);
+                }
+                self.slowest_moved(e.topic);
+            }
+            Op::Read => {
+                let t = self.topic(e.topic);
+                let c = t
+                    .cursors
+                    .get(&e.cursor)
+                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                let runs = t.layout.runs_from(c.read_position, e.count as u64);
+                let mut last = None;
+                for (ledger, first, end) in runs {
+                    self.read_run(e.topic, e.cursor, ledger, first, end, now);
+                    last = Some(Position::new(ledger, end));
+                }
+                if let Some(last) = last {
+                    let t = self.topic(e.topic);
+                    let next = t.layout.next_after(last);
+                    let c = t.cursors.get_mut(&e.cursor).expect("checked above");
+                    c.read_position = next;
+                    if c.active {
+                        t.active.update(&e.cursor, Some(next));
+                    }
+                    self.slowest_moved(e.topic);
+                }
+            }
+            Op::Replay => {
+                let p = e.position.expect("checked by the decoder");
+                let t = self.topic(e.topic);
+                let c = t
+                    .cursors
+                    .get_mut(&e.cursor)
+                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                c.replay.remove(&p);
+                if t.layout.contains(p) {
+                    self.read_run(e.topic, e.cursor, p.ledger_id, p.entry_id, p.entry_id, now);
+                }
+            }
+            Op::Redeliver => {
+                let p = e.position.expect("checked by the decoder");
+                let t = self.topic(e.topic);
+                let c = t
+                    .cursors
+                    .get_mut(&e.cursor)
+                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                if c.replay.insert(p) {
+                    self.strategy.on_redeliver(EntryKey {
+                        topic: e.topic,
+                        position: p,
+                    });
+                }
+            }
+            Op::Ack => {
+                let p = e.position.expect("checked by the decoder");
+                let t = self.topic(e.topic);
+                let c = t
+                    .cursors
+                    .get_mut(&e.cursor)
+                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                c.replay = c
+                    .replay
+                    .split_off(&Position::new(p.ledger_id, p.entry_id.saturating_add(1)));
+            }
+            Op::Seek => {
+                let p = e.position.expect("checked by the decoder");
+                let t = self.topic(e.topic);
+                let start = t.layout.normalize(p);
+                let c = t
+                    .cursors
+                    .get_mut(&e.cursor)
+                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                c.read_position = start;
+                c.replay.clear();
+                if c.active {
+                    t.active.update(&e.cursor, Some(start));
+                }
+                self.slowest_moved(e.topic);
+            }
+            Op::Delete => {
+                let ledger = e.position.expect("checked by the decoder").ledger_id;
+                let t = self.topic(e.topic);
+                t.layout.ledgers.retain(|l| l.id != ledger);
+                t.sizes.remove(&ledger);
+                let layout = t.layout.clone();
+                for c in t.cursors.values_mut() {
+                    c.read_position = layout.normalize(c.read_position);
+                    c.replay.retain(|p| p.ledger_id != ledger);
+                }
+                let updates: Vec<(u32, Position)> = t
+                    .cursors
+                    .iter()
+                    .filter(|(_, c)| c.active)
+                    .map(|(id, c)| (*id, c.read_position))
+                    .collect();
+                for (id, p) in updates {
+                    t.active.update(&id, Some(p));
+                }
+                self.strategy.on_ledger_deleted(e.topic, ledger);
+                self.slowest_moved(e.topic);
+            }
+        }
+        Ok(())
+    }
+
+    fn slowest_moved(&mut self, topic: u32) {
+        let slowest = self.topic(topic).slowest_reader();
+        self.strategy.on_slowest_reader(topic, slowest);
+    }
+
+    /// One cursor reads `first..=end` of a ledger: hits from the cache, each contiguous run of
+    /// misses one storage read.
+    fn read_run(&mut self, topic: u32, cursor: u32, ledger: i64, first: i64, end: i64, now: u64) {
+        let mut miss_run: Vec<(EntryKey, u32)> = Vec::new();
+        for entry in first..=end {
+            let key = EntryKey {
+                topic,
+                position: Position::new(ledger, entry),
+            };
+            if let Some(r) = &mut self.recorder {
+                r.record(key);
+            }
+            self.metrics.entries_read += 1;
+            let hit = self.strategy.read(now, key);
+            if let Some((_, reads, hits)) = &mut self.second {
+                *reads += 1;
+                *hits += hit as u64;
+            }
+            if hit {
+                self.metrics.hits += 1;
+                self.flush_misses(topic, cursor, &mut miss_run, now);
+            } else {
+                self.metrics.misses += 1;
+                let size = self.topics[topic as usize].size_of(key.position);
+                miss_run.push((key, size));
+            }
+        }
+        self.flush_misses(topic, cursor, &mut miss_run, now);
+    }
+
+    fn flush_misses(&mut self, topic: u32, cursor: u32, run: &mut Vec<(EntryKey, u32)>, now: u64) {
+        if run.is_empty() {
+            return;
+        }
+        self.metrics.storage_read_ops += 1;
+        let at_or_before = self.topics[topic as usize]
+            .active
+            .count_at_or_before(&cursor);
+        for (key, size) in run.drain(..) {
+            self.metrics.storage_read_bytes += size as u64;
+            self.strategy.on_storage_read(now, key, size, at_or_before);
+        }
+    }
+
+    /// Ends the replay and returns its measurements.
+    pub fn finish(mut self) -> ReplayMetrics {
+        if let Some((s, reads, hits)) = self.second.take() {
+            self.metrics
+                .per_second
+                .push((s, self.strategy.cached_bytes(), reads, hits));
+        }
+        let c = self.strategy.counters();
+        self.metrics.evicted_entries = c.evicted_entries;
+        self.metrics.requeues = c.requeues;
+        self.metrics
+    }
+}
+
+fn op_name(op: Op) -> &'static str {
+    Op::NAMES[op as usize]
+}

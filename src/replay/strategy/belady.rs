@@ -1,0 +1,152 @@
+//! Belady's offline optimum for the read stream: when room is needed, drop the cached entry whose
+//! next read is farthest in the future (or never), the incoming one included. It needs the whole
+//! future, so the engine first records the read stream ([`FutureReads`]) and then replays again.
+//! Optimal in hits for uniform sizes; an upper bound to compare the online designs against.
+
+use super::{CacheStrategy, EntryKey, StrategyCounters};
+use crate::fast_hash::FastMap;
+use std::collections::{BTreeSet, VecDeque};
+
+/// For every entry, the indices (in the read stream) at which it is read.
+#[derive(Debug, Default, Clone)]
+pub struct FutureReads {
+    reads: FastMap<EntryKey, VecDeque<u64>>,
+    total: u64,
+}
+
+impl FutureReads {
+    pub fn record(&mut self, key: EntryKey) {
+        self.reads.entry(key).or_default().push_back(self.total);
+        self.total += 1;
+    }
+
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
+const NEVER: u64 = u64::MAX;
+
+pub struct Belady {
+    capacity: u64,
+    used: u64,
+    future: FutureReads,
+    /// Reads served so far: the index of the next read.
+    clock: u64,
+    cached: FastMap<EntryKey, (u32, u64)>,
+    by_next_use: BTreeSet<(u64, EntryKey)>,
+    counters: StrategyCounters,
+}
+
+impl Belady {
+    pub fn new(capacity: u64, future: FutureReads) -> Self {
+        Belady {
+            capacity,
+            used: 0,
+            future,
+            clock: 0,
+            cached: FastMap::default(),
+            by_next_use: BTreeSet::new(),
+            counters: StrategyCounters::default(),
+        }
+    }
+
+    fn next_use(&self, key: &EntryKey) -> u64 {
+        self.future
+            .reads
+            .get(key)
+            .and_then(|q| q.front().copied())
+            .unwrap_or(NEVER)
+    }
+
+    fn admit(&mut self, key: EntryKey, size: u32) {
+        if self.cached.contains_key(&key) || size as u64 > self.capacity {
+            return;
+        }
+        let next = self.next_use(&key);
+        if next == NEVER {
+            return; // never read again: caching it can only displace something useful
+        }
+        self.by_next_use.insert((next, key));
+        self.cached.insert(key, (size, next));
+        self.used += size as u64;
+        while self.used > self.capacity {
+            let &(_, victim) = self
+                .by_next_use
+                .iter()
+                .next_back()
+                .expect("over capacity means non-empty");
+            self.evict(victim);
+            if victim != key {
+                self.counters.evicted_entries += 1;
+            }
+        }
+    }
+
+    fn evict(&mut self, key: EntryKey) {
+        if let Some((size, next)) = self.cached.remove(&key) {
+            self.by_next_use.remove(&(next, key));
+            self.used -= size as u64;
+        }
+    }
+}
+
+impl CacheStrategy for Belady {
+    fn on_publish(&mut self, _now: u64, key: EntryKey, size: u32, _active: u32, _grace: bool) {
+        self.admit(key, size);
+    }
+
+    fn read(&mut self, _now: u64, key: EntryKey) -> bool {
+        self.clock += 1;
+        if let Some(q) = self.future.reads.get_mut(&key) {
+            q.pop_front();
+            if q.is_empty() {
+                self.future.reads.remove(&key);
+            }
+        }
+        let next = self.next_use(&key);
+        match self.cached.get_mut(&key) {
+            Some((size, old)) => {
+                let (size, old) = (*size, *old);
+                self.by_next_use.remove(&(old, key));
+                if next == NEVER {
+                    self.cached.remove(&key);
+                    self.used -= size as u64;
+                } else {
+                    self.cached.insert(key, (size, next));
+                    self.by_next_use.insert((next, key));
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn on_storage_read(&mut self, _now: u64, key: EntryKey, size: u32, _at_or_before: u32) {
+        self.admit(key, size);
+    }
+
+    fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
+        let doomed: Vec<EntryKey> = self
+            .cached
+            .keys()
+            .filter(|k| k.topic == topic && k.position.ledger_id == ledger)
+            .copied()
+            .collect();
+        for k in doomed {
+            self.evict(k);
+        }
+    }
+
+    fn cached_bytes(&self) -> u64 {
+        self.used
+    }
+
+    fn counters(&self) -> StrategyCounters {
+        self.counters
+    }
+}

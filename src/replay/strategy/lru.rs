@@ -1,0 +1,188 @@
+//! A plain global least-recently-used cache: every published and every read-back entry is cached;
+//! the least recently used goes first when room is needed.
+
+use super::{CacheStrategy, EntryKey, StrategyCounters};
+use crate::fast_hash::FastMap;
+
+const NIL: u32 = u32::MAX;
+
+struct Node {
+    key: EntryKey,
+    size: u32,
+    prev: u32,
+    next: u32,
+}
+
+pub struct Lru {
+    capacity: u64,
+    used: u64,
+    map: FastMap<EntryKey, u32>,
+    nodes: Vec<Node>,
+    free: Vec<u32>,
+    /// Most recently used.
+    head: u32,
+    tail: u32,
+    counters: StrategyCounters,
+}
+
+impl Lru {
+    pub fn new(capacity: u64) -> Self {
+        Lru {
+            capacity,
+            used: 0,
+            map: FastMap::default(),
+            nodes: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            counters: StrategyCounters::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn unlink(&mut self, n: u32) {
+        let (prev, next) = (self.nodes[n as usize].prev, self.nodes[n as usize].next);
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.nodes[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.nodes[next as usize].prev = prev;
+        }
+    }
+
+    fn push_front(&mut self, n: u32) {
+        self.nodes[n as usize].prev = NIL;
+        self.nodes[n as usize].next = self.head;
+        if self.head != NIL {
+            self.nodes[self.head as usize].prev = n;
+        }
+        self.head = n;
+        if self.tail == NIL {
+            self.tail = n;
+        }
+    }
+
+    fn remove_node(&mut self, n: u32) {
+        self.unlink(n);
+        let node = &self.nodes[n as usize];
+        self.used -= node.size as u64;
+        self.map.remove(&node.key);
+        self.free.push(n);
+    }
+
+    pub fn insert(&mut self, key: EntryKey, size: u32) {
+        if self.map.contains_key(&key) || size as u64 > self.capacity {
+            return;
+        }
+        while self.used + size as u64 > self.capacity && self.tail != NIL {
+            self.remove_node(self.tail);
+            self.counters.evicted_entries += 1;
+        }
+        let node = Node {
+            key,
+            size,
+            prev: NIL,
+            next: NIL,
+        };
+        let n = match self.free.pop() {
+            Some(n) => {
+                self.nodes[n as usize] = node;
+                n
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.push_front(n);
+        self.map.insert(key, n);
+        self.used += size as u64;
+    }
+
+    /// Marks `key` used; true if cached.
+    pub fn touch(&mut self, key: EntryKey) -> bool {
+        match self.map.get(&key) {
+            Some(&n) => {
+                self.unlink(n);
+                self.push_front(n);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl CacheStrategy for Lru {
+    fn on_publish(&mut self, _now: u64, key: EntryKey, size: u32, _active: u32, _grace: bool) {
+        self.insert(key, size);
+    }
+
+    fn read(&mut self, _now: u64, key: EntryKey) -> bool {
+        self.touch(key)
+    }
+
+    fn on_storage_read(&mut self, _now: u64, key: EntryKey, size: u32, _at_or_before: u32) {
+        self.insert(key, size);
+    }
+
+    fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
+        let doomed: Vec<u32> = self
+            .map
+            .iter()
+            .filter(|(k, _)| k.topic == topic && k.position.ledger_id == ledger)
+            .map(|(_, n)| *n)
+            .collect();
+        for n in doomed {
+            self.remove_node(n);
+        }
+    }
+
+    fn cached_bytes(&self) -> u64 {
+        self.used
+    }
+
+    fn counters(&self) -> StrategyCounters {
+        self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::position::Position;
+
+    fn k(e: i64) -> EntryKey {
+        EntryKey {
+            topic: 0,
+            position: Position::new(1, e),
+        }
+    }
+
+    #[test]
+    fn evicts_the_least_recently_used() {
+        let mut lru = Lru::new(30);
+        for e in 0..3 {
+            lru.insert(k(e), 10);
+        }
+        assert!(lru.touch(k(0)));
+        lru.insert(k(3), 10); // evicts 1, the least recently used
+        assert!(!lru.touch(k(1)));
+        assert!(lru.touch(k(0)) && lru.touch(k(2)) && lru.touch(k(3)));
+        lru.insert(k(4), 25); // needs room for 25: evicts 0, 2 and 3 in LRU order
+        assert_eq!((lru.len(), lru.cached_bytes()), (1, 25));
+        assert_eq!(lru.counters().evicted_entries, 4);
+        lru.insert(k(5), 31); // larger than the cache: not admitted
+        assert!(!lru.touch(k(5)));
+    }
+}

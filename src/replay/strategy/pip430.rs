@@ -1,0 +1,127 @@
+//! PIP-430 (and, with both extensions off, plain FIFO with a TTL) through the real entry cache
+//! manager, on the replay's manual clock.
+
+use super::{CacheStrategy, EntryKey, StrategyCounters};
+use crate::clock::ManualClock;
+use crate::config::CacheConfig;
+use crate::entry::Payload;
+use crate::error::Result;
+use crate::manager::{EntryCache, EntryCacheManager};
+use crate::position::Position;
+use std::sync::Arc;
+
+pub struct Pip430 {
+    manager: EntryCacheManager,
+    clock: Arc<ManualClock>,
+    caches: Vec<Arc<EntryCache>>,
+    topic_names: Vec<String>,
+}
+
+impl Pip430 {
+    /// `config.strategy` must be `pip430` or `pip430-fifo`.
+    pub fn new(config: CacheConfig) -> Result<Self> {
+        let clock = Arc::new(ManualClock::new(0));
+        let manager = EntryCacheManager::new(config, clock.clone(), false)?;
+        Ok(Pip430 {
+            manager,
+            clock,
+            caches: Vec::new(),
+            topic_names: Vec::new(),
+        })
+    }
+
+    /// Names topic ids (for the manager's per-topic caches).
+    pub fn set_topic_names(&mut self, names: &[String]) {
+        self.topic_names = names.to_vec();
+    }
+
+    fn cache(&mut self, topic: u32) -> &Arc<EntryCache> {
+        while self.caches.len() <= topic as usize {
+            let id = self.caches.len();
+            let name = self
+                .topic_names
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| format!("topic-{id}"));
+            self.caches.push(self.manager.get_cache(&name));
+        }
+        &self.caches[topic as usize]
+    }
+
+    fn at(&self, now_ns: u64) {
+        self.clock.advance_to(now_ns);
+    }
+
+    pub fn manager(&self) -> &EntryCacheManager {
+        &self.manager
+    }
+}
+
+impl CacheStrategy for Pip430 {
+    fn on_publish(&mut self, now: u64, key: EntryKey, size: u32, active: u32, grace: bool) {
+        self.at(now);
+        if active == 0 && !grace {
+            return;
+        }
+        let expected = if self.manager.config().eviction_by_expected_read_count {
+            active as i32
+        } else {
+            0
+        };
+        let _ = self
+            .cache(key.topic)
+            .insert(key.position, Payload::empty(), expected, Some(size));
+    }
+
+    fn read(&mut self, now: u64, key: EntryKey) -> bool {
+        self.at(now);
+        match self.cache(key.topic).get(key.position) {
+            Some(e) => {
+                e.release();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn on_storage_read(&mut self, now: u64, key: EntryKey, size: u32, at_or_before: u32) {
+        self.at(now);
+        if at_or_before == 0 {
+            return;
+        }
+        // The reader's own copy is delivered (and released) at once: one read consumed.
+        let expected = at_or_before as i32 - 1;
+        let _ = self
+            .cache(key.topic)
+            .insert(key.position, Payload::empty(), expected, Some(size));
+    }
+
+    fn on_redeliver(&mut self, key: EntryKey) {
+        self.cache(key.topic).increment_expected_reads(key.position);
+    }
+
+    fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
+        self.cache(topic).remove_range(
+            Position::new(ledger, i64::MIN),
+            Position::new(ledger, i64::MAX),
+            true,
+        );
+    }
+
+    fn tick(&mut self, now: u64) {
+        self.at(now);
+        self.manager.run_eviction();
+    }
+
+    fn cached_bytes(&self) -> u64 {
+        self.manager.size_bytes()
+    }
+
+    fn counters(&self) -> StrategyCounters {
+        let s = self.manager.stats();
+        StrategyCounters {
+            evicted_entries: s.evicted,
+            requeues: s.requeued,
+        }
+    }
+}

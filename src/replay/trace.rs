@@ -1,0 +1,303 @@
+//! The trace format: one row per event a broker sees, decoded from Arrow record batches.
+//!
+//! Columns: `ts_us` int64 (non-decreasing), `broker` string, `topic` string, `op` string, `cursor`
+//! string (null where none), `ledger_id` int64, `entry_id` int64, `count` int32 (entries for `read`),
+//! `size` int32 (bytes for `add`). Every error names the column and the row (counted from 0 over
+//! the whole trace), so a bad row never silently shifts results.
+
+use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
+use crate::position::Position;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// A cursor connects (starts being active) at `position`, or at the end when it has none.
+    Open,
+    /// A cursor disconnects (stops being active).
+    Close,
+    /// An entry of `size` bytes is published at `position`.
+    Add,
+    /// A cursor reads `count` entries from its read position.
+    Read,
+    /// A cursor reads the redelivered entry at `position`.
+    Replay,
+    /// The entry at `position` is queued for redelivery to a cursor.
+    Redeliver,
+    /// A cursor acknowledges everything up to `position`.
+    Ack,
+    /// A cursor's read position moves to `position` (seek, reset, rewind).
+    Seek,
+    /// The ledger `position.ledger_id` is deleted.
+    Delete,
+}
+
+impl Op {
+    pub const NAMES: [&'static str; 9] = [
+        "open",
+        "close",
+        "add",
+        "read",
+        "replay",
+        "redeliver",
+        "ack",
+        "seek",
+        "delete",
+    ];
+
+    pub fn parse(s: &str) -> Option<Op> {
+        Some(match s {
+            "open" => Op::Open,
+            "close" => Op::Close,
+            "add" => Op::Add,
+            "read" => Op::Read,
+            "replay" => Op::Replay,
+            "redeliver" => Op::Redeliver,
+            "ack" => Op::Ack,
+            "seek" => Op::Seek,
+            "delete" => Op::Delete,
+            _ => return None,
+        })
+    }
+
+    fn needs_cursor(self) -> bool {
+        !matches!(self, Op::Add | Op::Delete)
+    }
+}
+
+pub const NO_CURSOR: u32 = u32::MAX;
+
+/// One decoded event. Topics and cursors are interned: ids index [`Names`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    pub row: u64,
+    pub ts_us: i64,
+    pub op: Op,
+    pub topic: u32,
+    pub cursor: u32,
+    /// `None` where the row has no position (an `open` at the end, `read`, `close`).
+    pub position: Option<Position>,
+    pub count: u32,
+    pub size: u32,
+}
+
+/// Interned topic and cursor names.
+#[derive(Debug, Default, Clone)]
+pub struct Names {
+    pub topics: Vec<String>,
+    topic_ids: FastMap<String, u32>,
+    pub cursors: Vec<(u32, String)>,
+    cursor_ids: FastMap<(u32, String), u32>,
+}
+
+impl Names {
+    fn topic(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.topic_ids.get(name) {
+            return id;
+        }
+        let id = self.topics.len() as u32;
+        self.topics.push(name.to_string());
+        self.topic_ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn cursor(&mut self, topic: u32, name: &str) -> u32 {
+        let key = (topic, name.to_string());
+        if let Some(&id) = self.cursor_ids.get(&key) {
+            return id;
+        }
+        let id = self.cursors.len() as u32;
+        self.cursors.push(key.clone());
+        self.cursor_ids.insert(key, id);
+        id
+    }
+}
+
+/// Decodes batches in order, checking types and time order, and interning names.
+#[derive(Debug, Default)]
+pub struct TraceDecoder {
+    pub names: Names,
+    rows: u64,
+    last_ts: Option<i64>,
+    broker: Option<String>,
+}
+
+fn column_error(column: &str, reason: impl std::fmt::Display) -> Error {
+    Error::invalid("trace", format!("column {column:?}: {reason}"))
+}
+
+fn row_error(row: u64, column: &str, reason: impl std::fmt::Display) -> Error {
+    Error::invalid("trace", format!("row {row}, column {column:?}: {reason}"))
+}
+
+impl TraceDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The broker whose events these are (the trace must hold one broker).
+    pub fn broker(&self) -> Option<&str> {
+        self.broker.as_deref()
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Decodes one batch, appending its events to `out`.
+    pub fn decode(&mut self, batch: &RecordBatch, out: &mut Vec<Event>) -> Result<()> {
+        let col = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| column_error(name, "is missing"))
+        };
+        let int64 = |name: &str| {
+            let c = col(name)?;
+            match c.data_type() {
+                DataType::Int64 => Ok(c.as_primitive::<Int64Type>().clone()),
+                t => Err(column_error(name, format!("must be int64, is {t}"))),
+            }
+        };
+        let int32 = |name: &str| {
+            let c = col(name)?;
+            match c.data_type() {
+                DataType::Int32 => Ok(c.as_primitive::<Int32Type>().clone()),
+                t => Err(column_error(name, format!("must be int32, is {t}"))),
+            }
+        };
+        let string = |name: &str| {
+            let c = col(name)?;
+            match c.data_type() {
+                DataType::Utf8 => Ok(c.as_string::<i32>().clone()),
+                t => Err(column_error(name, format!("must be string, is {t}"))),
+            }
+        };
+        let (ts, broker, topic, op, cursor) = (
+            int64("ts_us")?,
+            string("broker")?,
+            string("topic")?,
+            string("op")?,
+            string("cursor")?,
+        );
+        let (ledger, entry, count, size) = (
+            int64("ledger_id")?,
+            int64("entry_id")?,
+            int32("count")?,
+            int32("size")?,
+        );
+        out.reserve(batch.num_rows());
+        for i in 0..batch.num_rows() {
+            let row = self.rows + i as u64;
+            let required = |a: &dyn Array, name: &str| {
+                if a.is_null(i) {
+                    Err(row_error(row, name, "is null"))
+                } else {
+                    Ok(())
+                }
+            };
+            required(&ts, "ts_us")?;
+            required(&broker, "broker")?;
+            required(&topic, "topic")?;
+            required(&op, "op")?;
+            let ts_us = ts.value(i);
+            if let Some(last) = self.last_ts {
+                if ts_us < last {
+                    return Err(row_error(
+                        row,
+                        "ts_us",
+                        format!("time goes backwards ({ts_us} after {last})"),
+                    ));
+                }
+            }
+            self.last_ts = Some(ts_us);
+            let b = broker.value(i);
+            match &self.broker {
+                None => self.broker = Some(b.to_string()),
+                Some(first) if first != b => {
+                    return Err(row_error(row, "broker", format!("{b:?}: a replay takes one broker's events, and this trace began with {first:?}")))
+                }
+                _ => {}
+            }
+            let op_name = op.value(i);
+            let kind = Op::parse(op_name).ok_or_else(|| {
+                row_error(
+                    row,
+                    "op",
+                    format!(
+                        "unknown op {op_name:?}; expected one of {}",
+                        Op::NAMES.join(", ")
+                    ),
+                )
+            })?;
+            let topic_id = self.names.topic(topic.value(i));
+            let cursor_id = if cursor.is_null(i) {
+                if kind.needs_cursor() {
+                    return Err(row_error(
+                        row,
+                        "cursor",
+                        format!("is null, but {op_name:?} needs a cursor"),
+                    ));
+                }
+                NO_CURSOR
+            } else {
+                self.names.cursor(topic_id, cursor.value(i))
+            };
+            let position = (!ledger.is_null(i)).then(|| {
+                Position::new(
+                    ledger.value(i),
+                    if entry.is_null(i) { 0 } else { entry.value(i) },
+                )
+            });
+            let needs_position = matches!(
+                kind,
+                Op::Add | Op::Replay | Op::Redeliver | Op::Ack | Op::Seek | Op::Delete
+            );
+            if needs_position && position.is_none() {
+                return Err(row_error(
+                    row,
+                    "ledger_id",
+                    format!("is null, but {op_name:?} needs a position"),
+                ));
+            }
+            if matches!(
+                kind,
+                Op::Add | Op::Replay | Op::Redeliver | Op::Ack | Op::Seek
+            ) && entry.is_null(i)
+            {
+                return Err(row_error(
+                    row,
+                    "entry_id",
+                    format!("is null, but {op_name:?} needs an entry"),
+                ));
+            }
+            let n = if count.is_null(i) { 0 } else { count.value(i) };
+            let s = if size.is_null(i) { 0 } else { size.value(i) };
+            if kind == Op::Read && n <= 0 {
+                return Err(row_error(
+                    row,
+                    "count",
+                    format!("a read must ask for at least one entry, got {n}"),
+                ));
+            }
+            if kind == Op::Add && s < 0 {
+                return Err(row_error(row, "size", format!("must be >= 0, got {s}")));
+            }
+            out.push(Event {
+                row,
+                ts_us,
+                op: kind,
+                topic: topic_id,
+                cursor: cursor_id,
+                position,
+                count: n.max(0) as u32,
+                size: s.max(0) as u32,
+            });
+        }
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+}

@@ -1,0 +1,263 @@
+//! The replay engine on small hand-written traces whose answers are worked out here.
+
+use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
+use ledgercache::replay::{replay, ReplayMetrics, TraceDecoder};
+use ledgercache::{CacheConfig, SettingValue};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+
+/// (ts_ms, op, topic, cursor, ledger, entry, count, size)
+type Row = (
+    i64,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    Option<i64>,
+    Option<i64>,
+    i32,
+    i32,
+);
+
+fn batch(rows: &[Row]) -> RecordBatch {
+    RecordBatch::try_from_iter(vec![
+        (
+            "ts_us",
+            Arc::new(Int64Array::from_iter_values(
+                rows.iter().map(|r| r.0 * 1000),
+            )) as ArrayRef,
+        ),
+        (
+            "broker",
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "b1"))) as ArrayRef,
+        ),
+        (
+            "topic",
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))) as ArrayRef,
+        ),
+        (
+            "op",
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))) as ArrayRef,
+        ),
+        (
+            "cursor",
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.3))) as ArrayRef,
+        ),
+        (
+            "ledger_id",
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.4))) as ArrayRef,
+        ),
+        (
+            "entry_id",
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.5))) as ArrayRef,
+        ),
+        (
+            "count",
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.6))) as ArrayRef,
+        ),
+        (
+            "size",
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.7))) as ArrayRef,
+        ),
+    ])
+    .unwrap()
+}
+
+fn config(settings: &[(&str, SettingValue)]) -> CacheConfig {
+    let mut c = CacheConfig::default();
+    for (k, v) in settings {
+        c.set(k, v.clone()).unwrap();
+    }
+    c
+}
+
+fn run(rows: &[Row], cfg: &CacheConfig) -> ReplayMetrics {
+    let mut d = TraceDecoder::new();
+    let mut events = Vec::new();
+    d.decode(&batch(rows), &mut events).unwrap();
+    replay(&events, &d.names, cfg).unwrap()
+}
+
+fn add(ts: i64, e: i64, size: i32) -> Row {
+    (ts, "add", "t", None, Some(1), Some(e), 0, size)
+}
+
+fn open(ts: i64, c: &'static str, at: Option<i64>) -> Row {
+    (ts, "open", "t", Some(c), at.map(|_| 1), at, 0, 0)
+}
+
+fn read(ts: i64, c: &'static str, n: i32) -> Row {
+    (ts, "read", "t", Some(c), None, None, n, 0)
+}
+
+use SettingValue::{Float, Int, Str};
+
+fn exact(strategy: &str, size: i64) -> CacheConfig {
+    config(&[
+        ("cache_size_bytes", Int(size)),
+        ("eviction_trigger_threshold", Float(1.0)),
+        ("eviction_watermark", Float(1.0)),
+        ("strategy", Str(strategy.into())),
+    ])
+}
+
+#[test]
+fn fifo_evicts_in_insertion_order() {
+    let rows = [
+        open(0, "c", None),
+        add(1, 0, 10),
+        add(2, 1, 10),
+        add(3, 2, 10),
+        add(4, 3, 10),
+        open(5, "late", Some(0)),
+        read(6, "late", 4),
+    ];
+    let m = run(&rows, &exact("pip430-fifo", 30));
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (3, 1, 1), "{m:?}");
+    // Entry 0 went when entry 3 came; read back for `late`, it displaced entry 1 (read by then).
+    assert_eq!(m.evicted_entries, 2);
+}
+
+#[test]
+fn ttl_expires_on_trace_time_unless_reads_are_expected() {
+    let rows = [open(0, "c", None), add(0, 0, 10), read(450, "c", 1)];
+    let ttl = [
+        ("eviction_time_threshold_ms", Int(100)),
+        ("extend_ttl_of_recently_accessed", SettingValue::Bool(false)),
+    ];
+    let mut fifo = ttl.to_vec();
+    fifo.push(("strategy", Str("pip430-fifo".into())));
+    let m = run(&rows, &config(&fifo));
+    assert_eq!((m.hits, m.misses), (0, 1), "plain FIFO: expired at 100 ms");
+    let m = run(&rows, &config(&ttl));
+    assert_eq!(
+        (m.hits, m.misses),
+        (1, 0),
+        "PIP-430: the cursor's expected read extends the TTL"
+    );
+    assert!(m.requeues >= 4, "{m:?}");
+    let late = [open(0, "c", None), add(0, 0, 10), read(800, "c", 1)];
+    let m = run(&late, &config(&ttl));
+    assert_eq!((m.hits, m.misses), (0, 1), "after 5 extensions it goes");
+}
+
+#[test]
+fn lru_keeps_the_recently_read() {
+    let rows = [
+        open(0, "a", None),
+        add(1, 0, 10),
+        add(2, 1, 10),
+        read(3, "a", 1), // reads 0: now the most recent
+        add(4, 2, 10),   // evicts 1
+        open(5, "b", Some(0)),
+        read(6, "b", 3),
+    ];
+    let m = run(&rows, &exact("lru", 20));
+    // a hits 0; b hits 0 and 2 and misses 1, the least recently used when 2 came.
+    assert_eq!((m.hits, m.misses), (3, 1), "{m:?}");
+}
+
+#[test]
+fn belady_is_never_below_the_others_on_uniform_sizes() {
+    let mut rng = StdRng::seed_from_u64(42);
+    let mut rows: Vec<Row> = vec![open(0, "a", None), open(0, "b", None), open(0, "c", None)];
+    let names = ["a", "b", "c"];
+    let mut published = 0i64;
+    for ts in 1..3000 {
+        if rng.random_bool(0.6) {
+            rows.push(add(ts, published, 100));
+            published += 1;
+        } else {
+            let c = names[rng.random_range(0..3)];
+            rows.push(read(ts, c, rng.random_range(1..8)));
+            if rng.random_bool(0.02) {
+                let back = rng.random_range(0..published.max(1));
+                rows.push((ts, "seek", "t", Some(c), Some(1), Some(back), 0, 0));
+            }
+        }
+    }
+    let results: Vec<(&str, u64)> = ["belady", "lru", "pip430", "pip430-fifo"]
+        .iter()
+        .map(|s| {
+            (
+                *s,
+                run(
+                    &rows,
+                    &config(&[
+                        ("cache_size_bytes", Int(5_000)),
+                        ("strategy", Str((*s).into())),
+                    ]),
+                )
+                .hits,
+            )
+        })
+        .collect();
+    let belady = results[0].1;
+    for (s, hits) in &results[1..] {
+        assert!(belady >= *hits, "belady {belady} < {s} {hits}: {results:?}");
+    }
+}
+
+#[test]
+fn bad_traces_name_the_row() {
+    let mut d = TraceDecoder::new();
+    let mut ev = Vec::new();
+    let err = d
+        .decode(&batch(&[add(5, 0, 1), add(4, 1, 1)]), &mut ev)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("row 1") && err.contains("ts_us"), "{err}");
+    let err = TraceDecoder::new()
+        .decode(
+            &batch(&[(0, "publish", "t", None, Some(1), Some(0), 0, 1)]),
+            &mut ev,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("row 0") && err.contains("unknown op"), "{err}");
+    let err = TraceDecoder::new()
+        .decode(&batch(&[(0, "read", "t", None, None, None, 1, 0)]), &mut ev)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cursor") && err.contains("row 0"), "{err}");
+    let b = batch(&[add(0, 0, 1)]);
+    let without = RecordBatch::try_new(
+        Arc::new(
+            b.schema()
+                .as_ref()
+                .clone()
+                .project(&[0, 1, 2, 3, 4, 5, 6, 7])
+                .unwrap(),
+        ),
+        b.columns()[..8].to_vec(),
+    )
+    .unwrap();
+    let err = TraceDecoder::new()
+        .decode(&without, &mut ev)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"size\"") && err.contains("missing"), "{err}");
+    // A read on a cursor never opened fails in the engine, naming the row.
+    let mut d = TraceDecoder::new();
+    let mut events = Vec::new();
+    d.decode(&batch(&[add(0, 0, 1), read(1, "ghost", 1)]), &mut events)
+        .unwrap();
+    let err = replay(&events, &d.names, &CacheConfig::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("row 1") && err.contains("ghost"), "{err}");
+}
+
+#[test]
+fn replays_are_deterministic() {
+    let rows: Vec<Row> = std::iter::once(open(0, "a", None))
+        .chain((0..500).flat_map(|i| [add(i * 3, i, 50 + (i % 7) as i32), read(i * 3 + 1, "a", 1)]))
+        .collect();
+    for s in ["pip430", "pip430-fifo", "lru", "belady"] {
+        let cfg = config(&[
+            ("cache_size_bytes", Int(2_000)),
+            ("strategy", Str(s.into())),
+        ]);
+        assert_eq!(run(&rows, &cfg), run(&rows, &cfg), "{s}");
+    }
+}
