@@ -14,7 +14,7 @@ b'hello'
 
 from __future__ import annotations
 
-from . import errors, spark
+from . import errors, spark, trace
 from ._native import (
     ActiveCursorContainer,
     CacheConfig,
@@ -34,6 +34,7 @@ from ._native import (
     SystemClock,
     __version__,
 )
+from .replay import replay
 from .errors import (
     ClosedError,
     CorruptSegmentError,
@@ -78,5 +79,7 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "errors",
+    "replay",
     "spark",
+    "trace",
 ]

@@ -9,6 +9,7 @@ mod errors;
 mod ledger;
 mod payload;
 mod position;
+mod replay;
 mod storage;
 
 use pyo3::prelude::*;
@@ -32,5 +33,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ledger::PyManagedLedger>()?;
     m.add_class::<ledger::PyManagedCursor>()?;
     m.add_class::<ledger::PyReadHandle>()?;
+    m.add_class::<replay::PyReplaySession>()?;
     Ok(())
 }

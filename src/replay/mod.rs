@@ -1,4 +1,4 @@
-//! The replay lab: one broker's trace through a cache design, measured.
+//! The replay lab: one broker's trace through cache designs, measured.
 
 pub mod engine;
 pub mod strategy;
@@ -9,37 +9,135 @@ pub use trace::{Event, Names, Op, TraceDecoder};
 
 use crate::config::{CacheConfig, Strategy};
 use crate::error::{Error, Result};
+use arrow_array::RecordBatch;
+use std::time::{Duration, Instant};
 use strategy::{Belady, CacheStrategy, Lru, Pip430};
 
-/// Replays decoded events under `config` and returns the measurements. Belady needs the future, so
-/// it replays twice: once to record the read stream, once to decide with it.
-pub fn replay(events: &[Event], names: &Names, config: &CacheConfig) -> Result<ReplayMetrics> {
-    let interval = config.eviction_interval_ms;
+fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
     let grace = if config.eviction_by_expected_read_count {
         config.continue_caching_window_ms()
     } else {
         0
     };
-    let make = |s: Box<dyn CacheStrategy>| Replayer::new(s, interval, grace);
-    let strategy: Box<dyn CacheStrategy> = match config.strategy {
+    Replayer::new(strategy, config.eviction_interval_ms, grace)
+}
+
+/// The replayer for an online strategy; Belady's first pass is a recorder.
+fn first_pass(config: &CacheConfig) -> Result<Replayer> {
+    Ok(match config.strategy {
         Strategy::Pip430 | Strategy::Pip430Fifo => {
-            let mut s = Pip430::new(config.clone())?;
-            s.set_topic_names(&names.topics);
-            Box::new(s)
+            replayer(config, Box::new(Pip430::new(config.clone())?))
         }
-        Strategy::Lru => Box::new(Lru::new(config.cache_size_bytes)),
-        Strategy::Belady => {
-            let mut recorder = make(Box::new(Lru::new(0))).recording();
-            recorder.run(events, names)?;
-            let future = recorder.take_recording().expect("recording was on");
-            Box::new(Belady::new(config.cache_size_bytes, future))
-        }
+        Strategy::Lru => replayer(config, Box::new(Lru::new(config.cache_size_bytes))),
+        Strategy::Belady => replayer(config, Box::new(Lru::new(0))).recording(),
         Strategy::Legacy | Strategy::Segmented => return Err(Error::Unsupported(format!(
             "strategy {:?} is not in the replay engine yet; use pip430, pip430-fifo, lru or belady",
             config.strategy.name()
         ))),
-    };
-    let mut r = make(strategy);
+    })
+}
+
+/// Replays decoded events under `config` (both passes for Belady).
+pub fn replay(events: &[Event], names: &Names, config: &CacheConfig) -> Result<ReplayMetrics> {
+    let mut r = first_pass(config)?;
     r.run(events, names)?;
+    if let Some(future) = r.take_recording() {
+        r = replayer(
+            config,
+            Box::new(Belady::new(config.cache_size_bytes, future)),
+        );
+        r.run(events, names)?;
+    }
     Ok(r.finish())
+}
+
+struct Run {
+    config: CacheConfig,
+    replayer: Replayer,
+    /// Belady: the first pass (recording) is done and the second is running.
+    second_pass: bool,
+    busy: Duration,
+}
+
+/// Replays one broker's trace, fed batch by batch, under several configurations at once, so the
+/// trace is decoded once and never held in memory whole. Belady needs the trace twice: after the
+/// first feed, [`Session::needs_second_pass`] says whether to feed it again.
+pub struct Session {
+    decoder: TraceDecoder,
+    runs: Vec<Run>,
+    events: Vec<Event>,
+    second: bool,
+}
+
+impl Session {
+    pub fn new(configs: Vec<CacheConfig>) -> Result<Self> {
+        let runs = configs
+            .into_iter()
+            .map(|config| {
+                Ok(Run {
+                    replayer: first_pass(&config)?,
+                    config,
+                    second_pass: false,
+                    busy: Duration::ZERO,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Session {
+            decoder: TraceDecoder::new(),
+            runs,
+            events: Vec::new(),
+            second: false,
+        })
+    }
+
+    /// Decodes a batch and replays it under every configuration still running this pass.
+    pub fn feed(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.events.clear();
+        self.decoder.decode(batch, &mut self.events)?;
+        for run in &mut self.runs {
+            if self.second && !run.second_pass {
+                continue;
+            }
+            let start = Instant::now();
+            run.replayer.run(&self.events, &self.decoder.names)?;
+            run.busy += start.elapsed();
+        }
+        Ok(())
+    }
+
+    pub fn needs_second_pass(&self) -> bool {
+        !self.second
+            && self
+                .runs
+                .iter()
+                .any(|r| r.config.strategy == Strategy::Belady)
+    }
+
+    /// Starts Belady's deciding pass: feed the same trace again.
+    pub fn start_second_pass(&mut self) {
+        self.second = true;
+        self.decoder = TraceDecoder::new();
+        for run in &mut self.runs {
+            if let Some(future) = run.replayer.take_recording() {
+                run.replayer = replayer(
+                    &run.config,
+                    Box::new(Belady::new(run.config.cache_size_bytes, future)),
+                );
+                run.second_pass = true;
+            }
+        }
+    }
+
+    /// The broker the trace belongs to.
+    pub fn broker(&self) -> Option<&str> {
+        self.decoder.broker()
+    }
+
+    /// Each configuration with its measurements and the time its replay took.
+    pub fn finish(self) -> Vec<(CacheConfig, ReplayMetrics, Duration)> {
+        self.runs
+            .into_iter()
+            .map(|r| (r.config, r.replayer.finish(), r.busy))
+            .collect()
+    }
 }

@@ -71,6 +71,9 @@ impl Op {
 
 pub const NO_CURSOR: u32 = u32::MAX;
 
+/// Optional int64 column with each row's number in the original trace.
+pub const ROW_COLUMN: &str = "__row";
+
 /// One decoded event. Topics and cursors are interned: ids index [`Names`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
@@ -189,9 +192,17 @@ impl TraceDecoder {
             int32("count")?,
             int32("size")?,
         );
+        // Row numbers of the whole trace when a caller split it (by broker) before feeding.
+        let row_numbers = match batch.column_by_name(ROW_COLUMN) {
+            Some(_) => Some(int64(ROW_COLUMN)?),
+            None => None,
+        };
         out.reserve(batch.num_rows());
         for i in 0..batch.num_rows() {
-            let row = self.rows + i as u64;
+            let row = match &row_numbers {
+                Some(r) => r.value(i) as u64,
+                None => self.rows + i as u64,
+            };
             let required = |a: &dyn Array, name: &str| {
                 if a.is_null(i) {
                     Err(row_error(row, name, "is null"))

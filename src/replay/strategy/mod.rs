@@ -25,7 +25,7 @@ pub struct StrategyCounters {
     pub requeues: u64,
 }
 
-pub trait CacheStrategy {
+pub trait CacheStrategy: Send {
     /// An entry was published; `active_cursors` are connected to the topic, and
     /// `within_grace` says the last one left recently (PIP-430's continue-caching window).
     fn on_publish(

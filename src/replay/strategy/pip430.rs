@@ -14,7 +14,6 @@ pub struct Pip430 {
     manager: EntryCacheManager,
     clock: Arc<ManualClock>,
     caches: Vec<Arc<EntryCache>>,
-    topic_names: Vec<String>,
 }
 
 impl Pip430 {
@@ -26,24 +25,14 @@ impl Pip430 {
             manager,
             clock,
             caches: Vec::new(),
-            topic_names: Vec::new(),
         })
-    }
-
-    /// Names topic ids (for the manager's per-topic caches).
-    pub fn set_topic_names(&mut self, names: &[String]) {
-        self.topic_names = names.to_vec();
     }
 
     fn cache(&mut self, topic: u32) -> &Arc<EntryCache> {
         while self.caches.len() <= topic as usize {
             let id = self.caches.len();
-            let name = self
-                .topic_names
-                .get(id)
-                .cloned()
-                .unwrap_or_else(|| format!("topic-{id}"));
-            self.caches.push(self.manager.get_cache(&name));
+            self.caches
+                .push(self.manager.get_cache(&format!("topic-{id}")));
         }
         &self.caches[topic as usize]
     }

@@ -1,0 +1,152 @@
+"""The trace format: one row per event a broker sees.
+
+========== ======== ==================================================================================
+column     type     meaning
+========== ======== ==================================================================================
+ts_us      int64    time of the event in microseconds; non-decreasing within a broker
+broker     string   the broker that saw it
+topic      string   the topic (managed ledger)
+op         string   ``open``, ``close``, ``add``, ``read``, ``replay``, ``redeliver``, ``ack``, ``seek``,
+                    ``delete``
+cursor     string   the subscription's cursor; null for ``add`` and ``delete``
+ledger_id  int64    ledger of the position (``add``, ``replay``, ``redeliver``, ``ack``, ``seek``,
+                    ``delete``; ``open`` at a position; null: the end)
+entry_id   int64    entry of the position
+count      int32    entries asked for by a ``read`` (from the cursor's read position)
+size       int32    bytes of an ``add``
+========== ======== ==================================================================================
+
+Readers accept a ``pyarrow.Table``, ``RecordBatch`` or ``RecordBatchReader``, or a path to a Parquet
+file or a directory of them, an Arrow IPC file (``.arrow``, ``.feather``, ``.ipc``) or a CSV file.
+Columns are checked by name and type; every row is checked when replayed, and an error names the
+column and the row (counted from 0 over the whole trace).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Union
+
+import pyarrow as pa
+
+from .errors import InvalidArgumentError
+
+__all__ = ["SCHEMA", "OPS", "TraceSource", "batches", "conform", "write"]
+
+SCHEMA = pa.schema(
+    [
+        ("ts_us", pa.int64()),
+        ("broker", pa.string()),
+        ("topic", pa.string()),
+        ("op", pa.string()),
+        ("cursor", pa.string()),
+        ("ledger_id", pa.int64()),
+        ("entry_id", pa.int64()),
+        ("count", pa.int32()),
+        ("size", pa.int32()),
+    ]
+)
+OPS = ("open", "close", "add", "read", "replay", "redeliver", "ack", "seek", "delete")
+
+TraceSource = Union[pa.Table, pa.RecordBatch, pa.RecordBatchReader, str, os.PathLike]
+
+_WIDER_OK = {
+    pa.int64(): (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16(), pa.uint32()),
+    pa.int32(): (pa.int8(), pa.int16(), pa.uint8(), pa.uint16()),
+    pa.string(): (pa.large_string(), pa.string_view()),
+}
+
+
+def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with the trace's columns, in order, with their exact types.
+
+    Lossless conversions are made (narrower integers, large or dictionary-encoded strings); anything
+    else raises ``InvalidArgumentError`` naming the column.
+    """
+    columns = []
+    for field in SCHEMA:
+        if field.name not in batch.schema.names:
+            raise InvalidArgumentError(f"invalid trace: column {field.name!r} is missing (columns: {batch.schema.names})")
+        col = batch.column(field.name)
+        t = col.type
+        if pa.types.is_dictionary(t) and t.value_type in (pa.string(), pa.large_string()):
+            col, t = col.dictionary_decode(), t.value_type
+        if t != field.type:
+            if t in _WIDER_OK.get(field.type, ()) or (pa.types.is_null(t)):
+                col = col.cast(field.type)
+            else:
+                raise InvalidArgumentError(f"invalid trace: column {field.name!r} must be {field.type}, is {t}")
+        columns.append(col)
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+
+
+def batches(source: TraceSource, batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+    """The trace's record batches, conformed to :data:`SCHEMA`."""
+    for batch in _raw_batches(source, batch_rows):
+        if batch.num_rows:
+            yield conform(batch)
+
+
+def _raw_batches(source: TraceSource, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    if isinstance(source, pa.Table):
+        yield from source.to_batches(max_chunksize=batch_rows)
+    elif isinstance(source, pa.RecordBatch):
+        yield source
+    elif isinstance(source, pa.RecordBatchReader):
+        yield from source
+    elif isinstance(source, (str, os.PathLike)):
+        yield from _read_path(Path(source), batch_rows)
+    else:
+        raise TypeError(f"a trace is a pyarrow Table, RecordBatch, RecordBatchReader or a path, not {type(source).__name__}")
+
+
+def _read_path(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    if not path.exists():
+        raise InvalidArgumentError(f"invalid trace: {path} does not exist")
+    suffix = path.suffix.lower()
+    if path.is_dir() or suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+        if not files:
+            raise InvalidArgumentError(f"invalid trace: no .parquet files under {path}")
+        for f in files:
+            yield from pq.ParquetFile(f).iter_batches(batch_size=batch_rows)
+    elif suffix in (".arrow", ".feather", ".ipc", ".arrows"):
+        import pyarrow.ipc as ipc
+
+        try:
+            reader = ipc.open_file(path)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+        except pa.ArrowInvalid:
+            yield from ipc.open_stream(path)
+    elif suffix == ".csv":
+        import pyarrow.csv as csv
+
+        options = csv.ConvertOptions(column_types={f.name: f.type for f in SCHEMA}, strings_can_be_null=True)
+        yield from csv.open_csv(path, convert_options=options)
+    else:
+        raise InvalidArgumentError(f"invalid trace: {path} is not .parquet, .arrow/.feather/.ipc or .csv")
+
+
+def write(trace: TraceSource, path: str | os.PathLike[str]) -> Path:
+    """Writes a trace as Parquet (or Arrow IPC / CSV by the suffix); returns the path."""
+    path = Path(path)
+    table = pa.Table.from_batches(list(batches(trace)), schema=SCHEMA)
+    suffix = path.suffix.lower()
+    if suffix in (".arrow", ".feather", ".ipc"):
+        import pyarrow.feather as feather
+
+        feather.write_feather(table, path, compression="uncompressed")
+    elif suffix == ".csv":
+        import pyarrow.csv as csv
+
+        csv.write_csv(table, path)
+    else:
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, path)
+    return path

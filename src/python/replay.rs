@@ -1,0 +1,128 @@
+//! The replay session behind `ledgercache.replay()`: Arrow record batches go in through the Arrow
+//! C data interface (no per-event Python), measurements come out as dicts.
+
+use super::config::PyCacheConfig;
+use super::errors::{raise, IntoPyResult};
+use crate::replay::Session;
+use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::{RecordBatch, StructArray};
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyDict};
+
+/// Imports a record batch exported through `__arrow_c_array__` (pyarrow, polars, ...).
+fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
+    let py = obj.py();
+    let exported = obj.call_method0("__arrow_c_array__").map_err(|_| {
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "expected an Arrow record batch (an object with __arrow_c_array__), got {}",
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = exported.extract()?;
+    let schema_ptr = schema
+        .pointer_checked(Some(c"arrow_schema"))?
+        .cast::<FFI_ArrowSchema>();
+    let array_ptr = array
+        .pointer_checked(Some(c"arrow_array"))?
+        .cast::<FFI_ArrowArray>();
+    // SAFETY: the capsules hold valid C data interface structs; the array is moved out (its
+    // capsule's destructor then sees a released struct), the schema stays owned by its capsule.
+    let data = unsafe {
+        let array = std::ptr::replace(array_ptr.as_ptr(), FFI_ArrowArray::empty());
+        from_ffi(array, schema_ptr.as_ref())
+    }
+    .map_err(|e| {
+        raise(
+            py,
+            "InvalidArgumentError",
+            format!("invalid trace: cannot import the batch: {e}"),
+        )
+    })?;
+    Ok(RecordBatch::from(StructArray::from(data)))
+}
+
+/// Replays one broker's trace under several configurations (see `ledgercache.replay`).
+#[pyclass(name = "ReplaySession", module = "ledgercache._native", frozen)]
+pub struct PyReplaySession(Mutex<Option<Session>>);
+
+impl PyReplaySession {
+    fn with<T>(&self, py: Python<'_>, f: impl FnOnce(&mut Session) -> T) -> PyResult<T> {
+        let mut guard = self.0.lock();
+        let s = guard
+            .as_mut()
+            .ok_or_else(|| raise(py, "ClosedError", "replay session is finished".into()))?;
+        Ok(f(s))
+    }
+}
+
+#[pymethods]
+impl PyReplaySession {
+    #[new]
+    fn new(py: Python<'_>, configs: Vec<PyCacheConfig>) -> PyResult<Self> {
+        let session = Session::new(configs.into_iter().map(|c| c.0).collect()).py_err(py)?;
+        Ok(PyReplaySession(Mutex::new(Some(session))))
+    }
+
+    /// Replays one record batch of the trace.
+    fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
+        let batch = import_batch(batch)?;
+        let mut guard = self.0.lock();
+        let s = guard
+            .as_mut()
+            .ok_or_else(|| raise(py, "ClosedError", "replay session is finished".into()))?;
+        py.detach(|| s.feed(&batch)).py_err(py)
+    }
+
+    fn needs_second_pass(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, |s| s.needs_second_pass())
+    }
+
+    fn start_second_pass(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |s| s.start_second_pass())
+    }
+
+    #[getter]
+    fn broker(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.with(py, |s| s.broker().map(str::to_string))
+    }
+
+    /// One dict per configuration: the measurements and a per-second series.
+    fn finish<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let session = self
+            .0
+            .lock()
+            .take()
+            .ok_or_else(|| raise(py, "ClosedError", "replay session is finished".into()))?;
+        let broker = session.broker().unwrap_or_default().to_string();
+        session
+            .finish()
+            .into_iter()
+            .map(|(config, m, took)| {
+                let d = PyDict::new(py);
+                d.set_item("broker", &broker)?;
+                d.set_item("strategy", config.strategy.name())?;
+                d.set_item("cache_size_bytes", config.cache_size_bytes)?;
+                d.set_item("events", m.events)?;
+                d.set_item("entries_read", m.entries_read)?;
+                d.set_item("hits", m.hits)?;
+                d.set_item("misses", m.misses)?;
+                d.set_item("hit_ratio", m.hit_ratio())?;
+                d.set_item("storage_read_ops", m.storage_read_ops)?;
+                d.set_item("storage_read_bytes", m.storage_read_bytes)?;
+                d.set_item("published_entries", m.published_entries)?;
+                d.set_item("published_bytes", m.published_bytes)?;
+                d.set_item("evicted_entries", m.evicted_entries)?;
+                d.set_item("requeues", m.requeues)?;
+                d.set_item("peak_cache_bytes", m.peak_cache_bytes)?;
+                d.set_item("replay_seconds", took.as_secs_f64())?;
+                d.set_item("per_second", m.per_second)?;
+                d.set_item("config", PyCacheConfig(config))?;
+                Ok(d)
+            })
+            .collect()
+    }
+}
