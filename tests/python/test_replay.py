@@ -1,0 +1,89 @@
+"""lc.replay and lc.trace: formats, errors that name the row, strategies side by side."""
+
+import pyarrow as pa
+import pytest
+
+import ledgercache as lc
+
+
+def trace(rows, broker="b1"):
+    cols = {f.name: [] for f in lc.trace.SCHEMA}
+    for ts_ms, op, topic, cursor, ledger, entry, count, size in rows:
+        for k, v in zip(cols, (ts_ms * 1000, broker, topic, op, cursor, ledger, entry, count, size)):
+            cols[k].append(v)
+    return pa.table(cols, schema=lc.trace.SCHEMA)
+
+
+def fanout(n=200, readers=3, broker="b1"):
+    rows = [(0, "open", "t", f"s{i}", None, None, 0, 0) for i in range(readers)]
+    for e in range(n):
+        rows.append((e + 1, "add", "t", None, 1, e, 0, 1000))
+        for i in range(readers):
+            rows.append((e + 1, "read", "t", f"s{i}", None, None, 1, 0))
+    return trace(rows, broker)
+
+
+def test_replay_runs_every_strategy_and_reports_the_columns():
+    configs = [lc.CacheConfig(cache_size_bytes=50_000, strategy=s) for s in ("pip430", "pip430-fifo", "lru", "belady")]
+    out = lc.replay(fanout(), configs)
+    assert out.num_rows == 4
+    for column in ("broker", "strategy", "cache_size_bytes", "entries_read", "hits", "misses", "hit_ratio",
+                   "storage_read_ops", "storage_read_bytes", "evicted_entries", "requeues", "peak_cache_bytes",
+                   "replay_seconds"):
+        assert column in out.column_names
+    rows = out.to_pylist()
+    assert all(r["entries_read"] == 600 for r in rows)
+    assert all(r["hits"] == 600 and r["storage_read_ops"] == 0 for r in rows), rows
+
+
+def test_multi_broker_traces_replay_per_broker_and_keep_row_numbers():
+    both = pa.concat_tables([fanout(50, broker="b1"), fanout(50, broker="b2")]).sort_by([("ts_us", "ascending")])
+    out = lc.replay(both, lc.CacheConfig(strategy="lru"))
+    assert out.column("broker").to_pylist() == ["b1", "b2"]
+    bad = both.to_pylist()
+    bad[7]["op"] = "publish"
+    with pytest.raises(ValueError, match="row 7.*unknown op"):
+        lc.replay(pa.Table.from_pylist(bad, schema=lc.trace.SCHEMA), lc.CacheConfig())
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow", ".csv"])
+def test_trace_files_round_trip(tmp_path, suffix):
+    path = lc.trace.write(fanout(30), tmp_path / f"trace{suffix}")
+    direct = lc.replay(fanout(30), lc.CacheConfig(strategy="lru")).drop_columns(["replay_seconds"])
+    from_file = lc.replay(path, lc.CacheConfig(strategy="lru")).drop_columns(["replay_seconds"])
+    assert from_file.equals(direct)
+
+
+def test_bad_traces_fail_with_the_column_and_row():
+    good = fanout(5)
+    with pytest.raises(ValueError, match="'size' is missing"):
+        lc.replay(good.drop_columns(["size"]), lc.CacheConfig())
+    with pytest.raises(ValueError, match="'ledger_id' must be int64, is string"):
+        lc.replay(good.set_column(5, "ledger_id", pa.array(["x"] * good.num_rows)), lc.CacheConfig())
+    rows = good.to_pylist()
+    rows[4]["ts_us"] = 0
+    with pytest.raises(ValueError, match="row 4.*backwards"):
+        lc.replay(pa.Table.from_pylist(rows, schema=lc.trace.SCHEMA), lc.CacheConfig())
+    with pytest.raises(ValueError, match="row 1.*never opened"):
+        lc.replay(trace([(0, "add", "t", None, 1, 0, 0, 10), (1, "read", "t", "ghost", None, None, 1, 0)]), lc.CacheConfig())
+    with pytest.raises(ValueError, match="does not exist"):
+        lc.replay("/nonexistent/trace.parquet", lc.CacheConfig())
+    with pytest.raises(TypeError):
+        lc.replay(42, lc.CacheConfig())
+
+
+def test_belady_needs_a_rereadable_trace_and_timeseries_come_per_second():
+    t = fanout(3000, readers=2)
+    with pytest.raises(lc.UnsupportedError, match="twice"):
+        lc.replay(t.to_reader(), lc.CacheConfig(strategy="belady"))
+    summary, ts = lc.replay(t, [lc.CacheConfig(strategy="lru", cache_size_bytes=10_000)], with_timeseries=True)
+    assert ts.column("second").to_pylist() == [0, 1, 2, 3]
+    assert sum(ts.column("reads").to_pylist()) == summary.column("entries_read")[0].as_py()
+    assert set(ts.column_names) >= {"cache_bytes", "hit_ratio"}
+
+
+def test_replay_is_deterministic():
+    configs = [lc.CacheConfig(cache_size_bytes=20_000, strategy=s) for s in ("pip430", "lru", "belady")]
+    a = lc.replay(fanout(500), configs).drop_columns(["replay_seconds"])
+    b = lc.replay(fanout(500), configs).drop_columns(["replay_seconds"])
+    assert a.equals(b)
