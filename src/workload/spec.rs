@@ -1,0 +1,239 @@
+//! A workload: an OpenMessaging Benchmark workload file's settings plus the Pulsar knobs that
+//! shape a broker's cache traffic.
+
+use crate::config::SettingValue;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionType {
+    Exclusive,
+    Failover,
+    Shared,
+    KeyShared,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyDistributor {
+    NoKey,
+    KeyRoundRobin,
+    RandomNano,
+}
+
+/// Defaults follow OpenMessaging Benchmark's `1-topic-1-partition-1kb` workload and Pulsar's
+/// dispatcher defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadSpec {
+    pub topics: u32,
+    pub partitions_per_topic: u32,
+    pub message_size: u32,
+    pub subscriptions_per_topic: u32,
+    pub consumer_per_subscription: u32,
+    pub producers_per_topic: u32,
+    /// Messages per second over all partitions.
+    pub producer_rate: f64,
+    /// Consumers wait until this much backlog (GB, over all partitions) exists, then catch up.
+    pub consumer_backlog_size_gb: f64,
+    pub test_duration_minutes: f64,
+    pub key_distributor: KeyDistributor,
+    /// Distinct keys for Key_Shared routing.
+    pub keys: u32,
+    pub brokers: u32,
+    pub subscription_type: SubscriptionType,
+    /// Share of consumers that are slow, and their speed relative to a normal consumer.
+    pub slow_consumer_fraction: f64,
+    pub slow_consumer_speed: f64,
+    /// Share of delivered messages that are negatively acknowledged (redelivered).
+    pub redelivery_rate: f64,
+    /// Seeks per subscription per minute, each going back this many seconds of messages.
+    pub seeks_per_minute: f64,
+    pub seek_back_seconds: f64,
+    /// Readers per partition that join late, this far behind the tail, reading this much faster.
+    pub catch_up_readers: u32,
+    pub catch_up_start_seconds: f64,
+    pub catch_up_behind_seconds: f64,
+    pub catch_up_speed: f64,
+    /// Consumer disconnects per subscription per minute, each lasting this long.
+    pub churn_per_minute: f64,
+    pub churn_downtime_seconds: f64,
+    pub max_entries_per_ledger: u32,
+    /// Pulsar's dispatcherMaxReadBatchSize and a consumer's receiverQueueSize.
+    pub read_batch_size: u32,
+    pub receiver_queue_size: u32,
+    /// A normal consumer's speed relative to its share of the produce rate.
+    pub consumer_headroom: f64,
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec {
+            topics: 1,
+            partitions_per_topic: 1,
+            message_size: 1024,
+            subscriptions_per_topic: 1,
+            consumer_per_subscription: 1,
+            producers_per_topic: 1,
+            producer_rate: 1000.0,
+            consumer_backlog_size_gb: 0.0,
+            test_duration_minutes: 1.0,
+            key_distributor: KeyDistributor::NoKey,
+            keys: 1024,
+            brokers: 1,
+            subscription_type: SubscriptionType::Exclusive,
+            slow_consumer_fraction: 0.0,
+            slow_consumer_speed: 0.5,
+            redelivery_rate: 0.0,
+            seeks_per_minute: 0.0,
+            seek_back_seconds: 30.0,
+            catch_up_readers: 0,
+            catch_up_start_seconds: 30.0,
+            catch_up_behind_seconds: 60.0,
+            catch_up_speed: 4.0,
+            churn_per_minute: 0.0,
+            churn_downtime_seconds: 5.0,
+            max_entries_per_ledger: 50_000,
+            read_batch_size: 100,
+            receiver_queue_size: 1000,
+            consumer_headroom: 1.2,
+        }
+    }
+}
+
+fn number(name: &str, v: &SettingValue) -> Result<f64> {
+    match v {
+        SettingValue::Int(i) => Ok(*i as f64),
+        SettingValue::Float(f) if f.is_finite() => Ok(*f),
+        other => Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: expected a number, got {other:?}") }),
+    }
+}
+
+fn count(name: &str, v: &SettingValue, min: u32) -> Result<u32> {
+    let n = number(name, v)?;
+    if n.fract() != 0.0 || n < min as f64 || n > u32::MAX as f64 {
+        return Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: expected a whole number >= {min}, got {n}") });
+    }
+    Ok(n as u32)
+}
+
+fn non_negative(name: &str, v: &SettingValue) -> Result<f64> {
+    let n = number(name, v)?;
+    if n < 0.0 {
+        return Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: must be >= 0, got {n}") });
+    }
+    Ok(n)
+}
+
+fn fraction(name: &str, v: &SettingValue) -> Result<f64> {
+    let n = non_negative(name, v)?;
+    if n > 1.0 {
+        return Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: must be in [0, 1], got {n}") });
+    }
+    Ok(n)
+}
+
+fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
+    match v {
+        SettingValue::Str(s) => Ok(s),
+        other => Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: expected a string, got {other:?}") }),
+    }
+}
+
+/// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
+pub const SPEC_NAMES: [&str; 28] = [
+    "topics",
+    "partitions_per_topic",
+    "message_size",
+    "subscriptions_per_topic",
+    "consumer_per_subscription",
+    "producers_per_topic",
+    "producer_rate",
+    "consumer_backlog_size_gb",
+    "test_duration_minutes",
+    "key_distributor",
+    "keys",
+    "brokers",
+    "subscription_type",
+    "slow_consumer_fraction",
+    "slow_consumer_speed",
+    "redelivery_rate",
+    "seeks_per_minute",
+    "seek_back_seconds",
+    "catch_up_readers",
+    "catch_up_start_seconds",
+    "catch_up_behind_seconds",
+    "catch_up_speed",
+    "churn_per_minute",
+    "churn_downtime_seconds",
+    "max_entries_per_ledger",
+    "read_batch_size",
+    "receiver_queue_size",
+    "consumer_headroom",
+];
+
+impl WorkloadSpec {
+    pub fn set(&mut self, key: &str, v: &SettingValue) -> Result<()> {
+        match key {
+            "topics" => self.topics = count(key, v, 1)?,
+            "partitions_per_topic" => self.partitions_per_topic = count(key, v, 1)?,
+            "message_size" => self.message_size = count(key, v, 0)?,
+            "subscriptions_per_topic" => self.subscriptions_per_topic = count(key, v, 0)?,
+            "consumer_per_subscription" => self.consumer_per_subscription = count(key, v, 1)?,
+            "producers_per_topic" => self.producers_per_topic = count(key, v, 1)?,
+            "producer_rate" => {
+                self.producer_rate = non_negative(key, v)?;
+                if self.producer_rate == 0.0 {
+                    return Err(Error::InvalidArgument { name: "spec", reason: "producer_rate: must be > 0".into() });
+                }
+            }
+            "consumer_backlog_size_gb" => self.consumer_backlog_size_gb = non_negative(key, v)?,
+            "test_duration_minutes" => self.test_duration_minutes = non_negative(key, v)?,
+            "key_distributor" => {
+                self.key_distributor = match text(key, v)? {
+                    "NO_KEY" => KeyDistributor::NoKey,
+                    "KEY_ROUND_ROBIN" => KeyDistributor::KeyRoundRobin,
+                    "RANDOM_NANO" => KeyDistributor::RandomNano,
+                    other => {
+                        return Err(Error::InvalidArgument {
+                            name: "spec",
+                            reason: format!("key_distributor: {other:?} is not NO_KEY, KEY_ROUND_ROBIN or RANDOM_NANO"),
+                        })
+                    }
+                }
+            }
+            "keys" => self.keys = count(key, v, 1)?,
+            "brokers" => self.brokers = count(key, v, 1)?,
+            "subscription_type" => {
+                self.subscription_type = match text(key, v)?.to_ascii_lowercase().replace('_', "").as_str() {
+                    "exclusive" => SubscriptionType::Exclusive,
+                    "failover" => SubscriptionType::Failover,
+                    "shared" => SubscriptionType::Shared,
+                    "keyshared" => SubscriptionType::KeyShared,
+                    other => {
+                        return Err(Error::InvalidArgument {
+                            name: "spec",
+                            reason: format!("subscription_type: {other:?} is not Exclusive, Failover, Shared or Key_Shared"),
+                        })
+                    }
+                }
+            }
+            "slow_consumer_fraction" => self.slow_consumer_fraction = fraction(key, v)?,
+            "slow_consumer_speed" => self.slow_consumer_speed = non_negative(key, v)?,
+            "redelivery_rate" => self.redelivery_rate = fraction(key, v)?,
+            "seeks_per_minute" => self.seeks_per_minute = non_negative(key, v)?,
+            "seek_back_seconds" => self.seek_back_seconds = non_negative(key, v)?,
+            "catch_up_readers" => self.catch_up_readers = count(key, v, 0)?,
+            "catch_up_start_seconds" => self.catch_up_start_seconds = non_negative(key, v)?,
+            "catch_up_behind_seconds" => self.catch_up_behind_seconds = non_negative(key, v)?,
+            "catch_up_speed" => self.catch_up_speed = non_negative(key, v)?,
+            "churn_per_minute" => self.churn_per_minute = non_negative(key, v)?,
+            "churn_downtime_seconds" => self.churn_downtime_seconds = non_negative(key, v)?,
+            "max_entries_per_ledger" => self.max_entries_per_ledger = count(key, v, 1)?,
+            "read_batch_size" => self.read_batch_size = count(key, v, 1)?,
+            "receiver_queue_size" => self.receiver_queue_size = count(key, v, 1)?,
+            "consumer_headroom" => self.consumer_headroom = non_negative(key, v)?,
+            _ => {
+                return Err(Error::UnknownSetting { key: key.to_string(), hint: None });
+            }
+        }
+        Ok(())
+    }
+}
