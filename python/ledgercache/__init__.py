@@ -14,7 +14,7 @@ b'hello'
 
 from __future__ import annotations
 
-from . import errors, spark, trace
+from . import errors, spark, trace, workload
 from ._native import (
     ActiveCursorContainer,
     CacheConfig,
@@ -82,4 +82,5 @@ __all__ = [
     "replay",
     "spark",
     "trace",
+    "workload",
 ]

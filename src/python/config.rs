@@ -17,7 +17,11 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyMapping, PyString, PyTuple};
 #[derive(Clone, PartialEq)]
 pub struct PyCacheConfig(pub CacheConfig);
 
-fn to_setting(py: Python<'_>, key: &str, value: &Bound<'_, PyAny>) -> PyResult<SettingValue> {
+pub(super) fn to_setting(
+    py: Python<'_>,
+    key: &str,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<SettingValue> {
     Ok(if value.is_none() {
         SettingValue::None
     } else if value.is_instance_of::<PyBool>() {

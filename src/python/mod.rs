@@ -11,6 +11,7 @@ mod payload;
 mod position;
 mod replay;
 mod storage;
+mod workload;
 
 use pyo3::prelude::*;
 
@@ -34,5 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ledger::PyManagedCursor>()?;
     m.add_class::<ledger::PyReadHandle>()?;
     m.add_class::<replay::PyReplaySession>()?;
+    m.add_class::<workload::PyArrowBatch>()?;
+    m.add_function(wrap_pyfunction!(workload::generate_workload, m)?)?;
     Ok(())
 }

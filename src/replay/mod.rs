@@ -30,10 +30,12 @@ fn first_pass(config: &CacheConfig) -> Result<Replayer> {
         }
         Strategy::Lru => replayer(config, Box::new(Lru::new(config.cache_size_bytes))),
         Strategy::Belady => replayer(config, Box::new(Lru::new(0))).recording(),
-        Strategy::Legacy | Strategy::Segmented => return Err(Error::Unsupported(format!(
+        Strategy::Legacy | Strategy::Segmented => {
+            return Err(Error::Unsupported(format!(
             "strategy {:?} is not in the replay engine yet; use pip430, pip430-fifo, lru or belady",
             config.strategy.name()
-        ))),
+        )))
+        }
     })
 }
 

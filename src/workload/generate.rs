@@ -42,7 +42,17 @@ impl EventColumns {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn push(&mut self, ts: u64, broker: u32, topic: u32, op: &'static str, cursor: Option<u32>, pos: Option<Position>, count: i32, size: i32) {
+    fn push(
+        &mut self,
+        ts: u64,
+        broker: u32,
+        topic: u32,
+        op: &'static str,
+        cursor: Option<u32>,
+        pos: Option<Position>,
+        count: i32,
+        size: i32,
+    ) {
         self.ts_us.push(ts as i64);
         self.broker.push(broker);
         self.topic.push(topic);
@@ -115,13 +125,26 @@ impl Sim<'_> {
     }
 
     fn position(&self, p: usize, idx: u64) -> Position {
-        Position::new(self.parts[p].ledger_base + (idx / self.max_per_ledger) as i64, (idx % self.max_per_ledger) as i64)
+        Position::new(
+            self.parts[p].ledger_base + (idx / self.max_per_ledger) as i64,
+            (idx % self.max_per_ledger) as i64,
+        )
     }
 
-    fn emit(&mut self, t: u64, p: usize, op: &'static str, cursor: Option<u32>, idx: Option<u64>, count: i32, size: i32) {
+    fn emit(
+        &mut self,
+        t: u64,
+        p: usize,
+        op: &'static str,
+        cursor: Option<u32>,
+        idx: Option<u64>,
+        count: i32,
+        size: i32,
+    ) {
         let pos = idx.map(|i| self.position(p, i));
         let (broker, topic) = (self.parts[p].broker, self.parts[p].topic);
-        self.out.push(t, broker, topic, op, cursor, pos, count, size);
+        self.out
+            .push(t, broker, topic, op, cursor, pos, count, size);
     }
 
     fn key_of(&self, idx: u64) -> u64 {
@@ -144,7 +167,11 @@ impl Sim<'_> {
         for c in &mut self.parts[p].subs[s].consumers {
             let budget = c.carry + (t.saturating_sub(c.last_us)) as f64 * c.speed;
             let n = (budget.floor() as usize).min(c.queue.len());
-            c.carry = if c.queue.len() > n { budget - n as f64 } else { 0.0 };
+            c.carry = if c.queue.len() > n {
+                budget - n as f64
+            } else {
+                0.0
+            };
             c.last_us = t;
             for _ in 0..n {
                 let idx = c.queue.pop_front().expect("n <= len");
@@ -167,7 +194,9 @@ impl Sim<'_> {
         let sub = &mut self.parts[p].subs[s];
         let n = sub.consumers.len();
         match sub.kind {
-            SubscriptionType::Exclusive | SubscriptionType::Failover => (sub.consumers[0].queue.len() < rq).then_some(0),
+            SubscriptionType::Exclusive | SubscriptionType::Failover => {
+                (sub.consumers[0].queue.len() < rq).then_some(0)
+            }
             SubscriptionType::KeyShared => {
                 let c = (key % n as u64) as usize;
                 (sub.consumers[c].queue.len() < rq).then_some(c)
@@ -194,9 +223,18 @@ impl Sim<'_> {
         let rq = self.spec.receiver_queue_size as u64;
         let batch = self.spec.read_batch_size as u64;
         let cursor = self.parts[p].subs[s].cursor;
-        let permits: u64 = self.parts[p].subs[s].consumers.iter().map(|c| rq.saturating_sub(c.queue.len() as u64)).sum();
+        let permits: u64 = self.parts[p].subs[s]
+            .consumers
+            .iter()
+            .map(|c| rq.saturating_sub(c.queue.len() as u64))
+            .sum();
         // Replay entries first, each to its consumer if it has room.
-        let replay: Vec<u64> = self.parts[p].subs[s].replay.iter().take(permits.min(batch) as usize).copied().collect();
+        let replay: Vec<u64> = self.parts[p].subs[s]
+            .replay
+            .iter()
+            .take(permits.min(batch) as usize)
+            .copied()
+            .collect();
         for idx in replay {
             if let Some(c) = self.route(p, s, idx) {
                 self.parts[p].subs[s].replay.remove(&idx);
@@ -204,8 +242,14 @@ impl Sim<'_> {
                 self.parts[p].subs[s].consumers[c].queue.push_back(idx);
             }
         }
-        let permits: u64 = self.parts[p].subs[s].consumers.iter().map(|c| rq.saturating_sub(c.queue.len() as u64)).sum();
-        let available = self.parts[p].published.saturating_sub(self.parts[p].subs[s].read_idx);
+        let permits: u64 = self.parts[p].subs[s]
+            .consumers
+            .iter()
+            .map(|c| rq.saturating_sub(c.queue.len() as u64))
+            .sum();
+        let available = self.parts[p]
+            .published
+            .saturating_sub(self.parts[p].subs[s].read_idx);
         let want = match self.parts[p].subs[s].kind {
             // Shared and Key_Shared read a full batch when any permit is free: what does not fit goes
             // to the replay queue.
@@ -233,7 +277,12 @@ impl Sim<'_> {
         let backlog = self.parts[p].published > sub.read_idx || !sub.replay.is_empty();
         if backlog {
             let need = (batch / 4).max(1) as f64;
-            let wait = sub.consumers.iter().filter(|c| c.speed > 0.0).map(|c| need / c.speed).fold(f64::INFINITY, f64::min);
+            let wait = sub
+                .consumers
+                .iter()
+                .filter(|c| c.speed > 0.0)
+                .map(|c| need / c.speed)
+                .fold(f64::INFINITY, f64::min);
             if wait.is_finite() {
                 self.schedule_dispatch(t + wait.ceil().max(1.0) as u64, p, s);
             }
@@ -275,7 +324,8 @@ impl Sim<'_> {
                 }
                 Task::Seek(p, s) => {
                     let (p, s) = (p as usize, s as usize);
-                    let back = (self.spec.seek_back_seconds * 1e6 / self.parts[p].interval_us) as u64;
+                    let back =
+                        (self.spec.seek_back_seconds * 1e6 / self.parts[p].interval_us) as u64;
                     let to = self.parts[p].subs[s].read_idx.saturating_sub(back);
                     let cursor = self.parts[p].subs[s].cursor;
                     self.emit(t, p, "seek", Some(cursor), Some(to), 0, 0);
@@ -296,7 +346,11 @@ impl Sim<'_> {
                         let sub = &mut self.parts[pi].subs[si];
                         sub.active = false;
                         // Undelivered messages return for redelivery when consumers come back.
-                        let pending: Vec<u64> = sub.consumers.iter_mut().flat_map(|c| c.queue.drain(..)).collect();
+                        let pending: Vec<u64> = sub
+                            .consumers
+                            .iter_mut()
+                            .flat_map(|c| c.queue.drain(..))
+                            .collect();
                         sub.replay.extend(pending);
                         let back = t + (self.spec.churn_downtime_seconds * 1e6) as u64;
                         self.schedule(back, Task::Churn(p, s));
@@ -343,7 +397,8 @@ impl Sim<'_> {
                 }
                 Task::CatchUp(p, s) => {
                     let (pi, si) = (p as usize, s as usize);
-                    let behind = (self.spec.catch_up_behind_seconds * 1e6 / self.parts[pi].interval_us) as u64;
+                    let behind = (self.spec.catch_up_behind_seconds * 1e6
+                        / self.parts[pi].interval_us) as u64;
                     let start = self.parts[pi].published.saturating_sub(behind);
                     let cursor = self.parts[pi].subs[si].cursor;
                     self.emit(t, pi, "open", Some(cursor), Some(start), 0, 0);
@@ -364,7 +419,10 @@ pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
     let per_partition_rate = spec.producer_rate / partitions as f64;
     let interval_us = 1e6 / per_partition_rate;
     let mut rng = Rng::new(seed);
-    let mut out = EventColumns { broker_names: (0..spec.brokers).map(|b| format!("broker-{b}")).collect(), ..Default::default() };
+    let mut out = EventColumns {
+        broker_names: (0..spec.brokers).map(|b| format!("broker-{b}")).collect(),
+        ..Default::default()
+    };
     let backlog_mode = spec.consumer_backlog_size_gb > 0.0;
     let normal_speed = per_partition_rate * spec.consumer_headroom / 1e6;
     let mut parts = Vec::new();
@@ -379,10 +437,23 @@ pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
             out.topic_names.push(name.clone());
             let index = parts.len();
             let mut subs = Vec::new();
-            let mut add_sub = |name: String, kind: SubscriptionType, consumers: Vec<Consumer>, out: &mut EventColumns| {
+            let mut add_sub = |name: String,
+                               kind: SubscriptionType,
+                               consumers: Vec<Consumer>,
+                               out: &mut EventColumns| {
                 let cursor = out.cursor_names.len() as u32;
                 out.cursor_names.push(name);
-                subs.push(Sub { cursor, kind, read_idx: 0, active: false, consumers, replay: BTreeSet::new(), rr: 0, scheduled: None, acked_upto: None });
+                subs.push(Sub {
+                    cursor,
+                    kind,
+                    read_idx: 0,
+                    active: false,
+                    consumers,
+                    replay: BTreeSet::new(),
+                    rr: 0,
+                    scheduled: None,
+                    acked_upto: None,
+                });
             };
             for s in 0..spec.subscriptions_per_topic {
                 let n = spec.consumer_per_subscription as usize;
@@ -393,16 +464,38 @@ pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
                 let consumers = (0..n)
                     .map(|_| {
                         let slow = rng.chance(spec.slow_consumer_fraction);
-                        let speed = normal_speed * share * if slow { spec.slow_consumer_speed } else { 1.0 };
-                        Consumer { speed, queue: VecDeque::new(), last_us: 0, carry: 0.0 }
+                        let speed = normal_speed
+                            * share
+                            * if slow { spec.slow_consumer_speed } else { 1.0 };
+                        Consumer {
+                            speed,
+                            queue: VecDeque::new(),
+                            last_us: 0,
+                            carry: 0.0,
+                        }
                     })
                     .collect();
-                add_sub(format!("sub-{s}"), spec.subscription_type, consumers, &mut out);
+                add_sub(
+                    format!("sub-{s}"),
+                    spec.subscription_type,
+                    consumers,
+                    &mut out,
+                );
             }
             for r in 0..spec.catch_up_readers {
                 let speed = per_partition_rate * spec.catch_up_speed / 1e6;
-                let consumers = vec![Consumer { speed, queue: VecDeque::new(), last_us: 0, carry: 0.0 }];
-                add_sub(format!("catch-up-{r}"), SubscriptionType::Exclusive, consumers, &mut out);
+                let consumers = vec![Consumer {
+                    speed,
+                    queue: VecDeque::new(),
+                    last_us: 0,
+                    carry: 0.0,
+                }];
+                add_sub(
+                    format!("catch-up-{r}"),
+                    SubscriptionType::Exclusive,
+                    consumers,
+                    &mut out,
+                );
             }
             parts.push(Partition {
                 topic,
@@ -451,7 +544,10 @@ pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
         if backlog_mode {
             let bytes_per_partition = spec.consumer_backlog_size_gb * 1e9 / partitions as f64;
             let entries = bytes_per_partition / spec.message_size.max(1) as f64;
-            sim.schedule((entries * interval_us) as u64, Task::StartBacklogConsumers(p as u32));
+            sim.schedule(
+                (entries * interval_us) as u64,
+                Task::StartBacklogConsumers(p as u32),
+            );
         }
         let first = (sim.rng.f64() * interval_us) as u64;
         sim.schedule(first, Task::Publish(p as u32));

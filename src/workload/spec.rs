@@ -102,14 +102,20 @@ fn number(name: &str, v: &SettingValue) -> Result<f64> {
     match v {
         SettingValue::Int(i) => Ok(*i as f64),
         SettingValue::Float(f) if f.is_finite() => Ok(*f),
-        other => Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: expected a number, got {other:?}") }),
+        other => Err(Error::InvalidArgument {
+            name: "spec",
+            reason: format!("{name}: expected a number, got {other:?}"),
+        }),
     }
 }
 
 fn count(name: &str, v: &SettingValue, min: u32) -> Result<u32> {
     let n = number(name, v)?;
     if n.fract() != 0.0 || n < min as f64 || n > u32::MAX as f64 {
-        return Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: expected a whole number >= {min}, got {n}") });
+        return Err(Error::InvalidArgument {
+            name: "spec",
+            reason: format!("{name}: expected a whole number >= {min}, got {n}"),
+        });
     }
     Ok(n as u32)
 }
@@ -117,7 +123,10 @@ fn count(name: &str, v: &SettingValue, min: u32) -> Result<u32> {
 fn non_negative(name: &str, v: &SettingValue) -> Result<f64> {
     let n = number(name, v)?;
     if n < 0.0 {
-        return Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: must be >= 0, got {n}") });
+        return Err(Error::InvalidArgument {
+            name: "spec",
+            reason: format!("{name}: must be >= 0, got {n}"),
+        });
     }
     Ok(n)
 }
@@ -125,7 +134,10 @@ fn non_negative(name: &str, v: &SettingValue) -> Result<f64> {
 fn fraction(name: &str, v: &SettingValue) -> Result<f64> {
     let n = non_negative(name, v)?;
     if n > 1.0 {
-        return Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: must be in [0, 1], got {n}") });
+        return Err(Error::InvalidArgument {
+            name: "spec",
+            reason: format!("{name}: must be in [0, 1], got {n}"),
+        });
     }
     Ok(n)
 }
@@ -133,7 +145,10 @@ fn fraction(name: &str, v: &SettingValue) -> Result<f64> {
 fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
     match v {
         SettingValue::Str(s) => Ok(s),
-        other => Err(Error::InvalidArgument { name: "spec", reason: format!("{name}: expected a string, got {other:?}") }),
+        other => Err(Error::InvalidArgument {
+            name: "spec",
+            reason: format!("{name}: expected a string, got {other:?}"),
+        }),
     }
 }
 

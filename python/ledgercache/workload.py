@@ -1,0 +1,147 @@
+"""Workloads: an OpenMessaging Benchmark workload file plus Pulsar knobs, simulated into a trace.
+
+>>> import ledgercache as lc
+>>> t = lc.workload.generate({"topics": 1, "producerRate": 100, "testDurationMinutes": 0.1}, seed=1)
+>>> t.column_names == lc.trace.SCHEMA.names
+True
+
+A spec is a mapping (or a path to an OMB ``.yaml`` or a ``.json`` file). OMB keys (camelCase) and
+their snake_case forms are both accepted; OMB keys that do not shape cache traffic (``name``,
+``payloadFile``, ...) are ignored. The Pulsar knobs, with defaults:
+
+- ``brokers`` (1): topic partitions are placed round-robin over the brokers.
+- ``subscriptionType`` (``Exclusive``): ``Exclusive``, ``Failover``, ``Shared`` or ``Key_Shared``;
+  ``keys`` (1024) distinct keys for ``keyDistributor`` ``KEY_ROUND_ROBIN`` / ``RANDOM_NANO``.
+- ``slowConsumerFraction`` (0) of consumers run at ``slowConsumerSpeed`` (0.5) of normal speed.
+- ``redeliveryRate`` (0): share of delivered messages negatively acknowledged.
+- ``seeksPerMinute`` (0) per subscription, each ``seekBackSeconds`` (30) back.
+- ``catchUpReaders`` (0) per partition join at ``catchUpStartSeconds`` (30), ``catchUpBehindSeconds``
+  (60) behind the tail, reading ``catchUpSpeed`` (4) times the publish rate.
+- ``churnPerMinute`` (0) consumer disconnects per subscription, lasting ``churnDowntimeSeconds`` (5).
+- ``maxEntriesPerLedger`` (50000), ``readBatchSize`` (100), ``receiverQueueSize`` (1000),
+  ``consumerHeadroom`` (1.2: a normal consumer's speed over its share of the publish rate).
+
+The generator is Rust: deterministic per (spec, seed), millions of events per second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Union
+
+import pyarrow as pa
+
+from . import _native
+from .errors import InvalidArgumentError, UnknownSettingError
+from .trace import SCHEMA
+
+__all__ = ["SCENARIOS", "Spec", "generate", "load_spec", "normalize"]
+
+Spec = Union[Mapping[str, Any], str, os.PathLike]
+
+KNOWN = frozenset(
+    "topics partitions_per_topic message_size subscriptions_per_topic consumer_per_subscription "
+    "producers_per_topic producer_rate consumer_backlog_size_gb test_duration_minutes key_distributor keys "
+    "brokers subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate seeks_per_minute "
+    "seek_back_seconds catch_up_readers catch_up_start_seconds catch_up_behind_seconds catch_up_speed "
+    "churn_per_minute churn_downtime_seconds max_entries_per_ledger read_batch_size receiver_queue_size "
+    "consumer_headroom".split()
+)
+# OMB workload keys that do not change what a broker's cache sees.
+IGNORED = frozenset(
+    "name payload_file use_randomized_payloads random_bytes_ratio randomized_payload_pool_size "
+    "producer_start_delay_ms consumer_start_delay_ms warmup_duration_minutes".split()
+)
+
+
+def _snake(key: str) -> str:
+    key = key.replace("GB", "Gb")
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def normalize(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec's settings under the generator's snake_case names."""
+    out: dict[str, Any] = {}
+    for key, value in spec.items():
+        name = _snake(str(key))
+        if name in IGNORED:
+            continue
+        if name not in KNOWN:
+            raise UnknownSettingError(f"unknown workload setting {key!r}")
+        out[name] = value
+    return out
+
+
+def _parse_flat_yaml(text: str) -> dict[str, Any]:
+    """OMB workload files are flat ``key: value`` YAML; that is all this reads."""
+    out: dict[str, Any] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if ":" not in line:
+            raise InvalidArgumentError(f"invalid spec: line {n}: expected 'key: value', got {line!r}")
+        key, raw = (part.strip() for part in line.split(":", 1))
+        raw = raw.strip("'\"")
+        value: Any = raw
+        for convert in (int, float):
+            try:
+                value = convert(raw)
+                break
+            except ValueError:
+                pass
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        out[key] = value
+    return out
+
+
+def load_spec(spec: Spec) -> dict[str, Any]:
+    """A spec from a mapping, or from an OMB ``.yaml`` / ``.json`` file."""
+    if isinstance(spec, Mapping):
+        return normalize(spec)
+    path = Path(spec)
+    if not path.exists():
+        raise InvalidArgumentError(f"invalid spec: {path} does not exist")
+    text = path.read_text()
+    raw = json.loads(text) if path.suffix == ".json" else _parse_flat_yaml(text)
+    return normalize(raw)
+
+
+def generate(spec: Spec | str, seed: int = 0) -> pa.Table:
+    """The trace of a workload (``spec`` may also name one of :data:`SCENARIOS`)."""
+    if isinstance(spec, str) and spec in SCENARIOS:
+        spec = SCENARIOS[spec]
+    settings = load_spec(spec)
+    batch = pa.record_batch(_native.generate_workload(settings, int(seed)))
+    return pa.Table.from_batches([batch]).cast(SCHEMA)
+
+
+# Bundled scenarios: each a spec plus the cache size it is meant to be replayed with.
+SCENARIOS: dict[str, dict[str, Any]] = {
+    # Many subscriptions tail one hot topic: every entry is read several times, right away.
+    "tailing-fan-out": dict(topics=2, partitionsPerTopic=2, subscriptionsPerTopic=4, producerRate=4000,
+                            messageSize=1024, testDurationMinutes=1),
+    # Consumers start once a backlog has built up, then catch up while publishing goes on.
+    "catch-up-under-pressure": dict(topics=2, subscriptionsPerTopic=2, producerRate=4000, messageSize=1024,
+                                    consumerBacklogSizeGB=0.05, consumerHeadroom=1.5, testDurationMinutes=1,
+                                    catchUpReaders=1, catchUpStartSeconds=20, catchUpBehindSeconds=15),
+    # Key_Shared with a slow consumer: its keys' entries wait in the replay queue.
+    "key-shared-slow-consumer": dict(topics=1, subscriptionsPerTopic=1, consumerPerSubscription=4,
+                                     subscriptionType="Key_Shared", keyDistributor="KEY_ROUND_ROBIN",
+                                     slowConsumerFraction=0.25, slowConsumerSpeed=0.3, producerRate=3000,
+                                     testDurationMinutes=1),
+    # Shared subscription whose consumers cannot keep up: reads overflow into the replay queue.
+    "shared-overflow": dict(topics=1, subscriptionsPerTopic=2, consumerPerSubscription=3, subscriptionType="Shared",
+                            consumerHeadroom=0.9, redeliveryRate=0.01, producerRate=3000, testDurationMinutes=1),
+    # Many topics, one subscriber each, over a cache that holds a few seconds of traffic.
+    "many-topics-small-cache": dict(topics=50, subscriptionsPerTopic=2, producerRate=5000, messageSize=512,
+                                    slowConsumerFraction=0.2, slowConsumerSpeed=0.8, testDurationMinutes=1),
+    # Subscriptions that keep seeking back: re-reads of recent history.
+    "seek-storm": dict(topics=2, subscriptionsPerTopic=3, producerRate=3000, seeksPerMinute=6, seekBackSeconds=10,
+                       testDurationMinutes=1),
+}
