@@ -131,6 +131,7 @@ impl Sim<'_> {
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn emit(
         &mut self,
         t: u64,
