@@ -93,6 +93,8 @@ pub struct CacheConfig {
     pub eviction_by_mark_deleted_position: bool,
     pub copy_entries: bool,
     pub strategy: Strategy,
+    /// Segments of the `segmented` strategy's ring (PIP-174).
+    pub segment_count: u32,
 }
 
 impl Default for CacheConfig {
@@ -111,12 +113,13 @@ impl Default for CacheConfig {
             eviction_by_mark_deleted_position: false,
             copy_entries: false,
             strategy: Strategy::Pip430,
+            segment_count: 8,
         }
     }
 }
 
 /// Names accepted by [`CacheConfig::set`], in declaration order.
-pub const SETTING_NAMES: [&str; 12] = [
+pub const SETTING_NAMES: [&str; 13] = [
     "cache_size_bytes",
     "eviction_watermark",
     "eviction_trigger_threshold",
@@ -129,6 +132,7 @@ pub const SETTING_NAMES: [&str; 12] = [
     "eviction_by_mark_deleted_position",
     "copy_entries",
     "strategy",
+    "segment_count",
 ];
 
 /// Pulsar `broker.conf` keys and the setting each one maps to, with a scale factor for sizes.
@@ -254,6 +258,16 @@ impl CacheConfig {
                     ))
                 }
             },
+            "segment_count" => {
+                let v = non_negative(name, &value)?;
+                if v == 0 || v > 1 << 16 {
+                    return Err(Error::invalid(
+                        "segment_count",
+                        format!("must be in [1, 65536], got {v}"),
+                    ));
+                }
+                next.segment_count = v as u32;
+            }
             _ => unreachable!("every name in SETTING_NAMES is handled"),
         }
         Ok(())
@@ -321,6 +335,7 @@ impl CacheConfig {
             }
             "copy_entries" => SettingValue::Bool(self.copy_entries),
             "strategy" => SettingValue::Str(self.strategy.name().to_string()),
+            "segment_count" => SettingValue::Int(self.segment_count as i64),
             _ => return None,
         })
     }

@@ -176,22 +176,29 @@ fn belady_is_never_below_the_others_on_uniform_sizes() {
             }
         }
     }
-    let results: Vec<(&str, u64)> = ["belady", "lru", "pip430", "pip430-fifo"]
-        .iter()
-        .map(|s| {
-            (
-                *s,
-                run(
-                    &rows,
-                    &config(&[
-                        ("cache_size_bytes", Int(5_000)),
-                        ("strategy", Str((*s).into())),
-                    ]),
-                )
-                .hits,
+    let results: Vec<(&str, u64)> = [
+        "belady",
+        "lru",
+        "pip430",
+        "pip430-fifo",
+        "legacy",
+        "segmented",
+    ]
+    .iter()
+    .map(|s| {
+        (
+            *s,
+            run(
+                &rows,
+                &config(&[
+                    ("cache_size_bytes", Int(5_000)),
+                    ("strategy", Str((*s).into())),
+                ]),
             )
-        })
-        .collect();
+            .hits,
+        )
+    })
+    .collect();
     let belady = results[0].1;
     for (s, hits) in &results[1..] {
         assert!(belady >= *hits, "belady {belady} < {s} {hits}: {results:?}");
@@ -253,11 +260,95 @@ fn replays_are_deterministic() {
     let rows: Vec<Row> = std::iter::once(open(0, "a", None))
         .chain((0..500).flat_map(|i| [add(i * 3, i, 50 + (i % 7) as i32), read(i * 3 + 1, "a", 1)]))
         .collect();
-    for s in ["pip430", "pip430-fifo", "lru", "belady"] {
+    for s in [
+        "pip430",
+        "pip430-fifo",
+        "lru",
+        "belady",
+        "legacy",
+        "segmented",
+    ] {
         let cfg = config(&[
             ("cache_size_bytes", Int(2_000)),
             ("strategy", Str(s.into())),
         ]);
         assert_eq!(run(&rows, &cfg), run(&rows, &cfg), "{s}");
     }
+}
+
+#[test]
+fn legacy_evicts_a_newer_entry_from_the_largest_cache_while_an_older_one_survives() {
+    let t = |ts: i64,
+             op: &'static str,
+             topic: &'static str,
+             cursor: Option<&'static str>,
+             e: Option<i64>,
+             size: i32|
+     -> Row {
+        (
+            ts,
+            op,
+            topic,
+            cursor,
+            e.map(|_| 1),
+            e,
+            if op == "read" { 1 } else { 0 },
+            size,
+        )
+    };
+    let mut rows = vec![
+        t(0, "open", "big", Some("c"), None, 0),
+        t(0, "open", "small", Some("c"), None, 0),
+    ];
+    rows.push(t(1, "add", "small", None, Some(0), 10)); // the oldest entry
+    for e in 0..10 {
+        rows.push(t(2 + e, "add", "big", None, Some(e), 10));
+    }
+    let read_back = |topic: &'static str| {
+        let mut r = rows.clone();
+        r.extend([
+            t(20, "open", topic, Some("late"), Some(0), 0),
+            t(21, "close", topic, Some("late"), None, 0),
+            t(22, "read", topic, Some("late"), None, 0),
+        ]);
+        r
+    };
+    // 110 bytes in a 100-byte cache: legacy frees 10 bytes from the big cache (its entry 0, newer
+    // than the small cache's entry); global FIFO frees the oldest, the small cache's entry.
+    let hits =
+        |strategy: &str, topic: &'static str| run(&read_back(topic), &exact(strategy, 100)).hits;
+    assert_eq!(
+        (hits("legacy", "small"), hits("legacy", "big")),
+        (1, 0),
+        "legacy keeps the older small/0, drops big/0"
+    );
+    assert_eq!(
+        (hits("pip430-fifo", "small"), hits("pip430-fifo", "big")),
+        (0, 1),
+        "FIFO drops the oldest"
+    );
+    let legacy = run(&read_back("small"), &exact("legacy", 100));
+    assert_eq!(legacy.evicted_entries, 1);
+}
+
+#[test]
+fn segmented_ring_drops_a_whole_segment_on_rotation() {
+    let mut rows = vec![open(0, "c", None)];
+    for e in 0..5 {
+        rows.push(add(1 + e, e, 10));
+    }
+    rows.extend([
+        open(10, "late", Some(0)),
+        (11, "close", "t", Some("late"), None, None, 0, 0),
+        read(12, "late", 5),
+    ]);
+    let cfg = config(&[
+        ("cache_size_bytes", Int(40)),
+        ("segment_count", Int(2)),
+        ("strategy", Str("segmented".into())),
+    ]);
+    let m = run(&rows, &cfg);
+    // Segments of 20 bytes: [0,1] [2,3], then 4 empties the first segment (0 and 1 go together).
+    assert_eq!((m.hits, m.misses), (3, 2), "{m:?}");
+    assert_eq!(m.evicted_entries, 2);
 }

@@ -8,10 +8,10 @@ pub use engine::{ReplayMetrics, Replayer};
 pub use trace::{Event, Names, Op, TraceDecoder};
 
 use crate::config::{CacheConfig, Strategy};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use arrow_array::RecordBatch;
 use std::time::{Duration, Instant};
-use strategy::{Belady, CacheStrategy, Lru, Pip430};
+use strategy::{Belady, CacheStrategy, Legacy, Lru, Pip430, Segmented};
 
 fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
     let grace = if config.eviction_by_expected_read_count {
@@ -30,12 +30,14 @@ fn first_pass(config: &CacheConfig) -> Result<Replayer> {
         }
         Strategy::Lru => replayer(config, Box::new(Lru::new(config.cache_size_bytes))),
         Strategy::Belady => replayer(config, Box::new(Lru::new(0))).recording(),
-        Strategy::Legacy | Strategy::Segmented => {
-            return Err(Error::Unsupported(format!(
-            "strategy {:?} is not in the replay engine yet; use pip430, pip430-fifo, lru or belady",
-            config.strategy.name()
-        )))
-        }
+        Strategy::Legacy => replayer(config, Box::new(Legacy::new(config))),
+        Strategy::Segmented => replayer(
+            config,
+            Box::new(Segmented::new(
+                config.cache_size_bytes,
+                config.segment_count,
+            )),
+        ),
     })
 }
 

@@ -2,12 +2,16 @@
 //! (publishes, reads, redeliveries, who is active); a strategy decides what stays in memory.
 
 mod belady;
+mod legacy;
 mod lru;
 mod pip430;
+mod segmented;
 
 pub use belady::{Belady, FutureReads};
+pub use legacy::Legacy;
 pub use lru::Lru;
 pub use pip430::Pip430;
+pub use segmented::Segmented;
 
 use crate::position::Position;
 

@@ -1,0 +1,179 @@
+//! Pulsar's entry cache before PIP-430: a cache per managed ledger, keyed by position.
+//!
+//! - A published entry is cached when the topic has an active cursor; a storage read when the
+//!   reader is active. No read counters.
+//! - Size eviction (`EntryCacheDefaultEvictionPolicy`): above the trigger, the largest caches
+//!   holding half the total size are chosen and each frees its share of the excess in proportion to
+//!   its size, lowest positions first. This can evict a newer entry from a big cache while an older
+//!   one survives in a small cache: the flaw PIP-430 describes.
+//! - Time eviction walks each cache from its lowest position and stops at the first entry that has
+//!   not expired (it assumes position order is time order).
+//! - Entries behind the slowest active reader are invalidated as cursors move.
+
+use super::{CacheStrategy, EntryKey, StrategyCounters};
+use crate::position::Position;
+use std::collections::BTreeMap;
+
+/// Pulsar's `MaxEntryCacheSizeToConsider`... the share of the total size whose caches are chosen.
+const SHARE_OF_SIZE_TO_CONSIDER: f64 = 0.5;
+
+#[derive(Default)]
+struct TopicCache {
+    entries: BTreeMap<Position, (u32, u64)>,
+    bytes: u64,
+}
+
+impl TopicCache {
+    fn remove_front_while(
+        &mut self,
+        mut keep_going: impl FnMut(&Position, &(u32, u64), u64) -> bool,
+    ) -> (u64, u64) {
+        let (mut n, mut freed) = (0, 0);
+        while let Some((p, v)) = self.entries.first_key_value() {
+            if !keep_going(p, v, freed) {
+                break;
+            }
+            let (_, (size, _)) = self.entries.pop_first().expect("non-empty");
+            self.bytes -= size as u64;
+            freed += size as u64;
+            n += 1;
+        }
+        (n, freed)
+    }
+}
+
+pub struct Legacy {
+    max: u64,
+    trigger: u64,
+    watermark: u64,
+    ttl_ns: u64,
+    topics: Vec<TopicCache>,
+    total: u64,
+    counters: StrategyCounters,
+}
+
+impl Legacy {
+    pub fn new(config: &crate::config::CacheConfig) -> Self {
+        Legacy {
+            max: config.cache_size_bytes,
+            trigger: config.trigger_bytes(),
+            watermark: config.watermark_bytes(),
+            ttl_ns: config.ttl_ns(),
+            topics: Vec::new(),
+            total: 0,
+            counters: StrategyCounters::default(),
+        }
+    }
+
+    fn topic(&mut self, t: u32) -> &mut TopicCache {
+        while self.topics.len() <= t as usize {
+            self.topics.push(TopicCache::default());
+        }
+        &mut self.topics[t as usize]
+    }
+
+    fn insert(&mut self, now: u64, key: EntryKey, size: u32) {
+        if self.max == 0 {
+            return;
+        }
+        let t = self.topic(key.topic);
+        if t.entries.insert(key.position, (size, now)).is_none() {
+            t.bytes += size as u64;
+            self.total += size as u64;
+            if self.total > self.trigger {
+                self.evict_to_watermark();
+            }
+        }
+    }
+
+    fn evict_to_watermark(&mut self) {
+        let to_free = self.total.saturating_sub(self.watermark);
+        if to_free == 0 {
+            return;
+        }
+        let mut order: Vec<usize> = (0..self.topics.len())
+            .filter(|&i| self.topics[i].bytes > 0)
+            .collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.topics[i].bytes));
+        let (mut chosen, mut considered) = (Vec::new(), 0u64);
+        for i in order {
+            chosen.push(i);
+            considered += self.topics[i].bytes;
+            if considered as f64 >= self.total as f64 * SHARE_OF_SIZE_TO_CONSIDER {
+                break;
+            }
+        }
+        for i in chosen {
+            let share =
+                (to_free as f64 * self.topics[i].bytes as f64 / considered as f64).ceil() as u64;
+            let (n, freed) = self.topics[i].remove_front_while(|_, _, freed| freed < share);
+            self.total -= freed;
+            self.counters.evicted_entries += n;
+        }
+    }
+}
+
+impl CacheStrategy for Legacy {
+    fn on_publish(&mut self, now: u64, key: EntryKey, size: u32, active: u32, _grace: bool) {
+        if active > 0 {
+            self.insert(now, key, size);
+        }
+    }
+
+    fn read(&mut self, _now: u64, key: EntryKey) -> bool {
+        self.topics
+            .get(key.topic as usize)
+            .is_some_and(|t| t.entries.contains_key(&key.position))
+    }
+
+    fn on_storage_read(&mut self, now: u64, key: EntryKey, size: u32, at_or_before: u32) {
+        if at_or_before > 0 {
+            self.insert(now, key, size);
+        }
+    }
+
+    fn on_slowest_reader(&mut self, topic: u32, slowest: Option<Position>) {
+        if let Some(slowest) = slowest {
+            let t = self.topic(topic);
+            let (_, freed) = t.remove_front_while(|p, _, _| *p < slowest);
+            self.total -= freed;
+        }
+    }
+
+    fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
+        let t = self.topic(topic);
+        let doomed: Vec<Position> = t
+            .entries
+            .range(Position::new(ledger, i64::MIN)..=Position::new(ledger, i64::MAX))
+            .map(|(p, _)| *p)
+            .collect();
+        let mut freed = 0;
+        for p in doomed {
+            let (size, _) = t.entries.remove(&p).expect("listed");
+            t.bytes -= size as u64;
+            freed += size as u64;
+        }
+        self.total -= freed;
+    }
+
+    fn tick(&mut self, now: u64) {
+        if let Some(before) = now.checked_sub(self.ttl_ns) {
+            for t in &mut self.topics {
+                let (n, freed) = t.remove_front_while(|_, (_, ts), _| *ts < before);
+                self.total -= freed;
+                self.counters.evicted_entries += n;
+            }
+        }
+        if self.total > self.trigger {
+            self.evict_to_watermark();
+        }
+    }
+
+    fn cached_bytes(&self) -> u64 {
+        self.total
+    }
+
+    fn counters(&self) -> StrategyCounters {
+        self.counters
+    }
+}

@@ -1,0 +1,93 @@
+//! PIP-174's broker-wide ring of segments (like BookKeeper's read cache): the cache is split into
+//! `segment_count` segments of equal size written in turn; when the current one is full, the next
+//! is emptied wholesale and written. Eviction is a rotation: no per-entry bookkeeping, no TTL.
+//! Entries are cached as in the broker (published with an active cursor, read by an active reader).
+
+use super::{CacheStrategy, EntryKey, StrategyCounters};
+use crate::fast_hash::FastMap;
+
+pub struct Segmented {
+    segment_bytes: u64,
+    /// Bytes written into each segment since it was last emptied, and how many entries.
+    used: Vec<(u64, u64)>,
+    /// How many times each segment has been emptied; an entry is valid if it names the current one.
+    generation: Vec<u64>,
+    current: usize,
+    index: FastMap<EntryKey, (u32, u64)>,
+    counters: StrategyCounters,
+}
+
+impl Segmented {
+    pub fn new(cache_size_bytes: u64, segments: u32) -> Self {
+        let n = segments.max(1) as usize;
+        Segmented {
+            segment_bytes: cache_size_bytes / n as u64,
+            used: vec![(0, 0); n],
+            generation: vec![0; n],
+            current: 0,
+            index: FastMap::default(),
+            counters: StrategyCounters::default(),
+        }
+    }
+
+    fn valid(&self, key: &EntryKey) -> bool {
+        self.index
+            .get(key)
+            .is_some_and(|&(s, g)| self.generation[s as usize] == g)
+    }
+
+    fn insert(&mut self, key: EntryKey, size: u32) {
+        if self.segment_bytes == 0 || size as u64 > self.segment_bytes || self.valid(&key) {
+            return;
+        }
+        if self.used[self.current].0 + size as u64 > self.segment_bytes {
+            self.current = (self.current + 1) % self.used.len();
+            self.counters.evicted_entries += self.used[self.current].1;
+            self.used[self.current] = (0, 0);
+            self.generation[self.current] += 1;
+            // Entries of emptied segments stay in the index as stale until overwritten; drop them
+            // when they outnumber the valid ones so the index stays the size of the cache.
+            if self.index.len() > 4 * self.used.iter().map(|u| u.1).sum::<u64>().max(1024) as usize
+            {
+                let generation = self.generation.clone();
+                self.index.retain(|_, (s, g)| generation[*s as usize] == *g);
+            }
+        }
+        self.used[self.current].0 += size as u64;
+        self.used[self.current].1 += 1;
+        self.index
+            .insert(key, (self.current as u32, self.generation[self.current]));
+    }
+}
+
+impl CacheStrategy for Segmented {
+    fn on_publish(&mut self, _now: u64, key: EntryKey, size: u32, active: u32, _grace: bool) {
+        if active > 0 {
+            self.insert(key, size);
+        }
+    }
+
+    fn read(&mut self, _now: u64, key: EntryKey) -> bool {
+        self.valid(&key)
+    }
+
+    fn on_storage_read(&mut self, _now: u64, key: EntryKey, size: u32, at_or_before: u32) {
+        if at_or_before > 0 {
+            self.insert(key, size);
+        }
+    }
+
+    fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
+        // The ring does not free space early; deleted entries just stop being found.
+        self.index
+            .retain(|k, _| !(k.topic == topic && k.position.ledger_id == ledger));
+    }
+
+    fn cached_bytes(&self) -> u64 {
+        self.used.iter().map(|u| u.0).sum()
+    }
+
+    fn counters(&self) -> StrategyCounters {
+        self.counters
+    }
+}
