@@ -34,7 +34,7 @@ from ._native import (
     SystemClock,
     __version__,
 )
-from .replay import replay
+from .replay import export_requests, replay
 from .errors import (
     ClosedError,
     CorruptSegmentError,
@@ -79,6 +79,7 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "errors",
+    "export_requests",
     "replay",
     "spark",
     "trace",

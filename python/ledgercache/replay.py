@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import trace as _trace
-from ._native import CacheConfig, ReplaySession
+from ._native import CacheConfig, ReplaySession, RequestRecorder
 from .errors import UnsupportedError
 
-__all__ = ["replay", "SUMMARY_COLUMNS"]
+__all__ = ["replay", "export_requests", "SUMMARY_COLUMNS"]
 
 SUMMARY_COLUMNS = (
     "broker",
@@ -104,3 +104,29 @@ def replay(
         ts = ts.append_column("hit_ratio", pc.if_else(pc.equal(ts["reads"], 0), 0.0, pc.divide(pc.cast(ts["hits"], pa.float64()), ts["reads"])))
         return table, ts
     return table
+
+
+def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path, format: str = "oracleGeneral") -> int:
+    """Writes the request stream a replay of ``trace`` sees, to cross-check with other simulators.
+
+    Every publish (an insert) and every entry a cursor reads (a lookup) becomes one request: object
+    id (one per position), size, time and the index of the object's next request. ``format`` is
+    ``"oracleGeneral"`` (libCacheSim's binary: ``u32 seconds, u64 id, u32 size, i64 next``) or
+    ``"csv"`` (``ts_us,obj_id,size,next_access_vtime,op`` with op ``insert`` or ``read``). The stream
+    does not depend on the cache design, so ``config`` only names which replay it stands for. Only
+    single-broker traces are accepted. Returns the number of requests written.
+
+    To compare hit ratios, count hits on ``read`` requests only: an ``insert`` is a publish, a miss
+    in any simulator's eyes. With reads of one entry each, ``lru``, ``pip430-fifo`` (trigger and
+    watermark 1.0, no TTL) and ``belady`` match libCacheSim's LRU, FIFO and Belady exactly.
+    """
+    if config is not None and not isinstance(config, CacheConfig):
+        raise TypeError("config must be a CacheConfig or None")
+    recorder = RequestRecorder()
+    brokers: set[str] = set()
+    for batch in _trace.batches(trace):
+        brokers.update(batch.column("broker").unique().drop_null().to_pylist())
+        if len(brokers) > 1:
+            raise ValueError(f"export_requests takes one broker's trace; this one has {sorted(brokers)}")
+        recorder.feed(batch)
+    return recorder.write(str(path), format)

@@ -35,6 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ledger::PyManagedCursor>()?;
     m.add_class::<ledger::PyReadHandle>()?;
     m.add_class::<replay::PyReplaySession>()?;
+    m.add_class::<replay::PyRequestRecorder>()?;
     m.add_class::<workload::PyArrowBatch>()?;
     m.add_function(wrap_pyfunction!(workload::generate_workload, m)?)?;
     Ok(())

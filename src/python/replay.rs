@@ -126,3 +126,47 @@ impl PyReplaySession {
             .collect()
     }
 }
+
+/// Records a trace's request stream for export (see `ledgercache.export_requests`).
+#[pyclass(name = "RequestRecorder", module = "ledgercache._native", frozen)]
+pub struct PyRequestRecorder(Mutex<Option<crate::replay::RequestRecorder>>);
+
+#[pymethods]
+impl PyRequestRecorder {
+    #[new]
+    fn new() -> Self {
+        PyRequestRecorder(Mutex::new(Some(Default::default())))
+    }
+
+    fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
+        let batch = import_batch(batch)?;
+        let mut guard = self.0.lock();
+        let r = guard
+            .as_mut()
+            .ok_or_else(|| raise(py, "ClosedError", "recorder is finished".into()))?;
+        py.detach(|| r.feed(&batch)).py_err(py)
+    }
+
+    /// Writes the stream to `path` as "oracleGeneral" or "csv"; returns the number of requests.
+    fn write(&self, py: Python<'_>, path: std::path::PathBuf, format: &str) -> PyResult<usize> {
+        let recorder = self
+            .0
+            .lock()
+            .take()
+            .ok_or_else(|| raise(py, "ClosedError", "recorder is finished".into()))?;
+        let format = format.to_string();
+        py.detach(move || {
+            let log = recorder.finish();
+            match format.as_str() {
+                "oracleGeneral" => log.write_oracle_general(&path),
+                "csv" => log.write_csv(&path),
+                other => Err(crate::error::Error::invalid(
+                    "format",
+                    format!("{other:?} is not \"oracleGeneral\" or \"csv\""),
+                )),
+            }
+            .map(|_| log.requests.len())
+        })
+        .py_err(py)
+    }
+}

@@ -5,6 +5,7 @@
 //! read it (entries behind every cursor are forgotten, and a later seek back reads them at the
 //! ledger's mean size), so memory follows the cache and the cursors, not the trace length.
 
+use super::requests::RequestLog;
 use super::strategy::{CacheStrategy, EntryKey, FutureReads};
 use super::trace::{Event, Names, Op};
 use crate::cursors::active::ActiveCursorContainer;
@@ -131,6 +132,8 @@ pub struct Replayer {
     topics: Vec<Topic>,
     /// Records the read stream (for Belady's first pass).
     recorder: Option<FutureReads>,
+    /// Records every publish and read (for exporting the request stream).
+    requests: Option<RequestLog>,
     eviction_interval_ns: u64,
     grace_ns: u64,
     next_tick_ns: Option<u64>,
@@ -151,6 +154,7 @@ impl Replayer {
             strategy,
             topics: Vec::new(),
             recorder: None,
+            requests: None,
             eviction_interval_ns: eviction_interval_ms.max(1) * 1_000_000,
             grace_ns: continue_caching_ms * 1_000_000,
             next_tick_ns: None,
@@ -169,6 +173,16 @@ impl Replayer {
 
     pub fn take_recording(&mut self) -> Option<FutureReads> {
         self.recorder.take()
+    }
+
+    /// Logs every publish and read (see [`RequestLog`]).
+    pub fn logging_requests(mut self) -> Self {
+        self.requests = Some(RequestLog::default());
+        self
+    }
+
+    pub fn take_requests(&mut self) -> Option<RequestLog> {
+        self.requests.take()
     }
 
     fn topic(&mut self, id: u32) -> &mut Topic {
@@ -279,16 +293,14 @@ impl Replayer {
                 let grace = t
                     .last_active_left_ns
                     .is_some_and(|left| now.saturating_sub(left) < grace_ns);
-                self.strategy.on_publish(
-                    now,
-                    EntryKey {
-                        topic: e.topic,
-                        position: p,
-                    },
-                    e.size,
-                    active,
-                    grace,
-                );
+                let key = EntryKey {
+                    topic: e.topic,
+                    position: p,
+                };
+                if let Some(log) = &mut self.requests {
+                    log.record(e.ts_us, key, e.size, false);
+                }
+                self.strategy.on_publish(now, key, e.size, active, grace);
                 self.metrics.published_entries += 1;
                 self.metrics.published_bytes += e.size as u64;
                 self.publishes_since_forget += 1;
@@ -454,6 +466,14 @@ impl Replayer {
             };
             if let Some(r) = &mut self.recorder {
                 r.record(key);
+            }
+            if self.requests.is_some() {
+                let size = self.topics[topic as usize].size_of(key.position);
+                let ts_us = self.origin_us.unwrap_or(0) + (now / 1_000) as i64;
+                self.requests
+                    .as_mut()
+                    .expect("checked")
+                    .record(ts_us, key, size, true);
             }
             self.metrics.entries_read += 1;
             let hit = self.strategy.read(now, key);

@@ -1,6 +1,7 @@
 //! The replay lab: one broker's trace through cache designs, measured.
 
 pub mod engine;
+pub mod requests;
 pub mod strategy;
 pub mod trace;
 
@@ -53,6 +54,35 @@ pub fn replay(events: &[Event], names: &Names, config: &CacheConfig) -> Result<R
         r.run(events, names)?;
     }
     Ok(r.finish())
+}
+
+/// Records the request stream of a trace (publishes and reads), batch by batch.
+pub struct RequestRecorder {
+    decoder: TraceDecoder,
+    replayer: Replayer,
+    events: Vec<Event>,
+}
+
+impl Default for RequestRecorder {
+    fn default() -> Self {
+        RequestRecorder {
+            decoder: TraceDecoder::new(),
+            replayer: Replayer::new(Box::new(Lru::new(0)), 1000, 0).logging_requests(),
+            events: Vec::new(),
+        }
+    }
+}
+
+impl RequestRecorder {
+    pub fn feed(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.events.clear();
+        self.decoder.decode(batch, &mut self.events)?;
+        self.replayer.run(&self.events, &self.decoder.names)
+    }
+
+    pub fn finish(mut self) -> requests::RequestLog {
+        self.replayer.take_requests().expect("logging was on")
+    }
 }
 
 struct Run {

@@ -1,7 +1,9 @@
-//! Belady's offline optimum for the read stream: when room is needed, drop the cached entry whose
-//! next read is farthest in the future (or never), the incoming one included. It needs the whole
-//! future, so the engine first records the read stream ([`FutureReads`]) and then replays again.
-//! Optimal in hits for uniform sizes; an upper bound to compare the online designs against.
+//! Belady's MIN, the offline optimum for the read stream: every entry offered is cached, and when
+//! room is needed the cached entry whose next read is farthest in the future (or never) goes. This
+//! is the classic form (admission is not optional), the one libCacheSim implements, so the two agree
+//! exactly. It needs the whole future, so the engine first records the read stream
+//! ([`FutureReads`]) and then replays again. Optimal in hits for uniform sizes among caches that
+//! keep what they are offered; an upper bound to compare the online designs against.
 
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::fast_hash::FastMap;
@@ -67,24 +69,20 @@ impl Belady {
         if self.cached.contains_key(&key) || size as u64 > self.capacity {
             return;
         }
-        let next = self.next_use(&key);
-        if next == NEVER {
-            return; // never read again: caching it can only displace something useful
-        }
-        self.by_next_use.insert((next, key));
-        self.cached.insert(key, (size, next));
-        self.used += size as u64;
-        while self.used > self.capacity {
+        // Make room among the entries already cached, farthest next read first.
+        while self.used + size as u64 > self.capacity {
             let &(_, victim) = self
                 .by_next_use
                 .iter()
                 .next_back()
                 .expect("over capacity means non-empty");
             self.evict(victim);
-            if victim != key {
-                self.counters.evicted_entries += 1;
-            }
+            self.counters.evicted_entries += 1;
         }
+        let next = self.next_use(&key);
+        self.by_next_use.insert((next, key));
+        self.cached.insert(key, (size, next));
+        self.used += size as u64;
     }
 
     fn evict(&mut self, key: EntryKey) {
@@ -109,17 +107,11 @@ impl CacheStrategy for Belady {
             }
         }
         let next = self.next_use(&key);
-        match self.cached.get_mut(&key) {
+        match self.cached.get(&key).copied() {
             Some((size, old)) => {
-                let (size, old) = (*size, *old);
                 self.by_next_use.remove(&(old, key));
-                if next == NEVER {
-                    self.cached.remove(&key);
-                    self.used -= size as u64;
-                } else {
-                    self.cached.insert(key, (size, next));
-                    self.by_next_use.insert((next, key));
-                }
+                self.cached.insert(key, (size, next));
+                self.by_next_use.insert((next, key));
                 true
             }
             None => false,
