@@ -467,13 +467,10 @@ impl Replayer {
             if let Some(r) = &mut self.recorder {
                 r.record(key);
             }
-            if self.requests.is_some() {
+            if let Some(log) = &mut self.requests {
                 let size = self.topics[topic as usize].size_of(key.position);
                 let ts_us = self.origin_us.unwrap_or(0) + (now / 1_000) as i64;
-                self.requests
-                    .as_mut()
-                    .expect("checked")
-                    .record(ts_us, key, size, true);
+                log.record(ts_us, key, size, true);
             }
             self.metrics.entries_read += 1;
             let hit = self.strategy.read(now, key);
