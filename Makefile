@@ -37,6 +37,7 @@ bench: build ## Benchmarks: Rust harnesses, Python call overhead, Python vs Rust
 	$(VPY) benches/python_overhead.py
 	@rust=$$(cargo bench --locked --bench ledger_reads 2>/dev/null | tee /dev/stderr | sed -n 's/.*: \([0-9.]*\) M entries.*/\1/p'); \
 		$(VPY) benches/ledger_reads.py $$rust
+	$(VPY) benches/replay_throughput.py
 
 lint: $(STAMP) ## cargo fmt/clippy checks
 	cargo fmt --check

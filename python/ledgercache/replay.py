@@ -37,10 +37,12 @@ SUMMARY_COLUMNS = (
 def _feed(sessions: dict[str, ReplaySession], source, configs, second_pass: bool) -> None:
     offset = 0
     for batch in _trace.batches(source):
-        rows = pa.array(range(offset, offset + batch.num_rows), pa.int64())
-        offset += batch.num_rows
-        batch = batch.append_column("__row", rows)
         brokers = batch.column("broker").unique().drop_null().to_pylist()
+        if len(brokers) > 1 or len(sessions) > 1 or (sessions and brokers and brokers[0] not in sessions):
+            # Split by broker, keeping each row's number in the whole trace for error messages.
+            rows = pa.array(range(offset, offset + batch.num_rows), pa.int64())
+            batch = batch.append_column("__row", rows)
+        offset += batch.num_rows
         for broker in brokers:
             part = batch if len(brokers) == 1 else batch.filter(pc.equal(batch.column("broker"), broker))
             if second_pass:

@@ -94,7 +94,8 @@ pub struct Names {
     pub topics: Vec<String>,
     topic_ids: FastMap<String, u32>,
     pub cursors: Vec<(u32, String)>,
-    cursor_ids: FastMap<(u32, String), u32>,
+    /// Per topic: cursor name -> id (nested so a lookup borrows the name instead of allocating).
+    cursor_ids: Vec<FastMap<String, u32>>,
 }
 
 impl Names {
@@ -105,17 +106,18 @@ impl Names {
         let id = self.topics.len() as u32;
         self.topics.push(name.to_string());
         self.topic_ids.insert(name.to_string(), id);
+        self.cursor_ids.push(FastMap::default());
         id
     }
 
     fn cursor(&mut self, topic: u32, name: &str) -> u32 {
-        let key = (topic, name.to_string());
-        if let Some(&id) = self.cursor_ids.get(&key) {
+        let by_name = &mut self.cursor_ids[topic as usize];
+        if let Some(&id) = by_name.get(name) {
             return id;
         }
         let id = self.cursors.len() as u32;
-        self.cursors.push(key.clone());
-        self.cursor_ids.insert(key, id);
+        self.cursors.push((topic, name.to_string()));
+        by_name.insert(name.to_string(), id);
         id
     }
 }

@@ -30,3 +30,9 @@ def test_readme_topic_life_example_matches_its_script(capsys):
 def test_package_docstring_examples():
     failures, tried = doctest.testmod(ledgercache, verbose=False)
     assert tried > 0 and failures == 0
+
+
+def test_readme_replay_lab_example(capsys):
+    out = run_block(BLOCKS[2], capsys)
+    assert out[0].split() == ["strategy", "hit_ratio", "storage_read_ops"]
+    assert [line.split()[1] for line in out[1:]] == ["pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady"]
