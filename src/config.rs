@@ -95,6 +95,12 @@ pub struct CacheConfig {
     pub strategy: Strategy,
     /// Segments of the `segmented` strategy's ring (PIP-174).
     pub segment_count: u32,
+    /// The broker's adaptive receive buffers (brokerAdaptiveRecvByteBufAllocator*Size) and
+    /// BookKeeper's read buffers: what cached slices really retain when `copy_entries` is off.
+    pub recv_buffer_min_bytes: u32,
+    pub recv_buffer_initial_bytes: u32,
+    pub recv_buffer_max_bytes: u32,
+    pub storage_read_buffer_bytes: u32,
 }
 
 impl Default for CacheConfig {
@@ -114,12 +120,16 @@ impl Default for CacheConfig {
             copy_entries: false,
             strategy: Strategy::Pip430,
             segment_count: 8,
+            recv_buffer_min_bytes: 1024,
+            recv_buffer_initial_bytes: 16384,
+            recv_buffer_max_bytes: 1 << 20,
+            storage_read_buffer_bytes: 64 << 10,
         }
     }
 }
 
 /// Names accepted by [`CacheConfig::set`], in declaration order.
-pub const SETTING_NAMES: [&str; 13] = [
+pub const SETTING_NAMES: [&str; 17] = [
     "cache_size_bytes",
     "eviction_watermark",
     "eviction_trigger_threshold",
@@ -133,10 +143,14 @@ pub const SETTING_NAMES: [&str; 13] = [
     "copy_entries",
     "strategy",
     "segment_count",
+    "recv_buffer_min_bytes",
+    "recv_buffer_initial_bytes",
+    "recv_buffer_max_bytes",
+    "storage_read_buffer_bytes",
 ];
 
 /// Pulsar `broker.conf` keys and the setting each one maps to, with a scale factor for sizes.
-const BROKER_CONF_KEYS: [(&str, &str, u64); 11] = [
+const BROKER_CONF_KEYS: [(&str, &str, u64); 14] = [
     ("managedLedgerCacheSizeMB", "cache_size_bytes", 1 << 20),
     (
         "managedLedgerCacheEvictionWatermark",
@@ -184,6 +198,21 @@ const BROKER_CONF_KEYS: [(&str, &str, u64); 11] = [
         1,
     ),
     ("managedLedgerCacheCopyEntries", "copy_entries", 1),
+    (
+        "brokerAdaptiveRecvByteBufAllocatorMinimumSize",
+        "recv_buffer_min_bytes",
+        1,
+    ),
+    (
+        "brokerAdaptiveRecvByteBufAllocatorInitialSize",
+        "recv_buffer_initial_bytes",
+        1,
+    ),
+    (
+        "brokerAdaptiveRecvByteBufAllocatorMaximumSize",
+        "recv_buffer_max_bytes",
+        1,
+    ),
 ];
 
 impl CacheConfig {
@@ -258,6 +287,25 @@ impl CacheConfig {
                     ))
                 }
             },
+            "recv_buffer_min_bytes"
+            | "recv_buffer_initial_bytes"
+            | "recv_buffer_max_bytes"
+            | "storage_read_buffer_bytes" => {
+                let v = non_negative(name, &value)?;
+                if !(16..=1 << 30).contains(&v) {
+                    return Err(Error::invalid(
+                        name,
+                        format!("must be in [16, 2^30] bytes, got {v}"),
+                    ));
+                }
+                let v = v as u32;
+                match name {
+                    "recv_buffer_min_bytes" => next.recv_buffer_min_bytes = v,
+                    "recv_buffer_initial_bytes" => next.recv_buffer_initial_bytes = v,
+                    "recv_buffer_max_bytes" => next.recv_buffer_max_bytes = v,
+                    _ => next.storage_read_buffer_bytes = v,
+                }
+            }
             "segment_count" => {
                 let v = non_negative(name, &value)?;
                 if v == 0 || v > 1 << 16 {
@@ -275,6 +323,14 @@ impl CacheConfig {
 
     /// Checks relations between settings.
     pub fn validate(&self) -> Result<()> {
+        if !(self.recv_buffer_min_bytes <= self.recv_buffer_initial_bytes
+            && self.recv_buffer_initial_bytes <= self.recv_buffer_max_bytes)
+        {
+            return Err(Error::invalid(
+                "recv_buffer_initial_bytes",
+                "receive buffer sizes must satisfy min <= initial <= max",
+            ));
+        }
         if self.eviction_watermark > self.eviction_trigger_threshold {
             return Err(Error::invalid(
                 "eviction_watermark",
@@ -336,6 +392,10 @@ impl CacheConfig {
             "copy_entries" => SettingValue::Bool(self.copy_entries),
             "strategy" => SettingValue::Str(self.strategy.name().to_string()),
             "segment_count" => SettingValue::Int(self.segment_count as i64),
+            "recv_buffer_min_bytes" => SettingValue::Int(self.recv_buffer_min_bytes as i64),
+            "recv_buffer_initial_bytes" => SettingValue::Int(self.recv_buffer_initial_bytes as i64),
+            "recv_buffer_max_bytes" => SettingValue::Int(self.recv_buffer_max_bytes as i64),
+            "storage_read_buffer_bytes" => SettingValue::Int(self.storage_read_buffer_bytes as i64),
             _ => return None,
         })
     }

@@ -352,3 +352,40 @@ fn segmented_ring_drops_a_whole_segment_on_rotation() {
     assert_eq!((m.hits, m.misses), (3, 2), "{m:?}");
     assert_eq!(m.evicted_entries, 2);
 }
+
+#[test]
+fn retained_bytes_follow_the_receive_buffers() {
+    // Bursts of 500 entries of 1000 bytes in the same millisecond fill large receive buffers; the
+    // cache keeps about 200 entries, but a buffer stays allocated while one of its entries is cached.
+    let mut rows = vec![open(0, "c", None)];
+    let mut e = 0;
+    for burst in 0..8 {
+        for _ in 0..500 {
+            rows.push(add(burst * 10 + 1, e, 1000));
+            e += 1;
+        }
+    }
+    let base = [
+        ("cache_size_bytes", Int(200_000)),
+        ("strategy", Str("lru".into())),
+    ];
+    let with = |extra: &[(&str, SettingValue)]| {
+        let mut s = base.to_vec();
+        s.extend_from_slice(extra);
+        run(&rows, &config(&s))
+    };
+    let copied = with(&[("copy_entries", SettingValue::Bool(true))]);
+    assert_eq!(copied.peak_retained_bytes, copied.peak_cache_bytes);
+    let default_max = with(&[]);
+    let small_max = with(&[("recv_buffer_max_bytes", Int(64 << 10))]);
+    assert!(
+        default_max.peak_retained_bytes > small_max.peak_retained_bytes,
+        "{default_max:?} vs {small_max:?}"
+    );
+    assert!(small_max.peak_retained_bytes >= small_max.peak_cache_bytes);
+    assert!(
+        default_max.peak_retained_bytes >= 256 << 10,
+        "buffers grown past 64 KiB show: {}",
+        default_max.peak_retained_bytes
+    );
+}

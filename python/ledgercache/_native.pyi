@@ -62,6 +62,10 @@ class CacheConfig:
     copy_entries: bool
     strategy: StrategyName
     segment_count: int
+    recv_buffer_min_bytes: int
+    recv_buffer_initial_bytes: int
+    recv_buffer_max_bytes: int
+    storage_read_buffer_bytes: int
 
     def __init__(
         self,
@@ -79,6 +83,10 @@ class CacheConfig:
         copy_entries: bool = ...,
         strategy: StrategyName = ...,
         segment_count: int = ...,
+        recv_buffer_min_bytes: int = ...,
+        recv_buffer_initial_bytes: int = ...,
+        recv_buffer_max_bytes: int = ...,
+        storage_read_buffer_bytes: int = ...,
     ) -> None: ...
     def replace(self, **changes: Any) -> CacheConfig: ...
     @staticmethod

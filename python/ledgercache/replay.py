@@ -30,6 +30,7 @@ SUMMARY_COLUMNS = (
     "evicted_entries",
     "requeues",
     "peak_cache_bytes",
+    "peak_retained_bytes",
     "replay_seconds",
 )
 

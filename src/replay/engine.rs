@@ -5,6 +5,7 @@
 //! read it (entries behind every cursor are forgotten, and a later seek back reads them at the
 //! ledger's mean size), so memory follows the cache and the cursors, not the trace length.
 
+use super::memory::MemoryModel;
 use super::requests::RequestLog;
 use super::strategy::{CacheStrategy, EntryKey, FutureReads};
 use super::trace::{Event, Names, Op};
@@ -112,7 +113,9 @@ pub struct ReplayMetrics {
     pub evicted_entries: u64,
     pub requeues: u64,
     pub peak_cache_bytes: u64,
-    pub out_of_order_deliveries: u64,
+    /// Bytes the cached entries' buffers really hold (see [`MemoryModel`]); the accounted size
+    /// when entries are copied.
+    pub peak_retained_bytes: u64,
     /// (second of trace time, cache bytes at its end, reads, hits in it).
     pub per_second: Vec<(i64, u64, u64, u64)>,
 }
@@ -134,6 +137,8 @@ pub struct Replayer {
     recorder: Option<FutureReads>,
     /// Records every publish and read (for exporting the request stream).
     requests: Option<RequestLog>,
+    /// Tracks the buffers cached slices keep alive (off when entries are copied).
+    memory: Option<MemoryModel>,
     eviction_interval_ns: u64,
     grace_ns: u64,
     next_tick_ns: Option<u64>,
@@ -155,6 +160,7 @@ impl Replayer {
             topics: Vec::new(),
             recorder: None,
             requests: None,
+            memory: None,
             eviction_interval_ns: eviction_interval_ms.max(1) * 1_000_000,
             grace_ns: continue_caching_ms * 1_000_000,
             next_tick_ns: None,
@@ -173,6 +179,12 @@ impl Replayer {
 
     pub fn take_recording(&mut self) -> Option<FutureReads> {
         self.recorder.take()
+    }
+
+    /// Models the buffers cached slices retain (see [`MemoryModel`]).
+    pub fn with_memory_model(mut self, model: MemoryModel) -> Self {
+        self.memory = Some(model);
+        self
     }
 
     /// Logs every publish and read (see [`RequestLog`]).
@@ -217,6 +229,9 @@ impl Replayer {
                     .per_second
                     .push((s, self.strategy.cached_bytes(), reads, hits));
                 self.second = Some((sec, 0, 0));
+                if let Some(m) = &mut self.memory {
+                    m.sample(self.strategy.as_ref());
+                }
             }
             None => self.second = Some((sec, 0, 0)),
         }
@@ -299,6 +314,9 @@ impl Replayer {
                 };
                 if let Some(log) = &mut self.requests {
                     log.record(e.ts_us, key, e.size, false);
+                }
+                if let Some(m) = &mut self.memory {
+                    m.on_publish(e.ts_us, key, e.size);
                 }
                 self.strategy.on_publish(now, key, e.size, active, grace);
                 self.metrics.published_entries += 1;
@@ -495,6 +513,9 @@ impl Replayer {
             return;
         }
         self.metrics.storage_read_ops += 1;
+        if let Some(m) = &mut self.memory {
+            m.on_storage_read(run);
+        }
         let at_or_before = self.topics[topic as usize]
             .active
             .count_at_or_before(&cursor);
@@ -511,6 +532,13 @@ impl Replayer {
                 .per_second
                 .push((s, self.strategy.cached_bytes(), reads, hits));
         }
+        self.metrics.peak_retained_bytes = match &mut self.memory {
+            Some(m) => {
+                m.sample(self.strategy.as_ref());
+                m.peak_retained
+            }
+            None => self.metrics.peak_cache_bytes,
+        };
         let c = self.strategy.counters();
         self.metrics.evicted_entries = c.evicted_entries;
         self.metrics.requeues = c.requeues;

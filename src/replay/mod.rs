@@ -1,6 +1,7 @@
 //! The replay lab: one broker's trace through cache designs, measured.
 
 pub mod engine;
+pub mod memory;
 pub mod requests;
 pub mod strategy;
 pub mod trace;
@@ -20,7 +21,16 @@ fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer 
     } else {
         0
     };
-    Replayer::new(strategy, config.eviction_interval_ms, grace)
+    let r = Replayer::new(strategy, config.eviction_interval_ms, grace);
+    if config.copy_entries {
+        return r;
+    }
+    r.with_memory_model(memory::MemoryModel::new(
+        config.recv_buffer_min_bytes,
+        config.recv_buffer_initial_bytes,
+        config.recv_buffer_max_bytes,
+        config.storage_read_buffer_bytes,
+    ))
 }
 
 /// The replayer for an online strategy; Belady's first pass is a recorder.

@@ -141,4 +141,8 @@ impl CacheStrategy for Belady {
     fn counters(&self) -> StrategyCounters {
         self.counters
     }
+
+    fn contains(&self, key: EntryKey) -> bool {
+        self.cached.contains_key(&key)
+    }
 }

@@ -176,4 +176,10 @@ impl CacheStrategy for Legacy {
     fn counters(&self) -> StrategyCounters {
         self.counters
     }
+
+    fn contains(&self, key: EntryKey) -> bool {
+        self.topics
+            .get(key.topic as usize)
+            .is_some_and(|t| t.entries.contains_key(&key.position))
+    }
 }

@@ -155,6 +155,10 @@ impl CacheStrategy for Lru {
     fn counters(&self) -> StrategyCounters {
         self.counters
     }
+
+    fn contains(&self, key: EntryKey) -> bool {
+        self.map.contains_key(&key)
+    }
 }
 
 #[cfg(test)]

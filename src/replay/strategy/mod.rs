@@ -55,4 +55,6 @@ pub trait CacheStrategy: Send {
     fn tick(&mut self, _now_ns: u64) {}
     fn cached_bytes(&self) -> u64;
     fn counters(&self) -> StrategyCounters;
+    /// Whether the entry is cached (no side effects; for the memory model).
+    fn contains(&self, key: EntryKey) -> bool;
 }

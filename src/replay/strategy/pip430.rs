@@ -113,4 +113,10 @@ impl CacheStrategy for Pip430 {
             requeues: s.requeued,
         }
     }
+
+    fn contains(&self, key: EntryKey) -> bool {
+        self.caches
+            .get(key.topic as usize)
+            .is_some_and(|c| c.contains(key.position))
+    }
 }

@@ -90,4 +90,8 @@ impl CacheStrategy for Segmented {
     fn counters(&self) -> StrategyCounters {
         self.counters
     }
+
+    fn contains(&self, key: EntryKey) -> bool {
+        self.valid(&key)
+    }
 }
