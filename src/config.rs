@@ -101,6 +101,10 @@ pub struct CacheConfig {
     pub recv_buffer_initial_bytes: u32,
     pub recv_buffer_max_bytes: u32,
     pub storage_read_buffer_bytes: u32,
+    /// Replay lab: how long a storage read takes, and whether reads carry cursor epochs (PIP-269)
+    /// so that one completing after a seek is discarded instead of delivered out of order.
+    pub storage_read_latency_ms: u64,
+    pub cursor_epochs: bool,
 }
 
 impl Default for CacheConfig {
@@ -124,12 +128,14 @@ impl Default for CacheConfig {
             recv_buffer_initial_bytes: 16384,
             recv_buffer_max_bytes: 1 << 20,
             storage_read_buffer_bytes: 64 << 10,
+            storage_read_latency_ms: 0,
+            cursor_epochs: true,
         }
     }
 }
 
 /// Names accepted by [`CacheConfig::set`], in declaration order.
-pub const SETTING_NAMES: [&str; 17] = [
+pub const SETTING_NAMES: [&str; 19] = [
     "cache_size_bytes",
     "eviction_watermark",
     "eviction_trigger_threshold",
@@ -147,6 +153,8 @@ pub const SETTING_NAMES: [&str; 17] = [
     "recv_buffer_initial_bytes",
     "recv_buffer_max_bytes",
     "storage_read_buffer_bytes",
+    "storage_read_latency_ms",
+    "cursor_epochs",
 ];
 
 /// Pulsar `broker.conf` keys and the setting each one maps to, with a scale factor for sizes.
@@ -306,6 +314,8 @@ impl CacheConfig {
                     _ => next.storage_read_buffer_bytes = v,
                 }
             }
+            "storage_read_latency_ms" => next.storage_read_latency_ms = non_negative(name, &value)?,
+            "cursor_epochs" => next.cursor_epochs = boolean(name, &value)?,
             "segment_count" => {
                 let v = non_negative(name, &value)?;
                 if v == 0 || v > 1 << 16 {
@@ -396,6 +406,8 @@ impl CacheConfig {
             "recv_buffer_initial_bytes" => SettingValue::Int(self.recv_buffer_initial_bytes as i64),
             "recv_buffer_max_bytes" => SettingValue::Int(self.recv_buffer_max_bytes as i64),
             "storage_read_buffer_bytes" => SettingValue::Int(self.storage_read_buffer_bytes as i64),
+            "storage_read_latency_ms" => SettingValue::Int(self.storage_read_latency_ms as i64),
+            "cursor_epochs" => SettingValue::Bool(self.cursor_epochs),
             _ => return None,
         })
     }

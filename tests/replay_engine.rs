@@ -389,3 +389,39 @@ fn retained_bytes_follow_the_receive_buffers() {
         default_max.peak_retained_bytes
     );
 }
+
+#[test]
+fn a_read_in_flight_during_a_seek_is_discarded_with_epochs_and_delivered_out_of_order_without() {
+    // Entries 0..9 published with nobody connected (not cached). `c` reads 5..9 from storage
+    // (20 ms), seeks back to 0 at 10 ms and reads 0..9 at 15 ms (0..4 from storage again).
+    let mut rows = vec![];
+    for e in 0..10 {
+        rows.push(add(1, e, 100));
+    }
+    rows.extend([
+        open(2, "c", Some(5)),
+        read(3, "c", 5),
+        (10, "seek", "t", Some("c"), Some(1), Some(0), 0, 0),
+        read(15, "c", 10),
+    ]);
+    let cfg = |epochs: bool| {
+        config(&[
+            ("storage_read_latency_ms", Int(20)),
+            ("cursor_epochs", SettingValue::Bool(epochs)),
+        ])
+    };
+    let with = run(&rows, &cfg(true));
+    assert_eq!(
+        (with.discarded_reads, with.out_of_order_deliveries),
+        (1, 0),
+        "{with:?}"
+    );
+    let without = run(&rows, &cfg(false));
+    // The stale 5..9 arrives at 23 ms, after the seek; then 0..9 at 35 ms: 0..8 come below 9.
+    assert_eq!(
+        (without.discarded_reads, without.out_of_order_deliveries),
+        (0, 9),
+        "{without:?}"
+    );
+    assert_eq!(with.entries_read, without.entries_read);
+}

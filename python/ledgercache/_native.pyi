@@ -66,6 +66,8 @@ class CacheConfig:
     recv_buffer_initial_bytes: int
     recv_buffer_max_bytes: int
     storage_read_buffer_bytes: int
+    storage_read_latency_ms: int
+    cursor_epochs: bool
 
     def __init__(
         self,
@@ -87,6 +89,8 @@ class CacheConfig:
         recv_buffer_initial_bytes: int = ...,
         recv_buffer_max_bytes: int = ...,
         storage_read_buffer_bytes: int = ...,
+        storage_read_latency_ms: int = ...,
+        cursor_epochs: bool = ...,
     ) -> None: ...
     def replace(self, **changes: Any) -> CacheConfig: ...
     @staticmethod

@@ -31,6 +31,8 @@ SUMMARY_COLUMNS = (
     "requeues",
     "peak_cache_bytes",
     "peak_retained_bytes",
+    "out_of_order_deliveries",
+    "discarded_reads",
     "replay_seconds",
 )
 

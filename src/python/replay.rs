@@ -119,6 +119,8 @@ impl PyReplaySession {
                 d.set_item("requeues", m.requeues)?;
                 d.set_item("peak_cache_bytes", m.peak_cache_bytes)?;
                 d.set_item("peak_retained_bytes", m.peak_retained_bytes)?;
+                d.set_item("out_of_order_deliveries", m.out_of_order_deliveries)?;
+                d.set_item("discarded_reads", m.discarded_reads)?;
                 d.set_item("replay_seconds", took.as_secs_f64())?;
                 d.set_item("per_second", m.per_second)?;
                 d.set_item("config", PyCacheConfig(config))?;

@@ -49,6 +49,20 @@ struct Cursor {
     read_position: Position,
     active: bool,
     replay: BTreeSet<Position>,
+    /// Bumped by every seek (PIP-269's cursor epoch).
+    epoch: u32,
+    /// Highest position delivered since the last seek.
+    delivered_high: Option<Position>,
+}
+
+/// A read waiting for its storage read (reads that hit the cache complete at once).
+struct InFlight {
+    due_ns: u64,
+    topic: u32,
+    cursor: u32,
+    epoch: u32,
+    positions: Vec<Position>,
+    replay: bool,
 }
 
 #[derive(Default)]
@@ -116,6 +130,11 @@ pub struct ReplayMetrics {
     /// Bytes the cached entries' buffers really hold (see [`MemoryModel`]); the accounted size
     /// when entries are copied.
     pub peak_retained_bytes: u64,
+    /// Deliveries below a position already delivered since the last seek: stale reads completing
+    /// after a seek, without cursor epochs.
+    pub out_of_order_deliveries: u64,
+    /// Reads discarded on completion because their cursor's epoch moved on.
+    pub discarded_reads: u64,
     /// (second of trace time, cache bytes at its end, reads, hits in it).
     pub per_second: Vec<(i64, u64, u64, u64)>,
 }
@@ -139,6 +158,10 @@ pub struct Replayer {
     requests: Option<RequestLog>,
     /// Tracks the buffers cached slices keep alive (off when entries are copied).
     memory: Option<MemoryModel>,
+    /// Storage read latency: reads that miss deliver this much later.
+    read_latency_ns: u64,
+    cursor_epochs: bool,
+    in_flight: VecDeque<InFlight>,
     eviction_interval_ns: u64,
     grace_ns: u64,
     next_tick_ns: Option<u64>,
@@ -161,6 +184,9 @@ impl Replayer {
             recorder: None,
             requests: None,
             memory: None,
+            read_latency_ns: 0,
+            cursor_epochs: true,
+            in_flight: VecDeque::new(),
             eviction_interval_ns: eviction_interval_ms.max(1) * 1_000_000,
             grace_ns: continue_caching_ms * 1_000_000,
             next_tick_ns: None,
@@ -179,6 +205,14 @@ impl Replayer {
 
     pub fn take_recording(&mut self) -> Option<FutureReads> {
         self.recorder.take()
+    }
+
+    /// Reads that miss deliver `latency_ns` later; a seek meanwhile makes them stale, and stale reads
+    /// are discarded (with cursor epochs) or delivered out of order (without).
+    pub fn with_read_latency(mut self, latency_ns: u64, cursor_epochs: bool) -> Self {
+        self.read_latency_ns = latency_ns;
+        self.cursor_epochs = cursor_epochs;
+        self
     }
 
     /// Models the buffers cached slices retain (see [`MemoryModel`]).
@@ -244,6 +278,7 @@ impl Replayer {
             let now = self.now_ns(e.ts_us);
             self.roll_second(e.ts_us);
             self.advance(now);
+            self.deliver_due(now);
             self.apply(e, now, names)?;
             self.metrics.events += 1;
         }
@@ -339,6 +374,8 @@ impl Replayer {
                     read_position: start,
                     active: false,
                     replay: BTreeSet::new(),
+                    epoch: 0,
+                    delivered_high: None,
                 });
                 if e.position.is_some() {
                     c.read_position = start;
@@ -374,11 +411,26 @@ impl Replayer {
                     .get(&e.cursor)
                     .ok_or_else(|| Self::unknown_cursor(e, names))?;
                 let runs = t.layout.runs_from(c.read_position, e.count as u64);
+                let epoch = c.epoch;
                 let mut last = None;
+                let mut missed = false;
+                let mut positions = Vec::new();
                 for (ledger, first, end) in runs {
-                    self.read_run(e.topic, e.cursor, ledger, first, end, now);
+                    missed |= self.read_run(e.topic, e.cursor, ledger, first, end, now);
+                    positions.extend((first..=end).map(|x| Position::new(ledger, x)));
                     last = Some(Position::new(ledger, end));
                 }
+                self.complete_read(
+                    InFlight {
+                        due_ns: now,
+                        topic: e.topic,
+                        cursor: e.cursor,
+                        epoch,
+                        positions,
+                        replay: false,
+                    },
+                    missed,
+                );
                 if let Some(last) = last {
                     let t = self.topic(e.topic);
                     let next = t.layout.next_after(last);
@@ -398,8 +450,21 @@ impl Replayer {
                     .get_mut(&e.cursor)
                     .ok_or_else(|| Self::unknown_cursor(e, names))?;
                 c.replay.remove(&p);
+                let epoch = c.epoch;
                 if t.layout.contains(p) {
-                    self.read_run(e.topic, e.cursor, p.ledger_id, p.entry_id, p.entry_id, now);
+                    let missed =
+                        self.read_run(e.topic, e.cursor, p.ledger_id, p.entry_id, p.entry_id, now);
+                    self.complete_read(
+                        InFlight {
+                            due_ns: now,
+                            topic: e.topic,
+                            cursor: e.cursor,
+                            epoch,
+                            positions: vec![p],
+                            replay: true,
+                        },
+                        missed,
+                    );
                 }
             }
             Op::Redeliver => {
@@ -437,6 +502,8 @@ impl Replayer {
                     .ok_or_else(|| Self::unknown_cursor(e, names))?;
                 c.read_position = start;
                 c.replay.clear();
+                c.epoch = c.epoch.wrapping_add(1);
+                c.delivered_high = None;
                 if c.active {
                     t.active.update(&e.cursor, Some(start));
                 }
@@ -475,7 +542,17 @@ impl Replayer {
 
     /// One cursor reads `first..=end` of a ledger: hits from the cache, each contiguous run of
     /// misses one storage read.
-    fn read_run(&mut self, topic: u32, cursor: u32, ledger: i64, first: i64, end: i64, now: u64) {
+    /// Returns whether any entry missed (a storage read was needed).
+    fn read_run(
+        &mut self,
+        topic: u32,
+        cursor: u32,
+        ledger: i64,
+        first: i64,
+        end: i64,
+        now: u64,
+    ) -> bool {
+        let misses_before = self.metrics.misses;
         let mut miss_run: Vec<(EntryKey, u32)> = Vec::new();
         for entry in first..=end {
             let key = EntryKey {
@@ -506,6 +583,59 @@ impl Replayer {
             }
         }
         self.flush_misses(topic, cursor, &mut miss_run, now);
+        self.metrics.misses > misses_before
+    }
+
+    /// Delivers a read now, or when its storage read completes if it missed and reads take time.
+    fn complete_read(&mut self, mut read: InFlight, missed: bool) {
+        if missed && self.read_latency_ns > 0 {
+            read.due_ns += self.read_latency_ns;
+            self.in_flight.push_back(read);
+        } else {
+            self.deliver(read);
+        }
+    }
+
+    /// Delivers the reads whose storage reads have completed by `now` (latency is constant, so they
+    /// complete in the order they started).
+    fn deliver_due(&mut self, now: u64) {
+        while self.in_flight.front().is_some_and(|r| r.due_ns <= now) {
+            let read = self.in_flight.pop_front().expect("checked");
+            self.deliver(read);
+        }
+    }
+
+    fn deliver(&mut self, read: InFlight) {
+        let epochs = self.cursor_epochs;
+        let t = &mut self.topics[read.topic as usize];
+        let layout_next = read.positions.last().map(|p| t.layout.next_after(*p));
+        let Some(c) = t.cursors.get_mut(&read.cursor) else {
+            return;
+        };
+        if read.epoch != c.epoch {
+            if epochs {
+                self.metrics.discarded_reads += 1;
+                return;
+            }
+            // Without epochs a stale sequential read moves the read position forward again (the
+            // entries the seek went back to are skipped) and delivers what it read.
+            if let (false, Some(next)) = (read.replay, layout_next) {
+                c.read_position = next;
+                if c.active {
+                    t.active.update(&read.cursor, Some(next));
+                }
+            }
+        }
+        for p in read.positions {
+            match c.delivered_high {
+                Some(high) if p < high => {
+                    if !read.replay {
+                        self.metrics.out_of_order_deliveries += 1;
+                    }
+                }
+                _ => c.delivered_high = Some(p),
+            }
+        }
     }
 
     fn flush_misses(&mut self, topic: u32, cursor: u32, run: &mut Vec<(EntryKey, u32)>, now: u64) {
@@ -527,6 +657,7 @@ impl Replayer {
 
     /// Ends the replay and returns its measurements.
     pub fn finish(mut self) -> ReplayMetrics {
+        self.deliver_due(u64::MAX);
         if let Some((s, reads, hits)) = self.second.take() {
             self.metrics
                 .per_second

@@ -21,7 +21,10 @@ fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer 
     } else {
         0
     };
-    let r = Replayer::new(strategy, config.eviction_interval_ms, grace);
+    let r = Replayer::new(strategy, config.eviction_interval_ms, grace).with_read_latency(
+        config.storage_read_latency_ms.saturating_mul(1_000_000),
+        config.cursor_epochs,
+    );
     if config.copy_entries {
         return r;
     }
