@@ -285,6 +285,11 @@ impl Replayer {
         Ok(())
     }
 
+    /// The cursor an event names, or an error naming the row if it was never opened.
+    fn cursor_of<'t>(t: &'t mut Topic, e: &Event, names: &Names) -> Result<&'t mut Cursor> {
+        t.cursors.get_mut(&e.cursor).ok_or_else(|| Self::unknown_cursor(e, names))
+    }
+
     fn unknown_cursor(e: &Event, names: &Names) -> Error {
         let cursor = names
             .cursors
@@ -390,10 +395,7 @@ impl Replayer {
             }
             Op::Close => {
                 let t = self.topic(e.topic);
-                let c = t
-                    .cursors
-                    .get_mut(&e.cursor)
-                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                let c = Self::cursor_of(t, e, names)?;
                 if c.active {
                     c.active = false;
                     t.active_count -= 1;
@@ -406,12 +408,9 @@ impl Replayer {
             }
             Op::Read => {
                 let t = self.topic(e.topic);
-                let c = t
-                    .cursors
-                    .get(&e.cursor)
-                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
-                let runs = t.layout.runs_from(c.read_position, e.count as u64);
-                let epoch = c.epoch;
+                let c = Self::cursor_of(t, e, names)?;
+                let (from, epoch) = (c.read_position, c.epoch);
+                let runs = t.layout.runs_from(from, e.count as u64);
                 let mut last = None;
                 let mut missed = false;
                 let mut positions = Vec::new();
@@ -445,10 +444,7 @@ impl Replayer {
             Op::Replay => {
                 let p = e.position.expect("checked by the decoder");
                 let t = self.topic(e.topic);
-                let c = t
-                    .cursors
-                    .get_mut(&e.cursor)
-                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                let c = Self::cursor_of(t, e, names)?;
                 c.replay.remove(&p);
                 let epoch = c.epoch;
                 if t.layout.contains(p) {
@@ -470,10 +466,7 @@ impl Replayer {
             Op::Redeliver => {
                 let p = e.position.expect("checked by the decoder");
                 let t = self.topic(e.topic);
-                let c = t
-                    .cursors
-                    .get_mut(&e.cursor)
-                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                let c = Self::cursor_of(t, e, names)?;
                 if c.replay.insert(p) {
                     self.strategy.on_redeliver(EntryKey {
                         topic: e.topic,
@@ -484,10 +477,7 @@ impl Replayer {
             Op::Ack => {
                 let p = e.position.expect("checked by the decoder");
                 let t = self.topic(e.topic);
-                let c = t
-                    .cursors
-                    .get_mut(&e.cursor)
-                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                let c = Self::cursor_of(t, e, names)?;
                 c.replay = c
                     .replay
                     .split_off(&Position::new(p.ledger_id, p.entry_id.saturating_add(1)));
@@ -496,10 +486,7 @@ impl Replayer {
                 let p = e.position.expect("checked by the decoder");
                 let t = self.topic(e.topic);
                 let start = t.layout.normalize(p);
-                let c = t
-                    .cursors
-                    .get_mut(&e.cursor)
-                    .ok_or_else(|| Self::unknown_cursor(e, names))?;
+                let c = Self::cursor_of(t, e, names)?;
                 c.read_position = start;
                 c.replay.clear();
                 c.epoch = c.epoch.wrapping_add(1);
