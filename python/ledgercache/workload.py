@@ -140,7 +140,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                             consumerHeadroom=0.9, redeliveryRate=0.01, producerRate=3000, testDurationMinutes=1),
     # Many topics, one subscriber each, over a cache that holds a few seconds of traffic.
     "many-topics-small-cache": dict(topics=50, subscriptionsPerTopic=2, producerRate=5000, messageSize=512,
-                                    slowConsumerFraction=0.2, slowConsumerSpeed=0.8, testDurationMinutes=1),
+                                    slowConsumerFraction=0.3, slowConsumerSpeed=0.5, testDurationMinutes=1),
     # Subscriptions that keep seeking back: re-reads of recent history.
     "seek-storm": dict(topics=2, subscriptionsPerTopic=3, producerRate=3000, seeksPerMinute=6, seekBackSeconds=10,
                        testDurationMinutes=1),
