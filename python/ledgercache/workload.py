@@ -39,7 +39,7 @@ from . import _native
 from .errors import InvalidArgumentError, UnknownSettingError
 from .trace import SCHEMA
 
-__all__ = ["SCENARIOS", "Spec", "generate", "load_spec", "normalize"]
+__all__ = ["SCENARIOS", "Spec", "generate", "load_spec", "normalize", "resolve"]
 
 Spec = Union[Mapping[str, Any], str, os.PathLike]
 
@@ -112,12 +112,21 @@ def load_spec(spec: Spec) -> dict[str, Any]:
     return normalize(raw)
 
 
-def generate(spec: Spec | str, seed: int = 0) -> pa.Table:
-    """The trace of a workload (``spec`` may also name one of :data:`SCENARIOS`)."""
+def resolve(spec: Spec | str) -> dict[str, Any]:
+    """The normalized settings of a spec, a spec file or a scenario name."""
     if isinstance(spec, str) and spec in SCENARIOS:
         spec = SCENARIOS[spec]
-    settings = load_spec(spec)
-    batch = pa.record_batch(_native.generate_workload(settings, int(seed)))
+    return load_spec(spec)
+
+
+def generate(spec: Spec | str, seed: int = 0, broker: int | None = None) -> pa.Table:
+    """The trace of a workload (``spec`` may also name one of :data:`SCENARIOS`).
+
+    With ``broker``, only that broker's events: brokers generated one by one (in parallel, say)
+    add up to the whole trace.
+    """
+    settings = resolve(spec)
+    batch = pa.record_batch(_native.generate_workload(settings, int(seed), broker))
     return pa.Table.from_batches([batch]).cast(SCHEMA)
 
 

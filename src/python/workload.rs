@@ -3,7 +3,7 @@
 
 use super::config::to_setting;
 use super::errors::IntoPyResult;
-use crate::workload::{generate, WorkloadSpec};
+use crate::workload::{generate, generate_broker, WorkloadSpec};
 use arrow_array::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::{Array, RecordBatch, StructArray};
 use pyo3::prelude::*;
@@ -38,18 +38,29 @@ impl PyArrowBatch {
 
 /// Generates a workload's trace from snake_case settings (see ``ledgercache.workload``).
 #[pyfunction]
-pub fn generate_workload(
-    py: Python<'_>,
-    settings: &Bound<'_, PyDict>,
-    seed: u64,
-) -> PyResult<PyArrowBatch> {
+#[pyo3(signature = (settings, seed, broker = None))]
+pub fn generate_workload(py: Python<'_>, settings: &Bound<'_, PyDict>, seed: u64, broker: Option<u32>) -> PyResult<PyArrowBatch> {
     let mut spec = WorkloadSpec::default();
     for (k, v) in settings.iter() {
         let key: String = k.extract()?;
         let value = to_setting(py, &key, &v)?;
         spec.set(&key, &value).py_err(py)?;
     }
-    Ok(PyArrowBatch(
-        py.detach(|| generate(&spec, seed).to_record_batch()),
-    ))
+    if let Some(b) = broker {
+        if b >= spec.brokers {
+            return Err(super::errors::raise(
+                py,
+                "InvalidArgumentError",
+                format!("invalid broker: {b} is not below brokers={}", spec.brokers),
+            ));
+        }
+    }
+    let batch = py.detach(|| {
+        match broker {
+            Some(b) => generate_broker(&spec, seed, b),
+            None => generate(&spec, seed),
+        }
+        .to_record_batch()
+    });
+    Ok(PyArrowBatch(batch))
 }

@@ -416,10 +416,55 @@ impl Sim<'_> {
 
 /// Generates the events of a workload; deterministic for a spec and a seed.
 pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
+    let parts: Vec<EventColumns> = (0..spec.brokers).map(|b| generate_broker(spec, seed, b)).collect();
+    merge_by_time(parts)
+}
+
+/// Merges per-broker event streams (each in time order, sharing name tables) into one, in time
+/// order, ties broken by broker.
+fn merge_by_time(mut parts: Vec<EventColumns>) -> EventColumns {
+    if parts.len() == 1 {
+        return parts.pop().expect("one part");
+    }
+    let mut out = EventColumns {
+        broker_names: parts[0].broker_names.clone(),
+        topic_names: parts[0].topic_names.clone(),
+        cursor_names: parts[0].cursor_names.clone(),
+        ..Default::default()
+    };
+    let mut heads: BinaryHeap<Reverse<(i64, usize, usize)>> = parts
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_empty())
+        .map(|(b, p)| Reverse((p.ts_us[0], b, 0)))
+        .collect();
+    while let Some(Reverse((_, b, i))) = heads.pop() {
+        let p = &parts[b];
+        out.ts_us.push(p.ts_us[i]);
+        out.broker.push(p.broker[i]);
+        out.topic.push(p.topic[i]);
+        out.op.push(p.op[i]);
+        out.cursor.push(p.cursor[i]);
+        out.ledger_id.push(p.ledger_id[i]);
+        out.entry_id.push(p.entry_id[i]);
+        out.count.push(p.count[i]);
+        out.size.push(p.size[i]);
+        if i + 1 < p.len() {
+            heads.push(Reverse((p.ts_us[i + 1], b, i + 1)));
+        }
+    }
+    out
+}
+
+/// The events one broker sees: its partitions (placed round-robin) simulated with a generator
+/// seeded by (seed, broker), so brokers can be generated apart, in parallel, and still add up to
+/// [`generate`]'s trace.
+pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColumns {
     let partitions = spec.topics * spec.partitions_per_topic;
     let per_partition_rate = spec.producer_rate / partitions as f64;
     let interval_us = 1e6 / per_partition_rate;
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::new(seed ^ (broker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut index = 0usize;
     let mut out = EventColumns {
         broker_names: (0..spec.brokers).map(|b| format!("broker-{b}")).collect(),
         ..Default::default()
@@ -436,7 +481,7 @@ pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
             };
             let topic = out.topic_names.len() as u32;
             out.topic_names.push(name.clone());
-            let index = parts.len();
+            let here = index as u32 % spec.brokers == broker;
             let mut subs = Vec::new();
             let mut add_sub = |name: String,
                                kind: SubscriptionType,
@@ -462,7 +507,7 @@ pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
                     SubscriptionType::Exclusive | SubscriptionType::Failover => 1.0,
                     _ => 1.0 / n as f64,
                 };
-                let consumers = (0..n)
+                let consumers = (0..if here { n } else { 0 })
                     .map(|_| {
                         let slow = rng.chance(spec.slow_consumer_fraction);
                         let speed = normal_speed
@@ -498,14 +543,17 @@ pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
                     &mut out,
                 );
             }
-            parts.push(Partition {
-                topic,
-                broker: (index as u32) % spec.brokers,
-                ledger_base: (index as i64 + 1) * 1_000_000,
-                published: 0,
-                interval_us,
-                subs,
-            });
+            if here {
+                parts.push(Partition {
+                    topic,
+                    broker,
+                    ledger_base: (index as i64 + 1) * 1_000_000,
+                    published: 0,
+                    interval_us,
+                    subs,
+                });
+            }
+            index += 1;
         }
     }
     let mut sim = Sim {

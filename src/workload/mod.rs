@@ -5,7 +5,7 @@ mod generate;
 mod rng;
 mod spec;
 
-pub use generate::{generate, EventColumns};
+pub use generate::{generate, generate_broker, EventColumns};
 pub use rng::Rng;
 pub use spec::{KeyDistributor, SubscriptionType, WorkloadSpec, SPEC_NAMES};
 
