@@ -184,13 +184,22 @@ fn arrow_select_take(
 #[test]
 fn brokers_generated_apart_add_up_to_the_whole_trace() {
     use ledgercache::workload::generate_broker;
-    let s = spec(&[("topics", Int(5)), ("brokers", Int(3)), ("subscriptions_per_topic", Int(2))]);
+    let s = spec(&[
+        ("topics", Int(5)),
+        ("brokers", Int(3)),
+        ("subscriptions_per_topic", Int(2)),
+    ]);
     let whole = generate(&s, 9);
     for b in 0..3u32 {
         let part = generate_broker(&s, 9, b);
         let rows: Vec<usize> = (0..whole.len()).filter(|&i| whole.broker[i] == b).collect();
         assert_eq!(part.len(), rows.len());
-        assert!(rows.iter().enumerate().all(|(k, &i)| part.ts_us[k] == whole.ts_us[i] && part.op[k] == whole.op[i] && part.entry_id[k] == whole.entry_id[i]));
+        assert!(rows
+            .iter()
+            .enumerate()
+            .all(|(k, &i)| part.ts_us[k] == whole.ts_us[i]
+                && part.op[k] == whole.op[i]
+                && part.entry_id[k] == whole.entry_id[i]));
         assert!(part.broker.iter().all(|&x| x == b));
     }
 }

@@ -12,7 +12,8 @@ their snake_case forms are both accepted; OMB keys that do not shape cache traff
 - ``brokers`` (1): topic partitions are placed round-robin over the brokers.
 - ``subscriptionType`` (``Exclusive``): ``Exclusive``, ``Failover``, ``Shared`` or ``Key_Shared``;
   ``keys`` (1024) distinct keys for ``keyDistributor`` ``KEY_ROUND_ROBIN`` / ``RANDOM_NANO``.
-- ``slowConsumerFraction`` (0) of consumers run at ``slowConsumerSpeed`` (0.5) of normal speed.
+- ``slowConsumerFraction`` (0) of consumers (spread evenly, exactly that share) run at
+  ``slowConsumerSpeed`` (0.5) of normal speed.
 - ``redeliveryRate`` (0): share of delivered messages negatively acknowledged.
 - ``seeksPerMinute`` (0) per subscription, each ``seekBackSeconds`` (30) back.
 - ``catchUpReaders`` (0) per partition join at ``catchUpStartSeconds`` (30), ``catchUpBehindSeconds``

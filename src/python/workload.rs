@@ -39,7 +39,12 @@ impl PyArrowBatch {
 /// Generates a workload's trace from snake_case settings (see ``ledgercache.workload``).
 #[pyfunction]
 #[pyo3(signature = (settings, seed, broker = None))]
-pub fn generate_workload(py: Python<'_>, settings: &Bound<'_, PyDict>, seed: u64, broker: Option<u32>) -> PyResult<PyArrowBatch> {
+pub fn generate_workload(
+    py: Python<'_>,
+    settings: &Bound<'_, PyDict>,
+    seed: u64,
+    broker: Option<u32>,
+) -> PyResult<PyArrowBatch> {
     let mut spec = WorkloadSpec::default();
     for (k, v) in settings.iter() {
         let key: String = k.extract()?;

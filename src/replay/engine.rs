@@ -287,7 +287,9 @@ impl Replayer {
 
     /// The cursor an event names, or an error naming the row if it was never opened.
     fn cursor_of<'t>(t: &'t mut Topic, e: &Event, names: &Names) -> Result<&'t mut Cursor> {
-        t.cursors.get_mut(&e.cursor).ok_or_else(|| Self::unknown_cursor(e, names))
+        t.cursors
+            .get_mut(&e.cursor)
+            .ok_or_else(|| Self::unknown_cursor(e, names))
     }
 
     fn unknown_cursor(e: &Event, names: &Names) -> Error {

@@ -416,7 +416,9 @@ impl Sim<'_> {
 
 /// Generates the events of a workload; deterministic for a spec and a seed.
 pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
-    let parts: Vec<EventColumns> = (0..spec.brokers).map(|b| generate_broker(spec, seed, b)).collect();
+    let parts: Vec<EventColumns> = (0..spec.brokers)
+        .map(|b| generate_broker(spec, seed, b))
+        .collect();
     merge_by_time(parts)
 }
 
@@ -463,8 +465,9 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
     let partitions = spec.topics * spec.partitions_per_topic;
     let per_partition_rate = spec.producer_rate / partitions as f64;
     let interval_us = 1e6 / per_partition_rate;
-    let mut rng = Rng::new(seed ^ (broker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let rng = Rng::new(seed ^ (broker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut index = 0usize;
+    let mut consumer_index = 0u64;
     let mut out = EventColumns {
         broker_names: (0..spec.brokers).map(|b| format!("broker-{b}")).collect(),
         ..Default::default()
@@ -507,9 +510,14 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
                     SubscriptionType::Exclusive | SubscriptionType::Failover => 1.0,
                     _ => 1.0 / n as f64,
                 };
+                let first = consumer_index;
+                consumer_index += n as u64;
                 let consumers = (0..if here { n } else { 0 })
-                    .map(|_| {
-                        let slow = rng.chance(spec.slow_consumer_fraction);
+                    .map(|c| {
+                        // Exactly the fraction, spread evenly over all consumers of the workload.
+                        let g = (first + c as u64) as f64;
+                        let f = spec.slow_consumer_fraction;
+                        let slow = ((g + 1.0) * f).floor() > (g * f).floor();
                         let speed = normal_speed
                             * share
                             * if slow { spec.slow_consumer_speed } else { 1.0 };
