@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,9 +37,21 @@ SUMMARY_COLUMNS = (
 )
 
 
-def _feed(sessions: dict[str, ReplaySession], source, configs, second_pass: bool) -> None:
+SUMMARY_SCHEMA = pa.schema(
+    [(c, pa.string()) if c in ("broker", "strategy") else (c, pa.float64()) if c in ("hit_ratio", "replay_seconds") else (c, pa.int64())
+     for c in SUMMARY_COLUMNS]
+    + [("config", pa.string())]
+)
+SERIES_SCHEMA = pa.schema(
+    [("broker", pa.string()), ("strategy", pa.string()), ("cache_size_bytes", pa.int64()), ("config_index", pa.int64()),
+     ("second", pa.int64()), ("cache_bytes", pa.int64()), ("reads", pa.int64()), ("hits", pa.int64()),
+     ("hit_ratio", pa.float64())]
+)
+
+
+def _feed(sessions: dict[str, ReplaySession], batches: Iterable[pa.RecordBatch], configs, second_pass: bool) -> None:
     offset = 0
-    for batch in _trace.batches(source):
+    for batch in batches:
         brokers = batch.column("broker").unique().drop_null().to_pylist()
         if len(brokers) > 1 or len(sessions) > 1 or (sessions and brokers and brokers[0] not in sessions):
             # Split by broker, keeping each row's number in the whole trace for error messages.
@@ -58,34 +70,21 @@ def _feed(sessions: dict[str, ReplaySession], source, configs, second_pass: bool
                 session.feed(part)
 
 
-def replay(
-    trace: _trace.TraceSource,
-    configs: CacheConfig | Iterable[CacheConfig],
-    *,
-    with_timeseries: bool = False,
-) -> pa.Table | tuple[pa.Table, pa.Table]:
-    """Replays a trace under each configuration and returns one row per (broker, configuration).
-
-    The trace (see :mod:`ledgercache.trace`) is streamed in record batches into the Rust engine; no
-    Python runs per event. Each broker's events replay on their own, on a clock driven by ``ts_us``
-    with the periodic eviction every ``eviction_interval_ms`` of trace time. ``belady`` needs the
-    future, so it reads the trace twice: pass a table or a path, not a one-shot reader.
-
-    With ``with_timeseries=True`` also returns a per-second table (cache bytes, reads, hits).
-    """
-    configs = [configs] if isinstance(configs, CacheConfig) else list(configs)
-    if not configs:
-        raise ValueError("configs must name at least one CacheConfig")
+def run_sessions(batches: Callable[[], Iterable[pa.RecordBatch]], configs: list[CacheConfig]) -> dict[str, ReplaySession]:
+    """Replays conformed batches (``batches()`` is called again for Belady's second pass)."""
     sessions: dict[str, ReplaySession] = {}
-    _feed(sessions, trace, configs, second_pass=False)
+    _feed(sessions, batches(), configs, second_pass=False)
     if any(s.needs_second_pass() for s in sessions.values()):
-        if isinstance(trace, pa.RecordBatchReader):
-            raise UnsupportedError("strategy 'belady' reads the trace twice: pass a Table or a path, not a RecordBatchReader")
         for s in sessions.values():
             s.start_second_pass()
-        _feed(sessions, trace, configs, second_pass=True)
-    summary: dict[str, list] = {c: [] for c in SUMMARY_COLUMNS + ("config",)}
-    series: dict[str, list] = {c: [] for c in ("broker", "strategy", "cache_size_bytes", "config_index", "second", "cache_bytes", "reads", "hits")}
+        _feed(sessions, batches(), configs, second_pass=True)
+    return sessions
+
+
+def tables(sessions: dict[str, ReplaySession]) -> tuple[pa.Table, pa.Table]:
+    """The summary (one row per broker and configuration) and the per-second series."""
+    summary: dict[str, list] = {c: [] for c in SUMMARY_SCHEMA.names}
+    series: dict[str, list] = {c: [] for c in SERIES_SCHEMA.names}
     for broker in sorted(sessions):
         for index, result in enumerate(sessions[broker].finish()):
             for c in SUMMARY_COLUMNS:
@@ -101,14 +100,41 @@ def replay(
                     ("cache_bytes", cache_bytes),
                     ("reads", reads),
                     ("hits", hits),
+                    ("hit_ratio", hits / reads if reads else 0.0),
                 ):
                     series[k].append(v)
-    table = pa.table(summary)
-    if with_timeseries:
-        ts = pa.table(series)
-        ts = ts.append_column("hit_ratio", pc.if_else(pc.equal(ts["reads"], 0), 0.0, pc.divide(pc.cast(ts["hits"], pa.float64()), ts["reads"])))
-        return table, ts
-    return table
+    return pa.table(summary, schema=SUMMARY_SCHEMA), pa.table(series, schema=SERIES_SCHEMA)
+
+
+def _configs(configs: CacheConfig | Iterable[CacheConfig]) -> list[CacheConfig]:
+    configs = [configs] if isinstance(configs, CacheConfig) else list(configs)
+    if not configs:
+        raise ValueError("configs must name at least one CacheConfig")
+    if not all(isinstance(c, CacheConfig) for c in configs):
+        raise TypeError("configs must be CacheConfig objects")
+    return configs
+
+
+def replay(
+    trace: _trace.TraceSource,
+    configs: CacheConfig | Iterable[CacheConfig],
+    *,
+    with_timeseries: bool = False,
+) -> pa.Table | tuple[pa.Table, pa.Table]:
+    """Replays a trace under each configuration and returns one row per (broker, configuration).
+
+    The trace (see :mod:`ledgercache.trace`) is streamed in record batches into the Rust engine; no
+    Python runs per event. Each broker's events replay on their own, on a clock driven by ``ts_us``
+    with the periodic eviction every ``eviction_interval_ms`` of trace time. ``belady`` needs the
+    future, so it reads the trace twice: pass a table or a path, not a one-shot reader.
+
+    With ``with_timeseries=True`` also returns a per-second table (cache bytes, reads, hits).
+    """
+    configs = _configs(configs)
+    if isinstance(trace, pa.RecordBatchReader) and any(c.strategy == "belady" for c in configs):
+        raise UnsupportedError("strategy 'belady' reads the trace twice: pass a Table or a path, not a RecordBatchReader")
+    summary, series = tables(run_sessions(lambda: _trace.batches(trace), configs))
+    return (summary, series) if with_timeseries else summary
 
 
 def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path, format: str = "oracleGeneral") -> int:

@@ -60,3 +60,18 @@ def test_second_reader_of_each_partition_is_served_from_the_cache(spark, tmp_pat
         assert first["storage_read_entries"] == 1_000 and first["storage_read_ops"] >= 1
         assert second["storage_read_ops"] == 0, f"{second}"
         assert first["pid"] == second["pid"] != os.getpid()
+
+
+def test_spark_replay_equals_in_process_replay(spark):
+    spec = {**lc.workload.SCENARIOS["shared-overflow"], "topics": 6, "brokers": 3, "testDurationMinutes": 0.3}
+    configs = [lc.CacheConfig(cache_size_bytes=size, strategy=s) for s in ("pip430", "lru") for size in (1 << 20, 4 << 20)]
+    df = lc.spark.generate(spark, spec, seed=1)
+    assert df.count() == lc.workload.generate(spec, seed=1).num_rows
+    key = lambda r: (r["broker"], r["strategy"], r["cache_size_bytes"])  # noqa: E731
+    local = sorted(lc.replay(lc.workload.generate(spec, seed=1), configs).drop_columns(["replay_seconds"]).to_pylist(), key=key)
+    assert len(local) == 12
+    for groups in (1, 2):
+        rows = [r.asDict() for r in lc.spark.replay(df, configs, config_groups=groups).collect()]
+        for r in rows:
+            del r["replay_seconds"]
+        assert sorted(rows, key=key) == local, f"config_groups={groups}"
