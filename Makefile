@@ -43,10 +43,8 @@ lint: $(STAMP) ## cargo fmt/clippy checks
 	cargo fmt --check
 	cargo clippy --all-targets --features python -- -D warnings
 
-demo: build ## The cache at work: PIP-430 vs FIFO on one topic, then a PySpark fan-out job on local Spark
-	$(VPY) examples/demo.py
-	@echo
-	$(VPY) examples/spark_fanout.py
+demo: build ## The main job: bundled scenarios x all strategies x 3 cache sizes on local Spark; report in demo-report/
+	$(VENV)/bin/ledgercache demo -o demo-report
 
 clean: ## Remove build outputs and .venv
 	cargo clean

@@ -14,7 +14,7 @@ b'hello'
 
 from __future__ import annotations
 
-from . import errors, spark, trace, workload
+from . import errors, report, spark, trace, workload
 from ._native import (
     ActiveCursorContainer,
     CacheConfig,
@@ -81,6 +81,7 @@ __all__ = [
     "errors",
     "export_requests",
     "replay",
+    "report",
     "spark",
     "trace",
     "workload",

@@ -20,6 +20,7 @@ SUMMARY_COLUMNS = (
     "cache_size_bytes",
     "events",
     "entries_read",
+    "read_bytes",
     "hits",
     "misses",
     "hit_ratio",

@@ -124,7 +124,9 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0) -
     return spark.range(n, numPartitions=n).mapInArrow(run, _spark_schema(_trace.SCHEMA))
 
 
-def replay(trace_df: Any, configs: Any, *, partitions: int | None = None, config_groups: int = 1) -> Any:
+def replay(
+    trace_df: Any, configs: Any, *, partitions: int | None = None, config_groups: int = 1, with_timeseries: bool = False
+) -> Any:
     """Replays a trace DataFrame on Spark and returns one row per (broker, configuration).
 
     Rows are repartitioned by broker (and, with ``config_groups`` > 1, by group of configurations,
@@ -154,6 +156,9 @@ def replay(trace_df: Any, configs: Any, *, partitions: int | None = None, config
         import ledgercache as lc
         from ledgercache.replay import run_sessions, tables
 
+        import json
+
+        summary_row_series: list[str] = []
         by_group: dict[int, list] = {}
         for batch in batches:
             groups_here = batch.column("__group").unique().to_pylist()
@@ -161,7 +166,38 @@ def replay(trace_df: Any, configs: Any, *, partitions: int | None = None, config
                 part = batch if len(groups_here) == 1 else batch.filter(pa.compute.equal(batch.column("__group"), g))
                 by_group.setdefault(g, []).append(lc.trace.conform(part))
         for g, parts in sorted(by_group.items()):
-            summary, _ = tables(run_sessions(lambda parts=parts: iter(parts), chunks[g]))
+            summary, series = tables(run_sessions(lambda parts=parts: iter(parts), chunks[g]))
+            per_key: dict[tuple, list] = {}
+            for r in series.to_pylist():
+                per_key.setdefault((r["broker"], r["config_index"]), []).append(
+                    [r["second"], r["cache_bytes"], r["reads"], r["hits"], r["config_index"]])
+            index_of = {}
+            for r in summary.to_pylist():
+                n = index_of.get(r["broker"], 0)
+                index_of[r["broker"]] = n + 1
+                r_series = per_key.get((r["broker"], n), [])
+                summary_row_series.append(json.dumps(r_series))
+            summary = summary.append_column("per_second", pa.array(summary_row_series, pa.string()))
+            summary_row_series.clear()
             yield from summary.to_batches()
 
-    return df.mapInArrow(run, _spark_schema(SUMMARY_SCHEMA))
+    out = df.mapInArrow(run, _spark_schema(SUMMARY_SCHEMA) + ", per_second string")
+    if not with_timeseries:
+        return out.drop("per_second")
+    # The series is small (a row per trace second and configuration): built on the driver.
+    import json
+
+    import pyarrow as pa
+
+    from .replay import SERIES_SCHEMA
+
+    rows = out.collect()
+    series: dict[str, list] = {f.name: [] for f in SERIES_SCHEMA}
+    for r in rows:
+        for second, cache_bytes, reads, hits, index in json.loads(r["per_second"]):
+            for k, v in (("broker", r["broker"]), ("strategy", r["strategy"]), ("cache_size_bytes", r["cache_size_bytes"]),
+                         ("config_index", index), ("second", second), ("cache_bytes", cache_bytes), ("reads", reads),
+                         ("hits", hits), ("hit_ratio", hits / reads if reads else 0.0)):
+                series[k].append(v)
+    summary = out.sparkSession.createDataFrame([r.asDict() for r in rows], out.schema).drop("per_second")
+    return summary, pa.table(series, schema=SERIES_SCHEMA)

@@ -108,6 +108,7 @@ impl PyReplaySession {
                 d.set_item("cache_size_bytes", config.cache_size_bytes)?;
                 d.set_item("events", m.events)?;
                 d.set_item("entries_read", m.entries_read)?;
+                d.set_item("read_bytes", m.read_bytes)?;
                 d.set_item("hits", m.hits)?;
                 d.set_item("misses", m.misses)?;
                 d.set_item("hit_ratio", m.hit_ratio())?;

@@ -118,6 +118,8 @@ impl Topic {
 pub struct ReplayMetrics {
     pub events: u64,
     pub entries_read: u64,
+    /// Bytes of all entries read (from the cache or from storage).
+    pub read_bytes: u64,
     pub hits: u64,
     pub misses: u64,
     pub storage_read_ops: u64,
@@ -551,12 +553,13 @@ impl Replayer {
             if let Some(r) = &mut self.recorder {
                 r.record(key);
             }
+            let size = self.topics[topic as usize].size_of(key.position);
             if let Some(log) = &mut self.requests {
-                let size = self.topics[topic as usize].size_of(key.position);
                 let ts_us = self.origin_us.unwrap_or(0) + (now / 1_000) as i64;
                 log.record(ts_us, key, size, true);
             }
             self.metrics.entries_read += 1;
+            self.metrics.read_bytes += size as u64;
             let hit = self.strategy.read(now, key);
             if let Some((_, reads, hits)) = &mut self.second {
                 *reads += 1;
@@ -567,7 +570,6 @@ impl Replayer {
                 self.flush_misses(topic, cursor, &mut miss_run, now);
             } else {
                 self.metrics.misses += 1;
-                let size = self.topics[topic as usize].size_of(key.position);
                 miss_run.push((key, size));
             }
         }

@@ -1,0 +1,320 @@
+"""The ``ledgercache`` command: generate traces, replay them, compare cache designs, run the demo.
+
+Errors print one line (``ledgercache: error: ...``) and exit with status 2; outputs are written to a
+temporary place first and moved into place only when complete, so a failed run leaves nothing
+half-done behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+ALL_STRATEGIES = ("pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady")
+DEMO_SIZES = ("1MiB", "4MiB", "16MiB")
+
+
+class CliError(Exception):
+    """A problem to report in one line."""
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*", text, re.I)
+    if not m:
+        raise CliError(f"invalid cache size {text!r}: use bytes or a unit, e.g. 16MiB")
+    number, unit = float(m.group(1)), (m.group(2) or "").upper().rstrip("B")
+    scale = {"": 1, "K": 1e3, "KI": 1 << 10, "M": 1e6, "MI": 1 << 20, "G": 1e9, "GI": 1 << 30, "T": 1e12, "TI": 1 << 40}
+    if unit not in scale:
+        raise CliError(f"invalid cache size {text!r}: unknown unit")
+    return int(number * scale[unit])
+
+
+class Progress:
+    """A progress bar on stderr (a line per step when stderr is not a terminal)."""
+
+    def __init__(self, total: int, quiet: bool = False) -> None:
+        self.total, self.done, self.quiet, self.start = total, 0, quiet, time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def step(self, label: str) -> None:
+        if self.quiet:
+            return
+        self.done += 1
+        elapsed = time.monotonic() - self.start
+        if self.tty:
+            width = 30
+            filled = int(width * self.done / max(1, self.total))
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {elapsed:5.1f}s {label[:40]:<40}")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+        else:
+            sys.stderr.write(f"[{self.done}/{self.total}] {elapsed:.1f}s {label}\n")
+        sys.stderr.flush()
+
+
+def _atomic_dir(out: Path, fill: Callable[[Path], None]) -> Path:
+    """Fills a fresh temporary directory beside ``out``, then moves it into place."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        fill(tmp)
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _atomic_file(out: Path, write: Callable[[Path], Any]) -> Path:
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return out
+
+
+def _configs(lc, strategies: Iterable[str], sizes: Iterable[str], settings: Iterable[str]) -> list:
+    extra: dict[str, Any] = {}
+    for item in settings:
+        if "=" not in item:
+            raise CliError(f"invalid --set {item!r}: use key=value")
+        key, raw = item.split("=", 1)
+        value: Any = raw
+        for convert in (int, float):
+            try:
+                value = convert(raw)
+                break
+            except ValueError:
+                pass
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        extra[key.strip()] = value
+    return [lc.CacheConfig(cache_size_bytes=parse_size(z), strategy=s, **extra) for z in sizes for s in strategies]
+
+
+def _session(args):
+    import ledgercache as lc
+
+    return lc.spark.local_session("ledgercache-cli", cores=args.cores)
+
+
+def cmd_generate(args) -> None:
+    import ledgercache as lc
+
+    spec = _spec_with(lc, args.spec, args)
+    if args.spark:
+        spark = _session(args)
+        try:
+            table = lc.spark.generate(spark, spec, seed=args.seed).toArrow()
+        finally:
+            spark.stop()
+    else:
+        table = lc.workload.generate(spec, seed=args.seed)
+    path = _atomic_file(Path(args.output), lambda tmp: lc.trace.write(table, tmp))
+    print(f"wrote {table.num_rows:,} events to {path}")
+
+
+def _spec_with(lc, spec: str, args) -> dict:
+    settings = lc.workload.resolve(spec)
+    if getattr(args, "brokers", None):
+        settings["brokers"] = args.brokers
+    if getattr(args, "duration_minutes", None):
+        settings["test_duration_minutes"] = args.duration_minutes
+    return settings
+
+
+def _replay(lc, args, trace: Any, configs: list, spark) -> tuple:
+    if spark is not None:
+        df = trace if not isinstance(trace, (str, Path)) else spark.read.parquet(str(trace))
+        summary_df, series = lc.spark.replay(df, configs, with_timeseries=True, config_groups=args.config_groups)
+        return summary_df.toArrow(), series
+    return lc.replay(trace, configs, with_timeseries=True)
+
+
+def cmd_replay(args) -> None:
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    import ledgercache as lc
+
+    configs = _configs(lc, args.strategy or ALL_STRATEGIES, args.cache_size or DEMO_SIZES, args.set or ())
+    source = Path(args.trace)
+    if not source.exists():
+        raise CliError(f"trace {source} does not exist")
+    spark = _session(args) if args.spark else None
+    try:
+        summary, series = _replay(lc, args, source if spark is None else str(source), configs, spark)
+    finally:
+        if spark is not None:
+            spark.stop()
+
+    def fill(tmp: Path) -> None:
+        pq.write_table(summary, tmp / "summary.parquet")
+        pcsv.write_csv(summary, tmp / "summary.csv")
+        pq.write_table(series, tmp / "timeseries.parquet")
+
+    out = _atomic_dir(Path(args.output), fill)
+    print(lc.report.comparison_text(summary))
+    print(f"wrote summary.parquet, summary.csv and timeseries.parquet to {out}")
+
+
+def compare(args, scenarios: list[str]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import ledgercache as lc
+
+    configs = _configs(lc, args.strategy or ALL_STRATEGIES, args.cache_size or DEMO_SIZES, args.set or ())
+    progress = Progress(2 * len(scenarios) + 1, quiet=args.quiet)
+    spark = None if args.local else _session(args)
+    summaries, serieses = [], []
+    try:
+        for name in scenarios:
+            spec = _spec_with(lc, name, args)
+            if spark is not None:
+                trace = lc.spark.generate(spark, spec, seed=args.seed).cache()
+                trace.count()
+            else:
+                trace = lc.workload.generate(spec, seed=args.seed)
+            progress.step(f"generated {name}")
+            summary, series = _replay(lc, args, trace, configs, spark)
+            label = Path(name).stem if Path(name).suffix else name
+            summaries.append(summary.append_column("scenario", pa.array([label] * summary.num_rows, pa.string())))
+            serieses.append(series.append_column("scenario", pa.array([label] * series.num_rows, pa.string())))
+            progress.step(f"replayed {name}")
+    finally:
+        if spark is not None:
+            spark.stop()
+    summary = pa.concat_tables(summaries)
+    series = pa.concat_tables(serieses)
+
+    def fill(tmp: Path) -> None:
+        pq.write_table(summary, tmp / "summary.parquet")
+        pq.write_table(series, tmp / "timeseries.parquet")
+        lc.report.write_report(summary, series, tmp, title=args.title)
+
+    out = _atomic_dir(Path(args.output), fill)
+    progress.step("report")
+    print(lc.report.comparison_text(summary))
+    print(f"report: {out / 'report.md'} (and report.html, PNG plots, summary.parquet, timeseries.parquet)")
+
+
+def cmd_compare(args) -> None:
+    import ledgercache as lc
+
+    compare(args, args.spec or list(lc.workload.SCENARIOS))
+
+
+def cmd_demo(args) -> None:
+    import ledgercache as lc
+
+    args.strategy, args.cache_size, args.set = list(ALL_STRATEGIES), list(DEMO_SIZES), []
+    compare(args, list(lc.workload.SCENARIOS))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ledgercache", description="Replay message-log traffic through cache designs.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp, spark_default: bool) -> None:
+        sp.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+        sp.add_argument("--cores", default="*", help="local Spark cores (default: all)")
+        if spark_default:
+            sp.add_argument("--local", action="store_true", help="replay in this process instead of on local Spark")
+        else:
+            sp.add_argument("--spark", action="store_true", help="run on local Spark")
+
+    def sweep(sp) -> None:
+        sp.add_argument("--strategy", action="append", choices=ALL_STRATEGIES, help="a strategy (repeatable; default: all)")
+        sp.add_argument("--cache-size", action="append", help="a cache size such as 16MiB (repeatable; default: 1, 4, 16 MiB)")
+        sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="another CacheConfig setting (repeatable)")
+        sp.add_argument("--config-groups", type=int, default=1, help="Spark: split the configurations over this many task groups")
+
+    g = sub.add_parser("generate", help="generate a trace from a scenario or an OMB workload file")
+    g.add_argument("spec", help=f"a scenario ({', '.join(__import__('ledgercache').workload.SCENARIOS)}) or a .yaml/.json spec")
+    g.add_argument("-o", "--output", required=True, help="trace file (.parquet, .arrow or .csv)")
+    g.add_argument("--brokers", type=int, help="override the number of brokers")
+    g.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
+    common(g, spark_default=False)
+    g.set_defaults(run=cmd_generate)
+
+    r = sub.add_parser("replay", help="replay a trace under cache configurations")
+    r.add_argument("trace", help="trace file or directory")
+    r.add_argument("-o", "--output", required=True, help="output directory")
+    sweep(r)
+    common(r, spark_default=False)
+    r.set_defaults(run=cmd_replay)
+
+    c = sub.add_parser("compare", help="generate, replay and report scenarios side by side")
+    c.add_argument("spec", nargs="*", help="scenarios or spec files (default: all bundled scenarios)")
+    c.add_argument("-o", "--output", required=True, help="report directory")
+    c.add_argument("--brokers", type=int, help="override the number of brokers")
+    c.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
+    c.add_argument("--title", default="ledgercache: cache designs compared")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep(c)
+    common(c, spark_default=True)
+    c.set_defaults(run=cmd_compare)
+
+    d = sub.add_parser("demo", help="all bundled scenarios, all strategies, three cache sizes, on local Spark")
+    d.add_argument("-o", "--output", default="demo-report", help="report directory (default: demo-report)")
+    d.add_argument("--title", default="ledgercache demo: cache designs on the bundled scenarios")
+    d.add_argument("--quiet", action="store_true", help="no progress bar")
+    d.add_argument("--brokers", type=int, help=argparse.SUPPRESS)
+    d.add_argument("--duration-minutes", type=float, help="override testDurationMinutes of every scenario")
+    d.add_argument("--config-groups", type=int, default=2, help=argparse.SUPPRESS)
+    common(d, spark_default=True)
+    d.set_defaults(run=cmd_demo)
+    return p
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    # Spark wraps Python worker errors in a Java stack trace: keep the Python message.
+    for line in text.splitlines():
+        m = re.search(r"(?:LedgerCacheError|InvalidArgumentError|ValueError|StorageError|UnsupportedError|TypeError): (.*)", line)
+        if m:
+            return m.group(1).strip()
+    return text.splitlines()[0][:500]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except KeyboardInterrupt:
+        print("ledgercache: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one clear line, not a stack trace
+        if os.environ.get("LEDGERCACHE_DEBUG"):
+            raise
+        print(f"ledgercache: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Reports: a Markdown and an HTML page with a table per scenario and PNG plots (hit ratio against
+cache size per strategy, cache bytes over time, storage read bytes saved), in one directory."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import pyarrow as pa
+
+__all__ = ["write_report", "comparison_text"]
+
+MIB = 1 << 20
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "trace"
+
+
+def _size(n: int) -> str:
+    return f"{n / MIB:g} MiB" if n % (MIB // 4) == 0 else f"{n:,} B"
+
+
+def _rows(summary: pa.Table, scenario: str) -> list[dict]:
+    rows = [r for r in summary.to_pylist() if r.get("scenario", "trace") == scenario]
+    # Several brokers: add them up per (strategy, cache size).
+    merged: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["strategy"], r["cache_size_bytes"])
+        m = merged.setdefault(key, {k: 0 for k in ("entries_read", "read_bytes", "hits", "storage_read_ops", "storage_read_bytes",
+                                                   "evicted_entries", "requeues", "peak_cache_bytes", "peak_retained_bytes",
+                                                   "out_of_order_deliveries")} | {"strategy": key[0], "cache_size_bytes": key[1]})
+        for k in m:
+            if k not in ("strategy", "cache_size_bytes"):
+                m[k] += r.get(k, 0) or 0
+    out = sorted(merged.values(), key=lambda m: (m["cache_size_bytes"], m["strategy"]))
+    for m in out:
+        m["hit_ratio"] = m["hits"] / m["entries_read"] if m["entries_read"] else 0.0
+        m["saved_bytes"] = m["read_bytes"] - m["storage_read_bytes"]
+    return out
+
+
+COLUMNS = (
+    ("strategy", "strategy", str),
+    ("cache", "cache_size_bytes", _size),
+    ("hit ratio", "hit_ratio", lambda v: f"{v:.3f}"),
+    ("storage reads", "storage_read_ops", lambda v: f"{v:,}"),
+    ("storage MiB", "storage_read_bytes", lambda v: f"{v / MIB:,.1f}"),
+    ("saved MiB", "saved_bytes", lambda v: f"{v / MIB:,.1f}"),
+    ("peak cache MiB", "peak_cache_bytes", lambda v: f"{v / MIB:,.1f}"),
+    ("peak retained MiB", "peak_retained_bytes", lambda v: f"{v / MIB:,.1f}"),
+    ("requeues", "requeues", lambda v: f"{v:,}"),
+)
+
+
+def comparison_text(summary: pa.Table) -> str:
+    """The comparison as plain text, a table per scenario (what the CLI prints)."""
+    out = []
+    for scenario in _scenarios(summary):
+        out.append(f"== {scenario}")
+        rows = _rows(summary, scenario)
+        cells = [[fmt(r[key]) for _, key, fmt in COLUMNS] for r in rows]
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (h, _, _) in enumerate(COLUMNS)]
+        out.append("  ".join(h.rjust(w) for (h, _, _), w in zip(COLUMNS, widths)))
+        out.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells)
+        out.append("")
+    return "\n".join(out)
+
+
+def _scenarios(summary: pa.Table) -> list[str]:
+    if "scenario" not in summary.column_names:
+        return ["trace"]
+    seen: list[str] = []
+    for s in summary.column("scenario").to_pylist():
+        if s not in seen:
+            seen.append(s)
+    return seen
+
+
+def _plots(summary: pa.Table, series: pa.Table | None, scenario: str, out: Path) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = _rows(summary, scenario)
+    strategies = sorted({r["strategy"] for r in rows})
+    sizes = sorted({r["cache_size_bytes"] for r in rows})
+    slug = _slug(scenario)
+    made = []
+
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for s in strategies:
+        pts = [(r["cache_size_bytes"] / MIB, r["hit_ratio"]) for r in rows if r["strategy"] == s]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([z / MIB for z in sizes], [f"{z / MIB:g}" for z in sizes])
+    ax.set_xlabel("cache size (MiB)")
+    ax.set_ylabel("hit ratio")
+    ax.set_title(f"{scenario}: hit ratio by cache size")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    name = f"hit-ratio-{slug}.png"
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=100)
+    plt.close(fig)
+    made.append((name, "hit ratio by cache size"))
+
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    width = 0.8 / max(1, len(strategies))
+    for i, s in enumerate(strategies):
+        saved = [next((r["saved_bytes"] / MIB for r in rows if r["strategy"] == s and r["cache_size_bytes"] == z), 0) for z in sizes]
+        ax.bar([j + i * width for j in range(len(sizes))], saved, width=width, label=s)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sizes))], [_size(z) for z in sizes])
+    ax.set_ylabel("storage read MiB saved")
+    ax.set_title(f"{scenario}: storage reads saved by the cache")
+    ax.legend(fontsize="small")
+    name = f"storage-saved-{slug}.png"
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=100)
+    plt.close(fig)
+    made.append((name, "storage read bytes saved"))
+
+    if series is not None and series.num_rows:
+        ts = [r for r in series.to_pylist() if r.get("scenario", "trace") == scenario]
+        if ts:
+            size = sizes[len(sizes) // 2]
+            fig, ax = plt.subplots(figsize=(6.4, 4))
+            for s in strategies:
+                per_second: dict[int, int] = {}
+                for r in ts:
+                    if r["strategy"] == s and r["cache_size_bytes"] == size:
+                        per_second[r["second"]] = per_second.get(r["second"], 0) + r["cache_bytes"]
+                xs = sorted(per_second)
+                ax.plot(xs, [per_second[x] / MIB for x in xs], label=s)
+            ax.set_xlabel("trace second")
+            ax.set_ylabel("cache MiB")
+            ax.set_title(f"{scenario}: cache bytes over time ({_size(size)} cache)")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize="small")
+            name = f"cache-bytes-{slug}.png"
+            fig.tight_layout()
+            fig.savefig(out / name, dpi=100)
+            plt.close(fig)
+            made.append((name, "cache bytes over time"))
+    return made
+
+
+def write_report(summary: pa.Table, series: pa.Table | None, out_dir: str | Path, title: str = "ledgercache replay report") -> Path:
+    """Writes ``report.md``, ``report.html`` and the PNGs into ``out_dir``; returns the Markdown path.
+
+    ``summary`` and ``series`` are what :func:`ledgercache.replay` returns (with timeseries), with
+    an optional ``scenario`` column to group the tables and plots.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md = [f"# {title}", ""]
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    for scenario in _scenarios(summary):
+        rows = _rows(summary, scenario)
+        md += [f"## {scenario}", "", "| " + " | ".join(h for h, _, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        md += ["| " + " | ".join(fmt(r[key]) for _, key, fmt in COLUMNS) + " |" for r in rows]
+        body += [f"<h2>{html.escape(scenario)}</h2>", "<table border='1' cellspacing='0' cellpadding='4'>",
+                 "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in COLUMNS) + "</tr>"]
+        body += ["<tr>" + "".join(f"<td>{html.escape(fmt(r[key]))}</td>" for _, key, fmt in COLUMNS) + "</tr>" for r in rows]
+        body.append("</table>")
+        md.append("")
+        for name, caption in _plots(summary, series, scenario, out):
+            md += [f"![{caption}]({name})", ""]
+            body.append(f"<p><img src='{name}' alt='{html.escape(caption)}'></p>")
+    (out / "report.md").write_text("\n".join(md))
+    (out / "report.html").write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>" + html.escape(title) + "</title></head><body>"
+        + "\n".join(body) + "</body></html>"
+    )
+    return out / "report.md"
