@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable, Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import trace as _trace
 from ._native import CacheConfig, ReplaySession, RequestRecorder
@@ -50,60 +49,43 @@ SERIES_SCHEMA = pa.schema(
 )
 
 
-def _feed(sessions: dict[str, ReplaySession], batches: Iterable[pa.RecordBatch], configs, second_pass: bool) -> None:
-    offset = 0
-    for batch in batches:
-        brokers = batch.column("broker").unique().drop_null().to_pylist()
-        if len(brokers) > 1 or len(sessions) > 1 or (sessions and brokers and brokers[0] not in sessions):
-            # Split by broker, keeping each row's number in the whole trace for error messages.
-            rows = pa.array(range(offset, offset + batch.num_rows), pa.int64())
-            batch = batch.append_column("__row", rows)
-        offset += batch.num_rows
-        for broker in brokers:
-            part = batch if len(brokers) == 1 else batch.filter(pc.equal(batch.column("broker"), broker))
-            if second_pass:
-                if broker in sessions:
-                    sessions[broker].feed(part)
-            else:
-                session = sessions.get(broker)
-                if session is None:
-                    session = sessions[broker] = ReplaySession(configs)
-                session.feed(part)
-
-
-def run_sessions(batches: Callable[[], Iterable[pa.RecordBatch]], configs: list[CacheConfig]) -> dict[str, ReplaySession]:
+def run_session(batches: Callable[[], Iterable[pa.RecordBatch]], configs: list[CacheConfig]) -> ReplaySession:
     """Replays conformed batches (``batches()`` is called again for Belady's second pass)."""
-    sessions: dict[str, ReplaySession] = {}
-    _feed(sessions, batches(), configs, second_pass=False)
-    if any(s.needs_second_pass() for s in sessions.values()):
-        for s in sessions.values():
-            s.start_second_pass()
-        _feed(sessions, batches(), configs, second_pass=True)
-    return sessions
+    session = ReplaySession(configs)
+    for batch in batches():
+        session.feed(batch)
+    if session.needs_second_pass():
+        session.start_second_pass()
+        for batch in batches():
+            session.feed(batch)
+    return session
 
 
-def tables(sessions: dict[str, ReplaySession]) -> tuple[pa.Table, pa.Table]:
+def tables(session: ReplaySession) -> tuple[pa.Table, pa.Table]:
     """The summary (one row per broker and configuration) and the per-second series."""
     summary: dict[str, list] = {c: [] for c in SUMMARY_SCHEMA.names}
     series: dict[str, list] = {c: [] for c in SERIES_SCHEMA.names}
-    for broker in sorted(sessions):
-        for index, result in enumerate(sessions[broker].finish()):
-            for c in SUMMARY_COLUMNS:
-                summary[c].append(result[c])
-            summary["config"].append(json.dumps(result["config"].to_dict(), sort_keys=True))
-            for second, cache_bytes, reads, hits in result["per_second"]:
-                for k, v in (
-                    ("broker", broker),
-                    ("strategy", result["strategy"]),
-                    ("cache_size_bytes", result["cache_size_bytes"]),
-                    ("config_index", index),
-                    ("second", second),
-                    ("cache_bytes", cache_bytes),
-                    ("reads", reads),
-                    ("hits", hits),
-                    ("hit_ratio", hits / reads if reads else 0.0),
-                ):
-                    series[k].append(v)
+    index: dict[str, int] = {}
+    for result in session.finish():
+        broker = result["broker"]
+        config_index = index.get(broker, 0)
+        index[broker] = config_index + 1
+        for c in SUMMARY_COLUMNS:
+            summary[c].append(result[c])
+        summary["config"].append(json.dumps(result["config"].to_dict(), sort_keys=True))
+        for second, cache_bytes, reads, hits in result["per_second"]:
+            for k, v in (
+                ("broker", broker),
+                ("strategy", result["strategy"]),
+                ("cache_size_bytes", result["cache_size_bytes"]),
+                ("config_index", config_index),
+                ("second", second),
+                ("cache_bytes", cache_bytes),
+                ("reads", reads),
+                ("hits", hits),
+                ("hit_ratio", hits / reads if reads else 0.0),
+            ):
+                series[k].append(v)
     return pa.table(summary, schema=SUMMARY_SCHEMA), pa.table(series, schema=SERIES_SCHEMA)
 
 
@@ -134,7 +116,7 @@ def replay(
     configs = _configs(configs)
     if isinstance(trace, pa.RecordBatchReader) and any(c.strategy == "belady" for c in configs):
         raise UnsupportedError("strategy 'belady' reads the trace twice: pass a Table or a path, not a RecordBatchReader")
-    summary, series = tables(run_sessions(lambda: _trace.batches(trace), configs))
+    summary, series = tables(run_session(lambda: _trace.batches(trace), configs))
     return (summary, series) if with_timeseries else summary
 
 

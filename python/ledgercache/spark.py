@@ -154,7 +154,7 @@ def replay(
         import pyarrow as pa
 
         import ledgercache as lc
-        from ledgercache.replay import run_sessions, tables
+        from ledgercache.replay import run_session, tables
 
         import json
 
@@ -166,7 +166,7 @@ def replay(
                 part = batch if len(groups_here) == 1 else batch.filter(pa.compute.equal(batch.column("__group"), g))
                 by_group.setdefault(g, []).append(lc.trace.conform(part))
         for g, parts in sorted(by_group.items()):
-            summary, series = tables(run_sessions(lambda parts=parts: iter(parts), chunks[g]))
+            summary, series = tables(run_session(lambda parts=parts: iter(parts), chunks[g]))
             per_key: dict[tuple, list] = {}
             for r in series.to_pylist():
                 per_key.setdefault((r["broker"], r["config_index"]), []).append(

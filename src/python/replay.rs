@@ -85,11 +85,6 @@ impl PyReplaySession {
         self.with(py, |s| s.start_second_pass())
     }
 
-    #[getter]
-    fn broker(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        self.with(py, |s| s.broker().map(str::to_string))
-    }
-
     /// One dict per configuration: the measurements and a per-second series.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let session = self
@@ -97,11 +92,10 @@ impl PyReplaySession {
             .lock()
             .take()
             .ok_or_else(|| raise(py, "ClosedError", "replay session is finished".into()))?;
-        let broker = session.broker().unwrap_or_default().to_string();
         session
             .finish()
             .into_iter()
-            .map(|(config, m, took)| {
+            .map(|(broker, config, m, took)| {
                 let d = PyDict::new(py);
                 d.set_item("broker", &broker)?;
                 d.set_item("strategy", config.strategy.name())?;

@@ -28,9 +28,44 @@ struct AdaptiveRecv {
     decrease_now: bool,
 }
 
+/// A buffer's entries in arrival order; most buffers hold one, so the first is kept inline.
+#[derive(Default)]
+struct Keys {
+    first: Option<EntryKey>,
+    rest: Vec<EntryKey>,
+}
+
+impl Keys {
+    fn push(&mut self, key: EntryKey) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(key);
+        } else {
+            self.rest.push(key);
+        }
+    }
+
+    /// Drops the uncached entries in front (entries leave mostly oldest first) and says whether
+    /// one is still cached.
+    fn any_cached(&mut self, cache: &dyn CacheStrategy) -> bool {
+        if let Some(k) = self.first {
+            if cache.contains(k) {
+                return true;
+            }
+            self.first = None;
+        }
+        let gone = self
+            .rest
+            .iter()
+            .take_while(|k| !cache.contains(**k))
+            .count();
+        self.rest.drain(..gone);
+        !self.rest.is_empty()
+    }
+}
+
 struct Buffer {
     capacity: u64,
-    entries: Vec<EntryKey>,
+    entries: Keys,
 }
 
 /// A topic's producer connection: its allocator state and the burst being read.
@@ -89,7 +124,7 @@ impl MemoryModel {
     fn new_buffer(&mut self, capacity: u64) -> usize {
         self.buffers.push(Buffer {
             capacity,
-            entries: Vec::new(),
+            entries: Keys::default(),
         });
         self.buffers.len() - 1
     }
@@ -184,15 +219,7 @@ impl MemoryModel {
         let mut remap = vec![usize::MAX; self.buffers.len()];
         let mut retained = 0;
         for (i, mut b) in std::mem::take(&mut self.buffers).into_iter().enumerate() {
-            // Entries leave mostly oldest first: drop the uncached ones in front; the buffer is live
-            // as long as one entry (the new front) is cached.
-            let gone = b
-                .entries
-                .iter()
-                .take_while(|k| !cache.contains(**k))
-                .count();
-            b.entries.drain(..gone);
-            let live = !b.entries.is_empty();
+            let live = b.entries.any_cached(cache);
             if live {
                 retained += b.capacity;
             }

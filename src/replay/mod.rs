@@ -10,7 +10,7 @@ pub use engine::{ReplayMetrics, Replayer};
 pub use trace::{Event, Names, Op, TraceDecoder};
 
 use crate::config::{CacheConfig, Strategy};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use arrow_array::RecordBatch;
 use std::time::{Duration, Instant};
 use strategy::{Belady, CacheStrategy, Legacy, Lru, Pip430, Segmented};
@@ -106,65 +106,98 @@ struct Run {
     busy: Duration,
 }
 
-/// Replays one broker's trace, fed batch by batch, under several configurations at once, so the
-/// trace is decoded once and never held in memory whole. Belady needs the trace twice: after the
-/// first feed, [`Session::needs_second_pass`] says whether to feed it again.
+/// Replays a trace, fed batch by batch, under several configurations at once, each broker on its
+/// own; the trace is decoded once and never held in memory whole. Belady needs the trace twice:
+/// after the first feed, [`Session::needs_second_pass`] says whether to feed it again.
 pub struct Session {
     decoder: TraceDecoder,
-    runs: Vec<Run>,
+    configs: Vec<CacheConfig>,
+    /// Per broker (decoder order), a run per configuration.
+    runs: Vec<Vec<Run>>,
     events: Vec<Event>,
+    by_broker: Vec<Vec<Event>>,
     second: bool,
 }
 
 impl Session {
     pub fn new(configs: Vec<CacheConfig>) -> Result<Self> {
-        let runs = configs
-            .into_iter()
-            .map(|config| {
-                Ok(Run {
-                    replayer: first_pass(&config)?,
-                    config,
-                    second_pass: false,
-                    busy: Duration::ZERO,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        for c in &configs {
+            first_pass(c)?; // reject what cannot run before any work
+        }
         Ok(Session {
             decoder: TraceDecoder::new(),
-            runs,
+            configs,
+            runs: Vec::new(),
             events: Vec::new(),
+            by_broker: Vec::new(),
             second: false,
         })
     }
 
-    /// Decodes a batch and replays it under every configuration still running this pass.
+    fn new_runs(&self) -> Result<Vec<Run>> {
+        self.configs
+            .iter()
+            .map(|config| {
+                Ok(Run {
+                    replayer: first_pass(config)?,
+                    config: config.clone(),
+                    second_pass: false,
+                    busy: Duration::ZERO,
+                })
+            })
+            .collect()
+    }
+
+    /// Decodes a batch and replays each broker's events under every configuration still running
+    /// this pass.
     pub fn feed(&mut self, batch: &RecordBatch) -> Result<()> {
         self.events.clear();
         self.decoder.decode(batch, &mut self.events)?;
-        for run in &mut self.runs {
-            if self.second && !run.second_pass {
+        for list in &mut self.by_broker {
+            list.clear();
+        }
+        for e in &self.events {
+            let b = e.broker as usize;
+            while self.by_broker.len() <= b {
+                self.by_broker.push(Vec::new());
+            }
+            self.by_broker[b].push(*e);
+        }
+        while self.runs.len() < self.by_broker.len() {
+            if self.second {
+                return Err(Error::invalid(
+                    "trace",
+                    "the second pass holds a broker the first did not: feed the same trace",
+                ));
+            }
+            let runs = self.new_runs()?;
+            self.runs.push(runs);
+        }
+        for (b, events) in self.by_broker.iter().enumerate() {
+            if events.is_empty() {
                 continue;
             }
-            let start = Instant::now();
-            run.replayer.run(&self.events, &self.decoder.names)?;
-            run.busy += start.elapsed();
+            for run in &mut self.runs[b] {
+                if self.second && !run.second_pass {
+                    continue;
+                }
+                let start = Instant::now();
+                run.replayer.run(events, &self.decoder.names)?;
+                run.busy += start.elapsed();
+            }
         }
         Ok(())
     }
 
     pub fn needs_second_pass(&self) -> bool {
-        !self.second
-            && self
-                .runs
-                .iter()
-                .any(|r| r.config.strategy == Strategy::Belady)
+        !self.second && self.configs.iter().any(|c| c.strategy == Strategy::Belady)
     }
 
     /// Starts Belady's deciding pass: feed the same trace again.
     pub fn start_second_pass(&mut self) {
         self.second = true;
         self.decoder = TraceDecoder::new();
-        for run in &mut self.runs {
+        for run in self.runs.iter_mut().flatten() {
             if let Some(future) = run.replayer.take_recording() {
                 run.replayer = replayer(
                     &run.config,
@@ -175,16 +208,20 @@ impl Session {
         }
     }
 
-    /// The broker the trace belongs to.
-    pub fn broker(&self) -> Option<&str> {
-        self.decoder.broker()
-    }
-
-    /// Each configuration with its measurements and the time its replay took.
-    pub fn finish(self) -> Vec<(CacheConfig, ReplayMetrics, Duration)> {
-        self.runs
+    /// Per broker (by name) and configuration: the measurements and the time the replay took.
+    pub fn finish(self) -> Vec<(String, CacheConfig, ReplayMetrics, Duration)> {
+        let brokers: Vec<String> = self.decoder.brokers().map(str::to_string).collect();
+        let mut out: Vec<_> = self
+            .runs
             .into_iter()
-            .map(|r| (r.config, r.replayer.finish(), r.busy))
-            .collect()
+            .enumerate()
+            .flat_map(|(b, runs)| {
+                let broker = brokers.get(b).cloned().unwrap_or_default();
+                runs.into_iter()
+                    .map(move |r| (broker.clone(), r.config, r.replayer.finish(), r.busy))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 }

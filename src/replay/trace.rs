@@ -78,6 +78,8 @@ pub const ROW_COLUMN: &str = "__row";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
     pub row: u64,
+    /// Index into [`TraceDecoder::brokers`].
+    pub broker: u32,
     pub ts_us: i64,
     pub op: Op,
     pub topic: u32,
@@ -127,8 +129,9 @@ impl Names {
 pub struct TraceDecoder {
     pub names: Names,
     rows: u64,
-    last_ts: Option<i64>,
-    broker: Option<String>,
+    /// Brokers in order of first appearance, and each one's latest timestamp.
+    brokers: Vec<(String, i64)>,
+    broker_ids: FastMap<String, u32>,
 }
 
 fn column_error(column: &str, reason: impl std::fmt::Display) -> Error {
@@ -144,9 +147,9 @@ impl TraceDecoder {
         Self::default()
     }
 
-    /// The broker whose events these are (the trace must hold one broker).
-    pub fn broker(&self) -> Option<&str> {
-        self.broker.as_deref()
+    /// The brokers seen so far, in order of first appearance (an event's `broker` indexes this).
+    pub fn brokers(&self) -> impl Iterator<Item = &str> {
+        self.brokers.iter().map(|(b, _)| b.as_str())
     }
 
     pub fn rows(&self) -> u64 {
@@ -217,24 +220,25 @@ impl TraceDecoder {
             required(&topic, "topic")?;
             required(&op, "op")?;
             let ts_us = ts.value(i);
-            if let Some(last) = self.last_ts {
-                if ts_us < last {
-                    return Err(row_error(
-                        row,
-                        "ts_us",
-                        format!("time goes backwards ({ts_us} after {last})"),
-                    ));
-                }
-            }
-            self.last_ts = Some(ts_us);
             let b = broker.value(i);
-            match &self.broker {
-                None => self.broker = Some(b.to_string()),
-                Some(first) if first != b => {
-                    return Err(row_error(row, "broker", format!("{b:?}: a replay takes one broker's events, and this trace began with {first:?}")))
+            let broker_id = match self.broker_ids.get(b) {
+                Some(&id) => id,
+                None => {
+                    let id = self.brokers.len() as u32;
+                    self.brokers.push((b.to_string(), i64::MIN));
+                    self.broker_ids.insert(b.to_string(), id);
+                    id
                 }
-                _ => {}
+            };
+            let last = &mut self.brokers[broker_id as usize].1;
+            if ts_us < *last {
+                return Err(row_error(
+                    row,
+                    "ts_us",
+                    format!("time goes backwards for broker {b:?} ({ts_us} after {last})"),
+                ));
             }
+            *last = ts_us;
             let op_name = op.value(i);
             let kind = Op::parse(op_name).ok_or_else(|| {
                 row_error(
@@ -301,6 +305,7 @@ impl TraceDecoder {
             }
             out.push(Event {
                 row,
+                broker: broker_id,
                 ts_us,
                 op: kind,
                 topic: topic_id,
