@@ -29,9 +29,15 @@ def main() -> None:
         start = time.perf_counter()
         rows = lc.spark.replay(df, CONFIGS, partitions=2).collect()
         on_spark = time.perf_counter() - start
+        gen = lc.spark.generate(spark, SPEC, seed=1).cache()
+        gen.count()
+        start = time.perf_counter()
+        lc.spark.replay(gen, CONFIGS, presorted=True).collect()
+        presorted = time.perf_counter() - start
         spark.stop()
-    print(f"Spark local[2]: {on_spark:.2f} s once the session is up ({up:.1f} s to start it); "
+    print(f"Spark local[2], shuffled and sorted: {on_spark:.2f} s once the session is up ({up:.1f} s to start it); "
           f"{len(rows)} rows; Spark / in-process = {on_spark / local:.2f}x")
+    print(f"Spark local[2], presorted (one partition per broker): {presorted:.2f} s; Spark / in-process = {presorted / local:.2f}x")
 
 
 if __name__ == "__main__":

@@ -125,7 +125,13 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0) -
 
 
 def replay(
-    trace_df: Any, configs: Any, *, partitions: int | None = None, config_groups: int = 1, with_timeseries: bool = False
+    trace_df: Any,
+    configs: Any,
+    *,
+    partitions: int | None = None,
+    config_groups: int = 1,
+    with_timeseries: bool = False,
+    presorted: bool = False,
 ) -> Any:
     """Replays a trace DataFrame on Spark and returns one row per (broker, configuration).
 
@@ -134,6 +140,9 @@ def replay(
     order), and each partition streams its batches through ``mapInArrow`` into the Rust engine:
     the same numbers as ``lc.replay`` on the same trace. Works unchanged on a cluster when the
     ``ledgercache`` wheel is installed on the executors.
+
+    ``presorted=True`` skips the shuffle and the sort: use it when every broker's rows already sit
+    in one partition, in trace order (as ``generate`` and a Parquet file it wrote deliver them).
     """
     from pyspark.sql import functions as F
 
@@ -147,8 +156,9 @@ def replay(
         df = df.crossJoin(trace_df.sparkSession.range(groups).withColumnRenamed("id", "__group"))
     else:
         df = df.withColumn("__group", F.lit(0).cast("long"))
-    n = partitions or max(1, trace_df.sparkSession.sparkContext.defaultParallelism)
-    df = df.repartition(n, "broker", "__group").sortWithinPartitions("__group", "broker", "ts_us", "__seq")
+    if not presorted or groups > 1:
+        n = partitions or max(1, trace_df.sparkSession.sparkContext.defaultParallelism)
+        df = df.repartition(n, "broker", "__group").sortWithinPartitions("__group", "broker", "ts_us", "__seq")
 
     def run(batches):
         import pyarrow as pa

@@ -70,8 +70,8 @@ def test_spark_replay_equals_in_process_replay(spark):
     key = lambda r: (r["broker"], r["strategy"], r["cache_size_bytes"])  # noqa: E731
     local = sorted(lc.replay(lc.workload.generate(spec, seed=1), configs).drop_columns(["replay_seconds"]).to_pylist(), key=key)
     assert len(local) == 12
-    for groups in (1, 2):
-        rows = [r.asDict() for r in lc.spark.replay(df, configs, config_groups=groups).collect()]
+    for groups, presorted in ((1, False), (2, False), (1, True)):
+        rows = [r.asDict() for r in lc.spark.replay(df, configs, config_groups=groups, presorted=presorted).collect()]
         for r in rows:
             del r["replay_seconds"]
-        assert sorted(rows, key=key) == local, f"config_groups={groups}"
+        assert sorted(rows, key=key) == local, f"config_groups={groups}, presorted={presorted}"
