@@ -35,8 +35,9 @@ test-python: build ## Python binding tests
 bench: build ## Benchmarks: Rust harnesses, Python call overhead, Python vs Rust ledger reads
 	cargo bench --locked --bench cursor_container --bench eviction --bench cache_ops --bench sorted_map
 	$(VPY) benches/python_overhead.py
-	@rust=$$(cargo bench --locked --bench ledger_reads 2>/dev/null | tee /dev/stderr | sed -n 's/.*: \([0-9.]*\) M entries.*/\1/p'); \
-		$(VPY) benches/ledger_reads.py $$rust
+	cargo bench --locked --bench ledger_reads > target/ledger_reads.txt
+	@cat target/ledger_reads.txt
+	$(VPY) benches/ledger_reads.py $$(sed -n 's/.*: \([0-9.]*\) M entries.*/\1/p' target/ledger_reads.txt)
 	$(VPY) benches/replay_throughput.py
 
 lint: $(STAMP) ## cargo fmt/clippy checks

@@ -18,6 +18,7 @@ pub mod removal_queue;
 pub mod replay;
 pub mod stats;
 pub mod storage;
+pub mod throttle;
 pub mod workload;
 
 #[cfg(feature = "python")]

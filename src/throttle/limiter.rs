@@ -1,0 +1,236 @@
+//! The broker's publish throttling decisions: per-topic rates (messages and bytes per second),
+//! per-resource-group rates, the broker-wide rate, and the per-connection limits on pending
+//! publish requests and buffered bytes. Each breach has its reason and how long the client should
+//! pause (PIP-385): the rest of the second for topic and resource-group quotas, 0 for the
+//! connection-level breaches (the broker pauses the connection anyway).
+
+use super::protocol::ThrottlingReason;
+use super::token_bucket::TokenBucket;
+use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
+
+/// A rate in messages and bytes per second (either may be absent).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rate {
+    pub messages_per_second: Option<f64>,
+    pub bytes_per_second: Option<f64>,
+}
+
+impl Rate {
+    pub fn new(messages_per_second: Option<f64>, bytes_per_second: Option<f64>) -> Result<Self> {
+        for (name, v) in [("messages_per_second", messages_per_second), ("bytes_per_second", bytes_per_second)] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(Error::invalid(name, format!("must be a positive rate, got {v}")));
+                }
+            }
+        }
+        Ok(Rate { messages_per_second, bytes_per_second })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Buckets {
+    messages: Option<TokenBucket>,
+    bytes: Option<TokenBucket>,
+}
+
+impl Buckets {
+    fn new(rate: Rate, now: u64) -> Self {
+        Buckets {
+            messages: rate.messages_per_second.map(|r| TokenBucket::new(r, now)),
+            bytes: rate.bytes_per_second.map(|r| TokenBucket::new(r, now)),
+        }
+    }
+
+    /// Charges one message; `Some(resume_at)` if a quota is now breached.
+    fn charge(&mut self, now: u64, bytes: u64) -> Option<u64> {
+        let mut resume = None;
+        for (b, n) in [(&mut self.messages, 1.0), (&mut self.bytes, bytes as f64)] {
+            if let Some(b) = b {
+                if !b.consume(now, n) {
+                    let at = b.resume_at(now);
+                    resume = Some(resume.map_or(at, |r: u64| r.max(at)));
+                }
+            }
+        }
+        resume
+    }
+}
+
+/// A breach: why, how long the client should pause, and until when the broker holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breach {
+    pub reason: ThrottlingReason,
+    pub pause_for_millis: u64,
+    /// When the quota allows publishing again (for connection-level breaches: when the pending
+    /// publishes drain, which the caller learns through [`PublishRateLimiter::on_publish_persisted`]).
+    pub resume_at_ns: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct ConnectionUse {
+    pending: u32,
+    buffered: u64,
+}
+
+/// Publish throttling state of one broker.
+#[derive(Debug, Default)]
+pub struct PublishRateLimiter {
+    topic_rates: FastMap<String, Rate>,
+    default_topic_rate: Rate,
+    topics: FastMap<String, Buckets>,
+    group_of: FastMap<String, String>,
+    groups: FastMap<String, (Rate, Option<Buckets>)>,
+    broker: Option<Buckets>,
+    broker_rate: Rate,
+    max_pending_per_connection: Option<u32>,
+    max_publish_buffer_bytes: Option<u64>,
+    connections: FastMap<u64, ConnectionUse>,
+}
+
+impl PublishRateLimiter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The rate of every topic without one of its own.
+    pub fn set_default_topic_rate(&mut self, rate: Rate) {
+        self.default_topic_rate = rate;
+        self.topics.clear();
+    }
+
+    pub fn set_topic_rate(&mut self, topic: &str, rate: Rate) {
+        self.topic_rates.insert(topic.to_string(), rate);
+        self.topics.remove(topic);
+    }
+
+    /// A resource group's rate, and the topics it covers.
+    pub fn set_resource_group(&mut self, group: &str, rate: Rate, topics: &[String]) {
+        self.groups.insert(group.to_string(), (rate, None));
+        for t in topics {
+            self.group_of.insert(t.clone(), group.to_string());
+        }
+    }
+
+    pub fn set_broker_rate(&mut self, rate: Rate) {
+        self.broker_rate = rate;
+        self.broker = None;
+    }
+
+    pub fn set_connection_limits(&mut self, max_pending_publish_requests: Option<u32>, max_publish_buffer_bytes: Option<u64>) -> Result<()> {
+        if max_pending_publish_requests == Some(0) {
+            return Err(Error::invalid("max_pending_publish_requests", "must be at least 1"));
+        }
+        if max_publish_buffer_bytes == Some(0) {
+            return Err(Error::invalid("max_publish_buffer_bytes", "must be at least 1"));
+        }
+        self.max_pending_per_connection = max_pending_publish_requests;
+        self.max_publish_buffer_bytes = max_publish_buffer_bytes;
+        Ok(())
+    }
+
+    /// Charges a publish of `bytes` to `topic` arriving on `connection` at `now_ns`; returns the
+    /// breach it causes, the first by precedence: connection limits, broker, resource group, topic.
+    pub fn on_publish(&mut self, now_ns: u64, topic: &str, connection: u64, bytes: u64) -> Option<Breach> {
+        let conn = self.connections.entry(connection).or_default();
+        conn.pending += 1;
+        conn.buffered += bytes;
+        let mut breaches = Vec::new();
+        if self.max_pending_per_connection.is_some_and(|m| conn.pending > m) {
+            breaches.push(Breach { reason: ThrottlingReason::ConnectionPendingMessagesBreach, pause_for_millis: 0, resume_at_ns: None });
+        }
+        if self.max_publish_buffer_bytes.is_some_and(|m| conn.buffered > m) {
+            breaches.push(Breach { reason: ThrottlingReason::MessageBufferSizeBreach, pause_for_millis: 0, resume_at_ns: None });
+        }
+        let broker_rate = self.broker_rate;
+        if let Some(at) = self.broker.get_or_insert_with(|| Buckets::new(broker_rate, now_ns)).charge(now_ns, bytes) {
+            breaches.push(Breach { reason: ThrottlingReason::BrokerProduceQuotaExceeded, pause_for_millis: 0, resume_at_ns: Some(at) });
+        }
+        if let Some(group) = self.group_of.get(topic) {
+            if let Some((rate, buckets)) = self.groups.get_mut(group) {
+                let rate = *rate;
+                if let Some(at) = buckets.get_or_insert_with(|| Buckets::new(rate, now_ns)).charge(now_ns, bytes) {
+                    breaches.push(Breach {
+                        reason: ThrottlingReason::ResourceGroupProduceQuotaExceeded,
+                        pause_for_millis: (at - now_ns).div_ceil(1_000_000),
+                        resume_at_ns: Some(at),
+                    });
+                }
+            }
+        }
+        let rate = self.topic_rates.get(topic).copied().unwrap_or(self.default_topic_rate);
+        let buckets = self.topics.entry(topic.to_string()).or_insert_with(|| Buckets::new(rate, now_ns));
+        if let Some(at) = buckets.charge(now_ns, bytes) {
+            breaches.push(Breach {
+                reason: ThrottlingReason::TopicProduceQuotaExceeded,
+                pause_for_millis: (at - now_ns).div_ceil(1_000_000),
+                resume_at_ns: Some(at),
+            });
+        }
+        breaches.into_iter().next()
+    }
+
+    /// A publish of `bytes` on `connection` was persisted: it no longer counts as pending.
+    pub fn on_publish_persisted(&mut self, connection: u64, bytes: u64) {
+        if let Some(c) = self.connections.get_mut(&connection) {
+            c.pending = c.pending.saturating_sub(1);
+            c.buffered = c.buffered.saturating_sub(bytes);
+        }
+    }
+
+    /// Whether a connection is within its limits again after a connection-level breach: Pulsar
+    /// resumes once half of the pending publishes or buffered bytes have drained.
+    pub fn connection_recovered(&self, connection: u64) -> bool {
+        let Some(c) = self.connections.get(&connection) else { return true };
+        self.max_pending_per_connection.is_none_or(|m| c.pending <= m / 2)
+            && self.max_publish_buffer_bytes.is_none_or(|m| c.buffered <= m / 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn topic_quota_breach_pauses_for_the_rest_of_the_second() {
+        let mut l = PublishRateLimiter::new();
+        l.set_topic_rate("hot", Rate::new(Some(5.0), None).unwrap());
+        let results: Vec<_> = (0..7).map(|_| l.on_publish(300 * MS, "hot", 1, 100)).collect();
+        assert!(results[..5].iter().all(Option::is_none));
+        let b = results[5].unwrap();
+        assert_eq!(b.reason, ThrottlingReason::TopicProduceQuotaExceeded);
+        assert_eq!((b.pause_for_millis, b.resume_at_ns), (700, Some(1_000 * MS)));
+        assert!(l.on_publish(300 * MS, "cold", 1, 100).is_none(), "other topics are not limited");
+    }
+
+    #[test]
+    fn connection_limits_are_connection_level_breaches() {
+        let mut l = PublishRateLimiter::new();
+        l.set_connection_limits(Some(2), None).unwrap();
+        assert!(l.on_publish(0, "t", 7, 10).is_none());
+        assert!(l.on_publish(0, "t", 7, 10).is_none());
+        let b = l.on_publish(0, "t", 7, 10).unwrap();
+        assert_eq!((b.reason, b.pause_for_millis), (ThrottlingReason::ConnectionPendingMessagesBreach, 0));
+        assert!(!l.connection_recovered(7));
+        l.on_publish_persisted(7, 10);
+        l.on_publish_persisted(7, 10);
+        assert!(l.connection_recovered(7));
+        assert!(l.set_connection_limits(Some(0), None).is_err());
+    }
+
+    #[test]
+    fn resource_group_and_broker_quotas() {
+        let mut l = PublishRateLimiter::new();
+        l.set_resource_group("tenant-a", Rate::new(None, Some(1000.0)).unwrap(), &["a1".into(), "a2".into()]);
+        assert!(l.on_publish(0, "a1", 1, 600).is_none());
+        let b = l.on_publish(0, "a2", 1, 600).unwrap();
+        assert_eq!(b.reason, ThrottlingReason::ResourceGroupProduceQuotaExceeded);
+        l.set_broker_rate(Rate::new(Some(1.0), None).unwrap());
+        assert!(l.on_publish(0, "x", 2, 1).is_none());
+        assert_eq!(l.on_publish(0, "x", 2, 1).unwrap().reason, ThrottlingReason::BrokerProduceQuotaExceeded);
+        assert!(Rate::new(Some(-1.0), None).is_err());
+    }
+}
