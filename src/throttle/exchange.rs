@@ -18,7 +18,10 @@ pub enum BrokerAction {
     /// Send this command to the client.
     Send(CommandThrottleProducer),
     /// Stop reading the connection until the given time (`None`: until the connection recovers).
-    PauseConnection { until_ns: Option<u64>, reason: ThrottlingReason },
+    PauseConnection {
+        until_ns: Option<u64>,
+        reason: ThrottlingReason,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -63,7 +66,12 @@ impl ServerConnection {
     }
 
     /// The actions a breach by `producer_id` at `now_ns` calls for.
-    pub fn on_breach(&mut self, now_ns: u64, producer_id: u64, breach: Breach) -> Vec<BrokerAction> {
+    pub fn on_breach(
+        &mut self,
+        now_ns: u64,
+        producer_id: u64,
+        breach: Breach,
+    ) -> Vec<BrokerAction> {
         let until = breach.resume_at_ns;
         if !self.supports_throttle {
             return vec![self.pause(until, breach.reason)];
@@ -71,13 +79,22 @@ impl ServerConnection {
         let request_id = self.next_request_id;
         self.next_request_id += 1;
         self.commands_sent += 1;
-        let send = BrokerAction::Send(CommandThrottleProducer::new(request_id, producer_id, breach.reason, breach.pause_for_millis));
+        let send = BrokerAction::Send(CommandThrottleProducer::new(
+            request_id,
+            producer_id,
+            breach.reason,
+            breach.pause_for_millis,
+        ));
         if breach.reason.is_connection_level() {
             return vec![send, self.pause(until, breach.reason)];
         }
         self.awaited.insert(
             request_id,
-            AwaitedReceipt { deadline_ns: now_ns + self.receipt_wait_ns, resume_at_ns: until, reason: breach.reason },
+            AwaitedReceipt {
+                deadline_ns: now_ns + self.receipt_wait_ns,
+                resume_at_ns: until,
+                reason: breach.reason,
+            },
         );
         vec![send]
     }
@@ -95,7 +112,12 @@ impl ServerConnection {
 
     /// Pauses the connection for every receipt that did not come in time.
     pub fn poll(&mut self, now_ns: u64) -> Vec<BrokerAction> {
-        let mut late: Vec<(u64, AwaitedReceipt)> = self.awaited.iter().filter(|(_, a)| a.deadline_ns < now_ns).map(|(r, a)| (*r, *a)).collect();
+        let mut late: Vec<(u64, AwaitedReceipt)> = self
+            .awaited
+            .iter()
+            .filter(|(_, a)| a.deadline_ns < now_ns)
+            .map(|(r, a)| (*r, *a))
+            .collect();
         late.sort_by_key(|(r, _)| *r);
         late.into_iter()
             .map(|(r, a)| {

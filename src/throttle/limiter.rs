@@ -18,14 +18,23 @@ pub struct Rate {
 
 impl Rate {
     pub fn new(messages_per_second: Option<f64>, bytes_per_second: Option<f64>) -> Result<Self> {
-        for (name, v) in [("messages_per_second", messages_per_second), ("bytes_per_second", bytes_per_second)] {
+        for (name, v) in [
+            ("messages_per_second", messages_per_second),
+            ("bytes_per_second", bytes_per_second),
+        ] {
             if let Some(v) = v {
                 if !(v.is_finite() && v > 0.0) {
-                    return Err(Error::invalid(name, format!("must be a positive rate, got {v}")));
+                    return Err(Error::invalid(
+                        name,
+                        format!("must be a positive rate, got {v}"),
+                    ));
                 }
             }
         }
-        Ok(Rate { messages_per_second, bytes_per_second })
+        Ok(Rate {
+            messages_per_second,
+            bytes_per_second,
+        })
     }
 }
 
@@ -118,12 +127,22 @@ impl PublishRateLimiter {
         self.broker = None;
     }
 
-    pub fn set_connection_limits(&mut self, max_pending_publish_requests: Option<u32>, max_publish_buffer_bytes: Option<u64>) -> Result<()> {
+    pub fn set_connection_limits(
+        &mut self,
+        max_pending_publish_requests: Option<u32>,
+        max_publish_buffer_bytes: Option<u64>,
+    ) -> Result<()> {
         if max_pending_publish_requests == Some(0) {
-            return Err(Error::invalid("max_pending_publish_requests", "must be at least 1"));
+            return Err(Error::invalid(
+                "max_pending_publish_requests",
+                "must be at least 1",
+            ));
         }
         if max_publish_buffer_bytes == Some(0) {
-            return Err(Error::invalid("max_publish_buffer_bytes", "must be at least 1"));
+            return Err(Error::invalid(
+                "max_publish_buffer_bytes",
+                "must be at least 1",
+            ));
         }
         self.max_pending_per_connection = max_pending_publish_requests;
         self.max_publish_buffer_bytes = max_publish_buffer_bytes;
@@ -132,25 +151,56 @@ impl PublishRateLimiter {
 
     /// Charges a publish of `bytes` to `topic` arriving on `connection` at `now_ns`; returns the
     /// breach it causes, the first by precedence: connection limits, broker, resource group, topic.
-    pub fn on_publish(&mut self, now_ns: u64, topic: &str, connection: u64, bytes: u64) -> Option<Breach> {
+    pub fn on_publish(
+        &mut self,
+        now_ns: u64,
+        topic: &str,
+        connection: u64,
+        bytes: u64,
+    ) -> Option<Breach> {
         let conn = self.connections.entry(connection).or_default();
         conn.pending += 1;
         conn.buffered += bytes;
         let mut breaches = Vec::new();
-        if self.max_pending_per_connection.is_some_and(|m| conn.pending > m) {
-            breaches.push(Breach { reason: ThrottlingReason::ConnectionPendingMessagesBreach, pause_for_millis: 0, resume_at_ns: None });
+        if self
+            .max_pending_per_connection
+            .is_some_and(|m| conn.pending > m)
+        {
+            breaches.push(Breach {
+                reason: ThrottlingReason::ConnectionPendingMessagesBreach,
+                pause_for_millis: 0,
+                resume_at_ns: None,
+            });
         }
-        if self.max_publish_buffer_bytes.is_some_and(|m| conn.buffered > m) {
-            breaches.push(Breach { reason: ThrottlingReason::MessageBufferSizeBreach, pause_for_millis: 0, resume_at_ns: None });
+        if self
+            .max_publish_buffer_bytes
+            .is_some_and(|m| conn.buffered > m)
+        {
+            breaches.push(Breach {
+                reason: ThrottlingReason::MessageBufferSizeBreach,
+                pause_for_millis: 0,
+                resume_at_ns: None,
+            });
         }
         let broker_rate = self.broker_rate;
-        if let Some(at) = self.broker.get_or_insert_with(|| Buckets::new(broker_rate, now_ns)).charge(now_ns, bytes) {
-            breaches.push(Breach { reason: ThrottlingReason::BrokerProduceQuotaExceeded, pause_for_millis: 0, resume_at_ns: Some(at) });
+        if let Some(at) = self
+            .broker
+            .get_or_insert_with(|| Buckets::new(broker_rate, now_ns))
+            .charge(now_ns, bytes)
+        {
+            breaches.push(Breach {
+                reason: ThrottlingReason::BrokerProduceQuotaExceeded,
+                pause_for_millis: 0,
+                resume_at_ns: Some(at),
+            });
         }
         if let Some(group) = self.group_of.get(topic) {
             if let Some((rate, buckets)) = self.groups.get_mut(group) {
                 let rate = *rate;
-                if let Some(at) = buckets.get_or_insert_with(|| Buckets::new(rate, now_ns)).charge(now_ns, bytes) {
+                if let Some(at) = buckets
+                    .get_or_insert_with(|| Buckets::new(rate, now_ns))
+                    .charge(now_ns, bytes)
+                {
                     breaches.push(Breach {
                         reason: ThrottlingReason::ResourceGroupProduceQuotaExceeded,
                         pause_for_millis: (at - now_ns).div_ceil(1_000_000),
@@ -159,8 +209,15 @@ impl PublishRateLimiter {
                 }
             }
         }
-        let rate = self.topic_rates.get(topic).copied().unwrap_or(self.default_topic_rate);
-        let buckets = self.topics.entry(topic.to_string()).or_insert_with(|| Buckets::new(rate, now_ns));
+        let rate = self
+            .topic_rates
+            .get(topic)
+            .copied()
+            .unwrap_or(self.default_topic_rate);
+        let buckets = self
+            .topics
+            .entry(topic.to_string())
+            .or_insert_with(|| Buckets::new(rate, now_ns));
         if let Some(at) = buckets.charge(now_ns, bytes) {
             breaches.push(Breach {
                 reason: ThrottlingReason::TopicProduceQuotaExceeded,
@@ -182,9 +239,14 @@ impl PublishRateLimiter {
     /// Whether a connection is within its limits again after a connection-level breach: Pulsar
     /// resumes once half of the pending publishes or buffered bytes have drained.
     pub fn connection_recovered(&self, connection: u64) -> bool {
-        let Some(c) = self.connections.get(&connection) else { return true };
-        self.max_pending_per_connection.is_none_or(|m| c.pending <= m / 2)
-            && self.max_publish_buffer_bytes.is_none_or(|m| c.buffered <= m / 2)
+        let Some(c) = self.connections.get(&connection) else {
+            return true;
+        };
+        self.max_pending_per_connection
+            .is_none_or(|m| c.pending <= m / 2)
+            && self
+                .max_publish_buffer_bytes
+                .is_none_or(|m| c.buffered <= m / 2)
     }
 }
 
@@ -198,12 +260,20 @@ mod tests {
     fn topic_quota_breach_pauses_for_the_rest_of_the_second() {
         let mut l = PublishRateLimiter::new();
         l.set_topic_rate("hot", Rate::new(Some(5.0), None).unwrap());
-        let results: Vec<_> = (0..7).map(|_| l.on_publish(300 * MS, "hot", 1, 100)).collect();
+        let results: Vec<_> = (0..7)
+            .map(|_| l.on_publish(300 * MS, "hot", 1, 100))
+            .collect();
         assert!(results[..5].iter().all(Option::is_none));
         let b = results[5].unwrap();
         assert_eq!(b.reason, ThrottlingReason::TopicProduceQuotaExceeded);
-        assert_eq!((b.pause_for_millis, b.resume_at_ns), (700, Some(1_000 * MS)));
-        assert!(l.on_publish(300 * MS, "cold", 1, 100).is_none(), "other topics are not limited");
+        assert_eq!(
+            (b.pause_for_millis, b.resume_at_ns),
+            (700, Some(1_000 * MS))
+        );
+        assert!(
+            l.on_publish(300 * MS, "cold", 1, 100).is_none(),
+            "other topics are not limited"
+        );
     }
 
     #[test]
@@ -213,7 +283,10 @@ mod tests {
         assert!(l.on_publish(0, "t", 7, 10).is_none());
         assert!(l.on_publish(0, "t", 7, 10).is_none());
         let b = l.on_publish(0, "t", 7, 10).unwrap();
-        assert_eq!((b.reason, b.pause_for_millis), (ThrottlingReason::ConnectionPendingMessagesBreach, 0));
+        assert_eq!(
+            (b.reason, b.pause_for_millis),
+            (ThrottlingReason::ConnectionPendingMessagesBreach, 0)
+        );
         assert!(!l.connection_recovered(7));
         l.on_publish_persisted(7, 10);
         l.on_publish_persisted(7, 10);
@@ -224,13 +297,23 @@ mod tests {
     #[test]
     fn resource_group_and_broker_quotas() {
         let mut l = PublishRateLimiter::new();
-        l.set_resource_group("tenant-a", Rate::new(None, Some(1000.0)).unwrap(), &["a1".into(), "a2".into()]);
+        l.set_resource_group(
+            "tenant-a",
+            Rate::new(None, Some(1000.0)).unwrap(),
+            &["a1".into(), "a2".into()],
+        );
         assert!(l.on_publish(0, "a1", 1, 600).is_none());
         let b = l.on_publish(0, "a2", 1, 600).unwrap();
-        assert_eq!(b.reason, ThrottlingReason::ResourceGroupProduceQuotaExceeded);
+        assert_eq!(
+            b.reason,
+            ThrottlingReason::ResourceGroupProduceQuotaExceeded
+        );
         l.set_broker_rate(Rate::new(Some(1.0), None).unwrap());
         assert!(l.on_publish(0, "x", 2, 1).is_none());
-        assert_eq!(l.on_publish(0, "x", 2, 1).unwrap().reason, ThrottlingReason::BrokerProduceQuotaExceeded);
+        assert_eq!(
+            l.on_publish(0, "x", 2, 1).unwrap().reason,
+            ThrottlingReason::BrokerProduceQuotaExceeded
+        );
         assert!(Rate::new(Some(-1.0), None).is_err());
     }
 }

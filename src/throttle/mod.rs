@@ -5,10 +5,13 @@ pub mod exchange;
 pub mod limiter;
 pub mod producer;
 pub mod protocol;
+pub mod publish_sim;
 pub mod token_bucket;
 
 pub use exchange::{BrokerAction, ServerConnection};
 pub use limiter::{Breach, PublishRateLimiter, Rate};
 pub use producer::{PartitionedProducer, Producer, SendFailure, SendOutcome};
-pub use protocol::{CommandThrottleProducer, CommandThrottleProducerReceipt, FeatureFlags, ThrottlingReason};
+pub use protocol::{
+    CommandThrottleProducer, CommandThrottleProducerReceipt, FeatureFlags, ThrottlingReason,
+};
 pub use token_bucket::TokenBucket;

@@ -20,8 +20,13 @@ pub enum SendOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendFailure {
     /// The send timed out while the producer was throttled: the broker's reason, not a plain timeout.
-    Throttled { sequence: u64, reason: ThrottlingReason },
-    TimedOut { sequence: u64 },
+    Throttled {
+        sequence: u64,
+        reason: ThrottlingReason,
+    },
+    TimedOut {
+        sequence: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -67,9 +72,19 @@ impl Producer {
     }
 
     /// Handles the broker's command: pauses, counts, and returns the receipt to send back.
-    pub fn on_throttle(&mut self, now_ns: u64, cmd: &CommandThrottleProducer) -> Result<CommandThrottleProducerReceipt> {
+    pub fn on_throttle(
+        &mut self,
+        now_ns: u64,
+        cmd: &CommandThrottleProducer,
+    ) -> Result<CommandThrottleProducerReceipt> {
         if cmd.producer_id != self.producer_id {
-            return Err(Error::invalid("producer_id", format!("command for producer {} sent to producer {}", cmd.producer_id, self.producer_id)));
+            return Err(Error::invalid(
+                "producer_id",
+                format!(
+                    "command for producer {} sent to producer {}",
+                    cmd.producer_id, self.producer_id
+                ),
+            ));
         }
         let reason = cmd.reason()?;
         let until = now_ns + cmd.pause_for_millis * 1_000_000;
@@ -77,7 +92,9 @@ impl Producer {
         self.reason = Some(reason);
         self.last_reason = Some((reason, now_ns));
         *self.throttled_ms.entry(reason).or_default() += cmd.pause_for_millis;
-        Ok(CommandThrottleProducerReceipt { request_id: cmd.request_id })
+        Ok(CommandThrottleProducerReceipt {
+            request_id: cmd.request_id,
+        })
     }
 
     /// Whether the producer is throttled at `now_ns` (cleared lazily once the pause has passed).
@@ -86,6 +103,11 @@ impl Producer {
             self.reason = None;
         }
         self.reason.is_some()
+    }
+
+    /// When the current throttle ends (meaningful while [`Self::is_throttled`]).
+    pub fn throttled_until_ns(&self) -> u64 {
+        self.throttled_until_ns
     }
 
     pub fn throttle_reason(&mut self, now_ns: u64) -> Option<ThrottlingReason> {
@@ -99,7 +121,9 @@ impl Producer {
         self.next_sequence += 1;
         self.pending.push_back((sequence, now_ns));
         let outcome = if self.is_throttled(now_ns) {
-            SendOutcome::Deferred { until_ns: self.throttled_until_ns }
+            SendOutcome::Deferred {
+                until_ns: self.throttled_until_ns,
+            }
         } else {
             SendOutcome::Sent
         };
@@ -122,7 +146,9 @@ impl Producer {
                 break;
             }
             self.pending.pop_front();
-            let throttled_meanwhile = self.last_reason.filter(|(_, since)| *since <= at + self.send_timeout_ns && self.throttled_until_ns > at);
+            let throttled_meanwhile = self.last_reason.filter(|(_, since)| {
+                *since <= at + self.send_timeout_ns && self.throttled_until_ns > at
+            });
             failed.push(match throttled_meanwhile {
                 Some((reason, _)) => SendFailure::Throttled { sequence, reason },
                 None => SendFailure::TimedOut { sequence },
@@ -133,7 +159,11 @@ impl Producer {
 
     /// `throttled_times{reason, topic}`: milliseconds throttled per reason.
     pub fn throttled_times(&self) -> Vec<(ThrottlingReason, &str, u64)> {
-        let mut v: Vec<_> = self.throttled_ms.iter().map(|(r, ms)| (*r, self.topic.as_str(), *ms)).collect();
+        let mut v: Vec<_> = self
+            .throttled_ms
+            .iter()
+            .map(|(r, ms)| (*r, self.topic.as_str(), *ms))
+            .collect();
         v.sort();
         v
     }
@@ -147,14 +177,28 @@ pub struct PartitionedProducer {
 }
 
 impl PartitionedProducer {
-    pub fn new(topic: &str, partitions: u32, first_producer_id: u64, send_timeout_ms: u64) -> Result<Self> {
+    pub fn new(
+        topic: &str,
+        partitions: u32,
+        first_producer_id: u64,
+        send_timeout_ms: u64,
+    ) -> Result<Self> {
         if partitions == 0 {
             return Err(Error::invalid("partitions", "must be at least 1"));
         }
         let partitions = (0..partitions)
-            .map(|p| Producer::new(&format!("{topic}-partition-{p}"), first_producer_id + p as u64, send_timeout_ms))
+            .map(|p| {
+                Producer::new(
+                    &format!("{topic}-partition-{p}"),
+                    first_producer_id + p as u64,
+                    send_timeout_ms,
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
-        Ok(PartitionedProducer { partitions, next: 0 })
+        Ok(PartitionedProducer {
+            partitions,
+            next: 0,
+        })
     }
 
     pub fn partition(&mut self, p: usize) -> Option<&mut Producer> {
@@ -179,7 +223,10 @@ impl PartitionedProducer {
     pub fn choose_partition(&mut self, now_ns: u64) -> usize {
         let n = self.partitions.len();
         let start = self.next;
-        let chosen = (0..n).map(|k| (start + k) % n).find(|&p| !self.partitions[p].is_throttled(now_ns)).unwrap_or(start % n);
+        let chosen = (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&p| !self.partitions[p].is_throttled(now_ns))
+            .unwrap_or(start % n);
         self.next = (chosen + 1) % n;
         chosen
     }

@@ -28,7 +28,9 @@ impl ThrottlingReason {
     pub fn name(self) -> &'static str {
         match self {
             ThrottlingReason::TopicProduceQuotaExceeded => "TopicProduceQuotaExceeded",
-            ThrottlingReason::ResourceGroupProduceQuotaExceeded => "ResourceGroupProduceQuotaExceeded",
+            ThrottlingReason::ResourceGroupProduceQuotaExceeded => {
+                "ResourceGroupProduceQuotaExceeded"
+            }
             ThrottlingReason::ConnectionPendingMessagesBreach => "ConnectionPendingMessagesBreach",
             ThrottlingReason::MessageBufferSizeBreach => "MessageBufferSizeBreach",
             ThrottlingReason::BrokerProduceQuotaExceeded => "BrokerProduceQuotaExceeded",
@@ -36,10 +38,16 @@ impl ThrottlingReason {
     }
 
     pub fn parse(s: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| {
-            let names: Vec<_> = Self::ALL.iter().map(|r| r.name()).collect();
-            Error::invalid("reason", format!("{s:?} is not one of {}", names.join(", ")))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Self::ALL.iter().map(|r| r.name()).collect();
+                Error::invalid(
+                    "reason",
+                    format!("{s:?} is not one of {}", names.join(", ")),
+                )
+            })
     }
 
     /// Connection-level breaches pause the connection whatever the client answers.
@@ -88,13 +96,27 @@ pub struct FeatureFlags {
 }
 
 impl CommandThrottleProducer {
-    pub fn new(request_id: u64, producer_id: u64, reason: ThrottlingReason, pause_for_millis: u64) -> Self {
-        CommandThrottleProducer { request_id, producer_id, throttling_reason: reason as i32, pause_for_millis }
+    pub fn new(
+        request_id: u64,
+        producer_id: u64,
+        reason: ThrottlingReason,
+        pause_for_millis: u64,
+    ) -> Self {
+        CommandThrottleProducer {
+            request_id,
+            producer_id,
+            throttling_reason: reason as i32,
+            pause_for_millis,
+        }
     }
 
     pub fn reason(&self) -> Result<ThrottlingReason> {
-        ThrottlingReason::try_from(self.throttling_reason)
-            .map_err(|_| Error::invalid("data", format!("unknown throttling reason {}", self.throttling_reason)))
+        ThrottlingReason::try_from(self.throttling_reason).map_err(|_| {
+            Error::invalid(
+                "data",
+                format!("unknown throttling reason {}", self.throttling_reason),
+            )
+        })
     }
 
     pub fn encode_bytes(&self) -> Vec<u8> {
@@ -103,7 +125,8 @@ impl CommandThrottleProducer {
 
     /// Decodes and checks the reason; malformed bytes are an error, never a panic.
     pub fn decode_bytes(data: &[u8]) -> Result<Self> {
-        let cmd = Self::decode(data).map_err(|e| Error::invalid("data", format!("not a CommandThrottleProducer: {e}")))?;
+        let cmd = Self::decode(data)
+            .map_err(|e| Error::invalid("data", format!("not a CommandThrottleProducer: {e}")))?;
         cmd.reason()?;
         Ok(cmd)
     }
@@ -115,7 +138,9 @@ impl CommandThrottleProducerReceipt {
     }
 
     pub fn decode_bytes(data: &[u8]) -> Result<Self> {
-        Self::decode(data).map_err(|e| Error::invalid("data", format!("not a CommandThrottleProducerReceipt: {e}")))
+        Self::decode(data).map_err(|e| {
+            Error::invalid("data", format!("not a CommandThrottleProducerReceipt: {e}"))
+        })
     }
 }
 
@@ -135,25 +160,42 @@ mod tests {
 
     #[test]
     fn commands_round_trip_with_the_proposals_field_numbers() {
-        let cmd = CommandThrottleProducer::new(7, 3, ThrottlingReason::MessageBufferSizeBreach, 250);
+        let cmd =
+            CommandThrottleProducer::new(7, 3, ThrottlingReason::MessageBufferSizeBreach, 250);
         let bytes = cmd.encode_bytes();
         // field 1 varint 7, field 2 varint 3, field 4 varint 3, field 5 varint 250
         assert_eq!(bytes, vec![0x08, 7, 0x10, 3, 0x20, 3, 0x28, 0xFA, 0x01]);
         assert_eq!(CommandThrottleProducer::decode_bytes(&bytes).unwrap(), cmd);
         let receipt = CommandThrottleProducerReceipt { request_id: 7 };
-        assert_eq!(CommandThrottleProducerReceipt::decode_bytes(&receipt.encode_bytes()).unwrap(), receipt);
-        let flags = FeatureFlags { supports_throttle_producer_commands: Some(true), ..Default::default() };
+        assert_eq!(
+            CommandThrottleProducerReceipt::decode_bytes(&receipt.encode_bytes()).unwrap(),
+            receipt
+        );
+        let flags = FeatureFlags {
+            supports_throttle_producer_commands: Some(true),
+            ..Default::default()
+        };
         assert_eq!(flags.encode_to_vec(), vec![0x30, 1]);
-        assert!(FeatureFlags::decode_bytes(&flags.encode_to_vec()).unwrap().throttle_producer_supported());
-        assert!(!FeatureFlags::decode_bytes(&[]).unwrap().throttle_producer_supported());
+        assert!(FeatureFlags::decode_bytes(&flags.encode_to_vec())
+            .unwrap()
+            .throttle_producer_supported());
+        assert!(!FeatureFlags::decode_bytes(&[])
+            .unwrap()
+            .throttle_producer_supported());
     }
 
     #[test]
     fn malformed_bytes_are_errors() {
         assert!(CommandThrottleProducer::decode_bytes(&[0x08]).is_err());
-        assert!(CommandThrottleProducer::decode_bytes(&[0x20, 9]).is_err(), "unknown reason");
+        assert!(
+            CommandThrottleProducer::decode_bytes(&[0x20, 9]).is_err(),
+            "unknown reason"
+        );
         assert!(CommandThrottleProducerReceipt::decode_bytes(&[0xff, 0xff, 0xff]).is_err());
         assert!(ThrottlingReason::parse("TooManyCats").is_err());
-        assert_eq!(ThrottlingReason::parse("BrokerProduceQuotaExceeded").unwrap(), ThrottlingReason::BrokerProduceQuotaExceeded);
+        assert_eq!(
+            ThrottlingReason::parse("BrokerProduceQuotaExceeded").unwrap(),
+            ThrottlingReason::BrokerProduceQuotaExceeded
+        );
     }
 }

@@ -15,7 +15,11 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket at `now_ns`.
     pub fn new(rate_per_second: f64, now_ns: u64) -> Self {
-        TokenBucket { rate: rate_per_second, tokens: rate_per_second, last_ns: now_ns }
+        TokenBucket {
+            rate: rate_per_second,
+            tokens: rate_per_second,
+            last_ns: now_ns,
+        }
     }
 
     pub fn rate(&self) -> f64 {
