@@ -14,7 +14,7 @@ b'hello'
 
 from __future__ import annotations
 
-from . import errors, report, spark, trace, workload
+from . import errors, protocol, report, spark, trace, workload
 from ._native import (
     ActiveCursorContainer,
     CacheConfig,
@@ -27,7 +27,10 @@ from ._native import (
     ManagedLedger,
     ManualClock,
     MemoryStorage,
+    PartitionedProducer,
     Position,
+    Producer,
+    PublishRateLimiter,
     ReadHandle,
     SlowestCursorHeap,
     Storage,
@@ -43,6 +46,8 @@ from .errors import (
     InvalidArgumentError,
     LedgerCacheError,
     NotFoundError,
+    ProducerSendTimeoutException,
+    ProducerThrottledException,
     StorageError,
     UnknownCursorError,
     UnknownSettingError,
@@ -68,7 +73,12 @@ __all__ = [
     "ManualClock",
     "MemoryStorage",
     "NotFoundError",
+    "PartitionedProducer",
     "Position",
+    "Producer",
+    "ProducerSendTimeoutException",
+    "ProducerThrottledException",
+    "PublishRateLimiter",
     "ReadHandle",
     "SlowestCursorHeap",
     "Storage",
@@ -80,6 +90,7 @@ __all__ = [
     "__version__",
     "errors",
     "export_requests",
+    "protocol",
     "replay",
     "report",
     "spark",

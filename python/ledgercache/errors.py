@@ -19,6 +19,8 @@ __all__ = [
     "CorruptSegmentError",
     "CursorModifyingException",
     "CursorEpochConflictException",
+    "ProducerSendTimeoutException",
+    "ProducerThrottledException",
 ]
 
 
@@ -69,3 +71,19 @@ class CursorModifyingException(LedgerCacheError):
 
 class CursorEpochConflictException(LedgerCacheError):
     """An epoch increase was started while another one was running on the same cursor."""
+
+
+class ProducerSendTimeoutException(LedgerCacheError, TimeoutError):
+    """A send was not acknowledged within the producer's send timeout.
+
+    Attributes: ``topic``, ``sequence``, and ``reason`` (``None`` for a plain timeout)."""
+
+    topic: str
+    sequence: int
+    reason: str | None
+
+
+class ProducerThrottledException(ProducerSendTimeoutException):
+    """A send timed out while the broker had throttled the producer (PIP-385): ``reason`` names
+    why (``TopicProduceQuotaExceeded``, ``ResourceGroupProduceQuotaExceeded``,
+    ``ConnectionPendingMessagesBreach``, ``MessageBufferSizeBreach``, ``BrokerProduceQuotaExceeded``)."""

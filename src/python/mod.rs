@@ -11,6 +11,7 @@ mod payload;
 mod position;
 mod replay;
 mod storage;
+mod throttle;
 mod workload;
 
 use pyo3::prelude::*;
@@ -38,5 +39,19 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<replay::PyRequestRecorder>()?;
     m.add_class::<workload::PyArrowBatch>()?;
     m.add_function(wrap_pyfunction!(workload::generate_workload, m)?)?;
+    m.add_class::<throttle::PyPublishRateLimiter>()?;
+    m.add_class::<throttle::PyProducer>()?;
+    m.add_class::<throttle::PyPartitionedProducer>()?;
+    m.add_function(wrap_pyfunction!(throttle::encode_throttle_producer, m)?)?;
+    m.add_function(wrap_pyfunction!(throttle::decode_throttle_producer, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        throttle::encode_throttle_producer_receipt,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
+        throttle::decode_throttle_producer_receipt,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(throttle::supports_throttle_producer, m)?)?;
     Ok(())
 }

@@ -28,8 +28,9 @@ def test_readme_topic_life_example_matches_its_script(capsys):
 
 
 def test_package_docstring_examples():
-    failures, tried = doctest.testmod(ledgercache, verbose=False)
-    assert tried > 0 and failures == 0
+    for module in (ledgercache, ledgercache.protocol):
+        failures, tried = doctest.testmod(module, verbose=False)
+        assert tried > 0 and failures == 0, module.__name__
 
 
 def test_readme_replay_lab_example(capsys):

@@ -1,0 +1,443 @@
+//! Bindings for publish throttling (PIP-385): the broker's `PublishRateLimiter`, the client's
+//! `Producer` / `PartitionedProducer`, and the wire commands as bytes. Rates are plain keyword
+//! arguments; reasons cross the boundary as their protocol names.
+
+use super::errors::{non_negative, raise, IntoPyResult};
+use crate::throttle::limiter::{Breach, PublishRateLimiter, Rate};
+use crate::throttle::producer::{PartitionedProducer, Producer, SendFailure, SendOutcome};
+use crate::throttle::protocol::{
+    CommandThrottleProducer, CommandThrottleProducerReceipt, FeatureFlags, ThrottlingReason,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+fn rate(
+    py: Python<'_>,
+    messages_per_second: Option<f64>,
+    bytes_per_second: Option<f64>,
+) -> PyResult<Rate> {
+    Rate::new(messages_per_second, bytes_per_second).py_err(py)
+}
+
+fn breach_dict<'py>(py: Python<'py>, b: Breach) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("reason", b.reason.name())?;
+    d.set_item("pause_for_millis", b.pause_for_millis)?;
+    d.set_item("resume_at_ns", b.resume_at_ns)?;
+    Ok(d)
+}
+
+/// PublishRateLimiter(): one broker's publish quotas (topic, resource group, broker, connection).
+#[pyclass(name = "PublishRateLimiter", module = "ledgercache", frozen)]
+pub struct PyPublishRateLimiter(Mutex<PublishRateLimiter>);
+
+impl PyPublishRateLimiter {
+    fn with<R>(&self, f: impl FnOnce(&mut PublishRateLimiter) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+#[pymethods]
+impl PyPublishRateLimiter {
+    #[new]
+    fn new() -> Self {
+        PyPublishRateLimiter(Mutex::new(PublishRateLimiter::new()))
+    }
+
+    /// The rate of every topic without one of its own (`None` = unlimited).
+    #[pyo3(signature = (messages_per_second = None, bytes_per_second = None))]
+    fn set_default_topic_rate(
+        &self,
+        py: Python<'_>,
+        messages_per_second: Option<f64>,
+        bytes_per_second: Option<f64>,
+    ) -> PyResult<()> {
+        let r = rate(py, messages_per_second, bytes_per_second)?;
+        self.with(|l| l.set_default_topic_rate(r));
+        Ok(())
+    }
+
+    #[pyo3(signature = (topic, messages_per_second = None, bytes_per_second = None))]
+    fn set_topic_rate(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        messages_per_second: Option<f64>,
+        bytes_per_second: Option<f64>,
+    ) -> PyResult<()> {
+        let r = rate(py, messages_per_second, bytes_per_second)?;
+        self.with(|l| l.set_topic_rate(topic, r));
+        Ok(())
+    }
+
+    #[pyo3(signature = (group, topics, messages_per_second = None, bytes_per_second = None))]
+    fn set_resource_group(
+        &self,
+        py: Python<'_>,
+        group: &str,
+        topics: Vec<String>,
+        messages_per_second: Option<f64>,
+        bytes_per_second: Option<f64>,
+    ) -> PyResult<()> {
+        let r = rate(py, messages_per_second, bytes_per_second)?;
+        self.with(|l| l.set_resource_group(group, r, &topics));
+        Ok(())
+    }
+
+    #[pyo3(signature = (messages_per_second = None, bytes_per_second = None))]
+    fn set_broker_rate(
+        &self,
+        py: Python<'_>,
+        messages_per_second: Option<f64>,
+        bytes_per_second: Option<f64>,
+    ) -> PyResult<()> {
+        let r = rate(py, messages_per_second, bytes_per_second)?;
+        self.with(|l| l.set_broker_rate(r));
+        Ok(())
+    }
+
+    /// `maxPendingPublishRequestsPerConnection` and `maxMessagePublishBufferSizeInMB` (as bytes).
+    #[pyo3(signature = (max_pending_publish_requests = None, max_publish_buffer_bytes = None))]
+    fn set_connection_limits(
+        &self,
+        py: Python<'_>,
+        max_pending_publish_requests: Option<i64>,
+        max_publish_buffer_bytes: Option<i64>,
+    ) -> PyResult<()> {
+        let pending = max_pending_publish_requests
+            .map(|v| non_negative(py, "max_pending_publish_requests", v))
+            .transpose()?
+            .map(|v| u32::try_from(v).unwrap_or(u32::MAX));
+        let buffer = max_publish_buffer_bytes
+            .map(|v| non_negative(py, "max_publish_buffer_bytes", v))
+            .transpose()?;
+        self.with(|l| l.set_connection_limits(pending, buffer))
+            .py_err(py)
+    }
+
+    /// Charges one publish; returns the breach it causes as a dict (`reason`, `pause_for_millis`,
+    /// `resume_at_ns`), or `None` when it is within every quota.
+    fn on_publish<'py>(
+        &self,
+        py: Python<'py>,
+        now_ns: i64,
+        topic: &str,
+        connection: i64,
+        size: i64,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (now, conn, size) = (
+            non_negative(py, "now_ns", now_ns)?,
+            non_negative(py, "connection", connection)?,
+            non_negative(py, "size", size)?,
+        );
+        self.with(|l| l.on_publish(now, topic, conn, size))
+            .map(|b| breach_dict(py, b))
+            .transpose()
+    }
+
+    /// A publish of `size` bytes on `connection` was persisted: it no longer counts as pending.
+    fn on_publish_persisted(&self, py: Python<'_>, connection: i64, size: i64) -> PyResult<()> {
+        let (conn, size) = (
+            non_negative(py, "connection", connection)?,
+            non_negative(py, "size", size)?,
+        );
+        self.with(|l| l.on_publish_persisted(conn, size));
+        Ok(())
+    }
+
+    /// Whether a connection has drained to half its limits after a connection-level breach.
+    fn connection_recovered(&self, py: Python<'_>, connection: i64) -> PyResult<bool> {
+        let conn = non_negative(py, "connection", connection)?;
+        Ok(self.with(|l| l.connection_recovered(conn)))
+    }
+}
+
+fn failure_exception(py: Python<'_>, topic: &str, f: SendFailure) -> PyResult<Py<PyAny>> {
+    let (class, sequence, reason) = match f {
+        SendFailure::Throttled { sequence, reason } => {
+            ("ProducerThrottledException", sequence, Some(reason.name()))
+        }
+        SendFailure::TimedOut { sequence } => ("ProducerSendTimeoutException", sequence, None),
+    };
+    let message = match reason {
+        Some(r) => format!("send {sequence} on {topic} timed out while throttled: {r}"),
+        None => format!("send {sequence} on {topic} timed out"),
+    };
+    let exc = raise(py, class, message).into_value(py).into_any();
+    let bound = exc.bind(py);
+    bound.setattr("sequence", sequence)?;
+    bound.setattr("topic", topic)?;
+    bound.setattr("reason", reason)?;
+    Ok(exc)
+}
+
+fn outcome(o: SendOutcome) -> Option<u64> {
+    match o {
+        SendOutcome::Sent => None,
+        SendOutcome::Deferred { until_ns } => Some(until_ns),
+    }
+}
+
+fn on_throttle_bytes<'py>(
+    py: Python<'py>,
+    p: &mut Producer,
+    now_ns: i64,
+    command: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
+    let now = non_negative(py, "now_ns", now_ns)?;
+    let cmd = CommandThrottleProducer::decode_bytes(command).py_err(py)?;
+    let receipt = p.on_throttle(now, &cmd).py_err(py)?;
+    Ok(PyBytes::new(py, &receipt.encode_bytes()))
+}
+
+/// Producer(topic, producer_id, send_timeout_ms=30000): the client side of PIP-385 on a manual
+/// timeline (every method takes the current time in nanoseconds).
+#[pyclass(name = "Producer", module = "ledgercache", frozen)]
+pub struct PyProducer(Mutex<Producer>);
+
+impl PyProducer {
+    fn with<R>(&self, f: impl FnOnce(&mut Producer) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+#[pymethods]
+impl PyProducer {
+    #[new]
+    #[pyo3(signature = (topic, producer_id, send_timeout_ms = 30_000))]
+    fn new(py: Python<'_>, topic: &str, producer_id: i64, send_timeout_ms: i64) -> PyResult<Self> {
+        let id = non_negative(py, "producer_id", producer_id)?;
+        let timeout = non_negative(py, "send_timeout_ms", send_timeout_ms)?;
+        Ok(PyProducer(Mutex::new(
+            Producer::new(topic, id, timeout).py_err(py)?,
+        )))
+    }
+
+    #[getter]
+    fn topic(&self) -> String {
+        self.with(|p| p.topic().to_string())
+    }
+
+    #[getter]
+    fn producer_id(&self) -> u64 {
+        self.with(|p| p.producer_id())
+    }
+
+    /// Handles an encoded `CommandThrottleProducer`: pauses and returns the encoded receipt.
+    fn on_throttle<'py>(
+        &self,
+        py: Python<'py>,
+        now_ns: i64,
+        command: &[u8],
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.with(|p| on_throttle_bytes(py, p, now_ns, command))
+    }
+
+    /// Whether the producer is throttled at `now_ns` (cleared lazily once the pause has passed).
+    fn is_throttled(&self, py: Python<'_>, now_ns: i64) -> PyResult<bool> {
+        let now = non_negative(py, "now_ns", now_ns)?;
+        Ok(self.with(|p| p.is_throttled(now)))
+    }
+
+    /// The reason of the throttle in force at `now_ns`, or `None`.
+    fn throttle_reason(&self, py: Python<'_>, now_ns: i64) -> PyResult<Option<&'static str>> {
+        let now = non_negative(py, "now_ns", now_ns)?;
+        Ok(self.with(|p| p.throttle_reason(now).map(ThrottlingReason::name)))
+    }
+
+    /// Sends one message: returns `(sequence, deferred_until_ns)`, the latter `None` if it went now.
+    fn send(&self, py: Python<'_>, now_ns: i64) -> PyResult<(u64, Option<u64>)> {
+        let now = non_negative(py, "now_ns", now_ns)?;
+        let (seq, o) = self.with(|p| p.send(now));
+        Ok((seq, outcome(o)))
+    }
+
+    /// The broker persisted every send up to `sequence` (cumulative).
+    fn acknowledge(&self, py: Python<'_>, sequence: i64) -> PyResult<()> {
+        let s = non_negative(py, "sequence", sequence)?;
+        self.with(|p| p.acknowledge(s));
+        Ok(())
+    }
+
+    /// Sends that timed out by `now_ns`, as exception instances (not raised): a
+    /// `ProducerThrottledException` carrying the reason when the timeout fell in a throttle, else a
+    /// `ProducerSendTimeoutException`. Each send is reported once.
+    fn expire(&self, py: Python<'_>, now_ns: i64) -> PyResult<Vec<Py<PyAny>>> {
+        let now = non_negative(py, "now_ns", now_ns)?;
+        let (topic, failures) = self.with(|p| (p.topic().to_string(), p.expire(now)));
+        failures
+            .into_iter()
+            .map(|f| failure_exception(py, &topic, f))
+            .collect()
+    }
+
+    /// The counter `throttled_times{reason, topic}`: milliseconds throttled, keyed by (reason, topic).
+    fn throttled_times(&self) -> HashMap<(&'static str, String), u64> {
+        self.with(|p| {
+            p.throttled_times()
+                .into_iter()
+                .map(|(r, t, ms)| ((r.name(), t.to_string()), ms))
+                .collect()
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        self.with(|p| {
+            format!(
+                "Producer(topic={:?}, producer_id={})",
+                p.topic(),
+                p.producer_id()
+            )
+        })
+    }
+}
+
+/// PartitionedProducer(topic, partitions, first_producer_id=0, send_timeout_ms=30000): round robin
+/// over `topic-partition-N` producers that skips throttled partitions.
+#[pyclass(name = "PartitionedProducer", module = "ledgercache", frozen)]
+pub struct PyPartitionedProducer(Mutex<PartitionedProducer>);
+
+impl PyPartitionedProducer {
+    fn with<R>(&self, f: impl FnOnce(&mut PartitionedProducer) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+#[pymethods]
+impl PyPartitionedProducer {
+    #[new]
+    #[pyo3(signature = (topic, partitions, first_producer_id = 0, send_timeout_ms = 30_000))]
+    fn new(
+        py: Python<'_>,
+        topic: &str,
+        partitions: i64,
+        first_producer_id: i64,
+        send_timeout_ms: i64,
+    ) -> PyResult<Self> {
+        let n = non_negative(py, "partitions", partitions)?;
+        let n = u32::try_from(n).map_err(|_| {
+            raise(
+                py,
+                "InvalidArgumentError",
+                format!("partitions: too many ({n})"),
+            )
+        })?;
+        let first = non_negative(py, "first_producer_id", first_producer_id)?;
+        let timeout = non_negative(py, "send_timeout_ms", send_timeout_ms)?;
+        Ok(PyPartitionedProducer(Mutex::new(
+            PartitionedProducer::new(topic, n, first, timeout).py_err(py)?,
+        )))
+    }
+
+    fn __len__(&self) -> usize {
+        self.with(|p| p.len())
+    }
+
+    /// True if any partition is throttled at `now_ns`.
+    fn is_throttled(&self, py: Python<'_>, now_ns: i64) -> PyResult<bool> {
+        let now = non_negative(py, "now_ns", now_ns)?;
+        Ok(self.with(|p| p.is_throttled(now)))
+    }
+
+    /// Whether partition `partition` is throttled at `now_ns`.
+    fn is_partition_throttled(
+        &self,
+        py: Python<'_>,
+        partition: usize,
+        now_ns: i64,
+    ) -> PyResult<bool> {
+        let now = non_negative(py, "now_ns", now_ns)?;
+        self.with(|pp| pp.partition(partition).map(|p| p.is_throttled(now)))
+            .ok_or_else(|| {
+                raise(
+                    py,
+                    "InvalidArgumentError",
+                    format!("partition: no partition {partition}"),
+                )
+            })
+    }
+
+    /// Hands an encoded `CommandThrottleProducer` to partition `partition`; returns the receipt.
+    fn on_throttle<'py>(
+        &self,
+        py: Python<'py>,
+        partition: usize,
+        now_ns: i64,
+        command: &[u8],
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.with(|pp| match pp.partition(partition) {
+            Some(p) => on_throttle_bytes(py, p, now_ns, command),
+            None => Err(raise(
+                py,
+                "InvalidArgumentError",
+                format!("partition: no partition {partition}"),
+            )),
+        })
+    }
+
+    /// Sends one message: returns `(partition, sequence, deferred_until_ns)`.
+    fn send(&self, py: Python<'_>, now_ns: i64) -> PyResult<(usize, u64, Option<u64>)> {
+        let now = non_negative(py, "now_ns", now_ns)?;
+        let (p, seq, o) = self.with(|pp| pp.send(now));
+        Ok((p, seq, outcome(o)))
+    }
+}
+
+/// Encodes `CommandThrottleProducer` (field numbers as in PIP-385's PulsarApi.proto).
+#[pyfunction]
+pub fn encode_throttle_producer<'py>(
+    py: Python<'py>,
+    request_id: i64,
+    producer_id: i64,
+    reason: &str,
+    pause_for_millis: i64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let cmd = CommandThrottleProducer::new(
+        non_negative(py, "request_id", request_id)?,
+        non_negative(py, "producer_id", producer_id)?,
+        ThrottlingReason::parse(reason).py_err(py)?,
+        non_negative(py, "pause_for_millis", pause_for_millis)?,
+    );
+    Ok(PyBytes::new(py, &cmd.encode_bytes()))
+}
+
+/// Decodes `CommandThrottleProducer` into a dict; malformed bytes raise `InvalidArgumentError`.
+#[pyfunction]
+pub fn decode_throttle_producer<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    let cmd = CommandThrottleProducer::decode_bytes(data).py_err(py)?;
+    let d = PyDict::new(py);
+    d.set_item("request_id", cmd.request_id)?;
+    d.set_item("producer_id", cmd.producer_id)?;
+    d.set_item("reason", cmd.reason().py_err(py)?.name())?;
+    d.set_item("pause_for_millis", cmd.pause_for_millis)?;
+    Ok(d)
+}
+
+#[pyfunction]
+pub fn encode_throttle_producer_receipt<'py>(
+    py: Python<'py>,
+    request_id: i64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let r = CommandThrottleProducerReceipt {
+        request_id: non_negative(py, "request_id", request_id)?,
+    };
+    Ok(PyBytes::new(py, &r.encode_bytes()))
+}
+
+/// Decodes `CommandThrottleProducerReceipt`; returns its request id.
+#[pyfunction]
+pub fn decode_throttle_producer_receipt(py: Python<'_>, data: &[u8]) -> PyResult<u64> {
+    Ok(CommandThrottleProducerReceipt::decode_bytes(data)
+        .py_err(py)?
+        .request_id)
+}
+
+/// Whether encoded `FeatureFlags` advertise `supports_throttle_producer_commands`.
+#[pyfunction]
+pub fn supports_throttle_producer(py: Python<'_>, feature_flags: &[u8]) -> PyResult<bool> {
+    Ok(FeatureFlags::decode_bytes(feature_flags)
+        .py_err(py)?
+        .throttle_producer_supported())
+}
