@@ -14,7 +14,7 @@ b'hello'
 
 from __future__ import annotations
 
-from . import errors, protocol, report, spark, trace, workload
+from . import errors, protocol, publish, report, spark, trace, workload
 from ._native import (
     ActiveCursorContainer,
     CacheConfig,
@@ -91,6 +91,7 @@ __all__ = [
     "errors",
     "export_requests",
     "protocol",
+    "publish",
     "replay",
     "report",
     "spark",

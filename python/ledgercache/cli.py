@@ -181,7 +181,7 @@ def cmd_replay(args) -> None:
     print(f"wrote summary.parquet, summary.csv and timeseries.parquet to {out}")
 
 
-def compare(args, scenarios: list[str]) -> None:
+def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -210,29 +210,37 @@ def compare(args, scenarios: list[str]) -> None:
             spark.stop()
     summary = pa.concat_tables(summaries)
     series = pa.concat_tables(serieses)
+    publish = None
+    if with_throttling:
+        publish = lc.publish.compare_modes(lc.publish.noisy_neighbour(), lc.publish.noisy_neighbour_limiter())
 
     def fill(tmp: Path) -> None:
         pq.write_table(summary, tmp / "summary.parquet")
         pq.write_table(series, tmp / "timeseries.parquet")
-        lc.report.write_report(summary, series, tmp, title=args.title)
+        if publish is not None:
+            pq.write_table(publish, tmp / "publish_delays.parquet")
+        lc.report.write_report(summary, series, tmp, title=args.title, publish=publish)
 
     out = _atomic_dir(Path(args.output), fill)
     progress.step("report")
     print(lc.report.comparison_text(summary))
+    if publish is not None:
+        for r in publish.to_pylist():
+            print(f"publish {r['mode']:<18} {r['topic']:<6} p99 {r['p99_ms']:9.1f} ms  own throttles {r['throttles']}")
     print(f"report: {out / 'report.md'} (and report.html, PNG plots, summary.parquet, timeseries.parquet)")
 
 
 def cmd_compare(args) -> None:
     import ledgercache as lc
 
-    compare(args, args.spec or list(lc.workload.SCENARIOS))
+    compare(args, args.spec or list(lc.workload.SCENARIOS), with_throttling=not args.spec)
 
 
 def cmd_demo(args) -> None:
     import ledgercache as lc
 
     args.strategy, args.cache_size, args.set = list(ALL_STRATEGIES), list(DEMO_SIZES), []
-    compare(args, list(lc.workload.SCENARIOS))
+    compare(args, list(lc.workload.SCENARIOS), with_throttling=True)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,8 +7,9 @@ from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 
+from . import publish as _publish
 from . import trace as _trace
-from ._native import CacheConfig, ReplaySession, RequestRecorder
+from ._native import CacheConfig, PublishRateLimiter, ReplaySession, RequestRecorder
 from .errors import UnsupportedError
 
 __all__ = ["replay", "export_requests", "SUMMARY_COLUMNS"]
@@ -103,6 +104,8 @@ def replay(
     configs: CacheConfig | Iterable[CacheConfig],
     *,
     with_timeseries: bool = False,
+    publish_throttling: str | None = None,
+    publish_limiter: PublishRateLimiter | None = None,
 ) -> pa.Table | tuple[pa.Table, pa.Table]:
     """Replays a trace under each configuration and returns one row per (broker, configuration).
 
@@ -112,8 +115,19 @@ def replay(
     future, so it reads the trace twice: pass a table or a path, not a one-shot reader.
 
     With ``with_timeseries=True`` also returns a per-second table (cache bytes, reads, hits).
+
+    With ``publish_throttling`` (``"pause-connection"``, ``"throttle-producer"`` or ``"off"``) the
+    publishes first go through ``publish_limiter`` and every ``add`` moves to when the broker read
+    it (see :mod:`ledgercache.publish`; the delays themselves come from
+    :func:`ledgercache.publish.throttle_publishes`).
     """
     configs = _configs(configs)
+    if publish_throttling is not None:
+        if publish_limiter is None and publish_throttling != "off":
+            raise ValueError("publish_throttling needs publish_limiter (a PublishRateLimiter)")
+        trace, _ = _publish.throttle_publishes(trace, publish_limiter or PublishRateLimiter(), publish_throttling)
+    elif publish_limiter is not None:
+        raise ValueError("publish_limiter is used only with publish_throttling")
     if isinstance(trace, pa.RecordBatchReader) and any(c.strategy == "belady" for c in configs):
         raise UnsupportedError("strategy 'belady' reads the trace twice: pass a Table or a path, not a RecordBatchReader")
     summary, series = tables(run_session(lambda: _trace.batches(trace), configs))

@@ -147,11 +147,45 @@ def _plots(summary: pa.Table, series: pa.Table | None, scenario: str, out: Path)
     return made
 
 
-def write_report(summary: pa.Table, series: pa.Table | None, out_dir: str | Path, title: str = "ledgercache replay report") -> Path:
+PUBLISH_COLUMNS = (
+    ("mode", "mode", str),
+    ("topic", "topic", str),
+    ("publishes", "publishes", str),
+    ("p50 delay (ms)", "p50_ms", lambda v: f"{v:.1f}"),
+    ("p99 delay (ms)", "p99_ms", lambda v: f"{v:.1f}"),
+    ("max delay (ms)", "max_ms", lambda v: f"{v:.1f}"),
+    ("own throttles", "throttles", str),
+    ("under quota", "under_quota", lambda v: "yes" if v else "no"),
+)
+
+
+def _publish_section(publish: pa.Table, title: str) -> tuple[list[str], list[str]]:
+    rows = publish.to_pylist()
+    md = [f"## {title}", "",
+          "Publish delays with the limiter in each mode. Topics under their quota that still wait are waiting for a "
+          "neighbour on their connection.", "",
+          "| " + " | ".join(h for h, _, _ in PUBLISH_COLUMNS) + " |", "|" + "---|" * len(PUBLISH_COLUMNS)]
+    md += ["| " + " | ".join(fmt(r[key]) for _, key, fmt in PUBLISH_COLUMNS) + " |" for r in rows]
+    body = [f"<h2>{html.escape(title)}</h2>", "<table border='1' cellspacing='0' cellpadding='4'>",
+            "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in PUBLISH_COLUMNS) + "</tr>"]
+    body += ["<tr>" + "".join(f"<td>{html.escape(fmt(r[key]))}</td>" for _, key, fmt in PUBLISH_COLUMNS) + "</tr>" for r in rows]
+    body.append("</table>")
+    return md + [""], body
+
+
+def write_report(
+    summary: pa.Table,
+    series: pa.Table | None,
+    out_dir: str | Path,
+    title: str = "ledgercache replay report",
+    publish: pa.Table | None = None,
+    publish_title: str = "publish throttling: noisy neighbour",
+) -> Path:
     """Writes ``report.md``, ``report.html`` and the PNGs into ``out_dir``; returns the Markdown path.
 
     ``summary`` and ``series`` are what :func:`ledgercache.replay` returns (with timeseries), with
-    an optional ``scenario`` column to group the tables and plots.
+    an optional ``scenario`` column to group the tables and plots. ``publish`` adds a section of
+    publish delays (:func:`ledgercache.publish.compare_modes`), modes side by side.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -169,6 +203,10 @@ def write_report(summary: pa.Table, series: pa.Table | None, out_dir: str | Path
         for name, caption in _plots(summary, series, scenario, out):
             md += [f"![{caption}]({name})", ""]
             body.append(f"<p><img src='{name}' alt='{html.escape(caption)}'></p>")
+    if publish is not None:
+        section_md, section_body = _publish_section(publish, publish_title)
+        md += section_md
+        body += section_body
     (out / "report.md").write_text("\n".join(md))
     (out / "report.html").write_text(
         "<!doctype html><html><head><meta charset='utf-8'><title>" + html.escape(title) + "</title></head><body>"

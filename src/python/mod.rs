@@ -53,5 +53,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m
     )?)?;
     m.add_function(wrap_pyfunction!(throttle::supports_throttle_producer, m)?)?;
+    m.add_function(wrap_pyfunction!(throttle::simulate_publishes, m)?)?;
     Ok(())
 }

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 
 /// Imports a record batch exported through `__arrow_c_array__` (pyarrow, polars, ...).
-fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
+pub(super) fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
     let py = obj.py();
     let exported = obj.call_method0("__arrow_c_array__").map_err(|_| {
         pyo3::exceptions::PyTypeError::new_err(format!(

@@ -3,11 +3,14 @@
 //! arguments; reasons cross the boundary as their protocol names.
 
 use super::errors::{non_negative, raise, IntoPyResult};
+use super::replay::import_batch;
 use crate::throttle::limiter::{Breach, PublishRateLimiter, Rate};
 use crate::throttle::producer::{PartitionedProducer, Producer, SendFailure, SendOutcome};
 use crate::throttle::protocol::{
     CommandThrottleProducer, CommandThrottleProducerReceipt, FeatureFlags, ThrottlingReason,
 };
+use crate::throttle::publish_sim::{simulate, Publish, ThrottlingMode};
+use arrow_array::{Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::collections::HashMap;
@@ -440,4 +443,92 @@ pub fn supports_throttle_producer(py: Python<'_>, feature_flags: &[u8]) -> PyRes
     Ok(FeatureFlags::decode_bytes(feature_flags)
         .py_err(py)?
         .throttle_producer_supported())
+}
+
+fn column<'a, T: 'static>(
+    batch: &'a RecordBatch,
+    name: &str,
+) -> std::result::Result<&'a T, String> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("column {name:?} is missing"))?
+        .as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| format!("column {name:?} has the wrong type"))
+}
+
+/// Replays the publishes of `batch` (columns `ts_us` int64, `topic` string, `producer` int64,
+/// `connection` int64, `size` int32, in time order) through a copy of `limiter` under `mode`.
+/// Returns `accepted_at_us` (little-endian int64 bytes, one per row: when the broker read it),
+/// `delays_us` (topic -> sorted delays), `throttles` (reason -> count), `throttles_by_topic`,
+/// `connection_pauses` and `commands_sent`.
+#[pyfunction]
+pub fn simulate_publishes<'py>(
+    py: Python<'py>,
+    limiter: &PyPublishRateLimiter,
+    batch: &Bound<'py, PyAny>,
+    mode: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mode: ThrottlingMode = mode.parse().py_err(py)?;
+    let batch = import_batch(batch)?;
+    let bad = |m: String| {
+        raise(
+            py,
+            "InvalidArgumentError",
+            format!("invalid publishes: {m}"),
+        )
+    };
+    let ts = column::<Int64Array>(&batch, "ts_us").map_err(bad)?;
+    let topic = column::<StringArray>(&batch, "topic").map_err(bad)?;
+    let producer = column::<Int64Array>(&batch, "producer").map_err(bad)?;
+    let connection = column::<Int64Array>(&batch, "connection").map_err(bad)?;
+    let size = column::<Int32Array>(&batch, "size").map_err(bad)?;
+    let mut publishes = Vec::with_capacity(batch.num_rows());
+    let mut last = 0u64;
+    for i in 0..batch.num_rows() {
+        let nonneg = |v: i64, what: &str| {
+            u64::try_from(v).map_err(|_| format!("row {i}: {what} must be >= 0, got {v}"))
+        };
+        if ts.is_null(i)
+            || topic.is_null(i)
+            || producer.is_null(i)
+            || connection.is_null(i)
+            || size.is_null(i)
+        {
+            return Err(bad(format!(
+                "row {i}: a publish needs ts_us, topic, producer, connection and size"
+            )));
+        }
+        let ts_ns = nonneg(ts.value(i), "ts_us").map_err(bad)? * 1_000;
+        if ts_ns < last {
+            return Err(bad(format!("row {i}: ts_us goes back in time")));
+        }
+        last = ts_ns;
+        publishes.push(Publish {
+            ts_ns,
+            topic: topic.value(i),
+            producer: nonneg(producer.value(i), "producer").map_err(bad)?,
+            connection: nonneg(connection.value(i), "connection").map_err(bad)?,
+            bytes: nonneg(size.value(i) as i64, "size").map_err(bad)?,
+        });
+    }
+    let limiter = limiter.with(|l| l.clone());
+    let out = py.detach(|| simulate(&publishes, limiter, mode));
+    let accepted: Vec<u8> = out
+        .accepted_at_ns
+        .iter()
+        .flat_map(|ns| ((ns / 1_000) as i64).to_le_bytes())
+        .collect();
+    let d = PyDict::new(py);
+    d.set_item("accepted_at_us", PyBytes::new(py, &accepted))?;
+    let delays = PyDict::new(py);
+    for (t, v) in &out.delays {
+        delays.set_item(t, v.iter().map(|ns| ns / 1_000).collect::<Vec<_>>())?;
+    }
+    d.set_item("delays_us", delays)?;
+    d.set_item("throttles", out.throttles.clone())?;
+    d.set_item("throttles_by_topic", out.throttles_by_topic.clone())?;
+    d.set_item("connection_pauses", out.connection_pauses)?;
+    d.set_item("commands_sent", out.commands_sent)?;
+    Ok(d)
 }

@@ -77,14 +77,14 @@ pub struct Breach {
     pub resume_at_ns: Option<u64>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct ConnectionUse {
     pending: u32,
     buffered: u64,
 }
 
 /// Publish throttling state of one broker.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct PublishRateLimiter {
     topic_rates: FastMap<String, Rate>,
     default_topic_rate: Rate,

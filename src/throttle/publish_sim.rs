@@ -49,6 +49,8 @@ pub struct PublishDelays {
     /// topic -> sorted delays in nanoseconds.
     pub delays: BTreeMap<String, Vec<u64>>,
     pub throttles: BTreeMap<&'static str, u64>,
+    /// topic -> how many of its own publishes breached a quota.
+    pub throttles_by_topic: BTreeMap<String, u64>,
     pub connection_pauses: u64,
     pub commands_sent: u64,
     /// When each publish reached the broker (same order as the input).
@@ -110,6 +112,9 @@ pub fn simulate(
         limiter.on_publish_persisted(p.connection, p.bytes);
         let Some(breach) = breach else { continue };
         *out.throttles.entry(breach.reason.name()).or_default() += 1;
+        *out.throttles_by_topic
+            .entry(p.topic.to_string())
+            .or_default() += 1;
         for action in conn.on_breach(at, p.producer, breach) {
             match action {
                 BrokerAction::Send(cmd) => {

@@ -37,3 +37,10 @@ def test_readme_replay_lab_example(capsys):
     out = run_block(BLOCKS[2], capsys)
     assert out[0].split() == ["strategy", "hit_ratio", "storage_read_ops"]
     assert [line.split()[1] for line in out[1:]] == ["pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady"]
+
+
+def test_readme_publish_throttling_example(capsys):
+    block = next(b for b in BLOCKS if "noisy_neighbour" in b)
+    paused, told = run_block(block, capsys)
+    assert paused.startswith("pause-connection cold p99 ms:") and float(paused.split()[-1]) > 100
+    assert told == "throttle-producer cold p99 ms: 0.0"
