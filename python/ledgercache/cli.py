@@ -233,7 +233,7 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
 def cmd_compare(args) -> None:
     import ledgercache as lc
 
-    compare(args, args.spec or list(lc.workload.SCENARIOS), with_throttling=not args.spec)
+    compare(args, args.spec or list(lc.workload.SCENARIOS), with_throttling=args.with_throttling or not args.spec)
 
 
 def cmd_demo(args) -> None:
@@ -283,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
     c.add_argument("--title", default="ledgercache: cache designs compared")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.add_argument("--with-throttling", action="store_true",
+                   help="add the publish-throttling scenario, both modes side by side (default when no spec is named)")
     sweep(c)
     common(c, spark_default=True)
     c.set_defaults(run=cmd_compare)

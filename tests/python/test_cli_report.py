@@ -31,10 +31,14 @@ def test_generate_replay_compare_write_what_they_promise(tmp_path):
     assert "hit ratio" in r.stdout
     report = tmp_path / "report"
     r = run_cli("compare", "key-shared-slow-consumer", "-o", str(report), "--local", "--quiet", "--cache-size", "1MiB",
-                "--cache-size", "4MiB", "--strategy", "pip430", "--strategy", "pip430-fifo", *SMALL)
+                "--cache-size", "4MiB", "--strategy", "pip430", "--strategy", "pip430-fifo", "--with-throttling", *SMALL)
     assert r.returncode == 0, r.stderr
     names = {p.name for p in report.iterdir()}
-    assert {"report.md", "report.html", "summary.parquet", "timeseries.parquet"} <= names
+    assert {"report.md", "report.html", "summary.parquet", "timeseries.parquet", "publish_delays.parquet"} <= names
+    delays = pq.read_table(report / "publish_delays.parquet")
+    assert sorted(set(delays.column("mode").to_pylist())) == ["pause-connection", "throttle-producer"]
+    assert "| throttle-producer | cold | 500 | 0.0 | 0.0 | 0.0 | 0 | yes |" in (report / "report.md").read_text()
+    assert "publish throttle-producer  cold   p99       0.0 ms" in r.stdout
     assert any(n.startswith("hit-ratio-") and n.endswith(".png") for n in names)
 
 
