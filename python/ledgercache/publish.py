@@ -130,8 +130,9 @@ def throttle_publishes(
         new_ts[is_add] = accepted
         # Each topic's events keep their order: nothing is read before the add it follows.
         codes = pc.dictionary_encode(part.column("topic").combine_chunks()).indices.fill_null(-1).to_numpy(zero_copy_only=False)
-        for code in np.unique(codes):
-            idx = np.flatnonzero(codes == code)
+        by_topic_rows = np.argsort(codes, kind="stable")
+        starts = np.flatnonzero(np.diff(codes[by_topic_rows], prepend=-2))
+        for idx in np.split(by_topic_rows, starts[1:]):
             new_ts[idx] = np.maximum.accumulate(new_ts[idx])
         order = np.argsort(new_ts, kind="stable")
         part = part.set_column(0, "ts_us", pa.array(new_ts, pa.int64()))
