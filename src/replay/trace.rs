@@ -203,6 +203,9 @@ impl TraceDecoder {
             None => None,
         };
         out.reserve(batch.num_rows());
+        let mut prev_broker: Option<(&str, u32)> = None;
+        let mut prev_topic: Option<(&str, u32)> = None;
+        let mut prev_cursor: Option<(u32, &str, u32)> = None;
         for i in 0..batch.num_rows() {
             let row = match &row_numbers {
                 Some(r) => r.value(i) as u64,
@@ -221,12 +224,21 @@ impl TraceDecoder {
             required(&op, "op")?;
             let ts_us = ts.value(i);
             let b = broker.value(i);
-            let broker_id = match self.broker_ids.get(b) {
-                Some(&id) => id,
-                None => {
-                    let id = self.brokers.len() as u32;
-                    self.brokers.push((b.to_string(), i64::MIN));
-                    self.broker_ids.insert(b.to_string(), id);
+            // Neighbouring rows mostly repeat a name: comparing with the previous row is cheaper
+            // than hashing it.
+            let broker_id = match prev_broker {
+                Some((name, id)) if name == b => id,
+                _ => {
+                    let id = match self.broker_ids.get(b) {
+                        Some(&id) => id,
+                        None => {
+                            let id = self.brokers.len() as u32;
+                            self.brokers.push((b.to_string(), i64::MIN));
+                            self.broker_ids.insert(b.to_string(), id);
+                            id
+                        }
+                    };
+                    prev_broker = Some((b, id));
                     id
                 }
             };
@@ -250,7 +262,15 @@ impl TraceDecoder {
                     ),
                 )
             })?;
-            let topic_id = self.names.topic(topic.value(i));
+            let t = topic.value(i);
+            let topic_id = match prev_topic {
+                Some((name, id)) if name == t => id,
+                _ => {
+                    let id = self.names.topic(t);
+                    prev_topic = Some((t, id));
+                    id
+                }
+            };
             let cursor_id = if cursor.is_null(i) {
                 if kind.needs_cursor() {
                     return Err(row_error(
@@ -261,7 +281,15 @@ impl TraceDecoder {
                 }
                 NO_CURSOR
             } else {
-                self.names.cursor(topic_id, cursor.value(i))
+                let c = cursor.value(i);
+                match prev_cursor {
+                    Some((tid, name, id)) if tid == topic_id && name == c => id,
+                    _ => {
+                        let id = self.names.cursor(topic_id, c);
+                        prev_cursor = Some((topic_id, c, id));
+                        id
+                    }
+                }
             };
             let position = (!ledger.is_null(i)).then(|| {
                 Position::new(
