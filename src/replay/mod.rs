@@ -156,14 +156,21 @@ impl Session {
         for list in &mut self.by_broker {
             list.clear();
         }
-        for e in &self.events {
-            let b = e.broker as usize;
-            while self.by_broker.len() <= b {
-                self.by_broker.push(Vec::new());
+        // One broker so far (the common case): its events are the batch, no need to split.
+        let single = self.decoder.brokers().count() == 1;
+        let brokers = if single {
+            1
+        } else {
+            for e in &self.events {
+                let b = e.broker as usize;
+                while self.by_broker.len() <= b {
+                    self.by_broker.push(Vec::new());
+                }
+                self.by_broker[b].push(*e);
             }
-            self.by_broker[b].push(*e);
-        }
-        while self.runs.len() < self.by_broker.len() {
+            self.by_broker.len()
+        };
+        while self.runs.len() < brokers {
             if self.second {
                 return Err(Error::invalid(
                     "trace",
@@ -173,7 +180,12 @@ impl Session {
             let runs = self.new_runs()?;
             self.runs.push(runs);
         }
-        for (b, events) in self.by_broker.iter().enumerate() {
+        for b in 0..brokers {
+            let events = if single {
+                &self.events
+            } else {
+                &self.by_broker[b]
+            };
             if events.is_empty() {
                 continue;
             }
