@@ -16,6 +16,19 @@ use pyo3::types::{PyBytes, PyDict};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// A core object behind a lock that a panic elsewhere does not poison for Python callers.
+pub struct Guarded<T>(Mutex<T>);
+
+impl<T> Guarded<T> {
+    fn new(value: T) -> Self {
+        Guarded(Mutex::new(value))
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 fn rate(
     py: Python<'_>,
     messages_per_second: Option<f64>,
@@ -34,11 +47,12 @@ fn breach_dict<'py>(py: Python<'py>, b: Breach) -> PyResult<Bound<'py, PyDict>> 
 
 /// PublishRateLimiter(): one broker's publish quotas (topic, resource group, broker, connection).
 #[pyclass(name = "PublishRateLimiter", module = "ledgercache", frozen)]
-pub struct PyPublishRateLimiter(Mutex<PublishRateLimiter>);
+pub struct PyPublishRateLimiter(Guarded<PublishRateLimiter>);
 
-impl PyPublishRateLimiter {
-    fn with<R>(&self, f: impl FnOnce(&mut PublishRateLimiter) -> R) -> R {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+impl std::ops::Deref for PyPublishRateLimiter {
+    type Target = Guarded<PublishRateLimiter>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
@@ -46,7 +60,7 @@ impl PyPublishRateLimiter {
 impl PyPublishRateLimiter {
     #[new]
     fn new() -> Self {
-        PyPublishRateLimiter(Mutex::new(PublishRateLimiter::new()))
+        PyPublishRateLimiter(Guarded::new(PublishRateLimiter::new()))
     }
 
     /// The rate of every topic without one of its own (`None` = unlimited).
@@ -198,11 +212,12 @@ fn on_throttle_bytes<'py>(
 /// Producer(topic, producer_id, send_timeout_ms=30000): the client side of PIP-385 on a manual
 /// timeline (every method takes the current time in nanoseconds).
 #[pyclass(name = "Producer", module = "ledgercache", frozen)]
-pub struct PyProducer(Mutex<Producer>);
+pub struct PyProducer(Guarded<Producer>);
 
-impl PyProducer {
-    fn with<R>(&self, f: impl FnOnce(&mut Producer) -> R) -> R {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+impl std::ops::Deref for PyProducer {
+    type Target = Guarded<Producer>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
@@ -213,7 +228,7 @@ impl PyProducer {
     fn new(py: Python<'_>, topic: &str, producer_id: i64, send_timeout_ms: i64) -> PyResult<Self> {
         let id = non_negative(py, "producer_id", producer_id)?;
         let timeout = non_negative(py, "send_timeout_ms", send_timeout_ms)?;
-        Ok(PyProducer(Mutex::new(
+        Ok(PyProducer(Guarded::new(
             Producer::new(topic, id, timeout).py_err(py)?,
         )))
     }
@@ -300,11 +315,12 @@ impl PyProducer {
 /// PartitionedProducer(topic, partitions, first_producer_id=0, send_timeout_ms=30000): round robin
 /// over `topic-partition-N` producers that skips throttled partitions.
 #[pyclass(name = "PartitionedProducer", module = "ledgercache", frozen)]
-pub struct PyPartitionedProducer(Mutex<PartitionedProducer>);
+pub struct PyPartitionedProducer(Guarded<PartitionedProducer>);
 
-impl PyPartitionedProducer {
-    fn with<R>(&self, f: impl FnOnce(&mut PartitionedProducer) -> R) -> R {
-        f(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()))
+impl std::ops::Deref for PyPartitionedProducer {
+    type Target = Guarded<PartitionedProducer>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
@@ -329,7 +345,7 @@ impl PyPartitionedProducer {
         })?;
         let first = non_negative(py, "first_producer_id", first_producer_id)?;
         let timeout = non_negative(py, "send_timeout_ms", send_timeout_ms)?;
-        Ok(PyPartitionedProducer(Mutex::new(
+        Ok(PyPartitionedProducer(Guarded::new(
             PartitionedProducer::new(topic, n, first, timeout).py_err(py)?,
         )))
     }

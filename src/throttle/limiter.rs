@@ -77,6 +77,18 @@ pub struct Breach {
     pub resume_at_ns: Option<u64>,
 }
 
+impl Breach {
+    /// A connection-level breach: no pause for the client (the broker pauses the connection), and
+    /// no resume time until the pending publishes drain.
+    fn connection_level(reason: ThrottlingReason) -> Self {
+        Breach {
+            reason,
+            pause_for_millis: 0,
+            resume_at_ns: None,
+        }
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 struct ConnectionUse {
     pending: u32,
@@ -166,21 +178,17 @@ impl PublishRateLimiter {
             .max_pending_per_connection
             .is_some_and(|m| conn.pending > m)
         {
-            breaches.push(Breach {
-                reason: ThrottlingReason::ConnectionPendingMessagesBreach,
-                pause_for_millis: 0,
-                resume_at_ns: None,
-            });
+            breaches.push(Breach::connection_level(
+                ThrottlingReason::ConnectionPendingMessagesBreach,
+            ));
         }
         if self
             .max_publish_buffer_bytes
             .is_some_and(|m| conn.buffered > m)
         {
-            breaches.push(Breach {
-                reason: ThrottlingReason::MessageBufferSizeBreach,
-                pause_for_millis: 0,
-                resume_at_ns: None,
-            });
+            breaches.push(Breach::connection_level(
+                ThrottlingReason::MessageBufferSizeBreach,
+            ));
         }
         let broker_rate = self.broker_rate;
         if let Some(at) = self
