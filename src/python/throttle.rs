@@ -49,13 +49,6 @@ fn breach_dict<'py>(py: Python<'py>, b: Breach) -> PyResult<Bound<'py, PyDict>> 
 #[pyclass(name = "PublishRateLimiter", module = "ledgercache", frozen)]
 pub struct PyPublishRateLimiter(Guarded<PublishRateLimiter>);
 
-impl std::ops::Deref for PyPublishRateLimiter {
-    type Target = Guarded<PublishRateLimiter>;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
 #[pymethods]
 impl PyPublishRateLimiter {
     #[new]
@@ -72,7 +65,7 @@ impl PyPublishRateLimiter {
         bytes_per_second: Option<f64>,
     ) -> PyResult<()> {
         let r = rate(py, messages_per_second, bytes_per_second)?;
-        self.with(|l| l.set_default_topic_rate(r));
+        self.0.with(|l| l.set_default_topic_rate(r));
         Ok(())
     }
 
@@ -85,7 +78,7 @@ impl PyPublishRateLimiter {
         bytes_per_second: Option<f64>,
     ) -> PyResult<()> {
         let r = rate(py, messages_per_second, bytes_per_second)?;
-        self.with(|l| l.set_topic_rate(topic, r));
+        self.0.with(|l| l.set_topic_rate(topic, r));
         Ok(())
     }
 
@@ -99,7 +92,7 @@ impl PyPublishRateLimiter {
         bytes_per_second: Option<f64>,
     ) -> PyResult<()> {
         let r = rate(py, messages_per_second, bytes_per_second)?;
-        self.with(|l| l.set_resource_group(group, r, &topics));
+        self.0.with(|l| l.set_resource_group(group, r, &topics));
         Ok(())
     }
 
@@ -111,7 +104,7 @@ impl PyPublishRateLimiter {
         bytes_per_second: Option<f64>,
     ) -> PyResult<()> {
         let r = rate(py, messages_per_second, bytes_per_second)?;
-        self.with(|l| l.set_broker_rate(r));
+        self.0.with(|l| l.set_broker_rate(r));
         Ok(())
     }
 
@@ -130,7 +123,8 @@ impl PyPublishRateLimiter {
         let buffer = max_publish_buffer_bytes
             .map(|v| non_negative(py, "max_publish_buffer_bytes", v))
             .transpose()?;
-        self.with(|l| l.set_connection_limits(pending, buffer))
+        self.0
+            .with(|l| l.set_connection_limits(pending, buffer))
             .py_err(py)
     }
 
@@ -149,7 +143,8 @@ impl PyPublishRateLimiter {
             non_negative(py, "connection", connection)?,
             non_negative(py, "size", size)?,
         );
-        self.with(|l| l.on_publish(now, topic, conn, size))
+        self.0
+            .with(|l| l.on_publish(now, topic, conn, size))
             .map(|b| breach_dict(py, b))
             .transpose()
     }
@@ -160,14 +155,14 @@ impl PyPublishRateLimiter {
             non_negative(py, "connection", connection)?,
             non_negative(py, "size", size)?,
         );
-        self.with(|l| l.on_publish_persisted(conn, size));
+        self.0.with(|l| l.on_publish_persisted(conn, size));
         Ok(())
     }
 
     /// Whether a connection has drained to half its limits after a connection-level breach.
     fn connection_recovered(&self, py: Python<'_>, connection: i64) -> PyResult<bool> {
         let conn = non_negative(py, "connection", connection)?;
-        Ok(self.with(|l| l.connection_recovered(conn)))
+        Ok(self.0.with(|l| l.connection_recovered(conn)))
     }
 }
 
@@ -214,13 +209,6 @@ fn on_throttle_bytes<'py>(
 #[pyclass(name = "Producer", module = "ledgercache", frozen)]
 pub struct PyProducer(Guarded<Producer>);
 
-impl std::ops::Deref for PyProducer {
-    type Target = Guarded<Producer>;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
 #[pymethods]
 impl PyProducer {
     #[new]
@@ -235,12 +223,12 @@ impl PyProducer {
 
     #[getter]
     fn topic(&self) -> String {
-        self.with(|p| p.topic().to_string())
+        self.0.with(|p| p.topic().to_string())
     }
 
     #[getter]
     fn producer_id(&self) -> u64 {
-        self.with(|p| p.producer_id())
+        self.0.with(|p| p.producer_id())
     }
 
     /// Handles an encoded `CommandThrottleProducer`: pauses and returns the encoded receipt.
@@ -250,32 +238,34 @@ impl PyProducer {
         now_ns: i64,
         command: &[u8],
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.with(|p| on_throttle_bytes(py, p, now_ns, command))
+        self.0.with(|p| on_throttle_bytes(py, p, now_ns, command))
     }
 
     /// Whether the producer is throttled at `now_ns` (cleared lazily once the pause has passed).
     fn is_throttled(&self, py: Python<'_>, now_ns: i64) -> PyResult<bool> {
         let now = non_negative(py, "now_ns", now_ns)?;
-        Ok(self.with(|p| p.is_throttled(now)))
+        Ok(self.0.with(|p| p.is_throttled(now)))
     }
 
     /// The reason of the throttle in force at `now_ns`, or `None`.
     fn throttle_reason(&self, py: Python<'_>, now_ns: i64) -> PyResult<Option<&'static str>> {
         let now = non_negative(py, "now_ns", now_ns)?;
-        Ok(self.with(|p| p.throttle_reason(now).map(ThrottlingReason::name)))
+        Ok(self
+            .0
+            .with(|p| p.throttle_reason(now).map(ThrottlingReason::name)))
     }
 
     /// Sends one message: returns `(sequence, deferred_until_ns)`, the latter `None` if it went now.
     fn send(&self, py: Python<'_>, now_ns: i64) -> PyResult<(u64, Option<u64>)> {
         let now = non_negative(py, "now_ns", now_ns)?;
-        let (seq, o) = self.with(|p| p.send(now));
+        let (seq, o) = self.0.with(|p| p.send(now));
         Ok((seq, outcome(o)))
     }
 
     /// The broker persisted every send up to `sequence` (cumulative).
     fn acknowledge(&self, py: Python<'_>, sequence: i64) -> PyResult<()> {
         let s = non_negative(py, "sequence", sequence)?;
-        self.with(|p| p.acknowledge(s));
+        self.0.with(|p| p.acknowledge(s));
         Ok(())
     }
 
@@ -284,7 +274,7 @@ impl PyProducer {
     /// `ProducerSendTimeoutException`. Each send is reported once.
     fn expire(&self, py: Python<'_>, now_ns: i64) -> PyResult<Vec<Py<PyAny>>> {
         let now = non_negative(py, "now_ns", now_ns)?;
-        let (topic, failures) = self.with(|p| (p.topic().to_string(), p.expire(now)));
+        let (topic, failures) = self.0.with(|p| (p.topic().to_string(), p.expire(now)));
         failures
             .into_iter()
             .map(|f| failure_exception(py, &topic, f))
@@ -293,7 +283,7 @@ impl PyProducer {
 
     /// The counter `throttled_times{reason, topic}`: milliseconds throttled, keyed by (reason, topic).
     fn throttled_times(&self) -> HashMap<(&'static str, String), u64> {
-        self.with(|p| {
+        self.0.with(|p| {
             p.throttled_times()
                 .into_iter()
                 .map(|(r, t, ms)| ((r.name(), t.to_string()), ms))
@@ -302,7 +292,7 @@ impl PyProducer {
     }
 
     fn __repr__(&self) -> String {
-        self.with(|p| {
+        self.0.with(|p| {
             format!(
                 "Producer(topic={:?}, producer_id={})",
                 p.topic(),
@@ -316,13 +306,6 @@ impl PyProducer {
 /// over `topic-partition-N` producers that skips throttled partitions.
 #[pyclass(name = "PartitionedProducer", module = "ledgercache", frozen)]
 pub struct PyPartitionedProducer(Guarded<PartitionedProducer>);
-
-impl std::ops::Deref for PyPartitionedProducer {
-    type Target = Guarded<PartitionedProducer>;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
 
 #[pymethods]
 impl PyPartitionedProducer {
@@ -351,13 +334,13 @@ impl PyPartitionedProducer {
     }
 
     fn __len__(&self) -> usize {
-        self.with(|p| p.len())
+        self.0.with(|p| p.len())
     }
 
     /// True if any partition is throttled at `now_ns`.
     fn is_throttled(&self, py: Python<'_>, now_ns: i64) -> PyResult<bool> {
         let now = non_negative(py, "now_ns", now_ns)?;
-        Ok(self.with(|p| p.is_throttled(now)))
+        Ok(self.0.with(|p| p.is_throttled(now)))
     }
 
     /// Whether partition `partition` is throttled at `now_ns`.
@@ -368,7 +351,8 @@ impl PyPartitionedProducer {
         now_ns: i64,
     ) -> PyResult<bool> {
         let now = non_negative(py, "now_ns", now_ns)?;
-        self.with(|pp| pp.partition(partition).map(|p| p.is_throttled(now)))
+        self.0
+            .with(|pp| pp.partition(partition).map(|p| p.is_throttled(now)))
             .ok_or_else(|| {
                 raise(
                     py,
@@ -386,7 +370,7 @@ impl PyPartitionedProducer {
         now_ns: i64,
         command: &[u8],
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.with(|pp| match pp.partition(partition) {
+        self.0.with(|pp| match pp.partition(partition) {
             Some(p) => on_throttle_bytes(py, p, now_ns, command),
             None => Err(raise(
                 py,
@@ -399,7 +383,7 @@ impl PyPartitionedProducer {
     /// Sends one message: returns `(partition, sequence, deferred_until_ns)`.
     fn send(&self, py: Python<'_>, now_ns: i64) -> PyResult<(usize, u64, Option<u64>)> {
         let now = non_negative(py, "now_ns", now_ns)?;
-        let (p, seq, o) = self.with(|pp| pp.send(now));
+        let (p, seq, o) = self.0.with(|pp| pp.send(now));
         Ok((p, seq, outcome(o)))
     }
 }
@@ -528,7 +512,7 @@ pub fn simulate_publishes<'py>(
             bytes: nonneg(size.value(i) as i64, "size").map_err(bad)?,
         });
     }
-    let limiter = limiter.with(|l| l.clone());
+    let limiter = limiter.0.with(|l| l.clone());
     let out = py.detach(|| simulate(&publishes, limiter, mode));
     let accepted: Vec<u8> = out
         .accepted_at_ns
