@@ -95,3 +95,17 @@ def test_report_puts_the_modes_side_by_side(tmp_path) -> None:
     text = path.read_text()
     assert "publish throttling: noisy neighbour" in text
     assert "| pause-connection | cold |" in text and "| throttle-producer | cold |" in text
+
+
+def test_trace_files_keep_their_producer_columns(tmp_path) -> None:
+    import pyarrow.csv as csv
+
+    trace = publish.noisy_neighbour(seconds=1)
+    path = tmp_path / "nn.csv"
+    csv.write_csv(trace, path)
+    from_file = delays_by_topic(publish.throttle_publishes(path, publish.noisy_neighbour_limiter(50), "pause-connection")[1])
+    in_memory = delays_by_topic(publish.throttle_publishes(trace, publish.noisy_neighbour_limiter(50), "pause-connection")[1])
+    assert from_file == in_memory
+    assert from_file["cold"]["p99_ms"] > 100.0, "the CSV's connection column still puts both topics on one connection"
+    moved, delays = publish.throttle_publishes(trace.slice(0, 0), lc.PublishRateLimiter(), "off")
+    assert moved.num_rows == 0 and delays.num_rows == 0
