@@ -31,6 +31,7 @@ to :func:`ledgercache.replay` to replay the moved trace.
 
 from __future__ import annotations
 
+import json
 import zlib
 
 import numpy as np
@@ -41,7 +42,7 @@ from . import trace as _trace
 from ._native import PublishRateLimiter, simulate_publishes
 from .errors import InvalidArgumentError
 
-__all__ = ["MODES", "DELAY_SCHEMA", "compare_modes", "noisy_neighbour", "noisy_neighbour_limiter", "throttle_publishes"]
+__all__ = ["MODES", "DELAY_SCHEMA", "compare_modes", "noisy_neighbour", "noisy_neighbour_limiter", "throttle_counts", "throttle_publishes"]
 
 MODES = ("pause-connection", "throttle-producer", "off")
 
@@ -93,8 +94,9 @@ def throttle_publishes(
 
     Returns the moved trace (the columns of :data:`ledgercache.trace.SCHEMA` plus ``producer`` and
     ``connection``, time-ordered within each broker) and the delays (:data:`DELAY_SCHEMA`). Each
-    broker has its own limiter state (a copy of ``limiter``). Counts by reason are in the table's
-    schema metadata under ``throttles`` and ``connection_pauses``/``commands_sent``.
+    broker has its own limiter state (a copy of ``limiter``). The delay table's schema metadata
+    holds the totals: ``throttles`` (JSON: reason -> breaches), ``connection_pauses`` and
+    ``commands_sent``; :func:`throttle_counts` reads them.
     """
     if mode not in MODES:
         raise InvalidArgumentError(f"publish_throttling: {mode!r} is not one of {', '.join(MODES)}")
@@ -151,10 +153,22 @@ def throttle_publishes(
             totals[reason] = totals.get(reason, 0) + n
         pauses += result["connection_pauses"]
         commands += result["commands_sent"]
-    metadata = {"throttles": repr(sorted(totals.items())), "connection_pauses": str(pauses), "commands_sent": str(commands)}
+    metadata = {"throttles": json.dumps(dict(sorted(totals.items()))), "connection_pauses": str(pauses), "commands_sent": str(commands)}
     delays = pa.table(rows, schema=DELAY_SCHEMA.with_metadata(metadata))
     out = pa.concat_tables(moved) if moved else table
     return out, delays
+
+
+def throttle_counts(delays: pa.Table) -> dict[str, object]:
+    """The totals of a delay table: ``{"throttles": {reason: n}, "connection_pauses": n, "commands_sent": n}``."""
+    meta = delays.schema.metadata or {}
+    if b"throttles" not in meta:
+        raise InvalidArgumentError("not a delay table from throttle_publishes (no throttle counts in its metadata)")
+    return {
+        "throttles": json.loads(meta[b"throttles"]),
+        "connection_pauses": int(meta[b"connection_pauses"]),
+        "commands_sent": int(meta[b"commands_sent"]),
+    }
 
 
 def noisy_neighbour_limiter(hot_messages_per_second: float = 100.0) -> PublishRateLimiter:

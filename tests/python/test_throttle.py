@@ -125,3 +125,19 @@ def test_partitioned_producer_skips_throttled_partitions() -> None:
         pp.is_partition_throttled(5, 0)
     with pytest.raises(lc.InvalidArgumentError):
         lc.PartitionedProducer("orders", 0)
+
+
+def test_resource_group_and_broker_quotas_name_their_reason() -> None:
+    limiter = lc.PublishRateLimiter()
+    limiter.set_resource_group("tenant-a", ["a1", "a2"], messages_per_second=4)
+    assert [limiter.on_publish(0, t, 1, 1) for t in ("a1", "a2", "a1", "a2")] == [None] * 4
+    assert limiter.on_publish(250 * MS, "a1", 1, 1) is None, "a quarter second refills one token"
+    breach = limiter.on_publish(250 * MS, "a2", 1, 1)
+    assert breach == {"reason": "ResourceGroupProduceQuotaExceeded", "pause_for_millis": 750, "resume_at_ns": 1_000 * MS}
+    assert limiter.on_publish(250 * MS, "b", 1, 1) is None, "a topic outside the group is not charged"
+
+    broker = lc.PublishRateLimiter()
+    broker.set_broker_rate(bytes_per_second=1000)
+    assert broker.on_publish(0, "x", 1, 600) is None
+    breach = broker.on_publish(0, "y", 2, 600)
+    assert breach["reason"] == "BrokerProduceQuotaExceeded" and breach["pause_for_millis"] == 0
