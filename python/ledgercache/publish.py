@@ -69,8 +69,8 @@ def _table(source: _trace.TraceSource) -> pa.Table:
     raw = list(_trace._raw_batches(source, 1 << 20))
     if not raw:
         return pa.table({**{f.name: pa.array([], f.type) for f in _trace.SCHEMA}, **{k: pa.array([], t) for k, t in _EXTRA.items()}})
-    table = pa.Table.from_batches(raw) if isinstance(raw[0], pa.RecordBatch) else pa.concat_tables(raw)
-    conformed = pa.Table.from_batches([_trace.conform(b) for b in table.to_batches() if b.num_rows] or [], schema=_trace.SCHEMA)
+    table = pa.Table.from_batches(raw)
+    conformed = pa.Table.from_batches([_trace.conform(b) for b in table.to_batches() if b.num_rows], schema=_trace.SCHEMA)
     for name, typ in _EXTRA.items():
         if name in table.column_names:
             col = table.column(name)
