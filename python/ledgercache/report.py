@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["write_report", "comparison_text"]
 
@@ -22,8 +23,15 @@ def _size(n: int) -> str:
     return f"{n / MIB:g} MiB" if n % (MIB // 4) == 0 else f"{n:,} B"
 
 
+def _of_scenario(table: pa.Table, scenario: str) -> list[dict]:
+    """The rows of one scenario (all rows when the table has no ``scenario`` column)."""
+    if "scenario" not in table.column_names:
+        return table.to_pylist() if scenario == "trace" else []
+    return table.filter(pc.equal(table.column("scenario"), scenario)).to_pylist()
+
+
 def _rows(summary: pa.Table, scenario: str) -> list[dict]:
-    rows = [r for r in summary.to_pylist() if r.get("scenario", "trace") == scenario]
+    rows = _of_scenario(summary, scenario)
     # Several brokers: add them up per (strategy, cache size).
     merged: dict[tuple, dict] = {}
     for r in rows:
@@ -78,13 +86,20 @@ def _scenarios(summary: pa.Table) -> list[str]:
     return seen
 
 
-def _plots(summary: pa.Table, series: pa.Table | None, scenario: str, out: Path) -> list[tuple[str, str]]:
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plots(rows: list[dict], series: pa.Table | None, scenario: str, out: Path) -> list[tuple[str, str]]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = _rows(summary, scenario)
     strategies = sorted({r["strategy"] for r in rows})
     sizes = sorted({r["cache_size_bytes"] for r in rows})
     slug = _slug(scenario)
@@ -102,9 +117,7 @@ def _plots(summary: pa.Table, series: pa.Table | None, scenario: str, out: Path)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
     name = f"hit-ratio-{slug}.png"
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=100)
-    plt.close(fig)
+    _save(fig, out / name)
     made.append((name, "hit ratio by cache size"))
 
     fig, ax = plt.subplots(figsize=(6.4, 4))
@@ -117,13 +130,11 @@ def _plots(summary: pa.Table, series: pa.Table | None, scenario: str, out: Path)
     ax.set_title(f"{scenario}: storage reads saved by the cache")
     ax.legend(fontsize="small")
     name = f"storage-saved-{slug}.png"
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=100)
-    plt.close(fig)
+    _save(fig, out / name)
     made.append((name, "storage read bytes saved"))
 
     if series is not None and series.num_rows:
-        ts = [r for r in series.to_pylist() if r.get("scenario", "trace") == scenario]
+        ts = _of_scenario(series, scenario)
         if ts:
             size = sizes[len(sizes) // 2]
             fig, ax = plt.subplots(figsize=(6.4, 4))
@@ -140,9 +151,7 @@ def _plots(summary: pa.Table, series: pa.Table | None, scenario: str, out: Path)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize="small")
             name = f"cache-bytes-{slug}.png"
-            fig.tight_layout()
-            fig.savefig(out / name, dpi=100)
-            plt.close(fig)
+            _save(fig, out / name)
             made.append((name, "cache bytes over time"))
     return made
 
@@ -159,18 +168,23 @@ PUBLISH_COLUMNS = (
 )
 
 
+def _table(columns: tuple, rows: list[dict]) -> tuple[list[str], list[str]]:
+    """A table as Markdown lines and as HTML lines."""
+    md = ["| " + " | ".join(h for h, _, _ in columns) + " |", "|" + "---|" * len(columns)]
+    md += ["| " + " | ".join(fmt(r[key]) for _, key, fmt in columns) + " |" for r in rows]
+    body = ["<table border='1' cellspacing='0' cellpadding='4'>",
+            "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in columns) + "</tr>"]
+    body += ["<tr>" + "".join(f"<td>{html.escape(fmt(r[key]))}</td>" for _, key, fmt in columns) + "</tr>" for r in rows]
+    body.append("</table>")
+    return md, body
+
+
 def _publish_section(publish: pa.Table, title: str) -> tuple[list[str], list[str]]:
-    rows = publish.to_pylist()
+    table_md, table_body = _table(PUBLISH_COLUMNS, publish.to_pylist())
     md = [f"## {title}", "",
           "Publish delays with the limiter in each mode. Topics under their quota that still wait are waiting for a "
-          "neighbour on their connection.", "",
-          "| " + " | ".join(h for h, _, _ in PUBLISH_COLUMNS) + " |", "|" + "---|" * len(PUBLISH_COLUMNS)]
-    md += ["| " + " | ".join(fmt(r[key]) for _, key, fmt in PUBLISH_COLUMNS) + " |" for r in rows]
-    body = [f"<h2>{html.escape(title)}</h2>", "<table border='1' cellspacing='0' cellpadding='4'>",
-            "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in PUBLISH_COLUMNS) + "</tr>"]
-    body += ["<tr>" + "".join(f"<td>{html.escape(fmt(r[key]))}</td>" for _, key, fmt in PUBLISH_COLUMNS) + "</tr>" for r in rows]
-    body.append("</table>")
-    return md + [""], body
+          "neighbour on their connection.", "", *table_md, ""]
+    return md, [f"<h2>{html.escape(title)}</h2>", *table_body]
 
 
 def write_report(
@@ -193,14 +207,10 @@ def write_report(
     body = [f"<h1>{html.escape(title)}</h1>"]
     for scenario in _scenarios(summary):
         rows = _rows(summary, scenario)
-        md += [f"## {scenario}", "", "| " + " | ".join(h for h, _, _ in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        md += ["| " + " | ".join(fmt(r[key]) for _, key, fmt in COLUMNS) + " |" for r in rows]
-        body += [f"<h2>{html.escape(scenario)}</h2>", "<table border='1' cellspacing='0' cellpadding='4'>",
-                 "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in COLUMNS) + "</tr>"]
-        body += ["<tr>" + "".join(f"<td>{html.escape(fmt(r[key]))}</td>" for _, key, fmt in COLUMNS) + "</tr>" for r in rows]
-        body.append("</table>")
-        md.append("")
-        for name, caption in _plots(summary, series, scenario, out):
+        table_md, table_body = _table(COLUMNS, rows)
+        md += [f"## {scenario}", "", *table_md, ""]
+        body += [f"<h2>{html.escape(scenario)}</h2>", *table_body]
+        for name, caption in _plots(rows, series, scenario, out):
             md += [f"![{caption}]({name})", ""]
             body.append(f"<p><img src='{name}' alt='{html.escape(caption)}'></p>")
     if publish is not None:
