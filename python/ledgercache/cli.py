@@ -102,16 +102,7 @@ def _configs(lc, strategies: Iterable[str], sizes: Iterable[str], settings: Iter
         if "=" not in item:
             raise CliError(f"invalid --set {item!r}: use key=value")
         key, raw = item.split("=", 1)
-        value: Any = raw
-        for convert in (int, float):
-            try:
-                value = convert(raw)
-                break
-            except ValueError:
-                pass
-        if raw.lower() in ("true", "false"):
-            value = raw.lower() == "true"
-        extra[key.strip()] = value
+        extra[key.strip()] = lc.workload.scalar(raw)
     return [lc.CacheConfig(cache_size_bytes=parse_size(z), strategy=s, **extra) for z in sizes for s in strategies]
 
 

@@ -77,6 +77,18 @@ def normalize(spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def scalar(raw: str) -> Any:
+    """A setting's text as a value: an int, a float, true/false, or the text itself."""
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for convert in (int, float):
+        try:
+            return convert(raw)
+        except ValueError:
+            pass
+    return raw
+
+
 def _parse_flat_yaml(text: str) -> dict[str, Any]:
     """OMB workload files are flat ``key: value`` YAML; that is all this reads."""
     out: dict[str, Any] = {}
@@ -87,17 +99,7 @@ def _parse_flat_yaml(text: str) -> dict[str, Any]:
         if ":" not in line:
             raise InvalidArgumentError(f"invalid spec: line {n}: expected 'key: value', got {line!r}")
         key, raw = (part.strip() for part in line.split(":", 1))
-        raw = raw.strip("'\"")
-        value: Any = raw
-        for convert in (int, float):
-            try:
-                value = convert(raw)
-                break
-            except ValueError:
-                pass
-        if raw.lower() in ("true", "false"):
-            value = raw.lower() == "true"
-        out[key] = value
+        out[key] = scalar(raw.strip("'\""))
     return out
 
 
