@@ -83,8 +83,10 @@ def _table(source: _trace.TraceSource) -> pa.Table:
 
 
 def _default_producer(broker: str, topic: pa.Array) -> np.ndarray:
-    ids = {t: zlib.crc32(f"{broker}/{t}".encode()) for t in pc.unique(topic).to_pylist()}
-    return np.array([ids[t] for t in topic.to_pylist()], dtype=np.int64)
+    """One producer id per (broker, topic), computed per distinct topic, not per row."""
+    encoded = pc.dictionary_encode(topic)
+    ids = np.array([zlib.crc32(f"{broker}/{t}".encode()) for t in encoded.dictionary.to_pylist()], dtype=np.int64)
+    return ids[encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)] if len(ids) else np.zeros(len(topic), np.int64)
 
 
 def throttle_publishes(
