@@ -460,7 +460,7 @@ fn column<'a, T: 'static>(
 /// Replays the publishes of `batch` (columns `ts_us` int64, `topic` string, `producer` int64,
 /// `connection` int64, `size` int32, in time order) through a copy of `limiter` under `mode`.
 /// Returns `accepted_at_us` (little-endian int64 bytes, one per row: when the broker read it),
-/// `delays_us` (topic -> sorted delays), `throttles` (reason -> count), `throttles_by_topic`,
+/// `delays` (topic -> (publishes, p50, p99, max) in nanoseconds), `throttles` (reason -> count), `throttles_by_topic`,
 /// `connection_pauses` and `commands_sent`.
 #[pyfunction]
 pub fn simulate_publishes<'py>(
@@ -523,9 +523,10 @@ pub fn simulate_publishes<'py>(
     d.set_item("accepted_at_us", PyBytes::new(py, &accepted))?;
     let delays = PyDict::new(py);
     for (t, v) in &out.delays {
-        delays.set_item(t, v.iter().map(|ns| ns / 1_000).collect::<Vec<_>>())?;
+        let q = |q: f64| out.quantile(t, q).unwrap_or(0);
+        delays.set_item(t, (v.len(), q(0.5), q(0.99), q(1.0)))?;
     }
-    d.set_item("delays_us", delays)?;
+    d.set_item("delays", delays)?;
     d.set_item("throttles", out.throttles.clone())?;
     d.set_item("throttles_by_topic", out.throttles_by_topic.clone())?;
     d.set_item("connection_pauses", out.connection_pauses)?;
