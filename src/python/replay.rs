@@ -47,15 +47,34 @@ pub(super) fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
 
 /// Replays one broker's trace under several configurations (see `ledgercache.replay`).
 #[pyclass(name = "ReplaySession", module = "ledgercache._native", frozen)]
-pub struct PyReplaySession(Mutex<Option<Session>>);
+pub struct PyReplaySession(UntilFinished<Session>);
 
-impl PyReplaySession {
-    fn with<T>(&self, py: Python<'_>, f: impl FnOnce(&mut Session) -> T) -> PyResult<T> {
-        let mut guard = self.0.lock();
-        let s = guard
-            .as_mut()
-            .ok_or_else(|| raise(py, "ClosedError", "replay session is finished".into()))?;
-        Ok(f(s))
+/// A core object that a final call consumes; calls after it raise `ClosedError`.
+struct UntilFinished<T> {
+    slot: Mutex<Option<T>>,
+    finished: &'static str,
+}
+
+impl<T> UntilFinished<T> {
+    fn new(value: T, finished: &'static str) -> Self {
+        UntilFinished {
+            slot: Mutex::new(Some(value)),
+            finished,
+        }
+    }
+
+    fn closed(&self, py: Python<'_>) -> PyErr {
+        raise(py, "ClosedError", self.finished.into())
+    }
+
+    fn with<R>(&self, py: Python<'_>, f: impl FnOnce(&mut T) -> R) -> PyResult<R> {
+        let mut guard = self.slot.lock();
+        let value = guard.as_mut().ok_or_else(|| self.closed(py))?;
+        Ok(f(value))
+    }
+
+    fn take(&self, py: Python<'_>) -> PyResult<T> {
+        self.slot.lock().take().ok_or_else(|| self.closed(py))
     }
 }
 
@@ -64,34 +83,31 @@ impl PyReplaySession {
     #[new]
     fn new(py: Python<'_>, configs: Vec<PyCacheConfig>) -> PyResult<Self> {
         let session = Session::new(configs.into_iter().map(|c| c.0).collect()).py_err(py)?;
-        Ok(PyReplaySession(Mutex::new(Some(session))))
+        Ok(PyReplaySession(UntilFinished::new(
+            session,
+            "replay session is finished",
+        )))
     }
 
     /// Replays one record batch of the trace.
     fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let batch = import_batch(batch)?;
-        let mut guard = self.0.lock();
-        let s = guard
-            .as_mut()
-            .ok_or_else(|| raise(py, "ClosedError", "replay session is finished".into()))?;
-        py.detach(|| s.feed(&batch)).py_err(py)
+        self.0
+            .with(py, |s| py.detach(|| s.feed(&batch)))?
+            .py_err(py)
     }
 
     fn needs_second_pass(&self, py: Python<'_>) -> PyResult<bool> {
-        self.with(py, |s| s.needs_second_pass())
+        self.0.with(py, |s| s.needs_second_pass())
     }
 
     fn start_second_pass(&self, py: Python<'_>) -> PyResult<()> {
-        self.with(py, |s| s.start_second_pass())
+        self.0.with(py, |s| s.start_second_pass())
     }
 
     /// One dict per configuration: the measurements and a per-second series.
     fn finish<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let session = self
-            .0
-            .lock()
-            .take()
-            .ok_or_else(|| raise(py, "ClosedError", "replay session is finished".into()))?;
+        let session = self.0.take(py)?;
         session
             .finish()
             .into_iter()
@@ -127,31 +143,28 @@ impl PyReplaySession {
 
 /// Records a trace's request stream for export (see `ledgercache.export_requests`).
 #[pyclass(name = "RequestRecorder", module = "ledgercache._native", frozen)]
-pub struct PyRequestRecorder(Mutex<Option<crate::replay::RequestRecorder>>);
+pub struct PyRequestRecorder(UntilFinished<crate::replay::RequestRecorder>);
 
 #[pymethods]
 impl PyRequestRecorder {
     #[new]
     fn new() -> Self {
-        PyRequestRecorder(Mutex::new(Some(Default::default())))
+        PyRequestRecorder(UntilFinished::new(
+            Default::default(),
+            "recorder is finished",
+        ))
     }
 
     fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let batch = import_batch(batch)?;
-        let mut guard = self.0.lock();
-        let r = guard
-            .as_mut()
-            .ok_or_else(|| raise(py, "ClosedError", "recorder is finished".into()))?;
-        py.detach(|| r.feed(&batch)).py_err(py)
+        self.0
+            .with(py, |r| py.detach(|| r.feed(&batch)))?
+            .py_err(py)
     }
 
     /// Writes the stream to `path` as "oracleGeneral" or "csv"; returns the number of requests.
     fn write(&self, py: Python<'_>, path: std::path::PathBuf, format: &str) -> PyResult<usize> {
-        let recorder = self
-            .0
-            .lock()
-            .take()
-            .ok_or_else(|| raise(py, "ClosedError", "recorder is finished".into()))?;
+        let recorder = self.0.take(py)?;
         let format = format.to_string();
         py.detach(move || {
             let log = recorder.finish();
