@@ -307,6 +307,25 @@ impl PyProducer {
 #[pyclass(name = "PartitionedProducer", module = "ledgercache", frozen)]
 pub struct PyPartitionedProducer(Guarded<PartitionedProducer>);
 
+impl PyPartitionedProducer {
+    /// Runs `f` on partition `partition`, or raises `InvalidArgumentError` if there is none.
+    fn with_partition<R>(
+        &self,
+        py: Python<'_>,
+        partition: usize,
+        f: impl FnOnce(&mut Producer) -> PyResult<R>,
+    ) -> PyResult<R> {
+        self.0.with(|pp| match pp.partition(partition) {
+            Some(p) => f(p),
+            None => Err(raise(
+                py,
+                "InvalidArgumentError",
+                format!("partition: no partition {partition}"),
+            )),
+        })
+    }
+}
+
 #[pymethods]
 impl PyPartitionedProducer {
     #[new]
@@ -351,15 +370,7 @@ impl PyPartitionedProducer {
         now_ns: i64,
     ) -> PyResult<bool> {
         let now = non_negative(py, "now_ns", now_ns)?;
-        self.0
-            .with(|pp| pp.partition(partition).map(|p| p.is_throttled(now)))
-            .ok_or_else(|| {
-                raise(
-                    py,
-                    "InvalidArgumentError",
-                    format!("partition: no partition {partition}"),
-                )
-            })
+        self.with_partition(py, partition, |p| Ok(p.is_throttled(now)))
     }
 
     /// Hands an encoded `CommandThrottleProducer` to partition `partition`; returns the receipt.
@@ -370,14 +381,7 @@ impl PyPartitionedProducer {
         now_ns: i64,
         command: &[u8],
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.0.with(|pp| match pp.partition(partition) {
-            Some(p) => on_throttle_bytes(py, p, now_ns, command),
-            None => Err(raise(
-                py,
-                "InvalidArgumentError",
-                format!("partition: no partition {partition}"),
-            )),
-        })
+        self.with_partition(py, partition, |p| on_throttle_bytes(py, p, now_ns, command))
     }
 
     /// Sends one message: returns `(partition, sequence, deferred_until_ns)`.
