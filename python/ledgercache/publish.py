@@ -221,5 +221,6 @@ def compare_modes(
     trace: _trace.TraceSource, limiter: PublishRateLimiter, modes: tuple[str, ...] = ("pause-connection", "throttle-producer")
 ) -> pa.Table:
     """The delay tables of several modes, one after the other (for a side-by-side report)."""
-    tables = [throttle_publishes(trace, limiter, m)[1] for m in modes]
+    table = _table(trace)  # read a file once, not once per mode
+    tables = [throttle_publishes(table, limiter, m)[1] for m in modes]
     return pa.concat_tables([t.replace_schema_metadata(None) for t in tables])
