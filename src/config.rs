@@ -93,7 +93,8 @@ pub struct CacheConfig {
     pub eviction_by_mark_deleted_position: bool,
     pub copy_entries: bool,
     pub strategy: Strategy,
-    /// Segments of the `segmented` strategy's ring (PIP-174).
+    /// Segments of the `segmented` strategy's ring (PIP-174); 0: as PR #15955 sizes it, one per
+    /// GiB of cache and at least 2 (see [`CacheConfig::effective_segment_count`]).
     pub segment_count: u32,
     /// The broker's adaptive receive buffers (brokerAdaptiveRecvByteBufAllocator*Size) and
     /// BookKeeper's read buffers: what cached slices really retain when `copy_entries` is off.
@@ -105,6 +106,23 @@ pub struct CacheConfig {
     /// so that one completing after a seek is discarded instead of delivered out of order.
     pub storage_read_latency_ms: u64,
     pub cursor_epochs: bool,
+    /// 4.0's caching of storage reads for cursors close together in backlog
+    /// (managedLedgerMinimumBacklogCursorsForCaching, ...MinimumBacklogEntriesForCaching,
+    /// ...MaxBacklogBetweenCursorsForCaching); off while the minimum number of cursors is 0.
+    pub min_backlog_cursors_for_caching: u32,
+    pub min_backlog_entries_for_caching: u64,
+    pub max_backlog_between_cursors_for_caching: u64,
+    /// A cursor with more entries than this to read is not active (4.0's
+    /// managedLedgerCursorBackloggedThreshold; negative: never deactivated).
+    pub cursor_backlogged_threshold: i64,
+    /// How often the broker re-checks backlogged cursors (statsUpdateFrequencyInSecs).
+    pub backlog_check_interval_ms: u64,
+    /// Apply the continue-caching window after the last active cursor leaves. Pulsar computes the
+    /// window but never hands it to its managed ledgers, so as shipped it is 0. `None`: applied in
+    /// the library, not in the replay lab.
+    pub apply_continue_caching_window: Option<bool>,
+    /// Lab-only: every redelivery adds an expected read, not just Key_Shared hold-backs.
+    pub expected_read_on_every_redelivery: bool,
 }
 
 impl Default for CacheConfig {
@@ -123,19 +141,26 @@ impl Default for CacheConfig {
             eviction_by_mark_deleted_position: false,
             copy_entries: false,
             strategy: Strategy::Pip430,
-            segment_count: 8,
+            segment_count: 0,
             recv_buffer_min_bytes: 1024,
             recv_buffer_initial_bytes: 16384,
             recv_buffer_max_bytes: 1 << 20,
             storage_read_buffer_bytes: 64 << 10,
             storage_read_latency_ms: 0,
             cursor_epochs: true,
+            min_backlog_cursors_for_caching: 0,
+            min_backlog_entries_for_caching: 1000,
+            max_backlog_between_cursors_for_caching: 10_000,
+            cursor_backlogged_threshold: 1000,
+            backlog_check_interval_ms: 60_000,
+            apply_continue_caching_window: None,
+            expected_read_on_every_redelivery: false,
         }
     }
 }
 
 /// Names accepted by [`CacheConfig::set`], in declaration order.
-pub const SETTING_NAMES: [&str; 19] = [
+pub const SETTING_NAMES: [&str; 26] = [
     "cache_size_bytes",
     "eviction_watermark",
     "eviction_trigger_threshold",
@@ -155,10 +180,42 @@ pub const SETTING_NAMES: [&str; 19] = [
     "storage_read_buffer_bytes",
     "storage_read_latency_ms",
     "cursor_epochs",
+    "min_backlog_cursors_for_caching",
+    "min_backlog_entries_for_caching",
+    "max_backlog_between_cursors_for_caching",
+    "cursor_backlogged_threshold",
+    "backlog_check_interval_ms",
+    "apply_continue_caching_window",
+    "expected_read_on_every_redelivery",
 ];
 
 /// Pulsar `broker.conf` keys and the setting each one maps to, with a scale factor for sizes.
-const BROKER_CONF_KEYS: [(&str, &str, u64); 14] = [
+const BROKER_CONF_KEYS: [(&str, &str, u64); 19] = [
+    (
+        "managedLedgerMinimumBacklogCursorsForCaching",
+        "min_backlog_cursors_for_caching",
+        1,
+    ),
+    (
+        "managedLedgerMinimumBacklogEntriesForCaching",
+        "min_backlog_entries_for_caching",
+        1,
+    ),
+    (
+        "managedLedgerMaxBacklogBetweenCursorsForCaching",
+        "max_backlog_between_cursors_for_caching",
+        1,
+    ),
+    (
+        "managedLedgerCursorBackloggedThreshold",
+        "cursor_backlogged_threshold",
+        1,
+    ),
+    (
+        "statsUpdateFrequencyInSecs",
+        "backlog_check_interval_ms",
+        1000,
+    ),
     ("managedLedgerCacheSizeMB", "cache_size_bytes", 1 << 20),
     (
         "managedLedgerCacheEvictionWatermark",
@@ -316,12 +373,48 @@ impl CacheConfig {
             }
             "storage_read_latency_ms" => next.storage_read_latency_ms = non_negative(name, &value)?,
             "cursor_epochs" => next.cursor_epochs = boolean(name, &value)?,
+            "min_backlog_cursors_for_caching" => {
+                let v = non_negative(name, &value)?;
+                next.min_backlog_cursors_for_caching = u32::try_from(v)
+                    .map_err(|_| Error::invalid(name, format!("{v} is above {}", u32::MAX)))?;
+            }
+            "min_backlog_entries_for_caching" => {
+                next.min_backlog_entries_for_caching = non_negative(name, &value)?
+            }
+            "max_backlog_between_cursors_for_caching" => {
+                next.max_backlog_between_cursors_for_caching = non_negative(name, &value)?
+            }
+            "cursor_backlogged_threshold" => match value {
+                SettingValue::Int(i) => next.cursor_backlogged_threshold = i,
+                ref other => {
+                    return Err(Error::invalid(
+                        name,
+                        format!("expected an integer, got {}", describe(other)),
+                    ))
+                }
+            },
+            "backlog_check_interval_ms" => {
+                let v = non_negative(name, &value)?;
+                if v == 0 {
+                    return Err(Error::invalid(name, "must be at least 1"));
+                }
+                next.backlog_check_interval_ms = v;
+            }
+            "apply_continue_caching_window" => {
+                next.apply_continue_caching_window = match value {
+                    SettingValue::None => None,
+                    ref v => Some(boolean(name, v)?),
+                }
+            }
+            "expected_read_on_every_redelivery" => {
+                next.expected_read_on_every_redelivery = boolean(name, &value)?
+            }
             "segment_count" => {
                 let v = non_negative(name, &value)?;
-                if v == 0 || v > 1 << 16 {
+                if v > 1 << 16 {
                     return Err(Error::invalid(
                         "segment_count",
-                        format!("must be in [1, 65536], got {v}"),
+                        format!("must be in [0, 65536] (0: one per GiB, at least 2), got {v}"),
                     ));
                 }
                 next.segment_count = v as u32;
@@ -408,6 +501,24 @@ impl CacheConfig {
             "storage_read_buffer_bytes" => SettingValue::Int(self.storage_read_buffer_bytes as i64),
             "storage_read_latency_ms" => SettingValue::Int(self.storage_read_latency_ms as i64),
             "cursor_epochs" => SettingValue::Bool(self.cursor_epochs),
+            "min_backlog_cursors_for_caching" => {
+                SettingValue::Int(self.min_backlog_cursors_for_caching as i64)
+            }
+            "min_backlog_entries_for_caching" => {
+                SettingValue::Int(self.min_backlog_entries_for_caching as i64)
+            }
+            "max_backlog_between_cursors_for_caching" => {
+                SettingValue::Int(self.max_backlog_between_cursors_for_caching as i64)
+            }
+            "cursor_backlogged_threshold" => SettingValue::Int(self.cursor_backlogged_threshold),
+            "backlog_check_interval_ms" => SettingValue::Int(self.backlog_check_interval_ms as i64),
+            "apply_continue_caching_window" => match self.apply_continue_caching_window {
+                Some(b) => SettingValue::Bool(b),
+                None => SettingValue::None,
+            },
+            "expected_read_on_every_redelivery" => {
+                SettingValue::Bool(self.expected_read_on_every_redelivery)
+            }
             _ => return None,
         })
     }
@@ -438,6 +549,16 @@ impl CacheConfig {
 
     pub fn effective_extend_recently_accessed(&self) -> bool {
         self.extend_ttl_of_recently_accessed && self.strategy != Strategy::Pip430Fifo
+    }
+
+    /// The `segmented` ring's segments: the setting, or PIP-174's sizing (one per GiB, at least 2).
+    pub fn effective_segment_count(&self) -> u32 {
+        match self.segment_count {
+            0 => u32::try_from((self.cache_size_bytes >> 30).max(2))
+                .unwrap_or(u32::MAX)
+                .min(1 << 16),
+            n => n,
+        }
     }
 
     pub fn continue_caching_window_ms(&self) -> u64 {

@@ -14,6 +14,7 @@ pub mod position;
 pub mod position_index;
 mod range_cache;
 pub mod read_count;
+pub mod read_flow;
 pub mod removal_queue;
 pub mod replay;
 pub mod stats;

@@ -556,6 +556,37 @@ impl EntryCache {
         found
     }
 
+    /// Reader copies of `[first, last]` (one ledger) only if every entry of it is cached; otherwise
+    /// `None`, counting them all as misses and marking none accessed (Pulsar 4.0 reads the whole
+    /// range from storage unless all of it is cached).
+    pub fn get_range_if_complete(
+        &self,
+        first: Position,
+        last: Position,
+    ) -> Option<Vec<CachedEntry>> {
+        let wanted = match last.entry_id.checked_sub(first.entry_id) {
+            Some(d) if first.ledger_id == last.ledger_id && d >= 0 => d as u64 + 1,
+            _ => return Some(Vec::new()),
+        };
+        let mut state = self.state.lock();
+        let complete = (first.entry_id..=last.entry_id)
+            .all(|e| state.contains(Position::new(first.ledger_id, e)));
+        let c = &self.shared.counters;
+        if !complete {
+            drop(state);
+            c.misses.fetch_add(wanted, Ordering::Relaxed);
+            return None;
+        }
+        let found = state.get_range(first, last);
+        drop(state);
+        c.hits.fetch_add(found.len() as u64, Ordering::Relaxed);
+        c.hit_bytes.fetch_add(
+            found.iter().map(|e| e.size() as u64).sum(),
+            Ordering::Relaxed,
+        );
+        Some(found)
+    }
+
     /// Whether `position` is cached (does not mark it accessed or count a hit).
     pub fn contains(&self, position: Position) -> bool {
         self.state.lock().contains(position)

@@ -3,6 +3,7 @@
 //! each shown wrong without epochs and right with them.
 
 use ledgercache::ledger::{LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, StartAt};
+use ledgercache::read_flow::RedeliveryReason;
 use ledgercache::storage::{FileStorage, MemoryStorage, ReadLatency, Storage, StorageHandle};
 use ledgercache::{
     CacheConfig, CachedEntry, EntryCacheManager, Error, ManualClock, Payload, Position,
@@ -143,7 +144,8 @@ fn a_replay_add_keeps_an_entry_through_a_size_pass_that_removes_its_neighbours()
     let c = ml.open_cursor("ks", StartAt::Latest, true).unwrap();
     let ps = publish(&ml, 5);
     read_all(&c, 5); // all consumed: counts 0
-    c.add_to_replay(&[ps[2]]).unwrap();
+    c.add_to_replay(&[ps[2]], RedeliveryReason::HoldBack)
+        .unwrap();
     assert_eq!(ml.cache().expected_reads(ps[2]), Some(Some(1)));
     f.manager.evict_bytes(4 * 7).unwrap(); // as much as the four neighbours hold
     assert_eq!(ml.cache().positions(), vec![ps[2]]);
@@ -508,7 +510,8 @@ fn scenario_replay_read_vs_reset(epochs: bool) -> (Vec<i64>, u64) {
     first.iter().for_each(|e| {
         e.release();
     });
-    c.add_to_replay(&[ps[5], ps[6]]).unwrap();
+    c.add_to_replay(&[ps[5], ps[6]], RedeliveryReason::Nack)
+        .unwrap();
     ml.cache().clear();
     let replay = c.read_replay_async(2).unwrap();
     c.reset(ps[0]).unwrap(); // clears the redelivery set, read position back to 0

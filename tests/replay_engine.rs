@@ -349,8 +349,27 @@ fn segmented_ring_drops_a_whole_segment_on_rotation() {
     ]);
     let m = run(&rows, &cfg);
     // Segments of 20 bytes: [0,1] [2,3], then 4 empties the first segment (0 and 1 go together).
-    assert_eq!((m.hits, m.misses), (3, 2), "{m:?}");
+    // PR #15955 serves a range only when all of it is cached: 0 and 1 are gone, so all 5 miss.
+    assert_eq!((m.hits, m.misses), (0, 5), "{m:?}");
     assert_eq!(m.evicted_entries, 2);
+    // A range that is all still cached is served from the ring.
+    let mut rows2 = rows[..6].to_vec();
+    rows2.extend([
+        open(10, "late", Some(2)),
+        (11, "close", "t", Some("late"), None, None, 0, 0),
+        read(12, "late", 3),
+    ]);
+    let m = run(&rows2, &cfg);
+    assert_eq!((m.hits, m.misses), (3, 0), "{m:?}");
+}
+
+#[test]
+fn segmented_sizes_its_ring_as_pr_15955() {
+    // SharedEntryCacheManagerImpl: one segment per GiB of cache, at least 2.
+    let c = config(&[("strategy", Str("segmented".into()))]);
+    assert_eq!(c.effective_segment_count(), 2, "1 GiB default cache");
+    let c = config(&[("cache_size_bytes", Int(5 << 30))]);
+    assert_eq!(c.effective_segment_count(), 5);
 }
 
 #[test]

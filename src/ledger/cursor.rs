@@ -155,6 +155,14 @@ impl CursorState {
         }
     }
 
+    /// Entries from the read position to the end (Pulsar's `ManagedCursor.getNumberOfEntries`).
+    pub fn entries_to_read(&self, layout: &Layout) -> u64 {
+        match layout.last_entry() {
+            Some(last) => layout.count_between(layout.before(self.read_position), last),
+            None => 0,
+        }
+    }
+
     pub fn stats(&self, layout: &Layout) -> CursorStats {
         CursorStats {
             read_position: layout.normalize(self.read_position),

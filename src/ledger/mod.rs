@@ -13,9 +13,11 @@
 //! manual clock are deterministic. A read carries its cursor's epoch; if the epoch moved on (a seek,
 //! reset, rewind, skip or clear-backlog) before it completes, it is discarded (PIP-269).
 //!
-//! With `eviction_by_expected_read_count` off the ledger behaves as Pulsar did before PIP-430: no
-//! read counters, reads cached only for active cursors, and the cache invalidated up to the slowest
-//! reader (or mark-delete position) as cursors move.
+//! Which of these happen is decided by the broker read flow ([`crate::read_flow`]), which the replay
+//! lab drives too: with `eviction_by_expected_read_count` off the ledger behaves as Pulsar did
+//! before PIP-430 (no read counters, storage reads cached only for cursors 4.0 marks, the cache
+//! invalidated up to the slowest active cursor, backlogged cursors inactive, ranges served from the
+//! cache only when all of them is there).
 
 mod cursor;
 pub(crate) mod layout;
@@ -24,15 +26,15 @@ pub use cursor::CursorStats;
 pub use layout::LedgerInfo;
 
 use crate::clock::SharedClock;
-use crate::config::CacheConfig;
-use crate::cursors::active::ActiveCursorContainer;
-use crate::cursors::heap::SlowestCursorHeap;
 use crate::entry::{CachedEntry, Payload};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::manager::{EntryCache, EntryCacheManager};
 use crate::position::Position;
 use crate::read_count::ReadCountHandler;
+use crate::read_flow::{
+    Context, CursorActivity, Invalidation, ReadFlow, ReadKind, RedeliveryReason,
+};
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
 use cursor::CursorState;
 use layout::Layout;
@@ -84,12 +86,6 @@ pub enum ReadOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ReadId(u64);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ReadKind {
-    Sequential,
-    Replay,
-}
-
 struct ReadOp {
     cursor: u32,
     kind: ReadKind,
@@ -110,45 +106,16 @@ struct PendingRead {
     complete_at: u64,
     /// The cursor whose read issued it: expected reads are counted from its position.
     reader: u32,
+    kind: ReadKind,
     result: Result<Vec<Payload>>,
     waiters: Vec<u64>,
-}
-
-/// Which cursors are active, and where: PIP-430's container, or the legacy slowest-cursor heap.
-enum Tracker {
-    ExpectedReads(ActiveCursorContainer<u32>),
-    Legacy(SlowestCursorHeap<u32>),
-}
-
-impl Tracker {
-    fn set(&mut self, cursor: u32, position: Option<Position>) {
-        match self {
-            Tracker::ExpectedReads(c) => {
-                c.add(cursor, position);
-            }
-            Tracker::Legacy(h) => h.add(cursor, position),
-        }
-    }
-
-    fn remove(&mut self, cursor: u32) {
-        match self {
-            Tracker::ExpectedReads(c) => {
-                c.remove(&cursor);
-            }
-            Tracker::Legacy(h) => {
-                h.remove(&cursor);
-            }
-        }
-    }
 }
 
 struct State {
     layout: Layout,
     cursors: Vec<Option<CursorState>>,
     by_name: FastMap<String, u32>,
-    tracker: Tracker,
-    active: usize,
-    last_active_left_ns: Option<u64>,
+    activity: CursorActivity,
     ops: FastMap<u64, ReadOp>,
     next_op: u64,
     pending: Vec<PendingRead>,
@@ -158,7 +125,7 @@ struct State {
 struct Inner {
     name: String,
     cache: Arc<EntryCache>,
-    cache_config: CacheConfig,
+    flow: ReadFlow,
     storage: StorageHandle,
     clock: SharedClock,
     config: LedgerConfig,
@@ -203,19 +170,12 @@ impl ManagedLedger {
                 bytes: 0,
             })
             .collect();
-        let cache_config = manager.config().clone();
-        let tracker = if cache_config.eviction_by_expected_read_count {
-            Tracker::ExpectedReads(ActiveCursorContainer::new())
-        } else {
-            Tracker::Legacy(SlowestCursorHeap::new())
-        };
+        let flow = ReadFlow::new(manager.config(), Context::Library);
         let state = State {
             layout: Layout { ledgers },
             cursors: Vec::new(),
             by_name: FastMap::default(),
-            tracker,
-            active: 0,
-            last_active_left_ns: None,
+            activity: CursorActivity::new(flow.counts_reads()),
             ops: FastMap::default(),
             next_op: 0,
             pending: Vec::new(),
@@ -225,7 +185,7 @@ impl ManagedLedger {
             inner: Arc::new(Inner {
                 name: name.to_string(),
                 cache: manager.get_cache(name),
-                cache_config,
+                flow,
                 storage,
                 clock: manager.clock().clone(),
                 config,
@@ -275,8 +235,9 @@ impl ManagedLedger {
             .sum()
     }
 
+    /// Cursors the read flow counts as active.
     pub fn active_cursor_count(&self) -> usize {
-        self.inner.state.lock().active
+        self.inner.state.lock().activity.active_count() as usize
     }
 
     /// Appends an entry to storage, then caches it (PIP-430's add path); returns its position.
@@ -310,7 +271,7 @@ impl ManagedLedger {
         info.entries += 1;
         info.bytes += payload.len() as u64;
         let position = Position::new(ledger, entry_id);
-        if let Some(expected) = self.expected_reads_on_add(&st) {
+        if let Some(expected) = inner.flow.on_add(&st.activity, inner.clock.now_ns()) {
             let size = payload.len() as u32;
             inner.cache.insert_with_handler(
                 position,
@@ -320,26 +281,6 @@ impl ManagedLedger {
             )?;
         }
         Ok(position)
-    }
-
-    /// `Some(expected reads)` if an added entry is to be cached.
-    fn expected_reads_on_add(&self, st: &State) -> Option<i32> {
-        let cfg = &self.inner.cache_config;
-        if st.active > 0 {
-            return Some(if cfg.eviction_by_expected_read_count {
-                st.active as i32
-            } else {
-                0
-            });
-        }
-        // The continue-caching window is a PIP-430 setting; Pulsar reads it but never applies it.
-        let window_ns = cfg.continue_caching_window_ms().saturating_mul(1_000_000);
-        let now = self.inner.clock.now_ns();
-        (cfg.eviction_by_expected_read_count
-            && st
-                .last_active_left_ns
-                .is_some_and(|t| now.saturating_sub(t) < window_ns))
-        .then_some(0)
     }
 
     /// Opens (or returns) the cursor `name`. A new cursor starts at `start`.
@@ -458,36 +399,75 @@ impl ManagedLedger {
             .count()
     }
 
-    /// Puts a cursor's tracked position (read position; mark-delete in the legacy by-mark-delete mode)
-    /// into the tracker, or takes it out if the cursor is inactive or gone.
+    /// Moves an active cursor to where the read flow tracks it (its read position, or the entry
+    /// after its mark-delete position), then drops what the flow says no active cursor will read.
     fn track(&self, st: &mut State, id: u32) {
-        let by_mark_delete = self.inner.cache_config.eviction_by_mark_deleted_position;
-        let layout = &st.layout;
-        let tracked = st.cursors[id as usize]
-            .as_ref()
-            .filter(|c| c.active)
-            .map(|c| match st.tracker {
-                Tracker::Legacy(_) if by_mark_delete => layout.next_after(c.mark_delete),
-                _ => c.read_position,
-            });
-        st.tracker.set(id, tracked);
+        let Some(c) = st.cursors[id as usize].as_ref() else {
+            return;
+        };
+        let at = self
+            .inner
+            .flow
+            .tracked_position(c.read_position, st.layout.next_after(c.mark_delete));
+        st.activity.moved(id, at);
+        self.invalidate(st);
     }
 
-    /// Legacy mode: drops cached entries no active cursor will read.
-    fn invalidate_behind_slowest(&self, st: &mut State) {
-        if let Tracker::Legacy(heap) = &st.tracker {
-            if let Some(slowest) = heap.slowest_position() {
+    /// Sets whether a cursor counts as active: it has consumers and (4.0's
+    /// `checkBackloggedCursor`) not too much backlog.
+    fn check_active(&self, st: &mut State, id: u32) {
+        let Some(c) = st.cursors[id as usize].as_ref() else {
+            return;
+        };
+        let flow = &self.inner.flow;
+        if flow.active_with_backlog(c.active, c.entries_to_read(&st.layout)) {
+            let at = flow.tracked_position(c.read_position, st.layout.next_after(c.mark_delete));
+            st.activity.activate(id, at);
+        } else if st.activity.deactivate(id, self.inner.clock.now_ns()) {
+            self.invalidate(st);
+        }
+    }
+
+    fn invalidate(&self, st: &mut State) {
+        match self.inner.flow.invalidation(&mut st.activity) {
+            Invalidation::Nothing => {}
+            Invalidation::Before(p) => {
                 self.inner
                     .cache
-                    .remove_range(Position::new(i64::MIN, i64::MIN), slowest, false);
+                    .remove_range(Position::new(i64::MIN, i64::MIN), p, false);
+            }
+            Invalidation::All => {
+                self.inner.cache.clear();
             }
         }
     }
 
-    fn count_at_or_before(st: &mut State, cursor: u32) -> i32 {
-        match &mut st.tracker {
-            Tracker::ExpectedReads(c) => c.count_at_or_before(&cursor) as i32,
-            Tracker::Legacy(_) => 0,
+    /// The broker's once-a-`backlog_check_interval_ms` task (`checkBackloggedCursors` and
+    /// `checkCursorsToCacheEntries`): which cursors count as active, and which cache their storage
+    /// reads. Designs with nothing to check ignore it.
+    pub fn check_backlogged_cursors(&self) {
+        let mut st = self.inner.state.lock();
+        let ids: Vec<u32> = (0..st.cursors.len() as u32)
+            .filter(|&id| st.cursors[id as usize].is_some())
+            .collect();
+        for &id in &ids {
+            self.check_active(&mut st, id);
+        }
+        let backlogs: Vec<(u32, u64)> = ids
+            .iter()
+            .filter_map(|&id| {
+                let c = st.cursors[id as usize].as_ref()?;
+                Some((id, c.entries_to_read(&st.layout)))
+            })
+            .collect();
+        for (id, on) in self
+            .inner
+            .flow
+            .cursors_caching_reads(&backlogs)
+            .into_iter()
+            .flatten()
+        {
+            st.activity.set_cache_read_entry(id, on);
         }
     }
 
@@ -532,12 +512,20 @@ impl ManagedLedger {
             retried: false,
             outcome: None,
         };
-        // Cache first; each contiguous gap becomes one storage read.
+        // Cache first; each contiguous gap becomes one storage read (the whole run when the design
+        // serves ranges all or nothing and something is missing).
         let mut gaps = Vec::new();
-        for (ledger, first, last) in runs(&op.positions) {
-            let found = inner
-                .cache
-                .get_range(Position::new(ledger, first), Position::new(ledger, last));
+        let all_or_nothing = inner.flow.all_or_nothing_ranges();
+        for (ledger, first, last) in read_units(kind, &op.positions) {
+            let (from, to) = (Position::new(ledger, first), Position::new(ledger, last));
+            let found = if all_or_nothing {
+                inner
+                    .cache
+                    .get_range_if_complete(from, to)
+                    .unwrap_or_default()
+            } else {
+                inner.cache.get_range(from, to)
+            };
             let base = op
                 .positions
                 .iter()
@@ -562,7 +550,9 @@ impl ManagedLedger {
         }
         let now = inner.clock.now_ns();
         for (ledger, first, last) in gaps {
-            self.read_from_storage(&mut st, op_id, cursor, ledger, first, last, now, now_only);
+            self.read_from_storage(
+                &mut st, op_id, cursor, kind, ledger, first, last, now, now_only,
+            );
             op.waiting += 1;
         }
         st.ops.insert(op_id, op);
@@ -579,6 +569,7 @@ impl ManagedLedger {
         st: &mut State,
         op_id: u64,
         reader: u32,
+        kind: ReadKind,
         ledger: i64,
         first: i64,
         last: i64,
@@ -612,6 +603,7 @@ impl ManagedLedger {
             last,
             complete_at: now + latency,
             reader,
+            kind,
             result,
             waiters: vec![op_id],
         });
@@ -641,18 +633,10 @@ impl ManagedLedger {
         let inner = &*self.inner;
         let entries = match p.result {
             Ok(payloads) => {
-                let reader_active = st
-                    .cursors
-                    .get(p.reader as usize)
-                    .and_then(|c| c.as_ref())
-                    .is_some_and(|c| c.active);
-                let legacy = !inner.cache_config.eviction_by_expected_read_count;
-                let expected = if legacy {
-                    0
-                } else {
-                    Self::count_at_or_before(st, p.reader)
-                };
-                let cache_it = if legacy { reader_active } else { expected > 0 };
+                let admitted = inner
+                    .flow
+                    .on_storage_read(p.kind, &mut st.activity, p.reader);
+                let (cache_it, expected) = (admitted.is_some(), admitted.unwrap_or(0));
                 Ok(payloads
                     .into_iter()
                     .zip(p.first..=p.last)
@@ -692,11 +676,13 @@ impl ManagedLedger {
                     // A failed sub-read falls back to one full read of everything the read wants.
                     op.retried = true;
                     op.entries.iter_mut().for_each(|e| *e = None);
-                    let wanted = runs(&op.positions);
-                    let (cursor, waiting_others) = (op.cursor, op.waiting - 1);
+                    let wanted = read_units(op.kind, &op.positions);
+                    let (cursor, kind, waiting_others) = (op.cursor, op.kind, op.waiting - 1);
                     op.waiting = waiting_others + wanted.len();
                     for (ledger, first, last) in wanted {
-                        self.read_from_storage(st, op_id, cursor, ledger, first, last, now, true);
+                        self.read_from_storage(
+                            st, op_id, cursor, kind, ledger, first, last, now, true,
+                        );
                     }
                     continue;
                 }
@@ -747,7 +733,6 @@ impl ManagedLedger {
         };
         if matches!(outcome, ReadOutcome::Delivered(_)) && kind == ReadKind::Sequential {
             self.track(st, cursor);
-            self.invalidate_behind_slowest(st);
         }
         st.ops.get_mut(&op_id).expect("known").outcome = Some(Ok(outcome));
     }
@@ -766,6 +751,18 @@ impl ManagedLedger {
             .and_then(|c| c.as_mut())
             .ok_or_else(|| Error::not_found("cursor", id))?;
         f(c, layout)
+    }
+}
+
+/// What one read asks storage for: contiguous runs of a sequential read, each position of a
+/// redelivery read on its own (Pulsar's `asyncReplayEntries` reads them one by one).
+fn read_units(kind: ReadKind, positions: &[Position]) -> Vec<(i64, i64, i64)> {
+    match kind {
+        ReadKind::Sequential => runs(positions),
+        ReadKind::Replay => positions
+            .iter()
+            .map(|p| (p.ledger_id, p.entry_id, p.entry_id))
+            .collect(),
     }
 }
 
@@ -826,7 +823,9 @@ impl ManagedCursor {
             .expect("a read that does not wait for time completes at once")
     }
 
-    /// Starts or stops counting this cursor as active (a connected consumer that reads).
+    /// Says whether the cursor has a connected consumer that reads; whether it then counts as
+    /// active is the read flow's call (4.0 also wants its backlog under
+    /// `cursor_backlogged_threshold`).
     pub fn set_active(&self, active: bool) -> Result<()> {
         let l = &self.ledger;
         let mut st = l.inner.state.lock();
@@ -835,19 +834,8 @@ impl ManagedCursor {
             .get_mut(self.id as usize)
             .and_then(|c| c.as_mut())
             .ok_or_else(|| Error::not_found("cursor", &*self.name))?;
-        if c.active == active {
-            return Ok(());
-        }
         c.active = active;
-        if active {
-            st.active += 1;
-        } else {
-            st.active -= 1;
-            if st.active == 0 {
-                st.last_active_left_ns = Some(l.inner.clock.now_ns());
-            }
-        }
-        l.track(&mut st, self.id);
+        l.check_active(&mut st, self.id);
         Ok(())
     }
 
@@ -857,12 +845,15 @@ impl ManagedCursor {
         let mut st = self.ledger.inner.state.lock();
         st.cursors[self.id as usize] = None;
         st.by_name.remove(&*self.name);
-        st.tracker.remove(self.id);
+        let now = self.ledger.inner.clock.now_ns();
+        st.activity.remove(self.id, now);
         Ok(())
     }
 
+    /// Whether the read flow counts this cursor as active.
     pub fn is_active(&self) -> Result<bool> {
-        self.ledger.with_cursor(self.id, |c, _| Ok(c.active))
+        self.ledger.with_cursor(self.id, |_, _| Ok(()))?;
+        Ok(self.ledger.inner.state.lock().activity.is_active(self.id))
     }
 
     pub fn stats(&self) -> Result<CursorStats> {
@@ -886,7 +877,7 @@ impl ManagedCursor {
     /// Active cursors at or before this one (PIP-430 mode; 0 in legacy mode or when inactive).
     pub fn count_at_or_before(&self) -> u32 {
         let mut st = self.ledger.inner.state.lock();
-        ManagedLedger::count_at_or_before(&mut st, self.id) as u32
+        st.activity.count_at_or_before(self.id)
     }
 
     /// Acknowledges one entry.
@@ -910,12 +901,12 @@ impl ManagedCursor {
         l.with_cursor(self.id, f)?;
         let mut st = l.inner.state.lock();
         l.track(&mut st, self.id);
-        l.invalidate_behind_slowest(&mut st);
         Ok(())
     }
 
-    /// Queues entries for redelivery; a cached one expects one more read.
-    pub fn add_to_replay(&self, positions: &[Position]) -> Result<()> {
+    /// Queues entries for redelivery. A cached one expects one more read when the read flow says
+    /// the reason brings one (Pulsar: a Key_Shared hold-back).
+    pub fn add_to_replay(&self, positions: &[Position], reason: RedeliveryReason) -> Result<()> {
         let l = &self.ledger;
         let added: Vec<Position> = l.with_cursor(self.id, |c, layout| {
             Ok(positions
@@ -924,7 +915,7 @@ impl ManagedCursor {
                 .filter(|p| layout.contains(*p) && !c.is_acked(*p) && c.replay.insert(*p))
                 .collect())
         })?;
-        if l.inner.cache_config.eviction_by_expected_read_count {
+        if l.inner.flow.redelivery_adds_read(reason) {
             for p in added {
                 l.inner.cache.increment_expected_reads(p);
             }
@@ -1001,7 +992,6 @@ impl ManagedCursor {
         c.start_increase_epoch(target)?;
         c.end_increase_epoch();
         l.track(&mut st, self.id);
-        l.invalidate_behind_slowest(&mut st);
         Ok(())
     }
 

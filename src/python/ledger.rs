@@ -5,10 +5,11 @@ use super::errors::{non_negative, raise, IntoPyResult};
 use super::payload::{payload_arg, payload_to_py};
 use super::position::PyPosition;
 use super::storage::PyStorage;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ledger::{
     CursorStats, LedgerConfig, ManagedCursor, ManagedLedger, ReadId, ReadOutcome, StartAt,
 };
+use crate::read_flow::RedeliveryReason;
 use crate::storage::ReadLatency;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
@@ -224,6 +225,13 @@ impl PyManagedLedger {
             .map_err(Into::into)
     }
 
+    /// Runs the broker's periodic cursor check (Pulsar's stats task, every
+    /// `backlog_check_interval_ms`): which cursors count as active given their backlog, and which
+    /// cache their storage reads. Only the pre-PIP-430 read flow has anything to check.
+    fn check_backlogged_cursors(&self, py: Python<'_>) {
+        py.detach(|| self.inner.check_backlogged_cursors())
+    }
+
     /// Completes the reads whose storage reads are due on the clock; returns how many finished.
     fn poll(&self, py: Python<'_>) -> usize {
         py.detach(|| self.inner.poll())
@@ -308,10 +316,27 @@ impl PyManagedCursor {
         Ok(PyReadHandle::new(self.inner.ledger().clone(), id))
     }
 
-    /// Queues positions for redelivery; a cached entry expects one more read.
-    fn add_to_replay(&self, py: Python<'_>, positions: Vec<PyPosition>) -> PyResult<()> {
+    /// Queues positions for redelivery. `reason` is why they go back: "hold-back" (the consumer
+    /// could not take them yet; a cached entry expects one more read, as Pulsar's Key_Shared
+    /// dispatcher does), "nack" or "overflow" (Pulsar adds no expected read for these).
+    #[pyo3(signature = (positions, reason = "hold-back"))]
+    fn add_to_replay(
+        &self,
+        py: Python<'_>,
+        positions: Vec<PyPosition>,
+        reason: &str,
+    ) -> PyResult<()> {
+        let reason = RedeliveryReason::parse(reason)
+            .ok_or_else(|| {
+                Error::invalid(
+                    "reason",
+                    format!("{reason:?} is not one of hold-back, nack, overflow"),
+                )
+            })
+            .py_err(py)?;
         let ps: Vec<_> = positions.into_iter().map(|p| p.0).collect();
-        py.detach(|| self.inner.add_to_replay(&ps)).py_err(py)
+        py.detach(|| self.inner.add_to_replay(&ps, reason))
+            .py_err(py)
     }
 
     #[getter]

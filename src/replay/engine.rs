@@ -9,11 +9,12 @@ use super::memory::MemoryModel;
 use super::requests::RequestLog;
 use super::strategy::{CacheStrategy, EntryKey, FutureReads};
 use super::trace::{Event, Names, Op};
-use crate::cursors::active::ActiveCursorContainer;
+use crate::config::CacheConfig;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
+use crate::read_flow::{Context, CursorActivity, Invalidation, ReadFlow, ReadKind};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Entry sizes of one ledger from `first` on.
@@ -47,7 +48,11 @@ impl Sizes {
 #[derive(Debug)]
 struct Cursor {
     read_position: Position,
-    active: bool,
+    /// Has consumers (between `open` and `close`); whether it counts as active is the read flow's
+    /// call (see [`CursorActivity`]).
+    connected: bool,
+    /// The entry after everything acknowledged.
+    after_mark_delete: Position,
     replay: BTreeSet<Position>,
     /// Bumped by every seek (PIP-269's cursor epoch).
     epoch: u32,
@@ -65,25 +70,45 @@ struct InFlight {
     replay: bool,
 }
 
-#[derive(Default)]
 struct Topic {
     layout: Layout,
     sizes: BTreeMap<i64, Sizes>,
     cursors: FastMap<u32, Cursor>,
-    active: ActiveCursorContainer<u32>,
-    active_count: u32,
-    last_active_left_ns: Option<u64>,
+    activity: CursorActivity,
 }
 
 impl Topic {
+    fn new(flow: &ReadFlow) -> Self {
+        Topic {
+            layout: Layout::default(),
+            sizes: BTreeMap::new(),
+            cursors: FastMap::default(),
+            activity: CursorActivity::new(flow.counts_reads()),
+        }
+    }
+
+    /// Entries from the cursor's read position to the end.
+    fn backlog(&self, c: &Cursor) -> u64 {
+        match self.layout.last_entry() {
+            Some(last) => self
+                .layout
+                .count_between(self.layout.before(c.read_position), last),
+            None => 0,
+        }
+    }
+
+    /// Puts a cursor where the read flow tracks it, if it is active.
+    fn track(&mut self, flow: &ReadFlow, cursor: u32) {
+        if let Some(c) = self.cursors.get(&cursor) {
+            let at = flow.tracked_position(c.read_position, c.after_mark_delete);
+            self.activity.moved(cursor, at);
+        }
+    }
+
     fn size_of(&self, p: Position) -> u32 {
         self.sizes
             .get(&p.ledger_id)
             .map_or(0, |s| s.get(p.entry_id))
-    }
-
-    fn slowest_reader(&mut self) -> Option<Position> {
-        self.active.slowest_position()
     }
 
     /// Drops sizes no cursor will read again (unless it seeks back).
@@ -153,6 +178,7 @@ impl ReplayMetrics {
 
 pub struct Replayer {
     strategy: Box<dyn CacheStrategy>,
+    flow: ReadFlow,
     topics: Vec<Topic>,
     /// Records the read stream (for Belady's first pass).
     recorder: Option<FutureReads>,
@@ -165,8 +191,9 @@ pub struct Replayer {
     cursor_epochs: bool,
     in_flight: VecDeque<InFlight>,
     eviction_interval_ns: u64,
-    grace_ns: u64,
     next_tick_ns: Option<u64>,
+    /// The broker's stats task (backlogged cursors, cursors caching reads) runs next at this time.
+    next_backlog_check_ns: Option<u64>,
     origin_us: Option<i64>,
     metrics: ReplayMetrics,
     /// The trace second in progress: (second, reads, hits).
@@ -175,12 +202,12 @@ pub struct Replayer {
 }
 
 impl Replayer {
-    pub fn new(
-        strategy: Box<dyn CacheStrategy>,
-        eviction_interval_ms: u64,
-        continue_caching_ms: u64,
-    ) -> Self {
+    /// A replayer of `config`'s read flow (as the lab runs it) over `strategy`.
+    pub fn new(strategy: Box<dyn CacheStrategy>, config: &CacheConfig) -> Self {
+        let flow = ReadFlow::new(config, Context::Lab);
         Replayer {
+            next_backlog_check_ns: flow.backlog_check_interval_ns(),
+            flow,
             strategy,
             topics: Vec::new(),
             recorder: None,
@@ -189,8 +216,7 @@ impl Replayer {
             read_latency_ns: 0,
             cursor_epochs: true,
             in_flight: VecDeque::new(),
-            eviction_interval_ns: eviction_interval_ms.max(1) * 1_000_000,
-            grace_ns: continue_caching_ms * 1_000_000,
+            eviction_interval_ns: config.eviction_interval_ms.max(1).saturating_mul(1_000_000),
             next_tick_ns: None,
             origin_us: None,
             metrics: ReplayMetrics::default(),
@@ -235,7 +261,7 @@ impl Replayer {
 
     fn topic(&mut self, id: u32) -> &mut Topic {
         while self.topics.len() <= id as usize {
-            self.topics.push(Topic::default());
+            self.topics.push(Topic::new(&self.flow));
         }
         &mut self.topics[id as usize]
     }
@@ -251,6 +277,12 @@ impl Replayer {
             let at = *next;
             *next += self.eviction_interval_ns;
             self.strategy.tick(at);
+        }
+        while let Some(at) = self.next_backlog_check_ns.filter(|at| *at <= now) {
+            self.next_backlog_check_ns = self.flow.backlog_check_interval_ns().map(|i| at + i);
+            for t in 0..self.topics.len() as u32 {
+                self.check_backlogged(t, at, None);
+            }
         }
         let cached = self.strategy.cached_bytes();
         self.metrics.peak_cache_bytes = self.metrics.peak_cache_bytes.max(cached);
@@ -311,7 +343,6 @@ impl Replayer {
     }
 
     fn apply(&mut self, e: &Event, now: u64, names: &Names) -> Result<()> {
-        let grace_ns = self.grace_ns;
         match e.op {
             Op::Add => {
                 let p = e.position.expect("checked by the decoder");
@@ -348,10 +379,9 @@ impl Replayer {
                 }
                 sizes.total_bytes += e.size as u64;
                 sizes.total_entries += 1;
-                let active = t.active_count;
-                let grace = t
-                    .last_active_left_ns
-                    .is_some_and(|left| now.saturating_sub(left) < grace_ns);
+                let admitted = self
+                    .flow
+                    .on_add(&self.topics[e.topic as usize].activity, now);
                 let key = EntryKey {
                     topic: e.topic,
                     position: p,
@@ -362,7 +392,9 @@ impl Replayer {
                 if let Some(m) = &mut self.memory {
                     m.on_publish(e.ts_us, key, e.size);
                 }
-                self.strategy.on_publish(now, key, e.size, active, grace);
+                if let Some(expected) = admitted {
+                    self.strategy.insert(now, key, e.size, expected);
+                }
                 self.metrics.published_entries += 1;
                 self.metrics.published_bytes += e.size as u64;
                 self.publishes_since_forget += 1;
@@ -381,7 +413,8 @@ impl Replayer {
                 };
                 let c = t.cursors.entry(e.cursor).or_insert(Cursor {
                     read_position: start,
-                    active: false,
+                    connected: false,
+                    after_mark_delete: start,
                     replay: BTreeSet::new(),
                     epoch: 0,
                     delivered_high: None,
@@ -389,26 +422,15 @@ impl Replayer {
                 if e.position.is_some() {
                     c.read_position = start;
                 }
-                if !c.active {
-                    c.active = true;
-                    t.active_count += 1;
-                }
-                let p = c.read_position;
-                t.active.add(e.cursor, Some(p));
-                self.slowest_moved(e.topic);
+                c.connected = true;
+                self.check_backlogged(e.topic, now, Some(e.cursor));
             }
             Op::Close => {
                 let t = self.topic(e.topic);
-                let c = Self::cursor_of(t, e, names)?;
-                if c.active {
-                    c.active = false;
-                    t.active_count -= 1;
-                    if t.active_count == 0 {
-                        t.last_active_left_ns = Some(now);
-                    }
-                    t.active.update(&e.cursor, None);
+                Self::cursor_of(t, e, names)?.connected = false;
+                if t.activity.deactivate(e.cursor, now) {
+                    self.invalidate(e.topic);
                 }
-                self.slowest_moved(e.topic);
             }
             Op::Read => {
                 let t = self.topic(e.topic);
@@ -422,7 +444,15 @@ impl Replayer {
                 let track = self.read_latency_ns > 0;
                 let mut positions = Vec::new();
                 for (ledger, first, end) in runs {
-                    missed |= self.read_run(e.topic, e.cursor, ledger, first, end, now);
+                    missed |= self.read_run(
+                        e.topic,
+                        e.cursor,
+                        ReadKind::Sequential,
+                        ledger,
+                        first,
+                        end,
+                        now,
+                    );
                     if track {
                         positions.extend((first..=end).map(|x| Position::new(ledger, x)));
                     }
@@ -442,12 +472,11 @@ impl Replayer {
                 if let Some(last) = last {
                     let t = self.topic(e.topic);
                     let next = t.layout.next_after(last);
-                    let c = t.cursors.get_mut(&e.cursor).expect("checked above");
-                    c.read_position = next;
-                    if c.active {
-                        t.active.update(&e.cursor, Some(next));
-                    }
-                    self.slowest_moved(e.topic);
+                    t.cursors
+                        .get_mut(&e.cursor)
+                        .expect("checked above")
+                        .read_position = next;
+                    self.cursor_moved(e.topic, e.cursor);
                 }
             }
             Op::Replay => {
@@ -457,8 +486,15 @@ impl Replayer {
                 c.replay.remove(&p);
                 let epoch = c.epoch;
                 if t.layout.contains(p) {
-                    let missed =
-                        self.read_run(e.topic, e.cursor, p.ledger_id, p.entry_id, p.entry_id, now);
+                    let missed = self.read_run(
+                        e.topic,
+                        e.cursor,
+                        ReadKind::Replay,
+                        p.ledger_id,
+                        p.entry_id,
+                        p.entry_id,
+                        now,
+                    );
                     self.complete_read(
                         InFlight {
                             due_ns: now,
@@ -476,8 +512,8 @@ impl Replayer {
                 let p = e.position.expect("checked by the decoder");
                 let t = self.topic(e.topic);
                 let c = Self::cursor_of(t, e, names)?;
-                if c.replay.insert(p) {
-                    self.strategy.on_redeliver(EntryKey {
+                if c.replay.insert(p) && self.flow.redelivery_adds_read(e.reason) {
+                    self.strategy.add_expected_read(EntryKey {
                         topic: e.topic,
                         position: p,
                     });
@@ -486,10 +522,13 @@ impl Replayer {
             Op::Ack => {
                 let p = e.position.expect("checked by the decoder");
                 let t = self.topic(e.topic);
+                let next = t.layout.next_after(p);
                 let c = Self::cursor_of(t, e, names)?;
                 c.replay = c
                     .replay
                     .split_off(&Position::new(p.ledger_id, p.entry_id.saturating_add(1)));
+                c.after_mark_delete = c.after_mark_delete.max(next);
+                self.cursor_moved(e.topic, e.cursor);
             }
             Op::Seek => {
                 let p = e.position.expect("checked by the decoder");
@@ -500,10 +539,7 @@ impl Replayer {
                 c.replay.clear();
                 c.epoch = c.epoch.wrapping_add(1);
                 c.delivered_high = None;
-                if c.active {
-                    t.active.update(&e.cursor, Some(start));
-                }
-                self.slowest_moved(e.topic);
+                self.cursor_moved(e.topic, e.cursor);
             }
             Op::Delete => {
                 let ledger = e.position.expect("checked by the decoder").ledger_id;
@@ -513,42 +549,96 @@ impl Replayer {
                 let layout = t.layout.clone();
                 for c in t.cursors.values_mut() {
                     c.read_position = layout.normalize(c.read_position);
+                    c.after_mark_delete = layout.normalize(c.after_mark_delete);
                     c.replay.retain(|p| p.ledger_id != ledger);
                 }
-                let updates: Vec<(u32, Position)> = t
-                    .cursors
-                    .iter()
-                    .filter(|(_, c)| c.active)
-                    .map(|(id, c)| (*id, c.read_position))
-                    .collect();
-                for (id, p) in updates {
-                    t.active.update(&id, Some(p));
+                let ids: Vec<u32> = t.cursors.keys().copied().collect();
+                let t = &mut self.topics[e.topic as usize];
+                for id in ids {
+                    t.track(&self.flow, id);
                 }
                 self.strategy.on_ledger_deleted(e.topic, ledger);
-                self.slowest_moved(e.topic);
+                self.invalidate(e.topic);
             }
         }
         Ok(())
     }
 
-    fn slowest_moved(&mut self, topic: u32) {
-        let slowest = self.topic(topic).slowest_reader();
-        self.strategy.on_slowest_reader(topic, slowest);
+    /// A cursor's read or mark-delete position moved: the read flow tracks it there, and the
+    /// designs that drop what the slowest cursor passed do so.
+    fn cursor_moved(&mut self, topic: u32, cursor: u32) {
+        let flow = &self.flow;
+        let t = &mut self.topics[topic as usize];
+        if t.activity.is_active(cursor) {
+            t.track(flow, cursor);
+            self.invalidate(topic);
+        }
+    }
+
+    fn invalidate(&mut self, topic: u32) {
+        let t = &mut self.topics[topic as usize];
+        match self.flow.invalidation(&mut t.activity) {
+            Invalidation::Nothing => {}
+            how => self.strategy.invalidate(topic, how),
+        }
+    }
+
+    /// The broker's check of which cursors count as active and which cache their reads: for one
+    /// cursor when a consumer connects, for every cursor of the topic on the stats task.
+    fn check_backlogged(&mut self, topic: u32, now: u64, only: Option<u32>) {
+        let flow = &self.flow;
+        let t = &mut self.topics[topic as usize];
+        let ids: Vec<u32> = match only {
+            Some(id) => vec![id],
+            None => t.cursors.keys().copied().collect(),
+        };
+        let mut left = false;
+        for id in ids {
+            let c = &t.cursors[&id];
+            if flow.active_with_backlog(c.connected, t.backlog(c)) {
+                let at = flow.tracked_position(c.read_position, c.after_mark_delete);
+                t.activity.activate(id, at);
+            } else {
+                left |= t.activity.deactivate(id, now);
+            }
+        }
+        if only.is_none() {
+            let backlogs: Vec<(u32, u64)> = t
+                .cursors
+                .iter()
+                .map(|(id, c)| (*id, t.backlog(c)))
+                .collect();
+            for (id, on) in flow.cursors_caching_reads(&backlogs).into_iter().flatten() {
+                t.activity.set_cache_read_entry(id, on);
+            }
+        }
+        if left {
+            self.invalidate(topic);
+        }
     }
 
     /// One cursor reads `first..=end` of a ledger: hits from the cache, each contiguous run of
-    /// misses one storage read.
-    /// Returns whether any entry missed (a storage read was needed).
+    /// misses one storage read (all of it, when the design serves ranges all or nothing and some
+    /// entry is missing). Returns whether any entry missed (a storage read was needed).
+    #[allow(clippy::too_many_arguments)]
     fn read_run(
         &mut self,
         topic: u32,
         cursor: u32,
+        kind: ReadKind,
         ledger: i64,
         first: i64,
         end: i64,
         now: u64,
     ) -> bool {
         let misses_before = self.metrics.misses;
+        let whole_run_missing = self.flow.all_or_nothing_ranges()
+            && !(first..=end).all(|entry| {
+                self.strategy.contains(EntryKey {
+                    topic,
+                    position: Position::new(ledger, entry),
+                })
+            });
         let mut miss_run: Vec<(EntryKey, u32)> = Vec::new();
         for entry in first..=end {
             let key = EntryKey {
@@ -565,20 +655,20 @@ impl Replayer {
             }
             self.metrics.entries_read += 1;
             self.metrics.read_bytes += size as u64;
-            let hit = self.strategy.read(now, key);
+            let hit = !whole_run_missing && self.strategy.read(now, key);
             if let Some((_, reads, hits)) = &mut self.second {
                 *reads += 1;
                 *hits += hit as u64;
             }
             if hit {
                 self.metrics.hits += 1;
-                self.flush_misses(topic, cursor, &mut miss_run, now);
+                self.flush_misses(topic, cursor, kind, &mut miss_run, now);
             } else {
                 self.metrics.misses += 1;
                 miss_run.push((key, size));
             }
         }
-        self.flush_misses(topic, cursor, &mut miss_run, now);
+        self.flush_misses(topic, cursor, kind, &mut miss_run, now);
         self.metrics.misses > misses_before
     }
 
@@ -617,9 +707,8 @@ impl Replayer {
             // entries the seek went back to are skipped) and delivers what it read.
             if let (false, Some(next)) = (read.replay, layout_next) {
                 c.read_position = next;
-                if c.active {
-                    t.active.update(&read.cursor, Some(next));
-                }
+                let at = self.flow.tracked_position(next, c.after_mark_delete);
+                t.activity.moved(read.cursor, at);
             }
         }
         for p in read.positions {
@@ -634,7 +723,15 @@ impl Replayer {
         }
     }
 
-    fn flush_misses(&mut self, topic: u32, cursor: u32, run: &mut Vec<(EntryKey, u32)>, now: u64) {
+    /// One storage read of the missed run; the read flow decides whether what it returns is cached.
+    fn flush_misses(
+        &mut self,
+        topic: u32,
+        cursor: u32,
+        kind: ReadKind,
+        run: &mut Vec<(EntryKey, u32)>,
+        now: u64,
+    ) {
         if run.is_empty() {
             return;
         }
@@ -642,12 +739,17 @@ impl Replayer {
         if let Some(m) = &mut self.memory {
             m.on_storage_read(run);
         }
-        let at_or_before = self.topics[topic as usize]
-            .active
-            .count_at_or_before(&cursor);
+        let activity = &mut self.topics[topic as usize].activity;
+        // The reader's own copy is delivered and released at once: one expected read consumed.
+        let admitted = self
+            .flow
+            .on_storage_read(kind, activity, cursor)
+            .map(|expected| (expected - 1).max(0));
         for (key, size) in run.drain(..) {
             self.metrics.storage_read_bytes += size as u64;
-            self.strategy.on_storage_read(now, key, size, at_or_before);
+            if let Some(expected) = admitted {
+                self.strategy.insert(now, key, size, expected);
+            }
         }
     }
 

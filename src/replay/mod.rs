@@ -16,12 +16,7 @@ use std::time::{Duration, Instant};
 use strategy::{Belady, CacheStrategy, Legacy, Lru, Pip430, Segmented};
 
 fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
-    let grace = if config.eviction_by_expected_read_count {
-        config.continue_caching_window_ms()
-    } else {
-        0
-    };
-    let r = Replayer::new(strategy, config.eviction_interval_ms, grace).with_read_latency(
+    let r = Replayer::new(strategy, config).with_read_latency(
         config.storage_read_latency_ms.saturating_mul(1_000_000),
         config.cursor_epochs,
     );
@@ -49,7 +44,7 @@ fn first_pass(config: &CacheConfig) -> Result<Replayer> {
             config,
             Box::new(Segmented::new(
                 config.cache_size_bytes,
-                config.segment_count,
+                config.effective_segment_count(),
             )),
         ),
     })
@@ -80,9 +75,20 @@ impl Default for RequestRecorder {
     fn default() -> Self {
         RequestRecorder {
             decoder: TraceDecoder::new(),
-            replayer: Replayer::new(Box::new(Lru::new(0)), 1000, 0).logging_requests(),
+            replayer: Replayer::new(Box::new(Lru::new(0)), &request_log_config())
+                .logging_requests(),
             events: Vec::new(),
         }
+    }
+}
+
+/// The request stream is the reference designs' (every publish and read), so the recorder runs
+/// their read flow.
+fn request_log_config() -> CacheConfig {
+    CacheConfig {
+        strategy: Strategy::Lru,
+        cache_size_bytes: 0,
+        ..CacheConfig::default()
     }
 }
 

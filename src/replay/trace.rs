@@ -2,12 +2,14 @@
 //!
 //! Columns: `ts_us` int64 (non-decreasing), `broker` string, `topic` string, `op` string, `cursor`
 //! string (null where none), `ledger_id` int64, `entry_id` int64, `count` int32 (entries for `read`),
-//! `size` int32 (bytes for `add`). Every error names the column and the row (counted from 0 over
+//! `size` int32 (bytes for `add`); optionally `reason` string (why a `redeliver` happened, see
+//! [`REASON_COLUMN`]). Every error names the column and the row (counted from 0 over
 //! the whole trace), so a bad row never silently shifts results.
 
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::position::Position;
+use crate::read_flow::RedeliveryReason;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
@@ -71,6 +73,10 @@ impl Op {
 
 pub const NO_CURSOR: u32 = u32::MAX;
 
+/// Optional string column: why a `redeliver` row's position went back to the replay queue
+/// (`hold-back`, `nack`, `overflow`; null: not said).
+pub const REASON_COLUMN: &str = "reason";
+
 /// Optional int64 column with each row's number in the original trace.
 pub const ROW_COLUMN: &str = "__row";
 
@@ -88,6 +94,8 @@ pub struct Event {
     pub position: Option<Position>,
     pub count: u32,
     pub size: u32,
+    /// Why a `redeliver` happened (`Unspecified` for other ops and traces without the column).
+    pub reason: RedeliveryReason,
 }
 
 /// Interned topic and cursor names.
@@ -200,6 +208,11 @@ impl TraceDecoder {
         // Row numbers of the whole trace when a caller split it (by broker) before feeding.
         let row_numbers = match batch.column_by_name(ROW_COLUMN) {
             Some(_) => Some(int64(ROW_COLUMN)?),
+            None => None,
+        };
+        // Optional: why a `redeliver` happened (traces written before it existed stay valid).
+        let reasons = match batch.column_by_name(REASON_COLUMN) {
+            Some(_) => Some(string(REASON_COLUMN)?),
             None => None,
         };
         out.reserve(batch.num_rows());
@@ -319,6 +332,24 @@ impl TraceDecoder {
                     format!("is null, but {op_name:?} needs an entry"),
                 ));
             }
+            let reason = match &reasons {
+                Some(r) if kind == Op::Redeliver && !r.is_null(i) => {
+                    let name = r.value(i);
+                    RedeliveryReason::parse(name).ok_or_else(|| {
+                        let known: Vec<_> =
+                            RedeliveryReason::NAMES.iter().map(|(n, _)| *n).collect();
+                        row_error(
+                            row,
+                            REASON_COLUMN,
+                            format!(
+                                "unknown reason {name:?}; expected one of {} or null",
+                                known.join(", ")
+                            ),
+                        )
+                    })?
+                }
+                _ => RedeliveryReason::Unspecified,
+            };
             let n = if count.is_null(i) { 0 } else { count.value(i) };
             let s = if size.is_null(i) { 0 } else { size.value(i) };
             if kind == Op::Read && n <= 0 {
@@ -341,6 +372,7 @@ impl TraceDecoder {
                 position,
                 count: n.max(0) as u32,
                 size: s.max(0) as u32,
+                reason,
             });
         }
         self.rows += batch.num_rows() as u64;

@@ -94,7 +94,7 @@ impl Belady {
 }
 
 impl CacheStrategy for Belady {
-    fn on_publish(&mut self, _now: u64, key: EntryKey, size: u32, _active: u32, _grace: bool) {
+    fn insert(&mut self, _now: u64, key: EntryKey, size: u32, _expected: i32) {
         self.admit(key, size);
     }
 
@@ -116,10 +116,6 @@ impl CacheStrategy for Belady {
             }
             None => false,
         }
-    }
-
-    fn on_storage_read(&mut self, _now: u64, key: EntryKey, size: u32, _at_or_before: u32) {
-        self.admit(key, size);
     }
 
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {

@@ -12,6 +12,7 @@
 
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::position::Position;
+use crate::read_flow::Invalidation;
 use std::collections::BTreeMap;
 
 /// Pulsar's `MaxEntryCacheSizeToConsider`... the share of the total size whose caches are chosen.
@@ -72,7 +73,7 @@ impl Legacy {
         &mut self.topics[t as usize]
     }
 
-    fn insert(&mut self, now: u64, key: EntryKey, size: u32) {
+    fn add(&mut self, now: u64, key: EntryKey, size: u32) {
         if self.max == 0 {
             return;
         }
@@ -114,10 +115,8 @@ impl Legacy {
 }
 
 impl CacheStrategy for Legacy {
-    fn on_publish(&mut self, now: u64, key: EntryKey, size: u32, active: u32, _grace: bool) {
-        if active > 0 {
-            self.insert(now, key, size);
-        }
+    fn insert(&mut self, now: u64, key: EntryKey, size: u32, _expected: i32) {
+        self.add(now, key, size);
     }
 
     fn read(&mut self, _now: u64, key: EntryKey) -> bool {
@@ -126,18 +125,14 @@ impl CacheStrategy for Legacy {
             .is_some_and(|t| t.entries.contains_key(&key.position))
     }
 
-    fn on_storage_read(&mut self, now: u64, key: EntryKey, size: u32, at_or_before: u32) {
-        if at_or_before > 0 {
-            self.insert(now, key, size);
-        }
-    }
-
-    fn on_slowest_reader(&mut self, topic: u32, slowest: Option<Position>) {
-        if let Some(slowest) = slowest {
-            let t = self.topic(topic);
-            let (_, freed) = t.remove_front_while(|p, _, _| *p < slowest);
-            self.total -= freed;
-        }
+    fn invalidate(&mut self, topic: u32, how: Invalidation) {
+        let t = self.topic(topic);
+        let (_, freed) = match how {
+            Invalidation::Nothing => (0, 0),
+            Invalidation::Before(slowest) => t.remove_front_while(|p, _, _| *p < slowest),
+            Invalidation::All => t.remove_front_while(|_, _, _| true),
+        };
+        self.total -= freed;
     }
 
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {

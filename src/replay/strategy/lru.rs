@@ -81,7 +81,7 @@ impl Lru {
         self.free.push(n);
     }
 
-    pub fn insert(&mut self, key: EntryKey, size: u32) {
+    pub fn admit(&mut self, key: EntryKey, size: u32) {
         if self.map.contains_key(&key) || size as u64 > self.capacity {
             return;
         }
@@ -124,16 +124,12 @@ impl Lru {
 }
 
 impl CacheStrategy for Lru {
-    fn on_publish(&mut self, _now: u64, key: EntryKey, size: u32, _active: u32, _grace: bool) {
-        self.insert(key, size);
+    fn insert(&mut self, _now: u64, key: EntryKey, size: u32, _expected: i32) {
+        self.admit(key, size);
     }
 
     fn read(&mut self, _now: u64, key: EntryKey) -> bool {
         self.touch(key)
-    }
-
-    fn on_storage_read(&mut self, _now: u64, key: EntryKey, size: u32, _at_or_before: u32) {
-        self.insert(key, size);
     }
 
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
@@ -177,16 +173,16 @@ mod tests {
     fn evicts_the_least_recently_used() {
         let mut lru = Lru::new(30);
         for e in 0..3 {
-            lru.insert(k(e), 10);
+            lru.admit(k(e), 10);
         }
         assert!(lru.touch(k(0)));
-        lru.insert(k(3), 10); // evicts 1, the least recently used
+        lru.admit(k(3), 10); // evicts 1, the least recently used
         assert!(!lru.touch(k(1)));
         assert!(lru.touch(k(0)) && lru.touch(k(2)) && lru.touch(k(3)));
-        lru.insert(k(4), 25); // needs room for 25: evicts 0, 2 and 3 in LRU order
+        lru.admit(k(4), 25); // needs room for 25: evicts 0, 2 and 3 in LRU order
         assert_eq!((lru.len(), lru.cached_bytes()), (1, 25));
         assert_eq!(lru.counters().evicted_entries, 4);
-        lru.insert(k(5), 31); // larger than the cache: not admitted
+        lru.admit(k(5), 31); // larger than the cache: not admitted
         assert!(!lru.touch(k(5)));
     }
 }

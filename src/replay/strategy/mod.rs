@@ -14,6 +14,7 @@ pub use pip430::Pip430;
 pub use segmented::Segmented;
 
 use crate::position::Position;
+use crate::read_flow::Invalidation;
 
 /// An entry of a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,32 +30,25 @@ pub struct StrategyCounters {
     pub requeues: u64,
 }
 
+/// A cache design: what stays in memory. What is offered to it (which publishes and storage reads,
+/// with how many expected reads, and what is invalidated) is the read flow's call
+/// ([`crate::read_flow`]), the same for every design of one flow.
 pub trait CacheStrategy: Send {
-    /// An entry was published; `active_cursors` are connected to the topic, and
-    /// `within_grace` says the last one left recently (PIP-430's continue-caching window).
-    fn on_publish(
-        &mut self,
-        now_ns: u64,
-        key: EntryKey,
-        size: u32,
-        active_cursors: u32,
-        within_grace: bool,
-    );
+    /// Caches an entry (if the design has room or makes it) that still expects `expected_reads`
+    /// reads; designs without read counters ignore the count.
+    fn insert(&mut self, now_ns: u64, key: EntryKey, size: u32, expected_reads: i32);
     /// A cursor wants the entry; true if the cache serves it (a delivered copy is released at once).
     fn read(&mut self, now_ns: u64, key: EntryKey) -> bool;
-    /// Storage returned an entry for a reader with `cursors_at_or_before` active cursors at or
-    /// before it (itself included when active).
-    fn on_storage_read(&mut self, now_ns: u64, key: EntryKey, size: u32, cursors_at_or_before: u32);
-    /// The entry was queued for redelivery.
-    fn on_redeliver(&mut self, _key: EntryKey) {}
-    /// The slowest active reader of a topic moved (legacy invalidation uses this).
-    fn on_slowest_reader(&mut self, _topic: u32, _slowest: Option<Position>) {}
+    /// One more read will come for the entry (a Key_Shared hold-back).
+    fn add_expected_read(&mut self, _key: EntryKey) {}
+    /// Drops entries the read flow says no active cursor will read.
+    fn invalidate(&mut self, _topic: u32, _how: Invalidation) {}
     /// A ledger was deleted.
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64);
     /// The broker's periodic eviction task ran at `now_ns`.
     fn tick(&mut self, _now_ns: u64) {}
     fn cached_bytes(&self) -> u64;
     fn counters(&self) -> StrategyCounters;
-    /// Whether the entry is cached (no side effects; for the memory model).
+    /// Whether the entry is cached (no side effects).
     fn contains(&self, key: EntryKey) -> bool;
 }

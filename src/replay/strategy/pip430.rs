@@ -8,6 +8,7 @@ use crate::entry::Payload;
 use crate::error::Result;
 use crate::manager::{EntryCache, EntryCacheManager};
 use crate::position::Position;
+use crate::read_flow::Invalidation;
 use std::sync::Arc;
 
 pub struct Pip430 {
@@ -47,16 +48,8 @@ impl Pip430 {
 }
 
 impl CacheStrategy for Pip430 {
-    fn on_publish(&mut self, now: u64, key: EntryKey, size: u32, active: u32, grace: bool) {
+    fn insert(&mut self, now: u64, key: EntryKey, size: u32, expected: i32) {
         self.at(now);
-        if active == 0 && !grace {
-            return;
-        }
-        let expected = if self.manager.config().eviction_by_expected_read_count {
-            active as i32
-        } else {
-            0
-        };
         let _ = self
             .cache(key.topic)
             .insert(key.position, Payload::empty(), expected, Some(size));
@@ -73,20 +66,21 @@ impl CacheStrategy for Pip430 {
         }
     }
 
-    fn on_storage_read(&mut self, now: u64, key: EntryKey, size: u32, at_or_before: u32) {
-        self.at(now);
-        if at_or_before == 0 {
-            return;
-        }
-        // The reader's own copy is delivered (and released) at once: one read consumed.
-        let expected = at_or_before as i32 - 1;
-        let _ = self
-            .cache(key.topic)
-            .insert(key.position, Payload::empty(), expected, Some(size));
+    fn add_expected_read(&mut self, key: EntryKey) {
+        self.cache(key.topic).increment_expected_reads(key.position);
     }
 
-    fn on_redeliver(&mut self, key: EntryKey) {
-        self.cache(key.topic).increment_expected_reads(key.position);
+    fn invalidate(&mut self, topic: u32, how: Invalidation) {
+        let cache = self.cache(topic);
+        match how {
+            Invalidation::Nothing => {}
+            Invalidation::Before(p) => {
+                cache.remove_range(Position::new(i64::MIN, i64::MIN), p, false);
+            }
+            Invalidation::All => {
+                cache.clear();
+            }
+        }
     }
 
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {

@@ -36,7 +36,7 @@ impl Segmented {
             .is_some_and(|&(s, g)| self.generation[s as usize] == g)
     }
 
-    fn insert(&mut self, key: EntryKey, size: u32) {
+    fn add(&mut self, key: EntryKey, size: u32) {
         if self.segment_bytes == 0 || size as u64 > self.segment_bytes || self.valid(&key) {
             return;
         }
@@ -61,20 +61,12 @@ impl Segmented {
 }
 
 impl CacheStrategy for Segmented {
-    fn on_publish(&mut self, _now: u64, key: EntryKey, size: u32, active: u32, _grace: bool) {
-        if active > 0 {
-            self.insert(key, size);
-        }
+    fn insert(&mut self, _now: u64, key: EntryKey, size: u32, _expected: i32) {
+        self.add(key, size);
     }
 
     fn read(&mut self, _now: u64, key: EntryKey) -> bool {
         self.valid(&key)
-    }
-
-    fn on_storage_read(&mut self, _now: u64, key: EntryKey, size: u32, at_or_before: u32) {
-        if at_or_before > 0 {
-            self.insert(key, size);
-        }
     }
 
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {

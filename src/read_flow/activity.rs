@@ -1,0 +1,140 @@
+//! Which cursors of one topic are active, where they are, and since when none is: the state the
+//! read-flow rules consult. The library's managed ledger and the replay engine each keep one per
+//! topic and change it only through these methods, so both see the same counts.
+
+use crate::cursors::active::ActiveCursorContainer;
+use crate::cursors::heap::SlowestCursorHeap;
+use crate::fast_hash::FastMap;
+use crate::position::Position;
+
+/// PIP-430's container (counts at or before a cursor) or the slowest-cursor heap of the designs
+/// that only need the slowest reader.
+enum Tracker {
+    Counting(ActiveCursorContainer<u32>),
+    Slowest(SlowestCursorHeap<u32>),
+}
+
+/// Per cursor: whether it is active, and 4.0's `cacheReadEntry` flag.
+#[derive(Default, Clone, Copy)]
+struct Flags {
+    active: bool,
+    cache_read_entry: bool,
+}
+
+pub struct CursorActivity {
+    tracker: Tracker,
+    flags: FastMap<u32, Flags>,
+    active: u32,
+    last_left_ns: Option<u64>,
+}
+
+impl CursorActivity {
+    /// `counting`: keep the counts of cursors at or before each one (PIP-430's container).
+    pub fn new(counting: bool) -> Self {
+        CursorActivity {
+            tracker: if counting {
+                Tracker::Counting(ActiveCursorContainer::new())
+            } else {
+                Tracker::Slowest(SlowestCursorHeap::new())
+            },
+            flags: FastMap::default(),
+            active: 0,
+            last_left_ns: None,
+        }
+    }
+
+    pub fn is_active(&self, cursor: u32) -> bool {
+        self.flags.get(&cursor).is_some_and(|f| f.active)
+    }
+
+    pub fn active_count(&self) -> u32 {
+        self.active
+    }
+
+    /// When the last active cursor left (`None` while one is active or none ever was).
+    pub fn last_left_ns(&self) -> Option<u64> {
+        (self.active == 0).then_some(self.last_left_ns).flatten()
+    }
+
+    /// Makes a cursor active at `position` (or moves it there if it is); returns whether it was
+    /// inactive before.
+    pub fn activate(&mut self, cursor: u32, position: Position) -> bool {
+        let f = self.flags.entry(cursor).or_default();
+        let newly = !f.active;
+        if newly {
+            f.active = true;
+            self.active += 1;
+        }
+        self.track(cursor, Some(position));
+        newly
+    }
+
+    /// Makes a cursor inactive; returns whether it was active.
+    pub fn deactivate(&mut self, cursor: u32, now_ns: u64) -> bool {
+        let Some(f) = self.flags.get_mut(&cursor).filter(|f| f.active) else {
+            return false;
+        };
+        f.active = false;
+        self.active -= 1;
+        if self.active == 0 {
+            self.last_left_ns = Some(now_ns);
+        }
+        self.track(cursor, None);
+        true
+    }
+
+    /// An active cursor's tracked position moved; inactive cursors are not tracked.
+    pub fn moved(&mut self, cursor: u32, position: Position) {
+        if self.is_active(cursor) {
+            self.track(cursor, Some(position));
+        }
+    }
+
+    /// Forgets a cursor (closed for good).
+    pub fn remove(&mut self, cursor: u32, now_ns: u64) {
+        self.deactivate(cursor, now_ns);
+        self.flags.remove(&cursor);
+        match &mut self.tracker {
+            Tracker::Counting(c) => {
+                c.remove(&cursor);
+            }
+            Tracker::Slowest(h) => {
+                h.remove(&cursor);
+            }
+        }
+    }
+
+    fn track(&mut self, cursor: u32, position: Option<Position>) {
+        match &mut self.tracker {
+            Tracker::Counting(c) => {
+                c.add(cursor, position);
+            }
+            Tracker::Slowest(h) => h.add(cursor, position),
+        }
+    }
+
+    /// Active cursors at or before `cursor` (itself included); 0 when it is inactive or the
+    /// tracker does not count.
+    pub fn count_at_or_before(&mut self, cursor: u32) -> u32 {
+        match &mut self.tracker {
+            Tracker::Counting(c) => c.count_at_or_before(&cursor),
+            Tracker::Slowest(_) => 0,
+        }
+    }
+
+    /// The lowest tracked position of the active cursors.
+    pub fn slowest(&mut self) -> Option<Position> {
+        match &mut self.tracker {
+            Tracker::Counting(c) => c.slowest_position(),
+            Tracker::Slowest(h) => h.slowest_position(),
+        }
+    }
+
+    pub fn cache_read_entry(&self, cursor: u32) -> bool {
+        self.flags.get(&cursor).is_some_and(|f| f.cache_read_entry)
+    }
+
+    pub fn set_cache_read_entry(&mut self, cursor: u32, on: bool) {
+        self.flags.entry(cursor).or_default().cache_read_entry = on;
+    }
+}
