@@ -1,94 +1,14 @@
 //! The replay engine on small hand-written traces whose answers are worked out here.
 
-use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
-use ledgercache::replay::{replay, ReplayMetrics, TraceDecoder};
+use arrow_array::RecordBatch;
+use ledgercache::replay::{replay, TraceDecoder};
 use ledgercache::{CacheConfig, SettingValue};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
-/// (ts_ms, op, topic, cursor, ledger, entry, count, size)
-type Row = (
-    i64,
-    &'static str,
-    &'static str,
-    Option<&'static str>,
-    Option<i64>,
-    Option<i64>,
-    i32,
-    i32,
-);
-
-fn batch(rows: &[Row]) -> RecordBatch {
-    RecordBatch::try_from_iter(vec![
-        (
-            "ts_us",
-            Arc::new(Int64Array::from_iter_values(
-                rows.iter().map(|r| r.0 * 1000),
-            )) as ArrayRef,
-        ),
-        (
-            "broker",
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "b1"))) as ArrayRef,
-        ),
-        (
-            "topic",
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))) as ArrayRef,
-        ),
-        (
-            "op",
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))) as ArrayRef,
-        ),
-        (
-            "cursor",
-            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.3))) as ArrayRef,
-        ),
-        (
-            "ledger_id",
-            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.4))) as ArrayRef,
-        ),
-        (
-            "entry_id",
-            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.5))) as ArrayRef,
-        ),
-        (
-            "count",
-            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.6))) as ArrayRef,
-        ),
-        (
-            "size",
-            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.7))) as ArrayRef,
-        ),
-    ])
-    .unwrap()
-}
-
-fn config(settings: &[(&str, SettingValue)]) -> CacheConfig {
-    let mut c = CacheConfig::default();
-    for (k, v) in settings {
-        c.set(k, v.clone()).unwrap();
-    }
-    c
-}
-
-fn run(rows: &[Row], cfg: &CacheConfig) -> ReplayMetrics {
-    let mut d = TraceDecoder::new();
-    let mut events = Vec::new();
-    d.decode(&batch(rows), &mut events).unwrap();
-    replay(&events, &d.names, cfg).unwrap()
-}
-
-fn add(ts: i64, e: i64, size: i32) -> Row {
-    (ts, "add", "t", None, Some(1), Some(e), 0, size)
-}
-
-fn open(ts: i64, c: &'static str, at: Option<i64>) -> Row {
-    (ts, "open", "t", Some(c), at.map(|_| 1), at, 0, 0)
-}
-
-fn read(ts: i64, c: &'static str, n: i32) -> Row {
-    (ts, "read", "t", Some(c), None, None, n, 0)
-}
+mod support;
+use support::trace_rows::*;
 
 use SettingValue::{Float, Int, Str};
 

@@ -127,9 +127,10 @@ impl CursorState {
             self.replay = self.replay.split_off(&layout.next_after(p));
         }
         self.compact_acks(layout);
-        let floor = layout.next_after(self.mark_delete);
-        if self.read_position < floor {
-            self.read_position = floor;
+        // Only a read position at or behind the mark-delete moves (Pulsar's
+        // `ManagedCursorImpl.setAcknowledgedPosition`): one at the end of a ledger is left as it is.
+        if self.read_position <= self.mark_delete {
+            self.read_position = layout.next_after(self.mark_delete);
         }
     }
 

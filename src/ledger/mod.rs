@@ -400,7 +400,8 @@ impl ManagedLedger {
     }
 
     /// Moves an active cursor to where the read flow tracks it (its read position, or the entry
-    /// after its mark-delete position), then drops what the flow says no active cursor will read.
+    /// after its mark-delete position), then drops what the flow says no active cursor will read
+    /// when the slowest active position changed (as 4.0's `updateActiveCursor`).
     fn track(&self, st: &mut State, id: u32) {
         let Some(c) = st.cursors[id as usize].as_ref() else {
             return;
@@ -409,8 +410,9 @@ impl ManagedLedger {
             .inner
             .flow
             .tracked_position(c.read_position, st.layout.next_after(c.mark_delete));
-        st.activity.moved(id, at);
-        self.invalidate(st);
+        if st.activity.moved(id, at) {
+            self.invalidate(st);
+        }
     }
 
     /// Sets whether a cursor counts as active: it has consumers and (4.0's
@@ -502,21 +504,26 @@ impl ManagedLedger {
         };
         let op_id = st.next_op;
         st.next_op += 1;
-        let mut op = ReadOp {
-            cursor,
-            kind,
-            epoch,
-            entries: (0..positions.len()).map(|_| None).collect(),
-            positions,
-            waiting: 0,
-            retried: false,
-            outcome: None,
-        };
-        // Cache first; each contiguous gap becomes one storage read (the whole run when the design
-        // serves ranges all or nothing and something is missing).
-        let mut gaps = Vec::new();
+        let units = read_units(kind, &positions);
+        st.ops.insert(
+            op_id,
+            ReadOp {
+                cursor,
+                kind,
+                epoch,
+                entries: (0..positions.len()).map(|_| None).collect(),
+                positions,
+                // One for issuing: the read cannot finish while its units are being issued.
+                waiting: 1,
+                retried: false,
+                outcome: None,
+            },
+        );
+        let now = inner.clock.now_ns();
         let all_or_nothing = inner.flow.all_or_nothing_ranges();
-        for (ledger, first, last) in read_units(kind, &op.positions) {
+        for (ledger, first, last) in units {
+            // Cache first; each contiguous gap becomes one storage read (the whole unit when the
+            // design serves ranges all or nothing and something is missing).
             let (from, to) = (Position::new(ledger, first), Position::new(ledger, last));
             let found = if all_or_nothing {
                 inner
@@ -526,11 +533,13 @@ impl ManagedLedger {
             } else {
                 inner.cache.get_range(from, to)
             };
+            let op = st.ops.get_mut(&op_id).expect("inserted above");
             let base = op
                 .positions
                 .iter()
-                .position(|p| *p == Position::new(ledger, first))
-                .expect("run start is requested");
+                .position(|p| *p == from)
+                .expect("unit start is requested");
+            let mut gaps = Vec::new();
             let mut found = found.into_iter().peekable();
             let mut gap_start: Option<i64> = None;
             for e in first..=last {
@@ -547,16 +556,22 @@ impl ManagedLedger {
             if let Some(g) = gap_start {
                 gaps.push((ledger, g, last));
             }
+            op.waiting += gaps.len();
+            for (ledger, first, last) in gaps {
+                self.read_from_storage(
+                    &mut st, op_id, cursor, kind, ledger, first, last, now, now_only,
+                );
+            }
+            // A read that spans ledgers reads them one after the other (Pulsar's `OpReadEntry`
+            // moves to the next ledger when one completes): what this ledger's storage reads
+            // cache, or evict, is seen by the next one's lookup.
+            if now_only && kind == ReadKind::Sequential {
+                self.complete_due(&mut st, now);
+            }
         }
-        let now = inner.clock.now_ns();
-        for (ledger, first, last) in gaps {
-            self.read_from_storage(
-                &mut st, op_id, cursor, kind, ledger, first, last, now, now_only,
-            );
-            op.waiting += 1;
-        }
-        st.ops.insert(op_id, op);
-        if st.ops[&op_id].waiting == 0 {
+        let op = st.ops.get_mut(&op_id).expect("inserted above");
+        op.waiting -= 1;
+        if op.waiting == 0 && op.outcome.is_none() {
             self.finalize(&mut st, op_id);
         }
         Ok(ReadId(op_id))

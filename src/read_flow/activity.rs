@@ -83,10 +83,23 @@ impl CursorActivity {
         true
     }
 
-    /// An active cursor's tracked position moved; inactive cursors are not tracked.
-    pub fn moved(&mut self, cursor: u32, position: Position) {
-        if self.is_active(cursor) {
-            self.track(cursor, Some(position));
+    /// An active cursor's tracked position moved (inactive cursors are not tracked). Returns
+    /// whether the slowest position changed, which is what 4.0 invalidates on; always false for
+    /// the counting tracker, whose flow invalidates nothing.
+    pub fn moved(&mut self, cursor: u32, position: Position) -> bool {
+        if !self.is_active(cursor) {
+            return false;
+        }
+        match &mut self.tracker {
+            Tracker::Counting(c) => {
+                c.add(cursor, Some(position));
+                false
+            }
+            Tracker::Slowest(h) => {
+                let before = h.slowest_position();
+                h.add(cursor, Some(position));
+                h.slowest_position() != before
+            }
         }
     }
 

@@ -208,7 +208,8 @@ impl ReadFlow {
         }
     }
 
-    /// What the cache drops after a cursor moved, became active or left.
+    /// What the cache drops after the slowest active cursor moved or an active cursor left (4.0's
+    /// `invalidateEntriesUpToSlowestReaderPosition`).
     pub fn invalidation(&self, activity: &mut CursorActivity) -> Invalidation {
         if self.flow != Flow::ActiveCursors {
             return Invalidation::Nothing;

@@ -97,12 +97,14 @@ impl Topic {
         }
     }
 
-    /// Puts a cursor where the read flow tracks it, if it is active.
-    fn track(&mut self, flow: &ReadFlow, cursor: u32) {
-        if let Some(c) = self.cursors.get(&cursor) {
-            let at = flow.tracked_position(c.read_position, c.after_mark_delete);
-            self.activity.moved(cursor, at);
-        }
+    /// Puts a cursor where the read flow tracks it, if it is active; returns whether the slowest
+    /// active position changed.
+    fn track(&mut self, flow: &ReadFlow, cursor: u32) -> bool {
+        let Some(c) = self.cursors.get(&cursor) else {
+            return false;
+        };
+        let at = flow.tracked_position(c.read_position, c.after_mark_delete);
+        self.activity.moved(cursor, at)
     }
 
     fn size_of(&self, p: Position) -> u32 {
@@ -270,22 +272,27 @@ impl Replayer {
         (ts_us - self.origin_us.unwrap_or(ts_us)).max(0) as u64 * 1_000
     }
 
-    /// Runs the periodic eviction for every interval boundary up to `now`.
+    /// Runs the periodic eviction for every interval boundary up to `now`, and the stats task's
+    /// cursor checks.
     fn advance(&mut self, now: u64) {
-        let next = self.next_tick_ns.get_or_insert(self.eviction_interval_ns);
-        while *next <= now {
-            let at = *next;
-            *next += self.eviction_interval_ns;
-            self.strategy.tick(at);
-        }
-        while let Some(at) = self.next_backlog_check_ns.filter(|at| *at <= now) {
-            self.next_backlog_check_ns = self.flow.backlog_check_interval_ns().map(|i| at + i);
-            for t in 0..self.topics.len() as u32 {
-                self.check_backlogged(t, at, None);
+        let interval = self.eviction_interval_ns;
+        let mut tick = *self.next_tick_ns.get_or_insert(interval);
+        // The broker's periodic tasks in time order (eviction first when both are due at once).
+        loop {
+            let check = self.next_backlog_check_ns.filter(|at| *at <= now);
+            if tick <= now && check.is_none_or(|at| tick <= at) {
+                self.strategy.tick(tick);
+                tick += interval;
+            } else if let Some(at) = check {
+                self.next_backlog_check_ns = self.flow.backlog_check_interval_ns().map(|i| at + i);
+                for t in 0..self.topics.len() as u32 {
+                    self.check_backlogged(t, at, None);
+                }
+            } else {
+                break;
             }
         }
-        let cached = self.strategy.cached_bytes();
-        self.metrics.peak_cache_bytes = self.metrics.peak_cache_bytes.max(cached);
+        self.next_tick_ns = Some(tick);
     }
 
     fn roll_second(&mut self, ts_us: i64) {
@@ -314,6 +321,9 @@ impl Replayer {
             self.advance(now);
             self.deliver_due(now);
             self.apply(e, now, names)?;
+            // Only an event adds to the cache; ticks and invalidations only take away.
+            let cached = self.strategy.cached_bytes();
+            self.metrics.peak_cache_bytes = self.metrics.peak_cache_bytes.max(cached);
             self.metrics.events += 1;
         }
         Ok(())
@@ -458,6 +468,7 @@ impl Replayer {
                     }
                     last = Some(Position::new(ledger, end));
                 }
+                self.strategy.end_read();
                 self.complete_read(
                     InFlight {
                         due_ns: now,
@@ -495,6 +506,7 @@ impl Replayer {
                         p.entry_id,
                         now,
                     );
+                    self.strategy.end_read();
                     self.complete_read(
                         InFlight {
                             due_ns: now,
@@ -553,12 +565,10 @@ impl Replayer {
                     c.replay.retain(|p| p.ledger_id != ledger);
                 }
                 let ids: Vec<u32> = t.cursors.keys().copied().collect();
-                let t = &mut self.topics[e.topic as usize];
-                for id in ids {
-                    t.track(&self.flow, id);
-                }
                 self.strategy.on_ledger_deleted(e.topic, ledger);
-                self.invalidate(e.topic);
+                for id in ids {
+                    self.cursor_moved(e.topic, id);
+                }
             }
         }
         Ok(())
@@ -567,10 +577,7 @@ impl Replayer {
     /// A cursor's read or mark-delete position moved: the read flow tracks it there, and the
     /// designs that drop what the slowest cursor passed do so.
     fn cursor_moved(&mut self, topic: u32, cursor: u32) {
-        let flow = &self.flow;
-        let t = &mut self.topics[topic as usize];
-        if t.activity.is_active(cursor) {
-            t.track(flow, cursor);
+        if self.topics[topic as usize].track(&self.flow, cursor) {
             self.invalidate(topic);
         }
     }
@@ -586,40 +593,50 @@ impl Replayer {
     /// The broker's check of which cursors count as active and which cache their reads: for one
     /// cursor when a consumer connects, for every cursor of the topic on the stats task.
     fn check_backlogged(&mut self, topic: u32, now: u64, only: Option<u32>) {
-        let flow = &self.flow;
-        let t = &mut self.topics[topic as usize];
-        let ids: Vec<u32> = match only {
+        // In the order cursors were opened (the library's order too); each one that leaves
+        // invalidates at once, as `setInactive` does.
+        let mut ids: Vec<u32> = match only {
             Some(id) => vec![id],
-            None => t.cursors.keys().copied().collect(),
+            None => self.topics[topic as usize]
+                .cursors
+                .keys()
+                .copied()
+                .collect(),
         };
-        let mut left = false;
-        for id in ids {
+        ids.sort_unstable();
+        for &id in &ids {
+            let t = &mut self.topics[topic as usize];
             let c = &t.cursors[&id];
-            if flow.active_with_backlog(c.connected, t.backlog(c)) {
-                let at = flow.tracked_position(c.read_position, c.after_mark_delete);
+            if self.flow.active_with_backlog(c.connected, t.backlog(c)) {
+                let at = self
+                    .flow
+                    .tracked_position(c.read_position, c.after_mark_delete);
                 t.activity.activate(id, at);
-            } else {
-                left |= t.activity.deactivate(id, now);
+            } else if t.activity.deactivate(id, now) {
+                self.invalidate(topic);
             }
         }
         if only.is_none() {
-            let backlogs: Vec<(u32, u64)> = t
-                .cursors
+            let t = &mut self.topics[topic as usize];
+            let backlogs: Vec<(u32, u64)> = ids
                 .iter()
-                .map(|(id, c)| (*id, t.backlog(c)))
+                .map(|id| (*id, t.backlog(&t.cursors[id])))
                 .collect();
-            for (id, on) in flow.cursors_caching_reads(&backlogs).into_iter().flatten() {
+            for (id, on) in self
+                .flow
+                .cursors_caching_reads(&backlogs)
+                .into_iter()
+                .flatten()
+            {
                 t.activity.set_cache_read_entry(id, on);
             }
         }
-        if left {
-            self.invalidate(topic);
-        }
     }
 
-    /// One cursor reads `first..=end` of a ledger: hits from the cache, each contiguous run of
-    /// misses one storage read (all of it, when the design serves ranges all or nothing and some
-    /// entry is missing). Returns whether any entry missed (a storage read was needed).
+    /// One cursor reads `first..=end` of a ledger: first every hit from the cache, then each
+    /// contiguous run of misses as one storage read (all of it, when the design serves ranges all
+    /// or nothing and some entry is missing), as `RangeEntryCacheImpl` does within one ledger.
+    /// Returns whether any entry missed (a storage read was needed).
     #[allow(clippy::too_many_arguments)]
     fn read_run(
         &mut self,
@@ -639,7 +656,8 @@ impl Replayer {
                     position: Position::new(ledger, entry),
                 })
             });
-        let mut miss_run: Vec<(EntryKey, u32)> = Vec::new();
+        let mut miss_runs: Vec<Vec<(EntryKey, u32)>> = Vec::new();
+        let mut after_hit = true;
         for entry in first..=end {
             let key = EntryKey {
                 topic,
@@ -662,13 +680,18 @@ impl Replayer {
             }
             if hit {
                 self.metrics.hits += 1;
-                self.flush_misses(topic, cursor, kind, &mut miss_run, now);
             } else {
                 self.metrics.misses += 1;
-                miss_run.push((key, size));
+                if after_hit {
+                    miss_runs.push(Vec::new());
+                }
+                miss_runs.last_mut().expect("pushed").push((key, size));
             }
+            after_hit = hit;
         }
-        self.flush_misses(topic, cursor, kind, &mut miss_run, now);
+        for mut run in miss_runs {
+            self.flush_misses(topic, cursor, kind, &mut run, now);
+        }
         self.metrics.misses > misses_before
     }
 
@@ -698,6 +721,7 @@ impl Replayer {
         let Some(c) = t.cursors.get_mut(&read.cursor) else {
             return;
         };
+        let mut slowest_moved = false;
         if read.epoch != c.epoch {
             if epochs {
                 self.metrics.discarded_reads += 1;
@@ -708,7 +732,7 @@ impl Replayer {
             if let (false, Some(next)) = (read.replay, layout_next) {
                 c.read_position = next;
                 let at = self.flow.tracked_position(next, c.after_mark_delete);
-                t.activity.moved(read.cursor, at);
+                slowest_moved = t.activity.moved(read.cursor, at);
             }
         }
         for p in read.positions {
@@ -720,6 +744,9 @@ impl Replayer {
                 }
                 _ => c.delivered_high = Some(p),
             }
+        }
+        if slowest_moved {
+            self.invalidate(read.topic);
         }
     }
 
@@ -740,15 +767,11 @@ impl Replayer {
             m.on_storage_read(run);
         }
         let activity = &mut self.topics[topic as usize].activity;
-        // The reader's own copy is delivered and released at once: one expected read consumed.
-        let admitted = self
-            .flow
-            .on_storage_read(kind, activity, cursor)
-            .map(|expected| (expected - 1).max(0));
+        let admitted = self.flow.on_storage_read(kind, activity, cursor);
         for (key, size) in run.drain(..) {
             self.metrics.storage_read_bytes += size as u64;
             if let Some(expected) = admitted {
-                self.strategy.insert(now, key, size, expected);
+                self.strategy.insert_read(now, key, size, expected);
             }
         }
     }

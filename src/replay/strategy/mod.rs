@@ -37,8 +37,16 @@ pub trait CacheStrategy: Send {
     /// Caches an entry (if the design has room or makes it) that still expects `expected_reads`
     /// reads; designs without read counters ignore the count.
     fn insert(&mut self, now_ns: u64, key: EntryKey, size: u32, expected_reads: i32);
-    /// A cursor wants the entry; true if the cache serves it (a delivered copy is released at once).
+    /// Caches an entry a storage read returned for a reader: `expected_reads` counts the reader's
+    /// own copy, which is released at [`CacheStrategy::end_read`].
+    fn insert_read(&mut self, now_ns: u64, key: EntryKey, size: u32, expected_reads: i32) {
+        self.insert(now_ns, key, size, expected_reads);
+    }
+    /// A cursor wants the entry; true if the cache serves it. The delivered copy is released at
+    /// [`CacheStrategy::end_read`], when the read is dispatched.
     fn read(&mut self, now_ns: u64, key: EntryKey) -> bool;
+    /// The read in progress is dispatched: its copies are released (each consumes a read).
+    fn end_read(&mut self) {}
     /// One more read will come for the entry (a Key_Shared hold-back).
     fn add_expected_read(&mut self, _key: EntryKey) {}
     /// Drops entries the read flow says no active cursor will read.

@@ -4,10 +4,11 @@
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::clock::ManualClock;
 use crate::config::CacheConfig;
-use crate::entry::Payload;
+use crate::entry::{CachedEntry, Payload};
 use crate::error::Result;
 use crate::manager::{EntryCache, EntryCacheManager};
 use crate::position::Position;
+use crate::read_count::ReadCountHandler;
 use crate::read_flow::Invalidation;
 use std::sync::Arc;
 
@@ -15,6 +16,8 @@ pub struct Pip430 {
     manager: EntryCacheManager,
     clock: Arc<ManualClock>,
     caches: Vec<Arc<EntryCache>>,
+    /// Copies delivered by the read in progress, released when it ends.
+    delivered: Vec<CachedEntry>,
 }
 
 impl Pip430 {
@@ -26,6 +29,7 @@ impl Pip430 {
             manager,
             clock,
             caches: Vec::new(),
+            delivered: Vec::new(),
         })
     }
 
@@ -55,14 +59,31 @@ impl CacheStrategy for Pip430 {
             .insert(key.position, Payload::empty(), expected, Some(size));
     }
 
+    fn insert_read(&mut self, now: u64, key: EntryKey, size: u32, expected: i32) {
+        self.at(now);
+        let copy = self.cache(key.topic).insert_for_reader(
+            key.position,
+            Payload::empty(),
+            ReadCountHandler::new(expected),
+            size,
+        );
+        self.delivered.push(copy);
+    }
+
     fn read(&mut self, now: u64, key: EntryKey) -> bool {
         self.at(now);
         match self.cache(key.topic).get(key.position) {
             Some(e) => {
-                e.release();
+                self.delivered.push(e);
                 true
             }
             None => false,
+        }
+    }
+
+    fn end_read(&mut self) {
+        for e in self.delivered.drain(..) {
+            e.release();
         }
     }
 

@@ -1,0 +1,206 @@
+//! One scenario per behaviour where the lab used to depart from Pulsar's code, each citing the
+//! Pulsar class and method it now follows (see docs/fidelity.md). Each would fail on the lab as
+//! it was before the read flow was shared.
+
+mod support;
+
+use ledgercache::SettingValue::{self, Bool, Float, Int, Str};
+use support::trace_rows::*;
+
+fn design(strategy: &str, extra: &[(&str, SettingValue)]) -> ledgercache::CacheConfig {
+    let mut s = vec![("strategy", Str(strategy.into()))];
+    s.extend(extra.iter().cloned());
+    config(&s)
+}
+
+/// `ManagedLedgerImpl.asyncReadEntry` (4.0) passes `cursor.isCacheReadEntry()`, which only
+/// `checkCursorsToCacheEntries` sets, and that returns at once while
+/// `managedLedgerMinimumBacklogCursorsForCaching` is 0: by default 4.0 never caches a storage read.
+#[test]
+fn legacy_two_readers_of_expired_entries_read_storage_twice() {
+    let mut rows = vec![open(0, "a", None), open(0, "b", None)];
+    rows.extend((0..4).map(|e| add(1 + e, e, 10)));
+    // Well past the TTL: both readers go back to the start and read the same entries.
+    rows.extend([
+        seek(5_000, "a", 0),
+        seek(5_000, "b", 0),
+        read(5_001, "a", 4),
+        read(5_002, "b", 4),
+    ]);
+    let m = run(&rows, &design("legacy", &[]));
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (0, 8, 2), "{m:?}");
+
+    // With the 4.0 knobs that turn it on, the stats task marks both cursors (close in backlog)
+    // and the second reader hits what the first one read.
+    let on = design(
+        "legacy",
+        &[
+            ("min_backlog_cursors_for_caching", Int(1)),
+            ("min_backlog_entries_for_caching", Int(1)),
+            ("backlog_check_interval_ms", Int(5_000)),
+        ],
+    );
+    let m = run(&rows, &on);
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (4, 4, 1), "{m:?}");
+}
+
+/// `RangeEntryCacheImpl.asyncReadEntry(lh, position, ...)`, which `ManagedCursorImpl
+/// .asyncReplayEntries` calls per position, reads with an expected read count of 0: a redelivered
+/// entry read from storage is never cached.
+#[test]
+fn a_replayed_miss_replayed_again_misses_again() {
+    let rows = [
+        open(0, "c", None),
+        add(1, 0, 10),
+        read(2, "c", 1),
+        redeliver(3, "c", 0),
+        replay_of(5_000, "c", 0), // expired by now: a miss
+        redeliver(5_001, "c", 0),
+        replay_of(5_002, "c", 0),
+    ];
+    // (PR #15955's ring has no TTL; that it never caches a storage read is checked below.)
+    for strategy in ["pip430", "legacy"] {
+        let m = run(&rows, &design(strategy, &[]));
+        assert_eq!((m.hits, m.misses), (1, 2), "{strategy}: {m:?}");
+        assert_eq!(m.storage_read_ops, 2, "{strategy}: {m:?}");
+    }
+}
+
+/// `PersistentStickyKeyDispatcherMultipleConsumers` increments an entry's expected read count
+/// where it holds the entry back for a blocked key; negative acks and Shared overflow do not.
+#[test]
+fn only_a_key_shared_hold_back_adds_an_expected_read() {
+    let rows = [
+        open(0, "c", None),
+        add(1, 0, 10),
+        read(2, "c", 1), // the one expected read is consumed
+        redeliver(3, "c", 0),
+        replay_of(1_500, "c", 0), // past one TTL: kept only while a read is expected
+    ];
+    let cfg = design(
+        "pip430",
+        &[("extend_ttl_of_recently_accessed", Bool(false))],
+    );
+    let hold_back = run_with_reasons(&rows, &[(3, "hold-back")], &cfg);
+    assert_eq!(hold_back.hits, 2, "{hold_back:?}");
+    for reason in ["nack", "overflow"] {
+        let m = run_with_reasons(&rows, &[(3, reason)], &cfg);
+        assert_eq!((m.hits, m.misses), (1, 1), "{reason}: {m:?}");
+    }
+    // The lab-only setting that counts every redelivery.
+    let every = design(
+        "pip430",
+        &[
+            ("extend_ttl_of_recently_accessed", Bool(false)),
+            ("expected_read_on_every_redelivery", Bool(true)),
+        ],
+    );
+    let m = run_with_reasons(&rows, &[(3, "nack")], &every);
+    assert_eq!(m.hits, 2, "{m:?}");
+}
+
+/// `ManagedLedgerImpl.invalidateEntriesUpToSlowestReaderPosition` (4.0) clears the cache when the
+/// last active cursor leaves (`deactivateCursorByName`).
+#[test]
+fn legacy_clears_its_cache_when_the_last_active_cursor_leaves() {
+    let rows = [
+        open(0, "c", None),
+        add(1, 0, 10),
+        add(2, 1, 10),
+        close(3, "c"),
+        open(4, "d", Some(0)),
+        read(5, "d", 2),
+    ];
+    let m = run(&rows, &design("legacy", &[]));
+    assert_eq!((m.hits, m.misses), (0, 2), "{m:?}");
+    // PIP-430 keeps them: entries still expecting a read stay until their TTL runs out.
+    let m = run(&rows, &design("pip430", &[]));
+    assert_eq!((m.hits, m.misses), (2, 0), "{m:?}");
+}
+
+/// `PersistentTopic.checkBackloggedCursor` (4.0): a cursor with `managedLedgerCursorBackloggedThreshold`
+/// (1000) entries or more to read is inactive, on subscribe and on every stats update
+/// (`statsUpdateFrequencyInSecs`, 60 s); with no active cursor, `OpAddEntry` caches nothing.
+/// Master skips the check under PIP-430.
+#[test]
+fn legacy_deactivates_a_backlogged_cursor() {
+    let mut rows: Vec<Row> = (0..1500).map(|e| add(e / 100, e, 10)).collect();
+    rows.push(open(20, "slow", Some(0))); // 1500 behind: inactive
+    rows.extend((1500..1510).map(|e| add(21, e, 10)));
+    rows.push(read(22, "slow", 100));
+    let m = run(&rows, &design("legacy", &[]));
+    assert_eq!(
+        m.peak_cache_bytes, 0,
+        "nothing cached while the only cursor is backlogged"
+    );
+    // Caught up by the next stats update, it is active again and publishes are cached.
+    let mut rows2 = rows.clone();
+    rows2.push(read(30, "slow", 1000)); // 410 left: under the threshold
+    rows2.extend((1510..1515).map(|e| add(61_000 + e, e, 10)));
+    let m = run(&rows2, &design("legacy", &[]));
+    assert_eq!(m.peak_cache_bytes, 50, "{m:?}");
+    let m = run(&rows, &design("pip430", &[]));
+    assert!(m.peak_cache_bytes > 0, "PIP-430 keeps the cursor active");
+}
+
+/// `RangeEntryCacheImpl.asyncReadEntry0` (4.0) and PR #15955's `SharedEntryCacheImpl` serve a range
+/// from the cache only if all of it is there; otherwise they read all of it from storage.
+#[test]
+fn legacy_and_segmented_serve_ranges_all_or_nothing() {
+    let mut rows = vec![open(0, "c", None), open(0, "d", None)];
+    rows.extend((0..4).map(|e| add(1 + e, e, 10))); // entry 0 goes to make room for entry 3
+    rows.push(read(10, "d", 4));
+    let exact = |s: &str| {
+        design(
+            s,
+            &[
+                ("cache_size_bytes", Int(30)),
+                ("eviction_trigger_threshold", Float(1.0)),
+                ("eviction_watermark", Float(1.0)),
+            ],
+        )
+    };
+    let m = run(&rows, &exact("legacy"));
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (0, 4, 1), "{m:?}");
+    // Master's RangeEntryCacheImpl serves the three cached entries and reads the one missing.
+    let m = run(&rows, &exact("pip430-fifo"));
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (3, 1, 1), "{m:?}");
+}
+
+/// PR #15955 (`SharedEntryCacheImpl`) inserts on publish only: a storage read is never cached.
+#[test]
+fn segmented_never_caches_a_storage_read() {
+    let rows = [
+        open(0, "a", None),
+        close(1, "a"),
+        add(2, 0, 10), // no active cursor: not cached
+        add(3, 1, 10),
+        open(4, "b", Some(0)),
+        open(4, "c", Some(0)),
+        read(5, "b", 2),
+        read(6, "c", 2),
+    ];
+    let m = run(&rows, &design("segmented", &[]));
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (0, 4, 2), "{m:?}");
+}
+
+/// `ActiveManagedCursorContainerImpl.shouldCacheAddedEntry` reads the continue-caching window from
+/// `ManagedLedgerConfig`, which the broker never sets (`ManagedLedgerClientFactory` hands it to the
+/// factory config only): as shipped the window is 0. The lab follows that unless told otherwise.
+#[test]
+fn the_continue_caching_window_is_off_in_the_lab_unless_applied() {
+    let rows = [
+        open(0, "c", None),
+        close(10, "c"),
+        add(20, 0, 10),
+        open(30, "c", Some(0)),
+        read(31, "c", 1),
+    ];
+    let m = run(&rows, &design("pip430", &[]));
+    assert_eq!((m.hits, m.misses), (0, 1), "{m:?}");
+    let m = run(
+        &rows,
+        &design("pip430", &[("apply_continue_caching_window", Bool(true))]),
+    );
+    assert_eq!((m.hits, m.misses), (1, 0), "{m:?}");
+}

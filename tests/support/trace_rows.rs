@@ -1,0 +1,131 @@
+//! Hand-written traces for the lab's tests: rows, a record batch of them, a replay.
+#![allow(dead_code)]
+
+use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
+use ledgercache::replay::{replay, ReplayMetrics, TraceDecoder};
+use ledgercache::{CacheConfig, SettingValue};
+use std::sync::Arc;
+
+/// (ts_ms, op, topic, cursor, ledger, entry, count, size)
+pub type Row = (
+    i64,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    Option<i64>,
+    Option<i64>,
+    i32,
+    i32,
+);
+
+pub fn batch(rows: &[Row]) -> RecordBatch {
+    RecordBatch::try_from_iter(vec![
+        (
+            "ts_us",
+            Arc::new(Int64Array::from_iter_values(
+                rows.iter().map(|r| r.0 * 1000),
+            )) as ArrayRef,
+        ),
+        (
+            "broker",
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "b1"))) as ArrayRef,
+        ),
+        (
+            "topic",
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))) as ArrayRef,
+        ),
+        (
+            "op",
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))) as ArrayRef,
+        ),
+        (
+            "cursor",
+            Arc::new(StringArray::from_iter(rows.iter().map(|r| r.3))) as ArrayRef,
+        ),
+        (
+            "ledger_id",
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.4))) as ArrayRef,
+        ),
+        (
+            "entry_id",
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.5))) as ArrayRef,
+        ),
+        (
+            "count",
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.6))) as ArrayRef,
+        ),
+        (
+            "size",
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.7))) as ArrayRef,
+        ),
+    ])
+    .unwrap()
+}
+
+pub fn config(settings: &[(&str, SettingValue)]) -> CacheConfig {
+    let mut c = CacheConfig::default();
+    for (k, v) in settings {
+        c.set(k, v.clone()).unwrap();
+    }
+    c
+}
+
+pub fn run(rows: &[Row], cfg: &CacheConfig) -> ReplayMetrics {
+    let mut d = TraceDecoder::new();
+    let mut events = Vec::new();
+    d.decode(&batch(rows), &mut events).unwrap();
+    replay(&events, &d.names, cfg).unwrap()
+}
+
+pub fn add(ts: i64, e: i64, size: i32) -> Row {
+    (ts, "add", "t", None, Some(1), Some(e), 0, size)
+}
+
+pub fn open(ts: i64, c: &'static str, at: Option<i64>) -> Row {
+    (ts, "open", "t", Some(c), at.map(|_| 1), at, 0, 0)
+}
+
+pub fn read(ts: i64, c: &'static str, n: i32) -> Row {
+    (ts, "read", "t", Some(c), None, None, n, 0)
+}
+
+/// Like [`run`], with a `reason` column: `reasons` gives (row index, reason) for `redeliver` rows.
+pub fn run_with_reasons(
+    rows: &[Row],
+    reasons: &[(usize, &str)],
+    cfg: &CacheConfig,
+) -> ReplayMetrics {
+    let b = batch(rows);
+    let column: Vec<Option<&str>> = (0..rows.len())
+        .map(|i| reasons.iter().find(|(r, _)| *r == i).map(|(_, s)| *s))
+        .collect();
+    let schema = b.schema();
+    let mut fields: Vec<(&str, ArrayRef)> = schema
+        .fields()
+        .iter()
+        .zip(b.columns())
+        .map(|(f, c)| (f.name().as_str(), c.clone()))
+        .collect();
+    fields.push(("reason", Arc::new(StringArray::from(column)) as ArrayRef));
+    let b = RecordBatch::try_from_iter(fields).unwrap();
+    let mut d = TraceDecoder::new();
+    let mut events = Vec::new();
+    d.decode(&b, &mut events).unwrap();
+    replay(&events, &d.names, cfg).unwrap()
+}
+
+pub fn close(ts: i64, c: &'static str) -> Row {
+    (ts, "close", "t", Some(c), None, None, 0, 0)
+}
+
+pub fn seek(ts: i64, c: &'static str, e: i64) -> Row {
+    (ts, "seek", "t", Some(c), Some(1), Some(e), 0, 0)
+}
+
+pub fn redeliver(ts: i64, c: &'static str, e: i64) -> Row {
+    (ts, "redeliver", "t", Some(c), Some(1), Some(e), 0, 0)
+}
+
+pub fn replay_of(ts: i64, c: &'static str, e: i64) -> Row {
+    (ts, "replay", "t", Some(c), Some(1), Some(e), 0, 0)
+}
