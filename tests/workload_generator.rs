@@ -630,3 +630,56 @@ fn failover_starts_reading_after_the_failover_delay() {
     let first_read = (0..ev.len()).find(|&i| ev.op[i] == "read").unwrap();
     assert!(ev.ts_us[first_read] < 10_000);
 }
+
+/// ManagedCursorImpl.applyMaxSizeCap (EntryCountEstimator) under dispatcherMaxReadSizeBytes
+/// (5 MB by default): a read asks for no more entries than that many bytes hold, estimated from
+/// the average entry size.
+#[test]
+fn reads_are_capped_by_dispatcher_max_read_size_bytes() {
+    for (cap, most) in [(None, 52), (Some(1_000_000), 10)] {
+        let mut s = spec(&[
+            ("producer_rate", Float(200.0)),
+            ("message_size", Int(100_000)),
+            ("consumer_backlog_size_gb", Float(0.1)),
+            ("consumer_headroom", Float(3.0)),
+        ]);
+        if let Some(bytes) = cap {
+            s.set("dispatcher_max_read_size_bytes", &Int(bytes)).unwrap();
+        }
+        let ev = generate(&s, 1);
+        let reads: Vec<i32> = (0..ev.len())
+            .filter(|&i| ev.op[i] == "read")
+            .map(|i| ev.count[i])
+            .collect();
+        assert_eq!(reads.iter().max(), Some(&most), "cap {cap:?}");
+    }
+}
+
+/// PersistentDispatcherMultipleConsumers.redeliverUnacknowledgedMessages(consumer, positions)
+/// (reached from ConsumerImpl.redeliverUnacknowledgedMessages(Set) on Shared and Key_Shared): a
+/// negatively acknowledged entry goes to the replay queue (`nack`) and is replayed. On master the
+/// position carries no sticky-key hash, so on Key_Shared it does not block its key for normal
+/// reads until a replay read holds it back.
+#[test]
+fn key_shared_nacks_are_replayed() {
+    let ev = generate(
+        &spec(&[
+            ("subscription_type", Str("Key_Shared".into())),
+            ("consumer_per_subscription", Int(3)),
+            ("key_distributor", Str("KEY_ROUND_ROBIN".into())),
+            ("redelivery_rate", Float(0.01)),
+            ("producer_rate", Float(3000.0)),
+        ]),
+        1,
+    );
+    let r = reasons(&ev);
+    assert!(r.get(REASON_NACK).copied().unwrap_or(0) > 50, "{r:?}");
+    let nacked: BTreeSet<i64> = (0..ev.len())
+        .filter(|&i| ev.reason[i] == Some(REASON_NACK))
+        .map(|i| ev.entry_id[i].unwrap())
+        .collect();
+    let replayed = (0..ev.len())
+        .filter(|&i| ev.op[i] == "replay" && nacked.contains(&ev.entry_id[i].unwrap()))
+        .count();
+    assert!(replayed * 10 >= nacked.len() * 9, "{replayed} of {}", nacked.len());
+}

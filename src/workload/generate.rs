@@ -201,6 +201,9 @@ struct Sub {
     replay_len: usize,
     /// Key_Shared: how many replay entries each sticky-key hash has.
     replay_hashes: FastMap<u32, u32>,
+    /// Key_Shared: replay entries queued without their hash (negative acks), until a replay read
+    /// holds them back.
+    unhashed: BTreeSet<u64>,
     ring: ConsistentHashRing,
     /// Shared: the consumer whose turn is next.
     rr: usize,
@@ -360,7 +363,11 @@ impl Sim<'_> {
 
     // ---- the replay queue -------------------------------------------------------------------
 
-    fn add_to_replay(&mut self, p: usize, s: usize, idx: u64) -> bool {
+    /// Adds an entry to the replay queue; false if it was there already. On Key_Shared an entry
+    /// added `with_hash` blocks its key for normal reads and is replayed only when its consumer
+    /// has permits; one added without (a negative ack) does neither until a replay read holds it
+    /// back, which records its hash.
+    fn add_to_replay(&mut self, p: usize, s: usize, idx: u64, with_hash: bool) -> bool {
         let key_shared = self.parts[p].subs[s].kind == SubscriptionType::KeyShared;
         let (hash, bucket) = if key_shared {
             self.route(p, s, idx)
@@ -368,13 +375,24 @@ impl Sim<'_> {
             (0, 0)
         };
         let sub = &mut self.parts[p].subs[s];
+        if key_shared && !with_hash {
+            if sub.replay[bucket].contains(&idx) || !sub.unhashed.insert(idx) {
+                return false;
+            }
+            sub.replay_len += 1;
+            return true;
+        }
+        let moved = key_shared && sub.unhashed.remove(&idx);
         if !sub.replay[bucket].insert(idx) {
             return false;
         }
-        sub.replay_len += 1;
         if key_shared {
             *sub.replay_hashes.entry(hash).or_insert(0) += 1;
         }
+        if moved {
+            return false;
+        }
+        sub.replay_len += 1;
         true
     }
 
@@ -386,6 +404,10 @@ impl Sim<'_> {
             (0, 0)
         };
         let sub = &mut self.parts[p].subs[s];
+        if sub.unhashed.remove(&idx) {
+            sub.replay_len -= 1;
+            return;
+        }
         if !sub.replay[bucket].remove(&idx) {
             return;
         }
@@ -404,6 +426,7 @@ impl Sim<'_> {
         sub.replay.iter_mut().for_each(BTreeSet::clear);
         sub.replay_len = 0;
         sub.replay_hashes.clear();
+        sub.unhashed.clear();
         sub.skip_next_replay = false;
     }
 
@@ -415,6 +438,7 @@ impl Sim<'_> {
             .iter()
             .filter_map(|c| c.queue.front().copied())
             .chain(sub.replay.iter().filter_map(|r| r.first().copied()))
+            .chain(sub.unhashed.first().copied())
             .min()
             .unwrap_or(sub.read_idx)
             .min(sub.read_idx)
@@ -508,7 +532,8 @@ impl Sim<'_> {
             wake = true;
         }
         for idx in nacked {
-            if self.add_to_replay(p, s, idx) {
+            // Pulsar's redelivery of positions does not know their sticky-key hash.
+            if self.add_to_replay(p, s, idx, false) {
                 self.emit_redeliver(t, p, s, idx, REASON_NACK);
             }
             wake = true;
@@ -722,7 +747,7 @@ impl Sim<'_> {
         }
         for &idx in &entries[start..] {
             // A replayed entry is still in the replay queue; its row says it is wanted again.
-            if self.add_to_replay(p, s, idx) || replay {
+            if self.add_to_replay(p, s, idx, true) || replay {
                 self.emit_redeliver(t, p, s, idx, REASON_OVERFLOW);
             }
         }
@@ -777,13 +802,14 @@ impl Sim<'_> {
             let sub = &mut self.parts[p].subs[s];
             let skip_replay = std::mem::take(&mut sub.skip_next_replay);
             if !skip_replay && sub.replay_len > 0 {
-                // Each consumer's oldest entries, as many as it has permits (one an entry), then
-                // the oldest of those.
+                // Each consumer's oldest entries, as many as it has permits (one an entry), and
+                // the entries without a hash, then the oldest of those.
                 let mut replay: Vec<u64> = Vec::new();
                 for (c, set) in sub.replay.iter().enumerate() {
                     let k = (sub.consumers[c].permits.max(0) as u64).min(cap) as usize;
                     replay.extend(set.iter().take(k).copied());
                 }
+                replay.extend(sub.unhashed.iter().take(cap as usize).copied());
                 replay.sort_unstable();
                 replay.truncate(cap as usize);
                 if !replay.is_empty() {
@@ -842,7 +868,7 @@ impl Sim<'_> {
                 if !blocked.contains(&hash) {
                     blocked.push(hash);
                 }
-                if self.add_to_replay(p, s, idx) || replay {
+                if self.add_to_replay(p, s, idx, true) || replay {
                     self.emit_redeliver(t, p, s, idx, REASON_HOLD_BACK);
                 }
             }
@@ -1188,6 +1214,7 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
                     replay: vec![BTreeSet::new(); buckets],
                     replay_len: 0,
                     replay_hashes: FastMap::default(),
+                    unhashed: BTreeSet::new(),
                     ring,
                     rr: 0,
                     scheduled: None,
