@@ -54,7 +54,10 @@ fn tailing_fan_out_reads_everything_published() {
     let messages: i64 = ev.messages.iter().map(|m| m.unwrap_or(0) as i64).sum();
     assert!((55_000..65_000).contains(&messages), "{messages}");
     let published = count(&ev, "add") as i64;
-    assert!(published < messages, "{published} entries for {messages} messages");
+    assert!(
+        published < messages,
+        "{published} entries for {messages} messages"
+    );
     for (c, n) in reads_by_cursor(&ev).iter().enumerate() {
         assert!(published - n <= 100, "cursor {c} read {n} of {published}");
     }
@@ -216,9 +219,8 @@ use ledgercache::workload::{ConsistentHashRing, REASON_HOLD_BACK, REASON_NACK, R
 use std::collections::{BTreeSet, HashMap};
 
 fn rows_of<'a>(ev: &'a EventColumns, cursor: &'a str) -> impl Iterator<Item = usize> + 'a {
-    (0..ev.len()).filter(move |&i| {
-        ev.cursor[i].is_some_and(|c| ev.cursor_names[c as usize] == cursor)
-    })
+    (0..ev.len())
+        .filter(move |&i| ev.cursor[i].is_some_and(|c| ev.cursor_names[c as usize] == cursor))
 }
 
 /// Messages in each entry of the (one-ledger) topic, from the `add` rows.
@@ -226,7 +228,11 @@ fn messages_per_entry(ev: &EventColumns) -> Vec<i64> {
     let mut out = Vec::new();
     for i in 0..ev.len() {
         if ev.op[i] == "add" {
-            assert_eq!(ev.entry_id[i], Some(out.len() as i64), "one topic, one ledger");
+            assert_eq!(
+                ev.entry_id[i],
+                Some(out.len() as i64),
+                "one topic, one ledger"
+            );
             out.push(ev.messages[i].expect("an add carries its messages") as i64);
         }
     }
@@ -286,7 +292,11 @@ fn shared_keeping_up_without_nacks_redelivers_nothing() {
             ]),
             1,
         );
-        assert_eq!(count(&ev, "redeliver"), 0, "rate {rate}, queue {receiver_queue}");
+        assert_eq!(
+            count(&ev, "redeliver"),
+            0,
+            "rate {rate}, queue {receiver_queue}"
+        );
         assert_eq!(count(&ev, "replay"), 0);
         let published = count(&ev, "add") as i64;
         assert!(published - reads_by_cursor(&ev)[0] <= 100);
@@ -338,9 +348,15 @@ fn key_shared_slow(extra: &[(&str, SettingValue)]) -> WorkloadSpec {
 /// and a read never asks for more than the room left; a slow consumer cannot grow it further.
 #[test]
 fn key_shared_replay_queue_stays_within_the_look_ahead_limit() {
-    let ev = generate(&key_shared_slow(&[("test_duration_minutes", Float(3.0))]), 3);
+    let ev = generate(
+        &key_shared_slow(&[("test_duration_minutes", Float(3.0))]),
+        3,
+    );
     let max = max_replay_queue(&ev, "sub-0");
-    assert!((15_000..=16_000).contains(&max), "default limit 16000, held {max}");
+    assert!(
+        (15_000..=16_000).contains(&max),
+        "default limit 16000, held {max}"
+    );
     for (per_consumer, per_subscription, limit) in [(100, 40_000, 400), (4000, 300, 300)] {
         let s = key_shared_slow(&[
             (
@@ -353,7 +369,10 @@ fn key_shared_replay_queue_stays_within_the_look_ahead_limit() {
             ),
         ]);
         let max = max_replay_queue(&generate(&s, 3), "sub-0");
-        assert!(max <= limit && max + 20 >= limit, "limit {limit}, held {max}");
+        assert!(
+            max <= limit && max + 20 >= limit,
+            "limit {limit}, held {max}"
+        );
     }
 }
 
@@ -401,10 +420,8 @@ fn key_shared_normal_read_holds_back_keys_waiting_in_replay() {
                     *waiting.entry(key(e.unwrap())).or_insert(0) += 1;
                 }
             }
-            "replay" => {
-                if in_replay.remove(&e.unwrap()) {
-                    *waiting.get_mut(&key(e.unwrap())).unwrap() -= 1;
-                }
+            "replay" if in_replay.remove(&e.unwrap()) => {
+                *waiting.get_mut(&key(e.unwrap())).unwrap() -= 1;
             }
             _ => {}
         }
@@ -429,8 +446,15 @@ fn consistent_hashing_spreads_keys_and_keeps_them_when_a_consumer_leaves() {
     let before: Vec<usize> = keys.iter().map(|&h| ring.select(h).unwrap()).collect();
     let mut share = [0usize; 4];
     before.iter().for_each(|&c| share[c] += 1);
-    assert!(share.iter().all(|&n| (1_500..3_500).contains(&n)), "{share:?}");
-    let modulo = before.iter().enumerate().filter(|(k, &c)| k % 4 == c).count();
+    assert!(
+        share.iter().all(|&n| (1_500..3_500).contains(&n)),
+        "{share:?}"
+    );
+    let modulo = before
+        .iter()
+        .enumerate()
+        .filter(|(k, &c)| k % 4 == c)
+        .count();
     assert!(modulo < 4_000, "{modulo} keys sit where key % n puts them");
     ring.remove_consumer(2, names[2]);
     let mut moved = 0;
@@ -445,7 +469,10 @@ fn consistent_hashing_spreads_keys_and_keeps_them_when_a_consumer_leaves() {
     }
     assert_eq!(moved, share[2]);
     ring.add_consumer(2, names[2]);
-    assert!(keys.iter().zip(&before).all(|(&h, &c)| ring.select(h) == Some(c)));
+    assert!(keys
+        .iter()
+        .zip(&before)
+        .all(|(&h, &c)| ring.select(h) == Some(c)));
 }
 
 /// PersistentDispatcherSingleActiveConsumer.redeliverUnacknowledgedMessages (rewinds the cursor;
@@ -477,7 +504,10 @@ fn exclusive_and_failover_nacks_rewind_the_cursor() {
                 "ack" => acked = ev.entry_id[i].unwrap(),
                 "seek" => {
                     let to = ev.entry_id[i].unwrap();
-                    assert!(to > acked && to < position, "{kind}: seek to {to}, acked {acked}, read {position}");
+                    assert!(
+                        to > acked && to < position,
+                        "{kind}: seek to {to}, acked {acked}, read {position}"
+                    );
                     position = to;
                 }
                 _ => {}
@@ -516,10 +546,17 @@ fn reconnect_to_an_empty_subscription_rewinds() {
                 "close" => at_close = Some(position),
                 "open" if ev.ts_us[i] > 0 => {
                     let j = rows[k + 1];
-                    assert_eq!((ev.op[j], ev.ts_us[j]), ("seek", ev.ts_us[i]), "{kind}: reopen without rewind");
+                    assert_eq!(
+                        (ev.op[j], ev.ts_us[j]),
+                        ("seek", ev.ts_us[i]),
+                        "{kind}: reopen without rewind"
+                    );
                     let to = ev.entry_id[j].unwrap();
                     let read = at_close.take().expect("a reopen follows a close");
-                    assert!(to > acked && to <= read, "{kind}: rewind to {to}, acked {acked}, read {read}");
+                    assert!(
+                        to > acked && to <= read,
+                        "{kind}: rewind to {to}, acked {acked}, read {read}"
+                    );
                     reopens += 1;
                     behind += (to < read) as usize;
                 }
@@ -562,7 +599,10 @@ fn entries_are_batches_within_the_batching_limits() {
     // 20 messages a millisecond: the 1 ms publish delay closes the batches.
     let by_delay = batches(&[]);
     let mean = by_delay.iter().sum::<i32>() as f64 / by_delay.len() as f64;
-    assert!((18.0..22.0).contains(&mean) && by_delay.iter().all(|&m| m <= 24), "{mean}");
+    assert!(
+        (18.0..22.0).contains(&mean) && by_delay.iter().all(|&m| m <= 24),
+        "{mean}"
+    );
     // 10 kB messages: 13 fit in 131072 bytes.
     let by_bytes = batches(&[("message_size", Int(10_000))]);
     assert!(by_bytes.iter().all(|&m| m <= 13));
@@ -598,7 +638,9 @@ fn a_saturated_consumers_reads_come_in_bursts() {
                 continue;
             }
             let n = ev.count[i] as i64;
-            let messages: i64 = per_entry[position as usize..(position + n) as usize].iter().sum();
+            let messages: i64 = per_entry[position as usize..(position + n) as usize]
+                .iter()
+                .sum();
             position += n;
             match bursts.last_mut() {
                 Some((ts, m)) if *ts == ev.ts_us[i] => *m += messages,
@@ -625,7 +667,11 @@ fn a_saturated_consumers_reads_come_in_bursts() {
 fn failover_starts_reading_after_the_failover_delay() {
     let ev = generate(&spec(&[("subscription_type", Str("Failover".into()))]), 1);
     let first_read = (0..ev.len()).find(|&i| ev.op[i] == "read").unwrap();
-    assert!(ev.ts_us[first_read] >= 1_000_000, "{}", ev.ts_us[first_read]);
+    assert!(
+        ev.ts_us[first_read] >= 1_000_000,
+        "{}",
+        ev.ts_us[first_read]
+    );
     let ev = generate(&spec(&[("subscription_type", Str("Exclusive".into()))]), 1);
     let first_read = (0..ev.len()).find(|&i| ev.op[i] == "read").unwrap();
     assert!(ev.ts_us[first_read] < 10_000);
@@ -644,7 +690,8 @@ fn reads_are_capped_by_dispatcher_max_read_size_bytes() {
             ("consumer_headroom", Float(3.0)),
         ]);
         if let Some(bytes) = cap {
-            s.set("dispatcher_max_read_size_bytes", &Int(bytes)).unwrap();
+            s.set("dispatcher_max_read_size_bytes", &Int(bytes))
+                .unwrap();
         }
         let ev = generate(&s, 1);
         let reads: Vec<i32> = (0..ev.len())
@@ -681,5 +728,9 @@ fn key_shared_nacks_are_replayed() {
     let replayed = (0..ev.len())
         .filter(|&i| ev.op[i] == "replay" && nacked.contains(&ev.entry_id[i].unwrap()))
         .count();
-    assert!(replayed * 10 >= nacked.len() * 9, "{replayed} of {}", nacked.len());
+    assert!(
+        replayed * 10 >= nacked.len() * 9,
+        "{replayed} of {}",
+        nacked.len()
+    );
 }

@@ -492,7 +492,8 @@ impl Sim<'_> {
                 used += left;
                 c.front_done = 0;
                 c.queue.pop_front();
-                if nack > 0.0 && rng.chance(1.0 - (1.0 - nack).powi(m.min(i32::MAX as u64) as i32)) {
+                if nack > 0.0 && rng.chance(1.0 - (1.0 - nack).powi(m.min(i32::MAX as u64) as i32))
+                {
                     if single {
                         nacked_here = Some(idx);
                         break;
@@ -1021,7 +1022,9 @@ impl Sim<'_> {
         self.consume(t, p, s);
         let part = &self.parts[p];
         let back = (self.spec.seek_back_seconds * 1e6 / part.interval_us) as u64;
-        let at = part.first_message(part.subs[s].read_idx).saturating_sub(back);
+        let at = part
+            .first_message(part.subs[s].read_idx)
+            .saturating_sub(back);
         let to = part.entry_of_message(at);
         self.emit_cursor(t, p, s, "seek", Some(to));
         let permits = self.spec.receiver_queue_size as i64;

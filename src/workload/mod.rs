@@ -10,9 +10,7 @@ pub use generate::{
     generate, generate_broker, EventColumns, REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW,
 };
 pub use rng::Rng;
-pub use selector::{
-    murmur3_32, sticky_key_hash, ConsistentHashRing, NO_KEY, STICKY_KEY_HASH_MAX,
-};
+pub use selector::{murmur3_32, sticky_key_hash, ConsistentHashRing, NO_KEY, STICKY_KEY_HASH_MAX};
 pub use spec::{KeyDistributor, SubscriptionType, WorkloadSpec, SPEC_NAMES};
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};

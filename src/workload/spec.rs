@@ -178,7 +178,9 @@ fn flag(name: &str, v: &SettingValue) -> Result<bool> {
     match v {
         SettingValue::Bool(b) => Ok(*b),
         SettingValue::Int(i @ (0 | 1)) => Ok(*i == 1),
-        SettingValue::Str(s) if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") => {
+        SettingValue::Str(s)
+            if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") =>
+        {
             Ok(s.eq_ignore_ascii_case("true"))
         }
         other => Err(Error::InvalidArgument {
