@@ -674,7 +674,8 @@ fn failover_starts_reading_after_the_failover_delay() {
     );
     let ev = generate(&spec(&[("subscription_type", Str("Exclusive".into()))]), 1);
     let first_read = (0..ev.len()).find(|&i| ev.op[i] == "read").unwrap();
-    assert!(ev.ts_us[first_read] < 10_000);
+    // (the read parked at the start looks for entries again after 10 ms)
+    assert!(ev.ts_us[first_read] <= 11_000, "{}", ev.ts_us[first_read]);
 }
 
 /// ManagedCursorImpl.applyMaxSizeCap (EntryCountEstimator) under dispatcherMaxReadSizeBytes
@@ -733,4 +734,42 @@ fn key_shared_nacks_are_replayed() {
         "{replayed} of {}",
         nacked.len()
     );
+}
+
+/// ManagedCursorImpl.asyncReadEntriesWithSkipOrWait / checkForNewEntries with
+/// managedLedgerNewEntriesCheckDelayInMillis (10 by default): a read parked at the end of the
+/// topic looks again 10 ms later and takes everything that came, so a tailing subscription reads
+/// every 10 ms or so, several entries at once; with 0 it is woken by every entry.
+#[test]
+fn tailing_reads_wait_for_the_new_entries_check_delay() {
+    let tailing = |delay: i64| {
+        let ev = generate(
+            &spec(&[
+                ("producer_rate", Float(10_000.0)),
+                ("batching_max_publish_delay_ms", Float(0.5)),
+                (
+                    "managed_ledger_new_entries_check_delay_in_millis",
+                    Int(delay),
+                ),
+            ]),
+            1,
+        );
+        let reads: Vec<usize> = (0..ev.len()).filter(|&i| ev.op[i] == "read").collect();
+        let entries: i64 = reads.iter().map(|&i| ev.count[i] as i64).sum();
+        let apart = reads
+            .windows(2)
+            .filter(|w| ev.ts_us[w[1]] - ev.ts_us[w[0]] >= delay * 1000)
+            .count();
+        (
+            entries as f64 / reads.len() as f64,
+            apart as f64 / reads.len() as f64,
+        )
+    };
+    let (per_read, apart) = tailing(10);
+    assert!(
+        per_read > 10.0 && apart > 0.95,
+        "{per_read} entries a read, {apart} apart"
+    );
+    let (per_read, _) = tailing(0);
+    assert!(per_read < 1.5, "{per_read}");
 }

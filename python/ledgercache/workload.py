@@ -42,6 +42,8 @@ Broker dispatchers (Pulsar ``ServiceConfiguration`` keys, defaults as on ``maste
   Key_Shared consistent-hashing ring.
 - ``activeConsumerFailoverDelayTimeMillis`` (1000): a Failover subscription starts reading this long
   after its active consumer is chosen.
+- ``managedLedgerNewEntriesCheckDelayInMillis`` (10): a read parked at the end of the topic looks for
+  new entries again after this long (reading all that came), then waits to be woken by the next one.
 
 Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 
@@ -96,7 +98,8 @@ KNOWN = frozenset(
     "dispatcher_max_round_robin_batch_size dispatcher_max_read_size_bytes dispatcher_max_read_batch_size "
     "key_shared_look_ahead_msg_in_replay_threshold_per_consumer "
     "key_shared_look_ahead_msg_in_replay_threshold_per_subscription "
-    "subscription_key_shared_consistent_hashing_replica_points active_consumer_failover_delay_time_millis".split()
+    "subscription_key_shared_consistent_hashing_replica_points active_consumer_failover_delay_time_millis "
+    "managed_ledger_new_entries_check_delay_in_millis".split()
 )
 # OMB workload keys that do not change what a broker's cache sees.
 IGNORED = frozenset(

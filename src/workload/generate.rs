@@ -209,8 +209,9 @@ struct Sub {
     rr: usize,
     scheduled: Option<u64>,
     acked_upto: Option<u64>,
-    /// A normal read parked at the end of the topic, for this many entries.
-    waiting: Option<u64>,
+    /// A normal read parked at the end of the topic: (entries asked for, when the cursor looks
+    /// for new entries again; after that, it is woken by the next entry).
+    waiting: Option<(u64, u64)>,
     /// Failover: no reads before this time (the active consumer was just chosen).
     resume_at: u64,
     /// The first unacknowledged entry when the last consumer left.
@@ -597,6 +598,28 @@ impl Sim<'_> {
         first..first + n
     }
 
+    /// Parks a normal read at the end of the topic: the cursor looks again after
+    /// `managed_ledger_new_entries_check_delay_in_millis`, then waits to be woken by an entry.
+    fn park(&mut self, t: u64, p: usize, s: usize, entries: u64) {
+        let delay = (self.spec.managed_ledger_new_entries_check_delay_ms * 1000.0) as u64;
+        self.parts[p].subs[s].waiting = Some((entries, t + delay));
+    }
+
+    /// The parked read, when entries have come and the cursor has looked for them.
+    fn parked_read(&mut self, t: u64, p: usize, s: usize) -> Option<Range<u64>> {
+        let (asked, check_at) = self.parts[p].subs[s].waiting?;
+        let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
+        if available == 0 {
+            return None;
+        }
+        if t < check_at {
+            self.schedule_dispatch(check_at, p, s);
+            return None;
+        }
+        self.parts[p].subs[s].waiting = None;
+        Some(self.read_entries(t, p, s, asked.min(available)))
+    }
+
     /// (total permits, permits of the first consumer that has any), as Pulsar's multi-consumer
     /// dispatcher counts them.
     fn permit_summary(sub: &Sub) -> (i64, i64) {
@@ -637,24 +660,23 @@ impl Sim<'_> {
         let batch = self.spec.read_batch_size as u64;
         let c = self.parts[p].subs[s].active_consumer;
         loop {
-            let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
-            if let Some(asked) = self.parts[p].subs[s].waiting {
-                if available == 0 {
-                    return;
-                }
-                self.parts[p].subs[s].waiting = None;
-                for idx in self.read_entries(t, p, s, asked.min(available)) {
+            if let Some(read) = self.parked_read(t, p, s) {
+                for idx in read {
                     self.deliver(p, s, c, idx);
                 }
                 continue;
             }
+            if self.parts[p].subs[s].waiting.is_some() {
+                return;
+            }
+            let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
             let permits = self.parts[p].subs[s].consumers[c].permits;
             if permits <= 0 {
                 return;
             }
             let n = (permits as u64).min(batch).min(self.read_cap(p)).max(1);
             if available == 0 {
-                self.parts[p].subs[s].waiting = Some(n);
+                self.park(t, p, s, n);
                 return;
             }
             for idx in self.read_entries(t, p, s, n.min(available)) {
@@ -668,15 +690,12 @@ impl Sim<'_> {
     fn dispatch_shared(&mut self, t: u64, p: usize, s: usize) {
         let batch = self.spec.read_batch_size as u64;
         loop {
-            let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
-            if let Some(asked) = self.parts[p].subs[s].waiting {
-                if available > 0 {
-                    self.parts[p].subs[s].waiting = None;
-                    let read: Vec<u64> = self.read_entries(t, p, s, asked.min(available)).collect();
-                    self.shared_send(t, p, s, &read, false);
-                    continue;
-                }
+            if let Some(read) = self.parked_read(t, p, s) {
+                let read: Vec<u64> = read.collect();
+                self.shared_send(t, p, s, &read, false);
+                continue;
             }
+            let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
             let (total, first) = Self::permit_summary(&self.parts[p].subs[s]);
             let current = total.max(first);
             if current <= 0 || first <= 0 {
@@ -699,7 +718,7 @@ impl Sim<'_> {
                 return;
             }
             if available == 0 {
-                self.parts[p].subs[s].waiting = Some(to_read);
+                self.park(t, p, s, to_read);
                 return;
             }
             let read: Vec<u64> = self.read_entries(t, p, s, to_read.min(available)).collect();
@@ -784,15 +803,12 @@ impl Sim<'_> {
         let batch = self.spec.read_batch_size as u64;
         let limit = self.look_ahead_limit(self.parts[p].subs[s].consumers.len());
         loop {
-            let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
-            if let Some(asked) = self.parts[p].subs[s].waiting {
-                if available > 0 {
-                    self.parts[p].subs[s].waiting = None;
-                    let read: Vec<u64> = self.read_entries(t, p, s, asked.min(available)).collect();
-                    self.key_shared_send(t, p, s, &read, false, limit);
-                    continue;
-                }
+            if let Some(read) = self.parked_read(t, p, s) {
+                let read: Vec<u64> = read.collect();
+                self.key_shared_send(t, p, s, &read, false, limit);
+                continue;
             }
+            let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
             let sub = &mut self.parts[p].subs[s];
             let (total, first) = Self::permit_summary(sub);
             let current = total.max(first);
@@ -827,7 +843,7 @@ impl Sim<'_> {
             }
             let n = cap.min((limit - sub.replay_len as u64).max(1));
             if available == 0 {
-                self.parts[p].subs[s].waiting = Some(n);
+                self.park(t, p, s, n);
                 return;
             }
             let read: Vec<u64> = self.read_entries(t, p, s, n.min(available)).collect();
@@ -961,9 +977,10 @@ impl Sim<'_> {
         };
         self.emit(t, p, row);
         for s in 0..self.parts[p].subs.len() {
-            let sub = &self.parts[p].subs[s];
-            if sub.active && sub.waiting.is_some() {
-                self.schedule_dispatch(t, p, s);
+            if let Some((_, check_at)) = self.parts[p].subs[s].waiting {
+                if self.parts[p].subs[s].active {
+                    self.schedule_dispatch(t.max(check_at), p, s);
+                }
             }
         }
         let (at, n) = self.next_batch(p);

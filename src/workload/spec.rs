@@ -82,6 +82,9 @@ pub struct WorkloadSpec {
     /// Pulsar's activeConsumerFailoverDelayTimeMillis: a Failover subscription starts reading this
     /// long after its active consumer is chosen.
     pub active_consumer_failover_delay_ms: f64,
+    /// Pulsar's managedLedgerNewEntriesCheckDelayInMillis: a read parked at the end of the topic
+    /// looks for new entries again after this long, then waits to be woken by the next entry.
+    pub managed_ledger_new_entries_check_delay_ms: f64,
 }
 
 impl Default for WorkloadSpec {
@@ -126,6 +129,7 @@ impl Default for WorkloadSpec {
             key_shared_look_ahead_per_subscription: 40_000,
             key_shared_replica_points: 100,
             active_consumer_failover_delay_ms: 1000.0,
+            managed_ledger_new_entries_check_delay_ms: 10.0,
         }
     }
 }
@@ -201,7 +205,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 39] = [
+pub const SPEC_NAMES: [&str; 40] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -241,6 +245,7 @@ pub const SPEC_NAMES: [&str; 39] = [
     "subscription_key_shared_consistent_hashing_replica_points",
     "active_consumer_failover_delay_time_millis",
     "dispatcher_max_read_batch_size",
+    "managed_ledger_new_entries_check_delay_in_millis",
 ];
 
 impl WorkloadSpec {
@@ -327,6 +332,9 @@ impl WorkloadSpec {
             }
             "active_consumer_failover_delay_time_millis" => {
                 self.active_consumer_failover_delay_ms = non_negative(key, v)?
+            }
+            "managed_ledger_new_entries_check_delay_in_millis" => {
+                self.managed_ledger_new_entries_check_delay_ms = non_negative(key, v)?
             }
             _ => {
                 return Err(Error::UnknownSetting { key: key.to_string(), hint: None });
