@@ -146,10 +146,9 @@ struct Consumer {
     unflowed: u64,
     last_us: u64,
     carry: f64,
-    /// When `unflowed` reaches the FLOW threshold, if the queue holds enough to get there.
+    /// When `unflowed` reaches the FLOW threshold, if the queue holds enough to get there (reset
+    /// when the queue is dropped, so the planned FLOW is ignored).
     flow_at: Option<u64>,
-    /// Bumped whenever the queue is dropped, so planned FLOWs of the old queue are ignored.
-    generation: u32,
 }
 
 impl Consumer {
@@ -164,7 +163,6 @@ impl Consumer {
             last_us: 0,
             carry: 0.0,
             flow_at: None,
-            generation: 0,
         }
     }
 
@@ -183,7 +181,6 @@ impl Consumer {
         self.unflowed = 0;
         self.carry = 0.0;
         self.flow_at = None;
-        self.generation = self.generation.wrapping_add(1);
     }
 }
 
@@ -270,8 +267,8 @@ impl Partition {
 enum Task {
     Publish(u32),
     Dispatch(u32, u32),
-    /// A consumer's client sends FLOW: (partition, subscription, consumer, generation).
-    Flow(u32, u32, u32, u32),
+    /// A consumer's client may send FLOW: (partition, subscription, consumer).
+    Flow(u32, u32, u32),
     Seek(u32, u32),
     Churn(u32, u32),
     Ack(u32, u32),
@@ -517,7 +514,6 @@ impl Sim<'_> {
                 c.queued = 0;
                 c.front_done = 0;
                 c.flow_at = None;
-                c.generation = c.generation.wrapping_add(1);
                 rewind = nacked_here;
             }
             if c.unflowed >= threshold {
@@ -558,8 +554,7 @@ impl Sim<'_> {
             let wait = ((need as f64 - con.carry) / con.speed).ceil().max(1.0);
             let at = (con.last_us as f64 + wait).min(u64::MAX as f64 / 2.0) as u64;
             let at = at.max(t);
-            let generation = con.generation;
-            if self.schedule(at, Task::Flow(p as u32, s as u32, c as u32, generation)) {
+            if self.schedule(at, Task::Flow(p as u32, s as u32, c as u32)) {
                 self.parts[p].subs[s].consumers[c].flow_at = Some(at);
             }
         }
@@ -634,7 +629,6 @@ impl Sim<'_> {
     }
 
     fn dispatch(&mut self, t: u64, p: usize, s: usize) {
-        self.parts[p].subs[s].scheduled = None;
         self.consume(t, p, s);
         let sub = &self.parts[p].subs[s];
         if sub.active {
@@ -977,10 +971,12 @@ impl Sim<'_> {
         };
         self.emit(t, p, row);
         for s in 0..self.parts[p].subs.len() {
-            if let Some((_, check_at)) = self.parts[p].subs[s].waiting {
-                if self.parts[p].subs[s].active {
-                    self.schedule_dispatch(t.max(check_at), p, s);
-                }
+            let sub = &self.parts[p].subs[s];
+            match sub.waiting {
+                // The cursor waits to be notified: its read completes now.
+                Some((_, check_at)) if sub.active && t >= check_at => self.dispatch(t, p, s),
+                Some((_, check_at)) if sub.active => self.schedule_dispatch(check_at, p, s),
+                _ => {}
             }
         }
         let (at, n) = self.next_batch(p);
@@ -1080,14 +1076,17 @@ impl Sim<'_> {
             match task {
                 Task::Publish(p) => self.publish(t, p as usize),
                 Task::Dispatch(p, s) => {
-                    if self.parts[p as usize].subs[s as usize].scheduled == Some(t) {
-                        self.dispatch(t, p as usize, s as usize);
+                    let (p, s) = (p as usize, s as usize);
+                    if self.parts[p].subs[s].scheduled == Some(t) {
+                        self.parts[p].subs[s].scheduled = None;
+                        self.dispatch(t, p, s);
                     }
                 }
-                Task::Flow(p, s, c, generation) => {
+                Task::Flow(p, s, c) => {
                     let (p, s) = (p as usize, s as usize);
                     let con = &mut self.parts[p].subs[s].consumers[c as usize];
-                    if con.generation != generation || con.flow_at != Some(t) {
+                    if con.flow_at != Some(t) {
+                        // Planned for a queue since dropped.
                         continue;
                     }
                     con.flow_at = None;
