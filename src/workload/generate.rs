@@ -10,7 +10,9 @@
 //! FLOW with the permits it freed only once half the receiver queue is free, so a saturated
 //! consumer's reads come in bursts.
 //!
-//! Dispatchers follow Pulsar's:
+//! Dispatchers follow Pulsar's. A read at the end of the topic parks; the cursor looks again
+//! after `managed_ledger_new_entries_check_delay_in_millis` and then waits to be woken by the next
+//! entry. A read's entry count is capped by `dispatcher_max_read_size_bytes`.
 //! - Exclusive/Failover: one active consumer; a read asks for min(permits, read batch) entries; a
 //!   negative acknowledgement makes the client drop its queue and the broker rewind the cursor to
 //!   the first unacknowledged entry (a `seek`).
@@ -1040,7 +1042,6 @@ impl Sim<'_> {
             .saturating_sub(back);
         let to = part.entry_of_message(at);
         self.emit_cursor(t, p, s, "seek", Some(to));
-        let permits = self.spec.receiver_queue_size as i64;
         let sub = &mut self.parts[p].subs[s];
         sub.read_idx = to;
         sub.rewind_to = to;
@@ -1049,8 +1050,7 @@ impl Sim<'_> {
         Self::clear_replay(sub);
         if sub.active {
             // A reset cursor disconnects the consumers, which come straight back.
-            sub.consumers.iter_mut().for_each(|c| c.connect(t, permits));
-            self.schedule_dispatch(t, p, s);
+            self.connect(t, p, s);
         }
         let next = t + self.rng.exp(60e6 / self.spec.seeks_per_minute) as u64;
         self.schedule(next, Task::Seek(p as u32, s as u32));
