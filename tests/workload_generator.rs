@@ -50,8 +50,14 @@ fn tailing_fan_out_reads_everything_published() {
         ("producer_rate", Float(2000.0)),
     ]);
     let ev = generate(&s, 1);
+    // Messages are batched into entries: count the messages, and read entries against entries.
+    let messages: i64 = ev.messages.iter().map(|m| m.unwrap_or(0) as i64).sum();
+    assert!((55_000..65_000).contains(&messages), "{messages}");
     let published = count(&ev, "add") as i64;
-    assert!((55_000..65_000).contains(&published), "{published}");
+    assert!(
+        published < messages,
+        "{published} entries for {messages} messages"
+    );
     for (c, n) in reads_by_cursor(&ev).iter().enumerate() {
         assert!(published - n <= 100, "cursor {c} read {n} of {published}");
     }
@@ -202,4 +208,568 @@ fn brokers_generated_apart_add_up_to_the_whole_trace() {
                 && part.entry_id[k] == whole.entry_id[i]));
         assert!(part.broker.iter().all(|&x| x == b));
     }
+}
+
+// ---- Pulsar's dispatchers, producer batching and client flow control --------------------------
+//
+// Each test names the Pulsar (branch master) or OpenMessaging Benchmark code it follows; see
+// docs/fidelity-dispatchers.md.
+
+use ledgercache::workload::{ConsistentHashRing, REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW};
+use std::collections::{BTreeSet, HashMap};
+
+fn rows_of<'a>(ev: &'a EventColumns, cursor: &'a str) -> impl Iterator<Item = usize> + 'a {
+    (0..ev.len())
+        .filter(move |&i| ev.cursor[i].is_some_and(|c| ev.cursor_names[c as usize] == cursor))
+}
+
+/// Messages in each entry of the (one-ledger) topic, from the `add` rows.
+fn messages_per_entry(ev: &EventColumns) -> Vec<i64> {
+    let mut out = Vec::new();
+    for i in 0..ev.len() {
+        if ev.op[i] == "add" {
+            assert_eq!(
+                ev.entry_id[i],
+                Some(out.len() as i64),
+                "one topic, one ledger"
+            );
+            out.push(ev.messages[i].expect("an add carries its messages") as i64);
+        }
+    }
+    out
+}
+
+/// The most entries the cursor's replay queue held at once, replaying the trace's rows.
+fn max_replay_queue(ev: &EventColumns, cursor: &str) -> usize {
+    let mut queue = BTreeSet::new();
+    let mut max = 0;
+    for i in rows_of(ev, cursor) {
+        let e = ev.entry_id[i];
+        match ev.op[i] {
+            "redeliver" => {
+                queue.insert(e.unwrap());
+            }
+            "replay" => {
+                queue.remove(&e.unwrap());
+            }
+            "seek" => queue.clear(),
+            _ => {}
+        }
+        max = max.max(queue.len());
+    }
+    max
+}
+
+fn reasons(ev: &EventColumns) -> HashMap<&'static str, usize> {
+    let mut out = HashMap::new();
+    for i in 0..ev.len() {
+        match (ev.op[i], ev.reason[i]) {
+            ("redeliver", Some(r)) => *out.entry(r).or_insert(0) += 1,
+            ("redeliver", None) => panic!("row {i}: a redeliver without a reason"),
+            (op, Some(r)) => panic!("row {i}: {op} with reason {r}"),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// PersistentDispatcherMultipleConsumers.readMoreEntries / calculateToRead (reads
+/// min(total permits, dispatcherMaxReadBatchSize) entries) and trySendMessagesToConsumers (round
+/// robin; only what no consumer has permits for goes to replay): a Shared subscription that keeps
+/// up and has no negative acks redelivers nothing, even with a one-message receiver queue (where
+/// reading a whole batch whenever a permit is free overflows).
+#[test]
+fn shared_keeping_up_without_nacks_redelivers_nothing() {
+    for (rate, receiver_queue, headroom) in [(800.0, 1, 1.1), (3000.0, 1000, 1.2), (800.0, 2, 1.05)]
+    {
+        let ev = generate(
+            &spec(&[
+                ("subscription_type", Str("Shared".into())),
+                ("consumer_per_subscription", Int(3)),
+                ("producer_rate", Float(rate)),
+                ("receiver_queue_size", Int(receiver_queue)),
+                ("consumer_headroom", Float(headroom)),
+            ]),
+            1,
+        );
+        assert_eq!(
+            count(&ev, "redeliver"),
+            0,
+            "rate {rate}, queue {receiver_queue}"
+        );
+        assert_eq!(count(&ev, "replay"), 0);
+        let published = count(&ev, "add") as i64;
+        assert!(published - reads_by_cursor(&ev)[0] <= 100);
+    }
+}
+
+/// PersistentDispatcherMultipleConsumers.trySendMessagesToConsumers / getMaxEntriesInThisBatch:
+/// permits are messages and an entry is a batch, so a read of min(permits, 100) entries can
+/// bring more messages than the consumers have permits for; the rest is added to replay
+/// (`overflow`). Negative acks (redeliverUnacknowledgedMessages with positions) are `nack`.
+#[test]
+fn shared_overflow_and_nacks_carry_their_reason() {
+    let ev = generate(
+        &spec(&[
+            ("subscription_type", Str("Shared".into())),
+            ("consumer_per_subscription", Int(3)),
+            ("producer_rate", Float(3000.0)),
+            ("consumer_headroom", Float(0.9)),
+            ("redelivery_rate", Float(0.01)),
+        ]),
+        1,
+    );
+    let r = reasons(&ev);
+    assert!(r.get(REASON_OVERFLOW).copied().unwrap_or(0) > 0, "{r:?}");
+    assert!(r.get(REASON_NACK).copied().unwrap_or(0) > 0, "{r:?}");
+    assert_eq!(r.get(REASON_HOLD_BACK), None, "{r:?}");
+}
+
+fn key_shared_slow(extra: &[(&str, SettingValue)]) -> WorkloadSpec {
+    let mut s = spec(&[
+        ("subscription_type", Str("Key_Shared".into())),
+        ("consumer_per_subscription", Int(4)),
+        ("key_distributor", Str("KEY_ROUND_ROBIN".into())),
+        ("slow_consumer_fraction", Float(0.25)),
+        ("slow_consumer_speed", Float(0.2)),
+        ("producer_rate", Float(4000.0)),
+        ("max_entries_per_ledger", Int(10_000_000)),
+    ]);
+    for (k, v) in extra {
+        s.set(k, v).unwrap();
+    }
+    s
+}
+
+/// PersistentStickyKeyDispatcherMultipleConsumers.isNormalReadAllowed / getMaxEntriesReadLimit /
+/// getEffectiveLookAheadLimit: normal reads stop once the replay queue holds
+/// min(keySharedLookAheadMsgInReplayThresholdPerConsumer x consumers,
+/// keySharedLookAheadMsgInReplayThresholdPerSubscription) entries (4000 x 4 = 16000 by default),
+/// and a read never asks for more than the room left; a slow consumer cannot grow it further.
+#[test]
+fn key_shared_replay_queue_stays_within_the_look_ahead_limit() {
+    let ev = generate(
+        &key_shared_slow(&[("test_duration_minutes", Float(3.0))]),
+        3,
+    );
+    let max = max_replay_queue(&ev, "sub-0");
+    assert!(
+        (15_000..=16_000).contains(&max),
+        "default limit 16000, held {max}"
+    );
+    for (per_consumer, per_subscription, limit) in [(100, 40_000, 400), (4000, 300, 300)] {
+        let s = key_shared_slow(&[
+            (
+                "key_shared_look_ahead_msg_in_replay_threshold_per_consumer",
+                Int(per_consumer),
+            ),
+            (
+                "key_shared_look_ahead_msg_in_replay_threshold_per_subscription",
+                Int(per_subscription),
+            ),
+        ]);
+        let max = max_replay_queue(&generate(&s, 3), "sub-0");
+        assert!(
+            max <= limit && max + 20 >= limit,
+            "limit {limit}, held {max}"
+        );
+    }
+}
+
+/// PersistentStickyKeyDispatcherMultipleConsumers.filterAndGroupEntriesForDispatching /
+/// canDispatchEntry: in a normal read, an entry whose sticky key already waits in the replay
+/// queue is not sent (ordering) but added to replay too, as `hold-back`; so is one whose
+/// consumer has no permits.
+#[test]
+fn key_shared_normal_read_holds_back_keys_waiting_in_replay() {
+    let keys = 64u64;
+    let ev = generate(&key_shared_slow(&[("keys", Int(keys as i64))]), 5);
+    let per_entry = messages_per_entry(&ev);
+    let mut first = Vec::with_capacity(per_entry.len());
+    let mut total = 0;
+    for m in &per_entry {
+        first.push(total);
+        total += *m as u64;
+    }
+    // An entry's key is its first message's (KEY_ROUND_ROBIN: message number mod keys).
+    let key = |e: i64| first[e as usize] % keys;
+    let mut waiting: HashMap<u64, usize> = HashMap::new();
+    let mut in_replay = BTreeSet::new();
+    let (mut position, mut checked) = (0i64, 0);
+    let rows: Vec<usize> = rows_of(&ev, "sub-0").collect();
+    for (k, &i) in rows.iter().enumerate() {
+        let e = ev.entry_id[i];
+        match ev.op[i] {
+            "read" => {
+                let held: BTreeSet<i64> = rows[k + 1..]
+                    .iter()
+                    .take_while(|&&j| ev.op[j] == "redeliver")
+                    .map(|&j| ev.entry_id[j].unwrap())
+                    .collect();
+                for e in position..position + ev.count[i] as i64 {
+                    if waiting.get(&key(e)).is_some_and(|&n| n > 0) {
+                        assert!(held.contains(&e), "entry {e}: its key waits in replay");
+                        checked += 1;
+                    }
+                }
+                position += ev.count[i] as i64;
+            }
+            "redeliver" => {
+                assert_eq!(ev.reason[i], Some(REASON_HOLD_BACK));
+                if in_replay.insert(e.unwrap()) {
+                    *waiting.entry(key(e.unwrap())).or_insert(0) += 1;
+                }
+            }
+            "replay" if in_replay.remove(&e.unwrap()) => {
+                *waiting.get_mut(&key(e.unwrap())).unwrap() -= 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(checked > 100, "only {checked} entries met a waiting key");
+}
+
+/// ConsistentHashingStickyKeyConsumerSelector.addConsumer / removeConsumer / select with
+/// subscriptionKeySharedConsistentHashingReplicaPoints = 100: keys spread over the consumers
+/// (not key % n), and when a consumer leaves, only its keys move.
+#[test]
+fn consistent_hashing_spreads_keys_and_keeps_them_when_a_consumer_leaves() {
+    use ledgercache::workload::sticky_key_hash;
+    let names = ["consumer-0", "consumer-1", "consumer-2", "consumer-3"];
+    let mut ring = ConsistentHashRing::new(100);
+    for (c, name) in names.iter().enumerate() {
+        ring.add_consumer(c, name);
+    }
+    let keys: Vec<u32> = (0..10_000)
+        .map(|k| sticky_key_hash(format!("key-{k}").as_bytes()))
+        .collect();
+    let before: Vec<usize> = keys.iter().map(|&h| ring.select(h).unwrap()).collect();
+    let mut share = [0usize; 4];
+    before.iter().for_each(|&c| share[c] += 1);
+    assert!(
+        share.iter().all(|&n| (1_500..3_500).contains(&n)),
+        "{share:?}"
+    );
+    let modulo = before
+        .iter()
+        .enumerate()
+        .filter(|(k, &c)| k % 4 == c)
+        .count();
+    assert!(modulo < 4_000, "{modulo} keys sit where key % n puts them");
+    ring.remove_consumer(2, names[2]);
+    let mut moved = 0;
+    for (k, &h) in keys.iter().enumerate() {
+        let now = ring.select(h).unwrap();
+        assert_ne!(now, 2);
+        if before[k] != 2 {
+            assert_eq!(now, before[k], "key {k} moved from consumer {}", before[k]);
+        } else {
+            moved += 1;
+        }
+    }
+    assert_eq!(moved, share[2]);
+    ring.add_consumer(2, names[2]);
+    assert!(keys
+        .iter()
+        .zip(&before)
+        .all(|(&h, &c)| ring.select(h) == Some(c)));
+}
+
+/// PersistentDispatcherSingleActiveConsumer.redeliverUnacknowledgedMessages (rewinds the cursor;
+/// single positions are never replayed) with ConsumerImpl.redeliverUnacknowledgedMessages(Set),
+/// which on Exclusive/Failover asks for everything unacknowledged: a nack shows up as a `seek` to
+/// the first unacknowledged entry, never as `redeliver`/`replay` rows.
+#[test]
+fn exclusive_and_failover_nacks_rewind_the_cursor() {
+    for kind in ["Exclusive", "Failover"] {
+        let ev = generate(
+            &spec(&[
+                ("subscription_type", Str(kind.into())),
+                ("redelivery_rate", Float(0.001)),
+                ("producer_rate", Float(2000.0)),
+                ("max_entries_per_ledger", Int(10_000_000)),
+            ]),
+            2,
+        );
+        assert_eq!(count(&ev, "redeliver"), 0, "{kind}");
+        assert_eq!(count(&ev, "replay"), 0, "{kind}");
+        let seeks = count(&ev, "seek");
+        assert!(seeks > 5, "{kind}: {seeks} rewinds");
+        // Each rewind goes back to the first unacknowledged entry: after the last ack, not past
+        // what was read.
+        let (mut position, mut acked) = (0i64, -1i64);
+        for i in rows_of(&ev, "sub-0") {
+            match ev.op[i] {
+                "read" => position += ev.count[i] as i64,
+                "ack" => acked = ev.entry_id[i].unwrap(),
+                "seek" => {
+                    let to = ev.entry_id[i].unwrap();
+                    assert!(
+                        to > acked && to < position,
+                        "{kind}: seek to {to}, acked {acked}, read {position}"
+                    );
+                    position = to;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// PersistentDispatcherMultipleConsumers.addConsumer (the first consumer of a subscription
+/// without consumers rewinds the cursor; the replay queue is cleared) and
+/// PersistentDispatcherSingleActiveConsumer.scheduleReadOnActiveConsumer (rewind when the active
+/// consumer is chosen): every reconnect is an `open` followed by a `seek` to the mark-delete
+/// position + 1, behind what was read before the disconnect.
+#[test]
+fn reconnect_to_an_empty_subscription_rewinds() {
+    for kind in ["Shared", "Exclusive", "Key_Shared"] {
+        let ev = generate(
+            &spec(&[
+                ("subscription_type", Str(kind.into())),
+                ("consumer_per_subscription", Int(2)),
+                ("key_distributor", Str("KEY_ROUND_ROBIN".into())),
+                ("churn_per_minute", Float(12.0)),
+                ("churn_downtime_seconds", Float(1.0)),
+                ("producer_rate", Float(2000.0)),
+                ("max_entries_per_ledger", Int(10_000_000)),
+            ]),
+            4,
+        );
+        let rows: Vec<usize> = rows_of(&ev, "sub-0").collect();
+        let (mut position, mut acked, mut reopens, mut behind) = (0i64, -1i64, 0, 0);
+        let mut at_close = None;
+        for (k, &i) in rows.iter().enumerate() {
+            match ev.op[i] {
+                "read" => position += ev.count[i] as i64,
+                "ack" => acked = ev.entry_id[i].unwrap(),
+                "close" => at_close = Some(position),
+                "open" if ev.ts_us[i] > 0 => {
+                    let j = rows[k + 1];
+                    assert_eq!(
+                        (ev.op[j], ev.ts_us[j]),
+                        ("seek", ev.ts_us[i]),
+                        "{kind}: reopen without rewind"
+                    );
+                    let to = ev.entry_id[j].unwrap();
+                    let read = at_close.take().expect("a reopen follows a close");
+                    assert!(
+                        to > acked && to <= read,
+                        "{kind}: rewind to {to}, acked {acked}, read {read}"
+                    );
+                    reopens += 1;
+                    behind += (to < read) as usize;
+                }
+                "seek" => position = ev.entry_id[i].unwrap(),
+                _ => {}
+            }
+        }
+        assert!(reopens >= 3, "{kind}: {reopens} reopens");
+        assert!(behind >= 1, "{kind}: no reopen went back");
+    }
+}
+
+/// OpenMessaging Benchmark's Pulsar driver (driver-pulsar/pulsar.yaml: batchingMaxPublishDelayMs
+/// 1, batchingMaxBytes 131072; PulsarBenchmarkDriver: batchingMaxMessages Integer.MAX_VALUE) with
+/// ProducerImpl.batchFlushTask and BatchMessageContainerImpl.add / haveEnoughSpace: an entry is a
+/// batch closed by the publish delay, by bytes or by count; its size is the whole batch.
+#[test]
+fn entries_are_batches_within_the_batching_limits() {
+    let batches = |extra: &[(&str, SettingValue)]| {
+        let mut s = spec(&[
+            ("producer_rate", Float(20_000.0)),
+            ("test_duration_minutes", Float(0.05)),
+        ]);
+        for (k, v) in extra {
+            s.set(k, v).unwrap();
+        }
+        let ev = generate(&s, 1);
+        let mut out = Vec::new();
+        for i in 0..ev.len() {
+            if ev.op[i] == "add" {
+                let m = ev.messages[i].unwrap();
+                assert_eq!(ev.size[i], m * s.message_size as i32);
+                out.push(m);
+            }
+        }
+        let total: i32 = out.iter().sum();
+        assert!((55_000..65_000).contains(&total), "{total} messages");
+        out
+    };
+    // 20 messages a millisecond: the 1 ms publish delay closes the batches.
+    let by_delay = batches(&[]);
+    let mean = by_delay.iter().sum::<i32>() as f64 / by_delay.len() as f64;
+    assert!(
+        (18.0..22.0).contains(&mean) && by_delay.iter().all(|&m| m <= 24),
+        "{mean}"
+    );
+    // 10 kB messages: 13 fit in 131072 bytes.
+    let by_bytes = batches(&[("message_size", Int(10_000))]);
+    assert!(by_bytes.iter().all(|&m| m <= 13));
+    assert!(by_bytes.iter().filter(|&&m| m == 13).count() * 10 > by_bytes.len() * 9);
+    let by_count = batches(&[("batching_max_messages", Int(5))]);
+    assert!(by_count.iter().all(|&m| m <= 5));
+    assert!(by_count.iter().filter(|&&m| m == 5).count() * 10 > by_count.len() * 9);
+    let off = batches(&[("batching_enabled", SettingValue::Bool(false))]);
+    assert!(off.iter().all(|&m| m == 1));
+}
+
+/// ConsumerImpl.increaseAvailablePermits: the client sends FLOW only once half the receiver queue
+/// is free, and the dispatchers read while permits last
+/// (PersistentDispatcherSingleActiveConsumer.readMoreEntries / calculateToRead): a saturated
+/// consumer's reads come in bursts of at least half the receiver queue.
+#[test]
+fn a_saturated_consumers_reads_come_in_bursts() {
+    for (batching, at_least) in [(false, 500), (true, 250)] {
+        let ev = generate(
+            &spec(&[
+                ("producer_rate", Float(2000.0)),
+                ("consumer_headroom", Float(0.5)),
+                ("batching_enabled", SettingValue::Bool(batching)),
+                ("max_entries_per_ledger", Int(10_000_000)),
+            ]),
+            1,
+        );
+        let per_entry = messages_per_entry(&ev);
+        let mut bursts: Vec<(i64, i64)> = Vec::new();
+        let mut position = 0i64;
+        for i in rows_of(&ev, "sub-0") {
+            if ev.op[i] != "read" {
+                continue;
+            }
+            let n = ev.count[i] as i64;
+            let messages: i64 = per_entry[position as usize..(position + n) as usize]
+                .iter()
+                .sum();
+            position += n;
+            match bursts.last_mut() {
+                Some((ts, m)) if *ts == ev.ts_us[i] => *m += messages,
+                _ => bursts.push((ev.ts_us[i], messages)),
+            }
+        }
+        let backlogged: Vec<i64> = bursts
+            .iter()
+            .filter(|(ts, _)| *ts > 5_000_000)
+            .map(|&(_, m)| m)
+            .collect();
+        assert!(backlogged.len() > 20, "{}", backlogged.len());
+        assert!(
+            backlogged.iter().all(|&m| m >= at_least),
+            "batching {batching}: bursts {backlogged:?}"
+        );
+    }
+}
+
+/// PersistentDispatcherSingleActiveConsumer.scheduleReadOnActiveConsumer with
+/// activeConsumerFailoverDelayTimeMillis (1000 by default): a Failover subscription starts
+/// reading a second after its active consumer is chosen.
+#[test]
+fn failover_starts_reading_after_the_failover_delay() {
+    let ev = generate(&spec(&[("subscription_type", Str("Failover".into()))]), 1);
+    let first_read = (0..ev.len()).find(|&i| ev.op[i] == "read").unwrap();
+    assert!(
+        ev.ts_us[first_read] >= 1_000_000,
+        "{}",
+        ev.ts_us[first_read]
+    );
+    let ev = generate(&spec(&[("subscription_type", Str("Exclusive".into()))]), 1);
+    let first_read = (0..ev.len()).find(|&i| ev.op[i] == "read").unwrap();
+    // (the read parked at the start looks for entries again after 10 ms)
+    assert!(ev.ts_us[first_read] <= 11_000, "{}", ev.ts_us[first_read]);
+}
+
+/// ManagedCursorImpl.applyMaxSizeCap (EntryCountEstimator) under dispatcherMaxReadSizeBytes
+/// (5 MB by default): a read asks for no more entries than that many bytes hold, estimated from
+/// the average entry size.
+#[test]
+fn reads_are_capped_by_dispatcher_max_read_size_bytes() {
+    for (cap, most) in [(None, 52), (Some(1_000_000), 10)] {
+        let mut s = spec(&[
+            ("producer_rate", Float(200.0)),
+            ("message_size", Int(100_000)),
+            ("consumer_backlog_size_gb", Float(0.1)),
+            ("consumer_headroom", Float(3.0)),
+        ]);
+        if let Some(bytes) = cap {
+            s.set("dispatcher_max_read_size_bytes", &Int(bytes))
+                .unwrap();
+        }
+        let ev = generate(&s, 1);
+        let reads: Vec<i32> = (0..ev.len())
+            .filter(|&i| ev.op[i] == "read")
+            .map(|i| ev.count[i])
+            .collect();
+        assert_eq!(reads.iter().max(), Some(&most), "cap {cap:?}");
+    }
+}
+
+/// PersistentDispatcherMultipleConsumers.redeliverUnacknowledgedMessages(consumer, positions)
+/// (reached from ConsumerImpl.redeliverUnacknowledgedMessages(Set) on Shared and Key_Shared): a
+/// negatively acknowledged entry goes to the replay queue (`nack`) and is replayed. On master the
+/// position carries no sticky-key hash, so on Key_Shared it does not block its key for normal
+/// reads until a replay read holds it back.
+#[test]
+fn key_shared_nacks_are_replayed() {
+    let ev = generate(
+        &spec(&[
+            ("subscription_type", Str("Key_Shared".into())),
+            ("consumer_per_subscription", Int(3)),
+            ("key_distributor", Str("KEY_ROUND_ROBIN".into())),
+            ("redelivery_rate", Float(0.01)),
+            ("producer_rate", Float(3000.0)),
+        ]),
+        1,
+    );
+    let r = reasons(&ev);
+    assert!(r.get(REASON_NACK).copied().unwrap_or(0) > 50, "{r:?}");
+    let nacked: BTreeSet<i64> = (0..ev.len())
+        .filter(|&i| ev.reason[i] == Some(REASON_NACK))
+        .map(|i| ev.entry_id[i].unwrap())
+        .collect();
+    let replayed = (0..ev.len())
+        .filter(|&i| ev.op[i] == "replay" && nacked.contains(&ev.entry_id[i].unwrap()))
+        .count();
+    assert!(
+        replayed * 10 >= nacked.len() * 9,
+        "{replayed} of {}",
+        nacked.len()
+    );
+}
+
+/// ManagedCursorImpl.asyncReadEntriesWithSkipOrWait / checkForNewEntries with
+/// managedLedgerNewEntriesCheckDelayInMillis (10 by default): a read parked at the end of the
+/// topic looks again 10 ms later and takes everything that came, so a tailing subscription reads
+/// every 10 ms or so, several entries at once; with 0 it is woken by every entry.
+#[test]
+fn tailing_reads_wait_for_the_new_entries_check_delay() {
+    let tailing = |delay: i64| {
+        let ev = generate(
+            &spec(&[
+                ("producer_rate", Float(10_000.0)),
+                ("batching_max_publish_delay_ms", Float(0.5)),
+                (
+                    "managed_ledger_new_entries_check_delay_in_millis",
+                    Int(delay),
+                ),
+            ]),
+            1,
+        );
+        let reads: Vec<usize> = (0..ev.len()).filter(|&i| ev.op[i] == "read").collect();
+        let entries: i64 = reads.iter().map(|&i| ev.count[i] as i64).sum();
+        let apart = reads
+            .windows(2)
+            .filter(|w| ev.ts_us[w[1]] - ev.ts_us[w[0]] >= delay * 1000)
+            .count();
+        (
+            entries as f64 / reads.len() as f64,
+            apart as f64 / reads.len() as f64,
+        )
+    };
+    let (per_read, apart) = tailing(10);
+    assert!(
+        per_read > 10.0 && apart > 0.95,
+        "{per_read} entries a read, {apart} apart"
+    );
+    let (per_read, _) = tailing(0);
+    assert!(per_read < 1.5, "{per_read}");
 }

@@ -13,8 +13,16 @@ ledger_id  int64    ledger of the position (``add``, ``replay``, ``redeliver``, 
                     ``delete``; ``open`` at a position; null: the end)
 entry_id   int64    entry of the position
 count      int32    entries asked for by a ``read`` (from the cursor's read position)
-size       int32    bytes of an ``add``
+size       int32    bytes of an ``add`` (the whole entry: with producer batching, all its messages)
+messages   int32    optional: messages in the entry of an ``add`` (a batch); null or absent means 1
+reason     string   optional: why a ``redeliver`` queued the entry: ``hold-back`` (Key_Shared: its
+                    consumer had no permits, or its key already waited for redelivery), ``nack`` (a
+                    negative acknowledgement) or ``overflow`` (Shared: a read brought more messages
+                    than the consumers had permits for); null elsewhere or when unknown
 ========== ======== ==================================================================================
+
+The last two columns are optional: a trace without them is valid everywhere, and readers fill them
+with nulls (:data:`OPTIONAL`).
 
 Readers accept a ``pyarrow.Table``, ``RecordBatch`` or ``RecordBatchReader``, or a path to a Parquet
 file or a directory of them, an Arrow IPC file (``.arrow``, ``.feather``, ``.ipc``) or a CSV file.
@@ -33,7 +41,7 @@ import pyarrow as pa
 
 from .errors import InvalidArgumentError
 
-__all__ = ["SCHEMA", "OPS", "TraceSource", "batches", "conform", "write"]
+__all__ = ["SCHEMA", "OPS", "OPTIONAL", "REASONS", "TraceSource", "batches", "conform", "write"]
 
 SCHEMA = pa.schema(
     [
@@ -46,9 +54,14 @@ SCHEMA = pa.schema(
         ("entry_id", pa.int64()),
         ("count", pa.int32()),
         ("size", pa.int32()),
+        ("messages", pa.int32()),
+        ("reason", pa.string()),
     ]
 )
 OPS = ("open", "close", "add", "read", "replay", "redeliver", "ack", "seek", "delete")
+# Columns a trace may leave out (they read as nulls).
+OPTIONAL = frozenset({"messages", "reason"})
+REASONS = ("hold-back", "nack", "overflow")
 
 TraceSource = Union[pa.Table, pa.RecordBatch, pa.RecordBatchReader, str, os.PathLike]
 
@@ -62,12 +75,16 @@ _WIDER_OK = {
 def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
     """The batch with the trace's columns, in order, with their exact types.
 
-    Lossless conversions are made (narrower integers, large or dictionary-encoded strings); anything
-    else raises ``InvalidArgumentError`` naming the column.
+    Lossless conversions are made (narrower integers, large or dictionary-encoded strings); the
+    optional columns (:data:`OPTIONAL`) are filled with nulls when absent; anything else raises
+    ``InvalidArgumentError`` naming the column.
     """
     columns = []
     for field in SCHEMA:
         if field.name not in batch.schema.names:
+            if field.name in OPTIONAL:
+                columns.append(pa.nulls(batch.num_rows, field.type))
+                continue
             raise InvalidArgumentError(f"invalid trace: column {field.name!r} is missing (columns: {batch.schema.names})")
         col = batch.column(field.name)
         t = col.type
@@ -126,6 +143,7 @@ def _read_path(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
     elif suffix == ".csv":
         import pyarrow.csv as csv
 
+        # Types for the trace's columns; a CSV without the optional ones is fine (conform fills them).
         options = csv.ConvertOptions(column_types={f.name: f.type for f in SCHEMA}, strings_can_be_null=True)
         yield from csv.open_csv(path, convert_options=options)
     else:

@@ -5,22 +5,66 @@
 >>> t.column_names == lc.trace.SCHEMA.names
 True
 
-A spec is a mapping (or a path to an OMB ``.yaml`` or a ``.json`` file). OMB keys (camelCase) and
-their snake_case forms are both accepted; OMB keys that do not shape cache traffic (``name``,
-``payloadFile``, ...) are ignored. The Pulsar knobs, with defaults:
+A spec is a mapping (or a path to an OMB ``.yaml`` or a ``.json`` file). Every setting is accepted
+under its camelCase name and its snake_case form; OMB keys that do not shape cache traffic (``name``,
+``payloadFile``, ...) are ignored. Besides OMB's workload keys (``topics``, ``partitionsPerTopic``,
+``messageSize``, ``subscriptionsPerTopic``, ``consumerPerSubscription``, ``producersPerTopic``,
+``producerRate``, ``consumerBacklogSizeGB``, ``testDurationMinutes``, ``keyDistributor``), the knobs,
+with their defaults and where each comes from:
+
+Producer batching (OMB's Pulsar driver: ``driver-pulsar/pulsar.yaml`` and ``PulsarBenchmarkDriver``;
+an entry is a batch of messages, its ``add`` row carries the batch's bytes and ``messages``):
+
+- ``batchingEnabled`` (true): OMB ``pulsar.yaml`` ``producer.batchingEnabled``. false: one message
+  an entry.
+- ``batchingMaxPublishDelayMs`` (1): OMB ``pulsar.yaml``; Pulsar client ``batchingMaxPublishDelay``.
+- ``batchingMaxBytes`` (131072): OMB ``pulsar.yaml``; Pulsar client ``batchingMaxBytes``.
+- ``batchingMaxMessages`` (2147483647): OMB ``PulsarBenchmarkDriver`` sets ``Integer.MAX_VALUE``
+  (the Pulsar client's own default is 1000).
+
+Consumers (Pulsar Java client, ``ConsumerImpl``):
+
+- ``receiverQueueSize`` (1000): Pulsar client ``receiverQueueSize`` (its default; OMB's
+  ``pulsar.yaml`` sets 10000). Permits are messages; the client sends FLOW once half the queue is
+  free.
+
+Broker dispatchers (Pulsar ``ServiceConfiguration`` keys, defaults as on ``master``):
+
+- ``readBatchSize`` or ``dispatcherMaxReadBatchSize`` (100): entries a read asks for at most.
+- ``dispatcherMaxRoundRobinBatchSize`` (20): entries a Shared consumer gets per round-robin turn.
+- ``dispatcherMaxReadSizeBytes`` (5242880): bytes a read asks for at most (entries estimated from
+  the average entry size).
+- ``keySharedLookAheadMsgInReplayThresholdPerConsumer`` (4000) and
+  ``keySharedLookAheadMsgInReplayThresholdPerSubscription`` (40000): Key_Shared normal reads stop
+  once the replay queue holds min(per consumer x consumers, per subscription) entries (0 disables
+  one; both 0 fall back on Pulsar's unacked-message limits).
+- ``subscriptionKeySharedConsistentHashingReplicaPoints`` (100): points per consumer on the
+  Key_Shared consistent-hashing ring.
+- ``activeConsumerFailoverDelayTimeMillis`` (1000): a Failover subscription starts reading this long
+  after its active consumer is chosen.
+- ``managedLedgerNewEntriesCheckDelayInMillis`` (10): a read parked at the end of the topic looks for
+  new entries again after this long (reading all that came), then waits to be woken by the next one.
+
+Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 
 - ``brokers`` (1): topic partitions are placed round-robin over the brokers.
-- ``subscriptionType`` (``Exclusive``): ``Exclusive``, ``Failover``, ``Shared`` or ``Key_Shared``;
-  ``keys`` (1024) distinct keys for ``keyDistributor`` ``KEY_ROUND_ROBIN`` / ``RANDOM_NANO``.
+- ``subscriptionType`` (``Exclusive``): ``Exclusive``, ``Failover``, ``Shared`` or ``Key_Shared``
+  (OMB's ``pulsar.yaml`` sets it per driver as ``consumer.subscriptionType``); ``keys`` (1024)
+  distinct keys for ``keyDistributor`` ``KEY_ROUND_ROBIN`` / ``RANDOM_NANO`` (an entry's key is its
+  first message's).
 - ``slowConsumerFraction`` (0) of consumers (spread evenly, exactly that share) run at
   ``slowConsumerSpeed`` (0.5) of normal speed.
-- ``redeliveryRate`` (0): share of delivered messages negatively acknowledged.
+- ``redeliveryRate`` (0): share of delivered messages negatively acknowledged (an entry is
+  redelivered whole; on Exclusive/Failover a nack rewinds the cursor).
 - ``seeksPerMinute`` (0) per subscription, each ``seekBackSeconds`` (30) back.
 - ``catchUpReaders`` (0) per partition join at ``catchUpStartSeconds`` (30), ``catchUpBehindSeconds``
   (60) behind the tail, reading ``catchUpSpeed`` (4) times the publish rate.
-- ``churnPerMinute`` (0) consumer disconnects per subscription, lasting ``churnDowntimeSeconds`` (5).
-- ``maxEntriesPerLedger`` (50000), ``readBatchSize`` (100), ``receiverQueueSize`` (1000),
-  ``consumerHeadroom`` (1.2: a normal consumer's speed over its share of the publish rate).
+- ``churnPerMinute`` (0) consumer disconnects per subscription, lasting ``churnDowntimeSeconds`` (5);
+  a reconnect rewinds the cursor to the first unacknowledged entry.
+- ``maxEntriesPerLedger`` (50000): entries a ledger holds before the next one starts.
+- ``consumerHeadroom`` (1.2): a normal consumer's speed over its share of the publish rate.
+
+How each simulated behaviour follows Pulsar's code is in ``docs/fidelity-dispatchers.md``.
 
 The generator is Rust: deterministic per (spec, seed), millions of events per second.
 """
@@ -50,7 +94,12 @@ KNOWN = frozenset(
     "brokers subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate seeks_per_minute "
     "seek_back_seconds catch_up_readers catch_up_start_seconds catch_up_behind_seconds catch_up_speed "
     "churn_per_minute churn_downtime_seconds max_entries_per_ledger read_batch_size receiver_queue_size "
-    "consumer_headroom".split()
+    "consumer_headroom batching_enabled batching_max_publish_delay_ms batching_max_bytes batching_max_messages "
+    "dispatcher_max_round_robin_batch_size dispatcher_max_read_size_bytes dispatcher_max_read_batch_size "
+    "key_shared_look_ahead_msg_in_replay_threshold_per_consumer "
+    "key_shared_look_ahead_msg_in_replay_threshold_per_subscription "
+    "subscription_key_shared_consistent_hashing_replica_points active_consumer_failover_delay_time_millis "
+    "managed_ledger_new_entries_check_delay_in_millis".split()
 )
 # OMB workload keys that do not change what a broker's cache sees.
 IGNORED = frozenset(

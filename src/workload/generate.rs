@@ -1,19 +1,54 @@
-//! Simulates publishers and Pulsar's dispatchers to produce the events a broker sees.
+//! Simulates publishers, Pulsar's dispatchers and Pulsar's Java client to produce the events a
+//! broker sees.
 //!
-//! Each partition has a producer publishing at its share of the rate and, per subscription, a
-//! dispatcher with consumers. A consumer drains its receiver queue at its speed (a fluid model);
-//! the dispatcher reads up to `read_batch_size` entries when consumers have permits, replay entries
-//! first. Key_Shared routes an entry by its key; an entry whose consumer has no permits goes to the
-//! replay queue (a `redeliver`), as do nacked messages and, for Shared, what a read brought beyond
-//! the permits. Seeks, late catch-up readers, backlog-first consumers and consumer churn are
-//! Poisson or scheduled. Everything runs on one time-ordered event queue with a seeded generator,
-//! so a spec and a seed give the same trace every time.
+//! Each partition has a producer whose messages arrive at its share of the rate and are batched
+//! into entries (a batch closes when its first message is `batching_max_publish_delay_ms` old or
+//! when it is full in bytes or messages). Each subscription has a dispatcher with consumers.
+//!
+//! Consumers follow the Java client: a consumer starts with `receiver_queue_size` permits (counted
+//! in messages), drains its receiver queue at its speed (a fluid model) and sends the broker a
+//! FLOW with the permits it freed only once half the receiver queue is free, so a saturated
+//! consumer's reads come in bursts.
+//!
+//! Dispatchers follow Pulsar's. A read at the end of the topic parks; the cursor looks again
+//! after `managed_ledger_new_entries_check_delay_in_millis` and then waits to be woken by the next
+//! entry. A read's entry count is capped by `dispatcher_max_read_size_bytes`.
+//! - Exclusive/Failover: one active consumer; a read asks for min(permits, read batch) entries; a
+//!   negative acknowledgement makes the client drop its queue and the broker rewind the cursor to
+//!   the first unacknowledged entry (a `seek`).
+//! - Shared: replay entries first, else a normal read of min(total permits, read batch) entries;
+//!   the entries go round robin, up to `dispatcher_max_round_robin_batch_size` per consumer turn
+//!   and as many as its permits cover at the read's average batch size; what no consumer has
+//!   permits for goes to the replay queue (`redeliver`, reason `overflow`).
+//! - Key_Shared: keys go to consumers by consistent hashing; replay entries first (only those
+//!   whose consumer has permits); normal reads stop once the replay queue reaches the look-ahead
+//!   limit; a normal read's entry whose consumer has no permits, or whose key already waits in
+//!   the replay queue, goes to the replay queue (reason `hold-back`).
+//!
+//! Negative acknowledgements on Shared/Key_Shared put the entry in the replay queue (reason
+//! `nack`). A consumer connecting to a subscription without consumers rewinds the cursor to the
+//! first unacknowledged entry and clears the replay queue. Seeks, late catch-up readers,
+//! backlog-first consumers and consumer churn are Poisson or scheduled. Everything runs on one
+//! time-ordered event queue with a seeded generator, so a spec and a seed give the same trace
+//! every time. `docs/fidelity-dispatchers.md` maps each behaviour to the Pulsar code it follows.
 
 use super::rng::Rng;
+use super::selector::{sticky_key_hash, ConsistentHashRing, NO_KEY};
 use super::spec::{KeyDistributor, SubscriptionType, WorkloadSpec};
+use crate::fast_hash::FastMap;
 use crate::position::Position;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::ops::Range;
+
+/// `reason` of a `redeliver` row: the entry's consumer had no permits, or its key already
+/// waited in the replay queue (Key_Shared).
+pub const REASON_HOLD_BACK: &str = "hold-back";
+/// `reason` of a `redeliver` row: a consumer negatively acknowledged the entry.
+pub const REASON_NACK: &str = "nack";
+/// `reason` of a `redeliver` row: a read brought more messages than the consumers had permits
+/// for (Shared).
+pub const REASON_OVERFLOW: &str = "overflow";
 
 /// The generated events, column by column (the trace format's columns).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -27,9 +62,36 @@ pub struct EventColumns {
     pub entry_id: Vec<Option<i64>>,
     pub count: Vec<i32>,
     pub size: Vec<i32>,
+    /// Messages in the entry (`add`); `None` elsewhere.
+    pub messages: Vec<Option<i32>>,
+    /// Why an entry was queued for redelivery (`redeliver`); `None` elsewhere.
+    pub reason: Vec<Option<&'static str>>,
     pub broker_names: Vec<String>,
     pub topic_names: Vec<String>,
     pub cursor_names: Vec<String>,
+}
+
+/// One row, before it is placed (time, broker, topic).
+#[derive(Debug, Clone, Copy, Default)]
+struct Row {
+    op: &'static str,
+    cursor: Option<u32>,
+    idx: Option<u64>,
+    count: i32,
+    size: i32,
+    messages: Option<i32>,
+    reason: Option<&'static str>,
+}
+
+impl Row {
+    fn new(op: &'static str, cursor: Option<u32>, idx: Option<u64>) -> Self {
+        Row {
+            op,
+            cursor,
+            idx,
+            ..Default::default()
+        }
+    }
 }
 
 impl EventColumns {
@@ -41,63 +103,174 @@ impl EventColumns {
         self.ts_us.is_empty()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn push(
-        &mut self,
-        ts: u64,
-        broker: u32,
-        topic: u32,
-        op: &'static str,
-        cursor: Option<u32>,
-        pos: Option<Position>,
-        count: i32,
-        size: i32,
-    ) {
+    fn push(&mut self, ts: u64, broker: u32, topic: u32, row: Row, pos: Option<Position>) {
         self.ts_us.push(ts as i64);
         self.broker.push(broker);
         self.topic.push(topic);
-        self.op.push(op);
-        self.cursor.push(cursor);
+        self.op.push(row.op);
+        self.cursor.push(row.cursor);
         self.ledger_id.push(pos.map(|p| p.ledger_id));
         self.entry_id.push(pos.map(|p| p.entry_id));
-        self.count.push(count);
-        self.size.push(size);
+        self.count.push(row.count);
+        self.size.push(row.size);
+        self.messages.push(row.messages);
+        self.reason.push(row.reason);
+    }
+
+    fn push_from(&mut self, other: &EventColumns, i: usize) {
+        self.ts_us.push(other.ts_us[i]);
+        self.broker.push(other.broker[i]);
+        self.topic.push(other.topic[i]);
+        self.op.push(other.op[i]);
+        self.cursor.push(other.cursor[i]);
+        self.ledger_id.push(other.ledger_id[i]);
+        self.entry_id.push(other.entry_id[i]);
+        self.count.push(other.count[i]);
+        self.size.push(other.size[i]);
+        self.messages.push(other.messages[i]);
+        self.reason.push(other.reason[i]);
     }
 }
 
+/// A consumer and its client: the receiver queue, and the permits on both sides of the FLOW.
 struct Consumer {
     /// Messages per microsecond.
     speed: f64,
+    /// Entries delivered and not fully processed yet, oldest first.
     queue: VecDeque<u64>,
+    /// Messages of the front entry already processed.
+    front_done: u64,
+    /// Messages in the queue not processed yet.
+    queued: u64,
+    /// The broker's count of messages it may still send (negative when a batch overshot).
+    permits: i64,
+    /// Messages processed since the client's last FLOW.
+    unflowed: u64,
     last_us: u64,
     carry: f64,
+    /// When `unflowed` reaches the FLOW threshold, if the queue holds enough to get there (reset
+    /// when the queue is dropped, so the planned FLOW is ignored).
+    flow_at: Option<u64>,
+}
+
+impl Consumer {
+    fn new(speed: f64) -> Self {
+        Consumer {
+            speed,
+            queue: VecDeque::new(),
+            front_done: 0,
+            queued: 0,
+            permits: 0,
+            unflowed: 0,
+            last_us: 0,
+            carry: 0.0,
+            flow_at: None,
+        }
+    }
+
+    /// A (re)connected consumer: an empty queue and a FLOW for the whole receiver queue.
+    fn connect(&mut self, t: u64, permits: i64) {
+        self.disconnect();
+        self.permits = permits;
+        self.last_us = t;
+    }
+
+    fn disconnect(&mut self) {
+        self.queue.clear();
+        self.front_done = 0;
+        self.queued = 0;
+        self.permits = 0;
+        self.unflowed = 0;
+        self.carry = 0.0;
+        self.flow_at = None;
+    }
 }
 
 struct Sub {
     cursor: u32,
     kind: SubscriptionType,
+    /// The cursor's read position (an entry index).
     read_idx: u64,
     active: bool,
     consumers: Vec<Consumer>,
-    replay: BTreeSet<u64>,
+    /// Exclusive/Failover: the consumer that gets the entries.
+    active_consumer: usize,
+    /// The replay queue: one set for Shared, one per consumer (the keys it owns) for Key_Shared.
+    replay: Vec<BTreeSet<u64>>,
+    replay_len: usize,
+    /// Key_Shared: how many replay entries each sticky-key hash has.
+    replay_hashes: FastMap<u32, u32>,
+    /// Key_Shared: replay entries queued without their hash (negative acks), until a replay read
+    /// holds them back.
+    unhashed: BTreeSet<u64>,
+    ring: ConsistentHashRing,
+    /// Shared: the consumer whose turn is next.
     rr: usize,
     scheduled: Option<u64>,
     acked_upto: Option<u64>,
+    /// A normal read parked at the end of the topic: (entries asked for, when the cursor looks
+    /// for new entries again; after that, it is woken by the next entry).
+    waiting: Option<(u64, u64)>,
+    /// Failover: no reads before this time (the active consumer was just chosen).
+    resume_at: u64,
+    /// The first unacknowledged entry when the last consumer left.
+    rewind_to: u64,
+    /// Key_Shared: the next read skips the replay queue (looking ahead).
+    skip_next_replay: bool,
 }
 
 struct Partition {
     topic: u32,
     broker: u32,
     ledger_base: i64,
+    /// Entries published.
     published: u64,
+    /// Each entry's first message (messages are numbered per partition).
+    first_msg: Vec<u64>,
+    messages_published: u64,
+    bytes_published: u64,
+    /// Microseconds between messages.
     interval_us: f64,
+    /// When the next message not yet in a batch arrives.
+    next_arrival: f64,
+    /// Messages in the batch that the next `Publish` closes.
+    batch: u64,
     subs: Vec<Sub>,
+}
+
+impl Partition {
+    fn messages(&self, idx: u64) -> u64 {
+        let i = idx as usize;
+        let next = self
+            .first_msg
+            .get(i + 1)
+            .copied()
+            .unwrap_or(self.messages_published);
+        next - self.first_msg[i]
+    }
+
+    fn first_message(&self, idx: u64) -> u64 {
+        self.first_msg
+            .get(idx as usize)
+            .copied()
+            .unwrap_or(self.messages_published)
+    }
+
+    /// The entry holding message `msg` (the end when `msg` is not published yet).
+    fn entry_of_message(&self, msg: u64) -> u64 {
+        if msg >= self.messages_published {
+            return self.published;
+        }
+        (self.first_msg.partition_point(|&f| f <= msg) as u64).saturating_sub(1)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Task {
     Publish(u32),
     Dispatch(u32, u32),
+    /// A consumer's client may send FLOW: (partition, subscription, consumer).
+    Flow(u32, u32, u32),
     Seek(u32, u32),
     Churn(u32, u32),
     Ack(u32, u32),
@@ -114,13 +287,20 @@ struct Sim<'a> {
     out: EventColumns,
     end_us: u64,
     max_per_ledger: u64,
+    /// Sticky-key hash of each key id (Key_Shared only).
+    key_hashes: Vec<u32>,
+    /// The FLOW threshold in messages (half the receiver queue).
+    flow_threshold: u64,
 }
 
 impl Sim<'_> {
-    fn schedule(&mut self, at: u64, task: Task) {
+    fn schedule(&mut self, at: u64, task: Task) -> bool {
         if at <= self.end_us {
             self.seq += 1;
             self.queue.push(Reverse((at, self.seq, task)));
+            true
+        } else {
+            false
         }
     }
 
@@ -131,162 +311,591 @@ impl Sim<'_> {
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn emit(
-        &mut self,
-        t: u64,
-        p: usize,
-        op: &'static str,
-        cursor: Option<u32>,
-        idx: Option<u64>,
-        count: i32,
-        size: i32,
-    ) {
-        let pos = idx.map(|i| self.position(p, i));
+    fn emit(&mut self, t: u64, p: usize, row: Row) {
+        let pos = row.idx.map(|i| self.position(p, i));
         let (broker, topic) = (self.parts[p].broker, self.parts[p].topic);
-        self.out
-            .push(t, broker, topic, op, cursor, pos, count, size);
+        self.out.push(t, broker, topic, row, pos);
     }
 
-    fn key_of(&self, idx: u64) -> u64 {
+    fn emit_cursor(&mut self, t: u64, p: usize, s: usize, op: &'static str, idx: Option<u64>) {
+        let cursor = self.parts[p].subs[s].cursor;
+        self.emit(t, p, Row::new(op, Some(cursor), idx));
+    }
+
+    fn emit_redeliver(&mut self, t: u64, p: usize, s: usize, idx: u64, reason: &'static str) {
+        let cursor = self.parts[p].subs[s].cursor;
+        let row = Row {
+            reason: Some(reason),
+            ..Row::new("redeliver", Some(cursor), Some(idx))
+        };
+        self.emit(t, p, row);
+    }
+
+    // ---- keys -------------------------------------------------------------------------------
+
+    fn key_id(&self, msg: u64) -> usize {
         match self.spec.key_distributor {
             KeyDistributor::NoKey => 0,
-            KeyDistributor::KeyRoundRobin => idx % self.spec.keys as u64,
+            KeyDistributor::KeyRoundRobin => (msg % self.spec.keys as u64) as usize,
             KeyDistributor::RandomNano => {
-                let mut z = idx.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut z = msg.wrapping_mul(0x9E37_79B9_7F4A_7C15);
                 z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                (z ^ (z >> 29)) % self.spec.keys as u64
+                ((z ^ (z >> 29)) % self.spec.keys as u64) as usize
             }
         }
     }
 
-    /// Consumers drain their queues up to `t`; nacked messages go to the replay queue.
-    fn consume(&mut self, t: u64, p: usize, s: usize) {
+    fn key_hash(&self, key: usize) -> u32 {
+        match self.key_hashes.get(key) {
+            Some(&h) => h,
+            None => key_hash_of(self.spec.key_distributor, key),
+        }
+    }
+
+    /// A Key_Shared entry's sticky-key hash (its first message's key) and the consumer that owns
+    /// it.
+    fn route(&self, p: usize, s: usize, idx: u64) -> (u32, usize) {
+        let part = &self.parts[p];
+        let hash = self.key_hash(self.key_id(part.first_message(idx)));
+        let owner = part.subs[s].ring.select(hash).unwrap_or(0);
+        (hash, owner)
+    }
+
+    // ---- the replay queue -------------------------------------------------------------------
+
+    /// Adds an entry to the replay queue; false if it was there already. On Key_Shared an entry
+    /// added `with_hash` blocks its key for normal reads and is replayed only when its consumer
+    /// has permits; one added without (a negative ack) does neither until a replay read holds it
+    /// back, which records its hash.
+    fn add_to_replay(&mut self, p: usize, s: usize, idx: u64, with_hash: bool) -> bool {
+        let key_shared = self.parts[p].subs[s].kind == SubscriptionType::KeyShared;
+        let (hash, bucket) = if key_shared {
+            self.route(p, s, idx)
+        } else {
+            (0, 0)
+        };
+        let sub = &mut self.parts[p].subs[s];
+        if key_shared && !with_hash {
+            if sub.replay[bucket].contains(&idx) || !sub.unhashed.insert(idx) {
+                return false;
+            }
+            sub.replay_len += 1;
+            return true;
+        }
+        let moved = key_shared && sub.unhashed.remove(&idx);
+        if !sub.replay[bucket].insert(idx) {
+            return false;
+        }
+        if key_shared {
+            *sub.replay_hashes.entry(hash).or_insert(0) += 1;
+        }
+        if moved {
+            return false;
+        }
+        sub.replay_len += 1;
+        true
+    }
+
+    fn remove_from_replay(&mut self, p: usize, s: usize, idx: u64) {
+        let key_shared = self.parts[p].subs[s].kind == SubscriptionType::KeyShared;
+        let (hash, bucket) = if key_shared {
+            self.route(p, s, idx)
+        } else {
+            (0, 0)
+        };
+        let sub = &mut self.parts[p].subs[s];
+        if sub.unhashed.remove(&idx) {
+            sub.replay_len -= 1;
+            return;
+        }
+        if !sub.replay[bucket].remove(&idx) {
+            return;
+        }
+        sub.replay_len -= 1;
+        if key_shared {
+            if let Some(n) = sub.replay_hashes.get_mut(&hash) {
+                *n -= 1;
+                if *n == 0 {
+                    sub.replay_hashes.remove(&hash);
+                }
+            }
+        }
+    }
+
+    fn clear_replay(sub: &mut Sub) {
+        sub.replay.iter_mut().for_each(BTreeSet::clear);
+        sub.replay_len = 0;
+        sub.replay_hashes.clear();
+        sub.unhashed.clear();
+        sub.skip_next_replay = false;
+    }
+
+    /// The first entry nobody has acknowledged: the oldest entry still in a receiver queue or in
+    /// the replay queue, else the read position.
+    fn first_unacked(&self, p: usize, s: usize) -> u64 {
+        let sub = &self.parts[p].subs[s];
+        sub.consumers
+            .iter()
+            .filter_map(|c| c.queue.front().copied())
+            .chain(sub.replay.iter().filter_map(|r| r.first().copied()))
+            .chain(sub.unhashed.first().copied())
+            .min()
+            .unwrap_or(sub.read_idx)
+            .min(sub.read_idx)
+    }
+
+    // ---- consumers ----------------------------------------------------------------------------
+
+    /// The consumers of a subscription process their queues up to `t`. A consumer that has freed
+    /// half its receiver queue sends FLOW. Negatively acknowledged entries go to the replay queue
+    /// (Shared, Key_Shared) or rewind the cursor (Exclusive, Failover). Returns whether the
+    /// dispatcher has new work (a FLOW, a redelivery, a rewind).
+    fn consume(&mut self, t: u64, p: usize, s: usize) -> bool {
         let nack = self.spec.redelivery_rate;
-        let cursor = self.parts[p].subs[s].cursor;
+        let threshold = self.flow_threshold;
+        let Sim { parts, rng, .. } = self;
+        let part = &mut parts[p];
+        let (first_msg, total) = (&part.first_msg, part.messages_published);
+        let messages = |idx: u64| {
+            let i = idx as usize;
+            first_msg.get(i + 1).copied().unwrap_or(total) - first_msg[i]
+        };
+        let sub = &mut part.subs[s];
+        let single = matches!(
+            sub.kind,
+            SubscriptionType::Exclusive | SubscriptionType::Failover
+        );
+        let mut wake = false;
         let mut nacked = Vec::new();
-        for c in &mut self.parts[p].subs[s].consumers {
-            let budget = c.carry + (t.saturating_sub(c.last_us)) as f64 * c.speed;
-            let n = (budget.floor() as usize).min(c.queue.len());
-            c.carry = if c.queue.len() > n {
-                budget - n as f64
-            } else {
-                0.0
-            };
+        let mut rewind = None;
+        for c in sub.consumers.iter_mut() {
+            let elapsed = t.saturating_sub(c.last_us) as f64;
             c.last_us = t;
-            for _ in 0..n {
-                let idx = c.queue.pop_front().expect("n <= len");
-                if nack > 0.0 && self.rng.chance(nack) {
+            if c.queued == 0 {
+                c.carry = 0.0;
+                continue;
+            }
+            let budget = c.carry + elapsed * c.speed;
+            let mut can = (budget + 1e-9) as u64;
+            let mut used = 0u64;
+            let mut nacked_here = None;
+            while can > 0 {
+                let Some(&idx) = c.queue.front() else { break };
+                let m = messages(idx);
+                let left = m - c.front_done;
+                if can < left {
+                    c.front_done += can;
+                    used += can;
+                    break;
+                }
+                can -= left;
+                used += left;
+                c.front_done = 0;
+                c.queue.pop_front();
+                if nack > 0.0 && rng.chance(1.0 - (1.0 - nack).powi(m.min(i32::MAX as u64) as i32))
+                {
+                    if single {
+                        nacked_here = Some(idx);
+                        break;
+                    }
                     nacked.push(idx);
                 }
             }
+            c.queued -= used;
+            c.unflowed += used;
+            c.carry = if c.queued > 0 && nacked_here.is_none() {
+                (budget - used as f64).max(0.0)
+            } else {
+                0.0
+            };
+            if nacked_here.is_some() {
+                // The client asks for everything unacknowledged again: it drops its queue (and
+                // counts the dropped messages as freed permits); the broker rewinds.
+                c.unflowed += c.queued;
+                c.queue.clear();
+                c.queued = 0;
+                c.front_done = 0;
+                c.flow_at = None;
+                rewind = nacked_here;
+            }
+            if c.unflowed >= threshold {
+                c.permits += c.unflowed as i64;
+                c.unflowed = 0;
+                wake = true;
+            }
+        }
+        if let Some(idx) = rewind {
+            self.emit_cursor(t, p, s, "seek", Some(idx));
+            let sub = &mut self.parts[p].subs[s];
+            sub.read_idx = idx;
+            sub.waiting = None;
+            wake = true;
         }
         for idx in nacked {
-            if self.parts[p].subs[s].replay.insert(idx) {
-                self.emit(t, p, "redeliver", Some(cursor), Some(idx), 0, 0);
+            // Pulsar's redelivery of positions does not know their sticky-key hash.
+            if self.add_to_replay(p, s, idx, false) {
+                self.emit_redeliver(t, p, s, idx, REASON_NACK);
+            }
+            wake = true;
+        }
+        wake
+    }
+
+    /// Plans the FLOW of every consumer that has none planned and holds enough to send one.
+    fn plan_flows(&mut self, t: u64, p: usize, s: usize) {
+        let threshold = self.flow_threshold;
+        for c in 0..self.parts[p].subs[s].consumers.len() {
+            let con = &self.parts[p].subs[s].consumers[c];
+            if con.flow_at.is_some() || con.speed <= 0.0 {
+                continue;
+            }
+            let need = threshold.saturating_sub(con.unflowed);
+            if need == 0 || con.queued < need {
+                continue;
+            }
+            let wait = ((need as f64 - con.carry) / con.speed).ceil().max(1.0);
+            let at = (con.last_us as f64 + wait).min(u64::MAX as f64 / 2.0) as u64;
+            let at = at.max(t);
+            if self.schedule(at, Task::Flow(p as u32, s as u32, c as u32)) {
+                self.parts[p].subs[s].consumers[c].flow_at = Some(at);
             }
         }
     }
 
-    /// The consumer an entry goes to, if one has a permit.
-    fn route(&mut self, p: usize, s: usize, idx: u64) -> Option<usize> {
-        let rq = self.spec.receiver_queue_size as usize;
-        let key = self.key_of(idx);
-        let sub = &mut self.parts[p].subs[s];
-        let n = sub.consumers.len();
-        match sub.kind {
-            SubscriptionType::Exclusive | SubscriptionType::Failover => {
-                (sub.consumers[0].queue.len() < rq).then_some(0)
-            }
-            SubscriptionType::KeyShared => {
-                let c = (key % n as u64) as usize;
-                (sub.consumers[c].queue.len() < rq).then_some(c)
-            }
-            SubscriptionType::Shared => {
-                for k in 0..n {
-                    let c = (sub.rr + k) % n;
-                    if sub.consumers[c].queue.len() < rq {
-                        sub.rr = (c + 1) % n;
-                        return Some(c);
-                    }
-                }
-                None
-            }
+    fn deliver(&mut self, p: usize, s: usize, c: usize, idx: u64) {
+        let m = self.parts[p].messages(idx);
+        let con = &mut self.parts[p].subs[s].consumers[c];
+        con.queue.push_back(idx);
+        con.queued += m;
+        con.permits -= m as i64;
+    }
+
+    // ---- reads ------------------------------------------------------------------------------
+
+    /// Entries a read may ask for under `dispatcher_max_read_size_bytes`, estimated from the
+    /// average entry size.
+    fn read_cap(&self, p: usize) -> u64 {
+        let part = &self.parts[p];
+        if part.published == 0 || part.bytes_published == 0 {
+            return u64::MAX;
         }
+        let average = (part.bytes_published / part.published).max(1);
+        (self.spec.dispatcher_max_read_size_bytes / average).max(1)
+    }
+
+    fn read_entries(&mut self, t: u64, p: usize, s: usize, n: u64) -> Range<u64> {
+        let first = self.parts[p].subs[s].read_idx;
+        let cursor = self.parts[p].subs[s].cursor;
+        let row = Row {
+            count: n as i32,
+            ..Row::new("read", Some(cursor), None)
+        };
+        self.emit(t, p, row);
+        self.parts[p].subs[s].read_idx += n;
+        first..first + n
+    }
+
+    /// Parks a normal read at the end of the topic: the cursor looks again after
+    /// `managed_ledger_new_entries_check_delay_in_millis`, then waits to be woken by an entry.
+    fn park(&mut self, t: u64, p: usize, s: usize, entries: u64) {
+        let delay = (self.spec.managed_ledger_new_entries_check_delay_ms * 1000.0) as u64;
+        self.parts[p].subs[s].waiting = Some((entries, t + delay));
+    }
+
+    /// The parked read, when entries have come and the cursor has looked for them.
+    fn parked_read(&mut self, t: u64, p: usize, s: usize) -> Option<Range<u64>> {
+        let (asked, check_at) = self.parts[p].subs[s].waiting?;
+        let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
+        if available == 0 {
+            return None;
+        }
+        if t < check_at {
+            self.schedule_dispatch(check_at, p, s);
+            return None;
+        }
+        self.parts[p].subs[s].waiting = None;
+        Some(self.read_entries(t, p, s, asked.min(available)))
+    }
+
+    /// (total permits, permits of the first consumer that has any), as Pulsar's multi-consumer
+    /// dispatcher counts them.
+    fn permit_summary(sub: &Sub) -> (i64, i64) {
+        let total = sub.consumers.iter().map(|c| c.permits).sum();
+        let first = sub
+            .consumers
+            .iter()
+            .map(|c| c.permits)
+            .find(|&x| x > 0)
+            .unwrap_or(0);
+        (total, first)
     }
 
     fn dispatch(&mut self, t: u64, p: usize, s: usize) {
-        self.parts[p].subs[s].scheduled = None;
         self.consume(t, p, s);
-        if !self.parts[p].subs[s].active {
-            return;
-        }
-        let rq = self.spec.receiver_queue_size as u64;
-        let batch = self.spec.read_batch_size as u64;
-        let cursor = self.parts[p].subs[s].cursor;
-        let permits: u64 = self.parts[p].subs[s]
-            .consumers
-            .iter()
-            .map(|c| rq.saturating_sub(c.queue.len() as u64))
-            .sum();
-        // Replay entries first, each to its consumer if it has room.
-        let replay: Vec<u64> = self.parts[p].subs[s]
-            .replay
-            .iter()
-            .take(permits.min(batch) as usize)
-            .copied()
-            .collect();
-        for idx in replay {
-            if let Some(c) = self.route(p, s, idx) {
-                self.parts[p].subs[s].replay.remove(&idx);
-                self.emit(t, p, "replay", Some(cursor), Some(idx), 0, 0);
-                self.parts[p].subs[s].consumers[c].queue.push_back(idx);
-            }
-        }
-        let permits: u64 = self.parts[p].subs[s]
-            .consumers
-            .iter()
-            .map(|c| rq.saturating_sub(c.queue.len() as u64))
-            .sum();
-        let available = self.parts[p]
-            .published
-            .saturating_sub(self.parts[p].subs[s].read_idx);
-        let want = match self.parts[p].subs[s].kind {
-            // Shared and Key_Shared read a full batch when any permit is free: what does not fit goes
-            // to the replay queue.
-            SubscriptionType::Shared | SubscriptionType::KeyShared if permits > 0 => batch,
-            _ => permits.min(batch),
-        };
-        let n = available.min(want);
-        if n > 0 {
-            let first = self.parts[p].subs[s].read_idx;
-            self.emit(t, p, "read", Some(cursor), None, n as i32, 0);
-            self.parts[p].subs[s].read_idx += n;
-            for idx in first..first + n {
-                match self.route(p, s, idx) {
-                    Some(c) => self.parts[p].subs[s].consumers[c].queue.push_back(idx),
-                    None => {
-                        if self.parts[p].subs[s].replay.insert(idx) {
-                            self.emit(t, p, "redeliver", Some(cursor), Some(idx), 0, 0);
-                        }
+        let sub = &self.parts[p].subs[s];
+        if sub.active {
+            if t < sub.resume_at {
+                let at = sub.resume_at;
+                self.schedule_dispatch(at, p, s);
+            } else {
+                match sub.kind {
+                    SubscriptionType::Exclusive | SubscriptionType::Failover => {
+                        self.dispatch_single(t, p, s)
                     }
+                    SubscriptionType::Shared => self.dispatch_shared(t, p, s),
+                    SubscriptionType::KeyShared => self.dispatch_key_shared(t, p, s),
                 }
             }
         }
-        // More to do: come back when a consumer has drained a quarter batch.
-        let sub = &self.parts[p].subs[s];
-        let backlog = self.parts[p].published > sub.read_idx || !sub.replay.is_empty();
-        if backlog {
-            let need = (batch / 4).max(1) as f64;
-            let wait = sub
-                .consumers
-                .iter()
-                .filter(|c| c.speed > 0.0)
-                .map(|c| need / c.speed)
-                .fold(f64::INFINITY, f64::min);
-            if wait.is_finite() {
-                self.schedule_dispatch(t + wait.ceil().max(1.0) as u64, p, s);
+        self.plan_flows(t, p, s);
+    }
+
+    /// Exclusive/Failover: read min(permits, read batch) entries for the active consumer while it
+    /// has permits; at the end of the topic, park the read until an entry is published.
+    fn dispatch_single(&mut self, t: u64, p: usize, s: usize) {
+        let batch = self.spec.read_batch_size as u64;
+        let c = self.parts[p].subs[s].active_consumer;
+        loop {
+            if let Some(read) = self.parked_read(t, p, s) {
+                for idx in read {
+                    self.deliver(p, s, c, idx);
+                }
+                continue;
             }
+            if self.parts[p].subs[s].waiting.is_some() {
+                return;
+            }
+            let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
+            let permits = self.parts[p].subs[s].consumers[c].permits;
+            if permits <= 0 {
+                return;
+            }
+            let n = (permits as u64).min(batch).min(self.read_cap(p)).max(1);
+            if available == 0 {
+                self.park(t, p, s, n);
+                return;
+            }
+            for idx in self.read_entries(t, p, s, n.min(available)) {
+                self.deliver(p, s, c, idx);
+            }
+        }
+    }
+
+    /// Shared: replay entries first, else a normal read, each of min(total permits, read batch)
+    /// entries, while some consumer has permits.
+    fn dispatch_shared(&mut self, t: u64, p: usize, s: usize) {
+        let batch = self.spec.read_batch_size as u64;
+        loop {
+            if let Some(read) = self.parked_read(t, p, s) {
+                let read: Vec<u64> = read.collect();
+                self.shared_send(t, p, s, &read, false);
+                continue;
+            }
+            let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
+            let (total, first) = Self::permit_summary(&self.parts[p].subs[s]);
+            let current = total.max(first);
+            if current <= 0 || first <= 0 {
+                return;
+            }
+            let to_read = (current as u64).min(batch).min(self.read_cap(p)).max(1);
+            if self.parts[p].subs[s].replay_len > 0 {
+                let replay: Vec<u64> = self.parts[p].subs[s].replay[0]
+                    .iter()
+                    .take(to_read as usize)
+                    .copied()
+                    .collect();
+                for &idx in &replay {
+                    self.emit_cursor(t, p, s, "replay", Some(idx));
+                }
+                self.shared_send(t, p, s, &replay, true);
+                continue;
+            }
+            if self.parts[p].subs[s].waiting.is_some() {
+                return;
+            }
+            if available == 0 {
+                self.park(t, p, s, to_read);
+                return;
+            }
+            let read: Vec<u64> = self.read_entries(t, p, s, to_read.min(available)).collect();
+            self.shared_send(t, p, s, &read, false);
+        }
+    }
+
+    /// Shared: the next consumer with permits, round robin.
+    fn next_consumer(sub: &mut Sub) -> Option<usize> {
+        let n = sub.consumers.len();
+        if sub.rr >= n {
+            sub.rr = 0;
+        }
+        let c = (0..n)
+            .map(|k| (sub.rr + k) % n)
+            .find(|&c| sub.consumers[c].permits > 0)?;
+        sub.rr = c + 1;
+        Some(c)
+    }
+
+    /// Shared: hands the entries out round robin; each turn gives a consumer as many entries as
+    /// its permits cover at the read's average messages per entry (at least one, at most
+    /// `dispatcher_max_round_robin_batch_size`). What is left when no consumer has permits goes
+    /// to the replay queue.
+    fn shared_send(&mut self, t: u64, p: usize, s: usize, entries: &[u64], replay: bool) {
+        let round_robin = self.spec.dispatcher_max_round_robin_batch_size as u64;
+        let mut remaining: u64 = entries.iter().map(|&i| self.parts[p].messages(i)).sum();
+        let average = (remaining / entries.len().max(1) as u64).max(1);
+        let mut start = 0usize;
+        while start < entries.len() {
+            let Some(c) = Self::next_consumer(&mut self.parts[p].subs[s]) else {
+                break;
+            };
+            let permits = self.parts[p].subs[s].consumers[c].permits as u64;
+            let most = remaining.min(permits);
+            let take = most.div_ceil(average).min(round_robin).max(1) as usize;
+            let end = (start + take).min(entries.len());
+            for &idx in &entries[start..end] {
+                if replay {
+                    self.remove_from_replay(p, s, idx);
+                }
+                remaining -= self.parts[p].messages(idx);
+                self.deliver(p, s, c, idx);
+            }
+            start = end;
+        }
+        for &idx in &entries[start..] {
+            // A replayed entry is still in the replay queue; its row says it is wanted again.
+            if self.add_to_replay(p, s, idx, true) || replay {
+                self.emit_redeliver(t, p, s, idx, REASON_OVERFLOW);
+            }
+        }
+    }
+
+    /// The Key_Shared look-ahead limit: entries the replay queue may hold before normal reads
+    /// stop.
+    fn look_ahead_limit(&self, consumers: usize) -> u64 {
+        let per_consumer = self.spec.key_shared_look_ahead_per_consumer as u64;
+        let per_subscription = self.spec.key_shared_look_ahead_per_subscription as u64;
+        let limit = if per_consumer == 0 {
+            per_subscription
+        } else {
+            let l = per_consumer * consumers as u64;
+            if per_subscription > 0 && per_subscription < l {
+                per_subscription
+            } else {
+                l
+            }
+        };
+        if limit > 0 {
+            limit
+        } else {
+            // Both disabled: Pulsar falls back on its unacked-message limits (defaults
+            // maxUnackedMessagesPerSubscription 200000, maxUnackedMessagesPerConsumer 50000).
+            (50_000 * consumers as u64).min(200_000)
+        }
+    }
+
+    /// Key_Shared: replay entries whose consumers have permits first, else (below the look-ahead
+    /// limit) a normal read, each of min(total permits, read batch) entries.
+    fn dispatch_key_shared(&mut self, t: u64, p: usize, s: usize) {
+        let batch = self.spec.read_batch_size as u64;
+        let limit = self.look_ahead_limit(self.parts[p].subs[s].consumers.len());
+        loop {
+            if let Some(read) = self.parked_read(t, p, s) {
+                let read: Vec<u64> = read.collect();
+                self.key_shared_send(t, p, s, &read, false, limit);
+                continue;
+            }
+            let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
+            let sub = &mut self.parts[p].subs[s];
+            let (total, first) = Self::permit_summary(sub);
+            let current = total.max(first);
+            if current <= 0 || first <= 0 {
+                return;
+            }
+            let cap = (current as u64).min(batch).min(self.read_cap(p)).max(1);
+            let sub = &mut self.parts[p].subs[s];
+            let skip_replay = std::mem::take(&mut sub.skip_next_replay);
+            if !skip_replay && sub.replay_len > 0 {
+                // Each consumer's oldest entries, as many as it has permits (one an entry), and
+                // the entries without a hash, then the oldest of those.
+                let mut replay: Vec<u64> = Vec::new();
+                for (c, set) in sub.replay.iter().enumerate() {
+                    let k = (sub.consumers[c].permits.max(0) as u64).min(cap) as usize;
+                    replay.extend(set.iter().take(k).copied());
+                }
+                replay.extend(sub.unhashed.iter().take(cap as usize).copied());
+                replay.sort_unstable();
+                replay.truncate(cap as usize);
+                if !replay.is_empty() {
+                    for &idx in &replay {
+                        self.emit_cursor(t, p, s, "replay", Some(idx));
+                    }
+                    self.key_shared_send(t, p, s, &replay, true, limit);
+                    continue;
+                }
+            }
+            let sub = &self.parts[p].subs[s];
+            if sub.waiting.is_some() || sub.replay_len as u64 >= limit {
+                return;
+            }
+            let n = cap.min((limit - sub.replay_len as u64).max(1));
+            if available == 0 {
+                self.park(t, p, s, n);
+                return;
+            }
+            let read: Vec<u64> = self.read_entries(t, p, s, n.min(available)).collect();
+            self.key_shared_send(t, p, s, &read, false, limit);
+        }
+    }
+
+    /// Key_Shared: each entry goes to the consumer owning its key if that consumer has permits
+    /// (one an entry) and, for a normal read, no entry with the key waits in the replay queue;
+    /// else it is held back in the replay queue, and so are the later entries of its key.
+    fn key_shared_send(
+        &mut self,
+        t: u64,
+        p: usize,
+        s: usize,
+        entries: &[u64],
+        replay: bool,
+        limit: u64,
+    ) {
+        let sub = &self.parts[p].subs[s];
+        let look_ahead_allowed = (sub.replay_len as u64) < limit;
+        let mut left: Vec<i64> = sub.consumers.iter().map(|c| c.permits.max(0)).collect();
+        let mut blocked: Vec<u32> = Vec::new();
+        let mut dispatched = false;
+        for &idx in entries {
+            let (hash, c) = self.route(p, s, idx);
+            let sub = &self.parts[p].subs[s];
+            let send = !blocked.contains(&hash)
+                && left[c] > 0
+                && (replay || !sub.replay_hashes.contains_key(&hash));
+            if send {
+                if replay {
+                    self.remove_from_replay(p, s, idx);
+                }
+                self.deliver(p, s, c, idx);
+                left[c] -= 1;
+                dispatched = true;
+            } else {
+                if !blocked.contains(&hash) {
+                    blocked.push(hash);
+                }
+                if self.add_to_replay(p, s, idx, true) || replay {
+                    self.emit_redeliver(t, p, s, idx, REASON_HOLD_BACK);
+                }
+            }
+        }
+        let part = &self.parts[p];
+        let sub = &part.subs[s];
+        if !replay
+            && !dispatched
+            && look_ahead_allowed
+            && sub.read_idx < part.published
+            && sub.consumers.iter().any(|c| c.permits > 0)
+        {
+            // Nothing could go out, yet a consumer has permits: look further ahead next time.
+            self.parts[p].subs[s].skip_next_replay = true;
         }
     }
 
@@ -295,122 +904,232 @@ impl Sim<'_> {
         if sub.scheduled.is_some_and(|x| x <= at) {
             return;
         }
-        sub.scheduled = Some(at);
+        if at <= self.end_us {
+            sub.scheduled = Some(at);
+        }
         self.schedule(at, Task::Dispatch(p as u32, s as u32));
+    }
+
+    // ---- producers ----------------------------------------------------------------------------
+
+    /// The next batch from the partition's next message on: when it closes and how many messages
+    /// it holds. A batch closes when its first message is the publish delay old, when the next
+    /// message would not fit, or when it is full.
+    fn next_batch(&mut self, p: usize) -> (u64, u64) {
+        let spec = self.spec;
+        let Sim { parts, rng, .. } = self;
+        let part = &mut parts[p];
+        let size = spec.message_size as u64;
+        let mut gap = || part.interval_us * (0.9 + 0.2 * rng.f64());
+        let first = part.next_arrival;
+        if !spec.batching_enabled {
+            part.next_arrival = first + gap();
+            return (first as u64, 1);
+        }
+        let (max_bytes, max_messages) = (
+            spec.batching_max_bytes as u64,
+            spec.batching_max_messages as u64,
+        );
+        let full = |n: u64, bytes: u64| bytes >= max_bytes || n >= max_messages;
+        let (mut n, mut bytes, mut last) = (1u64, size, first);
+        if full(n, bytes) {
+            part.next_arrival = first + gap();
+            return (first as u64, n);
+        }
+        let deadline = first + spec.batching_max_publish_delay_ms * 1000.0;
+        loop {
+            let next = last + gap();
+            if next > deadline {
+                part.next_arrival = next;
+                return (deadline as u64, n);
+            }
+            if bytes + size > max_bytes || n >= max_messages {
+                // The message does not fit: the batch goes now, the message starts the next one.
+                part.next_arrival = next;
+                return (next as u64, n);
+            }
+            n += 1;
+            bytes += size;
+            last = next;
+            if full(n, bytes) {
+                part.next_arrival = last + gap();
+                return (last as u64, n);
+            }
+        }
+    }
+
+    fn publish(&mut self, t: u64, p: usize) {
+        let part = &mut self.parts[p];
+        let (idx, n) = (part.published, part.batch);
+        let size = n * self.spec.message_size as u64;
+        part.first_msg.push(part.messages_published);
+        part.messages_published += n;
+        part.bytes_published += size;
+        part.published += 1;
+        let row = Row {
+            size: size.min(i32::MAX as u64) as i32,
+            messages: Some(n.min(i32::MAX as u64) as i32),
+            ..Row::new("add", None, Some(idx))
+        };
+        self.emit(t, p, row);
+        for s in 0..self.parts[p].subs.len() {
+            let sub = &self.parts[p].subs[s];
+            match sub.waiting {
+                // The cursor waits to be notified: its read completes now.
+                Some((_, check_at)) if sub.active && t >= check_at => self.dispatch(t, p, s),
+                Some((_, check_at)) if sub.active => self.schedule_dispatch(check_at, p, s),
+                _ => {}
+            }
+        }
+        let (at, n) = self.next_batch(p);
+        self.parts[p].batch = n;
+        self.schedule(at.max(t), Task::Publish(p as u32));
+    }
+
+    // ---- connections --------------------------------------------------------------------------
+
+    /// The subscription's consumers connect: each sends FLOW for its whole receiver queue.
+    fn connect(&mut self, t: u64, p: usize, s: usize) {
+        let permits = self.spec.receiver_queue_size as i64;
+        let failover_delay = (self.spec.active_consumer_failover_delay_ms * 1000.0) as u64;
+        let sub = &mut self.parts[p].subs[s];
+        sub.active = true;
+        sub.waiting = None;
+        sub.consumers.iter_mut().for_each(|c| c.connect(t, permits));
+        sub.resume_at = if sub.kind == SubscriptionType::Failover {
+            t + failover_delay
+        } else {
+            t
+        };
+        self.schedule_dispatch(t, p, s);
+    }
+
+    fn churn(&mut self, t: u64, p: usize, s: usize) {
+        if self.parts[p].subs[s].active {
+            self.consume(t, p, s);
+            let first = self.first_unacked(p, s);
+            self.emit_cursor(t, p, s, "close", None);
+            let sub = &mut self.parts[p].subs[s];
+            sub.active = false;
+            sub.waiting = None;
+            sub.rewind_to = first;
+            sub.consumers.iter_mut().for_each(Consumer::disconnect);
+            // The last consumer left: the replay queue is dropped.
+            Self::clear_replay(sub);
+            let back = t + (self.spec.churn_downtime_seconds * 1e6) as u64;
+            self.schedule(back, Task::Churn(p as u32, s as u32));
+        } else {
+            // A consumer joins a subscription without consumers: the cursor rewinds to the first
+            // unacknowledged entry.
+            self.emit_cursor(t, p, s, "open", None);
+            let first = self.parts[p].subs[s].rewind_to;
+            self.emit_cursor(t, p, s, "seek", Some(first));
+            let sub = &mut self.parts[p].subs[s];
+            sub.read_idx = first;
+            Self::clear_replay(sub);
+            self.connect(t, p, s);
+            let next = t + self.rng.exp(60e6 / self.spec.churn_per_minute) as u64;
+            self.schedule(next, Task::Churn(p as u32, s as u32));
+        }
+    }
+
+    fn seek(&mut self, t: u64, p: usize, s: usize) {
+        self.consume(t, p, s);
+        let part = &self.parts[p];
+        let back = (self.spec.seek_back_seconds * 1e6 / part.interval_us) as u64;
+        let at = part
+            .first_message(part.subs[s].read_idx)
+            .saturating_sub(back);
+        let to = part.entry_of_message(at);
+        self.emit_cursor(t, p, s, "seek", Some(to));
+        let sub = &mut self.parts[p].subs[s];
+        sub.read_idx = to;
+        sub.rewind_to = to;
+        sub.acked_upto = to.checked_sub(1);
+        sub.waiting = None;
+        Self::clear_replay(sub);
+        if sub.active {
+            // A reset cursor disconnects the consumers, which come straight back.
+            self.connect(t, p, s);
+        }
+        let next = t + self.rng.exp(60e6 / self.spec.seeks_per_minute) as u64;
+        self.schedule(next, Task::Seek(p as u32, s as u32));
+    }
+
+    fn ack(&mut self, t: u64, p: usize, s: usize) {
+        if self.parts[p].subs[s].active {
+            if self.consume(t, p, s) {
+                self.schedule_dispatch(t, p, s);
+            }
+            let first = self.first_unacked(p, s);
+            let sub = &self.parts[p].subs[s];
+            if first > 0 && sub.acked_upto.is_none_or(|a| a < first - 1) {
+                self.parts[p].subs[s].acked_upto = Some(first - 1);
+                self.emit_cursor(t, p, s, "ack", Some(first - 1));
+            }
+        }
+        self.schedule(t + 1_000_000, Task::Ack(p as u32, s as u32));
     }
 
     fn run(&mut self) {
         while let Some(Reverse((t, _, task))) = self.queue.pop() {
             match task {
-                Task::Publish(p) => {
-                    let p = p as usize;
-                    let idx = self.parts[p].published;
-                    let size = self.spec.message_size as i32;
-                    self.emit(t, p, "add", None, Some(idx), 0, size);
-                    self.parts[p].published += 1;
-                    for s in 0..self.parts[p].subs.len() {
-                        let sub = &self.parts[p].subs[s];
-                        if sub.active && sub.scheduled.is_none() && sub.read_idx == idx {
-                            self.schedule_dispatch(t, p, s);
-                        }
-                    }
-                    let jitter = 0.9 + 0.2 * self.rng.f64();
-                    let next = t + (self.parts[p].interval_us * jitter).max(1.0) as u64;
-                    self.schedule(next, Task::Publish(p as u32));
-                }
+                Task::Publish(p) => self.publish(t, p as usize),
                 Task::Dispatch(p, s) => {
-                    if self.parts[p as usize].subs[s as usize].scheduled == Some(t) {
-                        self.dispatch(t, p as usize, s as usize);
-                    }
-                }
-                Task::Seek(p, s) => {
                     let (p, s) = (p as usize, s as usize);
-                    let back =
-                        (self.spec.seek_back_seconds * 1e6 / self.parts[p].interval_us) as u64;
-                    let to = self.parts[p].subs[s].read_idx.saturating_sub(back);
-                    let cursor = self.parts[p].subs[s].cursor;
-                    self.emit(t, p, "seek", Some(cursor), Some(to), 0, 0);
-                    let sub = &mut self.parts[p].subs[s];
-                    sub.read_idx = to;
-                    sub.replay.clear();
-                    sub.consumers.iter_mut().for_each(|c| c.queue.clear());
-                    self.schedule_dispatch(t, p, s);
-                    let next = t + self.rng.exp(60e6 / self.spec.seeks_per_minute) as u64;
-                    self.schedule(next, Task::Seek(p as u32, s as u32));
-                }
-                Task::Churn(p, s) => {
-                    let (pi, si) = (p as usize, s as usize);
-                    let cursor = self.parts[pi].subs[si].cursor;
-                    if self.parts[pi].subs[si].active {
-                        self.consume(t, pi, si);
-                        self.emit(t, pi, "close", Some(cursor), None, 0, 0);
-                        let sub = &mut self.parts[pi].subs[si];
-                        sub.active = false;
-                        // Undelivered messages return for redelivery when consumers come back.
-                        let pending: Vec<u64> = sub
-                            .consumers
-                            .iter_mut()
-                            .flat_map(|c| c.queue.drain(..))
-                            .collect();
-                        sub.replay.extend(pending);
-                        let back = t + (self.spec.churn_downtime_seconds * 1e6) as u64;
-                        self.schedule(back, Task::Churn(p, s));
-                    } else {
-                        self.emit(t, pi, "open", Some(cursor), None, 0, 0);
-                        let sub = &mut self.parts[pi].subs[si];
-                        sub.active = true;
-                        sub.consumers.iter_mut().for_each(|c| c.last_us = t);
-                        self.schedule_dispatch(t, pi, si);
-                        let next = t + self.rng.exp(60e6 / self.spec.churn_per_minute) as u64;
-                        self.schedule(next, Task::Churn(p, s));
+                    if self.parts[p].subs[s].scheduled == Some(t) {
+                        self.parts[p].subs[s].scheduled = None;
+                        self.dispatch(t, p, s);
                     }
                 }
-                Task::Ack(p, s) => {
-                    let (pi, si) = (p as usize, s as usize);
-                    self.consume(t, pi, si);
-                    let sub = &self.parts[pi].subs[si];
-                    let outstanding = sub
-                        .consumers
-                        .iter()
-                        .filter_map(|c| c.queue.front().copied())
-                        .chain(sub.replay.iter().next().copied())
-                        .min()
-                        .unwrap_or(sub.read_idx);
-                    if outstanding > 0 && sub.acked_upto.is_none_or(|a| a < outstanding - 1) {
-                        let cursor = sub.cursor;
-                        self.parts[pi].subs[si].acked_upto = Some(outstanding - 1);
-                        self.emit(t, pi, "ack", Some(cursor), Some(outstanding - 1), 0, 0);
+                Task::Flow(p, s, c) => {
+                    let (p, s) = (p as usize, s as usize);
+                    let con = &mut self.parts[p].subs[s].consumers[c as usize];
+                    if con.flow_at != Some(t) {
+                        // Planned for a queue since dropped.
+                        continue;
                     }
-                    self.schedule(t + 1_000_000, Task::Ack(p, s));
+                    con.flow_at = None;
+                    if self.consume(t, p, s) {
+                        self.schedule_dispatch(t, p, s);
+                    }
+                    self.plan_flows(t, p, s);
                 }
+                Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
+                Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
+                Task::Ack(p, s) => self.ack(t, p as usize, s as usize),
                 Task::StartBacklogConsumers(p) => {
-                    let pi = p as usize;
-                    for s in 0..self.parts[pi].subs.len() {
-                        if !self.parts[pi].subs[s].active {
-                            let cursor = self.parts[pi].subs[s].cursor;
-                            self.emit(t, pi, "open", Some(cursor), Some(0), 0, 0);
-                            let sub = &mut self.parts[pi].subs[s];
-                            sub.active = true;
-                            sub.consumers.iter_mut().for_each(|c| c.last_us = t);
-                            self.schedule_dispatch(t, pi, s);
+                    let p = p as usize;
+                    let regular = self.spec.subscriptions_per_topic as usize;
+                    for s in 0..regular.min(self.parts[p].subs.len()) {
+                        if !self.parts[p].subs[s].active {
+                            self.emit_cursor(t, p, s, "open", Some(0));
+                            self.parts[p].subs[s].read_idx = 0;
+                            self.connect(t, p, s);
                         }
                     }
                 }
                 Task::CatchUp(p, s) => {
-                    let (pi, si) = (p as usize, s as usize);
-                    let behind = (self.spec.catch_up_behind_seconds * 1e6
-                        / self.parts[pi].interval_us) as u64;
-                    let start = self.parts[pi].published.saturating_sub(behind);
-                    let cursor = self.parts[pi].subs[si].cursor;
-                    self.emit(t, pi, "open", Some(cursor), Some(start), 0, 0);
-                    let sub = &mut self.parts[pi].subs[si];
-                    sub.read_idx = start;
-                    sub.active = true;
-                    sub.consumers.iter_mut().for_each(|c| c.last_us = t);
-                    self.schedule_dispatch(t, pi, si);
+                    let (p, s) = (p as usize, s as usize);
+                    let part = &self.parts[p];
+                    let behind =
+                        (self.spec.catch_up_behind_seconds * 1e6 / part.interval_us) as u64;
+                    let start =
+                        part.entry_of_message(part.messages_published.saturating_sub(behind));
+                    self.emit_cursor(t, p, s, "open", Some(start));
+                    self.parts[p].subs[s].read_idx = start;
+                    self.connect(t, p, s);
                 }
             }
         }
+    }
+}
+
+/// The sticky-key hash of a key id (the key `key-<id>`, or Pulsar's key for entries without one).
+fn key_hash_of(distributor: KeyDistributor, key: usize) -> u32 {
+    match distributor {
+        KeyDistributor::NoKey => sticky_key_hash(NO_KEY),
+        _ => sticky_key_hash(format!("key-{key}").as_bytes()),
     }
 }
 
@@ -442,15 +1161,7 @@ fn merge_by_time(mut parts: Vec<EventColumns>) -> EventColumns {
         .collect();
     while let Some(Reverse((_, b, i))) = heads.pop() {
         let p = &parts[b];
-        out.ts_us.push(p.ts_us[i]);
-        out.broker.push(p.broker[i]);
-        out.topic.push(p.topic[i]);
-        out.op.push(p.op[i]);
-        out.cursor.push(p.cursor[i]);
-        out.ledger_id.push(p.ledger_id[i]);
-        out.entry_id.push(p.entry_id[i]);
-        out.count.push(p.count[i]);
-        out.size.push(p.size[i]);
+        out.push_from(p, i);
         if i + 1 < p.len() {
             heads.push(Reverse((p.ts_us[i + 1], b, i + 1)));
         }
@@ -475,6 +1186,7 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
     let backlog_mode = spec.consumer_backlog_size_gb > 0.0;
     let normal_speed = per_partition_rate * spec.consumer_headroom / 1e6;
     let mut parts = Vec::new();
+    let mut any_key_shared = false;
     for t in 0..spec.topics {
         for k in 0..spec.partitions_per_topic {
             let name = if spec.partitions_per_topic == 1 {
@@ -489,19 +1201,47 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
             let mut add_sub = |name: String,
                                kind: SubscriptionType,
                                consumers: Vec<Consumer>,
+                               first_consumer: u64,
                                out: &mut EventColumns| {
                 let cursor = out.cursor_names.len() as u32;
                 out.cursor_names.push(name);
+                let mut ring = ConsistentHashRing::new(spec.key_shared_replica_points);
+                let buckets = if kind == SubscriptionType::KeyShared {
+                    for c in 0..consumers.len() {
+                        ring.add_consumer(c, &format!("consumer-{}", first_consumer + c as u64));
+                    }
+                    consumers.len().max(1)
+                } else {
+                    1
+                };
+                // Failover: a partitioned topic's active consumer is picked by partition index.
+                let active_consumer = if kind == SubscriptionType::Failover
+                    && spec.partitions_per_topic > 1
+                    && !consumers.is_empty()
+                {
+                    k as usize % consumers.len()
+                } else {
+                    0
+                };
                 subs.push(Sub {
                     cursor,
                     kind,
                     read_idx: 0,
                     active: false,
                     consumers,
-                    replay: BTreeSet::new(),
+                    active_consumer,
+                    replay: vec![BTreeSet::new(); buckets],
+                    replay_len: 0,
+                    replay_hashes: FastMap::default(),
+                    unhashed: BTreeSet::new(),
+                    ring,
                     rr: 0,
                     scheduled: None,
                     acked_upto: None,
+                    waiting: None,
+                    resume_at: 0,
+                    rewind_to: 0,
+                    skip_next_replay: false,
                 });
             };
             for s in 0..spec.subscriptions_per_topic {
@@ -521,33 +1261,25 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
                         let speed = normal_speed
                             * share
                             * if slow { spec.slow_consumer_speed } else { 1.0 };
-                        Consumer {
-                            speed,
-                            queue: VecDeque::new(),
-                            last_us: 0,
-                            carry: 0.0,
-                        }
+                        Consumer::new(speed)
                     })
                     .collect();
+                any_key_shared |= here && spec.subscription_type == SubscriptionType::KeyShared;
                 add_sub(
                     format!("sub-{s}"),
                     spec.subscription_type,
                     consumers,
+                    first,
                     &mut out,
                 );
             }
             for r in 0..spec.catch_up_readers {
                 let speed = per_partition_rate * spec.catch_up_speed / 1e6;
-                let consumers = vec![Consumer {
-                    speed,
-                    queue: VecDeque::new(),
-                    last_us: 0,
-                    carry: 0.0,
-                }];
                 add_sub(
                     format!("catch-up-{r}"),
                     SubscriptionType::Exclusive,
-                    consumers,
+                    vec![Consumer::new(speed)],
+                    0,
                     &mut out,
                 );
             }
@@ -557,13 +1289,24 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
                     broker,
                     ledger_base: (index as i64 + 1) * 1_000_000,
                     published: 0,
+                    first_msg: Vec::new(),
+                    messages_published: 0,
+                    bytes_published: 0,
                     interval_us,
+                    next_arrival: 0.0,
+                    batch: 1,
                     subs,
                 });
             }
             index += 1;
         }
     }
+    let key_hashes = match spec.key_distributor {
+        _ if !any_key_shared => Vec::new(),
+        KeyDistributor::NoKey => vec![key_hash_of(KeyDistributor::NoKey, 0)],
+        d if spec.keys <= 1 << 22 => (0..spec.keys as usize).map(|k| key_hash_of(d, k)).collect(),
+        _ => Vec::new(),
+    };
     let mut sim = Sim {
         spec,
         rng,
@@ -573,6 +1316,8 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
         out,
         end_us: (spec.test_duration_minutes * 60e6) as u64,
         max_per_ledger: spec.max_entries_per_ledger as u64,
+        key_hashes,
+        flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
     };
     for p in 0..sim.parts.len() {
         let regular = spec.subscriptions_per_topic as usize;
@@ -584,9 +1329,8 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
                 continue;
             }
             if !backlog_mode {
-                let cursor = sim.parts[p].subs[s].cursor;
-                sim.emit(0, p, "open", Some(cursor), None, 0, 0);
-                sim.parts[p].subs[s].active = true;
+                sim.emit_cursor(0, p, s, "open", None);
+                sim.connect(0, p, s);
             }
             if spec.seeks_per_minute > 0.0 {
                 let at = sim.rng.exp(60e6 / spec.seeks_per_minute) as u64;
@@ -600,14 +1344,16 @@ pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColu
         }
         if backlog_mode {
             let bytes_per_partition = spec.consumer_backlog_size_gb * 1e9 / partitions as f64;
-            let entries = bytes_per_partition / spec.message_size.max(1) as f64;
+            let messages = bytes_per_partition / spec.message_size.max(1) as f64;
             sim.schedule(
-                (entries * interval_us) as u64,
+                (messages * interval_us) as u64,
                 Task::StartBacklogConsumers(p as u32),
             );
         }
-        let first = (sim.rng.f64() * interval_us) as u64;
-        sim.schedule(first, Task::Publish(p as u32));
+        sim.parts[p].next_arrival = sim.rng.f64() * interval_us;
+        let (at, n) = sim.next_batch(p);
+        sim.parts[p].batch = n;
+        sim.schedule(at, Task::Publish(p as u32));
     }
     sim.run();
     sim.out

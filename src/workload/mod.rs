@@ -3,17 +3,22 @@
 
 mod generate;
 mod rng;
+mod selector;
 mod spec;
 
-pub use generate::{generate, generate_broker, EventColumns};
+pub use generate::{
+    generate, generate_broker, EventColumns, REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW,
+};
 pub use rng::Rng;
+pub use selector::{murmur3_32, sticky_key_hash, ConsistentHashRing, NO_KEY, STICKY_KEY_HASH_MAX};
 pub use spec::{KeyDistributor, SubscriptionType, WorkloadSpec, SPEC_NAMES};
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use std::sync::Arc;
 
 impl EventColumns {
-    /// The events as a trace record batch (the columns of the trace format).
+    /// The events as a trace record batch (the columns of the trace format, with the optional
+    /// `messages` and `reason` columns last).
     pub fn to_record_batch(&self) -> RecordBatch {
         let names = |ids: &[u32], table: &[String]| {
             StringArray::from_iter_values(ids.iter().map(|&i| table[i as usize].as_str()))
@@ -56,6 +61,14 @@ impl EventColumns {
             (
                 "size",
                 Arc::new(Int32Array::from(self.size.clone())) as ArrayRef,
+            ),
+            (
+                "messages",
+                Arc::new(Int32Array::from(self.messages.clone())) as ArrayRef,
+            ),
+            (
+                "reason",
+                Arc::new(StringArray::from(self.reason.clone())) as ArrayRef,
             ),
         ])
         .expect("columns have equal lengths")

@@ -19,8 +19,9 @@ pub enum KeyDistributor {
     RandomNano,
 }
 
-/// Defaults follow OpenMessaging Benchmark's `1-topic-1-partition-1kb` workload and Pulsar's
-/// dispatcher defaults.
+/// Defaults follow OpenMessaging Benchmark's `1-topic-1-partition-1kb` workload, its Pulsar driver's
+/// producer settings (`driver-pulsar/pulsar.yaml`, `PulsarBenchmarkDriver`) and Pulsar's broker and
+/// client defaults (`ServiceConfiguration` and `ConsumerConfigurationData` on `master`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadSpec {
     pub topics: u32,
@@ -56,11 +57,34 @@ pub struct WorkloadSpec {
     pub churn_per_minute: f64,
     pub churn_downtime_seconds: f64,
     pub max_entries_per_ledger: u32,
-    /// Pulsar's dispatcherMaxReadBatchSize and a consumer's receiverQueueSize.
+    /// Pulsar's dispatcherMaxReadBatchSize (entries a read asks for at most) and a consumer's
+    /// receiverQueueSize (messages; the client sends FLOW once half of it is free).
     pub read_batch_size: u32,
     pub receiver_queue_size: u32,
     /// A normal consumer's speed relative to its share of the produce rate.
     pub consumer_headroom: f64,
+    /// Producer batching (OMB's Pulsar driver): a batch, one entry, closes when its first message
+    /// is this old, or when it holds this many bytes or messages.
+    pub batching_enabled: bool,
+    pub batching_max_publish_delay_ms: f64,
+    pub batching_max_bytes: u32,
+    pub batching_max_messages: u32,
+    /// Pulsar's dispatcherMaxRoundRobinBatchSize: entries a Shared consumer gets per turn.
+    pub dispatcher_max_round_robin_batch_size: u32,
+    /// Pulsar's dispatcherMaxReadSizeBytes: a read's entry count is capped by this many bytes.
+    pub dispatcher_max_read_size_bytes: u64,
+    /// Pulsar's Key_Shared look-ahead limits (entries waiting in the replay queue), per connected
+    /// consumer and per subscription (0 disables one).
+    pub key_shared_look_ahead_per_consumer: u32,
+    pub key_shared_look_ahead_per_subscription: u32,
+    /// Pulsar's subscriptionKeySharedConsistentHashingReplicaPoints.
+    pub key_shared_replica_points: u32,
+    /// Pulsar's activeConsumerFailoverDelayTimeMillis: a Failover subscription starts reading this
+    /// long after its active consumer is chosen.
+    pub active_consumer_failover_delay_ms: f64,
+    /// Pulsar's managedLedgerNewEntriesCheckDelayInMillis: a read parked at the end of the topic
+    /// looks for new entries again after this long, then waits to be woken by the next entry.
+    pub managed_ledger_new_entries_check_delay_ms: f64,
 }
 
 impl Default for WorkloadSpec {
@@ -94,6 +118,18 @@ impl Default for WorkloadSpec {
             read_batch_size: 100,
             receiver_queue_size: 1000,
             consumer_headroom: 1.2,
+            batching_enabled: true,
+            batching_max_publish_delay_ms: 1.0,
+            batching_max_bytes: 131_072,
+            // PulsarBenchmarkDriver sets Integer.MAX_VALUE (the client's own default is 1000).
+            batching_max_messages: i32::MAX as u32,
+            dispatcher_max_round_robin_batch_size: 20,
+            dispatcher_max_read_size_bytes: 5 * 1024 * 1024,
+            key_shared_look_ahead_per_consumer: 4000,
+            key_shared_look_ahead_per_subscription: 40_000,
+            key_shared_replica_points: 100,
+            active_consumer_failover_delay_ms: 1000.0,
+            managed_ledger_new_entries_check_delay_ms: 10.0,
         }
     }
 }
@@ -142,6 +178,22 @@ fn fraction(name: &str, v: &SettingValue) -> Result<f64> {
     Ok(n)
 }
 
+fn flag(name: &str, v: &SettingValue) -> Result<bool> {
+    match v {
+        SettingValue::Bool(b) => Ok(*b),
+        SettingValue::Int(i @ (0 | 1)) => Ok(*i == 1),
+        SettingValue::Str(s)
+            if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") =>
+        {
+            Ok(s.eq_ignore_ascii_case("true"))
+        }
+        other => Err(Error::InvalidArgument {
+            name: "spec",
+            reason: format!("{name}: expected true or false, got {other:?}"),
+        }),
+    }
+}
+
 fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
     match v {
         SettingValue::Str(s) => Ok(s),
@@ -153,7 +205,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 28] = [
+pub const SPEC_NAMES: [&str; 40] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -182,6 +234,18 @@ pub const SPEC_NAMES: [&str; 28] = [
     "read_batch_size",
     "receiver_queue_size",
     "consumer_headroom",
+    "batching_enabled",
+    "batching_max_publish_delay_ms",
+    "batching_max_bytes",
+    "batching_max_messages",
+    "dispatcher_max_round_robin_batch_size",
+    "dispatcher_max_read_size_bytes",
+    "key_shared_look_ahead_msg_in_replay_threshold_per_consumer",
+    "key_shared_look_ahead_msg_in_replay_threshold_per_subscription",
+    "subscription_key_shared_consistent_hashing_replica_points",
+    "active_consumer_failover_delay_time_millis",
+    "dispatcher_max_read_batch_size",
+    "managed_ledger_new_entries_check_delay_in_millis",
 ];
 
 impl WorkloadSpec {
@@ -242,9 +306,36 @@ impl WorkloadSpec {
             "churn_per_minute" => self.churn_per_minute = non_negative(key, v)?,
             "churn_downtime_seconds" => self.churn_downtime_seconds = non_negative(key, v)?,
             "max_entries_per_ledger" => self.max_entries_per_ledger = count(key, v, 1)?,
-            "read_batch_size" => self.read_batch_size = count(key, v, 1)?,
+            "read_batch_size" | "dispatcher_max_read_batch_size" => {
+                self.read_batch_size = count(key, v, 1)?
+            }
             "receiver_queue_size" => self.receiver_queue_size = count(key, v, 1)?,
             "consumer_headroom" => self.consumer_headroom = non_negative(key, v)?,
+            "batching_enabled" => self.batching_enabled = flag(key, v)?,
+            "batching_max_publish_delay_ms" => self.batching_max_publish_delay_ms = non_negative(key, v)?,
+            "batching_max_bytes" => self.batching_max_bytes = count(key, v, 1)?,
+            "batching_max_messages" => self.batching_max_messages = count(key, v, 1)?,
+            "dispatcher_max_round_robin_batch_size" => {
+                self.dispatcher_max_round_robin_batch_size = count(key, v, 1)?
+            }
+            "dispatcher_max_read_size_bytes" => {
+                self.dispatcher_max_read_size_bytes = count(key, v, 1)? as u64
+            }
+            "key_shared_look_ahead_msg_in_replay_threshold_per_consumer" => {
+                self.key_shared_look_ahead_per_consumer = count(key, v, 0)?
+            }
+            "key_shared_look_ahead_msg_in_replay_threshold_per_subscription" => {
+                self.key_shared_look_ahead_per_subscription = count(key, v, 0)?
+            }
+            "subscription_key_shared_consistent_hashing_replica_points" => {
+                self.key_shared_replica_points = count(key, v, 1)?
+            }
+            "active_consumer_failover_delay_time_millis" => {
+                self.active_consumer_failover_delay_ms = non_negative(key, v)?
+            }
+            "managed_ledger_new_entries_check_delay_in_millis" => {
+                self.managed_ledger_new_entries_check_delay_ms = non_negative(key, v)?
+            }
             _ => {
                 return Err(Error::UnknownSetting { key: key.to_string(), hint: None });
             }

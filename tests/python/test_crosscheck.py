@@ -14,7 +14,9 @@ INT64_MAX = 2**63 - 1
 
 def random_trace(seed: int, events: int = 6000) -> pa.Table:
     rnd = random.Random(seed)
-    cols = {f.name: [] for f in lc.trace.SCHEMA}
+    # The required columns only: the optional ones (messages, reason) may be left out.
+    schema = pa.schema([f for f in lc.trace.SCHEMA if f.name not in lc.trace.OPTIONAL])
+    cols = {f.name: [] for f in schema}
 
     def row(ts, op, cursor=None, entry=None, count=0, size=0):
         for k, v in zip(cols, (ts, "b1", "t", op, cursor, None if entry is None else 1, entry, count, size)):
@@ -33,7 +35,7 @@ def random_trace(seed: int, events: int = 6000) -> pa.Table:
             row(ts, "seek", rnd.choice(cursors), entry=rnd.randrange(published))
         else:
             row(ts, "read", rnd.choice(cursors), count=1)  # one entry a read: no batched lookups
-    return pa.table(cols, schema=lc.trace.SCHEMA)
+    return pa.table(cols, schema=schema)
 
 
 def libcachesim_read_hits(rows, cache) -> int:

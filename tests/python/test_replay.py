@@ -7,11 +7,13 @@ import ledgercache as lc
 
 
 def trace(rows, broker="b1"):
-    cols = {f.name: [] for f in lc.trace.SCHEMA}
+    # The required columns only: the optional ones (messages, reason) may be left out.
+    schema = pa.schema([f for f in lc.trace.SCHEMA if f.name not in lc.trace.OPTIONAL])
+    cols = {f.name: [] for f in schema}
     for ts_ms, op, topic, cursor, ledger, entry, count, size in rows:
         for k, v in zip(cols, (ts_ms * 1000, broker, topic, op, cursor, ledger, entry, count, size)):
             cols[k].append(v)
-    return pa.table(cols, schema=lc.trace.SCHEMA)
+    return pa.table(cols, schema=schema)
 
 
 def fanout(n=200, readers=3, broker="b1"):

@@ -63,3 +63,79 @@ def test_generated_traces_replay_under_every_strategy():
     belady = out[3]["hits"]
     assert all(r["entries_read"] == out[0]["entries_read"] > 0 for r in out)
     assert all(belady >= r["hits"] for r in out)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+def test_every_knob_is_documented_under_its_camel_case_name():
+    doc = lc.workload.__doc__
+    aliases = {"consumer_backlog_size_gb": "consumerBacklogSizeGB"}
+    for name in lc.workload.KNOWN:
+        assert aliases.get(name, _camel(name)) in doc, name
+
+
+def test_pulsar_and_omb_knobs_under_camel_case_and_snake_case(tmp_path):
+    knobs = {"batchingMaxPublishDelayMs": 5, "batchingMaxBytes": 65536, "batchingMaxMessages": 50,
+             "batchingEnabled": True, "dispatcherMaxRoundRobinBatchSize": 10, "dispatcherMaxReadBatchSize": 50,
+             "dispatcherMaxReadSizeBytes": 1 << 20, "keySharedLookAheadMsgInReplayThresholdPerConsumer": 100,
+             "keySharedLookAheadMsgInReplayThresholdPerSubscription": 300,
+             "subscriptionKeySharedConsistentHashingReplicaPoints": 50, "activeConsumerFailoverDelayTimeMillis": 0}
+    base = {"subscriptionType": "Key_Shared", "consumerPerSubscription": 3, "keyDistributor": "KEY_ROUND_ROBIN",
+            "slowConsumerFraction": 0.34, "slowConsumerSpeed": 0.2, "producerRate": 3000, "testDurationMinutes": 0.2}
+    camel = lc.workload.generate({**base, **knobs}, seed=1)
+    snake = lc.workload.generate({**base, **{lc.workload._snake(k): v for k, v in knobs.items()}}, seed=1)
+    assert camel.equals(snake)
+    path = tmp_path / "w.yaml"
+    path.write_text("".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in {**base, **knobs}.items()))
+    assert lc.workload.generate(path, seed=1).equals(camel)
+    assert not camel.equals(lc.workload.generate(base, seed=1))
+    with pytest.raises(ValueError, match="batching_enabled"):
+        lc.workload.generate({"batchingEnabled": "maybe"})
+
+
+def test_adds_carry_messages_and_redeliveries_their_reason():
+    spec = {**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.3, "messageSize": 100}
+    t = lc.workload.generate(spec, seed=1).to_pydict()
+    adds = [(m, s) for op, m, s in zip(t["op"], t["messages"], t["size"]) if op == "add"]
+    assert all(m >= 1 and s == 100 * m for m, s in adds)
+    assert sum(m for m, _ in adds) > len(adds)  # 3000 messages/s in 1 ms batches: several an entry
+    reasons = {r for op, r in zip(t["op"], t["reason"]) if op == "redeliver"}
+    assert reasons <= set(lc.trace.REASONS) and {"nack", "overflow"} <= reasons
+    assert all(r is None for op, r in zip(t["op"], t["reason"]) if op != "redeliver")
+    assert all(m is None for op, m in zip(t["op"], t["messages"]) if op != "add")
+    off = lc.workload.generate({**spec, "batchingEnabled": False}, seed=1).to_pydict()
+    assert {m for op, m in zip(off["op"], off["messages"]) if op == "add"} == {1}
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".arrow"])
+def test_traces_with_and_without_the_optional_columns(tmp_path, suffix):
+    t = lc.workload.generate({**lc.workload.SCENARIOS["key-shared-slow-consumer"], "testDurationMinutes": 0.2}, seed=3)
+    path = lc.trace.write(t, tmp_path / f"full{suffix}")
+    back = pa.Table.from_batches(list(lc.trace.batches(path)), schema=lc.trace.SCHEMA)
+    assert back.equals(t)
+    # The same trace without messages/reason (as older traces and other tools write it).
+    required = t.drop_columns(sorted(lc.trace.OPTIONAL))
+    if suffix == ".csv":
+        import pyarrow.csv as csv
+
+        csv.write_csv(required, tmp_path / f"old{suffix}")
+    elif suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(required, tmp_path / f"old{suffix}")
+    else:
+        import pyarrow.feather as feather
+
+        feather.write_feather(required, tmp_path / f"old{suffix}", compression="uncompressed")
+    old = pa.Table.from_batches(list(lc.trace.batches(tmp_path / f"old{suffix}")), schema=lc.trace.SCHEMA)
+    assert old.schema == lc.trace.SCHEMA
+    assert old.column("messages").null_count == old.num_rows and old.column("reason").null_count == old.num_rows
+    assert old.drop_columns(sorted(lc.trace.OPTIONAL)).equals(required)
+    config = lc.CacheConfig(cache_size_bytes=1 << 20)
+    def results(trace):
+        return [{k: v for k, v in r.items() if k != "replay_seconds"} for r in lc.replay(trace, config).to_pylist()]
+
+    assert results(required) == results(t)
