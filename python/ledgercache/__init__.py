@@ -39,6 +39,7 @@ from ._native import (
 )
 from .replay import export_requests, replay
 from .errors import (
+    BrokerConfWarning,
     ClosedError,
     CorruptSegmentError,
     CursorEpochConflictException,
@@ -56,6 +57,7 @@ from .errors import (
 
 __all__ = [
     "ActiveCursorContainer",
+    "BrokerConfWarning",
     "CacheConfig",
     "CachedEntry",
     "CallableStorage",

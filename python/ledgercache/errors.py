@@ -21,6 +21,7 @@ __all__ = [
     "CursorEpochConflictException",
     "ProducerSendTimeoutException",
     "ProducerThrottledException",
+    "BrokerConfWarning",
 ]
 
 
@@ -87,3 +88,9 @@ class ProducerThrottledException(ProducerSendTimeoutException):
     """A send timed out while the broker had throttled the producer (PIP-385): ``reason`` names
     why (``TopicProduceQuotaExceeded``, ``ResourceGroupProduceQuotaExceeded``,
     ``ConnectionPendingMessagesBreach``, ``MessageBufferSizeBreach``, ``BrokerProduceQuotaExceeded``)."""
+
+
+class BrokerConfWarning(UserWarning):
+    """A ``broker.conf`` key that a Pulsar broker does not apply as written (no release reads it,
+    it is applied only at run time, or it is read but never applied); the message names the key
+    and what the lab did with it."""

@@ -1,5 +1,5 @@
 use super::errors::{raise, IntoPyResult};
-use crate::config::{CacheConfig, SettingValue, SETTING_NAMES};
+use crate::config::{sources, CacheConfig, SettingValue, SETTING_NAMES};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyMapping, PyString, PyTuple};
 
@@ -88,10 +88,20 @@ impl PyCacheConfig {
         Ok(PyCacheConfig(apply(py, self.0.clone(), changes)?))
     }
 
-    /// Reads Pulsar ``broker.conf`` settings from a file path or a mapping of key -> value;
-    /// unrelated keys are ignored.
+    /// Reads Pulsar ``broker.conf`` settings from a file path or a mapping of key -> value, as a
+    /// broker applies them; unrelated keys are ignored. A key no Pulsar reads
+    /// (``managedLedgerCacheEvictionTriggerThresholdPercent``,
+    /// ``brokerAdaptiveRecvByteBufAllocator*``) is not applied; the two extend-TTL keys, which a
+    /// broker applies only when changed at run time, are applied only with
+    /// ``extend_ttl_at_startup=True``; each of these, and the continue-caching key (read, never
+    /// applied by Pulsar), raises a ``BrokerConfWarning`` naming the key.
     #[staticmethod]
-    fn from_broker_conf(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (source, *, extend_ttl_at_startup = false))]
+    fn from_broker_conf(
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        extend_ttl_at_startup: bool,
+    ) -> PyResult<Self> {
         let pairs: Vec<(String, String)> = if let Ok(mapping) = source.cast::<PyMapping>() {
             let mut pairs = Vec::new();
             for item in mapping.items()?.iter() {
@@ -123,10 +133,47 @@ impl PyCacheConfig {
             })?;
             parse_properties(&text)
         };
-        let (config, _) =
-            CacheConfig::from_broker_conf(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .py_err(py)?;
+        let (config, report) = CacheConfig::from_broker_conf(
+            pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            extend_ttl_at_startup,
+        )
+        .py_err(py)?;
+        let category = py
+            .import("ledgercache.errors")?
+            .getattr("BrokerConfWarning")?;
+        for w in report.warnings {
+            let message = std::ffi::CString::new(w)
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            PyErr::warn(py, &category, &message, 1)?;
+        }
         Ok(PyCacheConfig(config))
+    }
+
+    /// Every setting with where it comes from: ``name``, ``default``, ``broker_key`` (the
+    /// ``broker.conf`` key, or None for the lab's own), ``read_by`` (the Pulsar lines that read
+    /// the key) and ``note`` (what Pulsar does with it, where that is not what its name says).
+    #[staticmethod]
+    fn settings<'py>(py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let defaults = CacheConfig::default();
+        sources::SETTINGS
+            .iter()
+            .map(|s| {
+                let d = PyDict::new(py);
+                d.set_item("name", s.name)?;
+                d.set_item(
+                    "default",
+                    from_setting(py, defaults.get(s.name).expect("known name"))?,
+                )?;
+                let (key, read_by) = match s.source {
+                    sources::Source::Broker { key, read_by, .. } => (Some(key), Some(read_by)),
+                    sources::Source::Lab => (None, None),
+                };
+                d.set_item("broker_key", key)?;
+                d.set_item("read_by", read_by)?;
+                d.set_item("note", s.note)?;
+                Ok(d)
+            })
+            .collect()
     }
 
     /// The settings as a dict.
@@ -152,7 +199,7 @@ impl PyCacheConfig {
 
     fn __dir__(&self) -> Vec<&'static str> {
         let mut names = SETTING_NAMES.to_vec();
-        names.extend(["replace", "from_broker_conf", "to_dict"]);
+        names.extend(["replace", "from_broker_conf", "to_dict", "settings"]);
         names
     }
 

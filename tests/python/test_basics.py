@@ -87,11 +87,14 @@ def test_config_from_broker_conf(tmp_path):
         "managedLedgerCacheEvictionWatermark = 0.5\n"
         "managedLedgerCacheEvictionExtendTTLOfEntriesWithRemainingExpectedReadsMaxTimes=3\n"
     )
-    c = lc.CacheConfig.from_broker_conf(conf)
+    # A broker applies the extend-TTL keys only when changed at run time: not from broker.conf.
+    with pytest.warns(lc.BrokerConfWarning, match="ExtendTTL"):
+        c = lc.CacheConfig.from_broker_conf(conf)
     assert c.cache_size_bytes == 64 << 20
     assert c.eviction_by_expected_read_count is False
     assert c.eviction_watermark == 0.5
-    assert c.extend_ttl_max_times == 3
+    assert c.extend_ttl_max_times == 5
+    assert lc.CacheConfig.from_broker_conf(conf, extend_ttl_at_startup=True).extend_ttl_max_times == 3
     m = lc.CacheConfig.from_broker_conf({"managedLedgerCacheSizeMB": 1, "managedLedgerCacheCopyEntries": True, "other": "x"})
     assert (m.cache_size_bytes, m.copy_entries) == (1 << 20, True)
     with pytest.raises(ValueError, match="cache_size_bytes"):

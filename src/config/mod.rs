@@ -1,5 +1,7 @@
 //! Cache settings: Pulsar's broker settings for the entry cache, under snake_case names.
 
+pub mod sources;
+
 use crate::error::{Error, Result};
 use std::fmt;
 use std::str::FromStr;
@@ -74,6 +76,15 @@ pub enum SettingValue {
     Int(i64),
     Float(f64),
     Str(String),
+}
+
+/// What reading a `broker.conf` did beyond the settings themselves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerConfReport {
+    /// The broker keys applied.
+    pub applied: Vec<String>,
+    /// Keys a broker would not apply as written, each with why.
+    pub warnings: Vec<String>,
 }
 
 /// The entry cache's settings. Build with [`CacheConfig::default`] and [`CacheConfig::set`], which
@@ -187,97 +198,6 @@ pub const SETTING_NAMES: [&str; 26] = [
     "backlog_check_interval_ms",
     "apply_continue_caching_window",
     "expected_read_on_every_redelivery",
-];
-
-/// Pulsar `broker.conf` keys and the setting each one maps to, with a scale factor for sizes.
-const BROKER_CONF_KEYS: [(&str, &str, u64); 19] = [
-    (
-        "managedLedgerMinimumBacklogCursorsForCaching",
-        "min_backlog_cursors_for_caching",
-        1,
-    ),
-    (
-        "managedLedgerMinimumBacklogEntriesForCaching",
-        "min_backlog_entries_for_caching",
-        1,
-    ),
-    (
-        "managedLedgerMaxBacklogBetweenCursorsForCaching",
-        "max_backlog_between_cursors_for_caching",
-        1,
-    ),
-    (
-        "managedLedgerCursorBackloggedThreshold",
-        "cursor_backlogged_threshold",
-        1,
-    ),
-    (
-        "statsUpdateFrequencyInSecs",
-        "backlog_check_interval_ms",
-        1000,
-    ),
-    ("managedLedgerCacheSizeMB", "cache_size_bytes", 1 << 20),
-    (
-        "managedLedgerCacheEvictionWatermark",
-        "eviction_watermark",
-        1,
-    ),
-    (
-        "managedLedgerCacheEvictionTriggerThresholdPercent",
-        "eviction_trigger_threshold",
-        1,
-    ),
-    (
-        "managedLedgerCacheEvictionTimeThresholdMillis",
-        "eviction_time_threshold_ms",
-        1,
-    ),
-    (
-        "managedLedgerCacheEvictionIntervalMs",
-        "eviction_interval_ms",
-        1,
-    ),
-    (
-        "cacheEvictionByExpectedReadCount",
-        "eviction_by_expected_read_count",
-        1,
-    ),
-    (
-        "managedLedgerCacheEvictionExtendTTLOfEntriesWithRemainingExpectedReadsMaxTimes",
-        "extend_ttl_max_times",
-        1,
-    ),
-    (
-        "managedLedgerCacheEvictionExtendTTLOfRecentlyAccessed",
-        "extend_ttl_of_recently_accessed",
-        1,
-    ),
-    (
-        "managedLedgerContinueCachingAddedEntriesAfterLastActiveCursorLeavesMillis",
-        "continue_caching_after_last_active_cursor_leaves_ms",
-        1,
-    ),
-    (
-        "cacheEvictionByMarkDeletedPosition",
-        "eviction_by_mark_deleted_position",
-        1,
-    ),
-    ("managedLedgerCacheCopyEntries", "copy_entries", 1),
-    (
-        "brokerAdaptiveRecvByteBufAllocatorMinimumSize",
-        "recv_buffer_min_bytes",
-        1,
-    ),
-    (
-        "brokerAdaptiveRecvByteBufAllocatorInitialSize",
-        "recv_buffer_initial_bytes",
-        1,
-    ),
-    (
-        "brokerAdaptiveRecvByteBufAllocatorMaximumSize",
-        "recv_buffer_max_bytes",
-        1,
-    ),
 ];
 
 impl CacheConfig {
@@ -446,24 +366,56 @@ impl CacheConfig {
         Ok(())
     }
 
-    /// Reads Pulsar `broker.conf` entries (key, raw string value); unrelated keys are ignored.
-    /// Returns the config and the broker keys that were applied.
+    /// Reads Pulsar `broker.conf` entries (key, raw string value) as a broker would apply them;
+    /// unrelated keys are ignored. Keys no Pulsar reads, and the extend-TTL keys a broker applies
+    /// only when changed at run time, are not applied (the latter are with
+    /// `extend_ttl_at_startup`); each such key, and a key Pulsar reads but never applies, gets a
+    /// warning saying so.
     pub fn from_broker_conf<'a>(
         entries: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> Result<(Self, Vec<String>)> {
+        extend_ttl_at_startup: bool,
+    ) -> Result<(Self, BrokerConfReport)> {
         let mut config = CacheConfig::default();
-        let mut applied = Vec::new();
+        let mut report = BrokerConfReport::default();
         for (key, raw) in entries {
-            let Some((_, name, scale)) = BROKER_CONF_KEYS.iter().find(|(k, _, _)| *k == key.trim())
-            else {
+            let key = key.trim();
+            if let Some((_, hint)) = sources::KEYS_PULSAR_DOES_NOT_HAVE
+                .iter()
+                .find(|(k, _)| *k == key)
+            {
+                report.warnings.push(format!(
+                    "{key}: no Pulsar release reads this key, so a broker ignores it and so does \
+                     the lab ({hint})"
+                ));
+                continue;
+            }
+            let Some((name, scale)) = sources::by_broker_key(key) else {
                 continue;
             };
-            config.assign(name, parse_conf_value(name, raw.trim(), *scale)?)?;
-            applied.push(key.trim().to_string());
+            let note = sources::of(name).map_or("", |s| s.note);
+            match name {
+                "extend_ttl_max_times" | "extend_ttl_of_recently_accessed"
+                    if !extend_ttl_at_startup =>
+                {
+                    report.warnings.push(format!(
+                        "{key}: ignored, as a broker does at start-up ({note}); pass \
+                         extend_ttl_at_startup=True to apply it"
+                    ));
+                    continue;
+                }
+                "continue_caching_after_last_active_cursor_leaves_ms" => {
+                    report.warnings.push(format!(
+                        "{key}: {note}; the lab applies it only with apply_continue_caching_window=True"
+                    ));
+                }
+                _ => {}
+            }
+            config.assign(name, parse_conf_value(name, raw.trim(), scale)?)?;
+            report.applied.push(key.to_string());
         }
         // Relations are checked once all keys are in, so the order of lines does not matter.
         config.validate()?;
-        Ok((config, applied))
+        Ok((config, report))
     }
 
     /// Reads a setting by name.
@@ -723,17 +675,65 @@ mod tests {
 
     #[test]
     fn reads_broker_conf_keys() {
-        let (c, applied) = CacheConfig::from_broker_conf([
-            ("managedLedgerCacheSizeMB", "64"),
-            ("cacheEvictionByExpectedReadCount", "false"),
-            ("managedLedgerCacheEvictionWatermark", "0.5"),
-            ("brokerServicePort", "6650"),
-        ])
+        let (c, report) = CacheConfig::from_broker_conf(
+            [
+                ("managedLedgerCacheSizeMB", "64"),
+                ("cacheEvictionByExpectedReadCount", "false"),
+                ("managedLedgerCacheEvictionWatermark", "0.5"),
+                ("brokerServicePort", "6650"),
+                ("statsUpdateFrequencyInSecs", "30"),
+            ],
+            false,
+        )
         .unwrap();
         assert_eq!(c.cache_size_bytes, 64 << 20);
         assert!(!c.eviction_by_expected_read_count);
         assert_eq!(c.eviction_watermark, 0.5);
-        assert_eq!(applied.len(), 3);
-        assert!(CacheConfig::from_broker_conf([("managedLedgerCacheSizeMB", "lots")]).is_err());
+        assert_eq!(c.backlog_check_interval_ms, 30_000);
+        assert_eq!(report.applied.len(), 4);
+        assert!(report.warnings.is_empty());
+        assert!(
+            CacheConfig::from_broker_conf([("managedLedgerCacheSizeMB", "lots")], false).is_err()
+        );
+    }
+
+    #[test]
+    fn warns_on_keys_a_broker_does_not_apply() {
+        let keys = [
+            ("managedLedgerCacheEvictionTriggerThresholdPercent", "0.5"),
+            ("brokerAdaptiveRecvByteBufAllocatorMaximumSize", "4096"),
+            (
+                "managedLedgerCacheEvictionExtendTTLOfRecentlyAccessed",
+                "false",
+            ),
+            (
+                "managedLedgerContinueCachingAddedEntriesAfterLastActiveCursorLeavesMillis",
+                "500",
+            ),
+        ];
+        let (c, report) = CacheConfig::from_broker_conf(keys, false).unwrap();
+        assert_eq!(
+            c.eviction_trigger_threshold, 0.98,
+            "not a Pulsar key: not applied"
+        );
+        assert_eq!(c.recv_buffer_max_bytes, 1 << 20);
+        assert!(c.extend_ttl_of_recently_accessed, "not applied at start-up");
+        assert_eq!(
+            c.continue_caching_after_last_active_cursor_leaves_ms,
+            Some(500)
+        );
+        assert_eq!(report.warnings.len(), 4, "{:?}", report.warnings);
+        assert!(report.warnings[0].starts_with("managedLedgerCacheEvictionTriggerThresholdPercent"));
+        let (c, report) = CacheConfig::from_broker_conf(keys, true).unwrap();
+        assert!(!c.extend_ttl_of_recently_accessed);
+        assert_eq!(report.warnings.len(), 3);
+    }
+
+    #[test]
+    fn every_setting_says_where_it_comes_from() {
+        for (name, s) in SETTING_NAMES.iter().zip(sources::SETTINGS.iter()) {
+            assert_eq!(*name, s.name);
+        }
+        assert_eq!(SETTING_NAMES.len(), sources::SETTINGS.len());
     }
 }

@@ -1,0 +1,74 @@
+"""Settings marked by where they come from, and broker.conf read as a broker applies it."""
+
+import warnings
+
+import pytest
+
+import ledgercache as lc
+
+
+def test_every_setting_says_whether_a_broker_reads_it():
+    rows = lc.CacheConfig.settings()
+    names = [r["name"] for r in rows]
+    assert names == list(lc.CacheConfig().to_dict())
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["cache_size_bytes"]["broker_key"] == "managedLedgerCacheSizeMB"
+    assert by_name["cache_size_bytes"]["read_by"] == "4.0, master"
+    assert by_name["eviction_by_expected_read_count"]["read_by"] == "master (4.1+)"
+    # Proposed in PIP-430, never added to Pulsar: the lab's own.
+    assert by_name["eviction_trigger_threshold"]["broker_key"] is None
+    assert "0.98" in by_name["eviction_trigger_threshold"]["note"]
+    assert by_name["recv_buffer_max_bytes"]["broker_key"] is None
+    assert by_name["apply_continue_caching_window"]["default"] is None
+
+
+def test_keys_pulsar_does_not_have_are_not_applied_and_warned_about():
+    conf = {
+        "managedLedgerCacheSizeMB": "64",
+        "managedLedgerCacheEvictionTriggerThresholdPercent": "0.5",
+        "brokerAdaptiveRecvByteBufAllocatorMaximumSize": "4096",
+    }
+    with pytest.warns(lc.BrokerConfWarning) as caught:
+        c = lc.CacheConfig.from_broker_conf(conf)
+    assert c.cache_size_bytes == 64 << 20
+    assert c.eviction_trigger_threshold == 0.98
+    assert c.recv_buffer_max_bytes == 1 << 20
+    messages = [str(w.message) for w in caught]
+    assert any(m.startswith("managedLedgerCacheEvictionTriggerThresholdPercent") for m in messages)
+    assert any(m.startswith("brokerAdaptiveRecvByteBufAllocatorMaximumSize") for m in messages)
+
+
+def test_extend_ttl_keys_apply_only_when_asked(tmp_path):
+    path = tmp_path / "broker.conf"
+    path.write_text("managedLedgerCacheEvictionExtendTTLOfRecentlyAccessed=false\n")
+    with pytest.warns(lc.BrokerConfWarning, match="extend_ttl_at_startup"):
+        c = lc.CacheConfig.from_broker_conf(path)
+    assert c.extend_ttl_of_recently_accessed is True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = lc.CacheConfig.from_broker_conf(path, extend_ttl_at_startup=True)
+    assert c.extend_ttl_of_recently_accessed is False
+
+
+def test_pulsar_keys_of_the_pre_pip430_flow():
+    c = lc.CacheConfig.from_broker_conf(
+        {"managedLedgerCursorBackloggedThreshold": "-1", "statsUpdateFrequencyInSecs": "30",
+         "managedLedgerMinimumBacklogCursorsForCaching": "2"}
+    )
+    assert (c.cursor_backlogged_threshold, c.backlog_check_interval_ms, c.min_backlog_cursors_for_caching) == (
+        -1, 30_000, 2)
+
+
+def test_a_redelivery_adds_an_expected_read_only_for_a_hold_back():
+    manager = lc.EntryCacheManager(lc.CacheConfig(), clock=lc.ManualClock())
+    ml = lc.ManagedLedger("t", manager, lc.MemoryStorage())
+    c = ml.open_cursor("c", start="latest", active=True)
+    p, q = ml.add_entry(b"x"), ml.add_entry(b"y")
+    for e in c.read_entries(2):
+        e.release()
+    assert ml.cache.get(p).expected_reads == 0
+    c.add_to_replay([p], reason="nack")
+    c.add_to_replay([q], reason="hold-back")
+    assert (ml.cache.get(p).expected_reads, ml.cache.get(q).expected_reads) == (0, 1)
+    with pytest.raises(lc.InvalidArgumentError, match="reason"):
+        c.add_to_replay([p], reason="because")
