@@ -213,7 +213,7 @@ fn brokers_generated_apart_add_up_to_the_whole_trace() {
 // ---- Pulsar's dispatchers, producer batching and client flow control --------------------------
 //
 // Each test names the Pulsar (branch master) or OpenMessaging Benchmark code it follows; see
-// docs/fidelity-dispatchers.md.
+// docs/fidelity.md.
 
 use ledgercache::workload::{ConsistentHashRing, REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW};
 use std::collections::{BTreeSet, HashMap};

@@ -64,7 +64,7 @@ Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 - ``maxEntriesPerLedger`` (50000): entries a ledger holds before the next one starts.
 - ``consumerHeadroom`` (1.2): a normal consumer's speed over its share of the publish rate.
 
-How each simulated behaviour follows Pulsar's code is in ``docs/fidelity-dispatchers.md``.
+How each simulated behaviour follows Pulsar's code is in ``docs/fidelity.md``.
 
 The generator is Rust: deterministic per (spec, seed), millions of events per second.
 """

@@ -30,7 +30,7 @@
 //! first unacknowledged entry and clears the replay queue. Seeks, late catch-up readers,
 //! backlog-first consumers and consumer churn are Poisson or scheduled. Everything runs on one
 //! time-ordered event queue with a seeded generator, so a spec and a seed give the same trace
-//! every time. `docs/fidelity-dispatchers.md` maps each behaviour to the Pulsar code it follows.
+//! every time. `docs/fidelity.md` maps each behaviour to the Pulsar code it follows.
 
 use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing, NO_KEY};
