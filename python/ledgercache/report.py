@@ -168,6 +168,38 @@ PUBLISH_COLUMNS = (
 )
 
 
+# The lab's settings that change how a design behaves from how Pulsar ships it: (setting, what it
+# does, the value that models Pulsar as shipped).
+DEPARTURES = (
+    ("apply_continue_caching_window", "keep caching added entries for a while after the last active cursor leaves", (None, False)),
+    ("expected_read_on_every_redelivery", "add an expected read on every redelivery, not only on a Key_Shared hold-back", (False,)),
+)
+
+
+def _model_section(summary: pa.Table) -> list[str]:
+    """How the designs were simulated, and every setting of these runs that departs from Pulsar."""
+    import json
+
+    lines = [
+        "## How the designs are simulated",
+        "",
+        "Each design is Pulsar's code as shipped (see docs/fidelity.md): `legacy` is branch-4.0 (storage reads cached "
+        "only for cursors close together in backlog, off by default; backlogged cursors inactive; the cache cleared when "
+        "the last active cursor leaves; ranges served all or nothing), `pip430` is master (a redelivery read is never "
+        "cached; only a Key_Shared hold-back adds an expected read), `segmented` is PIP-174's PR #15955 (cached on "
+        "publish only, ranges all or nothing); `lru` and `belady` are reference designs that admit everything.",
+        "",
+    ]
+    configs = [json.loads(c) for c in summary.column("config").to_pylist()] if "config" in summary.column_names else []
+    for name, what, shipped in DEPARTURES:
+        values = sorted({repr(c.get(name)) for c in configs if c.get(name) not in shipped})
+        if values:
+            lines.append(f"- **Not as Pulsar ships it:** `{name}` = {', '.join(values)} in some runs: {what}.")
+        else:
+            lines.append(f"- `{name}` is off in every run, as Pulsar ships it (on, it would {what}).")
+    return lines + [""]
+
+
 def _table(columns: tuple, rows: list[dict]) -> tuple[list[str], list[str]]:
     """A table as Markdown lines and as HTML lines."""
     md = ["| " + " | ".join(h for h, _, _ in columns) + " |", "|" + "---|" * len(columns)]
@@ -203,8 +235,10 @@ def write_report(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    md = [f"# {title}", ""]
-    body = [f"<h1>{html.escape(title)}</h1>"]
+    model = _model_section(summary)
+    md = [f"# {title}", "", *model]
+    body = [f"<h1>{html.escape(title)}</h1>", f"<h2>{html.escape(model[0][3:])}</h2>",
+            *(f"<p>{html.escape(line)}</p>" for line in model[2:] if line)]
     for scenario in _scenarios(summary):
         rows = _rows(summary, scenario)
         table_md, table_body = _table(COLUMNS, rows)

@@ -93,3 +93,16 @@ def test_size_parsing():
     assert cli.parse_size("1024") == 1024
     with pytest.raises(cli.CliError):
         cli.parse_size("12 parsecs")
+
+
+def test_report_says_which_runs_depart_from_pulsar_as_shipped(tmp_path):
+    trace = lc.workload.generate({**lc.workload.SCENARIOS["tailing-fan-out"], "testDurationMinutes": 0.05}, seed=1)
+    shipped = lc.CacheConfig(cache_size_bytes=1 << 20)
+    summary = lc.replay(trace, [shipped])
+    text = lc.report.write_report(summary, None, tmp_path / "a").read_text()
+    assert "## How the designs are simulated" in text
+    assert "`apply_continue_caching_window` is off in every run, as Pulsar ships it" in text
+    summary = lc.replay(trace, [shipped, shipped.replace(apply_continue_caching_window=True)])
+    text = lc.report.write_report(summary, None, tmp_path / "b").read_text()
+    assert "**Not as Pulsar ships it:** `apply_continue_caching_window` = True" in text
+    assert "How the designs are simulated" in (tmp_path / "b" / "report.html").read_text()
