@@ -360,6 +360,9 @@ impl PyManagedCursor {
         py.detach(|| self.inner.mark_delete(position.0)).py_err(py)
     }
 
+    /// Whether the cursor counts as active for caching. Setting it says whether a consumer is
+    /// connected; under the pre-PIP-430 flow a connected cursor with `cursor_backlogged_threshold`
+    /// or more entries to read stays inactive until `ManagedLedger.check_backlogged_cursors`.
     #[getter]
     fn active(&self, py: Python<'_>) -> PyResult<bool> {
         py.detach(|| self.inner.is_active()).py_err(py)

@@ -74,13 +74,6 @@ impl RedeliveryReason {
     pub fn parse(s: &str) -> Option<Self> {
         Self::NAMES.iter().find(|(n, _)| *n == s).map(|(_, r)| *r)
     }
-
-    pub fn name(self) -> Option<&'static str> {
-        Self::NAMES
-            .iter()
-            .find(|(_, r)| *r == self)
-            .map(|(n, _)| *n)
-    }
 }
 
 /// What a cursor's move means for the cached entries of its topic.

@@ -72,3 +72,23 @@ def test_a_redelivery_adds_an_expected_read_only_for_a_hold_back():
     assert (ml.cache.get(p).expected_reads, ml.cache.get(q).expected_reads) == (0, 1)
     with pytest.raises(lc.InvalidArgumentError, match="reason"):
         c.add_to_replay([p], reason="because")
+
+
+def test_the_pre_pip430_flow_keeps_a_backlogged_cursor_inactive_until_the_stats_task_sees_it_caught_up():
+    # PersistentTopic.checkBackloggedCursor (4.0): active only with fewer than
+    # managedLedgerCursorBackloggedThreshold entries to read; re-checked by the stats task.
+    config = lc.CacheConfig(eviction_by_expected_read_count=False, cursor_backlogged_threshold=3)
+    ml = lc.ManagedLedger("t", lc.EntryCacheManager(config, clock=lc.ManualClock()), lc.MemoryStorage())
+    for i in range(5):
+        ml.add_entry(b"x%d" % i)
+    c = ml.open_cursor("c", start="earliest", active=True)
+    assert (c.active, ml.active_cursor_count) == (False, 0)
+    ml.add_entry(b"not cached: no active cursor")
+    assert len(ml.cache) == 0
+    for e in c.read_entries(4):
+        e.release()
+    assert ml.active_cursor_count == 0, "only the stats task re-activates it"
+    ml.check_backlogged_cursors()
+    assert (c.active, ml.active_cursor_count) == (True, 1)
+    ml.add_entry(b"cached")
+    assert len(ml.cache) == 1
