@@ -5,8 +5,13 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyMapping, PyString, PyTuple};
 
 /// CacheConfig(**settings): the entry cache's settings, frozen.
 ///
-/// Keywords are snake_case forms of Pulsar's broker settings; unknown keywords and out-of-range
-/// values raise. ``replace(**changes)`` returns a modified copy.
+/// Keywords are snake_case forms of Pulsar's broker settings, or the lab's own; unknown keywords
+/// and out-of-range values raise. ``replace(**changes)`` returns a modified copy.
+/// ``CacheConfig.settings()`` says for each setting whether it is a ``broker.conf`` key (and which
+/// Pulsar lines read it) or lab-only, and what Pulsar really does with it; lab-only settings cannot
+/// be applied to a broker. Defaults model Pulsar as shipped, except
+/// ``apply_continue_caching_window=None``, which applies the window in the library (ManagedLedger)
+/// and not in the replay lab.
 #[pyclass(
     name = "CacheConfig",
     module = "ledgercache",
