@@ -37,12 +37,34 @@ impl ManualClock {
         }
     }
 
+    /// Moves the clock forward by `ns` (stopping at the end of time rather than wrapping); returns
+    /// the new time.
     pub fn advance_ns(&self, ns: u64) -> u64 {
-        self.now.fetch_add(ns, Ordering::AcqRel) + ns
+        let before = self
+            .now
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+                Some(t.saturating_add(ns))
+            })
+            .expect("the update always succeeds");
+        before.saturating_add(ns)
     }
 
     pub fn advance_ms(&self, ms: u64) -> u64 {
         self.advance_ns(ms.saturating_mul(1_000_000))
+    }
+
+    /// Moves the clock forward by `ns`, or fails (leaving it unchanged) if that passes the
+    /// largest time a clock holds; `what` names the argument in the error.
+    pub fn checked_advance_ns(&self, ns: u64, what: &'static str) -> crate::error::Result<u64> {
+        self.now
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| t.checked_add(ns))
+            .map(|before| before + ns)
+            .map_err(|now| {
+                crate::error::Error::invalid(
+                    what,
+                    format!("moving the clock {ns} ns past {now} ns overflows it"),
+                )
+            })
     }
 
     /// Moves the clock to `ns` if that is not in the past; returns the clock's time afterwards.

@@ -211,6 +211,21 @@ impl CacheConfig {
         Ok(())
     }
 
+    /// Sets several settings at once: each value is checked, then the relations between all of
+    /// them, so the order they come in does not matter. On error nothing changes.
+    pub fn set_all<'a>(
+        &mut self,
+        settings: impl IntoIterator<Item = (&'a str, SettingValue)>,
+    ) -> Result<()> {
+        let mut next = self.clone();
+        for (key, value) in settings {
+            next.assign(key, value)?;
+        }
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
     /// Sets one setting, checking only the value itself; `next` is unchanged on error.
     fn assign(&mut self, key: &str, value: SettingValue) -> Result<()> {
         let next = self;

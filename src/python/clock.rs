@@ -1,5 +1,6 @@
-use super::errors::non_negative;
+use super::errors::{non_negative, IntoPyResult};
 use crate::clock::{Clock, ManualClock, SharedClock, SystemClock};
+use crate::error::Error;
 use pyo3::prelude::*;
 use std::sync::Arc;
 
@@ -24,12 +25,18 @@ impl PyManualClock {
 
     /// Moves the clock forward by `ms` milliseconds; returns the new time in nanoseconds.
     fn advance_ms(&self, py: Python<'_>, ms: i64) -> PyResult<u64> {
-        Ok(self.0.advance_ms(non_negative(py, "ms", ms)?))
+        let ms = non_negative(py, "ms", ms)?;
+        let ns = ms
+            .checked_mul(1_000_000)
+            .ok_or_else(|| Error::invalid("ms", format!("{ms} ms overflows the clock")))
+            .py_err(py)?;
+        self.0.checked_advance_ns(ns, "ms").py_err(py)
     }
 
     /// Moves the clock forward by `ns` nanoseconds; returns the new time.
     fn advance_ns(&self, py: Python<'_>, ns: i64) -> PyResult<u64> {
-        Ok(self.0.advance_ns(non_negative(py, "ns", ns)?))
+        let ns = non_negative(py, "ns", ns)?;
+        self.0.checked_advance_ns(ns, "ns").py_err(py)
     }
 
     fn __repr__(&self) -> String {

@@ -70,11 +70,16 @@ fn apply(
     settings: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<CacheConfig> {
     if let Some(settings) = settings {
+        let mut pairs = Vec::with_capacity(settings.len());
         for (k, v) in settings.iter() {
             let key: String = k.extract()?;
             let value = to_setting(py, &key, &v)?;
-            config.set(&key, value).py_err(py)?;
+            pairs.push((key, value));
         }
+        // All at once: relations between settings are checked after every keyword is in.
+        config
+            .set_all(pairs.iter().map(|(k, v)| (k.as_str(), v.clone())))
+            .py_err(py)?;
     }
     Ok(config)
 }

@@ -112,3 +112,28 @@ def test_error_hierarchy():
     assert issubclass(lc.UnknownCursorError, KeyError)
     with pytest.raises(lc.UnsupportedError, match="replay"):
         lc.EntryCacheManager(lc.CacheConfig(strategy="lru"))
+
+
+def test_settings_relations_do_not_depend_on_keyword_order():
+    # Both orders give the same config (the relation is checked once all keywords are in).
+    a = lc.CacheConfig(eviction_trigger_threshold=0.5, eviction_watermark=0.4)
+    b = lc.CacheConfig(eviction_watermark=0.4, eviction_trigger_threshold=0.5)
+    assert (a.eviction_trigger_threshold, a.eviction_watermark) == (b.eviction_trigger_threshold, b.eviction_watermark) == (0.5, 0.4)
+    for kwargs in ({"eviction_trigger_threshold": 0.5, "eviction_watermark": 0.6},
+                   {"eviction_watermark": 0.6, "eviction_trigger_threshold": 0.5}):
+        with pytest.raises(lc.InvalidArgumentError, match="eviction_watermark 0.6|0.6 is above"):
+            lc.CacheConfig(**kwargs)
+
+
+def test_manual_clock_refuses_to_overflow():
+    clock = lc.ManualClock(5)
+    with pytest.raises(lc.InvalidArgumentError, match="ms"):
+        clock.advance_ms(2**63 - 1)
+    with pytest.raises(lc.InvalidArgumentError, match="ns"):
+        clock.advance_ns(2**63 - 1)
+        clock.advance_ns(2**63 - 1)
+    assert clock.now_ns() >= 5
+    before = clock.now_ns()
+    with pytest.raises(lc.InvalidArgumentError):
+        clock.advance_ns(2**63 - 1)
+    assert clock.now_ns() == before, "a refused advance leaves the clock as it was"
