@@ -97,6 +97,21 @@ mod tests {
     }
 
     #[test]
+    fn a_manual_clock_never_goes_backwards() {
+        let c = ManualClock::new(10);
+        assert_eq!(
+            c.advance_ns(u64::MAX),
+            u64::MAX,
+            "saturates instead of wrapping"
+        );
+        assert_eq!(c.now_ns(), u64::MAX);
+        let c = ManualClock::new(10);
+        assert!(c.checked_advance_ns(u64::MAX, "ns").is_err());
+        assert_eq!(c.now_ns(), 10, "a refused advance changes nothing");
+        assert_eq!(c.checked_advance_ns(5, "ns").unwrap(), 15);
+    }
+
+    #[test]
     fn system_clock_is_monotonic() {
         let c = SystemClock;
         let a = c.now_ns();
