@@ -127,6 +127,16 @@ impl CommandThrottleProducer {
     pub fn decode_bytes(data: &[u8]) -> Result<Self> {
         let cmd = Self::decode(data)
             .map_err(|e| Error::invalid("data", format!("not a CommandThrottleProducer: {e}")))?;
+        require_fields(
+            data,
+            "CommandThrottleProducer",
+            &[
+                (1, "request_id"),
+                (2, "producer_id"),
+                (4, "throttling_reason"),
+                (5, "pause_for_millis"),
+            ],
+        )?;
         cmd.reason()?;
         Ok(cmd)
     }
@@ -138,9 +148,11 @@ impl CommandThrottleProducerReceipt {
     }
 
     pub fn decode_bytes(data: &[u8]) -> Result<Self> {
-        Self::decode(data).map_err(|e| {
+        let receipt = Self::decode(data).map_err(|e| {
             Error::invalid("data", format!("not a CommandThrottleProducerReceipt: {e}"))
-        })
+        })?;
+        require_fields(data, "CommandThrottleProducerReceipt", &[(1, "request_id")])?;
+        Ok(receipt)
     }
 }
 
@@ -151,6 +163,44 @@ impl FeatureFlags {
 
     pub fn decode_bytes(data: &[u8]) -> Result<Self> {
         Self::decode(data).map_err(|e| Error::invalid("data", format!("not FeatureFlags: {e}")))
+    }
+}
+
+/// Fails unless every `required` field of the proto2 message is on the wire (prost fills absent
+/// required fields with defaults, so `b""` would decode as a valid command).
+fn require_fields(data: &[u8], message: &str, required: &[(u32, &str)]) -> Result<()> {
+    let mut seen = Vec::new();
+    let mut rest = data;
+    while !rest.is_empty() {
+        let key = prost::encoding::decode_varint(&mut rest)
+            .map_err(|e| Error::invalid("data", format!("not a {message}: {e}")))?;
+        let tag = (key >> 3) as u32;
+        let skip = match key & 7 {
+            0 => prost::encoding::decode_varint(&mut rest).map(|_| 0),
+            1 => Ok(8),
+            2 => prost::encoding::decode_varint(&mut rest),
+            5 => Ok(4),
+            w => {
+                return Err(Error::invalid(
+                    "data",
+                    format!("not a {message}: wire type {w}"),
+                ))
+            }
+        }
+        .map_err(|e| Error::invalid("data", format!("not a {message}: {e}")))?;
+        let skip = usize::try_from(skip)
+            .ok()
+            .filter(|n| *n <= rest.len())
+            .ok_or_else(|| Error::invalid("data", format!("not a {message}: truncated")))?;
+        rest = &rest[skip..];
+        seen.push(tag);
+    }
+    match required.iter().find(|(tag, _)| !seen.contains(tag)) {
+        Some((tag, name)) => Err(Error::invalid(
+            "data",
+            format!("not a {message}: required field {name} (field {tag}) is missing"),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -182,6 +232,25 @@ mod tests {
         assert!(!FeatureFlags::decode_bytes(&[])
             .unwrap()
             .throttle_producer_supported());
+    }
+
+    #[test]
+    fn required_fields_are_enforced() {
+        let full =
+            CommandThrottleProducer::new(7, 3, ThrottlingReason::MessageBufferSizeBreach, 250)
+                .encode_bytes();
+        for cut in 0..full.len() {
+            assert!(
+                CommandThrottleProducer::decode_bytes(&full[..cut]).is_err(),
+                "{cut} bytes of {}",
+                full.len()
+            );
+        }
+        let err = CommandThrottleProducer::decode_bytes(&[0x08, 7, 0x10, 3, 0x20, 3])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pause_for_millis"), "{err}");
+        assert!(CommandThrottleProducerReceipt::decode_bytes(&[]).is_err());
     }
 
     #[test]

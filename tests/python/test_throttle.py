@@ -141,3 +141,16 @@ def test_resource_group_and_broker_quotas_name_their_reason() -> None:
     assert broker.on_publish(0, "x", 1, 600) is None
     breach = broker.on_publish(0, "y", 2, 600)
     assert breach["reason"] == "BrokerProduceQuotaExceeded" and breach["pause_for_millis"] == 0
+
+
+def test_decoders_refuse_empty_and_truncated_commands():
+    # prost fills absent proto2 required fields with defaults; the decoders check they are there.
+    for data in (b"", b"\x08\x07"):
+        with pytest.raises(lc.InvalidArgumentError, match="required field"):
+            lc.protocol.decode_throttle_producer(data)
+    with pytest.raises(lc.InvalidArgumentError, match="required field"):
+        lc.protocol.decode_throttle_producer_receipt(b"")
+    full = lc.protocol.encode_throttle_producer(7, 3, "TopicProduceQuotaExceeded", 250)
+    for cut in range(len(full)):
+        with pytest.raises(lc.InvalidArgumentError):
+            lc.protocol.decode_throttle_producer(full[:cut])
