@@ -1,12 +1,14 @@
 //! The workload generator: an OpenMessaging Benchmark workload plus Pulsar knobs, simulated into
 //! the events a broker sees (the replay trace format).
 
+mod estimate;
 mod generate;
 mod rng;
 mod selector;
 mod spec;
 mod stream;
 
+pub use estimate::Estimate;
 pub use generate::{
     generate, generate_broker, EventColumns, REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW,
 };
