@@ -127,30 +127,30 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0) -
 
 def _temporary_parquet(session: Any, trace: Any) -> Any:
     """A DataFrame over ``trace`` (a reader, table or function) written to a temporary Parquet file
-    batch by batch; the file goes when the DataFrame does (or when the interpreter exits)."""
+    batch by batch. DataFrames are lazy, and any DataFrame derived from this one reads the file
+    again, so the file stays until the interpreter exits."""
+    import atexit
     import shutil
     import tempfile
-    import weakref
 
     from . import trace as _trace
 
     directory = tempfile.mkdtemp(prefix="ledgercache-trace-")
+    atexit.register(shutil.rmtree, directory, True)
     try:
         _trace.write(trace, os.path.join(directory, "trace.parquet"))
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
-    df = session.read.parquet(directory)
-    weakref.finalize(df, shutil.rmtree, directory, True)
-    return df
+    return session.read.parquet(directory)
 
 
 def trace_frame(session: Any, trace: Any) -> Any:
     """A Spark DataFrame of a trace: a DataFrame as it is, a path read by Spark (every executor must
     see it), anything else :mod:`ledgercache.trace` reads (a ``pyarrow.Table``, a
     ``RecordBatchReader`` such as ``lc.workload.stream(...)``, a function returning one) written to
-    a temporary Parquet file on this machine first, batch by batch (for a cluster, write the trace
-    where the executors can read it and pass that path)."""
+    a temporary Parquet file on this machine first, batch by batch, removed when the interpreter
+    exits (for a cluster, write the trace where the executors can read it and pass that path)."""
     if hasattr(trace, "sparkSession") and hasattr(trace, "mapInArrow"):
         return trace
     if isinstance(trace, (str, os.PathLike)):

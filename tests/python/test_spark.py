@@ -75,3 +75,17 @@ def test_spark_replay_equals_in_process_replay(spark):
         for r in rows:
             del r["replay_seconds"]
         assert sorted(rows, key=key) == local, f"config_groups={groups}, presorted={presorted}"
+
+
+def test_spark_takes_a_streamed_trace(spark):
+    spec = {**lc.workload.SCENARIOS["tailing-fan-out"], "brokers": 2, "testDurationMinutes": 0.1}
+    configs = [lc.CacheConfig(cache_size_bytes=1 << 20, strategy=s) for s in ("pip430", "lru")]
+    key = lambda r: (r["broker"], r["strategy"])  # noqa: E731
+    local = sorted(lc.replay(lc.workload.generate(spec, seed=1), configs).drop_columns(["replay_seconds"]).to_pylist(), key=key)
+    # A reader is written to a temporary Parquet file batch by batch, then replayed on Spark.
+    rows = [r.asDict() for r in lc.spark.replay(lc.workload.stream(spec, seed=1, batch_rows=2000), configs).collect()]
+    for r in rows:
+        del r["replay_seconds"]
+    assert sorted(rows, key=key) == local
+    # lc.spark.generate streams each broker's trace in its task: the same rows.
+    assert lc.spark.generate(spark, spec, seed=1).toArrow().num_rows == lc.workload.generate(spec, seed=1).num_rows
