@@ -6,7 +6,7 @@
 True
 
 :func:`generate` returns the whole trace as a ``pyarrow.Table``: fine for short traces (the table
-takes about 100 bytes an event). :func:`stream` returns the same rows as a
+takes about 120 bytes an event). :func:`stream` returns the same rows as a
 ``pyarrow.RecordBatchReader`` that generates each batch when it is read, as simulated time advances,
 so memory holds the simulation and one batch, whatever the duration. ``lc.replay``,
 ``lc.trace.write``, ``lc.spark.replay`` and ``ledgercache generate`` take it:
