@@ -161,20 +161,24 @@ def cmd_generate(args) -> None:
     spec = _spec_with(lc, args.spec, args)
     estimate = lc.workload.estimate(spec)
     print(estimate_line(estimate), flush=True)
+    progress = Progress(max(1, int(estimate["events"])), quiet=args.quiet, unit="events")
+    out = Path(args.output).resolve()
     if args.spark:
+        # One task per broker writes its part (streamed); the parts, broker after broker, are then
+        # copied into the output batch by batch.
         spark = _session(args)
         try:
-            table = lc.spark.generate(spark, spec, seed=args.seed).toArrow()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=f".{out.name}.spark.", dir=out.parent) as parts:
+                lc.spark.generate(spark, spec, seed=args.seed).write.parquet(str(Path(parts) / "trace"))
+                path = _atomic_file(out, lambda tmp: lc.trace.write(
+                    Path(parts) / "trace", tmp, on_batch=lambda b: progress.advance(b.num_rows)))
         finally:
             spark.stop()
-        path = _atomic_file(Path(args.output), lambda tmp: lc.trace.write(table, tmp))
-        print(f"wrote {table.num_rows:,} events to {path}")
-        return
-    # Generated batch by batch as it is written: memory holds the simulation and a row group.
-    progress = Progress(max(1, int(estimate["events"])), quiet=args.quiet, unit="events")
-    reader = lc.workload.stream(spec, seed=args.seed)
-    path = _atomic_file(Path(args.output),
-                        lambda tmp: lc.trace.write(reader, tmp, on_batch=lambda b: progress.advance(b.num_rows)))
+    else:
+        # Generated batch by batch as it is written: memory holds the simulation and a row group.
+        reader = lc.workload.stream(spec, seed=args.seed)
+        path = _atomic_file(out, lambda tmp: lc.trace.write(reader, tmp, on_batch=lambda b: progress.advance(b.num_rows)))
     progress.finish("written")
     print(f"wrote {progress.done:,} events to {path}")
 

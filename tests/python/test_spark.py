@@ -89,3 +89,22 @@ def test_spark_takes_a_streamed_trace(spark):
     assert sorted(rows, key=key) == local
     # lc.spark.generate streams each broker's trace in its task: the same rows.
     assert lc.spark.generate(spark, spec, seed=1).toArrow().num_rows == lc.workload.generate(spec, seed=1).num_rows
+
+
+def test_generate_on_spark_writes_each_brokers_rows_in_order(tmp_path):
+    import subprocess
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "t.parquet"
+    r = subprocess.run([sys.executable, "-m", "ledgercache.cli", "generate", "tailing-fan-out", "--brokers", "2", "--spark",
+                        "--cores", "2", "--duration-minutes", "0.1", "--quiet", "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("estimate: ~")
+    assert {p.name for p in tmp_path.iterdir()} == {"t.parquet"}, "the Spark parts are gone"
+    t = pq.read_table(out)
+    local = lc.workload.generate({**lc.workload.SCENARIOS["tailing-fan-out"], "brokers": 2, "testDurationMinutes": 0.1}, seed=1)
+    assert t.schema == lc.trace.SCHEMA and t.num_rows == local.num_rows
+    for b in ("broker-0", "broker-1"):
+        assert t.filter(pa.compute.equal(t["broker"], b)).equals(local.filter(pa.compute.equal(local["broker"], b)))
