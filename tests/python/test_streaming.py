@@ -47,6 +47,23 @@ def test_the_native_stream_is_read_once():
     assert sum(b.num_rows for b in first) == lc.workload.generate(SPEC, seed=1).num_rows
 
 
+def test_the_engine_takes_the_generators_dictionary_encoded_batches_as_they_are():
+    from ledgercache.replay import run_session, tables
+
+    native = _native.stream_workload(lc.workload.resolve(SPEC), 1, None, 5000)
+    raw = list(pa.RecordBatchReader.from_stream(native))
+    assert pa.types.is_dictionary(raw[0].schema.field("topic").type)
+    configs = [lc.CacheConfig(cache_size_bytes=1 << 20)]
+    as_they_are, _ = tables(run_session(lambda: iter(raw), configs))
+    assert results(as_they_are) == results(lc.replay(lc.workload.generate(SPEC, seed=1), configs))
+    # A dictionary key past its names (a foreign producer's bug) is an error naming the column.
+    b = raw[0]
+    i = b.schema.get_field_index("topic")
+    bad = pa.DictionaryArray.from_arrays(pa.array([7] * b.num_rows, pa.int32()), pa.array(["t"]), safe=False)
+    with pytest.raises(lc.InvalidArgumentError, match='column "topic": dictionary key 7'):
+        _native.ReplaySession(configs).feed(b.set_column(i, b.schema.field(i), bad))
+
+
 @pytest.mark.parametrize(
     "kwargs, name",
     [({"batch_rows": 0}, "batch_rows"), ({"batch_rows": 1.5}, "batch_rows"), ({"broker": -1}, "broker"),
