@@ -30,7 +30,9 @@
 //! first unacknowledged entry and clears the replay queue. Seeks, late catch-up readers,
 //! backlog-first consumers and consumer churn are Poisson or scheduled. Everything runs on one
 //! time-ordered event queue with a seeded generator, so a spec and a seed give the same trace
-//! every time. `docs/fidelity.md` maps each behaviour to the Pulsar code it follows.
+//! every time. The simulation runs task by task (`Sim::step`), so the trace can be taken as it is
+//! made (`super::stream`); its state is bounded by the workload (queues, replay sets, the index of
+//! entries a cursor can still reach), not by the trace's length. `docs/fidelity.md` maps each behaviour to the Pulsar code it follows.
 
 use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing, NO_KEY};
@@ -1249,7 +1251,8 @@ fn key_hash_of(distributor: KeyDistributor, key: usize) -> u32 {
     }
 }
 
-/// Generates the events of a workload; deterministic for a spec and a seed.
+/// Generates the events of a workload, in memory; deterministic for a spec and a seed. For long
+/// traces, [`TraceStream`](super::TraceStream) gives the same rows batch by batch.
 pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
     let parts: Vec<EventColumns> = (0..spec.brokers)
         .map(|b| generate_broker(spec, seed, b))
