@@ -90,6 +90,7 @@ same order, whatever ``batch_rows``.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 from collections.abc import Mapping
@@ -99,7 +100,7 @@ from typing import Any, Union
 import pyarrow as pa
 
 from . import _native
-from .errors import InvalidArgumentError, UnknownSettingError
+from .errors import InvalidArgumentError, LedgerCacheError, UnknownSettingError
 from .trace import SCHEMA, conform
 
 __all__ = ["SCENARIOS", "Spec", "estimate", "generate", "load_spec", "normalize", "resolve", "stream"]
@@ -191,10 +192,14 @@ def resolve(spec: Spec | str) -> dict[str, Any]:
     return load_spec(spec)
 
 
-def _whole(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InvalidArgumentError(f"invalid {name}: expected a whole number >= {low}, got {value!r}")
-    return value
+def _whole(name: str, value: Any, low: int, below: int) -> int:
+    try:
+        n = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        n = None
+    if n is None or not low <= n < below:
+        raise InvalidArgumentError(f"invalid {name}: expected a whole number in [{low}, {below}), got {value!r}")
+    return n
 
 
 def stream(spec: Spec | str, seed: int = 0, broker: int | None = None,
@@ -206,14 +211,21 @@ def stream(spec: Spec | str, seed: int = 0, broker: int | None = None,
     rows are :func:`generate`'s. With ``broker``, only that broker's events.
     """
     settings = resolve(spec)
-    seed = _whole("seed", seed, 0)
+    seed = _whole("seed", seed, 0, 1 << 64)
     if broker is not None:
-        broker = _whole("broker", broker, 0)
-    batch_rows = _whole("batch_rows", batch_rows, 1)
+        broker = _whole("broker", broker, 0, 1 << 32)
+    batch_rows = _whole("batch_rows", batch_rows, 1, 1 << 62)
     native = _native.stream_workload(settings, seed, broker, batch_rows)
     # The generator's string columns are dictionary-encoded; the reader gives the trace schema.
-    raw = pa.RecordBatchReader.from_stream(native)
-    return pa.RecordBatchReader.from_batches(SCHEMA, (conform(b) for b in raw))
+    return pa.RecordBatchReader.from_batches(SCHEMA, _conformed(pa.RecordBatchReader.from_stream(native)))
+
+
+def _conformed(raw: pa.RecordBatchReader):
+    try:
+        for batch in raw:
+            yield conform(batch)
+    except pa.ArrowException as e:  # the generator failed (a bug): still a LedgerCacheError
+        raise LedgerCacheError(f"workload generation failed: {e}") from e
 
 
 def generate(spec: Spec | str, seed: int = 0, broker: int | None = None) -> pa.Table:
