@@ -26,8 +26,9 @@ use std::sync::Arc;
 /// Rows per batch unless asked otherwise.
 pub const DEFAULT_BATCH_ROWS: usize = 65_536;
 
-/// Rows a broker's simulation runs ahead of the merge (per broker, when there are several).
-const CHUNK_ROWS: usize = 4096;
+/// Rows a broker's simulation runs ahead of the merge (per broker, when there are several; about
+/// 100 bytes a row).
+const CHUNK_ROWS: usize = 1024;
 
 /// The trace format's `op` values, in the order of the `op` dictionary.
 const OPS: [&str; 9] = [
@@ -230,25 +231,29 @@ pub struct TraceStream {
 impl TraceStream {
     /// Every broker's events, merged by time as [`generate`](super::generate) gives them.
     pub fn new(spec: &WorkloadSpec, seed: u64) -> Self {
-        Self::of((0..spec.brokers).map(|b| Sim::new(spec, seed, b)).collect())
+        Self::of((0..spec.brokers).map(|b| Sim::new(spec, seed, b)))
     }
 
     /// One broker's events, as [`generate_broker`](super::generate_broker) gives them.
     pub fn broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> Self {
-        Self::of(vec![Sim::new(spec, seed, broker)])
+        Self::of(std::iter::once(Sim::new(spec, seed, broker)))
     }
 
-    fn of(sims: Vec<(Sim, Names)>) -> Self {
-        let names = sims.first().map(|(_, n)| n.clone()).unwrap_or_default();
-        let encoder = Encoder::new(&names.brokers, &names.topics, &names.cursors);
+    fn of(sims: impl Iterator<Item = (Sim, Names)>) -> Self {
+        // Every broker's simulation names the whole workload's topics and cursors: keep one copy.
+        let mut names = None;
         let mut sources: Vec<Source> = sims
-            .into_iter()
-            .map(|(sim, _)| Source {
-                sim,
-                taken: 0,
-                more: true,
+            .map(|(sim, n)| {
+                names.get_or_insert(n);
+                Source {
+                    sim,
+                    taken: 0,
+                    more: true,
+                }
             })
             .collect();
+        let names = names.unwrap_or_default();
+        let encoder = Encoder::new(&names.brokers, &names.topics, &names.cursors);
         let mut heads = BinaryHeap::new();
         if sources.len() > 1 {
             for (k, s) in sources.iter_mut().enumerate() {
