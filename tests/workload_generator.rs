@@ -178,6 +178,16 @@ fn arrow_select_take(
                 rows.map(|i| (!a.is_null(i)).then(|| a.value(i))),
             ))
         }
+        arrow_schema::DataType::Dictionary(..) => {
+            let a = c.as_dictionary::<Int32Type>();
+            let keys = a.keys();
+            let taken =
+                Int32Array::from_iter(rows.map(|i| (!keys.is_null(i)).then(|| keys.value(i))));
+            Arc::new(
+                arrow_array::DictionaryArray::<Int32Type>::try_new(taken, a.values().clone())
+                    .unwrap(),
+            )
+        }
         _ => {
             let a = c.as_string::<i32>();
             Arc::new(StringArray::from_iter(
@@ -772,4 +782,338 @@ fn tailing_reads_wait_for_the_new_entries_check_delay() {
     );
     let (per_read, _) = tailing(0);
     assert!(per_read < 1.5, "{per_read}");
+}
+
+// ---- the trace of today's generator, kept exactly ---------------------------------------------
+
+/// FNV-1a over every row's values, in order.
+#[derive(Default)]
+struct Digest(u64, u64);
+
+impl Digest {
+    fn bytes(&mut self, b: &[u8]) {
+        if self.0 == 0 {
+            self.0 = 0xcbf2_9ce4_8422_2325;
+        }
+        for &x in b {
+            self.0 ^= x as u64;
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.bytes_sep();
+    }
+    fn bytes_sep(&mut self) {
+        self.0 ^= 0xff;
+        self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+    }
+    fn opt<T: ToString>(&mut self, v: Option<T>) {
+        match v {
+            Some(v) => self.bytes(v.to_string().as_bytes()),
+            None => self.bytes(b"\0null"),
+        }
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn row(
+        &mut self,
+        ts: i64,
+        broker: &str,
+        topic: &str,
+        op: &str,
+        cursor: Option<&str>,
+        ledger: Option<i64>,
+        entry: Option<i64>,
+        count: i32,
+        size: i32,
+        messages: Option<i32>,
+        reason: Option<&str>,
+    ) {
+        self.bytes(ts.to_string().as_bytes());
+        self.bytes(broker.as_bytes());
+        self.bytes(topic.as_bytes());
+        self.bytes(op.as_bytes());
+        self.opt(cursor);
+        self.opt(ledger);
+        self.opt(entry);
+        self.bytes(count.to_string().as_bytes());
+        self.bytes(size.to_string().as_bytes());
+        self.opt(messages);
+        self.opt(reason);
+        self.1 += 1;
+    }
+}
+
+fn digest_of_columns(ev: &EventColumns) -> (u64, u64) {
+    let mut d = Digest::default();
+    for i in 0..ev.len() {
+        d.row(
+            ev.ts_us[i],
+            &ev.broker_names[ev.broker[i] as usize],
+            &ev.topic_names[ev.topic[i] as usize],
+            ev.op[i],
+            ev.cursor[i].map(|c| ev.cursor_names[c as usize].as_str()),
+            ev.ledger_id[i],
+            ev.entry_id[i],
+            ev.count[i],
+            ev.size[i],
+            ev.messages[i],
+            ev.reason[i],
+        );
+    }
+    (d.1, d.0)
+}
+
+/// Scenarios that exercise every dispatcher and knob, over one and several brokers.
+fn golden_scenarios() -> Vec<(&'static str, WorkloadSpec, u64)> {
+    vec![
+        ("default", spec(&[]), 1),
+        (
+            "shared-3-brokers",
+            spec(&[
+                ("topics", Int(4)),
+                ("partitions_per_topic", Int(2)),
+                ("brokers", Int(3)),
+                ("subscriptions_per_topic", Int(2)),
+                ("redelivery_rate", Float(0.02)),
+                ("subscription_type", Str("Shared".into())),
+                ("consumer_per_subscription", Int(3)),
+                ("consumer_headroom", Float(0.9)),
+            ]),
+            5,
+        ),
+        (
+            "key-shared-slow",
+            spec(&[
+                ("subscription_type", Str("Key_Shared".into())),
+                ("consumer_per_subscription", Int(4)),
+                ("key_distributor", Str("KEY_ROUND_ROBIN".into())),
+                ("slow_consumer_fraction", Float(0.3)),
+                ("slow_consumer_speed", Float(0.2)),
+                ("producer_rate", Float(4000.0)),
+                ("redelivery_rate", Float(0.005)),
+            ]),
+            3,
+        ),
+        (
+            "knobs-2-brokers",
+            spec(&[
+                ("topics", Int(3)),
+                ("brokers", Int(2)),
+                ("subscriptions_per_topic", Int(2)),
+                ("catch_up_readers", Int(1)),
+                ("catch_up_start_seconds", Float(10.0)),
+                ("catch_up_behind_seconds", Float(5.0)),
+                ("seeks_per_minute", Float(6.0)),
+                ("churn_per_minute", Float(6.0)),
+                ("churn_downtime_seconds", Float(1.0)),
+                ("redelivery_rate", Float(0.01)),
+                ("max_entries_per_ledger", Int(500)),
+            ]),
+            7,
+        ),
+        (
+            "backlog-failover-4-brokers",
+            spec(&[
+                ("topics", Int(2)),
+                ("partitions_per_topic", Int(4)),
+                ("brokers", Int(4)),
+                ("consumer_per_subscription", Int(2)),
+                ("subscription_type", Str("Failover".into())),
+                ("consumer_backlog_size_gb", Float(0.005)),
+                ("batching_enabled", SettingValue::Bool(false)),
+            ]),
+            11,
+        ),
+    ]
+}
+
+/// Rows and digest of each golden scenario, as the generator gave them before streaming (commit
+/// d86a42a): streaming must not change a row.
+const GOLDEN: [(&str, u64, u64); 5] = [
+    ("default", 23043, 0x2fac5c40d1f3b9e8),
+    ("shared-3-brokers", 80497, 0xa7e5d2bafc0678da),
+    ("key-shared-slow", 42676, 0x99ebd8bbc84f58d0),
+    ("knobs-2-brokers", 41604, 0xe18f94ba4c350f14),
+    ("backlog-failover-4-brokers", 48185, 0xcbb8a039475aee16),
+];
+
+#[test]
+fn the_generator_gives_the_traces_it_gave_before() {
+    for ((name, s, seed), (golden, rows, digest)) in golden_scenarios().into_iter().zip(GOLDEN) {
+        assert_eq!(name, golden);
+        let got = digest_of_columns(&generate(&s, seed));
+        assert_eq!(
+            got,
+            (rows, digest),
+            "{name}: (rows, digest) 0x{:016x}",
+            got.1
+        );
+    }
+}
+
+// ---- streaming: the same rows, batch by batch ---------------------------------------------------
+
+use arrow_array::{Array, RecordBatch};
+use ledgercache::workload::{generate_broker, trace_schema, TraceStream};
+
+/// A string column's value (plain or dictionary-encoded), None when null.
+fn text_at(c: &dyn Array, i: usize) -> Option<&str> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int32Type;
+    if c.is_null(i) {
+        return None;
+    }
+    match c.data_type() {
+        arrow_schema::DataType::Dictionary(..) => {
+            let d = c.as_dictionary::<Int32Type>();
+            Some(
+                d.values()
+                    .as_string::<i32>()
+                    .value(d.keys().value(i) as usize),
+            )
+        }
+        _ => Some(c.as_string::<i32>().value(i)),
+    }
+}
+
+fn digest_of_batches<'a>(batches: impl IntoIterator<Item = &'a RecordBatch>) -> (u64, u64) {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int32Type, Int64Type};
+    let mut d = Digest::default();
+    for b in batches {
+        let int64 = |n: &str| b.column_by_name(n).unwrap().as_primitive::<Int64Type>();
+        let int32 = |n: &str| b.column_by_name(n).unwrap().as_primitive::<Int32Type>();
+        let text = |n: &str| b.column_by_name(n).unwrap().as_ref();
+        let opt64 = |a: &arrow_array::Int64Array, i| (!a.is_null(i)).then(|| a.value(i));
+        let opt32 = |a: &arrow_array::Int32Array, i| (!a.is_null(i)).then(|| a.value(i));
+        let (ts, ledger, entry) = (int64("ts_us"), int64("ledger_id"), int64("entry_id"));
+        let (count, size, messages) = (int32("count"), int32("size"), int32("messages"));
+        for i in 0..b.num_rows() {
+            d.row(
+                ts.value(i),
+                text_at(text("broker"), i).unwrap(),
+                text_at(text("topic"), i).unwrap(),
+                text_at(text("op"), i).unwrap(),
+                text_at(text("cursor"), i),
+                opt64(ledger, i),
+                opt64(entry, i),
+                count.value(i),
+                size.value(i),
+                opt32(messages, i),
+                text_at(text("reason"), i),
+            );
+        }
+    }
+    (d.1, d.0)
+}
+
+fn streamed(mut stream: TraceStream, batch_rows: usize) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    while let Some(b) = stream.next_batch(batch_rows) {
+        out.push(b);
+    }
+    assert_eq!(
+        stream.rows(),
+        out.iter().map(|b| b.num_rows() as u64).sum::<u64>()
+    );
+    out
+}
+
+#[test]
+fn streamed_batches_are_the_generated_rows_whatever_the_batch_size() {
+    for ((name, s, seed), (_, rows, digest)) in golden_scenarios().into_iter().zip(GOLDEN) {
+        let whole = generate(&s, seed).to_record_batch();
+        assert_eq!(whole.schema(), trace_schema());
+        for batch_rows in [1, 7, 4096, 10_000, 1 << 20] {
+            let batches = streamed(TraceStream::new(&s, seed), batch_rows);
+            assert_eq!(
+                digest_of_batches(&batches),
+                (rows, digest),
+                "{name} by {batch_rows}"
+            );
+            // Batches are full but the last, and each one is the in-memory trace's slice.
+            let mut offset = 0;
+            for (k, b) in batches.iter().enumerate() {
+                assert!(
+                    b.num_rows() == batch_rows
+                        || (k + 1 == batches.len() && b.num_rows() <= batch_rows)
+                );
+                assert_eq!(b.schema(), trace_schema());
+                assert_eq!(
+                    *b,
+                    whole.slice(offset, b.num_rows()),
+                    "{name} by {batch_rows}, batch {k}"
+                );
+                offset += b.num_rows();
+            }
+            assert_eq!(offset, whole.num_rows());
+        }
+    }
+}
+
+#[test]
+fn a_brokers_stream_is_its_generated_rows() {
+    for (name, s, seed) in golden_scenarios() {
+        for b in 0..s.brokers {
+            let whole = generate_broker(&s, seed, b).to_record_batch();
+            let batches = streamed(TraceStream::broker(&s, seed, b), 3000);
+            let mut offset = 0;
+            for batch in &batches {
+                assert_eq!(
+                    *batch,
+                    whole.slice(offset, batch.num_rows()),
+                    "{name} broker {b}"
+                );
+                offset += batch.num_rows();
+            }
+            assert_eq!(offset, whole.num_rows(), "{name} broker {b}");
+        }
+    }
+}
+
+#[test]
+fn the_trace_decoder_reads_dictionary_encoded_batches_as_plain_ones() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int32Type;
+    use arrow_array::StringArray;
+    use std::sync::Arc;
+    let (_, s, seed) = golden_scenarios().swap_remove(1);
+    let batches = streamed(TraceStream::new(&s, seed), 5000);
+    let mut dict = (TraceDecoder::new(), Vec::new());
+    let mut plain = (TraceDecoder::new(), Vec::new());
+    for b in &batches {
+        dict.0.decode(b, &mut dict.1).unwrap();
+        // The same batch with its dictionaries decoded.
+        let columns = b
+            .columns()
+            .iter()
+            .map(|c| match c.data_type() {
+                arrow_schema::DataType::Dictionary(..) => {
+                    let d = c.as_dictionary::<Int32Type>();
+                    let values = d.values().as_string::<i32>();
+                    Arc::new(StringArray::from_iter(
+                        d.keys().iter().map(|k| k.map(|k| values.value(k as usize))),
+                    )) as arrow_array::ArrayRef
+                }
+                _ => c.clone(),
+            })
+            .collect::<Vec<_>>();
+        plain
+            .0
+            .decode(
+                &RecordBatch::try_from_iter(
+                    b.schema()
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().clone())
+                        .zip(columns),
+                )
+                .unwrap(),
+                &mut plain.1,
+            )
+            .unwrap();
+    }
+    assert_eq!(dict.1, plain.1);
+    assert_eq!(dict.0.names.topics, plain.0.names.topics);
+    assert_eq!(dict.0.names.cursors, plain.0.names.cursors);
+    assert!(dict.0.brokers().eq(plain.0.brokers()));
+    assert_eq!(dict.1.len() as u64, GOLDEN[1].1);
 }

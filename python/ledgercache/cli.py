@@ -38,25 +38,56 @@ def parse_size(text: str) -> int:
 
 
 class Progress:
-    """A progress bar on stderr (a line per step when stderr is not a terminal)."""
+    """A progress bar on stderr (a line per step when stderr is not a terminal).
 
-    def __init__(self, total: int, quiet: bool = False) -> None:
+    Counted in steps (:meth:`step`), or in units such as events (:meth:`advance`, with ``unit``):
+    then ``total`` may be an estimate, the bar stops at full until :meth:`finish`, and without a
+    terminal a line is written every tenth of the total (or 10 seconds) instead of every step.
+    """
+
+    def __init__(self, total: int, quiet: bool = False, unit: str = "") -> None:
         self.total, self.done, self.quiet, self.start = total, 0, quiet, time.monotonic()
-        self.tty = sys.stderr.isatty()
+        self.unit, self.tty = unit, sys.stderr.isatty()
+        self.shown_at, self.shown_done = self.start, 0
 
     def step(self, label: str) -> None:
+        self.advance(1, label)
+
+    def advance(self, n: int, label: str = "") -> None:
+        self.done += n
         if self.quiet:
             return
-        self.done += 1
-        elapsed = time.monotonic() - self.start
+        now = time.monotonic()
+        if self.unit:
+            if self.done >= self.total:
+                return  # an estimate fell short: finish() shows the end
+            due = now - self.shown_at >= (0.2 if self.tty else 10.0) or self.done - self.shown_done >= self.total / 10
+            if not due:
+                return
+        self.shown_at, self.shown_done = now, self.done
+        self._show(label, now)
+
+    def finish(self, label: str = "") -> None:
+        """Counted in units: the final line (the total becomes what was done)."""
+        if self.quiet:
+            return
+        self.total = self.done
+        self._show(label, time.monotonic(), final=True)
+
+    def _show(self, label: str, now: float, final: bool = False) -> None:
+        elapsed = now - self.start
+        count = f"{self.done:,}/~{self.total:,} {self.unit}" if self.unit else f"{self.done}/{self.total}"
+        if self.unit and self.done > 0 and self.done < self.total:
+            left = elapsed * (self.total - self.done) / self.done
+            count += f", ~{left:.0f}s left"
         if self.tty:
             width = 30
-            filled = int(width * self.done / max(1, self.total))
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {elapsed:5.1f}s {label[:40]:<40}")
-            if self.done == self.total:
+            filled = min(width, int(width * self.done / max(1, self.total)))
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {count} {elapsed:5.1f}s {label[:40]:<40}")
+            if final or (not self.unit and self.done >= self.total):
                 sys.stderr.write("\n")
         else:
-            sys.stderr.write(f"[{self.done}/{self.total}] {elapsed:.1f}s {label}\n")
+            sys.stderr.write(f"[{count}] {elapsed:.1f}s {label}\n")
         sys.stderr.flush()
 
 
@@ -112,20 +143,44 @@ def _session(args):
     return lc.spark.local_session("ledgercache-cli", cores=args.cores)
 
 
+def _megabytes(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
+
+
+def estimate_line(estimate: dict) -> str:
+    """The estimate ``ledgercache generate`` prints before it starts."""
+    seconds = estimate["seconds"]
+    took = f"{seconds:,.0f}s" if seconds >= 10 else f"{seconds:.1f}s"
+    return (f"estimate: ~{estimate['events']:,.0f} events ({estimate['messages']:,.0f} messages in "
+            f"~{estimate['entries']:,.0f} entries), ~{_megabytes(estimate['parquet_bytes'])} of Parquet, ~{took}")
+
+
 def cmd_generate(args) -> None:
     import ledgercache as lc
 
     spec = _spec_with(lc, args.spec, args)
+    estimate = lc.workload.estimate(spec)
+    print(estimate_line(estimate), flush=True)
+    progress = Progress(max(1, int(estimate["events"])), quiet=args.quiet, unit="events")
+    out = Path(args.output).resolve()
     if args.spark:
+        # One task per broker writes its part (streamed); the parts, broker after broker, are then
+        # copied into the output batch by batch.
         spark = _session(args)
         try:
-            table = lc.spark.generate(spark, spec, seed=args.seed).toArrow()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=f".{out.name}.spark.", dir=out.parent) as parts:
+                lc.spark.generate(spark, spec, seed=args.seed).write.parquet(str(Path(parts) / "trace"))
+                path = _atomic_file(out, lambda tmp: lc.trace.write(
+                    Path(parts) / "trace", tmp, on_batch=lambda b: progress.advance(b.num_rows)))
         finally:
             spark.stop()
     else:
-        table = lc.workload.generate(spec, seed=args.seed)
-    path = _atomic_file(Path(args.output), lambda tmp: lc.trace.write(table, tmp))
-    print(f"wrote {table.num_rows:,} events to {path}")
+        # Generated batch by batch as it is written: memory holds the simulation and a row group.
+        reader = lc.workload.stream(spec, seed=args.seed)
+        path = _atomic_file(out, lambda tmp: lc.trace.write(reader, tmp, on_batch=lambda b: progress.advance(b.num_rows)))
+    progress.finish("written")
+    print(f"wrote {progress.done:,} events to {path}")
 
 
 def _spec_with(lc, spec: str, args) -> dict:
@@ -257,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-o", "--output", required=True, help="trace file (.parquet, .arrow or .csv)")
     g.add_argument("--brokers", type=int, help="override the number of brokers")
     g.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
     common(g, spark_default=False)
     g.set_defaults(run=cmd_generate)
 

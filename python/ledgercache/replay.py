@@ -111,8 +111,12 @@ def replay(
 
     The trace (see :mod:`ledgercache.trace`) is streamed in record batches into the Rust engine; no
     Python runs per event. Each broker's events replay on their own, on a clock driven by ``ts_us``
-    with the periodic eviction every ``eviction_interval_ms`` of trace time. ``belady`` needs the
-    future, so it reads the trace twice: pass a table or a path, not a one-shot reader.
+    with the periodic eviction every ``eviction_interval_ms`` of trace time. A
+    ``RecordBatchReader`` (such as :func:`ledgercache.workload.stream`) is read once, batch by
+    batch, in memory that does not grow with the trace. ``belady`` needs the future, so it reads the
+    trace twice: pass a table, a path, or a function that returns a new reader for each pass
+    (``lambda: lc.workload.stream(spec, seed)``: the trace is generated twice); a reader itself
+    raises ``UnsupportedError``.
 
     With ``with_timeseries=True`` also returns a per-second table (cache bytes, reads, hits).
 
@@ -128,8 +132,11 @@ def replay(
         trace, _ = _publish.throttle_publishes(trace, publish_limiter or PublishRateLimiter(), publish_throttling)
     elif publish_limiter is not None:
         raise ValueError("publish_limiter is used only with publish_throttling")
-    if isinstance(trace, pa.RecordBatchReader) and any(c.strategy == "belady" for c in configs):
-        raise UnsupportedError("strategy 'belady' reads the trace twice: pass a Table or a path, not a RecordBatchReader")
+    if _trace.is_one_shot(trace) and any(c.strategy == "belady" for c in configs):
+        raise UnsupportedError(
+            "trace: strategy 'belady' reads the trace twice, and a RecordBatchReader can be read only once: pass a "
+            "Table, a path, or a function that returns a new reader for each pass "
+            "(e.g. lambda: lc.workload.stream(spec, seed))")
     summary, series = tables(run_session(lambda: _trace.batches(trace), configs))
     return (summary, series) if with_timeseries else summary
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from ._native import CacheConfig, EntryCacheManager, FileStorage, ManualClock, SystemClock
 
-__all__ = ["executor_cache", "executor_storage", "local_session"]
+__all__ = ["executor_cache", "executor_storage", "local_session", "trace_frame"]
 
 T = TypeVar("T")
 
@@ -104,7 +104,8 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0) -
     """Generates a workload's trace on Spark, one task per broker (see :mod:`ledgercache.workload`).
 
     ``brokers`` overrides the spec's broker count. The DataFrame holds the same rows as
-    ``lc.workload.generate(spec, seed)``, each broker's in time order.
+    ``lc.workload.generate(spec, seed)``, each broker's in time order. Each task streams its
+    broker's trace batch by batch (``lc.workload.stream``): a worker holds one batch, not the trace.
     """
     from . import trace as _trace
     from . import workload as _workload
@@ -119,9 +120,42 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0) -
 
         for batch in batches:
             for broker in batch.column("id").to_pylist():
-                yield from lc.workload.generate(settings, seed, broker=broker).to_batches(max_chunksize=65_536)
+                yield from lc.workload.stream(settings, seed, broker=broker, batch_rows=65_536)
 
     return spark.range(n, numPartitions=n).mapInArrow(run, _spark_schema(_trace.SCHEMA))
+
+
+def _temporary_parquet(session: Any, trace: Any) -> Any:
+    """A DataFrame over ``trace`` (a reader, table or function) written to a temporary Parquet file
+    batch by batch. DataFrames are lazy, and any DataFrame derived from this one reads the file
+    again, so the file stays until the interpreter exits."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from . import trace as _trace
+
+    directory = tempfile.mkdtemp(prefix="ledgercache-trace-")
+    atexit.register(shutil.rmtree, directory, True)
+    try:
+        _trace.write(trace, os.path.join(directory, "trace.parquet"))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return session.read.parquet(directory)
+
+
+def trace_frame(session: Any, trace: Any) -> Any:
+    """A Spark DataFrame of a trace: a DataFrame as it is, a path read by Spark (every executor must
+    see it), anything else :mod:`ledgercache.trace` reads (a ``pyarrow.Table``, a
+    ``RecordBatchReader`` such as ``lc.workload.stream(...)``, a function returning one) written to
+    a temporary Parquet file on this machine first, batch by batch, removed when the interpreter
+    exits (for a cluster, write the trace where the executors can read it and pass that path)."""
+    if hasattr(trace, "sparkSession") and hasattr(trace, "mapInArrow"):
+        return trace
+    if isinstance(trace, (str, os.PathLike)):
+        return session.read.parquet(os.fspath(trace))
+    return _temporary_parquet(session, trace)
 
 
 def replay(
@@ -143,12 +177,24 @@ def replay(
 
     ``presorted=True`` skips the shuffle and the sort: use it when every broker's rows already sit
     in one partition, in trace order (as ``generate`` and a Parquet file it wrote deliver them).
+
+    ``trace_df`` is a DataFrame, or any trace :func:`trace_frame` takes (a path, a table, a
+    ``RecordBatchReader`` from ``lc.workload.stream``: read once, written to a temporary Parquet
+    file batch by batch).
     """
+    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     from .replay import SUMMARY_SCHEMA, _configs
 
     configs = _configs(configs)
+    if not (hasattr(trace_df, "sparkSession") and hasattr(trace_df, "mapInArrow")):
+        session = SparkSession.getActiveSession()
+        if session is None:
+            from .errors import InvalidArgumentError
+
+            raise InvalidArgumentError("trace_df: a trace that is not a DataFrame needs an active SparkSession")
+        trace_df = trace_frame(session, trace_df)
     groups = max(1, min(int(config_groups), len(configs)))
     chunks = [configs[g::groups] for g in range(groups)]
     df = trace_df.withColumn("__seq", F.monotonically_increasing_id())

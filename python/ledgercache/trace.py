@@ -24,24 +24,27 @@ reason     string   optional: why a ``redeliver`` queued the entry: ``hold-back`
 The last two columns are optional: a trace without them is valid everywhere, and readers fill them
 with nulls (:data:`OPTIONAL`).
 
-Readers accept a ``pyarrow.Table``, ``RecordBatch`` or ``RecordBatchReader``, or a path to a Parquet
-file or a directory of them, an Arrow IPC file (``.arrow``, ``.feather``, ``.ipc``) or a CSV file.
-Columns are checked by name and type; every row is checked when replayed, and an error names the
-column and the row (counted from 0 over the whole trace).
+Readers accept a ``pyarrow.Table``, ``RecordBatch`` or ``RecordBatchReader`` (or any object with
+``__arrow_c_stream__``), a path to a Parquet file or a directory of them, an Arrow IPC file
+(``.arrow``, ``.feather``, ``.ipc``) or a CSV file, or a function of no arguments that returns one
+of these (called once per pass: how a two-pass replay such as ``belady`` reads a stream twice).
+String columns may be plain, large or dictionary-encoded strings. Columns are checked by name and
+type; every row is checked when replayed, and an error names the column and the row (counted from
+0 over the whole trace). A ``RecordBatchReader`` is read once, batch by batch, never held whole.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 import pyarrow as pa
 
 from .errors import InvalidArgumentError
 
-__all__ = ["SCHEMA", "OPS", "OPTIONAL", "REASONS", "TraceSource", "batches", "conform", "write"]
+__all__ = ["SCHEMA", "OPS", "OPTIONAL", "REASONS", "ROW_GROUP_ROWS", "TraceSource", "batches", "conform", "is_one_shot", "write"]
 
 SCHEMA = pa.schema(
     [
@@ -63,7 +66,10 @@ OPS = ("open", "close", "add", "read", "replay", "redeliver", "ack", "seek", "de
 OPTIONAL = frozenset({"messages", "reason"})
 REASONS = ("hold-back", "nack", "overflow")
 
-TraceSource = Union[pa.Table, pa.RecordBatch, pa.RecordBatchReader, str, os.PathLike]
+TraceSource = Union[pa.Table, pa.RecordBatch, pa.RecordBatchReader, str, os.PathLike, Callable[[], Any]]
+
+# Rows of a Parquet row group when a trace is written batch by batch.
+ROW_GROUP_ROWS = 262_144
 
 _WIDER_OK = {
     pa.int64(): (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16(), pa.uint32()),
@@ -106,8 +112,19 @@ def batches(source: TraceSource, batch_rows: int = 65_536) -> Iterator[pa.Record
             yield conform(batch)
 
 
+def is_one_shot(source: TraceSource) -> bool:
+    """Whether the source can be read only once (a reader or another Arrow stream)."""
+    return isinstance(source, pa.RecordBatchReader) or (
+        not isinstance(source, (pa.Table, pa.RecordBatch)) and hasattr(source, "__arrow_c_stream__"))
+
+
 def _raw_batches(source: TraceSource, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    if isinstance(source, pa.Table):
+    if callable(source) and not hasattr(source, "__arrow_c_stream__"):
+        made = source()
+        if callable(made) and not hasattr(made, "__arrow_c_stream__"):
+            raise TypeError("a trace function must return a trace (a Table, reader or path), not another function")
+        yield from _raw_batches(made, batch_rows)
+    elif isinstance(source, pa.Table):
         yield from source.to_batches(max_chunksize=batch_rows)
     elif isinstance(source, pa.RecordBatch):
         yield source
@@ -115,6 +132,8 @@ def _raw_batches(source: TraceSource, batch_rows: int) -> Iterator[pa.RecordBatc
         yield from source
     elif isinstance(source, (str, os.PathLike)):
         yield from _read_path(Path(source), batch_rows)
+    elif hasattr(source, "__arrow_c_stream__"):
+        yield from pa.RecordBatchReader.from_stream(source)
     else:
         raise TypeError(f"a trace is a pyarrow Table, RecordBatch, RecordBatchReader or a path, not {type(source).__name__}")
 
@@ -150,21 +169,44 @@ def _read_path(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
         raise InvalidArgumentError(f"invalid trace: {path} is not .parquet, .arrow/.feather/.ipc or .csv")
 
 
-def write(trace: TraceSource, path: str | os.PathLike[str]) -> Path:
-    """Writes a trace as Parquet (or Arrow IPC / CSV by the suffix); returns the path."""
-    path = Path(path)
-    table = pa.Table.from_batches(list(batches(trace)), schema=SCHEMA)
-    suffix = path.suffix.lower()
-    if suffix in (".arrow", ".feather", ".ipc"):
-        import pyarrow.feather as feather
+def write(trace: TraceSource, path: str | os.PathLike[str],
+          on_batch: Callable[[pa.RecordBatch], None] | None = None) -> Path:
+    """Writes a trace as Parquet (or Arrow IPC / CSV by the suffix); returns the path.
 
-        feather.write_feather(table, path, compression="uncompressed")
+    The trace is written batch by batch (Parquet: a row group every :data:`ROW_GROUP_ROWS` rows),
+    so a ``RecordBatchReader`` such as :func:`ledgercache.workload.stream` is written in memory
+    that does not grow with its length. ``on_batch`` is called with each batch as it is taken in (a
+    progress bar, say).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    done = on_batch or (lambda batch: None)
+    if suffix in (".arrow", ".feather", ".ipc"):
+        # Feather version 2 is the Arrow IPC file format, uncompressed.
+        with pa.ipc.new_file(path, SCHEMA) as writer:
+            for batch in batches(trace):
+                writer.write_batch(batch)
+                done(batch)
     elif suffix == ".csv":
         import pyarrow.csv as csv
 
-        csv.write_csv(table, path)
+        with csv.CSVWriter(path, SCHEMA) as writer:
+            for batch in batches(trace):
+                writer.write_batch(batch)
+                done(batch)
     else:
         import pyarrow.parquet as pq
 
-        pq.write_table(table, path)
+        with pq.ParquetWriter(path, SCHEMA) as writer:
+            group: list[pa.RecordBatch] = []
+            rows = 0
+            for batch in batches(trace):
+                group.append(batch)
+                rows += batch.num_rows
+                done(batch)
+                if rows >= ROW_GROUP_ROWS:
+                    writer.write_table(pa.Table.from_batches(group, schema=SCHEMA), row_group_size=rows)
+                    group, rows = [], 0
+            if group:
+                writer.write_table(pa.Table.from_batches(group, schema=SCHEMA), row_group_size=rows)
     return path

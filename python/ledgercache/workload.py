@@ -5,6 +5,21 @@
 >>> t.column_names == lc.trace.SCHEMA.names
 True
 
+:func:`generate` returns the whole trace as a ``pyarrow.Table``: fine for short traces (the table
+takes about 120 bytes an event). :func:`stream` returns the same rows as a
+``pyarrow.RecordBatchReader`` that generates each batch when it is read, as simulated time advances,
+so memory holds the simulation and one batch, whatever the duration. ``lc.replay``,
+``lc.trace.write``, ``lc.spark.replay`` and ``ledgercache generate`` take it:
+
+>>> reader = lc.workload.stream({"topics": 1, "producerRate": 100, "testDurationMinutes": 0.1}, seed=1,
+...                             batch_rows=1000)
+>>> sum(b.num_rows for b in reader) == t.num_rows
+True
+
+A reader is read once. ``belady`` reads the trace twice, so ``lc.replay`` takes a function that
+returns a new reader for each pass: ``lc.replay(lambda: lc.workload.stream(spec, seed), configs)``.
+:func:`estimate` says beforehand about how many events, bytes and seconds a spec takes.
+
 A spec is a mapping (or a path to an OMB ``.yaml`` or a ``.json`` file). Every setting is accepted
 under its camelCase name and its snake_case form; OMB keys that do not shape cache traffic (``name``,
 ``payloadFile``, ...) are ignored. Besides OMB's workload keys (``topics``, ``partitionsPerTopic``,
@@ -66,12 +81,16 @@ Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 
 How each simulated behaviour follows Pulsar's code is in ``docs/fidelity.md``.
 
-The generator is Rust: deterministic per (spec, seed), millions of events per second.
+The generator is Rust: deterministic per (spec, seed), millions of events per second. Rows are in
+time order within each broker; a workload's brokers are simulated side by side and merged by time
+(on a tie, the lower-numbered broker first). ``stream`` and ``generate`` give the same rows in the
+same order, whatever ``batch_rows``.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 from collections.abc import Mapping
@@ -81,10 +100,12 @@ from typing import Any, Union
 import pyarrow as pa
 
 from . import _native
-from .errors import InvalidArgumentError, UnknownSettingError
-from .trace import SCHEMA
+from .errors import InvalidArgumentError, LedgerCacheError, UnknownSettingError
+from .trace import SCHEMA, conform
 
-__all__ = ["SCENARIOS", "Spec", "generate", "load_spec", "normalize", "resolve"]
+__all__ = ["SCENARIOS", "Spec", "estimate", "generate", "load_spec", "normalize", "resolve", "stream"]
+
+DEFAULT_BATCH_ROWS = 65_536
 
 Spec = Union[Mapping[str, Any], str, os.PathLike]
 
@@ -171,15 +192,67 @@ def resolve(spec: Spec | str) -> dict[str, Any]:
     return load_spec(spec)
 
 
-def generate(spec: Spec | str, seed: int = 0, broker: int | None = None) -> pa.Table:
-    """The trace of a workload (``spec`` may also name one of :data:`SCENARIOS`).
+def _whole(name: str, value: Any, low: int, below: int) -> int:
+    try:
+        n = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        n = None
+    if n is None or not low <= n < below:
+        raise InvalidArgumentError(f"invalid {name}: expected a whole number in [{low}, {below}), got {value!r}")
+    return n
 
-    With ``broker``, only that broker's events: brokers generated one by one (in parallel, say)
-    add up to the whole trace.
+
+def stream(spec: Spec | str, seed: int = 0, broker: int | None = None,
+           batch_rows: int = DEFAULT_BATCH_ROWS) -> pa.RecordBatchReader:
+    """The trace of a workload as a ``pyarrow.RecordBatchReader`` (read once), batches of
+    ``batch_rows`` rows (the last one shorter) in :data:`ledgercache.trace.SCHEMA`.
+
+    Each batch is generated when it is read; memory does not grow with the trace's duration. The
+    rows are :func:`generate`'s. With ``broker``, only that broker's events.
     """
     settings = resolve(spec)
-    batch = pa.record_batch(_native.generate_workload(settings, int(seed), broker))
-    return pa.Table.from_batches([batch]).cast(SCHEMA)
+    seed = _whole("seed", seed, 0, 1 << 64)
+    if broker is not None:
+        broker = _whole("broker", broker, 0, 1 << 32)
+    batch_rows = _whole("batch_rows", batch_rows, 1, 1 << 62)
+    native = _native.stream_workload(settings, seed, broker, batch_rows)
+    # The generator's string columns are dictionary-encoded; the reader gives the trace schema.
+    return pa.RecordBatchReader.from_batches(SCHEMA, _conformed(pa.RecordBatchReader.from_stream(native)))
+
+
+def _conformed(raw: pa.RecordBatchReader):
+    try:
+        for batch in raw:
+            yield conform(batch)
+    except pa.ArrowException as e:  # the generator failed (a bug): still a LedgerCacheError
+        raise LedgerCacheError(f"workload generation failed: {e}") from e
+
+
+def generate(spec: Spec | str, seed: int = 0, broker: int | None = None) -> pa.Table:
+    """The trace of a workload (``spec`` may also name one of :data:`SCENARIOS`), in memory.
+
+    With ``broker``, only that broker's events: brokers generated one by one (in parallel, say)
+    add up to the whole trace. For long traces use :func:`stream`.
+    """
+    return stream(spec, seed, broker).read_all()
+
+
+def estimate(spec: Spec | str) -> dict[str, float]:
+    """About how big a workload's trace is, from its rates, duration and subscriptions, before
+    generating it: ``events``, ``entries``, ``messages``, ``parquet_bytes`` (a trace file) and
+    ``seconds`` (to generate and write it here). Rough: within a factor of two on the bundled
+    scenarios and OMB-like workloads.
+    """
+    e = dict(_native.estimate_workload(resolve(spec)))
+    e["parquet_bytes"] = e["events"] * PARQUET_BYTES_PER_EVENT
+    e["seconds"] = e["events"] / EVENTS_PER_SECOND
+    return e
+
+
+# Measured on the bundled scenarios and OMB-like workloads (2-core machine): a Parquet trace takes
+# 7-8 bytes an event; `ledgercache generate` generates and writes about a million events a second.
+PARQUET_BYTES_PER_EVENT = 8.0
+EVENTS_PER_SECOND = 1.0e6
 
 
 # Bundled scenarios: each a spec plus the cache size it is meant to be replayed with.

@@ -37,8 +37,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ledger::PyReadHandle>()?;
     m.add_class::<replay::PyReplaySession>()?;
     m.add_class::<replay::PyRequestRecorder>()?;
-    m.add_class::<workload::PyArrowBatch>()?;
-    m.add_function(wrap_pyfunction!(workload::generate_workload, m)?)?;
+    m.add_class::<workload::PyWorkloadStream>()?;
+    m.add_function(wrap_pyfunction!(workload::stream_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(workload::estimate_workload, m)?)?;
     m.add_class::<throttle::PyPublishRateLimiter>()?;
     m.add_class::<throttle::PyProducer>()?;
     m.add_class::<throttle::PyPartitionedProducer>()?;

@@ -1,71 +1,108 @@
-//! The workload generator from Python, and Arrow batches handed back through the Arrow C data
-//! interface (`__arrow_c_array__`), so pyarrow takes them without a copy.
+//! The workload generator from Python: its trace as a stream of Arrow record batches handed over
+//! through the Arrow C stream interface (`__arrow_c_stream__`), so pyarrow reads them without a
+//! copy, one batch at a time, while the simulation runs only as far as the batches taken need.
 
 use super::config::to_setting;
-use super::errors::IntoPyResult;
-use crate::workload::{generate, generate_broker, WorkloadSpec};
-use arrow_array::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
-use arrow_array::{Array, RecordBatch, StructArray};
+use super::errors::{raise, IntoPyResult};
+use crate::workload::{TraceBatches, TraceStream, WorkloadSpec};
+use arrow_array::ffi_stream::FFI_ArrowArrayStream;
+use arrow_schema::ffi::FFI_ArrowSchema;
+use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict, PyTuple};
+use pyo3::types::{PyCapsule, PyDict};
 
-/// A record batch made in Rust; ``pyarrow.record_batch(obj)`` imports it.
-#[pyclass(name = "ArrowBatch", module = "ledgercache._native", frozen)]
-pub struct PyArrowBatch(pub RecordBatch);
-
-#[pymethods]
-impl PyArrowBatch {
-    #[pyo3(signature = (requested_schema = None))]
-    fn __arrow_c_array__<'py>(
-        &self,
-        py: Python<'py>,
-        requested_schema: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        let _ = requested_schema; // the batch has one schema; callers cast if they want another
-        let data = StructArray::from(self.0.clone()).into_data();
-        let (array, schema): (FFI_ArrowArray, FFI_ArrowSchema) = to_ffi(&data)
-            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("arrow export: {e}")))?;
-        let schema = PyCapsule::new_with_value(py, schema, c"arrow_schema")?;
-        let array = PyCapsule::new_with_value(py, array, c"arrow_array")?;
-        PyTuple::new(py, [schema.into_any(), array.into_any()])
-    }
-
-    #[getter]
-    fn num_rows(&self) -> usize {
-        self.0.num_rows()
-    }
-}
-
-/// Generates a workload's trace from snake_case settings (see ``ledgercache.workload``).
-#[pyfunction]
-#[pyo3(signature = (settings, seed, broker = None))]
-pub fn generate_workload(
-    py: Python<'_>,
-    settings: &Bound<'_, PyDict>,
-    seed: u64,
-    broker: Option<u32>,
-) -> PyResult<PyArrowBatch> {
+/// The spec from snake_case settings (see ``ledgercache.workload``).
+fn spec_of(py: Python<'_>, settings: &Bound<'_, PyDict>) -> PyResult<WorkloadSpec> {
     let mut spec = WorkloadSpec::default();
     for (k, v) in settings.iter() {
         let key: String = k.extract()?;
         let value = to_setting(py, &key, &v)?;
         spec.set(&key, &value).py_err(py)?;
     }
+    Ok(spec)
+}
+
+/// A workload's trace, not generated yet: ``pyarrow.RecordBatchReader.from_stream(obj)`` reads
+/// it batch by batch (once).
+#[pyclass(name = "WorkloadStream", module = "ledgercache._native", frozen)]
+pub struct PyWorkloadStream(Mutex<Option<TraceBatches>>);
+
+#[pymethods]
+impl PyWorkloadStream {
+    /// The Arrow C stream of the trace's batches; a second call raises ``ClosedError``.
+    #[pyo3(signature = (requested_schema = None))]
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let _ = requested_schema; // one schema; readers conform it (ledgercache.trace.conform)
+        let batches = self.0.lock().take().ok_or_else(|| {
+            raise(
+                py,
+                "ClosedError",
+                "the workload stream was read already: a stream is read once (make another)".into(),
+            )
+        })?;
+        let stream = FFI_ArrowArrayStream::new(Box::new(batches));
+        PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
+    }
+
+    /// The Arrow C schema of the batches.
+    fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
+        let schema = FFI_ArrowSchema::try_from(crate::workload::trace_schema().as_ref())
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("arrow export: {e}")))?;
+        PyCapsule::new_with_value(py, schema, c"arrow_schema")
+    }
+}
+
+/// A workload's trace as a stream of record batches of at most ``batch_rows`` rows: every
+/// broker's events merged by time, or only ``broker``'s.
+#[pyfunction]
+#[pyo3(signature = (settings, seed, broker = None, batch_rows = crate::workload::DEFAULT_BATCH_ROWS as i64))]
+pub fn stream_workload(
+    py: Python<'_>,
+    settings: &Bound<'_, PyDict>,
+    seed: u64,
+    broker: Option<u32>,
+    batch_rows: i64,
+) -> PyResult<PyWorkloadStream> {
+    let spec = spec_of(py, settings)?;
+    if batch_rows < 1 {
+        return Err(raise(
+            py,
+            "InvalidArgumentError",
+            format!("invalid batch_rows: must be >= 1, got {batch_rows}"),
+        ));
+    }
     if let Some(b) = broker {
         if b >= spec.brokers {
-            return Err(super::errors::raise(
+            return Err(raise(
                 py,
                 "InvalidArgumentError",
                 format!("invalid broker: {b} is not below brokers={}", spec.brokers),
             ));
         }
     }
-    let batch = py.detach(|| {
-        match broker {
-            Some(b) => generate_broker(&spec, seed, b),
-            None => generate(&spec, seed),
-        }
-        .to_record_batch()
+    // Setting up the simulation runs a little of it (the cursors opening at time 0).
+    let stream = py.detach(|| match broker {
+        Some(b) => TraceStream::broker(&spec, seed, b),
+        None => TraceStream::new(&spec, seed),
     });
-    Ok(PyArrowBatch(batch))
+    let rows = usize::try_from(batch_rows).unwrap_or(usize::MAX);
+    Ok(PyWorkloadStream(Mutex::new(Some(stream.batches(rows)))))
+}
+
+/// A rough size of a workload's trace before generating it: ``messages``, ``entries``, ``events``.
+#[pyfunction]
+pub fn estimate_workload<'py>(
+    py: Python<'py>,
+    settings: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let e = spec_of(py, settings)?.estimate();
+    let d = PyDict::new(py);
+    d.set_item("messages", e.messages)?;
+    d.set_item("entries", e.entries)?;
+    d.set_item("events", e.events)?;
+    Ok(d)
 }

@@ -3,7 +3,8 @@
 //! Columns: `ts_us` int64 (non-decreasing), `broker` string, `topic` string, `op` string, `cursor`
 //! string (null where none), `ledger_id` int64, `entry_id` int64, `count` int32 (entries for `read`),
 //! `size` int32 (bytes for `add`); optionally `reason` string (why a `redeliver` happened, see
-//! [`REASON_COLUMN`]). Every error names the column and the row (counted from 0 over
+//! [`REASON_COLUMN`]). A string column may also be dictionary-encoded with int32 keys (as the
+//! workload generator makes them). Every error names the column and the row (counted from 0 over
 //! the whole trace), so a bad row never silently shifts results.
 
 use crate::error::{Error, Result};
@@ -12,7 +13,7 @@ use crate::position::Position;
 use crate::read_flow::RedeliveryReason;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
-use arrow_array::{Array, RecordBatch};
+use arrow_array::{Array, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use arrow_schema::DataType;
 
 /// What happened.
@@ -132,6 +133,55 @@ impl Names {
     }
 }
 
+/// A string column: plain, or dictionary-encoded with int32 keys.
+#[derive(Debug)]
+enum Strings<'a> {
+    Plain(&'a StringArray),
+    Dictionary(&'a Int32Array, &'a StringArray),
+}
+
+impl<'a> Strings<'a> {
+    fn of(c: &'a dyn Array, column: &str) -> Result<Self> {
+        match c.data_type() {
+            DataType::Utf8 => Ok(Strings::Plain(c.as_string::<i32>())),
+            DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8 => {
+                let d: &DictionaryArray<Int32Type> = c.as_dictionary();
+                let values = d.values().as_string::<i32>();
+                if let Some(k) = d
+                    .keys()
+                    .iter()
+                    .flatten()
+                    .find(|&k| k < 0 || k as usize >= values.len())
+                {
+                    return Err(column_error(
+                        column,
+                        format!("dictionary key {k} is not below {}", values.len()),
+                    ));
+                }
+                Ok(Strings::Dictionary(d.keys(), values))
+            }
+            t => Err(column_error(
+                column,
+                format!("must be string (or dictionary<int32, string>), is {t}"),
+            )),
+        }
+    }
+
+    fn is_null(&self, i: usize) -> bool {
+        match self {
+            Strings::Plain(a) => a.is_null(i),
+            Strings::Dictionary(k, v) => k.is_null(i) || v.is_null(k.value(i) as usize),
+        }
+    }
+
+    fn value(&self, i: usize) -> &'a str {
+        match self {
+            Strings::Plain(a) => a.value(i),
+            Strings::Dictionary(k, v) => v.value(k.value(i) as usize),
+        }
+    }
+}
+
 /// Decodes batches in order, checking types and time order, and interning names.
 #[derive(Debug, Default)]
 pub struct TraceDecoder {
@@ -185,13 +235,7 @@ impl TraceDecoder {
                 t => Err(column_error(name, format!("must be int32, is {t}"))),
             }
         };
-        let string = |name: &str| {
-            let c = col(name)?;
-            match c.data_type() {
-                DataType::Utf8 => Ok(c.as_string::<i32>().clone()),
-                t => Err(column_error(name, format!("must be string, is {t}"))),
-            }
-        };
+        let string = |name: &'static str| Strings::of(col(name)?, name);
         let (ts, broker, topic, op, cursor) = (
             int64("ts_us")?,
             string("broker")?,
@@ -231,10 +275,17 @@ impl TraceDecoder {
                     Ok(())
                 }
             };
+            let required_string = |a: &Strings, name: &str| {
+                if a.is_null(i) {
+                    Err(row_error(row, name, "is null"))
+                } else {
+                    Ok(())
+                }
+            };
             required(&ts, "ts_us")?;
-            required(&broker, "broker")?;
-            required(&topic, "topic")?;
-            required(&op, "op")?;
+            required_string(&broker, "broker")?;
+            required_string(&topic, "topic")?;
+            required_string(&op, "op")?;
             let ts_us = ts.value(i);
             let b = broker.value(i);
             // Neighbouring rows mostly repeat a name: comparing with the previous row is cheaper

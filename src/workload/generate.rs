@@ -30,7 +30,9 @@
 //! first unacknowledged entry and clears the replay queue. Seeks, late catch-up readers,
 //! backlog-first consumers and consumer churn are Poisson or scheduled. Everything runs on one
 //! time-ordered event queue with a seeded generator, so a spec and a seed give the same trace
-//! every time. `docs/fidelity.md` maps each behaviour to the Pulsar code it follows.
+//! every time. The simulation runs task by task (`Sim::step`), so the trace can be taken as it is
+//! made (`super::stream`); its state is bounded by the workload (queues, replay sets, the index of
+//! entries a cursor can still reach), not by the trace's length. `docs/fidelity.md` maps each behaviour to the Pulsar code it follows.
 
 use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing, NO_KEY};
@@ -115,6 +117,42 @@ impl EventColumns {
         self.size.push(row.size);
         self.messages.push(row.messages);
         self.reason.push(row.reason);
+    }
+
+    /// Drops the rows (keeps the name tables and the capacity).
+    pub(super) fn clear_rows(&mut self) {
+        self.drain_front(self.len());
+    }
+
+    /// Drops the first `n` rows.
+    pub(super) fn drain_front(&mut self, n: usize) {
+        self.ts_us.drain(..n);
+        self.broker.drain(..n);
+        self.topic.drain(..n);
+        self.op.drain(..n);
+        self.cursor.drain(..n);
+        self.ledger_id.drain(..n);
+        self.entry_id.drain(..n);
+        self.count.drain(..n);
+        self.size.drain(..n);
+        self.messages.drain(..n);
+        self.reason.drain(..n);
+    }
+
+    /// Appends rows `r` of `other`.
+    pub(super) fn extend_from(&mut self, other: &EventColumns, r: Range<usize>) {
+        self.ts_us.extend_from_slice(&other.ts_us[r.clone()]);
+        self.broker.extend_from_slice(&other.broker[r.clone()]);
+        self.topic.extend_from_slice(&other.topic[r.clone()]);
+        self.op.extend_from_slice(&other.op[r.clone()]);
+        self.cursor.extend_from_slice(&other.cursor[r.clone()]);
+        self.ledger_id
+            .extend_from_slice(&other.ledger_id[r.clone()]);
+        self.entry_id.extend_from_slice(&other.entry_id[r.clone()]);
+        self.count.extend_from_slice(&other.count[r.clone()]);
+        self.size.extend_from_slice(&other.size[r.clone()]);
+        self.messages.extend_from_slice(&other.messages[r.clone()]);
+        self.reason.extend_from_slice(&other.reason[r]);
     }
 
     fn push_from(&mut self, other: &EventColumns, i: usize) {
@@ -226,7 +264,7 @@ struct Partition {
     /// Entries published.
     published: u64,
     /// Each entry's first message (messages are numbered per partition).
-    first_msg: Vec<u64>,
+    first_msg: MessageIndex,
     messages_published: u64,
     bytes_published: u64,
     /// Microseconds between messages.
@@ -238,22 +276,61 @@ struct Partition {
     subs: Vec<Sub>,
 }
 
+/// Each entry's first message, from the oldest entry the simulation may still look at: entries
+/// below every cursor's reach are dropped (see [`Sim::prune_index`]), so the index does not grow
+/// with the trace's length.
+#[derive(Default)]
+struct MessageIndex {
+    /// The entry `first[0]` belongs to.
+    base: u64,
+    first: Vec<u64>,
+    /// Entries held when the index is next checked for entries to drop.
+    check_at: usize,
+}
+
+/// The fewest entries the message index holds before it looks for entries to drop.
+const INDEX_CHECK_ENTRIES: usize = 4096;
+
+impl MessageIndex {
+    fn slot(&self, idx: u64) -> usize {
+        debug_assert!(idx >= self.base, "entry {idx} was dropped from the index");
+        (idx - self.base) as usize
+    }
+
+    /// Messages in entry `idx` (`total`: messages published).
+    #[inline]
+    fn messages(&self, idx: u64, total: u64) -> u64 {
+        let i = self.slot(idx);
+        self.first.get(i + 1).copied().unwrap_or(total) - self.first[i]
+    }
+
+    #[inline]
+    fn first_message(&self, idx: u64, total: u64) -> u64 {
+        self.first.get(self.slot(idx)).copied().unwrap_or(total)
+    }
+
+    /// The entry holding message `msg`, which was published.
+    fn entry_of(&self, msg: u64) -> u64 {
+        debug_assert!(self.first.first().is_some_and(|&f| f <= msg));
+        self.base + (self.first.partition_point(|&f| f <= msg) as u64).saturating_sub(1)
+    }
+
+    /// Drops the entries below `low`.
+    fn drop_below(&mut self, low: u64) {
+        let n = low.saturating_sub(self.base).min(self.first.len() as u64);
+        self.first.drain(..n as usize);
+        self.base += n;
+        self.check_at = (2 * self.first.len()).max(INDEX_CHECK_ENTRIES);
+    }
+}
+
 impl Partition {
     fn messages(&self, idx: u64) -> u64 {
-        let i = idx as usize;
-        let next = self
-            .first_msg
-            .get(i + 1)
-            .copied()
-            .unwrap_or(self.messages_published);
-        next - self.first_msg[i]
+        self.first_msg.messages(idx, self.messages_published)
     }
 
     fn first_message(&self, idx: u64) -> u64 {
-        self.first_msg
-            .get(idx as usize)
-            .copied()
-            .unwrap_or(self.messages_published)
+        self.first_msg.first_message(idx, self.messages_published)
     }
 
     /// The entry holding message `msg` (the end when `msg` is not published yet).
@@ -261,7 +338,7 @@ impl Partition {
         if msg >= self.messages_published {
             return self.published;
         }
-        (self.first_msg.partition_point(|&f| f <= msg) as u64).saturating_sub(1)
+        self.first_msg.entry_of(msg)
     }
 }
 
@@ -278,22 +355,24 @@ enum Task {
     CatchUp(u32, u32),
 }
 
-struct Sim<'a> {
-    spec: &'a WorkloadSpec,
+pub(super) struct Sim {
+    spec: WorkloadSpec,
     rng: Rng,
     queue: BinaryHeap<Reverse<(u64, u64, Task)>>,
     seq: u64,
     parts: Vec<Partition>,
-    out: EventColumns,
+    pub(super) out: EventColumns,
     end_us: u64,
     max_per_ledger: u64,
     /// Sticky-key hash of each key id (Key_Shared only).
     key_hashes: Vec<u32>,
     /// The FLOW threshold in messages (half the receiver queue).
     flow_threshold: u64,
+    /// Whether the message index drops entries no cursor can reach (see [`Sim::prune_index`]).
+    prune_index: bool,
 }
 
-impl Sim<'_> {
+impl Sim {
     fn schedule(&mut self, at: u64, task: Task) -> bool {
         if at <= self.end_us {
             self.seq += 1;
@@ -456,10 +535,7 @@ impl Sim<'_> {
         let Sim { parts, rng, .. } = self;
         let part = &mut parts[p];
         let (first_msg, total) = (&part.first_msg, part.messages_published);
-        let messages = |idx: u64| {
-            let i = idx as usize;
-            first_msg.get(i + 1).copied().unwrap_or(total) - first_msg[i]
-        };
+        let messages = |idx: u64| first_msg.messages(idx, total);
         let sub = &mut part.subs[s];
         let single = matches!(
             sub.kind,
@@ -916,8 +992,9 @@ impl Sim<'_> {
     /// it holds. A batch closes when its first message is the publish delay old, when the next
     /// message would not fit, or when it is full.
     fn next_batch(&mut self, p: usize) -> (u64, u64) {
-        let spec = self.spec;
-        let Sim { parts, rng, .. } = self;
+        let Sim {
+            parts, rng, spec, ..
+        } = self;
         let part = &mut parts[p];
         let size = spec.message_size as u64;
         let mut gap = || part.interval_us * (0.9 + 0.2 * rng.f64());
@@ -958,11 +1035,41 @@ impl Sim<'_> {
         }
     }
 
+    /// Drops the message index's entries that no cursor can reach any more: below every
+    /// subscription's read position, receiver queues, replay queue and (when it has no consumers)
+    /// the position it rewinds to on reconnecting. Only without seeks (`seeks_per_minute` 0): a
+    /// seek goes back from the read position, and seek after seek can reach any entry.
+    fn prune_index(&mut self, p: usize) {
+        let part = &mut self.parts[p];
+        let mut low = part.published;
+        for sub in &part.subs {
+            low = low.min(sub.read_idx);
+            if sub.active {
+                for c in &sub.consumers {
+                    // A Shared consumer's queue gets replayed entries after newer ones.
+                    low = c.queue.iter().fold(low, |m, &i| m.min(i));
+                }
+                for r in &sub.replay {
+                    low = r.first().map_or(low, |&i| low.min(i));
+                }
+                low = sub.unhashed.first().map_or(low, |&i| low.min(i));
+            } else {
+                low = low.min(sub.rewind_to);
+            }
+        }
+        part.first_msg.drop_below(low);
+    }
+
     fn publish(&mut self, t: u64, p: usize) {
+        if self.prune_index
+            && self.parts[p].first_msg.first.len() >= self.parts[p].first_msg.check_at
+        {
+            self.prune_index(p);
+        }
         let part = &mut self.parts[p];
         let (idx, n) = (part.published, part.batch);
         let size = n * self.spec.message_size as u64;
-        part.first_msg.push(part.messages_published);
+        part.first_msg.first.push(part.messages_published);
         part.messages_published += n;
         part.bytes_published += size;
         part.published += 1;
@@ -1071,57 +1178,68 @@ impl Sim<'_> {
         self.schedule(t + 1_000_000, Task::Ack(p as u32, s as u32));
     }
 
-    fn run(&mut self) {
-        while let Some(Reverse((t, _, task))) = self.queue.pop() {
-            match task {
-                Task::Publish(p) => self.publish(t, p as usize),
-                Task::Dispatch(p, s) => {
-                    let (p, s) = (p as usize, s as usize);
-                    if self.parts[p].subs[s].scheduled == Some(t) {
-                        self.parts[p].subs[s].scheduled = None;
-                        self.dispatch(t, p, s);
-                    }
+    /// Runs the next task; false when the simulation is over.
+    fn step(&mut self) -> bool {
+        let Some(Reverse((t, _, task))) = self.queue.pop() else {
+            return false;
+        };
+        match task {
+            Task::Publish(p) => self.publish(t, p as usize),
+            Task::Dispatch(p, s) => {
+                let (p, s) = (p as usize, s as usize);
+                if self.parts[p].subs[s].scheduled == Some(t) {
+                    self.parts[p].subs[s].scheduled = None;
+                    self.dispatch(t, p, s);
                 }
-                Task::Flow(p, s, c) => {
-                    let (p, s) = (p as usize, s as usize);
-                    let con = &mut self.parts[p].subs[s].consumers[c as usize];
-                    if con.flow_at != Some(t) {
-                        // Planned for a queue since dropped.
-                        continue;
-                    }
+            }
+            Task::Flow(p, s, c) => {
+                let (p, s) = (p as usize, s as usize);
+                // A FLOW planned for a queue since dropped is ignored.
+                let con = &mut self.parts[p].subs[s].consumers[c as usize];
+                if con.flow_at == Some(t) {
                     con.flow_at = None;
                     if self.consume(t, p, s) {
                         self.schedule_dispatch(t, p, s);
                     }
                     self.plan_flows(t, p, s);
                 }
-                Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
-                Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
-                Task::Ack(p, s) => self.ack(t, p as usize, s as usize),
-                Task::StartBacklogConsumers(p) => {
-                    let p = p as usize;
-                    let regular = self.spec.subscriptions_per_topic as usize;
-                    for s in 0..regular.min(self.parts[p].subs.len()) {
-                        if !self.parts[p].subs[s].active {
-                            self.emit_cursor(t, p, s, "open", Some(0));
-                            self.parts[p].subs[s].read_idx = 0;
-                            self.connect(t, p, s);
-                        }
+            }
+            Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
+            Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
+            Task::Ack(p, s) => self.ack(t, p as usize, s as usize),
+            Task::StartBacklogConsumers(p) => {
+                let p = p as usize;
+                let regular = self.spec.subscriptions_per_topic as usize;
+                for s in 0..regular.min(self.parts[p].subs.len()) {
+                    if !self.parts[p].subs[s].active {
+                        self.emit_cursor(t, p, s, "open", Some(0));
+                        self.parts[p].subs[s].read_idx = 0;
+                        self.connect(t, p, s);
                     }
                 }
-                Task::CatchUp(p, s) => {
-                    let (p, s) = (p as usize, s as usize);
-                    let part = &self.parts[p];
-                    let behind =
-                        (self.spec.catch_up_behind_seconds * 1e6 / part.interval_us) as u64;
-                    let start =
-                        part.entry_of_message(part.messages_published.saturating_sub(behind));
-                    self.emit_cursor(t, p, s, "open", Some(start));
-                    self.parts[p].subs[s].read_idx = start;
-                    self.connect(t, p, s);
-                }
+            }
+            Task::CatchUp(p, s) => {
+                let (p, s) = (p as usize, s as usize);
+                let part = &self.parts[p];
+                let behind = (self.spec.catch_up_behind_seconds * 1e6 / part.interval_us) as u64;
+                let start = part.entry_of_message(part.messages_published.saturating_sub(behind));
+                self.emit_cursor(t, p, s, "open", Some(start));
+                self.parts[p].subs[s].read_idx = start;
+                self.connect(t, p, s);
             }
         }
+        true
+    }
+
+    /// Runs tasks until at least `rows` events wait in `out`, or the simulation is over; false
+    /// when it is over.
+    pub(super) fn fill(&mut self, rows: usize) -> bool {
+        while self.out.len() < rows {
+            if !self.step() {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -1133,7 +1251,8 @@ fn key_hash_of(distributor: KeyDistributor, key: usize) -> u32 {
     }
 }
 
-/// Generates the events of a workload; deterministic for a spec and a seed.
+/// Generates the events of a workload, in memory; deterministic for a spec and a seed. For long
+/// traces, [`TraceStream`](super::TraceStream) gives the same rows batch by batch.
 pub fn generate(spec: &WorkloadSpec, seed: u64) -> EventColumns {
     let parts: Vec<EventColumns> = (0..spec.brokers)
         .map(|b| generate_broker(spec, seed, b))
@@ -1173,188 +1292,223 @@ fn merge_by_time(mut parts: Vec<EventColumns>) -> EventColumns {
 /// seeded by (seed, broker), so brokers can be generated apart, in parallel, and still add up to
 /// [`generate`]'s trace.
 pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColumns {
-    let partitions = spec.topics * spec.partitions_per_topic;
-    let per_partition_rate = spec.producer_rate / partitions as f64;
-    let interval_us = 1e6 / per_partition_rate;
-    let rng = Rng::new(seed ^ (broker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let mut index = 0usize;
-    let mut consumer_index = 0u64;
-    let mut out = EventColumns {
-        broker_names: (0..spec.brokers).map(|b| format!("broker-{b}")).collect(),
-        ..Default::default()
-    };
-    let backlog_mode = spec.consumer_backlog_size_gb > 0.0;
-    let normal_speed = per_partition_rate * spec.consumer_headroom / 1e6;
-    let mut parts = Vec::new();
-    let mut any_key_shared = false;
-    for t in 0..spec.topics {
-        for k in 0..spec.partitions_per_topic {
-            let name = if spec.partitions_per_topic == 1 {
-                format!("persistent://public/default/topic-{t}")
-            } else {
-                format!("persistent://public/default/topic-{t}-partition-{k}")
-            };
-            let topic = out.topic_names.len() as u32;
-            out.topic_names.push(name.clone());
-            let here = index as u32 % spec.brokers == broker;
-            let mut subs = Vec::new();
-            let mut add_sub = |name: String,
-                               kind: SubscriptionType,
-                               consumers: Vec<Consumer>,
-                               first_consumer: u64,
-                               out: &mut EventColumns| {
-                let cursor = out.cursor_names.len() as u32;
-                out.cursor_names.push(name);
-                let mut ring = ConsistentHashRing::new(spec.key_shared_replica_points);
-                let buckets = if kind == SubscriptionType::KeyShared {
-                    for c in 0..consumers.len() {
-                        ring.add_consumer(c, &format!("consumer-{}", first_consumer + c as u64));
-                    }
-                    consumers.len().max(1)
+    let (mut sim, names) = Sim::new(spec, seed, broker);
+    while sim.step() {}
+    let mut out = sim.out;
+    out.broker_names = names.brokers;
+    out.topic_names = names.topics;
+    out.cursor_names = names.cursors;
+    out
+}
+
+/// The names a trace's rows refer to by number (the same for every broker of a workload).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Names {
+    pub brokers: Vec<String>,
+    pub topics: Vec<String>,
+    pub cursors: Vec<String>,
+}
+
+impl Sim {
+    /// One broker's simulation, set up to run (its first rows, the opening cursors, already in
+    /// `out`), and the trace's name tables.
+    pub(super) fn new(spec: &WorkloadSpec, seed: u64, broker: u32) -> (Sim, Names) {
+        let partitions = spec.topics * spec.partitions_per_topic;
+        let per_partition_rate = spec.producer_rate / partitions as f64;
+        let interval_us = 1e6 / per_partition_rate;
+        let rng = Rng::new(seed ^ (broker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut index = 0usize;
+        let mut consumer_index = 0u64;
+        let mut out = EventColumns {
+            broker_names: (0..spec.brokers).map(|b| format!("broker-{b}")).collect(),
+            ..Default::default()
+        };
+        let backlog_mode = spec.consumer_backlog_size_gb > 0.0;
+        let normal_speed = per_partition_rate * spec.consumer_headroom / 1e6;
+        let mut parts = Vec::new();
+        let mut any_key_shared = false;
+        for t in 0..spec.topics {
+            for k in 0..spec.partitions_per_topic {
+                let name = if spec.partitions_per_topic == 1 {
+                    format!("persistent://public/default/topic-{t}")
                 } else {
-                    1
+                    format!("persistent://public/default/topic-{t}-partition-{k}")
                 };
-                // Failover: a partitioned topic's active consumer is picked by partition index.
-                let active_consumer = if kind == SubscriptionType::Failover
-                    && spec.partitions_per_topic > 1
-                    && !consumers.is_empty()
-                {
-                    k as usize % consumers.len()
-                } else {
-                    0
+                let topic = out.topic_names.len() as u32;
+                out.topic_names.push(name.clone());
+                let here = index as u32 % spec.brokers == broker;
+                let mut subs = Vec::new();
+                let mut add_sub = |name: String,
+                                   kind: SubscriptionType,
+                                   consumers: Vec<Consumer>,
+                                   first_consumer: u64,
+                                   out: &mut EventColumns| {
+                    let cursor = out.cursor_names.len() as u32;
+                    out.cursor_names.push(name);
+                    let mut ring = ConsistentHashRing::new(spec.key_shared_replica_points);
+                    let buckets = if kind == SubscriptionType::KeyShared {
+                        for c in 0..consumers.len() {
+                            ring.add_consumer(
+                                c,
+                                &format!("consumer-{}", first_consumer + c as u64),
+                            );
+                        }
+                        consumers.len().max(1)
+                    } else {
+                        1
+                    };
+                    // Failover: a partitioned topic's active consumer is picked by partition index.
+                    let active_consumer = if kind == SubscriptionType::Failover
+                        && spec.partitions_per_topic > 1
+                        && !consumers.is_empty()
+                    {
+                        k as usize % consumers.len()
+                    } else {
+                        0
+                    };
+                    subs.push(Sub {
+                        cursor,
+                        kind,
+                        read_idx: 0,
+                        active: false,
+                        consumers,
+                        active_consumer,
+                        replay: vec![BTreeSet::new(); buckets],
+                        replay_len: 0,
+                        replay_hashes: FastMap::default(),
+                        unhashed: BTreeSet::new(),
+                        ring,
+                        rr: 0,
+                        scheduled: None,
+                        acked_upto: None,
+                        waiting: None,
+                        resume_at: 0,
+                        rewind_to: 0,
+                        skip_next_replay: false,
+                    });
                 };
-                subs.push(Sub {
-                    cursor,
-                    kind,
-                    read_idx: 0,
-                    active: false,
-                    consumers,
-                    active_consumer,
-                    replay: vec![BTreeSet::new(); buckets],
-                    replay_len: 0,
-                    replay_hashes: FastMap::default(),
-                    unhashed: BTreeSet::new(),
-                    ring,
-                    rr: 0,
-                    scheduled: None,
-                    acked_upto: None,
-                    waiting: None,
-                    resume_at: 0,
-                    rewind_to: 0,
-                    skip_next_replay: false,
-                });
-            };
-            for s in 0..spec.subscriptions_per_topic {
-                let n = spec.consumer_per_subscription as usize;
-                let share = match spec.subscription_type {
-                    SubscriptionType::Exclusive | SubscriptionType::Failover => 1.0,
-                    _ => 1.0 / n as f64,
-                };
-                let first = consumer_index;
-                consumer_index += n as u64;
-                let consumers = (0..if here { n } else { 0 })
-                    .map(|c| {
-                        // Exactly the fraction, spread evenly over all consumers of the workload.
-                        let g = (first + c as u64) as f64;
-                        let f = spec.slow_consumer_fraction;
-                        let slow = ((g + 1.0) * f).floor() > (g * f).floor();
-                        let speed = normal_speed
-                            * share
-                            * if slow { spec.slow_consumer_speed } else { 1.0 };
-                        Consumer::new(speed)
-                    })
-                    .collect();
-                any_key_shared |= here && spec.subscription_type == SubscriptionType::KeyShared;
-                add_sub(
-                    format!("sub-{s}"),
-                    spec.subscription_type,
-                    consumers,
-                    first,
-                    &mut out,
+                for s in 0..spec.subscriptions_per_topic {
+                    let n = spec.consumer_per_subscription as usize;
+                    let share = match spec.subscription_type {
+                        SubscriptionType::Exclusive | SubscriptionType::Failover => 1.0,
+                        _ => 1.0 / n as f64,
+                    };
+                    let first = consumer_index;
+                    consumer_index += n as u64;
+                    let consumers = (0..if here { n } else { 0 })
+                        .map(|c| {
+                            // Exactly the fraction, spread evenly over all consumers of the workload.
+                            let g = (first + c as u64) as f64;
+                            let f = spec.slow_consumer_fraction;
+                            let slow = ((g + 1.0) * f).floor() > (g * f).floor();
+                            let speed = normal_speed
+                                * share
+                                * if slow { spec.slow_consumer_speed } else { 1.0 };
+                            Consumer::new(speed)
+                        })
+                        .collect();
+                    any_key_shared |= here && spec.subscription_type == SubscriptionType::KeyShared;
+                    add_sub(
+                        format!("sub-{s}"),
+                        spec.subscription_type,
+                        consumers,
+                        first,
+                        &mut out,
+                    );
+                }
+                for r in 0..spec.catch_up_readers {
+                    let speed = per_partition_rate * spec.catch_up_speed / 1e6;
+                    add_sub(
+                        format!("catch-up-{r}"),
+                        SubscriptionType::Exclusive,
+                        vec![Consumer::new(speed)],
+                        0,
+                        &mut out,
+                    );
+                }
+                if here {
+                    parts.push(Partition {
+                        topic,
+                        broker,
+                        ledger_base: (index as i64 + 1) * 1_000_000,
+                        published: 0,
+                        first_msg: MessageIndex {
+                            check_at: INDEX_CHECK_ENTRIES,
+                            ..Default::default()
+                        },
+                        messages_published: 0,
+                        bytes_published: 0,
+                        interval_us,
+                        next_arrival: 0.0,
+                        batch: 1,
+                        subs,
+                    });
+                }
+                index += 1;
+            }
+        }
+        let key_hashes = match spec.key_distributor {
+            _ if !any_key_shared => Vec::new(),
+            KeyDistributor::NoKey => vec![key_hash_of(KeyDistributor::NoKey, 0)],
+            d if spec.keys <= 1 << 22 => {
+                (0..spec.keys as usize).map(|k| key_hash_of(d, k)).collect()
+            }
+            _ => Vec::new(),
+        };
+        let mut sim = Sim {
+            spec: spec.clone(),
+            rng,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            parts,
+            out,
+            end_us: (spec.test_duration_minutes * 60e6) as u64,
+            max_per_ledger: spec.max_entries_per_ledger as u64,
+            key_hashes,
+            flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
+            prune_index: spec.seeks_per_minute == 0.0,
+        };
+        for p in 0..sim.parts.len() {
+            let regular = spec.subscriptions_per_topic as usize;
+            for s in 0..sim.parts[p].subs.len() {
+                let pi = p as u32;
+                if s >= regular {
+                    let at = (spec.catch_up_start_seconds * 1e6) as u64;
+                    sim.schedule(at, Task::CatchUp(pi, s as u32));
+                    continue;
+                }
+                if !backlog_mode {
+                    sim.emit_cursor(0, p, s, "open", None);
+                    sim.connect(0, p, s);
+                }
+                if spec.seeks_per_minute > 0.0 {
+                    let at = sim.rng.exp(60e6 / spec.seeks_per_minute) as u64;
+                    sim.schedule(at, Task::Seek(pi, s as u32));
+                }
+                if spec.churn_per_minute > 0.0 {
+                    let at = sim.rng.exp(60e6 / spec.churn_per_minute) as u64;
+                    sim.schedule(at, Task::Churn(pi, s as u32));
+                }
+                sim.schedule(1_000_000, Task::Ack(pi, s as u32));
+            }
+            if backlog_mode {
+                let bytes_per_partition = spec.consumer_backlog_size_gb * 1e9 / partitions as f64;
+                let messages = bytes_per_partition / spec.message_size.max(1) as f64;
+                sim.schedule(
+                    (messages * interval_us) as u64,
+                    Task::StartBacklogConsumers(p as u32),
                 );
             }
-            for r in 0..spec.catch_up_readers {
-                let speed = per_partition_rate * spec.catch_up_speed / 1e6;
-                add_sub(
-                    format!("catch-up-{r}"),
-                    SubscriptionType::Exclusive,
-                    vec![Consumer::new(speed)],
-                    0,
-                    &mut out,
-                );
-            }
-            if here {
-                parts.push(Partition {
-                    topic,
-                    broker,
-                    ledger_base: (index as i64 + 1) * 1_000_000,
-                    published: 0,
-                    first_msg: Vec::new(),
-                    messages_published: 0,
-                    bytes_published: 0,
-                    interval_us,
-                    next_arrival: 0.0,
-                    batch: 1,
-                    subs,
-                });
-            }
-            index += 1;
+            sim.parts[p].next_arrival = sim.rng.f64() * interval_us;
+            let (at, n) = sim.next_batch(p);
+            sim.parts[p].batch = n;
+            sim.schedule(at, Task::Publish(p as u32));
         }
+        let names = Names {
+            brokers: std::mem::take(&mut sim.out.broker_names),
+            topics: std::mem::take(&mut sim.out.topic_names),
+            cursors: std::mem::take(&mut sim.out.cursor_names),
+        };
+        (sim, names)
     }
-    let key_hashes = match spec.key_distributor {
-        _ if !any_key_shared => Vec::new(),
-        KeyDistributor::NoKey => vec![key_hash_of(KeyDistributor::NoKey, 0)],
-        d if spec.keys <= 1 << 22 => (0..spec.keys as usize).map(|k| key_hash_of(d, k)).collect(),
-        _ => Vec::new(),
-    };
-    let mut sim = Sim {
-        spec,
-        rng,
-        queue: BinaryHeap::new(),
-        seq: 0,
-        parts,
-        out,
-        end_us: (spec.test_duration_minutes * 60e6) as u64,
-        max_per_ledger: spec.max_entries_per_ledger as u64,
-        key_hashes,
-        flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
-    };
-    for p in 0..sim.parts.len() {
-        let regular = spec.subscriptions_per_topic as usize;
-        for s in 0..sim.parts[p].subs.len() {
-            let pi = p as u32;
-            if s >= regular {
-                let at = (spec.catch_up_start_seconds * 1e6) as u64;
-                sim.schedule(at, Task::CatchUp(pi, s as u32));
-                continue;
-            }
-            if !backlog_mode {
-                sim.emit_cursor(0, p, s, "open", None);
-                sim.connect(0, p, s);
-            }
-            if spec.seeks_per_minute > 0.0 {
-                let at = sim.rng.exp(60e6 / spec.seeks_per_minute) as u64;
-                sim.schedule(at, Task::Seek(pi, s as u32));
-            }
-            if spec.churn_per_minute > 0.0 {
-                let at = sim.rng.exp(60e6 / spec.churn_per_minute) as u64;
-                sim.schedule(at, Task::Churn(pi, s as u32));
-            }
-            sim.schedule(1_000_000, Task::Ack(pi, s as u32));
-        }
-        if backlog_mode {
-            let bytes_per_partition = spec.consumer_backlog_size_gb * 1e9 / partitions as f64;
-            let messages = bytes_per_partition / spec.message_size.max(1) as f64;
-            sim.schedule(
-                (messages * interval_us) as u64,
-                Task::StartBacklogConsumers(p as u32),
-            );
-        }
-        sim.parts[p].next_arrival = sim.rng.f64() * interval_us;
-        let (at, n) = sim.next_batch(p);
-        sim.parts[p].batch = n;
-        sim.schedule(at, Task::Publish(p as u32));
-    }
-    sim.run();
-    sim.out
 }

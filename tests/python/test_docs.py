@@ -28,7 +28,7 @@ def test_readme_topic_life_example_matches_its_script(capsys):
 
 
 def test_package_docstring_examples():
-    for module in (ledgercache, ledgercache.protocol):
+    for module in (ledgercache, ledgercache.protocol, ledgercache.workload):
         failures, tried = doctest.testmod(module, verbose=False)
         assert tried > 0 and failures == 0, module.__name__
 
@@ -37,6 +37,15 @@ def test_readme_replay_lab_example(capsys):
     out = run_block(BLOCKS[2], capsys)
     assert out[0].split() == ["strategy", "hit_ratio", "storage_read_ops"]
     assert [line.split()[1] for line in out[1:]] == ["pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady"]
+
+
+def test_readme_streaming_workload_example(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    block = next(b for b in BLOCKS if "lc.workload.stream" in b)
+    estimate, belady = run_block(block, capsys)
+    assert estimate.startswith("~") and estimate.endswith(" events") and belady == "True"
+    written = sum(b.num_rows for b in ledgercache.trace.batches(tmp_path / "fan-out.parquet"))
+    assert 0.5 < written / float(estimate[1:].split()[0].replace(",", "")) < 2
 
 
 def test_readme_publish_throttling_example(capsys):
