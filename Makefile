@@ -8,7 +8,8 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 export PYSPARK_PYTHON := $(abspath $(VPY))
 # The wheel users install: Cargo profile `dist` (release without debug info), linked by zig against
-# glibc 2.28 so that it installs on manylinux_2_28 systems (RHEL 8, Debian 10, Ubuntu 18.10 and newer).
+# glibc 2.28 so that it installs on manylinux_2_28 systems (RHEL 8, Debian 10, Ubuntu 20.04 and newer).
+# zig's and cargo-zigbuild's caches go to target/cache, like everything else the build makes.
 MANYLINUX := manylinux_2_28
 WHEELS := target/wheels
 WHEEL_VENV := target/wheel-venv
@@ -52,7 +53,8 @@ lint: build ## cargo fmt/clippy checks; the type stubs against the built extensi
 
 wheel: $(STAMP) ## Build the release wheel into target/wheels/ (manylinux_2_28, no debug info)
 	rm -rf $(WHEELS)
-	PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin build --profile dist --zig --compatibility $(MANYLINUX) --locked --out $(WHEELS)
+	PATH=$(abspath $(VENV))/bin:$$PATH XDG_CACHE_HOME=$(abspath target/cache) ZIG_GLOBAL_CACHE_DIR=$(abspath target/cache/zig) \
+		$(VENV)/bin/maturin build --profile dist --zig --compatibility $(MANYLINUX) --locked --out $(WHEELS)
 
 wheel-check: wheel ## Install the wheel into a bare venv (pip only), import it, replay, run the CLI
 	rm -rf $(WHEEL_VENV)
