@@ -305,8 +305,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _needs(args) -> tuple[str, ...]:
-    """The optional modules (the ``lab`` extra) a command needs: reports need matplotlib, Spark runs
-    pyspark and pandas. Checked before the command computes anything."""
+    """The optional modules (the ``lab`` extra) a command needs: matplotlib for a report, pyspark
+    and pandas for a Spark run. Checked before the command computes anything."""
     from . import _extras
 
     spark = not args.local if hasattr(args, "local") else args.spark

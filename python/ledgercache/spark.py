@@ -76,7 +76,7 @@ def local_session(app_name: str = "ledgercache", cores: int | str = "*", **conf:
 
     Needs pyspark and pandas (the ``lab`` extra): without them,
     :class:`~ledgercache.errors.MissingDependencyError` names the extra."""
-    _extras.require("ledgercache.spark", _extras.SPARK)
+    _extras.require("ledgercache.spark.local_session", _extras.SPARK)
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
