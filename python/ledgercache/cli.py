@@ -2,7 +2,9 @@
 
 Errors print one line (``ledgercache: error: ...``) and exit with status 2; outputs are written to a
 temporary place first and moved into place only when complete, so a failed run leaves nothing
-half-done behind.
+half-done behind. ``generate`` and ``replay`` need only the library; Spark runs (``--spark``, and
+``compare``/``demo`` without ``--local``) and reports (``compare``, ``demo``) need the ``lab`` extra
+(``pip install "ledgercache[lab]"``), checked before anything is computed.
 """
 
 from __future__ import annotations
@@ -358,9 +360,22 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0][:500]
 
 
+def _needs(args) -> tuple[str, ...]:
+    """The optional modules (the ``lab`` extra) a command needs: matplotlib for a report, pyspark
+    and pandas for a Spark run. Checked before the command computes anything."""
+    from . import _extras
+
+    spark = not args.local if hasattr(args, "local") else args.spark
+    report = args.command in ("compare", "demo")
+    return (_extras.REPORT if report else ()) + (_extras.SPARK if spark else ())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from . import _extras
+
+        _extras.require(f"ledgercache {args.command}", _needs(args))
         args.run(args)
     except KeyboardInterrupt:
         print("ledgercache: interrupted", file=sys.stderr)

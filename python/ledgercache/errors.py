@@ -12,6 +12,7 @@ __all__ = [
     "InvalidArgumentError",
     "UnknownSettingError",
     "UnsupportedError",
+    "MissingDependencyError",
     "ClosedError",
     "NotFoundError",
     "UnknownCursorError",
@@ -39,6 +40,17 @@ class UnknownSettingError(InvalidArgumentError, TypeError):
 
 class UnsupportedError(LedgerCacheError):
     """The object cannot do what its configuration asks (e.g. a replay-only strategy)."""
+
+
+class MissingDependencyError(LedgerCacheError, ImportError):
+    """An optional dependency is not installed: Spark jobs need pyspark and pandas, reports need
+    matplotlib, all in the ``lab`` extra. The message names the modules and the install command
+    (``pip install "ledgercache[lab]"``); ``missing`` holds the module names. Raised before any work
+    is done."""
+
+    def __init__(self, message: str, missing: tuple[str, ...] = ()) -> None:
+        super().__init__(message, name=missing[0] if missing else None)
+        self.missing = missing
 
 
 class ClosedError(LedgerCacheError):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -110,7 +111,8 @@ def throttle_publishes(
     if not isinstance(limiter, PublishRateLimiter):
         raise TypeError("limiter must be a PublishRateLimiter")
     table = _table(trace)
-    moved, rows = [], {c: [] for c in DELAY_SCHEMA.names}
+    moved: list[Any] = []
+    rows: dict[str, list[Any]] = {c: [] for c in DELAY_SCHEMA.names}
     totals: dict[str, int] = {}
     pauses = commands = 0
     for broker in pc.unique(table.column("broker")).to_pylist():
@@ -189,7 +191,7 @@ def noisy_neighbour(seconds: int = 10, hot_rate: int = 200, cold_rate: int = 50,
     and ``cold`` at ``cold_rate`` msg/s (no quota), each read by one tailing subscription."""
     if seconds <= 0 or hot_rate <= 0 or cold_rate <= 0 or size <= 0:
         raise InvalidArgumentError("noisy_neighbour: seconds, rates and size must be positive")
-    events = []  # (ts_us, order, topic, op, cursor, entry_id, count, producer)
+    events: list[tuple[Any, ...]] = []  # (ts_us, order, topic, op, cursor, entry_id, count, producer)
     for topic, rate, producer, offset in (("hot", hot_rate, 1, 0), ("cold", cold_rate, 2, 1)):
         events.append((0, 0, topic, "open", "sub", None, None, None))
         step = 1_000_000 // rate

@@ -10,6 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import _extras
+
 __all__ = ["write_report", "comparison_text"]
 
 MIB = 1 << 20
@@ -231,8 +233,11 @@ def write_report(
 
     ``summary`` and ``series`` are what :func:`ledgercache.replay` returns (with timeseries), with
     an optional ``scenario`` column to group the tables and plots. ``publish`` adds a section of
-    publish delays (:func:`ledgercache.publish.compare_modes`), modes side by side.
+    publish delays (:func:`ledgercache.publish.compare_modes`), modes side by side. The plots need
+    matplotlib (the ``lab`` extra): without it, :class:`~ledgercache.errors.MissingDependencyError`
+    is raised before anything is written.
     """
+    _extras.require("ledgercache.report.write_report", _extras.REPORT)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model = _model_section(summary)

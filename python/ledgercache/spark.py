@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from . import _extras
 from ._native import CacheConfig, EntryCacheManager, FileStorage, ManualClock, SystemClock
 
 __all__ = ["executor_cache", "executor_storage", "local_session", "trace_frame"]
@@ -71,7 +72,11 @@ def executor_storage(path: str | os.PathLike[str]) -> FileStorage:
 
 
 def local_session(app_name: str = "ledgercache", cores: int | str = "*", **conf: str) -> Any:
-    """A local SparkSession (``local[cores]``) whose Python workers run this interpreter."""
+    """A local SparkSession (``local[cores]``) whose Python workers run this interpreter.
+
+    Needs pyspark and pandas (the ``lab`` extra): without them,
+    :class:`~ledgercache.errors.MissingDependencyError` names the extra."""
+    _extras.require("ledgercache.spark.local_session", _extras.SPARK)
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -110,6 +115,7 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0) -
     from . import trace as _trace
     from . import workload as _workload
 
+    _extras.require("ledgercache.spark.generate", _extras.SPARK)
     settings = _workload.resolve(spec)
     if brokers is not None:
         settings["brokers"] = int(brokers)
@@ -182,6 +188,7 @@ def replay(
     ``RecordBatchReader`` from ``lc.workload.stream``: read once, written to a temporary Parquet
     file batch by batch).
     """
+    _extras.require("ledgercache.spark.replay", _extras.SPARK)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
