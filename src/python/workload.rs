@@ -56,10 +56,13 @@ impl PyWorkloadStream {
     }
 }
 
+// The default below is written out so Python's signature shows it; this keeps it the crate's.
+const _: () = assert!(crate::workload::DEFAULT_BATCH_ROWS as i64 == 65536);
+
 /// A workload's trace as a stream of record batches of at most ``batch_rows`` rows: every
 /// broker's events merged by time, or only ``broker``'s.
 #[pyfunction]
-#[pyo3(signature = (settings, seed, broker = None, batch_rows = crate::workload::DEFAULT_BATCH_ROWS as i64))]
+#[pyo3(signature = (settings, seed, broker = None, batch_rows = 65536))]
 pub fn stream_workload(
     py: Python<'_>,
     settings: &Bound<'_, PyDict>,
