@@ -30,18 +30,8 @@ pub const DEFAULT_BATCH_ROWS: usize = 65_536;
 /// 100 bytes a row).
 const CHUNK_ROWS: usize = 1024;
 
-/// The trace format's `op` values, in the order of the `op` dictionary.
-const OPS: [&str; 9] = [
-    "open",
-    "close",
-    "add",
-    "read",
-    "replay",
-    "redeliver",
-    "ack",
-    "seek",
-    "delete",
-];
+/// The trace format's `op` values, in the order of the `op` dictionary (the decoder's list).
+const OPS: [&str; 9] = crate::replay::Op::NAMES;
 const REASONS: [&str; 3] = [REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW];
 
 fn op_key(op: &str) -> i32 {
