@@ -447,12 +447,7 @@ impl Sim {
     /// has permits; one added without (a negative ack) does neither until a replay read holds it
     /// back, which records its hash.
     fn add_to_replay(&mut self, p: usize, s: usize, idx: u64, with_hash: bool) -> bool {
-        let key_shared = self.parts[p].subs[s].kind == SubscriptionType::KeyShared;
-        let (hash, bucket) = if key_shared {
-            self.route(p, s, idx)
-        } else {
-            (0, 0)
-        };
+        let (key_shared, hash, bucket) = self.replay_slot(p, s, idx);
         let sub = &mut self.parts[p].subs[s];
         if key_shared && !with_hash {
             if sub.replay[bucket].contains(&idx) || !sub.unhashed.insert(idx) {
@@ -475,13 +470,19 @@ impl Sim {
         true
     }
 
-    fn remove_from_replay(&mut self, p: usize, s: usize, idx: u64) {
-        let key_shared = self.parts[p].subs[s].kind == SubscriptionType::KeyShared;
-        let (hash, bucket) = if key_shared {
-            self.route(p, s, idx)
+    /// Where an entry sits in a subscription's replay queue: Key_Shared keeps it by its key's hash
+    /// and consumer; the other types use one bucket. Returns (Key_Shared, hash, bucket).
+    fn replay_slot(&self, p: usize, s: usize, idx: u64) -> (bool, u32, usize) {
+        if self.parts[p].subs[s].kind == SubscriptionType::KeyShared {
+            let (hash, bucket) = self.route(p, s, idx);
+            (true, hash, bucket)
         } else {
-            (0, 0)
-        };
+            (false, 0, 0)
+        }
+    }
+
+    fn remove_from_replay(&mut self, p: usize, s: usize, idx: u64) {
+        let (key_shared, hash, bucket) = self.replay_slot(p, s, idx);
         let sub = &mut self.parts[p].subs[s];
         if sub.unhashed.remove(&idx) {
             sub.replay_len -= 1;
