@@ -38,6 +38,10 @@ pub enum Error {
     /// A second epoch increase was started while one was running (PIP-269).
     #[error("cursor {0:?} already has an epoch increase running")]
     CursorEpochConflict(String),
+    /// A long run was stopped by its caller's interrupt check (the Python bindings raise the
+    /// caller's own exception, e.g. `KeyboardInterrupt`, instead).
+    #[error("interrupted")]
+    Interrupted,
 }
 
 fn suggestion(hint: &Option<String>) -> String {

@@ -21,6 +21,8 @@ fn class_for(err: &Error) -> &'static str {
         Error::CorruptSegment { .. } => "CorruptSegmentError",
         Error::CursorModifying(_) => "CursorModifyingException",
         Error::CursorEpochConflict(_) => "CursorEpochConflictException",
+        // Bindings that check signals raise the signal's exception; anything else is the root.
+        Error::Interrupted => "LedgerCacheError",
     }
 }
 

@@ -89,12 +89,25 @@ impl PyReplaySession {
         )))
     }
 
-    /// Replays one record batch of the trace.
+    /// Replays one record batch of the trace, without the GIL; Python's signal handlers run every
+    /// so many events, so Ctrl-C ends a long batch with `KeyboardInterrupt`.
     fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let batch = import_batch(batch)?;
-        self.0
-            .with(py, |s| py.detach(|| s.feed(&batch)))?
-            .py_err(py)
+        let mut interrupt: Option<PyErr> = None;
+        let result = self.0.with(py, |s| {
+            py.detach(|| {
+                s.feed_checked(&batch, &mut || {
+                    Python::attach(|py| py.check_signals()).map_err(|e| {
+                        interrupt = Some(e);
+                        crate::error::Error::Interrupted
+                    })
+                })
+            })
+        })?;
+        match interrupt {
+            Some(e) => Err(e),
+            None => result.py_err(py),
+        }
     }
 
     fn needs_second_pass(&self, py: Python<'_>) -> PyResult<bool> {

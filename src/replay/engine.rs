@@ -17,31 +17,123 @@ use crate::position::Position;
 use crate::read_flow::{Context, CursorActivity, Invalidation, ReadFlow, ReadKind};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// Entry sizes of one ledger from `first` on.
+/// The entries the trace added to one ledger, and the sizes of those a cursor may still read.
+///
+/// Both are kept as runs, never entry by entry across a gap: a trace that adds entry 0 and then
+/// entry 2^40 holds two runs, not 2^40 slots. Only added entries exist for reads (see
+/// [`Topic::runs_from`]).
 #[derive(Debug, Default)]
-struct Sizes {
-    first: i64,
-    sizes: VecDeque<u32>,
+struct LedgerEntries {
+    /// First entry -> one past the last, of each run of added entries (one run unless the trace
+    /// skipped entries).
+    added: BTreeMap<i64, i64>,
+    /// Sizes still known, as runs (first entry, sizes from it on), in entry order.
+    sizes: VecDeque<(i64, VecDeque<u32>)>,
     total_bytes: u64,
     total_entries: u64,
 }
 
-impl Sizes {
-    fn get(&self, entry: i64) -> u32 {
-        let i = entry - self.first;
-        if i >= 0 && (i as usize) < self.sizes.len() {
-            self.sizes[i as usize]
-        } else {
-            self.total_bytes
-                .checked_div(self.total_entries)
-                .unwrap_or(0) as u32
+impl LedgerEntries {
+    /// Records an add; `entry` is below `i64::MAX` (the decoder checks it), so `entry + 1` fits.
+    fn add(&mut self, entry: i64, size: u32) {
+        let end = entry + 1;
+        let before = self.added.range(..=entry).next_back().map(|(&s, &e)| (s, e));
+        match before {
+            Some((_, e)) if e > entry => {} // added before (a re-add changes nothing)
+            _ => {
+                let start = match before {
+                    Some((s, e)) if e == entry => s,
+                    _ => entry,
+                };
+                let end = match self.added.remove(&end) {
+                    Some(next_end) => next_end,
+                    None => end,
+                };
+                self.added.insert(start, end);
+            }
         }
+        let known_end = self.sizes.back().map(|(f, s)| f + s.len() as i64);
+        match (known_end, self.sizes.back_mut()) {
+            (Some(e), Some((_, s))) if e == entry => s.push_back(size),
+            // Behind the known sizes: a re-add, or an add into an earlier gap; the size stays what
+            // it was (or the mean).
+            (Some(e), _) if e > entry => {}
+            _ => self.sizes.push_back((entry, VecDeque::from([size]))),
+        }
+        self.total_bytes += u64::from(size);
+        self.total_entries += 1;
+    }
+
+    /// The entry's size, or the ledger's mean size once it is forgotten (or was never added).
+    fn size(&self, entry: i64) -> u32 {
+        let i = self.sizes.partition_point(|(f, _)| *f <= entry);
+        if let Some((first, s)) = i.checked_sub(1).and_then(|i| self.sizes.get(i)) {
+            if let Some(&size) = usize::try_from(entry - first).ok().and_then(|k| s.get(k)) {
+                return size;
+            }
+        }
+        u32::try_from(self.total_bytes.checked_div(self.total_entries).unwrap_or(0))
+            .unwrap_or(u32::MAX)
     }
 
     fn forget_before(&mut self, entry: i64) {
-        while self.first < entry && self.sizes.pop_front().is_some() {
-            self.first += 1;
+        while let Some((first, s)) = self.sizes.front_mut() {
+            let end = *first + s.len() as i64;
+            if end <= entry {
+                self.sizes.pop_front();
+                continue;
+            }
+            if *first < entry {
+                s.drain(..(entry - *first) as usize);
+                *first = entry;
+            }
+            break;
         }
+    }
+
+    fn contains(&self, entry: i64) -> bool {
+        self.added
+            .range(..=entry)
+            .next_back()
+            .is_some_and(|(_, &e)| entry < e)
+    }
+
+    /// Runs of added entries from `from` on, as (first, last) pairs, up to `*left` entries in all
+    /// (decremented by what is taken).
+    fn take(&self, from: i64, left: &mut u64, out: &mut Vec<(i64, i64)>) {
+        let first_run = self
+            .added
+            .range(..=from)
+            .next_back()
+            .filter(|(_, &e)| from < e)
+            .map(|(&s, _)| s)
+            .unwrap_or(from);
+        for (&s, &e) in self.added.range(first_run..) {
+            if *left == 0 {
+                break;
+            }
+            let s = s.max(from);
+            let take = u64::try_from(e - s).unwrap_or(0).min(*left);
+            if take > 0 {
+                out.push((s, s + take as i64 - 1));
+                *left -= take;
+            }
+        }
+    }
+
+    /// Added entries at or after `from`.
+    fn count_from(&self, from: i64) -> u64 {
+        let first_run = self
+            .added
+            .range(..=from)
+            .next_back()
+            .filter(|(_, &e)| from < e)
+            .map(|(&s, _)| s)
+            .unwrap_or(from);
+        self.added
+            .range(first_run..)
+            .map(|(&s, &e)| u64::try_from(e - s.max(from)).unwrap_or(0))
+            .fold(0u64, u64::saturating_add)
     }
 }
 
@@ -72,7 +164,8 @@ struct InFlight {
 
 struct Topic {
     layout: Layout,
-    sizes: BTreeMap<i64, Sizes>,
+    /// Per ledger of the layout: what the trace added to it.
+    entries: BTreeMap<i64, LedgerEntries>,
     cursors: FastMap<u32, Cursor>,
     activity: CursorActivity,
 }
@@ -81,7 +174,7 @@ impl Topic {
     fn new(flow: &ReadFlow) -> Self {
         Topic {
             layout: Layout::default(),
-            sizes: BTreeMap::new(),
+            entries: BTreeMap::new(),
             cursors: FastMap::default(),
             activity: CursorActivity::new(flow.counts_reads()),
         }
@@ -89,12 +182,49 @@ impl Topic {
 
     /// Entries from the cursor's read position to the end.
     fn backlog(&self, c: &Cursor) -> u64 {
-        match self.layout.last_entry() {
-            Some(last) => self
-                .layout
-                .count_between(self.layout.before(c.read_position), last),
-            None => 0,
+        let from = self.layout.normalize(c.read_position);
+        self.entries
+            .range(from.ledger_id..)
+            .map(|(&ledger, l)| {
+                l.count_from(if ledger == from.ledger_id {
+                    from.entry_id
+                } else {
+                    i64::MIN
+                })
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Up to `n` added entries from `from` on, as (ledger, first, last) runs. Positions the trace
+    /// never added (a gap, or entries before a ledger's first add) are not entries: a read passes
+    /// over them as Pulsar's read past the last confirmed entry finds nothing, so a read's work is
+    /// bounded by what the trace added, never by the positions or the count it names.
+    fn runs_from(&self, from: Position, n: u64) -> Vec<(i64, i64, i64)> {
+        let from = self.layout.normalize(from);
+        let mut left = n;
+        let mut runs = Vec::new();
+        let mut out = Vec::new();
+        for (&ledger, l) in self.entries.range(from.ledger_id..) {
+            if left == 0 {
+                break;
+            }
+            let start = if ledger == from.ledger_id {
+                from.entry_id
+            } else {
+                i64::MIN
+            };
+            runs.clear();
+            l.take(start, &mut left, &mut runs);
+            out.extend(runs.iter().map(|&(first, last)| (ledger, first, last)));
         }
+        out
+    }
+
+    /// Whether the trace added the entry at `p` (and its ledger was not deleted).
+    fn contains(&self, p: Position) -> bool {
+        self.entries
+            .get(&p.ledger_id)
+            .is_some_and(|l| l.contains(p.entry_id))
     }
 
     /// Puts a cursor where the read flow tracks it, if it is active; returns whether the slowest
@@ -108,9 +238,9 @@ impl Topic {
     }
 
     fn size_of(&self, p: Position) -> u32 {
-        self.sizes
+        self.entries
             .get(&p.ledger_id)
-            .map_or(0, |s| s.get(p.entry_id))
+            .map_or(0, |l| l.size(p.entry_id))
     }
 
     /// Drops sizes no cursor will read again (unless it seeks back).
@@ -130,11 +260,11 @@ impl Topic {
         else {
             return;
         };
-        for (&ledger, sizes) in self.sizes.iter_mut() {
+        for (&ledger, entries) in self.entries.iter_mut() {
             if ledger < low.ledger_id {
-                sizes.forget_before(i64::MAX);
+                entries.forget_before(i64::MAX);
             } else if ledger == low.ledger_id {
-                sizes.forget_before(low.entry_id);
+                entries.forget_before(low.entry_id);
             }
         }
     }
@@ -268,23 +398,57 @@ impl Replayer {
         &mut self.topics[id as usize]
     }
 
-    fn now_ns(&self, ts_us: i64) -> u64 {
-        (ts_us - self.origin_us.unwrap_or(ts_us)).max(0) as u64 * 1_000
+    /// Nanoseconds of replay time at the event: since the first event's `ts_us` (a broker's time
+    /// never goes back, the decoder checks). Replay time is kept in `u64` nanoseconds up to
+    /// `i64::MAX` (292 years), so every periodic-task time derived from it fits.
+    fn now_ns(&self, e: &Event) -> Result<u64> {
+        let origin = self.origin_us.unwrap_or(e.ts_us);
+        let since_us = e.ts_us.saturating_sub(origin).max(0);
+        since_us
+            .checked_mul(1_000)
+            .and_then(|ns| u64::try_from(ns).ok())
+            .ok_or_else(|| {
+                Error::invalid(
+                    "trace",
+                    format!(
+                        "row {}, column \"ts_us\": {} is more than 292 years after the first \
+                         event ({origin})",
+                        e.row, e.ts_us
+                    ),
+                )
+            })
     }
 
-    /// Runs the periodic eviction for every interval boundary up to `now`, and the stats task's
-    /// cursor checks.
+    /// Runs the broker's periodic tasks due up to `now`, in time order: the eviction task every
+    /// `eviction_interval_ms`, the stats task's cursor checks every `backlog_check_interval_ms`.
+    ///
+    /// The work is bounded by the state, not by the time that passed: between two events only the
+    /// tasks change anything, so after the trace's time jumps (say by years) a task that can no
+    /// longer change anything is not run once per interval but skipped to its first time after
+    /// `now`. A second cursor check in one call finds the same cursors and backlogs as the first
+    /// (ticks move no cursor), and an eviction tick on a cache that holds nothing removes nothing
+    /// (a check only ever takes entries away); both are skipped, with the same result as running them.
     fn advance(&mut self, now: u64) {
         let interval = self.eviction_interval_ns;
         let mut tick = *self.next_tick_ns.get_or_insert(interval);
-        // The broker's periodic tasks in time order (eviction first when both are due at once).
+        let mut checked = false;
         loop {
             let check = self.next_backlog_check_ns.filter(|at| *at <= now);
             if tick <= now && check.is_none_or(|at| tick <= at) {
+                if self.strategy.tick_is_idle() {
+                    tick = first_after(tick, interval, now);
+                    continue;
+                }
                 self.strategy.tick(tick);
-                tick += interval;
+                tick = tick.saturating_add(interval);
             } else if let Some(at) = check {
-                self.next_backlog_check_ns = self.flow.backlog_check_interval_ns().map(|i| at + i);
+                let every = self.flow.backlog_check_interval_ns();
+                if checked {
+                    self.next_backlog_check_ns = every.map(|i| first_after(at, i, now));
+                    continue;
+                }
+                checked = true;
+                self.next_backlog_check_ns = every.map(|i| at.saturating_add(i));
                 for t in 0..self.topics.len() as u32 {
                     self.check_backlogged(t, at, None);
                 }
@@ -315,8 +479,8 @@ impl Replayer {
     /// Replays events in order.
     pub fn run(&mut self, events: &[Event], names: &Names) -> Result<()> {
         for e in events {
+            let now = self.now_ns(e)?;
             self.origin_us.get_or_insert(e.ts_us);
-            let now = self.now_ns(e.ts_us);
             self.roll_second(e.ts_us);
             self.advance(now);
             self.deliver_due(now);
@@ -334,6 +498,16 @@ impl Replayer {
         t.cursors
             .get_mut(&e.cursor)
             .ok_or_else(|| Self::unknown_cursor(e, names))
+    }
+
+    /// The position of an op that needs one (the decoder never makes such an event without it).
+    fn position_of(e: &Event) -> Result<Position> {
+        e.position.ok_or_else(|| {
+            Error::invalid(
+                "trace",
+                format!("row {}: {:?} needs a position", e.row, op_name(e.op)),
+            )
+        })
     }
 
     fn unknown_cursor(e: &Event, names: &Names) -> Error {
@@ -355,12 +529,30 @@ impl Replayer {
     fn apply(&mut self, e: &Event, now: u64, names: &Names) -> Result<()> {
         match e.op {
             Op::Add => {
-                let p = e.position.expect("checked by the decoder");
+                let p = Self::position_of(e)?;
+                // One past the entry: the ledger's end. Entry ids are 0..2^63-1, so that the end
+                // (and every count of entries) fits.
+                let end = p
+                    .entry_id
+                    .checked_add(1)
+                    .and_then(|end| u64::try_from(end).ok())
+                    .filter(|end| *end > 0)
+                    .ok_or_else(|| {
+                        Error::invalid(
+                            "trace",
+                            format!(
+                                "row {}, column \"entry_id\": an add's entry must be in 0..={}, got {}",
+                                e.row,
+                                i64::MAX - 1,
+                                p.entry_id
+                            ),
+                        )
+                    })?;
                 let t = self.topic(e.topic);
                 match t.layout.ledgers.last_mut() {
                     Some(l) if l.id == p.ledger_id => {
-                        l.entries = l.entries.max(p.entry_id as u64 + 1);
-                        l.bytes += e.size as u64;
+                        l.entries = l.entries.max(end);
+                        l.bytes = l.bytes.saturating_add(u64::from(e.size));
                     }
                     Some(l) if l.id > p.ledger_id => {
                         return Err(Error::invalid(
@@ -373,22 +565,11 @@ impl Replayer {
                     }
                     _ => t.layout.ledgers.push(LedgerInfo {
                         id: p.ledger_id,
-                        entries: p.entry_id as u64 + 1,
-                        bytes: e.size as u64,
+                        entries: end,
+                        bytes: u64::from(e.size),
                     }),
                 }
-                let sizes = t.sizes.entry(p.ledger_id).or_insert_with(|| Sizes {
-                    first: p.entry_id,
-                    ..Default::default()
-                });
-                while sizes.first + (sizes.sizes.len() as i64) < p.entry_id {
-                    sizes.sizes.push_back(0);
-                }
-                if sizes.first + sizes.sizes.len() as i64 == p.entry_id {
-                    sizes.sizes.push_back(e.size);
-                }
-                sizes.total_bytes += e.size as u64;
-                sizes.total_entries += 1;
+                t.entries.entry(p.ledger_id).or_default().add(p.entry_id, e.size);
                 let admitted = self
                     .flow
                     .on_add(&self.topics[e.topic as usize].activity, now);
@@ -446,7 +627,7 @@ impl Replayer {
                 let t = self.topic(e.topic);
                 let c = Self::cursor_of(t, e, names)?;
                 let (from, epoch) = (c.read_position, c.epoch);
-                let runs = t.layout.runs_from(from, e.count as u64);
+                let runs = t.runs_from(from, u64::from(e.count));
                 let mut last = None;
                 let mut missed = false;
                 // Without read latency nothing is ever in flight, so deliveries are in order and
@@ -491,12 +672,12 @@ impl Replayer {
                 }
             }
             Op::Replay => {
-                let p = e.position.expect("checked by the decoder");
+                let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
                 let c = Self::cursor_of(t, e, names)?;
                 c.replay.remove(&p);
                 let epoch = c.epoch;
-                if t.layout.contains(p) {
+                if t.contains(p) {
                     let missed = self.read_run(
                         e.topic,
                         e.cursor,
@@ -521,7 +702,7 @@ impl Replayer {
                 }
             }
             Op::Redeliver => {
-                let p = e.position.expect("checked by the decoder");
+                let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
                 let c = Self::cursor_of(t, e, names)?;
                 if c.replay.insert(p) && self.flow.redelivery_adds_read(e.reason) {
@@ -532,7 +713,7 @@ impl Replayer {
                 }
             }
             Op::Ack => {
-                let p = e.position.expect("checked by the decoder");
+                let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
                 let next = t.layout.next_after(p);
                 let c = Self::cursor_of(t, e, names)?;
@@ -543,7 +724,7 @@ impl Replayer {
                 self.cursor_moved(e.topic, e.cursor);
             }
             Op::Seek => {
-                let p = e.position.expect("checked by the decoder");
+                let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
                 let start = t.layout.normalize(p);
                 let c = Self::cursor_of(t, e, names)?;
@@ -554,10 +735,10 @@ impl Replayer {
                 self.cursor_moved(e.topic, e.cursor);
             }
             Op::Delete => {
-                let ledger = e.position.expect("checked by the decoder").ledger_id;
+                let ledger = Self::position_of(e)?.ledger_id;
                 let t = self.topic(e.topic);
                 t.layout.ledgers.retain(|l| l.id != ledger);
-                t.sizes.remove(&ledger);
+                t.entries.remove(&ledger);
                 let layout = t.layout.clone();
                 for c in t.cursors.values_mut() {
                     c.read_position = layout.normalize(c.read_position);
@@ -698,7 +879,7 @@ impl Replayer {
     /// Delivers a read now, or when its storage read completes if it missed and reads take time.
     fn complete_read(&mut self, mut read: InFlight, missed: bool) {
         if missed && self.read_latency_ns > 0 {
-            read.due_ns += self.read_latency_ns;
+            read.due_ns = read.due_ns.saturating_add(self.read_latency_ns);
             self.in_flight.push_back(read);
         } else {
             self.deliver(read);
@@ -796,6 +977,17 @@ impl Replayer {
         self.metrics.requeues = c.requeues;
         self.metrics
     }
+}
+
+/// The first time after `now` of a task due at `at` and every `every` ns after (`at` itself if it
+/// is after `now`), saturating at `u64::MAX` (never, as replay time stays below `i64::MAX`).
+fn first_after(at: u64, every: u64, now: u64) -> u64 {
+    if at > now {
+        return at;
+    }
+    let every = every.max(1);
+    let steps = (now - at) / every + 1;
+    at.saturating_add(steps.saturating_mul(every))
 }
 
 fn op_name(op: Op) -> &'static str {

@@ -112,6 +112,9 @@ struct Run {
     busy: Duration,
 }
 
+/// How many events a [`Session`] replays between two calls of its interrupt check.
+pub const CHECK_EVERY: usize = 16_384;
+
 /// Replays a trace, fed batch by batch, under several configurations at once, each broker on its
 /// own; the trace is decoded once and never held in memory whole. Belady needs the trace twice:
 /// after the first feed, [`Session::needs_second_pass`] says whether to feed it again.
@@ -157,6 +160,16 @@ impl Session {
     /// Decodes a batch and replays each broker's events under every configuration still running
     /// this pass.
     pub fn feed(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.feed_checked(batch, &mut || Ok(()))
+    }
+
+    /// [`Session::feed`], calling `check` every [`CHECK_EVERY`] events of each run: an error from
+    /// it (an interrupt) ends the feed, so a long batch can be stopped.
+    pub fn feed_checked(
+        &mut self,
+        batch: &RecordBatch,
+        check: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
         self.events.clear();
         self.decoder.decode(batch, &mut self.events)?;
         for list in &mut self.by_broker {
@@ -199,9 +212,12 @@ impl Session {
                 if self.second && !run.second_pass {
                     continue;
                 }
-                let start = Instant::now();
-                run.replayer.run(events, &self.decoder.names)?;
-                run.busy += start.elapsed();
+                for chunk in events.chunks(CHECK_EVERY) {
+                    check()?;
+                    let start = Instant::now();
+                    run.replayer.run(chunk, &self.decoder.names)?;
+                    run.busy += start.elapsed();
+                }
             }
         }
         Ok(())

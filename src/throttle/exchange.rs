@@ -46,7 +46,7 @@ impl ServerConnection {
     pub fn new(client_supports_throttle: bool, receipt_wait_ms: u64) -> Self {
         ServerConnection {
             supports_throttle: client_supports_throttle,
-            receipt_wait_ns: receipt_wait_ms * 1_000_000,
+            receipt_wait_ns: receipt_wait_ms.saturating_mul(1_000_000),
             next_request_id: 1,
             awaited: FastMap::default(),
             paused_until: None,
@@ -91,7 +91,7 @@ impl ServerConnection {
         self.awaited.insert(
             request_id,
             AwaitedReceipt {
-                deadline_ns: now_ns + self.receipt_wait_ns,
+                deadline_ns: now_ns.saturating_add(self.receipt_wait_ns),
                 resume_at_ns: until,
                 reason: breach.reason,
             },

@@ -53,7 +53,8 @@ impl Producer {
         Ok(Producer {
             topic: topic.to_string(),
             producer_id,
-            send_timeout_ns: send_timeout_ms * 1_000_000,
+            // Saturating: a timeout past u64 nanoseconds (584 years) is forever.
+            send_timeout_ns: send_timeout_ms.saturating_mul(1_000_000),
             throttled_until_ns: 0,
             reason: None,
             last_reason: None,
@@ -87,11 +88,15 @@ impl Producer {
             ));
         }
         let reason = cmd.reason()?;
-        let until = now_ns + cmd.pause_for_millis * 1_000_000;
+        // The pause is the broker's wire value: a pause past the end of u64 nanoseconds (Java's
+        // Long.MAX_VALUE ms for "until told otherwise") saturates to forever instead of wrapping
+        // round to a time already past, which would throttle nothing.
+        let until = now_ns.saturating_add(cmd.pause_for_millis.saturating_mul(1_000_000));
         self.throttled_until_ns = self.throttled_until_ns.max(until);
         self.reason = Some(reason);
         self.last_reason = Some((reason, now_ns));
-        *self.throttled_ms.entry(reason).or_default() += cmd.pause_for_millis;
+        let ms = self.throttled_ms.entry(reason).or_default();
+        *ms = ms.saturating_add(cmd.pause_for_millis);
         Ok(CommandThrottleProducerReceipt {
             request_id: cmd.request_id,
         })
@@ -142,13 +147,14 @@ impl Producer {
     pub fn expire(&mut self, now_ns: u64) -> Vec<SendFailure> {
         let mut failed = Vec::new();
         while let Some(&(sequence, at)) = self.pending.front() {
-            if now_ns < at + self.send_timeout_ns {
+            let deadline = at.saturating_add(self.send_timeout_ns);
+            if now_ns < deadline {
                 break;
             }
             self.pending.pop_front();
-            let throttled_meanwhile = self.last_reason.filter(|(_, since)| {
-                *since <= at + self.send_timeout_ns && self.throttled_until_ns > at
-            });
+            let throttled_meanwhile = self
+                .last_reason
+                .filter(|(_, since)| *since <= deadline && self.throttled_until_ns > at);
             failed.push(match throttled_meanwhile {
                 Some((reason, _)) => SendFailure::Throttled { sequence, reason },
                 None => SendFailure::TimedOut { sequence },

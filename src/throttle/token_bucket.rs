@@ -51,11 +51,15 @@ impl TokenBucket {
     /// more than that to refill.
     pub fn resume_at(&mut self, now_ns: u64) -> u64 {
         self.refill(now_ns);
-        let mut at = (now_ns / SECOND_NS + 1) * SECOND_NS;
+        let next_second = |t: u64| (t / SECOND_NS).saturating_add(1).saturating_mul(SECOND_NS);
+        let at = next_second(now_ns);
         if self.tokens < 0.0 && self.rate > 0.0 {
-            let refilled_at = now_ns + (-self.tokens / self.rate * SECOND_NS as f64).ceil() as u64;
-            while at < refilled_at {
-                at += SECOND_NS;
+            // The first second mark at or after the debt is refilled, computed at once (a tiny
+            // rate's debt can take longer than u64 nanoseconds: the cast saturates, never loops).
+            let refilled_at =
+                now_ns.saturating_add((-self.tokens / self.rate * SECOND_NS as f64).ceil() as u64);
+            if refilled_at > at {
+                return next_second(refilled_at - 1);
             }
         }
         at

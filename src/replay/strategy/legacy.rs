@@ -164,6 +164,10 @@ impl CacheStrategy for Legacy {
         }
     }
 
+    fn tick_is_idle(&self) -> bool {
+        self.topics.iter().all(|t| t.entries.is_empty())
+    }
+
     fn cached_bytes(&self) -> u64 {
         self.total
     }

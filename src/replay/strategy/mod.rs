@@ -55,6 +55,12 @@ pub trait CacheStrategy: Send {
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64);
     /// The broker's periodic eviction task ran at `now_ns`.
     fn tick(&mut self, _now_ns: u64) {}
+    /// Whether [`CacheStrategy::tick`] would change nothing now and at any later time until the
+    /// next insert: true for designs without a periodic task; the others say so when they hold
+    /// nothing. Lets the replay skip the ticks of a long quiet stretch of trace time.
+    fn tick_is_idle(&self) -> bool {
+        true
+    }
     fn cached_bytes(&self) -> u64;
     fn counters(&self) -> StrategyCounters;
     /// Whether the entry is cached (no side effects).

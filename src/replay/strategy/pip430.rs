@@ -117,6 +117,12 @@ impl CacheStrategy for Pip430 {
         self.manager.run_eviction();
     }
 
+    fn tick_is_idle(&self) -> bool {
+        // An empty cache has nothing to expire or requeue; a tick would only drop stale queue
+        // items, which no count sees.
+        self.manager.entry_count() == 0
+    }
+
     fn cached_bytes(&self) -> u64 {
         self.manager.size_bytes()
     }
