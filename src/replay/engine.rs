@@ -37,7 +37,11 @@ impl LedgerEntries {
     /// Records an add; `entry` is below `i64::MAX` (the decoder checks it), so `entry + 1` fits.
     fn add(&mut self, entry: i64, size: u32) {
         let end = entry + 1;
-        let before = self.added.range(..=entry).next_back().map(|(&s, &e)| (s, e));
+        let before = self
+            .added
+            .range(..=entry)
+            .next_back()
+            .map(|(&s, &e)| (s, e));
         match before {
             Some((_, e)) if e > entry => {} // added before (a re-add changes nothing)
             _ => {
@@ -72,8 +76,12 @@ impl LedgerEntries {
                 return size;
             }
         }
-        u32::try_from(self.total_bytes.checked_div(self.total_entries).unwrap_or(0))
-            .unwrap_or(u32::MAX)
+        u32::try_from(
+            self.total_bytes
+                .checked_div(self.total_entries)
+                .unwrap_or(0),
+        )
+        .unwrap_or(u32::MAX)
     }
 
     fn forget_before(&mut self, entry: i64) {
@@ -569,7 +577,10 @@ impl Replayer {
                         bytes: u64::from(e.size),
                     }),
                 }
-                t.entries.entry(p.ledger_id).or_default().add(p.entry_id, e.size);
+                t.entries
+                    .entry(p.ledger_id)
+                    .or_default()
+                    .add(p.entry_id, e.size);
                 let admitted = self
                     .flow
                     .on_add(&self.topics[e.topic as usize].activity, now);
