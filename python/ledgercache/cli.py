@@ -218,6 +218,9 @@ def cmd_replay(args) -> None:
     finally:
         if spark is not None:
             spark.stop()
+    if summary.num_rows == 0:
+        # Checked before writing: an empty summary is no answer to "which design saves the most".
+        raise CliError(f"trace {source} has no events: nothing to replay (no outputs written)")
 
     def fill(tmp: Path) -> None:
         pq.write_table(summary, tmp / "summary.parquet")

@@ -137,7 +137,8 @@ def replay(
             "trace: strategy 'belady' reads the trace twice, and a RecordBatchReader can be read only once: pass a "
             "Table, a path, or a function that returns a new reader for each pass "
             "(e.g. lambda: lc.workload.stream(spec, seed))")
-    summary, series = tables(run_session(lambda: _trace.batches(trace), configs))
+    with _trace.naming(trace):
+        summary, series = tables(run_session(lambda: _trace.batches(trace), configs))
     return (summary, series) if with_timeseries else summary
 
 
@@ -159,9 +160,10 @@ def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path,
         raise TypeError("config must be a CacheConfig or None")
     recorder = RequestRecorder()
     brokers: set[str] = set()
-    for batch in _trace.batches(trace):
-        brokers.update(batch.column("broker").unique().drop_null().to_pylist())
-        if len(brokers) > 1:
-            raise ValueError(f"export_requests takes one broker's trace; this one has {sorted(brokers)}")
-        recorder.feed(batch)
+    with _trace.naming(trace):
+        for batch in _trace.batches(trace):
+            brokers.update(batch.column("broker").unique().drop_null().to_pylist())
+            if len(brokers) > 1:
+                raise ValueError(f"export_requests takes one broker's trace; this one has {sorted(brokers)}")
+            recorder.feed(batch)
     return recorder.write(str(path), format)

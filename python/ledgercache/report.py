@@ -71,7 +71,8 @@ def comparison_text(summary: pa.Table) -> str:
         out.append(f"== {scenario}")
         rows = _rows(summary, scenario)
         cells = [[fmt(r[key]) for _, key, fmt in COLUMNS] for r in rows]
-        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (h, _, _) in enumerate(COLUMNS)]
+        # A list, so a scenario without rows still has widths (max of one int would fail).
+        widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, (h, _, _) in enumerate(COLUMNS)]
         out.append("  ".join(h.rjust(w) for (h, _, _), w in zip(COLUMNS, widths)))
         out.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells)
         out.append("")

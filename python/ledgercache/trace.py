@@ -35,6 +35,7 @@ type; every row is checked when replayed, and an error names the column and the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -138,6 +139,51 @@ def _raw_batches(source: TraceSource, batch_rows: int) -> Iterator[pa.RecordBatc
         raise TypeError(f"a trace is a pyarrow Table, RecordBatch, RecordBatchReader or a path, not {type(source).__name__}")
 
 
+def _unreadable(path: Path, exc: BaseException) -> InvalidArgumentError:
+    """The error for a trace file that cannot be read (damaged, truncated, not the format its
+    suffix says, bytes that are not text): an ``InvalidArgumentError`` naming the file, with the
+    reader's own message (which names the row or column where it knows them)."""
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return InvalidArgumentError(f"invalid trace: cannot read {path}: {detail.rstrip(': ')}")
+
+
+def _file_batches(path: Path, open_batches: Callable[[], Iterator[pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+    """The batches of one trace file; whatever the reader raises becomes :func:`_unreadable`.
+
+    Only the reader's own failures are translated (pyarrow's errors, OS errors, undecodable bytes:
+    ``UnicodeDecodeError`` is a ``ValueError``); the consumer's exceptions never pass through here.
+    """
+    try:
+        it = iter(open_batches())
+    except InvalidArgumentError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _unreadable(path, exc) from exc
+    while True:
+        try:
+            batch = next(it)
+            batch.schema.names  # column names that are not UTF-8 (a binary file) fail here
+        except StopIteration:
+            return
+        except InvalidArgumentError:
+            raise
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise _unreadable(path, exc) from exc
+        yield batch
+
+
+@contextlib.contextmanager
+def naming(source: Any) -> Iterator[None]:
+    """Adds the trace file's name to an ``InvalidArgumentError`` raised inside (a column the file
+    lacks, a row the engine rejects), when the source is a path and the message does not name it."""
+    try:
+        yield
+    except InvalidArgumentError as exc:
+        if not isinstance(source, (str, os.PathLike)) or str(source) in str(exc):
+            raise
+        raise type(exc)(f"{exc} (trace file {source})") from exc
+
+
 def _read_path(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
     if not path.exists():
         raise InvalidArgumentError(f"invalid trace: {path} does not exist")
@@ -149,22 +195,26 @@ def _read_path(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
         if not files:
             raise InvalidArgumentError(f"invalid trace: no .parquet files under {path}")
         for f in files:
-            yield from pq.ParquetFile(f).iter_batches(batch_size=batch_rows)
+            yield from _file_batches(f, lambda f=f: pq.ParquetFile(f).iter_batches(batch_size=batch_rows))
     elif suffix in (".arrow", ".feather", ".ipc", ".arrows"):
         import pyarrow.ipc as ipc
 
-        try:
-            reader = ipc.open_file(path)
+        def ipc_batches() -> Iterator[pa.RecordBatch]:
+            try:
+                reader = ipc.open_file(path)
+            except pa.ArrowInvalid:  # not the file format: the stream format
+                yield from ipc.open_stream(path)
+                return
             for i in range(reader.num_record_batches):
                 yield reader.get_batch(i)
-        except pa.ArrowInvalid:
-            yield from ipc.open_stream(path)
+
+        yield from _file_batches(path, ipc_batches)
     elif suffix == ".csv":
         import pyarrow.csv as csv
 
         # Types for the trace's columns; a CSV without the optional ones is fine (conform fills them).
         options = csv.ConvertOptions(column_types={f.name: f.type for f in SCHEMA}, strings_can_be_null=True)
-        yield from csv.open_csv(path, convert_options=options)
+        yield from _file_batches(path, lambda: csv.open_csv(path, convert_options=options))
     else:
         raise InvalidArgumentError(f"invalid trace: {path} is not .parquet, .arrow/.feather/.ipc or .csv")
 
