@@ -503,7 +503,12 @@ pub fn simulate_publishes<'py>(
                 "row {i}: a publish needs ts_us, topic, producer, connection and size"
             )));
         }
-        let ts_ns = nonneg(ts.value(i), "ts_us").map_err(bad)? * 1_000;
+        let ts_ns = nonneg(ts.value(i), "ts_us")
+            .and_then(|us| {
+                us.checked_mul(1_000)
+                    .ok_or_else(|| format!("row {i}: ts_us {us} is beyond u64 nanoseconds"))
+            })
+            .map_err(bad)?;
         if ts_ns < last {
             return Err(bad(format!("row {i}: ts_us goes back in time")));
         }
