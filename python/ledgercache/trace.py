@@ -31,6 +31,13 @@ of these (called once per pass: how a two-pass replay such as ``belady`` reads a
 String columns may be plain, large or dictionary-encoded strings. Columns are checked by name and
 type; every row is checked when replayed, and an error names the column and the row (counted from
 0 over the whole trace). A ``RecordBatchReader`` is read once, batch by batch, never held whole.
+A file that cannot be read (truncated, damaged, not the format its suffix says, bytes that are not
+text) raises :class:`~ledgercache.errors.InvalidArgumentError` naming the file.
+
+Entry ids of ``add`` rows are 0..2^63-2, and ``ts_us`` may run up to 292 years past a broker's first
+event. Positions the trace never added (a gap, or entries before a ledger's first ``add``) hold no
+entry: a ``read`` passes over them, taking at most the entries that were added, whatever its
+``count``.
 """
 
 from __future__ import annotations
