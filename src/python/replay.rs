@@ -45,6 +45,27 @@ pub(super) fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
     Ok(RecordBatch::from(StructArray::from(data)))
 }
 
+/// Runs `work` without the GIL, handing it a check that runs Python's signal handlers: when one
+/// raises (Ctrl-C: `KeyboardInterrupt`), the work stops and that exception is raised.
+fn checking_signals(
+    py: Python<'_>,
+    work: impl Send + FnOnce(&mut dyn FnMut() -> crate::error::Result<()>) -> crate::error::Result<()>,
+) -> PyResult<()> {
+    let mut interrupt: Option<PyErr> = None;
+    let result = py.detach(|| {
+        work(&mut || {
+            Python::attach(|py| py.check_signals()).map_err(|e| {
+                interrupt = Some(e);
+                crate::error::Error::Interrupted
+            })
+        })
+    });
+    match interrupt {
+        Some(e) => Err(e),
+        None => result.py_err(py),
+    }
+}
+
 /// Replays one broker's trace under several configurations (see `ledgercache.replay`).
 #[pyclass(name = "ReplaySession", module = "ledgercache._native", frozen)]
 pub struct PyReplaySession(UntilFinished<Session>);
@@ -93,21 +114,9 @@ impl PyReplaySession {
     /// so many events, so Ctrl-C ends a long batch with `KeyboardInterrupt`.
     fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let batch = import_batch(batch)?;
-        let mut interrupt: Option<PyErr> = None;
-        let result = self.0.with(py, |s| {
-            py.detach(|| {
-                s.feed_checked(&batch, &mut || {
-                    Python::attach(|py| py.check_signals()).map_err(|e| {
-                        interrupt = Some(e);
-                        crate::error::Error::Interrupted
-                    })
-                })
-            })
-        })?;
-        match interrupt {
-            Some(e) => Err(e),
-            None => result.py_err(py),
-        }
+        self.0.with(py, |s| {
+            checking_signals(py, |check| s.feed_checked(&batch, check))
+        })?
     }
 
     fn needs_second_pass(&self, py: Python<'_>) -> PyResult<bool> {
@@ -170,9 +179,9 @@ impl PyRequestRecorder {
 
     fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {
         let batch = import_batch(batch)?;
-        self.0
-            .with(py, |r| py.detach(|| r.feed(&batch)))?
-            .py_err(py)
+        self.0.with(py, |r| {
+            checking_signals(py, |check| r.feed_checked(&batch, check))
+        })?
     }
 
     /// Writes the stream to `path` as "oracleGeneral" or "csv"; returns the number of requests.

@@ -94,9 +94,23 @@ fn request_log_config() -> CacheConfig {
 
 impl RequestRecorder {
     pub fn feed(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.feed_checked(batch, &mut || Ok(()))
+    }
+
+    /// [`RequestRecorder::feed`], calling `check` every [`CHECK_EVERY`] events (see
+    /// [`Session::feed_checked`]).
+    pub fn feed_checked(
+        &mut self,
+        batch: &RecordBatch,
+        check: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
         self.events.clear();
         self.decoder.decode(batch, &mut self.events)?;
-        self.replayer.run(&self.events, &self.decoder.names)
+        for chunk in self.events.chunks(CHECK_EVERY) {
+            check()?;
+            self.replayer.run(chunk, &self.decoder.names)?;
+        }
+        Ok(())
     }
 
     pub fn finish(mut self) -> requests::RequestLog {
