@@ -396,3 +396,33 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The eviction task runs a bounded number of times per row, however far the trace's time
+    /// jumps: while the cache holds something (TTL 1 s, at most 5 extensions: ~700 ticks of 10 ms
+    /// until it is empty), never once per interval of the jump.
+    #[test]
+    fn eviction_ticks_are_bounded_by_the_rows(rows in proptest::collection::vec(arb_row(), 0..40)) {
+        let b = arbitrary_batch(&rows);
+        let mut d = TraceDecoder::new();
+        let mut events = Vec::new();
+        let mut n = rows.len();
+        while d.decode(&b.slice(0, n), &mut events).is_err() {
+            d = TraceDecoder::new();
+            events.clear();
+            n -= 1;
+        }
+        let cfg = with_strategy("pip430");
+        let ticks = Arc::new(AtomicU64::new(0));
+        let strategy = CountingTicks {
+            inner: Pip430::new(cfg.clone()).unwrap(),
+            ticks: ticks.clone(),
+            never_idle: false,
+        };
+        let mut r = Replayer::new(Box::new(strategy), &cfg);
+        let _ = r.run(&events, &d.names);
+        prop_assert!(ticks.load(Ordering::Relaxed) <= (events.len() as u64 + 1) * 1_000);
+    }
+}
