@@ -158,11 +158,13 @@ pub struct Footprint {
 /// The memory a workload's simulation may take unless told otherwise (`memory_budget`).
 pub const DEFAULT_MEMORY_BUDGET: u64 = 4 << 30;
 
-// Bytes of simulation state, measured as peak RSS over specs of 1,000 to 100,000 partitions
-// (see the README's "Workloads": 100k topics with 4 consumers each).
-const BYTES_PER_PARTITION: f64 = 400.0;
-const BYTES_PER_CURSOR: f64 = 400.0;
-const BYTES_PER_CONSUMER: f64 = 160.0;
+// Bytes of simulation state, from peak RSS of `lc.workload.stream` over 100,000 topics (one
+// partition each) with 1 subscription x 1 consumer (257 MiB), 1 x 8 (329 MiB) and 8 x 1
+// (564 MiB), less the interpreter and libraries alone (75 MiB): a consumer ~103 bytes, a cursor
+// ~340, a partition ~1,380 (its names, producer, message index, tasks). Rounded up.
+const BYTES_PER_PARTITION: f64 = 1400.0;
+const BYTES_PER_CURSOR: f64 = 350.0;
+const BYTES_PER_CONSUMER: f64 = 110.0;
 /// The names every broker's simulation holds (a topic's, a cursor's), part of the above.
 const NAME_BYTES_PER_PARTITION: f64 = 80.0;
 const NAME_BYTES_PER_CURSOR: f64 = 32.0;
@@ -170,7 +172,7 @@ const NAME_BYTES_PER_CURSOR: f64 = 32.0;
 const INDEX_BYTES_PER_ENTRY: f64 = 8.0;
 const REPLAY_BYTES_PER_ENTRY: f64 = 40.0;
 /// The process itself (the library, Arrow, the allocator) and the batches in flight.
-const BASE_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
+const BASE_BYTES: f64 = 80.0 * 1024.0 * 1024.0;
 const BYTES_PER_ROW: f64 = 100.0;
 
 impl WorkloadSpec {
@@ -206,9 +208,19 @@ impl WorkloadSpec {
         };
         let requested = self.producer_rate;
         if requested == 0.0 || requested > capacity {
-            Ingest { requested, rate: capacity, capacity, capped_by: Some(binding) }
+            Ingest {
+                requested,
+                rate: capacity,
+                capacity,
+                capped_by: Some(binding),
+            }
         } else {
-            Ingest { requested, rate: requested, capacity, capped_by: None }
+            Ingest {
+                requested,
+                rate: requested,
+                capacity,
+                capped_by: None,
+            }
         }
     }
 
@@ -239,7 +251,10 @@ impl WorkloadSpec {
         let key_shared = self.subscription_type == SubscriptionType::KeyShared;
         if key_shared {
             // The consistent-hashing ring (a point is a hash and a consumer) and the key hashes.
-            bytes += c * self.consumer_per_subscription as f64 * self.key_shared_replica_points as f64 * 16.0;
+            bytes += c
+                * self.consumer_per_subscription as f64
+                * self.key_shared_replica_points as f64
+                * 16.0;
             if self.keys <= 1 << 22 {
                 bytes += self.keys as f64 * 4.0;
             }
@@ -259,7 +274,9 @@ impl WorkloadSpec {
             };
             growing += p * backlog * INDEX_BYTES_PER_ENTRY;
         }
-        let slower = 1.0 - self.consumer_headroom * (1.0 - self.slow_consumer_fraction * (1.0 - self.slow_consumer_speed));
+        let slower = 1.0
+            - self.consumer_headroom
+                * (1.0 - self.slow_consumer_fraction * (1.0 - self.slow_consumer_speed));
         if self.subscription_type != SubscriptionType::Exclusive
             && self.subscription_type != SubscriptionType::Failover
             && slower > 0.0
@@ -270,8 +287,16 @@ impl WorkloadSpec {
             }
             growing += c * held * REPLAY_BYTES_PER_ENTRY;
         }
-        bytes += growing + (crate::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 + 1024.0 * self.brokers as f64) * BYTES_PER_ROW;
-        Footprint { bytes, growing_bytes: growing, partitions, cursors, consumers }
+        bytes += growing
+            + (crate::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 + 1024.0 * self.brokers as f64)
+                * BYTES_PER_ROW;
+        Footprint {
+            bytes,
+            growing_bytes: growing,
+            partitions,
+            cursors,
+            consumers,
+        }
     }
 
     /// Refuses, before anything is allocated, a spec the generator cannot simulate: ids past
@@ -283,7 +308,8 @@ impl WorkloadSpec {
     pub fn check(&self, budget: u64, broker: Option<u32>) -> Result<Footprint> {
         let mut f = self.footprint();
         if broker.is_some() && self.brokers > 1 {
-            let names = f.partitions as f64 * NAME_BYTES_PER_PARTITION + f.cursors as f64 * NAME_BYTES_PER_CURSOR;
+            let names = f.partitions as f64 * NAME_BYTES_PER_PARTITION
+                + f.cursors as f64 * NAME_BYTES_PER_CURSOR;
             let share = 1.0 / self.brokers as f64;
             f.bytes = BASE_BYTES + names + (f.bytes - BASE_BYTES - names).max(0.0) * share;
             f.growing_bytes *= share;

@@ -207,7 +207,9 @@ fn at_most(name: &str, n: u32, max: u32) -> Result<u32> {
     if n > max {
         return Err(Error::InvalidArgument {
             name: "spec",
-            reason: format!("{name}: must be at most {max} (a Java int, as in OMB and Pulsar), got {n}"),
+            reason: format!(
+                "{name}: must be at most {max} (a Java int, as in OMB and Pulsar), got {n}"
+            ),
         });
     }
     Ok(n)
