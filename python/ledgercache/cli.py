@@ -178,6 +178,15 @@ def rate_line(estimate: dict) -> str | None:
     return f"rate: {asked}: simulating {estimate['producer_rate']:,.0f} msg/s, the saturated brokers' rate ({knob})"
 
 
+def backlog_line(estimate: dict) -> str | None:
+    """The line saying backlog-first consumers start after the simulated time ends, if they do."""
+    start = estimate.get("backlog_start_seconds")
+    if start is None or start <= estimate["simulated_seconds"]:
+        return None
+    return (f"backlog: consumers start once consumerBacklogSizeGB is built, after ~{start:,.0f}s, past the "
+            f"{estimate['simulated_seconds']:,.0f}s simulated: the trace has no reads (raise --duration-minutes)")
+
+
 def _check_disk(estimate: dict, out: Path) -> None:
     """Refuses a trace file estimated not to fit on the output's disk, before writing any."""
     free = shutil.disk_usage(out.parent if out.parent.exists() else Path.cwd()).free
@@ -193,8 +202,9 @@ def cmd_generate(args) -> None:
     spec = _spec_with(lc, args.spec, args)
     estimate = lc.workload.estimate(spec)
     print(estimate_line(estimate), flush=True)
-    if rate_line(estimate):
-        print(rate_line(estimate), flush=True)
+    for line in (rate_line(estimate), backlog_line(estimate)):
+        if line:
+            print(line, flush=True)
     _check_disk(estimate, Path(args.output).resolve())
     progress = Progress(max(1, int(estimate["events"])), quiet=args.quiet, unit="events")
     out = Path(args.output).resolve()

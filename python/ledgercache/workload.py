@@ -474,7 +474,9 @@ def estimate(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:
     scenarios and OMB-like workloads. Also the rate simulated, ``producer_rate`` (messages/s),
     with ``requested_rate``, ``ingest_capacity`` and ``capped_by`` (``"bytes"``, ``"messages"``
     or None: see ``brokerIngestBytesPerSecond``), and the simulation's memory, ``memory_bytes``
-    (``memory_growing_bytes`` of it grow with the duration).
+    (``memory_growing_bytes`` of it grow with the duration); ``simulated_seconds`` (warm-up plus
+    test) and ``backlog_start_seconds`` (when backlog-first consumers start; None without a
+    backlog).
     """
     return _estimate(resolve(spec, driver), _source(spec))
 

@@ -95,7 +95,8 @@ const _: () = assert!(crate::workload::DEFAULT_MEMORY_BUDGET == 4294967296);
 /// A rough size of a workload's trace before generating it: ``messages``, ``entries``,
 /// ``events``; the rate simulated (``producer_rate``, ``requested_rate``, ``ingest_capacity``,
 /// ``capped_by``: ``"bytes"``, ``"messages"`` or None); the simulation's memory
-/// (``memory_bytes``, ``memory_growing_bytes``).
+/// (``memory_bytes``, ``memory_growing_bytes``); ``simulated_seconds`` (warm-up and test) and
+/// ``backlog_start_seconds`` (when backlog-first consumers start, or None).
 #[pyfunction]
 pub fn estimate_workload<'py>(
     py: Python<'py>,
@@ -115,5 +116,7 @@ pub fn estimate_workload<'py>(
     d.set_item("capped_by", i.capped_by)?;
     d.set_item("memory_bytes", f.bytes)?;
     d.set_item("memory_growing_bytes", f.growing_bytes)?;
+    d.set_item("simulated_seconds", spec.simulated_minutes() * 60.0)?;
+    d.set_item("backlog_start_seconds", spec.backlog_start_us().map(|us| us / 1e6))?;
     Ok(d)
 }

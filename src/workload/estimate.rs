@@ -224,6 +224,20 @@ impl WorkloadSpec {
         }
     }
 
+    /// When backlog-first consumers (`consumer_backlog_size_gb` > 0) start, in microseconds: once
+    /// each partition holds its share of the backlog (GB of 10^9 bytes over all partitions).
+    /// None without a backlog. The generator schedules them at this time.
+    pub fn backlog_start_us(&self) -> Option<f64> {
+        if self.consumer_backlog_size_gb <= 0.0 {
+            return None;
+        }
+        let partitions = self.partitions() as f64;
+        let interval_us = 1e6 / (self.ingest().rate / partitions);
+        let bytes_per_partition = self.consumer_backlog_size_gb * 1e9 / partitions;
+        let messages = bytes_per_partition / self.message_size.max(1) as f64;
+        Some(messages * interval_us)
+    }
+
     /// What simulating this spec holds in memory, roughly: state per partition, cursor and
     /// consumer (not per event: the trace streams), plus what grows with the duration. In f64,
     /// so no spec value can overflow it.

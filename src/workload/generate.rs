@@ -1495,13 +1495,8 @@ impl Sim {
                 }
                 sim.schedule(1_000_000, Task::Ack(pi, s as u32));
             }
-            if backlog_mode {
-                let bytes_per_partition = spec.consumer_backlog_size_gb * 1e9 / partitions as f64;
-                let messages = bytes_per_partition / spec.message_size.max(1) as f64;
-                sim.schedule(
-                    (messages * interval_us) as u64,
-                    Task::StartBacklogConsumers(p as u32),
-                );
+            if let Some(at) = spec.backlog_start_us() {
+                sim.schedule(at as u64, Task::StartBacklogConsumers(p as u32));
             }
             sim.parts[p].next_arrival = sim.rng.f64() * interval_us;
             let (at, n) = sim.next_batch(p);
