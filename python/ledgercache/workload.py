@@ -170,6 +170,9 @@ DEFAULT_MEMORY_BUDGET = 4 << 30
 # A trace held as a table (``generate``) takes about this much memory an event.
 TABLE_BYTES_PER_EVENT = 120
 
+# The largest spec or driver file read (OMB's are under 1 KiB).
+MAX_SPEC_FILE_BYTES = 1 << 20
+
 Spec = Union[Mapping[str, Any], str, os.PathLike]
 
 KNOWN = frozenset(
@@ -293,6 +296,10 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
     """A YAML or JSON file's top-level mapping; every problem an ``InvalidArgumentError`` naming
     the file (and the line, for YAML)."""
     try:
+        # OMB's files are a few hundred bytes: a large file is not a spec (and is not read whole).
+        if path.is_file() and path.stat().st_size > MAX_SPEC_FILE_BYTES:
+            raise InvalidArgumentError(f"invalid {what}: {path} is {path.stat().st_size:,} bytes, more than a "
+                                       f"settings file's {MAX_SPEC_FILE_BYTES:,}")
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise InvalidArgumentError(f"invalid {what}: {path} does not exist") from None

@@ -174,6 +174,8 @@ const REPLAY_BYTES_PER_ENTRY: f64 = 40.0;
 /// The process itself (the library, Arrow, the allocator) and the batches in flight.
 const BASE_BYTES: f64 = 80.0 * 1024.0 * 1024.0;
 const BYTES_PER_ROW: f64 = 100.0;
+/// A broker's simulation without partitions, and its name in every broker's name table.
+const BYTES_PER_BROKER: f64 = 1024.0;
 
 impl WorkloadSpec {
     /// Topic partitions over all topics (no overflow: at most 2^64 - 2^33 + 1).
@@ -301,9 +303,12 @@ impl WorkloadSpec {
             }
             growing += c * held * REPLAY_BYTES_PER_ENTRY;
         }
+        // A batch being made, and per broker: the rows its simulation runs ahead of the merge,
+        // its name and its simulation's fixed state.
+        let brokers = self.brokers as f64;
         bytes += growing
-            + (crate::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 + 1024.0 * self.brokers as f64)
-                * BYTES_PER_ROW;
+            + crate::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 * BYTES_PER_ROW
+            + brokers * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER);
         Footprint {
             bytes,
             growing_bytes: growing,
@@ -336,6 +341,16 @@ impl WorkloadSpec {
                 format!(
                     "topics x partitionsPerTopic x (subscriptionsPerTopic + catchUpReaders) = {} cursors over {} partitions: the trace numbers them with 32-bit ids (at most {})",
                     f.cursors, f.partitions, i32::MAX
+                ),
+            ));
+        }
+        // The trace's timestamps are int64 microseconds.
+        if self.simulated_minutes() * 60e6 >= i64::MAX as f64 {
+            return Err(Error::invalid(
+                "spec",
+                format!(
+                    "warmupDurationMinutes + testDurationMinutes = {} minutes: past what the trace's int64 microsecond timestamps hold",
+                    self.simulated_minutes()
                 ),
             ));
         }

@@ -208,6 +208,20 @@ def test_bad_yaml_files_are_invalid_argument_errors_naming_the_file(tmp_path, te
         lc.workload.estimate(path)
 
 
+def test_files_too_large_to_be_specs_are_refused_unread(tmp_path):
+    path = tmp_path / "big.yaml"
+    with open(path, "wb") as f:
+        f.truncate(lc.workload.MAX_SPEC_FILE_BYTES + 1)
+    with pytest.raises(lc.InvalidArgumentError, match=r"big.yaml is 1,048,577 bytes"):
+        lc.workload.resolve(path)
+    with pytest.raises(lc.InvalidArgumentError, match="does not exist"):
+        lc.workload.resolve(tmp_path / "none.yaml")
+    with pytest.raises(lc.InvalidArgumentError, match=str(tmp_path)):
+        lc.workload.resolve(tmp_path / ".." / tmp_path.name)  # a directory
+    with pytest.raises(lc.InvalidArgumentError, match="int64 microsecond"):
+        lc.workload.stream({"testDurationMinutes": 1e300})
+
+
 def test_bad_json_files_are_invalid_argument_errors(tmp_path):
     path = tmp_path / "w.json"
     for text, match in (("[1, 2]", "expected a mapping of settings, got a list"), ("{", "w.json: line 1"),
