@@ -355,15 +355,19 @@ impl WorkloadSpec {
             ));
         }
         if f.bytes > budget as f64 {
-            let fix = if f.growing_bytes > f.bytes / 2.0 {
-                "shorten it with --duration-minutes (duration_minutes=), or raise the budget with --memory-budget (memory_budget=)"
+            let per_broker = self.brokers as f64 * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER);
+            let fix = if per_broker > f.bytes / 2.0 {
+                "use fewer brokers with --brokers (brokers=; more than one a partition adds nothing)"
+            } else if f.growing_bytes > f.bytes / 2.0 {
+                "shorten it with --duration-minutes (testDurationMinutes), or raise the budget with --memory-budget (memory_budget=)"
             } else {
                 "raise the budget with --memory-budget (memory_budget=); with several brokers, generate one broker at a time (broker=, or --spark) to need a share of it"
             };
             return Err(Error::ResourceLimit(format!(
-                "the workload's simulation needs ~{} ({} partitions, {} cursors, {} consumers{}), over the memory budget of {}: {fix}",
+                "the workload's simulation needs ~{} ({} partitions on {} brokers, {} cursors, {} consumers{}), over the memory budget of {}: {fix}",
                 human_bytes(f.bytes),
                 f.partitions,
+                self.brokers,
                 f.cursors,
                 f.consumers,
                 if f.growing_bytes > 0.0 {

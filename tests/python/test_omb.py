@@ -158,7 +158,7 @@ def test_a_max_rate_file_is_capped_and_streams_in_little_memory(tmp_path):
 def test_specs_too_big_to_simulate_stop_before_allocating(tmp_path):
     huge = {"topics": 100_000_000, "consumerPerSubscription": 4}
     start = time.monotonic()
-    with pytest.raises(lc.ResourceLimitError, match=r"needs ~[\d.]+ GiB \(100000000 partitions.*memory budget "
+    with pytest.raises(lc.ResourceLimitError, match=r"needs ~[\d.]+ GiB \(100000000 partitions on 1 brokers.*memory budget "
                                                     r"of 4.0 GiB: raise the budget with --memory-budget"):
         lc.workload.stream(huge)
     with pytest.raises(lc.ResourceLimitError):
@@ -176,6 +176,8 @@ def test_specs_too_big_to_simulate_stop_before_allocating(tmp_path):
     # A table of the trace is counted too: stream it instead.
     with pytest.raises(lc.ResourceLimitError, match=r"the trace as a table needs .*lc.workload.stream"):
         lc.workload.generate({"testDurationMinutes": 100_000})
+    with pytest.raises(lc.ResourceLimitError, match="use fewer brokers with --brokers"):
+        lc.workload.stream({"brokers": 10**9})
     # Ids past 32 bits are refused whatever the budget.
     with pytest.raises(lc.InvalidArgumentError, match="32-bit ids"):
         lc.workload.stream({"topics": 2**32 - 1, "partitionsPerTopic": 2**32 - 1}, memory_budget=2**64 - 1)
