@@ -307,6 +307,8 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
         raise InvalidArgumentError(f"invalid {what}: {path} is not UTF-8 text (byte {e.start})") from None
     except OSError as e:
         raise InvalidArgumentError(f"invalid {what}: {path}: {e.strerror or e}") from None
+    except ValueError as e:  # a path with a NUL byte
+        raise InvalidArgumentError(f"invalid {what}: {path!r}: {e}") from None
     try:
         raw = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_UniqueKeyLoader)
     except json.JSONDecodeError as e:

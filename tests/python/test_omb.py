@@ -220,6 +220,8 @@ def test_files_too_large_to_be_specs_are_refused_unread(tmp_path):
         lc.workload.resolve(tmp_path / "none.yaml")
     with pytest.raises(lc.InvalidArgumentError, match=str(tmp_path)):
         lc.workload.resolve(tmp_path / ".." / tmp_path.name)  # a directory
+    with pytest.raises(lc.InvalidArgumentError, match="embedded null"):
+        lc.workload.resolve("a\0b.yaml")
     with pytest.raises(lc.InvalidArgumentError, match="int64 microsecond"):
         lc.workload.stream({"testDurationMinutes": 1e300})
 
@@ -267,3 +269,27 @@ def test_all_omb_workloads(tmp_path):
         if r.returncode != 0:
             failed[path.name] = r.stderr.strip()
     assert not failed, failed
+
+
+def test_any_spec_values_give_a_trace_or_a_ledgercache_error():
+    """Wild values for every setting (huge, tiny, negative, wrong type): a trace's first batch, or
+    a LedgerCacheError; never another exception, a panic or a hang."""
+    from hypothesis import HealthCheck, given, settings as hsettings
+    from hypothesis import strategies as st
+
+    value = st.one_of(st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True),
+                      st.sampled_from([0, 1, 2**31, 2**32, 2**63, 1e300, 1e-300, "Shared", "x", True, None]))
+    names = sorted(lc.workload.KNOWN - {"test_duration_minutes", "warmup_duration_minutes"})
+
+    @hsettings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.dictionaries(st.sampled_from(names), value, max_size=4))
+    def check(spec):
+        spec = {**spec, "test_duration_minutes": 0.02}
+        try:
+            lc.workload.estimate(spec)
+            reader = lc.workload.stream(spec, seed=1, batch_rows=1000, memory_budget=1 << 30)
+            next(iter(reader), None)
+        except lc.LedgerCacheError:
+            pass
+
+    check()
