@@ -32,6 +32,10 @@ pub enum Error {
         offset: u64,
         reason: String,
     },
+    /// A workload (or other input) would need more memory than its budget; the message names the
+    /// estimate and the setting or flag that makes it fit. Checked before anything is allocated.
+    #[error("{0}")]
+    ResourceLimit(String),
     /// A read started while the cursor's epoch was being increased (PIP-269).
     #[error("cursor {0:?} is being modified (an epoch increase is running)")]
     CursorModifying(String),

@@ -1117,3 +1117,155 @@ fn the_trace_decoder_reads_dictionary_encoded_batches_as_plain_ones() {
     assert!(dict.0.brokers().eq(plain.0.brokers()));
     assert_eq!(dict.1.len() as u64, GOLDEN[1].1);
 }
+
+// ---- OMB's rates and sizes: broker ingest capacity, specs too big to simulate -------------------
+
+use ledgercache::workload::DEFAULT_MEMORY_BUDGET;
+use ledgercache::Error;
+
+fn published_messages(ev: &EventColumns) -> i64 {
+    (0..ev.len())
+        .filter(|&i| ev.op[i] == "add")
+        .map(|i| ev.messages[i].unwrap() as i64)
+        .sum()
+}
+
+#[test]
+fn producer_rate_0_and_rates_above_capacity_run_at_what_the_brokers_ingest() {
+    let capped = |extra: &[(&str, SettingValue)]| spec(extra).ingest();
+    // 1 KiB messages: the byte capacity binds (312.5 MB/s / 1024).
+    let i = capped(&[("producer_rate", Int(0))]);
+    assert_eq!(i.capped_by, Some("bytes"));
+    assert!((i.rate - 312.5e6 / 1024.0).abs() < 1e-6);
+    let over = capped(&[("producer_rate", Float(1e7))]);
+    assert_eq!(
+        (over.rate, over.requested, over.capped_by),
+        (i.rate, 1e7, Some("bytes"))
+    );
+    // 100-byte messages: the message capacity binds; four brokers ingest four times as much;
+    // three partitions on two brokers saturate the broker holding two of them.
+    let small = |partitions: i64, brokers: i64| {
+        capped(&[
+            ("producer_rate", Int(0)),
+            ("message_size", Int(100)),
+            ("partitions_per_topic", Int(partitions)),
+            ("brokers", Int(brokers)),
+        ])
+        .rate
+    };
+    assert_eq!(small(4, 1), 1e6);
+    assert_eq!(small(4, 4), 4e6);
+    assert_eq!(small(3, 2), 1.5e6);
+    // Within capacity: the requested rate, bit for bit (the golden traces above depend on it).
+    let within = capped(&[("producer_rate", Float(4000.0))]);
+    assert_eq!((within.rate, within.capped_by), (4000.0, None));
+
+    // The generator publishes at the capped rate: 64 KiB messages asked at 10 M/s for 3 seconds.
+    let s = spec(&[
+        ("producer_rate", Float(1e7)),
+        ("message_size", Int(65536)),
+        ("test_duration_minutes", Float(0.05)),
+    ]);
+    let expected = 312.5e6 / 65536.0 * 3.0;
+    let got = published_messages(&generate(&s, 1)) as f64;
+    assert!(
+        (got / expected - 1.0).abs() < 0.05,
+        "{got} messages, expected ~{expected}"
+    );
+}
+
+#[test]
+fn the_warm_up_is_traffic_before_the_test() {
+    let test = spec(&[("test_duration_minutes", Float(0.05))]);
+    let both = spec(&[
+        ("test_duration_minutes", Float(0.05)),
+        ("warmup_duration_minutes", Float(0.05)),
+    ]);
+    let (a, b) = (
+        published_messages(&generate(&test, 1)),
+        published_messages(&generate(&both, 1)),
+    );
+    assert!((b as f64 / a as f64 - 2.0).abs() < 0.05, "{a} then {b}");
+}
+
+#[test]
+fn specs_too_big_to_simulate_are_refused_before_allocating() {
+    let big = spec(&[
+        ("topics", Int(100_000_000)),
+        ("consumer_per_subscription", Int(4)),
+    ]);
+    let started = std::time::Instant::now();
+    let Err(Error::ResourceLimit(why)) = TraceStream::checked(&big, 1, None, DEFAULT_MEMORY_BUDGET)
+    else {
+        panic!("a hundred million topics fit in the default budget");
+    };
+    assert!(
+        started.elapsed().as_secs_f64() < 0.5,
+        "checked before anything was allocated"
+    );
+    assert!(
+        why.contains("100000000 partitions") && why.contains("--memory-budget"),
+        "{why}"
+    );
+    // One broker of many holds its share: 8 brokers of 2,000,000 topics fit where all do not.
+    let many = spec(&[("topics", Int(2_000_000)), ("brokers", Int(8))]);
+    let all = many.footprint().bytes as u64;
+    assert!(TraceStream::checked(&many, 1, None, all / 2).is_err());
+    assert!(many.check(all / 2, Some(3)).is_ok());
+    // Ids past 32 bits: refused whatever the budget (the product overflows u32).
+    let ids = spec(&[
+        ("topics", Int(u32::MAX as i64)),
+        ("partitions_per_topic", Int(u32::MAX as i64)),
+    ]);
+    assert_eq!(ids.partitions(), u32::MAX as u64 * u32::MAX as u64);
+    let err = ids.check(u64::MAX, None).unwrap_err();
+    assert!(err.to_string().contains("32-bit ids"), "{err}");
+    // Seeks keep every entry: the duration is what to shorten.
+    let long = spec(&[
+        ("seeks_per_minute", Float(1.0)),
+        ("producer_rate", Float(1e6)),
+        ("message_size", Int(10)),
+        ("batching_enabled", SettingValue::Bool(false)),
+        ("test_duration_minutes", Float(1000.0)),
+    ]);
+    let err = long
+        .check(DEFAULT_MEMORY_BUDGET, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--duration-minutes"), "{err}");
+}
+
+#[test]
+fn entry_sizes_stay_within_an_int32() {
+    let mut s = WorkloadSpec::default();
+    for key in ["message_size", "batching_max_bytes"] {
+        let err = s.set(key, &Int(1 << 31)).unwrap_err().to_string();
+        assert!(err.contains(key) && err.contains("2147483647"), "{err}");
+    }
+    s.set("message_size", &Int(i32::MAX as i64)).unwrap();
+    s.set("producer_rate", &Float(10.0)).unwrap();
+    s.set("test_duration_minutes", &Float(0.05)).unwrap();
+    let ev = generate(&s, 1);
+    assert!((0..ev.len())
+        .filter(|&i| ev.op[i] == "add")
+        .all(|i| ev.size[i] == i32::MAX));
+}
+
+#[test]
+fn huge_time_knobs_mean_never_and_do_not_wrap() {
+    let s = spec(&[
+        ("churn_per_minute", Float(1e-300)),
+        ("churn_downtime_seconds", Float(1e300)),
+        ("seeks_per_minute", Float(1e-300)),
+        ("active_consumer_failover_delay_time_millis", Float(1e300)),
+        ("subscription_type", Str("Failover".into())),
+        (
+            "managed_ledger_new_entries_check_delay_in_millis",
+            Float(1e300),
+        ),
+        ("test_duration_minutes", Float(0.05)),
+    ]);
+    let ev = generate(&s, 1);
+    assert!(count(&ev, "add") > 0);
+    assert!(ev.ts_us.windows(2).all(|w| w[0] <= w[1]) && ev.ts_us.iter().all(|&t| t <= 3_000_000));
+}

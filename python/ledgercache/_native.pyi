@@ -389,9 +389,13 @@ class WorkloadStream:
     def __arrow_c_schema__(self) -> object: ...
 
 def stream_workload(
-    settings: dict[str, Any], seed: int, broker: int | None = None, batch_rows: int = 65536
+    settings: dict[str, Any],
+    seed: int,
+    broker: int | None = None,
+    batch_rows: int = 65536,
+    memory_budget: int = 4294967296,
 ) -> WorkloadStream: ...
-def estimate_workload(settings: dict[str, Any]) -> dict[str, float]: ...
+def estimate_workload(settings: dict[str, Any]) -> dict[str, float | str | None]: ...
 
 @final
 class ReplaySession:

@@ -129,6 +129,17 @@ def _atomic_file(out: Path, write: Callable[[Path], Any]) -> Path:
     return out
 
 
+def parse_memory(text: str) -> int:
+    """``--memory-budget``: a size such as 8GiB (argparse reports a bad one in one line)."""
+    try:
+        n = parse_size(text)
+    except CliError as e:
+        raise argparse.ArgumentTypeError(str(e).replace("cache size", "memory budget")) from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"invalid memory budget {text!r}: must be at least 1 byte")
+    return n
+
+
 def _configs(lc, strategies: Iterable[str], sizes: Iterable[str], settings: Iterable[str]) -> list:
     extra: dict[str, Any] = {}
     for item in settings:
@@ -157,12 +168,44 @@ def estimate_line(estimate: dict) -> str:
             f"~{estimate['entries']:,.0f} entries), ~{_megabytes(estimate['parquet_bytes'])} of Parquet, ~{took}")
 
 
+def rate_line(estimate: dict) -> str | None:
+    """The line saying the producer rate was capped at what the brokers ingest, if it was."""
+    if estimate.get("capped_by") is None:
+        return None
+    asked = ("producerRate 0 (find the maximum sustainable rate)" if estimate["requested_rate"] == 0
+             else f"producerRate {estimate['requested_rate']:,.0f} msg/s is above what the brokers ingest")
+    knob = "brokerIngestBytesPerSecond" if estimate["capped_by"] == "bytes" else "brokerIngestMessagesPerSecond"
+    return f"rate: {asked}: simulating {estimate['producer_rate']:,.0f} msg/s, the saturated brokers' rate ({knob})"
+
+
+def backlog_line(estimate: dict) -> str | None:
+    """The line saying backlog-first consumers start after the simulated time ends, if they do."""
+    start = estimate.get("backlog_start_seconds")
+    if start is None or start <= estimate["simulated_seconds"]:
+        return None
+    return (f"backlog: consumers start once consumerBacklogSizeGB is built, after ~{start:,.0f}s, past the "
+            f"{estimate['simulated_seconds']:,.0f}s simulated: the trace has no reads (raise --duration-minutes)")
+
+
+def _check_disk(estimate: dict, out: Path) -> None:
+    """Refuses a trace file estimated not to fit on the output's disk, before writing any."""
+    free = shutil.disk_usage(out.parent if out.parent.exists() else Path.cwd()).free
+    need = estimate["parquet_bytes"] if out.suffix == ".parquet" else estimate["events"] * 40
+    if need > free:
+        raise CliError(f"the trace needs ~{_megabytes(need)} and {out.parent} has {_megabytes(free)} free: "
+                       f"shorten it with --duration-minutes")
+
+
 def cmd_generate(args) -> None:
     import ledgercache as lc
 
     spec = _spec_with(lc, args.spec, args)
     estimate = lc.workload.estimate(spec)
     print(estimate_line(estimate), flush=True)
+    for line in (rate_line(estimate), backlog_line(estimate)):
+        if line:
+            print(line, flush=True)
+    _check_disk(estimate, Path(args.output).resolve())
     progress = Progress(max(1, int(estimate["events"])), quiet=args.quiet, unit="events")
     out = Path(args.output).resolve()
     if args.spark:
@@ -179,18 +222,20 @@ def cmd_generate(args) -> None:
             spark.stop()
     else:
         # Generated batch by batch as it is written: memory holds the simulation and a row group.
-        reader = lc.workload.stream(spec, seed=args.seed)
+        reader = lc.workload.stream(spec, seed=args.seed, memory_budget=args.memory_budget)
         path = _atomic_file(out, lambda tmp: lc.trace.write(reader, tmp, on_batch=lambda b: progress.advance(b.num_rows)))
     progress.finish("written")
     print(f"wrote {progress.done:,} events to {path}")
 
 
 def _spec_with(lc, spec: str, args) -> dict:
-    settings = lc.workload.resolve(spec)
+    settings = lc.workload.resolve(spec, driver=getattr(args, "driver", None))
     if getattr(args, "brokers", None):
         settings["brokers"] = args.brokers
     if getattr(args, "duration_minutes", None):
         settings["test_duration_minutes"] = args.duration_minutes
+    if getattr(args, "warmup_minutes", None) is not None:
+        settings["warmup_duration_minutes"] = args.warmup_minutes
     return settings
 
 
@@ -249,7 +294,8 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
                 trace = lc.spark.generate(spark, spec, seed=args.seed).cache()
                 trace.count()
             else:
-                trace = lc.workload.generate(spec, seed=args.seed)
+                trace = lc.workload.generate(spec, seed=args.seed,
+                                              memory_budget=getattr(args, "memory_budget", 4 << 30))
             progress.step(f"generated {name}")
             summary, series = _replay(lc, args, trace, configs, spark)
             label = Path(name).stem if Path(name).suffix else name
@@ -312,11 +358,19 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="another CacheConfig setting (repeatable)")
         sp.add_argument("--config-groups", type=int, default=1, help="Spark: split the configurations over this many task groups")
 
+    def omb_flags(sp) -> None:
+        sp.add_argument("--driver", help="an OMB Pulsar driver file (driver-pulsar/pulsar.yaml-style); OMB workload "
+                        "files default to OMB's own pulsar.yaml values")
+        sp.add_argument("--warmup-minutes", type=float, help="override warmupDurationMinutes (OMB files: 1)")
+        sp.add_argument("--memory-budget", type=parse_memory, default=4 << 30,
+                        help="memory a workload's simulation may take, e.g. 8GiB (default 4GiB)")
+
     g = sub.add_parser("generate", help="generate a trace from a scenario or an OMB workload file")
     g.add_argument("spec", help=f"a scenario ({', '.join(__import__('ledgercache').workload.SCENARIOS)}) or a .yaml/.json spec")
     g.add_argument("-o", "--output", required=True, help="trace file (.parquet, .arrow or .csv)")
     g.add_argument("--brokers", type=int, help="override the number of brokers")
     g.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
+    omb_flags(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     common(g, spark_default=False)
     g.set_defaults(run=cmd_generate)
@@ -333,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, help="report directory")
     c.add_argument("--brokers", type=int, help="override the number of brokers")
     c.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
+    omb_flags(c)
     c.add_argument("--title", default="ledgercache: cache designs compared")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.add_argument("--with-throttling", action="store_true",
@@ -357,7 +412,7 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     # Spark wraps Python worker errors in a Java stack trace: keep the Python message.
     for line in text.splitlines():
-        m = re.search(r"(?:LedgerCacheError|InvalidArgumentError|ValueError|StorageError|UnsupportedError|TypeError): (.*)", line)
+        m = re.search(r"(?:LedgerCacheError|InvalidArgumentError|ResourceLimitError|ValueError|StorageError|UnsupportedError|TypeError): (.*)", line)
         if m:
             return m.group(1).strip()
     return text.splitlines()[0][:500]

@@ -18,6 +18,7 @@ __all__ = [
     "UnknownCursorError",
     "StorageError",
     "CorruptSegmentError",
+    "ResourceLimitError",
     "CursorModifyingException",
     "CursorEpochConflictException",
     "ProducerSendTimeoutException",
@@ -75,6 +76,12 @@ class StorageError(LedgerCacheError, OSError):
 class CorruptSegmentError(StorageError):
     """A segment file is damaged; the message names the file and the byte offset. Entries before
     the damage, and every other file, stay readable."""
+
+
+class ResourceLimitError(LedgerCacheError, MemoryError):
+    """An input would need more memory than its budget (a workload's simulation, a trace held as a
+    table). Raised before anything is allocated; the message names the estimate and the argument
+    or flag that makes it fit (``memory_budget=`` / ``--memory-budget``, ``--duration-minutes``)."""
 
 
 class CursorModifyingException(LedgerCacheError):

@@ -21,11 +21,67 @@ returns a new reader for each pass: ``lc.replay(lambda: lc.workload.stream(spec,
 :func:`estimate` says beforehand about how many events, bytes and seconds a spec takes.
 
 A spec is a mapping (or a path to an OMB ``.yaml`` or a ``.json`` file). Every setting is accepted
-under its camelCase name and its snake_case form; OMB keys that do not shape cache traffic (``name``,
-``payloadFile``, ...) are ignored. Besides OMB's workload keys (``topics``, ``partitionsPerTopic``,
-``messageSize``, ``subscriptionsPerTopic``, ``consumerPerSubscription``, ``producersPerTopic``,
-``producerRate``, ``consumerBacklogSizeGB``, ``testDurationMinutes``, ``keyDistributor``), the knobs,
-with their defaults and where each comes from:
+under its camelCase name and its snake_case form. Files are read with a YAML parser (PyYAML's safe
+loader: quoting, comments, flow mappings); a key given twice is an error naming the key, the file
+and the line, and so is a file that is not UTF-8 text or whose top level is not a mapping: every
+problem with a spec is an :class:`~ledgercache.InvalidArgumentError` naming the file and the key.
+
+OMB's workload keys (``Workload.java``), all accepted:
+
+- ``topics``, ``partitionsPerTopic``, ``messageSize`` (at most 2^31 - 1, a Java ``int``),
+  ``subscriptionsPerTopic``, ``consumerPerSubscription``, ``producersPerTopic``,
+  ``keyDistributor``, ``testDurationMinutes``: as OMB means them.
+- ``producerRate``: messages per second over all partitions. ``0`` is OMB's "find the maximum
+  sustainable rate" (OMB's ``RateController`` ramps the rate up until publishing or consuming falls
+  behind): the lab simulates the rate a saturated broker ingests, the capacity below. A rate above
+  that capacity is capped to it, as producers blocked by a saturated broker would be;
+  :func:`estimate` says so (``capped_by``) and ``ledgercache generate`` prints one line.
+- ``warmupDurationMinutes``: OMB runs the warm-up, then the test, with the same producers and
+  consumers, so the warm-up is traffic too: the lab simulates warm-up plus test. OMB's default of
+  1 applies to OMB workload files; mappings and ``.json`` specs default to 0.
+- ``consumerBacklogSizeGB``: consumers wait until this much backlog (GB, 10^9 bytes, over all
+  partitions) exists, then read it from the start while publishing goes on. OMB counts GiB summed
+  over subscriptions and pauses consumers that were reading during the warm-up; the lab keeps its
+  own reading (the bundled scenarios depend on it) and builds the backlog from time 0.
+- Ignored because they do not change what a broker's cache sees: ``name``; ``payloadFile``,
+  ``useRandomizedPayloads``, ``randomBytesRatio``, ``randomizedPayloadPoolSize`` (payload bytes;
+  only ``messageSize`` matters); ``backlogDrainRatio`` (OMB uses it only to decide when the drained
+  backlog lets its test end; consumers resume at the backlog size regardless, and the lab's
+  duration is ``warmupDurationMinutes + testDurationMinutes``).
+
+Broker ingest capacity (lab-only knobs; the rule is the Rust ``WorkloadSpec::ingest``):
+
+- ``brokerIngestBytesPerSecond`` (312500000): what one broker takes in at most. A 10 Gbit/s NIC
+  sends 1.25 GB/s and each byte a broker takes in goes out at least four times: to three bookies
+  (OMB's Pulsar driver sets ``writeQuorum`` 3) and to one subscription: 1.25e9 / 4.
+- ``brokerIngestMessagesPerSecond`` (1000000): a round order of magnitude for a broker's
+  per-message work with batching on; not a measurement: set your brokers' figure.
+- OMB's producers spread the rate evenly over the partitions, placed round robin over the
+  brokers, so the broker with the most partitions saturates first: the rate is capped where that
+  broker reaches either capacity.
+
+Driver files (``driver=`` here, ``--driver`` on the command line): an OMB Pulsar driver file
+(``driver-pulsar/pulsar.yaml``-style, or a mapping of the same shape). ``producer.batchingEnabled``,
+``producer.batchingMaxPublishDelayMs``, ``producer.batchingMaxBytes``, ``consumer.receiverQueueSize``
+and ``consumer.subscriptionType`` become the settings of the same name; keys the file leaves out
+get the driver's Java defaults (``PulsarProducerConfig``: ``batchingMaxBytes`` 1048576, ...).
+Ignored: ``name``; ``client`` (connections, threads, TLS, authentication, the namespace; its
+``persistence`` shapes bookie writes, and deduplication does not change reads);
+``producer.blockIfQueueFull`` and ``producer.pendingQueueSize`` (the lab's producers never queue:
+the ingest capacity caps the rate instead). ``driverClass`` must be OMB's Pulsar driver; other
+keys are errors. An OMB workload file given without a driver gets the values of OMB's own
+``pulsar.yaml`` (:data:`OMB_PULSAR_DRIVER`: ``receiverQueueSize`` 10000, ``subscriptionType``
+Failover, ``batchingMaxBytes`` 131072); mappings, ``.json`` specs and the bundled scenarios keep
+the lab's defaults below. The spec's own settings win over a driver's.
+
+Memory: the simulation's state grows with topics x partitions x subscriptions x consumers (and
+keys, for Key_Shared), not with the duration, except what seeks, backlogs and overflowing replay
+queues keep. :func:`estimate` gives ``memory_bytes``; :func:`stream` and :func:`generate` refuse a
+spec over ``memory_budget`` (4 GiB; ``--memory-budget``) with a
+:class:`~ledgercache.ResourceLimitError` naming the estimate and what makes it fit, before
+allocating anything.
+
+The lab's knobs, with their defaults and where each comes from:
 
 Producer batching (OMB's Pulsar driver: ``driver-pulsar/pulsar.yaml`` and ``PulsarBenchmarkDriver``;
 an entry is a batch of messages, its ``add`` row carries the batch's bytes and ``messages``):
@@ -98,14 +154,24 @@ from pathlib import Path
 from typing import Any, Union
 
 import pyarrow as pa
+import yaml
 
 from . import _native
-from .errors import InvalidArgumentError, LedgerCacheError, UnknownSettingError
+from .errors import InvalidArgumentError, LedgerCacheError, ResourceLimitError, UnknownSettingError
 from .trace import SCHEMA, conform
 
-__all__ = ["SCENARIOS", "Spec", "estimate", "generate", "load_spec", "normalize", "resolve", "stream"]
+__all__ = ["OMB_PULSAR_DRIVER", "SCENARIOS", "Spec", "estimate", "generate", "load_driver", "load_spec", "normalize",
+           "resolve", "stream"]
 
 DEFAULT_BATCH_ROWS = 65_536
+# The memory a workload's simulation may take unless ``memory_budget`` says otherwise (4 GiB: a
+# laptop's share; OMB's largest files need about 1 GiB, see the README's "Workloads").
+DEFAULT_MEMORY_BUDGET = 4 << 30
+# A trace held as a table (``generate``) takes about this much memory an event.
+TABLE_BYTES_PER_EVENT = 120
+
+# The largest spec or driver file read (OMB's are under 1 KiB).
+MAX_SPEC_FILE_BYTES = 1 << 20
 
 Spec = Union[Mapping[str, Any], str, os.PathLike]
 
@@ -120,13 +186,52 @@ KNOWN = frozenset(
     "key_shared_look_ahead_msg_in_replay_threshold_per_consumer "
     "key_shared_look_ahead_msg_in_replay_threshold_per_subscription "
     "subscription_key_shared_consistent_hashing_replica_points active_consumer_failover_delay_time_millis "
-    "managed_ledger_new_entries_check_delay_in_millis".split()
+    "managed_ledger_new_entries_check_delay_in_millis "
+    "warmup_duration_minutes broker_ingest_bytes_per_second broker_ingest_messages_per_second".split()
 )
-# OMB workload keys that do not change what a broker's cache sees.
+# OMB workload keys that do not change what a broker's cache sees (the module docstring says why).
 IGNORED = frozenset(
     "name payload_file use_randomized_payloads random_bytes_ratio randomized_payload_pool_size "
-    "producer_start_delay_ms consumer_start_delay_ms warmup_duration_minutes".split()
+    "producer_start_delay_ms consumer_start_delay_ms backlog_drain_ratio".split()
 )
+
+# OMB's Pulsar driver file, ``driver-pulsar/pulsar.yaml`` (openmessaging/benchmark, Apache-2.0,
+# commit 8559989): its settings that shape cache traffic, under our names. They apply to OMB
+# workload files (``.yaml``/``.yml``) given without a driver, as OMB runs them with that file.
+OMB_PULSAR_DRIVER: dict[str, Any] = {
+    "batchingEnabled": True,           # producer.batchingEnabled
+    "batchingMaxPublishDelayMs": 1,    # producer.batchingMaxPublishDelayMs
+    "batchingMaxBytes": 131072,        # producer.batchingMaxBytes
+    "receiverQueueSize": 10000,        # consumer.receiverQueueSize
+    "subscriptionType": "Failover",    # consumer.subscriptionType
+}
+# Workload.java's defaults for keys an OMB workload file leaves out (and that the lab's mapping
+# specs default otherwise): OMB warms up for a minute before the test.
+OMB_WORKLOAD_DEFAULTS: dict[str, Any] = {"warmupDurationMinutes": 1}
+
+# A driver file's sections and keys (PulsarConfig, PulsarProducerConfig, PulsarConsumerConfig),
+# each with our setting, or None with why it does not shape cache traffic; and the Java class
+# default a file that leaves the key out gets.
+_DRIVER_KEYS: dict[str, dict[str, tuple[str | None, Any]]] = {
+    "producer": {
+        "batchingEnabled": ("batchingEnabled", True),
+        "batchingMaxPublishDelayMs": ("batchingMaxPublishDelayMs", 1),
+        "batchingMaxBytes": ("batchingMaxBytes", 1024 * 1024),
+        # The lab's producers never wait on a full queue: a rate above what the brokers ingest is
+        # capped instead (brokerIngestBytesPerSecond, brokerIngestMessagesPerSecond).
+        "blockIfQueueFull": (None, True),
+        "pendingQueueSize": (None, 0),
+    },
+    "consumer": {
+        "receiverQueueSize": ("receiverQueueSize", 10000),
+        "subscriptionType": ("subscriptionType", "Failover"),
+    },
+}
+# Top-level keys ignored: ``name``; ``client`` (connections, threads, TLS, authentication, the
+# namespace, and ``persistence``: ensemble and quorums shape bookie writes, not the broker cache;
+# deduplication does not change reads). ``driverClass`` must be OMB's Pulsar driver.
+_DRIVER_IGNORED = frozenset({"name", "client", "driverClass"})
+_PULSAR_DRIVER_CLASS = "io.openmessaging.benchmark.driver.pulsar.PulsarBenchmarkDriver"
 
 
 def _snake(key: str) -> str:
@@ -134,15 +239,23 @@ def _snake(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
 
-def normalize(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec's settings under the generator's snake_case names."""
+def normalize(spec: Mapping[str, Any], source: str = "spec") -> dict[str, Any]:
+    """The spec's settings under the generator's snake_case names (``source`` names the spec in
+    errors: a file's path)."""
     out: dict[str, Any] = {}
     for key, value in spec.items():
         name = _snake(str(key))
         if name in IGNORED:
             continue
         if name not in KNOWN:
-            raise UnknownSettingError(f"unknown workload setting {key!r}")
+            raise UnknownSettingError(f"{source}: unknown workload setting {key!r}")
+        if value is None:
+            raise InvalidArgumentError(f"{source}: {key}: has no value")
+        if isinstance(value, str):
+            value = scalar(value)  # as OMB's reader (Jackson) takes "1024" for an int
+        if not isinstance(value, (bool, int, float, str)):
+            raise InvalidArgumentError(f"{source}: {key}: expected a number, true/false or text, got "
+                                       f"{type(value).__name__} {value!r}")
         out[name] = value
     return out
 
@@ -159,37 +272,141 @@ def scalar(raw: str) -> Any:
     return raw
 
 
-def _parse_flat_yaml(text: str) -> dict[str, Any]:
-    """OMB workload files are flat ``key: value`` YAML; that is all this reads."""
-    out: dict[str, Any] = {}
-    for n, line in enumerate(text.splitlines(), start=1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if ":" not in line:
-            raise InvalidArgumentError(f"invalid spec: line {n}: expected 'key: value', got {line!r}")
-        key, raw = (part.strip() for part in line.split(":", 1))
-        out[key] = scalar(raw.strip("'\""))
-    return out
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in a mapping is an error (YAML says keys
+    are unique; PyYAML would keep the last one silently)."""
+
+
+def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def _read_mapping(path: Path, what: str) -> dict[str, Any]:
+    """A YAML or JSON file's top-level mapping; every problem an ``InvalidArgumentError`` naming
+    the file (and the line, for YAML)."""
+    try:
+        # OMB's files are a few hundred bytes: a large file is not a spec (and is not read whole).
+        if path.is_file() and path.stat().st_size > MAX_SPEC_FILE_BYTES:
+            raise InvalidArgumentError(f"invalid {what}: {path} is {path.stat().st_size:,} bytes, more than a "
+                                       f"settings file's {MAX_SPEC_FILE_BYTES:,}")
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise InvalidArgumentError(f"invalid {what}: {path} does not exist") from None
+    except UnicodeDecodeError as e:
+        raise InvalidArgumentError(f"invalid {what}: {path} is not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise InvalidArgumentError(f"invalid {what}: {path}: {e.strerror or e}") from None
+    except ValueError as e:  # a path with a NUL byte
+        raise InvalidArgumentError(f"invalid {what}: {path!r}: {e}") from None
+    try:
+        raw = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_UniqueKeyLoader)
+    except json.JSONDecodeError as e:
+        raise InvalidArgumentError(f"invalid {what}: {path}: line {e.lineno}: {e.msg}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise InvalidArgumentError(f"invalid {what}: {path}: {where}{problem}") from None
+    except RecursionError:
+        raise InvalidArgumentError(f"invalid {what}: {path}: nested too deeply") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise InvalidArgumentError(f"invalid {what}: {path}: expected a mapping of settings, got a "
+                                   f"{type(raw).__name__}")
+    return raw
+
+
+def _is_omb_file(spec: Any) -> bool:
+    return not isinstance(spec, Mapping) and Path(spec).suffix in (".yaml", ".yml")
 
 
 def load_spec(spec: Spec) -> dict[str, Any]:
-    """A spec from a mapping, or from an OMB ``.yaml`` / ``.json`` file."""
+    """A spec's own settings (snake_case), from a mapping, or from an OMB ``.yaml`` / ``.json``
+    file. Defaults from a driver are :func:`resolve`'s."""
     if isinstance(spec, Mapping):
         return normalize(spec)
     path = Path(spec)
-    if not path.exists():
-        raise InvalidArgumentError(f"invalid spec: {path} does not exist")
-    text = path.read_text()
-    raw = json.loads(text) if path.suffix == ".json" else _parse_flat_yaml(text)
-    return normalize(raw)
+    return normalize(_read_mapping(path, "spec"), source=str(path))
 
 
-def resolve(spec: Spec | str) -> dict[str, Any]:
-    """The normalized settings of a spec, a spec file or a scenario name."""
+def load_driver(driver: Spec) -> dict[str, Any]:
+    """An OMB Pulsar driver file (``driver-pulsar/pulsar.yaml``-style), or a mapping of the same
+    shape, as workload settings (snake_case). Keys the file leaves out get the driver's Java
+    defaults (``PulsarProducerConfig``, ``PulsarConsumerConfig``); keys that do not shape cache
+    traffic are ignored (the module docstring lists them); unknown keys are errors."""
+    source = "driver" if isinstance(driver, Mapping) else str(driver)
+    raw = dict(driver) if isinstance(driver, Mapping) else _read_mapping(Path(driver), "driver")
+    cls = raw.get("driverClass")
+    if cls is not None and cls != _PULSAR_DRIVER_CLASS:
+        raise InvalidArgumentError(f"{source}: driverClass {cls!r} is not OMB's Pulsar driver ({_PULSAR_DRIVER_CLASS})")
+    out: dict[str, Any] = {}
+    for section, keys in _DRIVER_KEYS.items():
+        given = raw.get(section) or {}
+        if not isinstance(given, Mapping):
+            raise InvalidArgumentError(f"{source}: {section}: expected a mapping, got {type(given).__name__}")
+        for key in given:
+            if key not in keys:
+                raise UnknownSettingError(f"{source}: unknown driver setting '{section}.{key}'")
+        for key, (ours, default) in keys.items():
+            if ours is not None:
+                out[ours] = given.get(key, default)
+    for key in raw:
+        if key not in _DRIVER_KEYS and key not in _DRIVER_IGNORED:
+            raise UnknownSettingError(f"{source}: unknown driver setting {key!r}")
+    return normalize(out, source=source)
+
+
+def resolve(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:
+    """The settings of a spec, a spec file or a scenario name (snake_case), with ``driver``'s
+    (an OMB Pulsar driver file or mapping, see :func:`load_driver`) under them. An OMB workload
+    file (``.yaml``) without a driver gets :data:`OMB_PULSAR_DRIVER` and OMB's one-minute warm-up;
+    mappings, ``.json`` files and scenarios get the lab's defaults. The spec's own settings win."""
     if isinstance(spec, str) and spec in SCENARIOS:
         spec = SCENARIOS[spec]
-    return load_spec(spec)
+    own = load_spec(spec)
+    base: dict[str, Any] = {}
+    if _is_omb_file(spec):
+        base.update(normalize(OMB_WORKLOAD_DEFAULTS))
+        if driver is None:
+            base.update(normalize(OMB_PULSAR_DRIVER))
+    if driver is not None:
+        base.update(load_driver(driver))
+    return {**base, **own}
+
+
+def _source(spec: Any) -> str:
+    return "spec" if isinstance(spec, Mapping) or (isinstance(spec, str) and spec in SCENARIOS) else f"spec {spec}"
+
+
+def _native_spec(call, source: str, settings: Mapping[str, Any], *args):
+    """Calls the generator; an error about a setting names the spec's file and the setting as the
+    spec spells it (camelCase)."""
+    try:
+        return call(dict(settings), *args)
+    except InvalidArgumentError as e:
+        message = str(e).replace("invalid spec:", f"invalid {source}:", 1)
+        message = re.sub(r"\b([a-z]+(?:_[a-z0-9]+)+)\b", lambda m: _camel(m.group(1)) if m.group(1) in KNOWN else
+                         m.group(1), message)
+        raise type(e)(message) from None
+
+
+def _camel(name: str) -> str:
+    if name == "consumer_backlog_size_gb":
+        return "consumerBacklogSizeGB"
+    head, *rest = name.split("_")
+    return head + "".join(p.capitalize() for p in rest)
 
 
 def _whole(name: str, value: Any, low: int, below: int) -> int:
@@ -203,19 +420,27 @@ def _whole(name: str, value: Any, low: int, below: int) -> int:
 
 
 def stream(spec: Spec | str, seed: int = 0, broker: int | None = None,
-           batch_rows: int = DEFAULT_BATCH_ROWS) -> pa.RecordBatchReader:
+           batch_rows: int = DEFAULT_BATCH_ROWS, driver: Spec | None = None,
+           memory_budget: int = DEFAULT_MEMORY_BUDGET) -> pa.RecordBatchReader:
     """The trace of a workload as a ``pyarrow.RecordBatchReader`` (read once), batches of
     ``batch_rows`` rows (the last one shorter) in :data:`ledgercache.trace.SCHEMA`.
 
     Each batch is generated when it is read; memory does not grow with the trace's duration. The
-    rows are :func:`generate`'s. With ``broker``, only that broker's events.
+    rows are :func:`generate`'s. With ``broker``, only that broker's events. ``driver``: see
+    :func:`resolve`. A simulation estimated to need more than ``memory_budget`` bytes raises
+    :class:`~ledgercache.ResourceLimitError` before anything is allocated.
     """
-    settings = resolve(spec)
+    return _stream(resolve(spec, driver), _source(spec), seed, broker, batch_rows, memory_budget)
+
+
+def _stream(settings: dict[str, Any], source: str, seed: int, broker: int | None, batch_rows: int,
+            memory_budget: int) -> pa.RecordBatchReader:
     seed = _whole("seed", seed, 0, 1 << 64)
     if broker is not None:
         broker = _whole("broker", broker, 0, 1 << 32)
     batch_rows = _whole("batch_rows", batch_rows, 1, 1 << 62)
-    native = _native.stream_workload(settings, seed, broker, batch_rows)
+    memory_budget = _whole("memory_budget", memory_budget, 1, 1 << 64)
+    native = _native_spec(_native.stream_workload, source, settings, seed, broker, batch_rows, memory_budget)
     # The generator's string columns are dictionary-encoded; the reader gives the trace schema.
     return pa.RecordBatchReader.from_batches(SCHEMA, _conformed(pa.RecordBatchReader.from_stream(native)))
 
@@ -228,22 +453,45 @@ def _conformed(raw: pa.RecordBatchReader):
         raise LedgerCacheError(f"workload generation failed: {e}") from e
 
 
-def generate(spec: Spec | str, seed: int = 0, broker: int | None = None) -> pa.Table:
+def generate(spec: Spec | str, seed: int = 0, broker: int | None = None, driver: Spec | None = None,
+             memory_budget: int = DEFAULT_MEMORY_BUDGET) -> pa.Table:
     """The trace of a workload (``spec`` may also name one of :data:`SCENARIOS`), in memory.
 
     With ``broker``, only that broker's events: brokers generated one by one (in parallel, say)
-    add up to the whole trace. For long traces use :func:`stream`.
+    add up to the whole trace. For long traces use :func:`stream`: a table estimated to take
+    more than ``memory_budget`` bytes (about 120 bytes an event) raises
+    :class:`~ledgercache.ResourceLimitError` before generating anything.
     """
-    return stream(spec, seed, broker).read_all()
+    settings = resolve(spec, driver)
+    memory_budget = _whole("memory_budget", memory_budget, 1, 1 << 64)
+    e = _estimate(settings, _source(spec))
+    events = e["events"] / (settings.get("brokers", 1) if broker is not None else 1)
+    table = events * TABLE_BYTES_PER_EVENT
+    if table + e["memory_bytes"] > memory_budget:
+        raise ResourceLimitError(
+            f"the trace as a table needs ~{table / (1 << 30):,.1f} GiB (~{events:,.0f} events) beside the "
+            f"simulation's ~{e['memory_bytes'] / (1 << 30):,.1f} GiB, over the memory budget of "
+            f"{memory_budget / (1 << 30):,.1f} GiB: stream it (lc.workload.stream), shorten it "
+            f"(testDurationMinutes, --duration-minutes) or raise memory_budget=")
+    return _stream(settings, _source(spec), seed, broker, DEFAULT_BATCH_ROWS, memory_budget).read_all()
 
 
-def estimate(spec: Spec | str) -> dict[str, float]:
+def estimate(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:
     """About how big a workload's trace is, from its rates, duration and subscriptions, before
     generating it: ``events``, ``entries``, ``messages``, ``parquet_bytes`` (a trace file) and
     ``seconds`` (to generate and write it here). Rough: within a factor of two on the bundled
-    scenarios and OMB-like workloads.
+    scenarios and OMB-like workloads. Also the rate simulated, ``producer_rate`` (messages/s),
+    with ``requested_rate``, ``ingest_capacity`` and ``capped_by`` (``"bytes"``, ``"messages"``
+    or None: see ``brokerIngestBytesPerSecond``), and the simulation's memory, ``memory_bytes``
+    (``memory_growing_bytes`` of it grow with the duration); ``simulated_seconds`` (warm-up plus
+    test) and ``backlog_start_seconds`` (when backlog-first consumers start; None without a
+    backlog).
     """
-    e = dict(_native.estimate_workload(resolve(spec)))
+    return _estimate(resolve(spec, driver), _source(spec))
+
+
+def _estimate(settings: dict[str, Any], source: str) -> dict[str, Any]:
+    e = dict(_native_spec(_native.estimate_workload, source, settings))
     e["parquet_bytes"] = e["events"] * PARQUET_BYTES_PER_EVENT
     e["seconds"] = e["events"] / EVENTS_PER_SECOND
     return e

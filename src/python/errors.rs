@@ -19,6 +19,7 @@ fn class_for(err: &Error) -> &'static str {
         Error::NotFound { .. } => "NotFoundError",
         Error::Storage(_) => "StorageError",
         Error::CorruptSegment { .. } => "CorruptSegmentError",
+        Error::ResourceLimit(_) => "ResourceLimitError",
         Error::CursorModifying(_) => "CursorModifyingException",
         Error::CursorEpochConflict(_) => "CursorEpochConflictException",
         // Bindings that check signals raise the signal's exception; anything else is the root.

@@ -60,15 +60,18 @@ impl PyWorkloadStream {
 const _: () = assert!(crate::workload::DEFAULT_BATCH_ROWS as i64 == 65536);
 
 /// A workload's trace as a stream of record batches of at most ``batch_rows`` rows: every
-/// broker's events merged by time, or only ``broker``'s.
+/// broker's events merged by time, or only ``broker``'s. A spec whose simulation is estimated to
+/// need more than ``memory_budget`` bytes raises ``ResourceLimitError`` before anything is
+/// allocated.
 #[pyfunction]
-#[pyo3(signature = (settings, seed, broker = None, batch_rows = 65536))]
+#[pyo3(signature = (settings, seed, broker = None, batch_rows = 65536, memory_budget = 4294967296))]
 pub fn stream_workload(
     py: Python<'_>,
     settings: &Bound<'_, PyDict>,
     seed: u64,
     broker: Option<u32>,
     batch_rows: i64,
+    memory_budget: u64,
 ) -> PyResult<PyWorkloadStream> {
     let spec = spec_of(py, settings)?;
     if batch_rows < 1 {
@@ -78,34 +81,45 @@ pub fn stream_workload(
             format!("invalid batch_rows: must be >= 1, got {batch_rows}"),
         ));
     }
-    if let Some(b) = broker {
-        if b >= spec.brokers {
-            return Err(raise(
-                py,
-                "InvalidArgumentError",
-                format!("invalid broker: {b} is not below brokers={}", spec.brokers),
-            ));
-        }
-    }
     // Setting up the simulation runs a little of it (the cursors opening at time 0).
-    let stream = py.detach(|| match broker {
-        Some(b) => TraceStream::broker(&spec, seed, b),
-        None => TraceStream::new(&spec, seed),
-    });
+    let stream = py
+        .detach(|| TraceStream::checked(&spec, seed, broker, memory_budget))
+        .py_err(py)?;
     let rows = usize::try_from(batch_rows).unwrap_or(usize::MAX);
     Ok(PyWorkloadStream(Mutex::new(Some(stream.batches(rows)))))
 }
 
-/// A rough size of a workload's trace before generating it: ``messages``, ``entries``, ``events``.
+// The default above is written out so Python's signature shows it; this keeps it the crate's.
+const _: () = assert!(crate::workload::DEFAULT_MEMORY_BUDGET == 4294967296);
+
+/// A rough size of a workload's trace before generating it: ``messages``, ``entries``,
+/// ``events``; the rate simulated (``producer_rate``, ``requested_rate``, ``ingest_capacity``,
+/// ``capped_by``: ``"bytes"``, ``"messages"`` or None); the simulation's memory
+/// (``memory_bytes``, ``memory_growing_bytes``); ``simulated_seconds`` (warm-up and test) and
+/// ``backlog_start_seconds`` (when backlog-first consumers start, or None).
 #[pyfunction]
 pub fn estimate_workload<'py>(
     py: Python<'py>,
     settings: &Bound<'py, PyDict>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let e = spec_of(py, settings)?.estimate();
+    let spec = spec_of(py, settings)?;
+    let e = spec.estimate();
+    let i = spec.ingest();
+    let f = spec.footprint();
     let d = PyDict::new(py);
     d.set_item("messages", e.messages)?;
     d.set_item("entries", e.entries)?;
     d.set_item("events", e.events)?;
+    d.set_item("producer_rate", i.rate)?;
+    d.set_item("requested_rate", i.requested)?;
+    d.set_item("ingest_capacity", i.capacity)?;
+    d.set_item("capped_by", i.capped_by)?;
+    d.set_item("memory_bytes", f.bytes)?;
+    d.set_item("memory_growing_bytes", f.growing_bytes)?;
+    d.set_item("simulated_seconds", spec.simulated_minutes() * 60.0)?;
+    d.set_item(
+        "backlog_start_seconds",
+        spec.backlog_start_us().map(|us| us / 1e6),
+    )?;
     Ok(d)
 }

@@ -10,6 +10,7 @@
 //! generated trace on the bundled scenarios and OMB-like workloads (a test checks).
 
 use super::spec::{SubscriptionType, WorkloadSpec};
+use crate::error::{Error, Result};
 
 /// About how big a workload's trace is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,9 +39,10 @@ impl WorkloadSpec {
 
     /// The size of the trace this spec generates, roughly.
     pub fn estimate(&self) -> Estimate {
-        let seconds = self.test_duration_minutes * 60.0;
-        let partitions = (self.topics as f64) * (self.partitions_per_topic as f64);
-        let rate = self.producer_rate / partitions; // messages/s of a partition
+        let seconds = self.simulated_minutes() * 60.0;
+        let partitions = self.partitions() as f64;
+        let total_rate = self.ingest().rate;
+        let rate = total_rate / partitions; // messages/s of a partition
         let n = self.messages_per_entry(rate);
         let entries_per_s = rate / n;
         let check = self.managed_ledger_new_entries_check_delay_ms / 1000.0;
@@ -118,9 +120,276 @@ impl WorkloadSpec {
             + self.subscriptions_per_topic as f64 * (regular + seeks + churn)
             + self.catch_up_readers as f64 * catch_up;
         Estimate {
-            messages: self.producer_rate * seconds,
+            messages: total_rate * seconds,
             entries: entries_per_s * seconds * partitions,
             events: per_partition * partitions,
         }
+    }
+}
+
+/// The producer rate the lab simulates: the requested one, unless the brokers cannot ingest it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ingest {
+    /// `producer_rate` as given (0: OMB's "find the maximum sustainable rate").
+    pub requested: f64,
+    /// Messages per second over all partitions, as simulated.
+    pub rate: f64,
+    /// The most the brokers ingest: the rate at which the most loaded broker is saturated.
+    pub capacity: f64,
+    /// Why the rate is below the requested one: `"bytes"` or `"messages"` (the capacity that
+    /// binds), `None` when the requested rate is simulated as it is.
+    pub capped_by: Option<&'static str>,
+}
+
+/// What simulating a spec holds in memory, roughly, before any of it is allocated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Footprint {
+    /// Bytes in all (the simulation's state, including `growing_bytes`, and a batch).
+    pub bytes: f64,
+    /// The part that grows with the simulated duration (entries kept for seeks, a backlog, a
+    /// replay queue that consumers cannot empty).
+    pub growing_bytes: f64,
+    pub partitions: u64,
+    /// Cursors over all partitions (subscriptions and catch-up readers).
+    pub cursors: u64,
+    pub consumers: u64,
+}
+
+/// The memory a workload's simulation may take unless told otherwise (`memory_budget`).
+pub const DEFAULT_MEMORY_BUDGET: u64 = 4 << 30;
+
+// Bytes of simulation state, from peak RSS of `lc.workload.stream` over 100,000 topics (one
+// partition each) with 1 subscription x 1 consumer (257 MiB), 1 x 8 (329 MiB) and 8 x 1
+// (564 MiB), less the interpreter and libraries alone (75 MiB): a consumer ~103 bytes, a cursor
+// ~340, a partition ~1,380 (its names, producer, message index, tasks). Rounded up.
+const BYTES_PER_PARTITION: f64 = 1400.0;
+const BYTES_PER_CURSOR: f64 = 350.0;
+const BYTES_PER_CONSUMER: f64 = 110.0;
+/// The names every broker's simulation holds (a topic's, a cursor's), part of the above.
+const NAME_BYTES_PER_PARTITION: f64 = 80.0;
+const NAME_BYTES_PER_CURSOR: f64 = 32.0;
+/// An entry in the message index (`u64`), in a replay queue (`BTreeSet<u64>`, with its nodes).
+const INDEX_BYTES_PER_ENTRY: f64 = 8.0;
+const REPLAY_BYTES_PER_ENTRY: f64 = 40.0;
+/// The process itself (the library, Arrow, the allocator) and the batches in flight.
+const BASE_BYTES: f64 = 80.0 * 1024.0 * 1024.0;
+const BYTES_PER_ROW: f64 = 100.0;
+/// A broker's simulation without partitions, and its name in every broker's name table.
+const BYTES_PER_BROKER: f64 = 1024.0;
+
+impl WorkloadSpec {
+    /// Topic partitions over all topics (no overflow: at most 2^64 - 2^33 + 1).
+    pub fn partitions(&self) -> u64 {
+        self.topics as u64 * self.partitions_per_topic as u64
+    }
+
+    /// Minutes simulated: the warm-up, then the test.
+    pub fn simulated_minutes(&self) -> f64 {
+        self.warmup_duration_minutes + self.test_duration_minutes
+    }
+
+    /// The rate simulated. OMB's producers spread their rate evenly over the partitions, which
+    /// are placed round robin over the brokers, so the broker with the most partitions saturates
+    /// first: the rate is capped where that broker ingests `broker_ingest_bytes_per_second` or
+    /// `broker_ingest_messages_per_second`, as producers blocked by a saturated broker would be.
+    /// `producer_rate` 0 (OMB: find the maximum sustainable rate) is that capacity.
+    pub fn ingest(&self) -> Ingest {
+        let partitions = self.partitions().max(1);
+        let most = partitions.div_ceil(self.brokers.max(1) as u64) as f64;
+        let partitions = partitions as f64;
+        let by_messages = self.broker_ingest_messages_per_second * partitions / most;
+        let by_bytes = if self.message_size > 0 {
+            self.broker_ingest_bytes_per_second * partitions / (most * self.message_size as f64)
+        } else {
+            f64::INFINITY
+        };
+        let (capacity, binding) = if by_bytes < by_messages {
+            (by_bytes, "bytes")
+        } else {
+            (by_messages, "messages")
+        };
+        let requested = self.producer_rate;
+        if requested == 0.0 || requested > capacity {
+            Ingest {
+                requested,
+                rate: capacity,
+                capacity,
+                capped_by: Some(binding),
+            }
+        } else {
+            Ingest {
+                requested,
+                rate: requested,
+                capacity,
+                capped_by: None,
+            }
+        }
+    }
+
+    /// When backlog-first consumers (`consumer_backlog_size_gb` > 0) start, in microseconds: once
+    /// each partition holds its share of the backlog (GB of 10^9 bytes over all partitions).
+    /// None without a backlog. The generator schedules them at this time.
+    pub fn backlog_start_us(&self) -> Option<f64> {
+        if self.consumer_backlog_size_gb <= 0.0 {
+            return None;
+        }
+        let partitions = self.partitions() as f64;
+        let interval_us = 1e6 / (self.ingest().rate / partitions);
+        let bytes_per_partition = self.consumer_backlog_size_gb * 1e9 / partitions;
+        let messages = bytes_per_partition / self.message_size.max(1) as f64;
+        Some(messages * interval_us)
+    }
+
+    /// What simulating this spec holds in memory, roughly: state per partition, cursor and
+    /// consumer (not per event: the trace streams), plus what grows with the duration. In f64,
+    /// so no spec value can overflow it.
+    pub fn footprint(&self) -> Footprint {
+        let partitions = self.partitions();
+        let cursors_per_partition =
+            self.subscriptions_per_topic as u64 + self.catch_up_readers as u64;
+        let cursors = partitions.saturating_mul(cursors_per_partition);
+        let consumers = partitions
+            .saturating_mul(self.subscriptions_per_topic as u64)
+            .saturating_mul(self.consumer_per_subscription as u64)
+            .saturating_add(partitions.saturating_mul(self.catch_up_readers as u64));
+        let (p, c, k) = (partitions as f64, cursors as f64, consumers as f64);
+        let seconds = self.simulated_minutes() * 60.0;
+        let rate = self.ingest().rate / p;
+        let entries_per_s = rate / self.messages_per_entry(rate);
+        // A consumer's receiver queue holds up to its permits' worth of entries (a slow one,
+        // all of them); the rest of its state is fixed.
+        let queued = (self.receiver_queue_size as f64 / self.messages_per_entry(rate))
+            .min(entries_per_s.max(1.0) * 2.0);
+        let mut bytes = BASE_BYTES
+            + p * BYTES_PER_PARTITION
+            + c * BYTES_PER_CURSOR
+            + k * (BYTES_PER_CONSUMER + queued * INDEX_BYTES_PER_ENTRY);
+        let key_shared = self.subscription_type == SubscriptionType::KeyShared;
+        if key_shared {
+            // The consistent-hashing ring (a point is a hash and a consumer) and the key hashes.
+            bytes += c
+                * self.consumer_per_subscription as f64
+                * self.key_shared_replica_points as f64
+                * 16.0;
+            if self.keys <= 1 << 22 {
+                bytes += self.keys as f64 * 4.0;
+            }
+        }
+        // What grows with the duration. Seeks can go back to any entry: the index keeps them
+        // all. A backlog is kept until its consumers pass it. A Shared/Key_Shared subscription
+        // whose consumers are slower than the rate keeps the difference in its replay queue.
+        let entries = entries_per_s * seconds;
+        let mut growing = 0.0;
+        if self.seeks_per_minute > 0.0 {
+            growing += p * entries * INDEX_BYTES_PER_ENTRY;
+        } else if self.consumer_backlog_size_gb > 0.0 || self.catch_up_readers > 0 {
+            let backlog = if self.consumer_backlog_size_gb > 0.0 {
+                entries
+            } else {
+                self.catch_up_behind_seconds.min(seconds) * entries_per_s
+            };
+            growing += p * backlog * INDEX_BYTES_PER_ENTRY;
+        }
+        let slower = 1.0
+            - self.consumer_headroom
+                * (1.0 - self.slow_consumer_fraction * (1.0 - self.slow_consumer_speed));
+        if self.subscription_type != SubscriptionType::Exclusive
+            && self.subscription_type != SubscriptionType::Failover
+            && slower > 0.0
+        {
+            let mut held = entries * slower;
+            if key_shared {
+                held = held.min(self.key_shared_look_ahead_per_subscription.max(200_000) as f64);
+            }
+            growing += c * held * REPLAY_BYTES_PER_ENTRY;
+        }
+        // A batch being made, and per broker: the rows its simulation runs ahead of the merge,
+        // its name and its simulation's fixed state.
+        let brokers = self.brokers as f64;
+        bytes += growing
+            + crate::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 * BYTES_PER_ROW
+            + brokers * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER);
+        Footprint {
+            bytes,
+            growing_bytes: growing,
+            partitions,
+            cursors,
+            consumers,
+        }
+    }
+
+    /// Refuses, before anything is allocated, a spec the generator cannot simulate: ids past
+    /// 32 bits, or a simulation estimated to need more than `budget` bytes. The message names
+    /// the estimate and what makes it fit.
+    ///
+    /// With `broker`, only that broker is simulated: it holds its share of the partitions' state
+    /// (and every name, which all brokers share).
+    pub fn check(&self, budget: u64, broker: Option<u32>) -> Result<Footprint> {
+        let mut f = self.footprint();
+        if broker.is_some() && self.brokers > 1 {
+            let names = f.partitions as f64 * NAME_BYTES_PER_PARTITION
+                + f.cursors as f64 * NAME_BYTES_PER_CURSOR;
+            let share = 1.0 / self.brokers as f64;
+            f.bytes = BASE_BYTES + names + (f.bytes - BASE_BYTES - names).max(0.0) * share;
+            f.growing_bytes *= share;
+        }
+        // Topics, cursors and consumers are numbered with u32 ids in the trace and the
+        // simulation; the trace's dictionary keys are i32.
+        if f.partitions > i32::MAX as u64 || f.cursors > i32::MAX as u64 {
+            return Err(Error::invalid(
+                "spec",
+                format!(
+                    "topics x partitionsPerTopic x (subscriptionsPerTopic + catchUpReaders) = {} cursors over {} partitions: the trace numbers them with 32-bit ids (at most {})",
+                    f.cursors, f.partitions, i32::MAX
+                ),
+            ));
+        }
+        // The trace's timestamps are int64 microseconds.
+        if self.simulated_minutes() * 60e6 >= i64::MAX as f64 {
+            return Err(Error::invalid(
+                "spec",
+                format!(
+                    "warmupDurationMinutes + testDurationMinutes = {} minutes: past what the trace's int64 microsecond timestamps hold",
+                    self.simulated_minutes()
+                ),
+            ));
+        }
+        if f.bytes > budget as f64 {
+            let per_broker = self.brokers as f64 * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER);
+            let fix = if per_broker > f.bytes / 2.0 {
+                "use fewer brokers with --brokers (brokers=; more than one a partition adds nothing)"
+            } else if f.growing_bytes > f.bytes / 2.0 {
+                "shorten it with --duration-minutes (testDurationMinutes), or raise the budget with --memory-budget (memory_budget=)"
+            } else {
+                "raise the budget with --memory-budget (memory_budget=); with several brokers, generate one broker at a time (broker=, or --spark) to need a share of it"
+            };
+            return Err(Error::ResourceLimit(format!(
+                "the workload's simulation needs ~{} ({} partitions on {} brokers, {} cursors, {} consumers{}), over the memory budget of {}: {fix}",
+                human_bytes(f.bytes),
+                f.partitions,
+                self.brokers,
+                f.cursors,
+                f.consumers,
+                if f.growing_bytes > 0.0 {
+                    format!(", ~{} of it growing with the duration", human_bytes(f.growing_bytes))
+                } else {
+                    String::new()
+                },
+                human_bytes(budget as f64),
+            )));
+        }
+        Ok(f)
+    }
+}
+
+/// Bytes as "1.5 GiB" or "300.0 MiB".
+pub fn human_bytes(n: f64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    if n >= 1024.0 * GIB {
+        format!("{:.1} TiB", n / 1024.0 / GIB)
+    } else if n >= GIB {
+        format!("{:.1} GiB", n / GIB)
+    } else {
+        format!("{:.1} MiB", n / (1u64 << 20) as f64)
     }
 }

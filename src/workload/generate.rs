@@ -676,7 +676,7 @@ impl Sim {
     /// `managed_ledger_new_entries_check_delay_in_millis`, then waits to be woken by an entry.
     fn park(&mut self, t: u64, p: usize, s: usize, entries: u64) {
         let delay = (self.spec.managed_ledger_new_entries_check_delay_ms * 1000.0) as u64;
-        self.parts[p].subs[s].waiting = Some((entries, t + delay));
+        self.parts[p].subs[s].waiting = Some((entries, t.saturating_add(delay)));
     }
 
     /// The parked read, when entries have come and the cursor has looked for them.
@@ -1105,7 +1105,7 @@ impl Sim {
         sub.waiting = None;
         sub.consumers.iter_mut().for_each(|c| c.connect(t, permits));
         sub.resume_at = if sub.kind == SubscriptionType::Failover {
-            t + failover_delay
+            t.saturating_add(failover_delay)
         } else {
             t
         };
@@ -1124,7 +1124,8 @@ impl Sim {
             sub.consumers.iter_mut().for_each(Consumer::disconnect);
             // The last consumer left: the replay queue is dropped.
             Self::clear_replay(sub);
-            let back = t + (self.spec.churn_downtime_seconds * 1e6) as u64;
+            // Saturating: a huge knob means "never" (past the end), not a time that wraps around.
+            let back = t.saturating_add((self.spec.churn_downtime_seconds * 1e6) as u64);
             self.schedule(back, Task::Churn(p as u32, s as u32));
         } else {
             // A consumer joins a subscription without consumers: the cursor rewinds to the first
@@ -1136,7 +1137,7 @@ impl Sim {
             sub.read_idx = first;
             Self::clear_replay(sub);
             self.connect(t, p, s);
-            let next = t + self.rng.exp(60e6 / self.spec.churn_per_minute) as u64;
+            let next = t.saturating_add(self.rng.exp(60e6 / self.spec.churn_per_minute) as u64);
             self.schedule(next, Task::Churn(p as u32, s as u32));
         }
     }
@@ -1160,7 +1161,7 @@ impl Sim {
             // A reset cursor disconnects the consumers, which come straight back.
             self.connect(t, p, s);
         }
-        let next = t + self.rng.exp(60e6 / self.spec.seeks_per_minute) as u64;
+        let next = t.saturating_add(self.rng.exp(60e6 / self.spec.seeks_per_minute) as u64);
         self.schedule(next, Task::Seek(p as u32, s as u32));
     }
 
@@ -1314,8 +1315,10 @@ impl Sim {
     /// One broker's simulation, set up to run (its first rows, the opening cursors, already in
     /// `out`), and the trace's name tables.
     pub(super) fn new(spec: &WorkloadSpec, seed: u64, broker: u32) -> (Sim, Names) {
-        let partitions = spec.topics * spec.partitions_per_topic;
-        let per_partition_rate = spec.producer_rate / partitions as f64;
+        // u64: topics x partitions may pass u32::MAX (`WorkloadSpec::check` refuses such specs).
+        let partitions = spec.partitions();
+        // The rate the brokers ingest: the requested one, or less when it is above capacity.
+        let per_partition_rate = spec.ingest().rate / partitions as f64;
         let interval_us = 1e6 / per_partition_rate;
         let rng = Rng::new(seed ^ (broker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut index = 0usize;
@@ -1337,7 +1340,7 @@ impl Sim {
                 };
                 let topic = out.topic_names.len() as u32;
                 out.topic_names.push(name.clone());
-                let here = index as u32 % spec.brokers == broker;
+                let here = index % spec.brokers as usize == broker as usize;
                 let mut subs = Vec::new();
                 let mut add_sub = |name: String,
                                    kind: SubscriptionType,
@@ -1463,7 +1466,7 @@ impl Sim {
             seq: 0,
             parts,
             out,
-            end_us: (spec.test_duration_minutes * 60e6) as u64,
+            end_us: (spec.simulated_minutes() * 60e6) as u64,
             max_per_ledger: spec.max_entries_per_ledger as u64,
             key_hashes,
             flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
@@ -1492,13 +1495,8 @@ impl Sim {
                 }
                 sim.schedule(1_000_000, Task::Ack(pi, s as u32));
             }
-            if backlog_mode {
-                let bytes_per_partition = spec.consumer_backlog_size_gb * 1e9 / partitions as f64;
-                let messages = bytes_per_partition / spec.message_size.max(1) as f64;
-                sim.schedule(
-                    (messages * interval_us) as u64,
-                    Task::StartBacklogConsumers(p as u32),
-                );
+            if let Some(at) = spec.backlog_start_us() {
+                sim.schedule(at as u64, Task::StartBacklogConsumers(p as u32));
             }
             sim.parts[p].next_arrival = sim.rng.f64() * interval_us;
             let (at, n) = sim.next_batch(p);

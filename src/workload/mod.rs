@@ -8,13 +8,16 @@ mod selector;
 mod spec;
 mod stream;
 
-pub use estimate::Estimate;
+pub use estimate::{human_bytes, Estimate, Footprint, Ingest, DEFAULT_MEMORY_BUDGET};
 pub use generate::{
     generate, generate_broker, EventColumns, REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW,
 };
 pub use rng::Rng;
 pub use selector::{murmur3_32, sticky_key_hash, ConsistentHashRing, NO_KEY, STICKY_KEY_HASH_MAX};
-pub use spec::{KeyDistributor, SubscriptionType, WorkloadSpec, SPEC_NAMES};
+pub use spec::{
+    KeyDistributor, SubscriptionType, WorkloadSpec, DEFAULT_BROKER_INGEST_BYTES_PER_SECOND,
+    DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND, MAX_ENTRY_BYTES, SPEC_NAMES,
+};
 pub use stream::{trace_schema, TraceBatches, TraceStream, DEFAULT_BATCH_ROWS};
 
 use arrow_array::RecordBatch;

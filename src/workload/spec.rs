@@ -19,6 +19,18 @@ pub enum KeyDistributor {
     RandomNano,
 }
 
+/// What a broker ingests at most, bytes per second: a 10 Gbit/s NIC sends 1.25 GB/s, and each
+/// byte a broker takes in goes out four times at least: to three bookies (OMB's Pulsar driver
+/// sets writeQuorum 3) and to one subscription. 1.25e9 / 4 = 312.5 MB/s.
+pub const DEFAULT_BROKER_INGEST_BYTES_PER_SECOND: f64 = 312.5e6;
+/// What a broker ingests at most, messages per second: a round order of magnitude for a broker's
+/// per-message work with batching on (not a measurement; set your brokers' measured figure).
+pub const DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND: f64 = 1.0e6;
+
+/// The largest `messageSize`, `batchingMaxBytes` and so entry size: OMB and Pulsar's client hold
+/// them in a Java `int`, and the trace's `size` column is an int32.
+pub const MAX_ENTRY_BYTES: u32 = i32::MAX as u32;
+
 /// Defaults follow OpenMessaging Benchmark's `1-topic-1-partition-1kb` workload, its Pulsar driver's
 /// producer settings (`driver-pulsar/pulsar.yaml`, `PulsarBenchmarkDriver`) and Pulsar's broker and
 /// client defaults (`ServiceConfiguration` and `ConsumerConfigurationData` on `master`).
@@ -30,11 +42,21 @@ pub struct WorkloadSpec {
     pub subscriptions_per_topic: u32,
     pub consumer_per_subscription: u32,
     pub producers_per_topic: u32,
-    /// Messages per second over all partitions.
+    /// Messages per second over all partitions; 0 means OMB's "find the maximum sustainable
+    /// rate", which the lab takes as the rate a saturated broker ingests (see
+    /// [`WorkloadSpec::ingest`]). A rate above that is capped to it.
     pub producer_rate: f64,
     /// Consumers wait until this much backlog (GB, over all partitions) exists, then catch up.
     pub consumer_backlog_size_gb: f64,
     pub test_duration_minutes: f64,
+    /// OMB's warmupDurationMinutes: traffic simulated before the test (OMB runs the warm-up,
+    /// then the test, with the same producers and consumers). 0 here; OMB workload files get
+    /// OMB's default of 1 (set by the Python reader).
+    pub warmup_duration_minutes: f64,
+    /// Lab-only: what one broker ingests at most, in bytes and in messages per second. The
+    /// producer rate is capped so that the most loaded broker stays within both.
+    pub broker_ingest_bytes_per_second: f64,
+    pub broker_ingest_messages_per_second: f64,
     pub key_distributor: KeyDistributor,
     /// Distinct keys for Key_Shared routing.
     pub keys: u32,
@@ -99,6 +121,9 @@ impl Default for WorkloadSpec {
             producer_rate: 1000.0,
             consumer_backlog_size_gb: 0.0,
             test_duration_minutes: 1.0,
+            warmup_duration_minutes: 0.0,
+            broker_ingest_bytes_per_second: DEFAULT_BROKER_INGEST_BYTES_PER_SECOND,
+            broker_ingest_messages_per_second: DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND,
             key_distributor: KeyDistributor::NoKey,
             keys: 1024,
             brokers: 1,
@@ -167,6 +192,29 @@ fn non_negative(name: &str, v: &SettingValue) -> Result<f64> {
     Ok(n)
 }
 
+fn positive(name: &str, v: &SettingValue) -> Result<f64> {
+    let n = non_negative(name, v)?;
+    if n == 0.0 {
+        return Err(Error::InvalidArgument {
+            name: "spec",
+            reason: format!("{name}: must be > 0"),
+        });
+    }
+    Ok(n)
+}
+
+fn at_most(name: &str, n: u32, max: u32) -> Result<u32> {
+    if n > max {
+        return Err(Error::InvalidArgument {
+            name: "spec",
+            reason: format!(
+                "{name}: must be at most {max} (a Java int, as in OMB and Pulsar), got {n}"
+            ),
+        });
+    }
+    Ok(n)
+}
+
 fn fraction(name: &str, v: &SettingValue) -> Result<f64> {
     let n = non_negative(name, v)?;
     if n > 1.0 {
@@ -205,7 +253,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 40] = [
+pub const SPEC_NAMES: [&str; 43] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -246,6 +294,9 @@ pub const SPEC_NAMES: [&str; 40] = [
     "active_consumer_failover_delay_time_millis",
     "dispatcher_max_read_batch_size",
     "managed_ledger_new_entries_check_delay_in_millis",
+    "warmup_duration_minutes",
+    "broker_ingest_bytes_per_second",
+    "broker_ingest_messages_per_second",
 ];
 
 impl WorkloadSpec {
@@ -253,15 +304,18 @@ impl WorkloadSpec {
         match key {
             "topics" => self.topics = count(key, v, 1)?,
             "partitions_per_topic" => self.partitions_per_topic = count(key, v, 1)?,
-            "message_size" => self.message_size = count(key, v, 0)?,
+            "message_size" => self.message_size = at_most(key, count(key, v, 0)?, MAX_ENTRY_BYTES)?,
             "subscriptions_per_topic" => self.subscriptions_per_topic = count(key, v, 0)?,
             "consumer_per_subscription" => self.consumer_per_subscription = count(key, v, 1)?,
             "producers_per_topic" => self.producers_per_topic = count(key, v, 1)?,
-            "producer_rate" => {
-                self.producer_rate = non_negative(key, v)?;
-                if self.producer_rate == 0.0 {
-                    return Err(Error::InvalidArgument { name: "spec", reason: "producer_rate: must be > 0".into() });
-                }
+            // 0 is OMB's "find the maximum sustainable rate" (see `ingest`).
+            "producer_rate" => self.producer_rate = non_negative(key, v)?,
+            "warmup_duration_minutes" => self.warmup_duration_minutes = non_negative(key, v)?,
+            "broker_ingest_bytes_per_second" => {
+                self.broker_ingest_bytes_per_second = positive(key, v)?
+            }
+            "broker_ingest_messages_per_second" => {
+                self.broker_ingest_messages_per_second = positive(key, v)?
             }
             "consumer_backlog_size_gb" => self.consumer_backlog_size_gb = non_negative(key, v)?,
             "test_duration_minutes" => self.test_duration_minutes = non_negative(key, v)?,
@@ -313,7 +367,9 @@ impl WorkloadSpec {
             "consumer_headroom" => self.consumer_headroom = non_negative(key, v)?,
             "batching_enabled" => self.batching_enabled = flag(key, v)?,
             "batching_max_publish_delay_ms" => self.batching_max_publish_delay_ms = non_negative(key, v)?,
-            "batching_max_bytes" => self.batching_max_bytes = count(key, v, 1)?,
+            "batching_max_bytes" => {
+                self.batching_max_bytes = at_most(key, count(key, v, 1)?, MAX_ENTRY_BYTES)?
+            }
             "batching_max_messages" => self.batching_max_messages = count(key, v, 1)?,
             "dispatcher_max_round_robin_batch_size" => {
                 self.dispatcher_max_round_robin_batch_size = count(key, v, 1)?

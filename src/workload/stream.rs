@@ -229,6 +229,31 @@ impl TraceStream {
         Self::of(std::iter::once(Sim::new(spec, seed, broker)))
     }
 
+    /// [`TraceStream::new`] (`broker` None) or [`TraceStream::broker`], after checking the spec
+    /// ([`WorkloadSpec::check`]) before anything is allocated: a spec whose simulation would
+    /// need more than `memory_budget` bytes, or a broker that does not exist, is an error.
+    /// `new` and `broker` do not check: use them with specs known to fit.
+    pub fn checked(
+        spec: &WorkloadSpec,
+        seed: u64,
+        broker: Option<u32>,
+        memory_budget: u64,
+    ) -> crate::error::Result<Self> {
+        if let Some(b) = broker {
+            if b >= spec.brokers {
+                return Err(crate::error::Error::invalid(
+                    "broker",
+                    format!("{b} is not below brokers={}", spec.brokers),
+                ));
+            }
+        }
+        spec.check(memory_budget, broker)?;
+        Ok(match broker {
+            Some(b) => Self::broker(spec, seed, b),
+            None => Self::new(spec, seed),
+        })
+    }
+
     fn of(sims: impl Iterator<Item = (Sim, Names)>) -> Self {
         // Every broker's simulation names the whole workload's topics and cursors: keep one copy.
         let mut names = None;
