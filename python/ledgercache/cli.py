@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 ALL_STRATEGIES = ("pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady")
-DEMO_SIZES = ("1MiB", "4MiB", "16MiB")
+# Cache sizes for a trace or spec file that names none: a broker's cache, from a small one to a big
+# one (Pulsar's default is a fifth of the direct memory). Bundled scenarios have their own
+# (ledgercache.workload.SCENARIO_CACHE_SIZES).
+DEFAULT_SIZES = ("32MiB", "128MiB", "512MiB", "2GiB")
+# `ledgercache sweep`'s grid and target when none is given.
+SWEEP_SIZES = "16MiB:4GiB"
+SWEEP_TARGET = 0.9
+# Sizes a --sizes grid may hold at most: each size is a replay of the whole trace per strategy.
+MAX_GRID_SIZES = 64
 
 
 class CliError(Exception):
@@ -37,6 +45,29 @@ def parse_size(text: str) -> int:
     if unit not in scale:
         raise CliError(f"invalid cache size {text!r}: unknown unit")
     return int(number * scale[unit])
+
+
+def parse_grid(text: str) -> list[int]:
+    """``MIN:MAX`` or ``MIN:MAX:FACTOR``: sizes from MIN, each FACTOR (default 2) times the one
+    before, up to MAX (included when the steps land on it)."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise CliError(f"invalid --sizes {text!r}: use MIN:MAX or MIN:MAX:FACTOR, e.g. 16MiB:4GiB")
+    low, high = parse_size(parts[0]), parse_size(parts[1])
+    try:
+        factor = float(parts[2]) if len(parts) == 3 else 2.0
+    except ValueError:
+        factor = 0.0
+    if not factor > 1.0 or factor != factor or factor == float("inf"):
+        raise CliError(f"invalid --sizes {text!r}: the factor must be a number above 1")
+    if not 0 < low <= high:
+        raise CliError(f"invalid --sizes {text!r}: MIN must be above 0 and at most MAX")
+    sizes = [low]
+    while sizes[-1] * factor <= high * (1 + 1e-9):
+        sizes.append(int(round(sizes[-1] * factor)))
+        if len(sizes) > MAX_GRID_SIZES:
+            raise CliError(f"invalid --sizes {text!r}: more than {MAX_GRID_SIZES} sizes; use a larger factor")
+    return sizes
 
 
 class Progress:
@@ -140,14 +171,26 @@ def parse_memory(text: str) -> int:
     return n
 
 
-def _configs(lc, strategies: Iterable[str], sizes: Iterable[str], settings: Iterable[str]) -> list:
+def _sizes(lc, args, scenario: str | None) -> list[int]:
+    """The cache sizes to replay at: --cache-size, else the --sizes grid, else the scenario's own,
+    else DEFAULT_SIZES."""
+    if args.cache_size:
+        return [parse_size(z) for z in args.cache_size]
+    if getattr(args, "sizes", None):
+        return parse_grid(args.sizes)
+    if scenario in lc.workload.SCENARIO_CACHE_SIZES:
+        return list(lc.workload.SCENARIO_CACHE_SIZES[scenario])
+    return [parse_size(z) for z in DEFAULT_SIZES]
+
+
+def _configs(lc, strategies: Iterable[str], sizes: Iterable[int], settings: Iterable[str]) -> list:
     extra: dict[str, Any] = {}
     for item in settings:
         if "=" not in item:
             raise CliError(f"invalid --set {item!r}: use key=value")
         key, raw = item.split("=", 1)
         extra[key.strip()] = lc.workload.scalar(raw)
-    return [lc.CacheConfig(cache_size_bytes=parse_size(z), strategy=s, **extra) for z in sizes for s in strategies]
+    return [lc.CacheConfig(cache_size_bytes=z, strategy=s, **extra) for z in sizes for s in strategies]
 
 
 def _session(args):
@@ -253,7 +296,7 @@ def cmd_replay(args) -> None:
 
     import ledgercache as lc
 
-    configs = _configs(lc, args.strategy or ALL_STRATEGIES, args.cache_size or DEMO_SIZES, args.set or ())
+    configs = _configs(lc, args.strategy or ALL_STRATEGIES, _sizes(lc, args, None), args.set or ())
     source = Path(args.trace)
     if not source.exists():
         raise CliError(f"trace {source} does not exist")
@@ -283,13 +326,13 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
 
     import ledgercache as lc
 
-    configs = _configs(lc, args.strategy or ALL_STRATEGIES, args.cache_size or DEMO_SIZES, args.set or ())
     progress = Progress(2 * len(scenarios) + 1, quiet=args.quiet)
     spark = None if args.local else _session(args)
     summaries, serieses = [], []
     try:
         for name in scenarios:
             spec = _spec_with(lc, name, args)
+            configs = _configs(lc, args.strategy or ALL_STRATEGIES, _sizes(lc, args, name), args.set or ())
             if spark is not None:
                 trace = lc.spark.generate(spark, spec, seed=args.seed).cache()
                 trace.count()
@@ -316,11 +359,14 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
         pq.write_table(series, tmp / "timeseries.parquet")
         if publish is not None:
             pq.write_table(publish, tmp / "publish_delays.parquet")
-        lc.report.write_report(summary, series, tmp, title=args.title, publish=publish)
+        lc.report.write_report(summary, series, tmp, title=args.title, publish=publish, target_hit_ratio=target)
 
+    target = getattr(args, "target_hit_ratio", None)
     out = _atomic_dir(Path(args.output), fill)
     progress.step("report")
     print(lc.report.comparison_text(summary))
+    if target is not None:
+        print(lc.report.sweep_text(summary, target))
     if publish is not None:
         for r in publish.to_pylist():
             print(f"publish {r['mode']:<18} {r['topic']:<6} p99 {r['p99_ms']:9.1f} ms  own throttles {r['throttles']}")
@@ -333,10 +379,23 @@ def cmd_compare(args) -> None:
     compare(args, args.spec or list(lc.workload.SCENARIOS), with_throttling=args.with_throttling or not args.spec)
 
 
+def cmd_sweep(args) -> None:
+    import ledgercache as lc
+
+    if not 0.0 <= args.target_hit_ratio <= 1.0:
+        raise CliError(f"invalid --target-hit-ratio {args.target_hit_ratio:g}: use a ratio in [0, 1]")
+    if not args.cache_size and not args.sizes:
+        args.sizes = SWEEP_SIZES
+    if args.sizes:
+        parse_grid(args.sizes)  # a bad grid fails before anything is generated
+    compare(args, args.spec or list(lc.workload.SCENARIOS))
+
+
 def cmd_demo(args) -> None:
     import ledgercache as lc
 
-    args.strategy, args.cache_size, args.set = list(ALL_STRATEGIES), list(DEMO_SIZES), []
+    # Each scenario at its own sizes (SCENARIO_CACHE_SIZES), every strategy.
+    args.strategy, args.cache_size, args.sizes, args.set = list(ALL_STRATEGIES), None, None, []
     compare(args, list(lc.workload.SCENARIOS), with_throttling=True)
 
 
@@ -354,7 +413,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def sweep(sp) -> None:
         sp.add_argument("--strategy", action="append", choices=ALL_STRATEGIES, help="a strategy (repeatable; default: all)")
-        sp.add_argument("--cache-size", action="append", help="a cache size such as 16MiB (repeatable; default: 1, 4, 16 MiB)")
+        sp.add_argument("--cache-size", action="append",
+                        help="a cache size such as 512MiB (repeatable; default: a bundled scenario's own sizes, "
+                             f"else {', '.join(DEFAULT_SIZES)})")
+        sp.add_argument("--sizes", metavar="MIN:MAX[:FACTOR]",
+                        help="a grid of cache sizes from MIN to MAX, each FACTOR (default 2) times the one before")
         sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="another CacheConfig setting (repeatable)")
         sp.add_argument("--config-groups", type=int, default=1, help="Spark: split the configurations over this many task groups")
 
@@ -390,13 +453,29 @@ def build_parser() -> argparse.ArgumentParser:
     omb_flags(c)
     c.add_argument("--title", default="ledgercache: cache designs compared")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.add_argument("--target-hit-ratio", type=float,
+                   help="also report, per design, the smallest cache size run that reaches this hit ratio")
     c.add_argument("--with-throttling", action="store_true",
                    help="add the publish-throttling scenario, both modes side by side (default when no spec is named)")
     sweep(c)
     common(c, spark_default=True)
     c.set_defaults(run=cmd_compare)
 
-    d = sub.add_parser("demo", help="all bundled scenarios, all strategies, three cache sizes, on local Spark")
+    w = sub.add_parser("sweep", help="the smallest cache reaching a target hit ratio, per design, over a grid of sizes")
+    w.add_argument("spec", nargs="*", help="scenarios or spec files (default: all bundled scenarios)")
+    w.add_argument("-o", "--output", required=True, help="report directory")
+    w.add_argument("--target-hit-ratio", type=float, default=SWEEP_TARGET,
+                   help=f"the hit ratio a design must reach (default {SWEEP_TARGET})")
+    w.add_argument("--brokers", type=int, help="override the number of brokers")
+    w.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
+    omb_flags(w)
+    w.add_argument("--title", default="ledgercache: cache size sweep")
+    w.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep(w)
+    common(w, spark_default=True)
+    w.set_defaults(run=cmd_sweep)
+
+    d = sub.add_parser("demo", help="all bundled scenarios, all strategies, each at its broker-sized caches, on local Spark")
     d.add_argument("-o", "--output", default="demo-report", help="report directory (default: demo-report)")
     d.add_argument("--title", default="ledgercache demo: cache designs on the bundled scenarios")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -424,7 +503,7 @@ def _needs(args) -> tuple[str, ...]:
     from . import _extras
 
     spark = not args.local if hasattr(args, "local") else args.spark
-    report = args.command in ("compare", "demo")
+    report = args.command in ("compare", "sweep", "demo")
     return (_extras.REPORT if report else ()) + (_extras.SPARK if spark else ())
 
 

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from . import _extras
 
-__all__ = ["write_report", "comparison_text"]
+__all__ = ["write_report", "comparison_text", "smallest_sizes", "sweep_text"]
 
 MIB = 1 << 20
 
@@ -22,6 +22,8 @@ def _slug(name: str) -> str:
 
 
 def _size(n: int) -> str:
+    if n >= 1 << 30 and n % (1 << 28) == 0:
+        return f"{n / (1 << 30):g} GiB"
     return f"{n / MIB:g} MiB" if n % (MIB // 4) == 0 else f"{n:,} B"
 
 
@@ -74,6 +76,56 @@ def comparison_text(summary: pa.Table) -> str:
         # A list, so a scenario without rows still has widths (max of one int would fail).
         widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, (h, _, _) in enumerate(COLUMNS)]
         out.append("  ".join(h.rjust(w) for (h, _, _), w in zip(COLUMNS, widths)))
+        out.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells)
+        out.append("")
+    return "\n".join(out)
+
+
+def smallest_sizes(summary: pa.Table, target_hit_ratio: float) -> list[dict]:
+    """Per scenario and strategy, the smallest cache size of the runs whose hit ratio reaches
+    ``target_hit_ratio``: rows with ``scenario``, ``strategy``, ``cache_size_bytes`` (None when no
+    size reached it), ``hit_ratio`` and ``saved_bytes`` at that size (else at the largest size run),
+    and ``largest_size_bytes`` (the largest size run).
+
+    Sizes are only the ones replayed: "the smallest" means the smallest of those, so a finer
+    ``--sizes`` grid gives a tighter answer.
+    """
+    if not 0.0 <= target_hit_ratio <= 1.0:
+        from .errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"invalid target_hit_ratio: expected a ratio in [0, 1], got {target_hit_ratio!r}")
+    out = []
+    for scenario in _scenarios(summary):
+        rows = _rows(summary, scenario)
+        for strategy in sorted({r["strategy"] for r in rows}):
+            runs = sorted((r for r in rows if r["strategy"] == strategy), key=lambda r: r["cache_size_bytes"])
+            reached = next((r for r in runs if r["hit_ratio"] >= target_hit_ratio), None)
+            at = reached or runs[-1]
+            out.append({"scenario": scenario, "strategy": strategy,
+                        "cache_size_bytes": reached["cache_size_bytes"] if reached else None,
+                        "hit_ratio": at["hit_ratio"], "saved_bytes": at["saved_bytes"],
+                        "largest_size_bytes": runs[-1]["cache_size_bytes"]})
+    return out
+
+
+SWEEP_COLUMNS = (
+    ("strategy", "strategy", str),
+    ("smallest cache", "cache_size_bytes", lambda v: "not reached" if v is None else _size(v)),
+    ("hit ratio there", "hit_ratio", lambda v: f"{v:.3f}"),
+    ("storage MiB saved there", "saved_bytes", lambda v: f"{v / MIB:,.1f}"),
+    ("largest size run", "largest_size_bytes", _size),
+)
+
+
+def sweep_text(summary: pa.Table, target_hit_ratio: float) -> str:
+    """:func:`smallest_sizes` as plain text, a table per scenario (what ``ledgercache sweep`` prints)."""
+    rows = smallest_sizes(summary, target_hit_ratio)
+    out = []
+    for scenario in _scenarios(summary):
+        out.append(f"== {scenario}: smallest cache with hit ratio >= {target_hit_ratio:g}")
+        cells = [[fmt(r[key]) for _, key, fmt in SWEEP_COLUMNS] for r in rows if r["scenario"] == scenario]
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (h, _, _) in enumerate(SWEEP_COLUMNS)]
+        out.append("  ".join(h.rjust(w) for (h, _, _), w in zip(SWEEP_COLUMNS, widths)))
         out.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells)
         out.append("")
     return "\n".join(out)
@@ -229,18 +281,22 @@ def write_report(
     title: str = "ledgercache replay report",
     publish: pa.Table | None = None,
     publish_title: str = "publish throttling: noisy neighbour",
+    target_hit_ratio: float | None = None,
 ) -> Path:
     """Writes ``report.md``, ``report.html`` and the PNGs into ``out_dir``; returns the Markdown path.
 
     ``summary`` and ``series`` are what :func:`ledgercache.replay` returns (with timeseries), with
     an optional ``scenario`` column to group the tables and plots. ``publish`` adds a section of
-    publish delays (:func:`ledgercache.publish.compare_modes`), modes side by side. The plots need
+    publish delays (:func:`ledgercache.publish.compare_modes`), modes side by side. With
+    ``target_hit_ratio``, each scenario also gets the smallest cache per strategy that reaches it
+    (:func:`smallest_sizes`). The plots need
     matplotlib (the ``lab`` extra): without it, :class:`~ledgercache.errors.MissingDependencyError`
     is raised before anything is written.
     """
     _extras.require("ledgercache.report.write_report", _extras.REPORT)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    smallest = smallest_sizes(summary, target_hit_ratio) if target_hit_ratio is not None else []
     model = _model_section(summary)
     md = [f"# {title}", "", *model]
     body = [f"<h1>{html.escape(title)}</h1>", f"<h2>{html.escape(model[0][3:])}</h2>",
@@ -250,6 +306,11 @@ def write_report(
         table_md, table_body = _table(COLUMNS, rows)
         md += [f"## {scenario}", "", *table_md, ""]
         body += [f"<h2>{html.escape(scenario)}</h2>", *table_body]
+        if target_hit_ratio is not None:
+            heading = f"Smallest cache with hit ratio >= {target_hit_ratio:g} (of the sizes run)"
+            sweep_md, sweep_body = _table(SWEEP_COLUMNS, [r for r in smallest if r["scenario"] == scenario])
+            md += [f"### {heading}", "", *sweep_md, ""]
+            body += [f"<h3>{html.escape(heading)}</h3>", *sweep_body]
         for name, caption in _plots(rows, series, scenario, out):
             md += [f"![{caption}]({name})", ""]
             body.append(f"<p><img src='{name}' alt='{html.escape(caption)}'></p>")

@@ -160,8 +160,8 @@ from . import _native
 from .errors import InvalidArgumentError, LedgerCacheError, ResourceLimitError, UnknownSettingError
 from .trace import SCHEMA, conform
 
-__all__ = ["OMB_PULSAR_DRIVER", "SCENARIOS", "Spec", "estimate", "generate", "load_driver", "load_spec", "normalize",
-           "resolve", "stream"]
+__all__ = ["OMB_PULSAR_DRIVER", "SCENARIOS", "SCENARIO_CACHE_SIZES", "Spec", "estimate", "generate", "load_driver",
+           "load_spec", "normalize", "resolve", "stream"]
 
 DEFAULT_BATCH_ROWS = 65_536
 # The memory a workload's simulation may take unless ``memory_budget`` says otherwise (4 GiB: a
@@ -503,27 +503,48 @@ PARQUET_BYTES_PER_EVENT = 8.0
 EVENTS_PER_SECOND = 1.0e6
 
 
-# Bundled scenarios: each a spec plus the cache size it is meant to be replayed with.
+MIB = 1 << 20
+
+# Bundled scenarios, at one broker's scale: 10,000-40,000 messages a second (5-40 MB/s), two minutes
+# each (many-topics-small-cache, whose 50 topics make one entry a message, at the low end so that
+# `make demo` stays within a few minutes). A broker's cache is hundreds of MiB to GiBs (Pulsar's managedLedgerCacheSizeMB defaults to a
+# fifth of the direct memory), so each scenario is compared at the sizes in SCENARIO_CACHE_SIZES.
 SCENARIOS: dict[str, dict[str, Any]] = {
-    # Many subscriptions tail one hot topic: every entry is read several times, right away.
-    "tailing-fan-out": dict(topics=2, partitionsPerTopic=2, subscriptionsPerTopic=4, producerRate=4000,
-                            messageSize=1024, testDurationMinutes=1),
-    # Consumers start once a backlog has built up, then catch up while publishing goes on.
-    "catch-up-under-pressure": dict(topics=2, subscriptionsPerTopic=2, producerRate=4000, messageSize=1024,
-                                    consumerBacklogSizeGB=0.05, consumerHeadroom=1.5, testDurationMinutes=1,
+    # Many subscriptions tail one hot topic: every entry is read several times, right away. The
+    # control: every design hits on every read at any size, down to 1 MiB.
+    "tailing-fan-out": dict(topics=2, partitionsPerTopic=2, subscriptionsPerTopic=4, producerRate=40000,
+                            messageSize=1024, testDurationMinutes=2),
+    # Consumers start once a backlog has built up, then catch up while publishing goes on; a reader
+    # per partition joins 15 s (600 MB) behind the tail.
+    "catch-up-under-pressure": dict(topics=2, subscriptionsPerTopic=2, producerRate=40000, messageSize=1024,
+                                    consumerBacklogSizeGB=0.5, consumerHeadroom=1.5, testDurationMinutes=2,
                                     catchUpReaders=1, catchUpStartSeconds=20, catchUpBehindSeconds=15),
     # Key_Shared with a slow consumer: its keys' entries wait in the replay queue.
     "key-shared-slow-consumer": dict(topics=1, subscriptionsPerTopic=1, consumerPerSubscription=4,
                                      subscriptionType="Key_Shared", keyDistributor="KEY_ROUND_ROBIN",
-                                     slowConsumerFraction=0.25, slowConsumerSpeed=0.3, producerRate=3000,
-                                     testDurationMinutes=1),
+                                     slowConsumerFraction=0.25, slowConsumerSpeed=0.3, producerRate=30000,
+                                     testDurationMinutes=2),
     # Shared subscription whose consumers cannot keep up: reads overflow into the replay queue.
     "shared-overflow": dict(topics=1, subscriptionsPerTopic=2, consumerPerSubscription=3, subscriptionType="Shared",
-                            consumerHeadroom=0.9, redeliveryRate=0.01, producerRate=3000, testDurationMinutes=1),
-    # Many topics, one subscriber each, over a cache that holds a few seconds of traffic.
-    "many-topics-small-cache": dict(topics=50, subscriptionsPerTopic=2, producerRate=5000, messageSize=512,
-                                    slowConsumerFraction=0.3, slowConsumerSpeed=0.5, testDurationMinutes=1),
-    # Subscriptions that keep seeking back: re-reads of recent history.
-    "seek-storm": dict(topics=2, subscriptionsPerTopic=3, producerRate=3000, seeksPerMinute=6, seekBackSeconds=10,
-                       testDurationMinutes=1),
+                            consumerHeadroom=0.9, redeliveryRate=0.01, producerRate=30000, testDurationMinutes=2),
+    # Many topics, one subscriber each, slow subscribers falling behind: the cache holds seconds of
+    # the broker's traffic, not the slow subscribers' lag.
+    "many-topics-small-cache": dict(topics=50, subscriptionsPerTopic=2, producerRate=10000, messageSize=512,
+                                    slowConsumerFraction=0.3, slowConsumerSpeed=0.5, testDurationMinutes=2),
+    # Subscriptions that keep seeking back 10 s (300 MB): re-reads of recent history.
+    "seek-storm": dict(topics=2, subscriptionsPerTopic=3, producerRate=30000, seeksPerMinute=6, seekBackSeconds=10,
+                       testDurationMinutes=2),
+}
+
+# The cache sizes each scenario is compared at by `ledgercache compare` and `make demo`: where its
+# designs separate (found with `ledgercache sweep`), from a cache that holds about a second of the
+# scenario's traffic to one that holds most of what its readers re-read (tailing-fan-out, the
+# control, at the sizes of a broker's cache).
+SCENARIO_CACHE_SIZES: dict[str, tuple[int, ...]] = {
+    "tailing-fan-out": (16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB),
+    "catch-up-under-pressure": (32 * MIB, 128 * MIB, 512 * MIB, 2048 * MIB),
+    "key-shared-slow-consumer": (32 * MIB, 128 * MIB, 512 * MIB, 2048 * MIB),
+    "shared-overflow": (32 * MIB, 128 * MIB, 512 * MIB, 2048 * MIB),
+    "many-topics-small-cache": (8 * MIB, 32 * MIB, 128 * MIB, 512 * MIB),
+    "seek-storm": (32 * MIB, 128 * MIB, 512 * MIB, 2048 * MIB),
 }

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -106,3 +107,61 @@ def test_report_says_which_runs_depart_from_pulsar_as_shipped(tmp_path):
     text = lc.report.write_report(summary, None, tmp_path / "b").read_text()
     assert "**Not as Pulsar ships it:** `apply_continue_caching_window` = True" in text
     assert "How the designs are simulated" in (tmp_path / "b" / "report.html").read_text()
+
+
+def test_size_grid_parsing():
+    assert cli.parse_grid("16MiB:128MiB") == [16 << 20, 32 << 20, 64 << 20, 128 << 20]
+    assert cli.parse_grid("1GiB:4GiB:4") == [1 << 30, 4 << 30]
+    assert cli.parse_grid("100:250:1.5") == [100, 150, 225]
+    for bad in ("16MiB", "4GiB:1GiB", "0:1MiB", "1MiB:2MiB:1", "1MiB:2MiB:x", "1MiB:2MiB:nan", "1:1TiB:1.01"):
+        with pytest.raises(cli.CliError):
+            cli.parse_grid(bad)
+
+
+def _summary(rows):
+    keys = ("entries_read", "read_bytes", "hits", "storage_read_ops", "storage_read_bytes", "evicted_entries")
+    return pa.Table.from_pylist([{"strategy": s, "cache_size_bytes": z, **dict.fromkeys(keys, 0),
+                                  "entries_read": 100, "hits": hits, "read_bytes": 1000, "storage_read_bytes": 10 * (100 - hits)}
+                                 for s, z, hits in rows])
+
+
+def test_smallest_sizes_is_the_first_size_run_that_reaches_the_target():
+    summary = _summary([("lru", 1 << 20, 50), ("lru", 4 << 20, 91), ("lru", 2 << 20, 89), ("lru", 8 << 20, 99),
+                        ("pip430", 1 << 20, 95), ("pip430", 2 << 20, 96), ("legacy", 1 << 20, 10), ("legacy", 8 << 20, 20)])
+    rows = {r["strategy"]: r for r in lc.report.smallest_sizes(summary, 0.9)}
+    assert rows["lru"]["cache_size_bytes"] == 4 << 20 and rows["lru"]["hit_ratio"] == pytest.approx(0.91)
+    assert rows["lru"]["saved_bytes"] == 1000 - 90
+    assert rows["pip430"]["cache_size_bytes"] == 1 << 20
+    assert rows["legacy"]["cache_size_bytes"] is None and rows["legacy"]["largest_size_bytes"] == 8 << 20
+    assert rows["legacy"]["hit_ratio"] == pytest.approx(0.2)
+    text = lc.report.sweep_text(summary, 0.9)
+    assert "not reached" in text and "4 MiB" in text
+    with pytest.raises(lc.InvalidArgumentError):
+        lc.report.smallest_sizes(summary, 1.5)
+
+
+def test_sweep_reports_the_smallest_size_per_design(tmp_path):
+    out = tmp_path / "sweep"
+    r = run_cli("sweep", "catch-up-under-pressure", "-o", str(out), "--local", "--quiet", "--sizes", "8MiB:512MiB:4",
+                "--strategy", "lru", "--strategy", "legacy", "--target-hit-ratio", "0.9", "--duration-minutes", "0.5")
+    assert r.returncode == 0, r.stderr
+    summary = pq.read_table(out / "summary.parquet")
+    assert sorted(set(summary.column("cache_size_bytes").to_pylist())) == [8 << 20, 32 << 20, 128 << 20, 512 << 20]
+    expected = lc.report.smallest_sizes(summary, 0.9)
+    text = (out / "report.md").read_text()
+    assert "### Smallest cache with hit ratio >= 0.9" in text
+    for row in expected:
+        size = "not reached" if row["cache_size_bytes"] is None else lc.report._size(row["cache_size_bytes"])
+        assert f"| {row['strategy']} | {size} | {row['hit_ratio']:.3f} |" in text
+    assert "smallest cache with hit ratio >= 0.9" in r.stdout
+
+
+def test_compare_runs_each_bundled_scenario_at_its_own_sizes(tmp_path):
+    out = tmp_path / "cmp"
+    r = run_cli("compare", "tailing-fan-out", "seek-storm", "-o", str(out), "--local", "--quiet", "--strategy", "lru",
+                "--duration-minutes", "0.05")
+    assert r.returncode == 0, r.stderr
+    summary = pq.read_table(out / "summary.parquet").to_pylist()
+    for name in ("tailing-fan-out", "seek-storm"):
+        sizes = sorted({row["cache_size_bytes"] for row in summary if row["scenario"] == name})
+        assert sizes == list(lc.workload.SCENARIO_CACHE_SIZES[name])
