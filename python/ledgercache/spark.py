@@ -230,27 +230,21 @@ def executors(spark: Any, tasks: int | None = None) -> list[dict[str, str]]:
     ``ledgercache`` it imports, ``""`` if none) and ``error`` (why the import failed)."""
     n = int(tasks or max(1, spark.sparkContext.defaultParallelism))
 
-    def probe(batches):
-        # Runs without ledgercache: this function is shipped by value and imports only the stdlib
-        # and pyarrow (which Spark's Arrow tasks need anyway).
+    def probe(_: int) -> dict[str, str]:
+        # Shipped by value and importing only the standard library (an RDD task, not an Arrow one,
+        # so not even pyarrow): it runs in an executor Python that lacks ledgercache, and says so.
         import socket
         import sys
-
-        import pyarrow as pa
 
         try:
             import ledgercache
 
             version, error = ledgercache.__version__, ""
-        except Exception as e:  # report it to the driver, which names the host
+        except Exception as e:  # reported to the driver, which names the host
             version, error = "", f"{type(e).__name__}: {e}"
-        for _ in batches:
-            pass
-        yield pa.RecordBatch.from_pydict(
-            {"host": [socket.gethostname()], "python": [sys.executable], "version": [version], "error": [error]})
+        return {"host": socket.gethostname(), "python": sys.executable, "version": version, "error": error}
 
-    schema = "host string, python string, version string, error string"
-    return [r.asDict() for r in spark.range(n, numPartitions=n).mapInArrow(probe, schema).collect()]
+    return spark.sparkContext.parallelize(range(n), n).map(probe).collect()
 
 
 def _check_executors(spark: Any) -> None:
