@@ -136,8 +136,9 @@ def cluster_session(master: str, app_name: str = "ledgercache", *, python: str |
     it must have the ``ledgercache`` wheel and pyarrow installed. ``archives`` ships a packed
     environment instead (``"env.tar.gz#env"`` with ``python="./env/bin/python"``; see the README).
     With ``check`` (the default) a first small job imports ``ledgercache`` in the executors
-    (:func:`executors`) and raises :class:`~ledgercache.errors.MissingDependencyError` naming the
-    host and interpreter where it is missing or another version, before any real work.
+    (:func:`executors`); where it is missing or another version, the session is stopped and
+    :class:`~ledgercache.errors.MissingDependencyError` names the host and interpreter, before any
+    real work.
     """
     _extras.require("ledgercache.spark.cluster_session", _extras.SPARK)
     if not isinstance(master, str) or not master or master.startswith("local"):
@@ -248,10 +249,13 @@ def executors(spark: Any, tasks: int | None = None) -> list[dict[str, str]]:
 
 
 def _check_executors(spark: Any) -> None:
+    """Raises (and stops the session, which would hold the cluster's cores for nothing) when an
+    executor's Python cannot import this version of ledgercache."""
     from ._native import __version__
 
     bad = [r for r in executors(spark) if r["version"] != __version__]
     if bad:
+        spark.stop()
         r = bad[0]
         found = f"version {r['version']} (the driver has {__version__})" if r["version"] else r["error"]
         raise MissingDependencyError(

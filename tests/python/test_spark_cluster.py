@@ -186,9 +186,7 @@ def test_executors_without_ledgercache_are_named(cluster):
         lc.spark.cluster_session(cluster["master"], "bare-executors", python=bare, spark_driver_host="127.0.0.1")
     message = str(caught.value)
     assert bare in message and socket.gethostname() in message and "--archives" in message
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        active.stop()
+    assert SparkSession.getActiveSession() is None, "the failed session is stopped"
 
 
 def test_fanout_example_on_the_cluster(cluster, tmp_path):
@@ -257,7 +255,7 @@ def test_spark_replay_on_the_cluster_has_bounded_worker_memory(session, tmp_path
     one executor core: the Python worker's peak RSS must not grow with the trace."""
     configs = [lc.CacheConfig(cache_size_bytes=4 << 20, strategy=s) for s in ("pip430", "lru")]
     peaks = {}
-    for minutes in (4.0, 16.0):
+    for minutes in (3.0, 12.0):
         spec = {**lc.workload.SCENARIOS["tailing-fan-out"], "brokers": 1, "testDurationMinutes": minutes}
         path = str(tmp_path / f"trace-{minutes}")
         before = _peak_rss_probe(session, reset=True)
@@ -271,9 +269,9 @@ def test_spark_replay_on_the_cluster_has_bounded_worker_memory(session, tmp_path
         peaks[minutes] = {"events": events, "generate_kib": generated[0]["hwm_kib"], "replay_kib": replayed[0]["hwm_kib"],
                           "trace_arrow_bytes": sum(b.nbytes for b in lc.trace.batches(path))}
     print("\nPython worker peak RSS:", json.dumps(peaks))
-    short, long = peaks[4.0], peaks[16.0]
+    short, long = peaks[3.0], peaks[12.0]
     assert long["events"] > 3.5 * short["events"]
-    # The whole long trace in memory would take its Arrow size; streaming stays near the short one's.
-    assert long["trace_arrow_bytes"] > 200 << 20
+    # The long trace could not be held whole: its Arrow size is well over the worker's peak RSS.
+    assert long["trace_arrow_bytes"] > 2 * (long["replay_kib"] << 10)
     for what in ("generate_kib", "replay_kib"):
         assert long[what] - short[what] < 48 << 10, f"{what}: {short[what]} KiB -> {long[what]} KiB"
