@@ -187,7 +187,7 @@ def session(app_name: str = "ledgercache", master: str | None = None, *, cores: 
     if master.startswith("local"):
         cores = master[len("local["):-1] if master.startswith("local[") else 1
         return local_session(app_name, cores, **conf)
-    return cluster_session(master, app_name, python=python, archives=archives, **conf)
+    return cluster_session(master, app_name, python=python, archives=archives, check=True, **conf)
 
 
 def _master_already_set() -> str | None:
@@ -386,13 +386,15 @@ def _replay_partition(batches: Any, chunks: list[list[CacheConfig]]) -> Any:
 
 
 class _Spill:
-    """A local copy of a one-shot stream for a second pass (an Arrow IPC file in the temporary
-    directory, which Spark points at the executor's local disk), or nothing when none is needed."""
+    """A local copy of a one-shot stream for a second pass (an Arrow IPC file on the executor's
+    local disk: the first of ``SPARK_LOCAL_DIRS``, which Spark gives its Python workers for their
+    own spills; the system's temporary directory elsewhere), or nothing when none is needed."""
 
     def __init__(self, needed: bool) -> None:
         self.path = None
         if needed:
-            fd, self.path = tempfile.mkstemp(prefix="ledgercache-second-pass-", suffix=".arrow")
+            local = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
+            fd, self.path = tempfile.mkstemp(prefix="ledgercache-second-pass-", suffix=".arrow", dir=local)
             os.close(fd)
 
     def __enter__(self) -> _Spill:
