@@ -5,11 +5,17 @@ task one topic; the task opens the topic's ManagedLedger on its worker's shared 
 (``lc.spark.executor_cache``) and storage (``lc.spark.executor_storage``), then two subscriptions
 read it from the start, one after the other. Each row reports what one reader took from storage.
 
-Run: ``.venv/bin/python examples/spark_fanout.py`` (or through ``make demo``'s environment).
+Run: ``.venv/bin/python examples/spark_fanout.py`` (local Spark, a temporary storage directory). On a
+cluster: ``examples/spark_fanout.py --master spark://host:7077 --storage /shared/dir``, with the
+``ledgercache`` wheel installed in the executors' Python (``PYSPARK_PYTHON``) and ``--storage`` on a file
+system every executor mounts at the same path; or ``spark-submit --master ... examples/spark_fanout.py
+--storage /shared/dir``, whose master wins. The job ships this file to the executors (``addPyFile``):
+its task function lives here, and ledgercache itself comes from the executors' installation.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -70,6 +76,8 @@ def read_partition(directory: str) -> Callable[[Iterator[pa.RecordBatch]], Itera
 
 
 def run_job(spark, directory: str, topics: int = TOPICS) -> list[dict]:
+    # The task function is defined in this module: executors import it from the shipped file.
+    spark.sparkContext.addPyFile(__file__)
     df = spark.range(topics, numPartitions=topics)
     out = df.mapInArrow(read_partition(directory), SCHEMA)
     # Sorted here, not by Spark: a Spark sort samples its input first, running every task twice
@@ -77,10 +85,15 @@ def run_job(spark, directory: str, topics: int = TOPICS) -> list[dict]:
     return sorted((r.asDict() for r in out.collect()), key=lambda r: (r["topic"], r["reader"]))
 
 
-def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="ledgercache-spark-") as directory:
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--master", help="Spark master (default local[2]; a master set by spark-submit wins)")
+    p.add_argument("--storage", help="FileStorage directory every executor sees (default: a temporary one here)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="ledgercache-spark-") as scratch:
+        directory = args.storage or scratch
         write_topics(directory)
-        spark = lc.spark.local_session("ledgercache-fanout", cores=2)
+        spark = lc.spark.session("ledgercache-fanout", master=args.master, cores=2)
         try:
             rows = run_job(spark, directory)
         finally:

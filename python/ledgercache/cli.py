@@ -2,8 +2,8 @@
 
 Errors print one line (``ledgercache: error: ...``) and exit with status 2; outputs are written to a
 temporary place first and moved into place only when complete, so a failed run leaves nothing
-half-done behind. ``generate`` and ``replay`` need only the library; Spark runs (``--spark``, and
-``compare``/``demo`` without ``--local``) and reports (``compare``, ``demo``) need the ``lab`` extra
+half-done behind. ``generate`` and ``replay`` need only the library; Spark runs (``--spark`` or
+``--master``, and ``compare``/``demo`` without ``--local``) and reports (``compare``, ``demo``) need the ``lab`` extra
 (``pip install "ledgercache[lab]"``), checked before anything is computed.
 """
 
@@ -196,7 +196,19 @@ def _configs(lc, strategies: Iterable[str], sizes: Iterable[int], settings: Iter
 def _session(args):
     import ledgercache as lc
 
-    return lc.spark.local_session("ledgercache-cli", cores=args.cores)
+    # A master that spark-submit set wins over --master (lc.spark.session warns if they differ).
+    spark = lc.spark.session("ledgercache-cli", master=args.master, cores=args.cores)
+    print(f"spark: master {spark.sparkContext.master}", file=sys.stderr, flush=True)
+    return spark
+
+
+def _uses_spark(args) -> bool:
+    """``--master`` implies Spark; with ``--local`` (compare, demo) it is a contradiction."""
+    if hasattr(args, "local"):
+        if args.local and args.master:
+            raise CliError(f"--local and --master {args.master} contradict each other: choose one")
+        return not args.local
+    return bool(args.spark or args.master)
 
 
 def _megabytes(n: float) -> str:
@@ -251,7 +263,7 @@ def cmd_generate(args) -> None:
     _check_disk(estimate, Path(args.output).resolve())
     progress = Progress(max(1, int(estimate["events"])), quiet=args.quiet, unit="events")
     out = Path(args.output).resolve()
-    if args.spark:
+    if _uses_spark(args):
         # One task per broker writes its part (streamed); the parts, broker after broker, are then
         # copied into the output batch by batch.
         spark = _session(args)
@@ -300,7 +312,7 @@ def cmd_replay(args) -> None:
     source = Path(args.trace)
     if not source.exists():
         raise CliError(f"trace {source} does not exist")
-    spark = _session(args) if args.spark else None
+    spark = _session(args) if _uses_spark(args) else None
     try:
         summary, series = _replay(lc, args, source if spark is None else str(source), configs, spark)
     finally:
@@ -327,7 +339,7 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
     import ledgercache as lc
 
     progress = Progress(2 * len(scenarios) + 1, quiet=args.quiet)
-    spark = None if args.local else _session(args)
+    spark = _session(args) if _uses_spark(args) else None
     summaries, serieses = [], []
     try:
         for name in scenarios:
@@ -406,10 +418,14 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp, spark_default: bool) -> None:
         sp.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
         sp.add_argument("--cores", default="*", help="local Spark cores (default: all)")
+        sp.add_argument("--master", metavar="URL",
+                        help="Spark master: local[N], spark://host:port, yarn, k8s://... (implies Spark; a master "
+                             "set by spark-submit wins). On a cluster every path given must be one the executors "
+                             "see, and their Python (PYSPARK_PYTHON) must have ledgercache installed")
         if spark_default:
-            sp.add_argument("--local", action="store_true", help="replay in this process instead of on local Spark")
+            sp.add_argument("--local", action="store_true", help="replay in this process instead of on Spark")
         else:
-            sp.add_argument("--spark", action="store_true", help="run on local Spark")
+            sp.add_argument("--spark", action="store_true", help="run on Spark (local unless --master names a cluster)")
 
     def sweep(sp) -> None:
         sp.add_argument("--strategy", action="append", choices=ALL_STRATEGIES, help="a strategy (repeatable; default: all)")
@@ -475,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(w, spark_default=True)
     w.set_defaults(run=cmd_sweep)
 
-    d = sub.add_parser("demo", help="all bundled scenarios, all strategies, each at its broker-sized caches, on local Spark")
+    d = sub.add_parser("demo", help="all bundled scenarios, all strategies, each at its broker-sized caches, on Spark (local by default)")
     d.add_argument("-o", "--output", default="demo-report", help="report directory (default: demo-report)")
     d.add_argument("--title", default="ledgercache demo: cache designs on the bundled scenarios")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -502,7 +518,7 @@ def _needs(args) -> tuple[str, ...]:
     and pandas for a Spark run. Checked before the command computes anything."""
     from . import _extras
 
-    spark = not args.local if hasattr(args, "local") else args.spark
+    spark = _uses_spark(args)
     report = args.command in ("compare", "sweep", "demo")
     return (_extras.REPORT if report else ()) + (_extras.SPARK if spark else ())
 

@@ -50,9 +50,14 @@ SERIES_SCHEMA = pa.schema(
 )
 
 
-def run_session(batches: Callable[[], Iterable[pa.RecordBatch]], configs: list[CacheConfig]) -> ReplaySession:
-    """Replays conformed batches (``batches()`` is called again for Belady's second pass)."""
-    session = ReplaySession(configs)
+def run_session(batches: Callable[[], Iterable[pa.RecordBatch]],
+                configs: list[CacheConfig] | ReplaySession) -> ReplaySession:
+    """Replays conformed batches (``batches()`` is called again for Belady's second pass).
+
+    ``configs`` may be a fresh session instead: a caller that must know beforehand whether a
+    second pass will come (``session.needs_second_pass()``, to keep a copy of a one-shot stream)
+    makes the session itself."""
+    session = configs if isinstance(configs, ReplaySession) else ReplaySession(configs)
     for batch in batches():
         session.feed(batch)
     if session.needs_second_pass():

@@ -8,21 +8,44 @@ cached entries: a second subscription, or a later stage, is served from memory i
 are per executor. Both are safe after ``fork``: a child process starts with none of its parent's.
 
 :func:`local_session` starts a local Spark session whose workers run this interpreter, so a fresh
-``.venv`` works without setting ``PYSPARK_PYTHON`` by hand.
+``.venv`` works without setting ``PYSPARK_PYTHON`` by hand; :func:`cluster_session` connects to a
+cluster master (``spark://``, ``yarn``, ``k8s://``) and checks that the executors can import this
+package; :func:`session` picks one of the two from a master URL, and uses the master that
+``spark-submit`` (or an active session) already set, so a job never overrides ``--master``.
+
+On a cluster the ``ledgercache`` wheel must be installed in the executors' Python (or shipped in a
+packed environment with ``--archives``): PySpark cannot import an extension module from
+``--py-files``. A :class:`FileStorage` directory used by tasks must be one that every executor sees
+(a shared file system): :func:`executor_storage` refuses a directory that is missing on the
+executor instead of creating an empty one.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from . import _extras
-from ._native import CacheConfig, EntryCacheManager, FileStorage, ManualClock, SystemClock
+from ._native import CacheConfig, EntryCacheManager, FileStorage, ManualClock, ReplaySession, SystemClock
+from .errors import InvalidArgumentError, MissingDependencyError, StorageError
 
-__all__ = ["executor_cache", "executor_storage", "local_session", "trace_frame"]
+__all__ = [
+    "cluster_session",
+    "executor_cache",
+    "executor_storage",
+    "executors",
+    "generate",
+    "local_session",
+    "replay",
+    "session",
+    "trace_frame",
+]
 
 T = TypeVar("T")
 
@@ -66,38 +89,179 @@ def executor_cache(
 
 
 def executor_storage(path: str | os.PathLike[str]) -> FileStorage:
-    """This worker process's :class:`FileStorage` for ``path`` (opened on first use)."""
-    key = ("file-storage", os.path.abspath(os.fspath(path)))
-    return _per_process(key, lambda: FileStorage(path))
+    """This worker process's :class:`FileStorage` for ``path`` (opened on first use).
+
+    The directory must exist where the task runs: on a cluster, a path on a file system that every
+    executor mounts (the driver writes the segments there, the tasks read them). A missing
+    directory raises :class:`~ledgercache.errors.StorageError` naming the path and the host;
+    ``FileStorage(path)`` itself would create it, empty, and the task would read no entries.
+    """
+    path = os.path.abspath(os.fspath(path))
+    key = ("file-storage", path)
+
+    def open_existing() -> FileStorage:
+        if not os.path.isdir(path):
+            what = "is not a directory" if os.path.exists(path) else "does not exist"
+            raise StorageError(
+                f"executor_storage: {path} {what} on host {socket.gethostname()}: a FileStorage directory used "
+                "by Spark tasks must be on a file system every executor sees, at the same path")
+        return FileStorage(path)
+
+    return _per_process(key, open_existing)
 
 
 def local_session(app_name: str = "ledgercache", cores: int | str = "*", **conf: str) -> Any:
     """A local SparkSession (``local[cores]``) whose Python workers run this interpreter.
 
-    Needs pyspark and pandas (the ``lab`` extra): without them,
-    :class:`~ledgercache.errors.MissingDependencyError` names the extra."""
+    ``conf`` adds Spark settings (``spark_executor_memory="2g"``: underscores become dots). Needs
+    pyspark and pandas (the ``lab`` extra): without them,
+    :class:`~ledgercache.errors.MissingDependencyError` names the extra. If a session is already
+    running, Spark returns that one whatever its master: :func:`session` says so."""
     _extras.require("ledgercache.spark.local_session", _extras.SPARK)
-    from pyspark.sql import SparkSession
-
+    # The driver's interpreter runs the tasks: it has this package, whatever PYSPARK_PYTHON says
+    # elsewhere. SPARK_LOCAL_IP: a local session listens on the loopback interface only.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=WARN")
-    )
-    for k, v in conf.items():
-        builder = builder.config(k.replace("_", "."), v)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    settings = {"spark.pyspark.python": sys.executable, "spark.sql.shuffle.partitions": "8"}
+    return _start(app_name, f"local[{cores}]", settings, conf)
+
+
+def cluster_session(master: str, app_name: str = "ledgercache", *, python: str | None = None,
+                    archives: str | None = None, check: bool = True, **conf: str) -> Any:
+    """A SparkSession on a cluster ``master`` (``spark://host:port``, ``yarn``, ``k8s://...``).
+
+    The executors run their own Python: ``python`` is its path on the executors
+    (``spark.pyspark.python``; by default ``PYSPARK_PYTHON`` if set, else Spark's ``python3``), and
+    it must have the ``ledgercache`` wheel and pyarrow installed. ``archives`` ships a packed
+    environment instead (``"env.tar.gz#env"`` with ``python="./env/bin/python"``; see the README).
+    With ``check`` (the default) a first small job imports ``ledgercache`` in the executors
+    (:func:`executors`); where it is missing or another version, the session is stopped and
+    :class:`~ledgercache.errors.MissingDependencyError` names the host and interpreter, before any
+    real work.
+    """
+    _extras.require("ledgercache.spark.cluster_session", _extras.SPARK)
+    if not isinstance(master, str) or not master or master.startswith("local"):
+        raise InvalidArgumentError(f"master: a cluster master URL such as spark://host:7077, got {master!r} "
+                                   "(use local_session for local[N])")
+    settings: dict[str, str] = {"spark.sql.shuffle.partitions": "8"}
+    if python is not None:
+        # Read where the Python side creates its context (PYSPARK_PYTHON) and by the JVM (the conf).
+        os.environ["PYSPARK_PYTHON"] = python
+        settings["spark.pyspark.python"] = python
+    if archives is not None:
+        settings["spark.archives"] = archives
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = _start(app_name, master, settings, conf)
+    if check:
+        _check_executors(spark)
+    return spark
+
+
+def session(app_name: str = "ledgercache", master: str | None = None, *, cores: int | str = "*",
+            python: str | None = None, archives: str | None = None, **conf: str) -> Any:
+    """The SparkSession a job runs on: what ``ledgercache --master`` uses.
+
+    A master already set wins: an active session's, or the one ``spark-submit --master`` gave this
+    interpreter (then ``master``, if it names another one, only warns). Otherwise ``master`` (default
+    ``local[cores]``): ``local[...]`` starts :func:`local_session`, anything else
+    :func:`cluster_session` (with ``python`` and ``archives``).
+    """
+    _extras.require("ledgercache.spark.session", _extras.SPARK)
+    from pyspark.sql import SparkSession
+
+    given = _master_already_set()
+    if given is not None:
+        if master is not None and master != given:
+            warnings.warn(f"master: {master!r} is ignored: this interpreter's Spark master is already {given!r} "
+                          "(set by spark-submit or a running session)", stacklevel=2)
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            return active
+        if given.startswith("local"):
+            return local_session(app_name, given[len("local["):-1] if given.startswith("local[") else 1, **conf)
+        spark = _start(app_name, None, {}, conf)
+        _check_executors(spark)
+        return spark
+    master = master or f"local[{cores}]"
+    if master.startswith("local"):
+        cores = master[len("local["):-1] if master.startswith("local[") else 1
+        return local_session(app_name, cores, **conf)
+    return cluster_session(master, app_name, python=python, archives=archives, check=True, **conf)
+
+
+def _master_already_set() -> str | None:
+    """The master of a running SparkContext, or the one ``spark-submit`` passed to this interpreter
+    (its JVM, which launched us, holds the submitted configuration), or None."""
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return active.master
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # started by spark-submit / the pyspark shell
+        SparkContext._ensure_initialized()
+        return SparkConf().get("spark.master", None)
+    return None
+
+
+def _start(app_name: str, master: str | None, settings: dict[str, str], conf: dict[str, str]) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.python.worker.reuse": "true",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+        **settings,
+    }
+    for k, v in {**settings, **{k.replace("_", "."): v for k, v in conf.items()}}.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def executors(spark: Any, tasks: int | None = None) -> list[dict[str, str]]:
+    """What the executors' Python sees: one row per task (``tasks``, by default the session's
+    default parallelism) with ``host``, ``python`` (its interpreter), ``version`` (the
+    ``ledgercache`` it imports, ``""`` if none) and ``error`` (why the import failed)."""
+    n = int(tasks or max(1, spark.sparkContext.defaultParallelism))
+
+    def probe(_: int) -> dict[str, str]:
+        # Shipped by value and importing only the standard library (an RDD task, not an Arrow one,
+        # so not even pyarrow): it runs in an executor Python that lacks ledgercache, and says so.
+        import socket
+        import sys
+
+        try:
+            import ledgercache
+
+            version, error = ledgercache.__version__, ""
+        except Exception as e:  # reported to the driver, which names the host
+            version, error = "", f"{type(e).__name__}: {e}"
+        return {"host": socket.gethostname(), "python": sys.executable, "version": version, "error": error}
+
+    return spark.sparkContext.parallelize(range(n), n).map(probe).collect()
+
+
+def _check_executors(spark: Any) -> None:
+    """Raises (and stops the session, which would hold the cluster's cores for nothing) when an
+    executor's Python cannot import this version of ledgercache."""
+    from ._native import __version__
+
+    bad = [r for r in executors(spark) if r["version"] != __version__]
+    if bad:
+        spark.stop()
+        r = bad[0]
+        found = f"version {r['version']} (the driver has {__version__})" if r["version"] else r["error"]
+        raise MissingDependencyError(
+            f"the executors cannot use ledgercache: {r['python']} on host {r['host']}: {found}; install the same "
+            "ledgercache wheel in the executors' Python (pip install ledgercache-*.whl) or ship a packed "
+            "environment with --archives; --py-files cannot carry its extension module", missing=("ledgercache",))
 
 
 def _spark_schema(schema) -> str:
@@ -164,6 +328,104 @@ def trace_frame(session: Any, trace: Any) -> Any:
     return _temporary_parquet(session, trace)
 
 
+def _group_runs(batches: Any) -> Any:
+    """``(group, batch)`` for each run of equal ``__group`` values in the partition's batches (the
+    partition is sorted by group, so a batch holds at most a few runs, in order)."""
+    import numpy as np
+
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        groups = batch.column("__group").to_numpy(zero_copy_only=False)
+        cuts = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), batch.num_rows]
+        for a, b in zip(cuts, cuts[1:]):
+            yield int(groups[a]), batch.slice(a, b - a)
+
+
+def _replay_partition(batches: Any, chunks: list[list[CacheConfig]]) -> Any:
+    """Replays one partition as it streams in and yields one summary batch per group of configurations.
+
+    Each group's batches go into the Rust engine one at a time, so the Python worker holds one
+    batch and the engine's state (the caches and cursors), not the partition. Belady's MIN reads
+    its trace twice: for a group that needs it, the first pass also writes the batches to a local
+    Arrow IPC file, and the second pass reads that file back batch by batch."""
+    import json
+
+    import pyarrow as pa
+
+    from . import trace as _trace
+    from .replay import run_session, tables
+
+    runs = _group_runs(batches)
+    pending = next(runs, None)
+    while pending is not None:
+        group = pending[0]
+
+        def this_group():
+            nonlocal pending
+            while pending is not None and pending[0] == group:
+                yield _trace.conform(pending[1])
+                pending = next(runs, None)
+
+        session = ReplaySession(chunks[group])
+        with _Spill(session.needs_second_pass()) as spill:
+            passes = iter((spill.through(this_group()), spill.back()))
+            summary, series = tables(run_session(lambda: next(passes), session))
+        # Each summary row carries its own per-second series (JSON): mapInArrow returns one table.
+        per_key: dict[tuple, list] = {}
+        for r in series.to_pylist():
+            per_key.setdefault((r["broker"], r["config_index"]), []).append(
+                [r["second"], r["cache_bytes"], r["reads"], r["hits"], r["config_index"]])
+        index_of: dict[str, int] = {}
+        column = []
+        for broker in summary.column("broker").to_pylist():
+            n = index_of.get(broker, 0)
+            index_of[broker] = n + 1
+            column.append(json.dumps(per_key.get((broker, n), [])))
+        yield from summary.append_column("per_second", pa.array(column, pa.string())).to_batches()
+
+
+class _Spill:
+    """A local copy of a one-shot stream for a second pass (an Arrow IPC file on the executor's
+    local disk: the first of ``SPARK_LOCAL_DIRS``, which Spark gives its Python workers for their
+    own spills; the system's temporary directory elsewhere), or nothing when none is needed."""
+
+    def __init__(self, needed: bool) -> None:
+        self.path = None
+        if needed:
+            local = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0] or None
+            fd, self.path = tempfile.mkstemp(prefix="ledgercache-second-pass-", suffix=".arrow", dir=local)
+            os.close(fd)
+
+    def __enter__(self) -> _Spill:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.path is not None:
+            os.unlink(self.path)
+
+    def through(self, batches: Any) -> Any:
+        if self.path is None:
+            yield from batches
+            return
+        import pyarrow as pa
+
+        from .trace import SCHEMA
+
+        with pa.ipc.new_file(self.path, SCHEMA) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                yield batch
+
+    def back(self) -> Any:
+        import pyarrow as pa
+
+        with pa.memory_map(self.path) as source:
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+
+
 def replay(
     trace_df: Any,
     configs: Any,
@@ -177,9 +439,12 @@ def replay(
 
     Rows are repartitioned by broker (and, with ``config_groups`` > 1, by group of configurations,
     so a sweep spreads over more tasks), sorted within partitions by time (ties keep the trace's
-    order), and each partition streams its batches through ``mapInArrow`` into the Rust engine:
-    the same numbers as ``lc.replay`` on the same trace. Works unchanged on a cluster when the
-    ``ledgercache`` wheel is installed on the executors.
+    order), and each partition streams its batches through ``mapInArrow`` into the Rust engine,
+    one batch at a time: a Python worker's memory follows the engine's state (caches and cursors),
+    not the partition's length. The same numbers as ``lc.replay`` on the same trace. Works
+    unchanged on a cluster when the ``ledgercache`` wheel is installed on the executors (see
+    :func:`cluster_session`). ``belady`` reads each partition twice: its first pass also writes
+    the partition to a local Arrow file on the executor, which the second pass reads back.
 
     ``presorted=True`` skips the shuffle and the sort: use it when every broker's rows already sit
     in one partition, in trace order (as ``generate`` and a Parquet file it wrote deliver them).
@@ -198,8 +463,6 @@ def replay(
     if not (hasattr(trace_df, "sparkSession") and hasattr(trace_df, "mapInArrow")):
         session = SparkSession.getActiveSession()
         if session is None:
-            from .errors import InvalidArgumentError
-
             raise InvalidArgumentError("trace_df: a trace that is not a DataFrame needs an active SparkSession")
         trace_df = trace_frame(session, trace_df)
     groups = max(1, min(int(config_groups), len(configs)))
@@ -214,35 +477,9 @@ def replay(
         df = df.repartition(n, "broker", "__group").sortWithinPartitions("__group", "broker", "ts_us", "__seq")
 
     def run(batches):
-        import pyarrow as pa
+        from ledgercache.spark import _replay_partition
 
-        import ledgercache as lc
-        from ledgercache.replay import run_session, tables
-
-        import json
-
-        summary_row_series: list[str] = []
-        by_group: dict[int, list] = {}
-        for batch in batches:
-            groups_here = batch.column("__group").unique().to_pylist()
-            for g in groups_here:
-                part = batch if len(groups_here) == 1 else batch.filter(pa.compute.equal(batch.column("__group"), g))
-                by_group.setdefault(g, []).append(lc.trace.conform(part))
-        for g, parts in sorted(by_group.items()):
-            summary, series = tables(run_session(lambda parts=parts: iter(parts), chunks[g]))
-            per_key: dict[tuple, list] = {}
-            for r in series.to_pylist():
-                per_key.setdefault((r["broker"], r["config_index"]), []).append(
-                    [r["second"], r["cache_bytes"], r["reads"], r["hits"], r["config_index"]])
-            index_of = {}
-            for r in summary.to_pylist():
-                n = index_of.get(r["broker"], 0)
-                index_of[r["broker"]] = n + 1
-                r_series = per_key.get((r["broker"], n), [])
-                summary_row_series.append(json.dumps(r_series))
-            summary = summary.append_column("per_second", pa.array(summary_row_series, pa.string()))
-            summary_row_series.clear()
-            yield from summary.to_batches()
+        yield from _replay_partition(batches, chunks)
 
     out = df.mapInArrow(run, _spark_schema(SUMMARY_SCHEMA) + ", per_second string")
     if not with_timeseries:

@@ -1,6 +1,7 @@
 """ledgercache inside PySpark: one cache per worker process, and the fan-out example on local[2]."""
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -48,6 +49,33 @@ def test_executor_storage_is_shared_per_path(tmp_path):
     assert isinstance(s, lc.FileStorage)
 
 
+def test_executor_storage_refuses_a_missing_directory(tmp_path):
+    # On an executor that does not see the driver's directory, FileStorage would create it empty.
+    missing = tmp_path / "not-shared"
+    with pytest.raises(lc.StorageError, match=f"{missing} does not exist on host {socket.gethostname()}"):
+        lc.spark.executor_storage(missing)
+    assert not missing.exists()
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(lc.StorageError, match="a-file is not a directory"):
+        lc.spark.executor_storage(tmp_path / "a-file")
+
+
+def test_session_keeps_the_master_already_running(spark):
+    assert lc.spark.session("again") is spark
+    with pytest.warns(UserWarning, match=r"'spark://elsewhere:7077' is ignored: .* already 'local\[2\]'"):
+        assert lc.spark.session("again", master="spark://elsewhere:7077") is spark
+    with pytest.raises(lc.InvalidArgumentError, match="master: a cluster master URL"):
+        lc.spark.cluster_session("local[2]")
+
+
+def test_cli_master_implies_spark_and_contradicts_local(tmp_path, capsys):
+    from ledgercache import cli
+
+    assert cli.main(["compare", "seek-storm", "--local", "--master", "local[1]", "-o", str(tmp_path / "r")]) == 2
+    assert "--local and --master local[1] contradict each other" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
 def test_second_reader_of_each_partition_is_served_from_the_cache(spark, tmp_path):
     spark_fanout.write_topics(str(tmp_path), topics=4, entries=1_000)
     rows = spark_fanout.run_job(spark, str(tmp_path), topics=4)
@@ -79,7 +107,8 @@ def test_spark_replay_equals_in_process_replay(spark):
 
 def test_spark_takes_a_streamed_trace(spark):
     spec = {**lc.workload.SCENARIOS["tailing-fan-out"], "brokers": 2, "testDurationMinutes": 0.1}
-    configs = [lc.CacheConfig(cache_size_bytes=1 << 20, strategy=s) for s in ("pip430", "lru")]
+    # belady: its second pass reads each partition back from the local copy its first pass wrote.
+    configs = [lc.CacheConfig(cache_size_bytes=1 << 20, strategy=s) for s in ("pip430", "lru", "belady")]
     key = lambda r: (r["broker"], r["strategy"])  # noqa: E731
     local = sorted(lc.replay(lc.workload.generate(spec, seed=1), configs).drop_columns(["replay_seconds"]).to_pylist(), key=key)
     # A reader is written to a temporary Parquet file batch by batch, then replayed on Spark.
