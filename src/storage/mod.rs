@@ -4,7 +4,7 @@
 mod file;
 mod memory;
 
-pub use file::FileStorage;
+pub use file::{FileOptions, FileStorage, Recovered, SyncPolicy, MAX_ENTRY_BYTES};
 pub use memory::MemoryStorage;
 
 use crate::entry::Payload;
