@@ -269,11 +269,28 @@ class MemoryStorage(Storage):
 
 @final
 class FileStorage(Storage):
-    """Ledgers persisted as segment files under a directory; reopening resumes them."""
+    """Ledgers persisted as segment files under a directory; reopening resumes them.
 
-    def __new__(cls, path: str | PathLike[str]) -> FileStorage: ...
+    One writer per directory (an exclusive lock); read-only opens share theirs. ``create=False``
+    refuses a missing directory; ``sync`` is ``"never"`` (the default) or ``"always"``."""
+
+    def __new__(
+        cls,
+        path: str | PathLike[str],
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        sync: Literal["always", "never"] = "never",
+    ) -> FileStorage: ...
     @property
     def path(self) -> str: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def sync(self) -> Literal["always", "never"]: ...
+    @property
+    def recovered(self) -> list[tuple[str, int, str]]: ...
+    def damaged(self) -> list[tuple[int, str, int, str]]: ...
 
 @final
 class CallableStorage(Storage):

@@ -66,9 +66,14 @@ def executor_cache(
 
 
 def executor_storage(path: str | os.PathLike[str]) -> FileStorage:
-    """This worker process's :class:`FileStorage` for ``path`` (opened on first use)."""
+    """This worker process's :class:`FileStorage` for ``path`` (opened on first use), read-only.
+
+    Read-only because every worker process opens the store at once, and a directory has one
+    writer at a time; ``create=False`` because an executor that cannot see the driver's directory
+    must fail naming it (:class:`~ledgercache.errors.StorageError`), not read an empty new store.
+    """
     key = ("file-storage", os.path.abspath(os.fspath(path)))
-    return _per_process(key, lambda: FileStorage(path))
+    return _per_process(key, lambda: FileStorage(path, create=False, read_only=True))
 
 
 def local_session(app_name: str = "ledgercache", cores: int | str = "*", **conf: str) -> Any:

@@ -244,6 +244,14 @@ impl ManagedLedger {
     pub fn add_entry(&self, payload: Payload) -> Result<Position> {
         let inner = &*self.inner;
         let mut st = inner.state.lock();
+        // A ledger whose cache was removed is closed: refuse before anything is stored, so that
+        // a caller who retries after the error does not store the entry twice.
+        if inner.cache.is_closed() {
+            return Err(Error::Closed(format!(
+                "managed ledger {:?} (its entry cache was removed)",
+                inner.name
+            )));
+        }
         let ledger = match st.layout.current() {
             Some(l)
                 if l.entries < inner.config.max_entries_per_ledger
@@ -273,12 +281,17 @@ impl ManagedLedger {
         let position = Position::new(ledger, entry_id);
         if let Some(expected) = inner.flow.on_add(&st.activity, inner.clock.now_ns()) {
             let size = payload.len() as u32;
-            inner.cache.insert_with_handler(
+            match inner.cache.insert_with_handler(
                 position,
                 payload,
                 ReadCountHandler::new(expected),
                 size,
-            )?;
+            ) {
+                // The cache was removed while the entry was being stored: the entry is stored and
+                // acknowledged; it is only not cached.
+                Ok(_) | Err(Error::Closed(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(position)
     }
