@@ -1,0 +1,100 @@
+"""FileStorage's options and guarantees from Python: the directory lock (also across processes),
+create=False, read-only opens, the sync policy argument, and add_entry after remove_cache."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import ledgercache as lc
+
+TOPIC = "persistent://t/n/s"
+
+
+def fresh_manager():
+    return lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=1 << 20), clock=lc.ManualClock())
+
+
+def test_one_writer_per_directory(tmp_path):
+    store = lc.FileStorage(tmp_path)
+    with pytest.raises(lc.StorageError, match=f"{tmp_path}.*process {os.getpid()}"):
+        lc.FileStorage(tmp_path)
+    with pytest.raises(lc.StorageError, match="locked"):
+        lc.FileStorage(tmp_path, read_only=True)
+    del store
+    readers = [lc.FileStorage(tmp_path, read_only=True) for _ in range(2)]
+    with pytest.raises(lc.StorageError, match="open for reading"):
+        lc.FileStorage(tmp_path)
+    assert all(r.read_only for r in readers)
+
+
+def test_a_second_process_is_refused_while_a_writer_holds_the_store(tmp_path):
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, ledgercache as lc
+            s = lc.FileStorage({str(tmp_path)!r})
+            lc.ManagedLedger("t", lc.EntryCacheManager(lc.CacheConfig()), s).add_entry(b"child")
+            print("locked", flush=True)
+            sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "locked"
+        with pytest.raises(lc.StorageError, match=f"{tmp_path}.*process {child.pid}"):
+            lc.FileStorage(tmp_path)
+    finally:
+        child.stdin.close()
+        assert child.wait(timeout=60) == 0
+    ml = lc.ManagedLedger("t", fresh_manager(), lc.FileStorage(tmp_path))
+    assert ml.open_cursor("c", start="earliest").read_data(5) == [b"child"]
+
+
+def test_create_false_refuses_a_missing_directory(tmp_path):
+    missing = tmp_path / "elsewhere"
+    for read_only in (False, True):
+        with pytest.raises(lc.StorageError, match=str(missing)):
+            lc.FileStorage(missing, create=False, read_only=read_only)
+    assert not missing.exists()
+    lc.FileStorage(missing)  # the default still creates it
+    assert missing.is_dir()
+
+
+def test_read_only_store_reads_and_refuses_writes(tmp_path):
+    ml = lc.ManagedLedger(TOPIC, fresh_manager(), lc.FileStorage(tmp_path, sync="always"))
+    ml.add_entries([b"a", b"b"])
+    del ml
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*.seg")}
+    store = lc.FileStorage(tmp_path, create=False, read_only=True)
+    ml = lc.ManagedLedger(TOPIC, fresh_manager(), store)
+    assert ml.open_cursor("c", start="earliest").read_data(5) == [b"a", b"b"]
+    with pytest.raises(lc.UnsupportedError, match="read-only"):
+        ml.add_entry(b"c")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*.seg")} == before
+
+
+def test_sync_policy_is_checked(tmp_path):
+    assert lc.FileStorage(tmp_path / "a").sync == "never"
+    assert lc.FileStorage(tmp_path / "b", sync="always").sync == "always"
+    with pytest.raises(ValueError, match="sync"):
+        lc.FileStorage(tmp_path / "c", sync="sometimes")
+
+
+def test_add_entry_after_remove_cache_stores_nothing(tmp_path):
+    manager = fresh_manager()
+    store = lc.FileStorage(tmp_path)
+    ml = lc.ManagedLedger(TOPIC, manager, store)
+    first = ml.add_entry(b"kept")
+    manager.remove_cache(TOPIC)
+    for _ in range(2):  # a retry does not store it either
+        with pytest.raises(lc.ClosedError):
+            ml.add_entry(b"refused")
+    assert store.ledgers(TOPIC) == [(first.ledger_id, 1)]
+
+
+def test_executor_storage_opens_read_only_without_creating(tmp_path):
+    with pytest.raises(lc.StorageError, match="does not exist"):
+        lc.spark.executor_storage(tmp_path / "not-shared")
+    assert lc.spark.executor_storage(tmp_path).read_only
