@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from os import PathLike
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, final
 
@@ -289,8 +290,8 @@ class FileStorage(Storage):
     @property
     def sync(self) -> Literal["always", "never"]: ...
     @property
-    def recovered(self) -> list[tuple[str, int, str]]: ...
-    def damaged(self) -> list[tuple[int, str, int, str]]: ...
+    def recovered(self) -> list[tuple[Path, int, str]]: ...
+    def damaged(self) -> list[tuple[int, Path, int, str]]: ...
 
 @final
 class CallableStorage(Storage):
