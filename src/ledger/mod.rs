@@ -733,11 +733,10 @@ impl ManagedLedger {
         let inner = &*self.inner;
         let op = st.ops.get_mut(&op_id).expect("finalizing a known read");
         let (cursor, kind, epoch) = (op.cursor, op.kind, op.epoch);
-        let entries: Vec<CachedEntry> = op
-            .entries
-            .iter_mut()
-            .map(|e| e.take().expect("every entry is in"))
-            .collect();
+        // Every entry is in unless a storage read came back short (it found damage after its
+        // first entry, see `Storage::read`): then the entries before the gap are delivered, and
+        // the cursor's next read starts at the damaged entry and reports it.
+        let entries: Vec<CachedEntry> = op.entries.iter_mut().map_while(|e| e.take()).collect();
         let layout = st.layout.clone();
         let Some(c) = st.cursors.get_mut(cursor as usize).and_then(|c| c.as_mut()) else {
             st.ops.get_mut(&op_id).expect("known").outcome =

@@ -736,11 +736,21 @@ impl Storage for FileStorage {
             let data =
                 buf.slice(at + RECORD_HEADER as usize..at + RECORD_HEADER as usize + n as usize);
             // The header is checked again: the file may have changed since the open scanned it.
-            if crc32fast::hash(&header[..8]) != le32(&header[8..]) || le32(header) != n {
-                return Err(seg.corrupt(offset, "record header checksum mismatch"));
-            }
-            if crc32fast::hash(&data) != le32(&header[4..8]) {
-                return Err(seg.corrupt(offset, "payload checksum mismatch"));
+            let damage = if crc32fast::hash(&header[..8]) != le32(&header[8..]) || le32(header) != n
+            {
+                Some("record header checksum mismatch")
+            } else if crc32fast::hash(&data) != le32(&header[4..8]) {
+                Some("payload checksum mismatch")
+            } else {
+                None
+            };
+            if let Some(reason) = damage {
+                // The entries before the damaged one are delivered (see `Storage::read`); a read
+                // that starts at it gets the error, naming the file and the offset.
+                if out.is_empty() {
+                    return Err(seg.corrupt(offset, reason));
+                }
+                break;
             }
             out.push(Payload::from(data));
         }

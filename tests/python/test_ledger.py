@@ -107,8 +107,9 @@ def test_file_storage_reopens_and_reports_damage(tmp_path, world):
     store = lc.FileStorage(tmp_path)
     assert store.ledgers("persistent://t/n/f") == [(ps[0].ledger_id, 19)]
     assert [r[0] for r in store.recovered] == [seg]
+    assert store.read(ps[0].ledger_id, 17, 18) == [b"entry-17"], "the entries before the damage"
     with pytest.raises(lc.CorruptSegmentError, match=str(seg)) as err:
-        store.read(ps[0].ledger_id, 17, 18)
+        store.read(ps[0].ledger_id, 18, 18)
     assert isinstance(err.value, OSError)
     assert store.read(ps[0].ledger_id, 0, 0) == [b"entry-0"]
 

@@ -114,6 +114,12 @@ fn damage_is_reported_and_a_torn_tail_is_recovered() {
             reason: "payload checksum mismatch".into()
         }
     );
+    // A read across the damaged entry delivers the entries before it; one starting at it fails.
+    assert_eq!(s.read(ledger, 0, 8).unwrap().len(), 3);
+    assert!(matches!(
+        s.read(ledger, 3, 8),
+        Err(Error::CorruptSegment { .. })
+    ));
     // The torn entry was never acknowledged: appends continue where the complete records end.
     assert_eq!(s.append(ledger, b"x").unwrap(), 9);
     assert_eq!(s.read(other, 0, 0).unwrap()[0].as_slice(), b"fine");
