@@ -146,6 +146,27 @@ impl PyFileStorage {
         self.recovered.clone()
     }
 
+    /// Releases the segment files and the directory lock now (otherwise they go when the store
+    /// is garbage collected); later use raises ClosedError. Also a context manager that closes.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.store.close());
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.store.is_closed()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
     /// Segments whose readable part ends early because of damage, as (ledger_id, segment file,
     /// offset, why); reads past it raise CorruptSegmentError, appends to it are refused.
     fn damaged(&self) -> Vec<(i64, std::path::PathBuf, u64, String)> {

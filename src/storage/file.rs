@@ -31,7 +31,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 /// The first five bytes of every segment; the sixth is the format version as an ASCII digit.
@@ -152,8 +152,10 @@ pub struct FileStorage {
     next_id: AtomicI64,
     segments: RwLock<BTreeMap<i64, Arc<Mutex<Segment>>>>,
     recovered: Vec<Recovered>,
-    /// The directory, held open for its `flock` (released when the store is dropped).
-    _lock: File,
+    /// The directory, held open for its `flock`; released by `close` or when the store is dropped
+    /// (Python's garbage collector may drop it late, hence `close`).
+    lock: Mutex<Option<File>>,
+    closed: AtomicBool,
     #[cfg(test)]
     fault: Mutex<Option<Fault>>,
     /// How many of the next truncations (undoing a failed append) fail.
@@ -466,7 +468,8 @@ impl FileStorage {
             next_id: AtomicI64::new(next_id),
             segments: RwLock::new(segments),
             recovered,
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
+            closed: AtomicBool::new(false),
             #[cfg(test)]
             fault: Mutex::new(None),
             #[cfg(test)]
@@ -558,7 +561,35 @@ impl FileStorage {
             .collect()
     }
 
+    /// Closes the store: its segment files and its directory lock are released at once, and every
+    /// later operation raises `Closed`. Closing twice does nothing.
+    pub fn close(&self) {
+        let mut lock = self.lock.lock();
+        self.closed.store(true, Ordering::Release);
+        // Wait for appends in flight (they hold their segment's mutex and check `closed` under it),
+        // and drop the files before the lock: once it goes, another process may open the directory
+        // for writing.
+        let segments = std::mem::take(&mut *self.segments.write());
+        for seg in segments.values() {
+            drop(seg.lock());
+        }
+        drop(segments);
+        lock.take();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn open_check(&self) -> Result<()> {
+        if self.is_closed() {
+            return Err(Error::Closed(self.describe()));
+        }
+        Ok(())
+    }
+
     fn segment(&self, ledger_id: i64) -> Result<Arc<Mutex<Segment>>> {
+        self.open_check()?;
         self.segments
             .read()
             .get(&ledger_id)
@@ -567,6 +598,7 @@ impl FileStorage {
     }
 
     fn writable(&self, what: &str) -> Result<()> {
+        self.open_check()?;
         if self.options.read_only {
             return Err(Error::Unsupported(format!(
                 "{} was opened read-only: it cannot {what}",
@@ -654,11 +686,19 @@ impl Storage for FileStorage {
             damaged: None,
             dirty_tail: false,
         };
-        self.segments.write().insert(id, Arc::new(Mutex::new(seg)));
+        let mut segments = self.segments.write();
+        if self.is_closed() {
+            // Closed while the file was being created: `close` has already let go of the lock.
+            drop(segments);
+            let _ = fs::remove_file(&seg.path);
+            return Err(Error::Closed(self.describe()));
+        }
+        segments.insert(id, Arc::new(Mutex::new(seg)));
         Ok(id)
     }
 
     fn ledgers(&self, owner: &str) -> Result<Vec<(i64, u64)>> {
+        self.open_check()?;
         let segments = self.segments.read();
         Ok(segments
             .iter()
@@ -682,6 +722,7 @@ impl Storage for FileStorage {
         }
         let seg = self.segment(ledger_id)?;
         let mut seg = seg.lock();
+        self.open_check()?;
         if let Some((offset, reason)) = &seg.damaged {
             return Err(seg.corrupt(*offset, format!("{reason}; refusing to append after it")));
         }

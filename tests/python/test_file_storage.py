@@ -34,6 +34,19 @@ def test_one_writer_per_directory(tmp_path):
     assert all(r.read_only for r in readers)
 
 
+def test_close_releases_the_lock_at_once(tmp_path):
+    with lc.FileStorage(tmp_path) as store:
+        ml = lc.ManagedLedger(TOPIC, fresh_manager(), store)
+        ml.add_entry(b"a")
+    assert store.closed
+    with pytest.raises(lc.ClosedError):
+        ml.add_entry(b"b")
+    with pytest.raises(lc.ClosedError):
+        store.ledgers(TOPIC)
+    again = lc.FileStorage(tmp_path)  # while `ml` and `store` are still referenced
+    assert again.ledgers(TOPIC)[0][1] == 1
+
+
 def test_a_second_process_is_refused_while_a_writer_holds_the_store(tmp_path):
     child = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""

@@ -537,3 +537,23 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn close_releases_the_directory_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = FileStorage::open(dir.path()).unwrap();
+    let l = s.create_ledger("t").unwrap();
+    s.append(l, b"a").unwrap();
+    s.close();
+    s.close();
+    for err in [
+        s.append(l, b"b").unwrap_err(),
+        s.read(l, 0, 0).unwrap_err(),
+        s.ledgers("t").unwrap_err(),
+        s.create_ledger("t").unwrap_err(),
+    ] {
+        assert!(matches!(err, Error::Closed(_)), "{err}");
+    }
+    let again = FileStorage::open(dir.path()).unwrap();
+    assert_eq!(all(&again, l), vec![b"a".to_vec()]);
+}
