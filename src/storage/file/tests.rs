@@ -133,7 +133,6 @@ fn a_failed_append_leaves_the_store_as_it_was() {
     let mut faults: Vec<(Option<Fault>, u32)> = (0..=record_len)
         .map(|n| (Some(Fault::WriteFailsAfter(n)), 0))
         .collect();
-    faults.push((Some(Fault::SyncFails), 0));
     faults.push((Some(Fault::WriteFailsAfter(7)), 1));
     faults.push((Some(Fault::WriteFailsAfter(record_len)), 2));
     for sync in [SyncPolicy::Never, SyncPolicy::Always] {
@@ -178,6 +177,40 @@ fn a_failed_append_leaves_the_store_as_it_was() {
             let want: Vec<_> = (0..5).map(entry).chain([entry(6)]).collect();
             assert_eq!(all(&s, l), want, "{fault:?} {sync:?} {}", path.display());
         }
+    }
+}
+
+/// `sync="always"` syncs each append before acknowledging it, and a failed sync fails the append
+/// and undoes it; `sync="never"` does not sync (the same injected fault never fires).
+#[test]
+fn sync_always_syncs_each_append_and_undoes_one_whose_sync_fails() {
+    for sync in [SyncPolicy::Always, SyncPolicy::Never] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = FileOptions {
+            sync,
+            ..Default::default()
+        };
+        let s = FileStorage::open_with(dir.path(), options).unwrap();
+        let l = s.create_ledger("t").unwrap();
+        s.append(l, b"first").unwrap();
+        let len = fs::metadata(seg_path(&s, l)).unwrap().len();
+        *s.fault.lock() = Some(Fault::SyncFails);
+        let result = s.append(l, b"second");
+        if sync == SyncPolicy::Always {
+            let err = result.unwrap_err().to_string();
+            assert!(err.contains("fsync failed"), "{err}");
+            assert_eq!(fs::metadata(seg_path(&s, l)).unwrap().len(), len);
+            assert_eq!(all(&s, l), vec![b"first".to_vec()]);
+        } else {
+            assert_eq!(result.unwrap(), 1);
+        }
+        drop(s);
+        let s = FileStorage::open_with(dir.path(), options).unwrap();
+        assert!(s.recovered().is_empty());
+        assert_eq!(
+            all(&s, l).len(),
+            if sync == SyncPolicy::Always { 1 } else { 2 }
+        );
     }
 }
 
