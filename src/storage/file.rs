@@ -705,7 +705,11 @@ impl Storage for FileStorage {
             .iter()
             .filter_map(|(id, s)| {
                 let s = s.lock();
-                (s.owner == owner).then(|| (*id, s.records.len() as u64))
+                // A damaged segment counts one entry past its readable ones: the damage itself
+                // (bytes that are not a torn write, so at least one entry was there). Readers then
+                // reach it and get the error instead of moving on as if the ledger ended there.
+                let count = s.records.len() as u64 + u64::from(s.damaged.is_some());
+                (s.owner == owner).then_some((*id, count))
             })
             .collect())
     }
@@ -753,12 +757,17 @@ impl Storage for FileStorage {
         let seg = self.segment(ledger_id)?;
         let seg = seg.lock();
         let count = seg.records.len() as u64;
+        let mut last = last;
         if last >= 0 && last as u64 >= count {
             if let Some((offset, reason)) = &seg.damaged {
-                return Err(seg.corrupt(
-                    *offset,
-                    format!("{reason}; entry {count} and later are unreadable"),
-                ));
+                if first < 0 || first as u64 >= count {
+                    return Err(seg.corrupt(
+                        *offset,
+                        format!("{reason}; entry {count} and later are unreadable"),
+                    ));
+                }
+                // The entries before the damage (see `Storage::read`).
+                last = count as i64 - 1;
             }
         }
         check_range(ledger_id, first, last, count)?;

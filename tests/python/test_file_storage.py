@@ -189,3 +189,25 @@ def test_random_adds_crashes_and_reopens_keep_every_acknowledged_entry(tmp_path_
         got.close()
         del got  # a cursor keeps its ledger, and so the store's lock, alive
         assert read[: len(acked)] == acked
+
+
+def test_a_damaged_length_is_reported_to_the_reader_not_dropped(tmp_path):
+    ml = lc.ManagedLedger(TOPIC, fresh_manager(), lc.FileStorage(tmp_path), max_entries_per_ledger=10)
+    ml.add_entries([f"entry-{i}".encode() for i in range(15)])  # ledgers of 10 and 5 entries
+    del ml
+    first = min(tmp_path.rglob("*.seg"), key=lambda p: int(p.stem))
+    data = bytearray(first.read_bytes())
+    record = 12 + len(b"entry-0")
+    data[8 + 4 * record] ^= 0x01  # a length byte of entry 4
+    first.write_bytes(bytes(data))
+    store = lc.FileStorage(tmp_path)
+    assert store.recovered == []
+    ((ledger_id, path, offset, reason),) = store.damaged()
+    assert (path, offset) == (first, 8 + 4 * record) and "header checksum" in reason
+    ml = lc.ManagedLedger(TOPIC, lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=0)), store)
+    cursor = ml.open_cursor("c", start="earliest")
+    assert cursor.read_data(100) == [f"entry-{i}".encode() for i in range(4)]
+    with pytest.raises(lc.CorruptSegmentError, match=f"{first}.*at byte {8 + 4 * record}"):
+        cursor.read_data(100)
+    with pytest.raises(lc.CorruptSegmentError):
+        cursor.read_data(100)  # it does not skip the damage by itself

@@ -332,7 +332,8 @@ fn a_flipped_byte_anywhere_is_detected() {
             "byte {at}: damage is never cut off"
         );
         let damaged_record = starts.iter().rposition(|&s| s <= at as u64);
-        let count = s.ledgers("t").unwrap()[0].1 as usize;
+        // A damaged segment counts the damaged entry too, so that readers reach the error.
+        let count = s.ledgers("t").unwrap()[0].1 as usize - s.damaged().len();
         for i in 0..5 {
             match s.read(l, i as i64, i as i64) {
                 Ok(got) => assert_eq!(got[0].as_slice(), entry(i), "byte {at}, entry {i}"),
@@ -359,6 +360,21 @@ fn a_flipped_byte_anywhere_is_detected() {
                     "byte {at}: the rest of the segment was dropped silently"
                 );
                 assert!(s.append(l, b"x").is_err(), "byte {at}: append after damage");
+                let err = s.read(l, 0, count as i64);
+                if count > 0 {
+                    assert_eq!(
+                        err.unwrap().len(),
+                        count,
+                        "byte {at}: the entries before it"
+                    );
+                }
+                assert!(
+                    matches!(
+                        s.read(l, count as i64, count as i64),
+                        Err(Error::CorruptSegment { .. })
+                    ),
+                    "byte {at}: reading the damaged entry"
+                );
             }
         } else {
             assert_eq!(count, 0, "byte {at}: a damaged magic");
