@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from os import PathLike
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, final
 
@@ -269,11 +270,38 @@ class MemoryStorage(Storage):
 
 @final
 class FileStorage(Storage):
-    """Ledgers persisted as segment files under a directory; reopening resumes them."""
+    """Ledgers persisted as segment files under a directory; reopening resumes them.
 
-    def __new__(cls, path: str | PathLike[str]) -> FileStorage: ...
+    One writer per directory (an exclusive lock); read-only opens share theirs. ``create=False``
+    refuses a missing directory; ``sync`` is ``"never"`` (the default) or ``"always"``."""
+
+    def __new__(
+        cls,
+        path: str | PathLike[str],
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        sync: Literal["always", "never"] = "never",
+    ) -> FileStorage: ...
     @property
     def path(self) -> str: ...
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def sync(self) -> Literal["always", "never"]: ...
+    @property
+    def recovered(self) -> list[tuple[Path, int, str]]: ...
+    def damaged(self) -> list[tuple[int, Path, int, str]]: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> FileStorage: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool: ...
 
 @final
 class CallableStorage(Storage):

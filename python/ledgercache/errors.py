@@ -70,12 +70,15 @@ class UnknownCursorError(NotFoundError):
 
 
 class StorageError(LedgerCacheError, OSError):
-    """The storage backend failed: I/O, or the loader a user supplied."""
+    """The storage backend failed: I/O, or the loader a user supplied. Also: a ``FileStorage``
+    directory that is locked by another opener (the message names the directory and, for a
+    writer, its pid), or missing when opened with ``create=False``."""
 
 
 class CorruptSegmentError(StorageError):
     """A segment file is damaged; the message names the file and the byte offset. Entries before
-    the damage, and every other file, stay readable."""
+    the damage, and every other file, stay readable; appends to the damaged ledger are refused.
+    See docs/storage.md."""
 
 
 class ResourceLimitError(LedgerCacheError, MemoryError):

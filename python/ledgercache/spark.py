@@ -89,12 +89,14 @@ def executor_cache(
 
 
 def executor_storage(path: str | os.PathLike[str]) -> FileStorage:
-    """This worker process's :class:`FileStorage` for ``path`` (opened on first use).
+    """This worker process's :class:`FileStorage` for ``path`` (opened on first use), read-only.
 
     The directory must exist where the task runs: on a cluster, a path on a file system that every
     executor mounts (the driver writes the segments there, the tasks read them). A missing
-    directory raises :class:`~ledgercache.errors.StorageError` naming the path and the host;
-    ``FileStorage(path)`` itself would create it, empty, and the task would read no entries.
+    directory raises :class:`~ledgercache.errors.StorageError` naming the path and the host, not
+    an empty new store from which the task would read no entries. Read-only because every worker
+    process opens the store at once and a directory has one writer at a time: the driver closes
+    its read-write store before the tasks run.
     """
     path = os.path.abspath(os.fspath(path))
     key = ("file-storage", path)
@@ -105,7 +107,7 @@ def executor_storage(path: str | os.PathLike[str]) -> FileStorage:
             raise StorageError(
                 f"executor_storage: {path} {what} on host {socket.gethostname()}: a FileStorage directory used "
                 "by Spark tasks must be on a file system every executor sees, at the same path")
-        return FileStorage(path)
+        return FileStorage(path, create=False, read_only=True)
 
     return _per_process(key, open_existing)
 

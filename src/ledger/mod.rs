@@ -244,6 +244,14 @@ impl ManagedLedger {
     pub fn add_entry(&self, payload: Payload) -> Result<Position> {
         let inner = &*self.inner;
         let mut st = inner.state.lock();
+        // A ledger whose cache was removed is closed: refuse before anything is stored, so that
+        // a caller who retries after the error does not store the entry twice.
+        if inner.cache.is_closed() {
+            return Err(Error::Closed(format!(
+                "managed ledger {:?} (its entry cache was removed)",
+                inner.name
+            )));
+        }
         let ledger = match st.layout.current() {
             Some(l)
                 if l.entries < inner.config.max_entries_per_ledger
@@ -273,12 +281,17 @@ impl ManagedLedger {
         let position = Position::new(ledger, entry_id);
         if let Some(expected) = inner.flow.on_add(&st.activity, inner.clock.now_ns()) {
             let size = payload.len() as u32;
-            inner.cache.insert_with_handler(
+            match inner.cache.insert_with_handler(
                 position,
                 payload,
                 ReadCountHandler::new(expected),
                 size,
-            )?;
+            ) {
+                // The cache was removed while the entry was being stored: the entry is stored and
+                // acknowledged; it is only not cached.
+                Ok(_) | Err(Error::Closed(_)) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(position)
     }
@@ -720,11 +733,10 @@ impl ManagedLedger {
         let inner = &*self.inner;
         let op = st.ops.get_mut(&op_id).expect("finalizing a known read");
         let (cursor, kind, epoch) = (op.cursor, op.kind, op.epoch);
-        let entries: Vec<CachedEntry> = op
-            .entries
-            .iter_mut()
-            .map(|e| e.take().expect("every entry is in"))
-            .collect();
+        // Every entry is in unless a storage read came back short (it found damage after its
+        // first entry, see `Storage::read`): then the entries before the gap are delivered, and
+        // the cursor's next read starts at the damaged entry and reports it.
+        let entries: Vec<CachedEntry> = op.entries.iter_mut().map_while(|e| e.take()).collect();
         let layout = st.layout.clone();
         let Some(c) = st.cursors.get_mut(cursor as usize).and_then(|c| c.as_mut()) else {
             st.ops.get_mut(&op_id).expect("known").outcome =

@@ -5,7 +5,7 @@ use super::errors::IntoPyResult;
 use super::payload::shared_bytes;
 use crate::entry::Payload;
 use crate::error::{Error, Result};
-use crate::storage::{FileStorage, MemoryStorage, Storage, StorageHandle};
+use crate::storage::{FileOptions, FileStorage, MemoryStorage, Storage, StorageHandle, SyncPolicy};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::collections::HashMap;
@@ -75,24 +75,102 @@ impl PyMemoryStorage {
     }
 }
 
-/// FileStorage(path): ledgers persisted as segment files under `path` (created if missing);
-/// reopening the same directory resumes them.
+/// FileStorage(path, *, create=True, read_only=False, sync="never"): ledgers persisted as segment
+/// files under `path`; reopening the same directory resumes them. One writer per directory (an
+/// exclusive lock; read-only opens share theirs). `create=False` refuses a missing directory
+/// instead of creating an empty store. `sync="always"` fsyncs every append before acknowledging
+/// it. See docs/storage.md.
 #[pyclass(name = "FileStorage", module = "ledgercache", extends = PyStorage, frozen)]
 pub struct PyFileStorage {
     path: std::path::PathBuf,
+    options: FileOptions,
+    recovered: Vec<(std::path::PathBuf, u64, String)>,
+    store: Arc<FileStorage>,
 }
 
 #[pymethods]
 impl PyFileStorage {
     #[new]
-    fn new(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyClassInitializer<Self>> {
-        let store = py.detach(|| FileStorage::open(&path)).py_err(py)?;
-        Ok(PyClassInitializer::from(PyStorage::of(store)).add_subclass(PyFileStorage { path }))
+    #[pyo3(signature = (path, *, create = true, read_only = false, sync = "never"))]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        create: bool,
+        read_only: bool,
+        sync: &str,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let options = FileOptions {
+            create,
+            read_only,
+            sync: SyncPolicy::parse(sync).py_err(py)?,
+        };
+        let store = Arc::new(
+            py.detach(|| FileStorage::open_with(&path, options))
+                .py_err(py)?,
+        );
+        let recovered = store
+            .recovered()
+            .iter()
+            .map(|r| (r.path.clone(), r.offset, r.reason.clone()))
+            .collect();
+        let base = PyStorage {
+            handle: StorageHandle::new(store.clone()),
+        };
+        Ok(PyClassInitializer::from(base).add_subclass(PyFileStorage {
+            path,
+            options,
+            recovered,
+            store,
+        }))
     }
 
     #[getter]
     fn path(&self) -> std::path::PathBuf {
         self.path.clone()
+    }
+
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.options.read_only
+    }
+
+    #[getter]
+    fn sync(&self) -> &'static str {
+        self.options.sync.name()
+    }
+
+    /// Torn tails this open cut off, as (segment file, offset cut to, why): writes that were
+    /// never acknowledged (a killed process, an OS crash).
+    #[getter]
+    fn recovered(&self) -> Vec<(std::path::PathBuf, u64, String)> {
+        self.recovered.clone()
+    }
+
+    /// Releases the segment files and the directory lock now (otherwise they go when the store
+    /// is garbage collected); later use raises ClosedError. Also a context manager that closes.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.store.close());
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.store.is_closed()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    /// Segments whose readable part ends early because of damage, as (ledger_id, segment file,
+    /// offset, why); reads past it raise CorruptSegmentError, appends to it are refused.
+    fn damaged(&self) -> Vec<(i64, std::path::PathBuf, u64, String)> {
+        self.store.damaged()
     }
 }
 

@@ -4,7 +4,7 @@
 mod file;
 mod memory;
 
-pub use file::FileStorage;
+pub use file::{FileOptions, FileStorage, Recovered, SyncPolicy, MAX_ENTRY_BYTES};
 pub use memory::MemoryStorage;
 
 use crate::entry::Payload;
@@ -21,7 +21,9 @@ pub trait Storage: Send + Sync {
     fn ledgers(&self, owner: &str) -> Result<Vec<(i64, u64)>>;
     /// Appends an entry; returns its entry id.
     fn append(&self, ledger_id: i64, data: &[u8]) -> Result<i64>;
-    /// Entries `first..=last` of a ledger, in order.
+    /// Entries `first..=last` of a ledger, in order. A store that finds entry `k > first` damaged
+    /// may return `first..k` instead (never fewer than one entry): the reader gets the good
+    /// entries before the damage, and its next read, starting at `k`, gets the error.
     fn read(&self, ledger_id: i64, first: i64, last: i64) -> Result<Vec<Payload>>;
     /// Deletes a ledger and its entries.
     fn delete_ledger(&self, ledger_id: i64) -> Result<()>;

@@ -95,15 +95,21 @@ def test_file_storage_reopens_and_reports_damage(tmp_path, world):
     _, manager = world
     ml = lc.ManagedLedger("persistent://t/n/f", manager, lc.FileStorage(tmp_path))
     ps = ml.add_entries([f"entry-{i}".encode() for i in range(20)])
+    del ml  # one writer per directory: the store closes with its last user
     again = lc.ManagedLedger("persistent://t/n/f", lc.EntryCacheManager(lc.CacheConfig()), lc.FileStorage(tmp_path))
     assert again.entry_count == 20
     assert again.open_cursor("r", start="earliest").read_data(3) == [b"entry-0", b"entry-1", b"entry-2"]
+    del again
     (seg,) = list(tmp_path.rglob("*.seg"))
-    seg.write_bytes(seg.read_bytes()[:-5])
+    data = bytearray(seg.read_bytes()[:-5])  # a torn last record, as a killed writer leaves
+    data[-20] ^= 0xFF  # and a flipped payload byte in entry 18
+    seg.write_bytes(bytes(data))
     store = lc.FileStorage(tmp_path)
     assert store.ledgers("persistent://t/n/f") == [(ps[0].ledger_id, 19)]
+    assert [r[0] for r in store.recovered] == [seg]
+    assert store.read(ps[0].ledger_id, 17, 18) == [b"entry-17"], "the entries before the damage"
     with pytest.raises(lc.CorruptSegmentError, match=str(seg)) as err:
-        store.read(ps[0].ledger_id, 18, 19)
+        store.read(ps[0].ledger_id, 18, 18)
     assert isinstance(err.value, OSError)
     assert store.read(ps[0].ledger_id, 0, 0) == [b"entry-0"]
 
