@@ -5,7 +5,7 @@
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use ledgercache::replay::strategy::{CacheStrategy, EntryKey, Pip430, StrategyCounters};
-use ledgercache::replay::{replay, Replayer, TraceDecoder};
+use ledgercache::replay::{replay, Op, Replayer, TraceDecoder};
 use ledgercache::{CacheConfig, SettingValue};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -242,18 +242,10 @@ fn the_backlog_check_after_a_jump_runs_once() {
 
 // ---- property tests: arbitrary traces -------------------------------------------------------
 
-const OPS: [&str; 10] = [
-    "open",
-    "close",
-    "add",
-    "read",
-    "replay",
-    "redeliver",
-    "ack",
-    "seek",
-    "delete",
-    "bogus",
-];
+/// Every op the decoder knows, and one it does not.
+fn op_name(i: usize) -> &'static str {
+    Op::NAMES.get(i).copied().unwrap_or("bogus")
+}
 
 fn extreme_i64() -> impl Strategy<Value = i64> {
     prop_oneof![
@@ -323,7 +315,7 @@ fn arbitrary_batch(rows: &[ArbRow]) -> RecordBatch {
         (
             "op",
             Arc::new(StringArray::from_iter_values(
-                rows.iter().map(|r| OPS[r.0 as usize]),
+                rows.iter().map(|r| op_name(r.0 as usize)),
             )) as ArrayRef,
         ),
         (

@@ -106,16 +106,21 @@ impl LedgerEntries {
             .is_some_and(|(_, &e)| entry < e)
     }
 
-    /// Runs of added entries from `from` on, as (first, last) pairs, up to `*left` entries in all
-    /// (decremented by what is taken).
-    fn take(&self, from: i64, left: &mut u64, out: &mut Vec<(i64, i64)>) {
-        let first_run = self
-            .added
+    /// Where the search for added entries at or after `from` starts: the start of the run holding
+    /// `from`, else `from` itself.
+    fn run_start(&self, from: i64) -> i64 {
+        self.added
             .range(..=from)
             .next_back()
             .filter(|(_, &e)| from < e)
             .map(|(&s, _)| s)
-            .unwrap_or(from);
+            .unwrap_or(from)
+    }
+
+    /// Runs of added entries from `from` on, as (first, last) pairs, up to `*left` entries in all
+    /// (decremented by what is taken).
+    fn take(&self, from: i64, left: &mut u64, out: &mut Vec<(i64, i64)>) {
+        let first_run = self.run_start(from);
         for (&s, &e) in self.added.range(first_run..) {
             if *left == 0 {
                 break;
@@ -131,13 +136,7 @@ impl LedgerEntries {
 
     /// Added entries at or after `from`.
     fn count_from(&self, from: i64) -> u64 {
-        let first_run = self
-            .added
-            .range(..=from)
-            .next_back()
-            .filter(|(_, &e)| from < e)
-            .map(|(&s, _)| s)
-            .unwrap_or(from);
+        let first_run = self.run_start(from);
         self.added
             .range(first_run..)
             .map(|(&s, &e)| u64::try_from(e - s.max(from)).unwrap_or(0))

@@ -69,7 +69,9 @@ impl WorkloadSpec {
             // (permits count messages, the read counts entries), a consumer takes what its
             // permits cover (about permits / n entries) and the rest goes round the replay queue
             // again, read by read (docs/fidelity.md, Shared): the re-adds grow with n.
-            SubscriptionType::Shared if slow && self.consumer_per_subscription > 1 => (0.1 * n).max(0.2),
+            SubscriptionType::Shared if slow && self.consumer_per_subscription > 1 => {
+                (0.1 * n).max(0.2)
+            }
             _ => 0.0,
         };
         let redelivered = if shared {
