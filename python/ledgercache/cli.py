@@ -270,7 +270,8 @@ def cmd_generate(args) -> None:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(prefix=f".{out.name}.spark.", dir=out.parent) as parts:
-                lc.spark.generate(spark, spec, seed=args.seed).write.parquet(str(Path(parts) / "trace"))
+                frame = lc.spark.generate(spark, spec, seed=args.seed, memory_budget=args.memory_budget)
+                frame.write.parquet(str(Path(parts) / "trace"))
                 path = _atomic_file(out, lambda tmp: lc.trace.write(
                     Path(parts) / "trace", tmp, on_batch=lambda b: progress.advance(b.num_rows)))
         finally:
@@ -346,7 +347,8 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
             spec = _spec_with(lc, name, args)
             configs = _configs(lc, args.strategy or ALL_STRATEGIES, _sizes(lc, args, name), args.set or ())
             if spark is not None:
-                trace = lc.spark.generate(spark, spec, seed=args.seed).cache()
+                trace = lc.spark.generate(spark, spec, seed=args.seed,
+                                           memory_budget=getattr(args, "memory_budget", None)).cache()
                 trace.count()
             else:
                 trace = lc.workload.generate(spec, seed=args.seed,

@@ -271,12 +271,16 @@ def _spark_schema(schema) -> str:
     return ", ".join(f"{f.name} {names[str(f.type)]}" for f in schema)
 
 
-def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0) -> Any:
+def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0,
+             memory_budget: int | None = None) -> Any:
     """Generates a workload's trace on Spark, one task per broker (see :mod:`ledgercache.workload`).
 
     ``brokers`` overrides the spec's broker count. The DataFrame holds the same rows as
     ``lc.workload.generate(spec, seed)``, each broker's in time order. Each task streams its
     broker's trace batch by batch (``lc.workload.stream``): a worker holds one batch, not the trace.
+    ``memory_budget`` (default ``lc.workload.DEFAULT_MEMORY_BUDGET``) bounds each task's
+    simulation; a spec over it raises :class:`~ledgercache.errors.ResourceLimitError` here, on
+    the driver, before any task starts.
     """
     from . import trace as _trace
     from . import workload as _workload
@@ -286,13 +290,16 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0) -
     if brokers is not None:
         settings["brokers"] = int(brokers)
     n = int(settings.get("brokers", 1))
+    budget = _workload.DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
+    # The same check each task makes, made once here so that a spec that cannot fit fails at once.
+    _workload.stream(settings, seed, broker=0, memory_budget=budget).close()
 
     def run(batches):
         import ledgercache as lc
 
         for batch in batches:
             for broker in batch.column("id").to_pylist():
-                yield from lc.workload.stream(settings, seed, broker=broker, batch_rows=65_536)
+                yield from lc.workload.stream(settings, seed, broker=broker, batch_rows=65_536, memory_budget=budget)
 
     return spark.range(n, numPartitions=n).mapInArrow(run, _spark_schema(_trace.SCHEMA))
 

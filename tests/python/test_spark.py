@@ -137,3 +137,13 @@ def test_generate_on_spark_writes_each_brokers_rows_in_order(tmp_path):
     assert t.schema == lc.trace.SCHEMA and t.num_rows == local.num_rows
     for b in ("broker-0", "broker-1"):
         assert t.filter(pa.compute.equal(t["broker"], b)).equals(local.filter(pa.compute.equal(local["broker"], b)))
+
+
+def test_generate_on_spark_refuses_a_spec_over_the_memory_budget_before_any_task(spark):
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    spec = {**lc.workload.SCENARIOS["many-topics-small-cache"], "topics": 20_000}
+    with pytest.raises(lc.ResourceLimitError, match="memory"):
+        lc.spark.generate(spark, spec, memory_budget=64 << 20)
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs, "no Spark job ran"
+    # Within its budget the same call makes the frame.
+    assert lc.spark.generate(spark, {**spec, "topics": 2, "testDurationMinutes": 0.01}, memory_budget=1 << 30).count() > 0
