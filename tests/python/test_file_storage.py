@@ -133,7 +133,7 @@ def test_read_data_delivers_the_entries_before_a_damaged_one(tmp_path):
         cursor.read_data(100)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, derandomize=True)  # fixed cases in CI
 @given(
     ops=st.lists(
         st.one_of(
@@ -211,3 +211,51 @@ def test_a_damaged_length_is_reported_to_the_reader_not_dropped(tmp_path):
         cursor.read_data(100)
     with pytest.raises(lc.CorruptSegmentError):
         cursor.read_data(100)  # it does not skip the damage by itself
+
+
+def test_a_full_disk_fails_the_append_and_leaves_the_store_as_it_was(tmp_path):
+    # RLIMIT_FSIZE stands in for a full disk: a write past it fails with EFBIG (SIGXFSZ ignored),
+    # part-way through a record when the limit falls inside one.
+    limit = 40_000
+    child = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import resource, signal, ledgercache as lc
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+            store = lc.FileStorage({str(tmp_path)!r})
+            ml = lc.ManagedLedger({TOPIC!r}, lc.EntryCacheManager(lc.CacheConfig()), store)
+            acked = 0
+            for i in range(1000):
+                try:
+                    ml.add_entry(bytes([i % 251]) * 3000)
+                except lc.StorageError as e:
+                    print("refused", acked, e, flush=True)
+                    break
+                acked += 1
+            # Later appends fail the same way, never half-written.
+            for _ in range(3):
+                try:
+                    ml.add_entry(b"x" * 3000)
+                    print("unexpected success")
+                except lc.StorageError:
+                    pass
+        """)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.startswith("refused "), child.stdout
+    acked = int(child.stdout.split()[1])
+    assert 0 < acked < 1000 and "unexpected" not in child.stdout
+    store = lc.FileStorage(tmp_path)
+    assert store.recovered == [], "a failed append was truncated back at once: nothing torn to cut at reopen"
+    assert sum(n for _, n in store.ledgers(TOPIC)) == acked
+    assert all(os.path.getsize(p) <= limit for p in tmp_path.rglob("*") if p.is_file())
+    ml = lc.ManagedLedger(TOPIC, fresh_manager(), store)
+    cursor = ml.open_cursor("c", start="earliest")
+    got = []
+    while len(got) < acked:
+        batch = cursor.read_data(100)
+        assert batch, f"only {len(got)} of {acked} acknowledged entries readable"
+        got += batch
+    assert got == [bytes([i % 251]) * 3000 for i in range(acked)]
+    ml.add_entry(b"after")  # appends work again once there is room

@@ -208,7 +208,7 @@ def test_empty_and_truncated_commands_are_rejected() -> None:
 
 # ---- property tests ---------------------------------------------------------------------------
 
-BOUNDED = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BOUNDED = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 I64 = st.one_of(st.integers(0, 8), st.sampled_from([2**63 - 1, 2**63 - 2, -(2**63), -1, 1 << 40]),
                 st.integers(-(2**63), 2**63 - 1))
 I32 = st.one_of(st.integers(0, 8), st.sampled_from([2**31 - 1, -(2**31)]), st.integers(-(2**31), 2**31 - 1))
@@ -262,3 +262,65 @@ def test_commands_round_trip_and_a_pause_never_wraps(request_id, producer_id, re
     end = now + pause * 1_000_000
     if pause > 0 and end - 1 <= 2**63 - 1:
         assert p.is_throttled(end - 1)
+
+
+# ---- all of the above under a memory limit ----------------------------------------------------
+
+HOSTILE_UNDER_LIMIT = r'''
+import resource, sys, time
+import pyarrow as pa
+import ledgercache as lc
+sys.path.insert(0, sys.argv[1])
+from test_hostile import trace
+
+limit = 1 << 30  # data segment and anonymous mappings: an allocation sized by a value fails here
+resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+cases = {
+    "gap 2^40, read 2^31-1": lambda: lc.replay(trace([
+        (0, "open", "t", "c", 1, 0, 0, 0), (1, "add", "t", None, 1, 0, 0, 10),
+        (2, "add", "t", None, 1, 1 << 40, 0, 10), (3, "read", "t", "c", None, None, 2**31 - 1, 0)]),
+        [lc.CacheConfig(strategy=s) for s in ("pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady")]),
+    "two adds at 2^63-1": lambda: lc.replay(trace([
+        (0, "add", "t", None, 1, 2**63 - 1, 0, 10), (1, "add", "t", None, 1, 2**63 - 1, 0, 10)]), lc.CacheConfig()),
+    "ts_us jump to 1e15": lambda: lc.replay(trace([
+        (0, "open", "t", "c", None, None, 0, 0), (1, "add", "t", None, 1, 0, 0, 10),
+        (10**15, "add", "t", None, 1, 1, 0, 10), (10**15 + 1, "read", "t", "c", None, None, 5, 0)]),
+        [lc.CacheConfig(strategy=s) for s in ("pip430", "legacy")]),
+    "huge topics": lambda: lc.workload.stream({"topics": 100_000_000, "consumerPerSubscription": 4}),
+    "huge partitions": lambda: lc.workload.stream({"partitionsPerTopic": 2**31 - 1}),
+    "huge consumers": lambda: lc.workload.stream({"consumerPerSubscription": 2**31 - 1}),
+    "huge brokers": lambda: lc.workload.generate({"brokers": 2**31 - 1, "testDurationMinutes": 0.01}),
+    "huge duration": lambda: lc.workload.generate({"testDurationMinutes": 1e12}),
+    "huge message size": lambda: lc.workload.stream({"messageSize": 2**32 - 1}),
+}
+for name, run in cases.items():
+    start = time.monotonic()
+    try:
+        run()
+        outcome = "result"
+    except lc.LedgerCacheError as e:
+        outcome = type(e).__name__
+    took = time.monotonic() - start
+    print(f"{name}|{outcome}|{took:.2f}", flush=True)
+'''
+
+
+def test_hostile_traces_and_specs_end_within_seconds_under_a_memory_limit(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", HOSTILE_UNDER_LIMIT, os.path.dirname(__file__)],
+                           capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, f"aborted or failed under the limit: {child.returncode}\n{child.stderr[-2000:]}"
+    results = {name: (outcome, float(took)) for name, outcome, took in
+               (line.split("|") for line in child.stdout.splitlines())}
+    assert len(results) == 9, child.stdout
+    for name, (outcome, took) in results.items():
+        assert took < 10, f"{name} took {took:.1f} s"
+    assert results["gap 2^40, read 2^31-1"][0] == "result"
+    assert results["ts_us jump to 1e15"][0] == "result"
+    assert results["two adds at 2^63-1"][0] == "InvalidArgumentError"
+    for name in ("huge topics", "huge partitions", "huge consumers", "huge brokers", "huge duration",
+                 "huge message size"):
+        assert results[name][0] in ("ResourceLimitError", "InvalidArgumentError"), (name, results[name])

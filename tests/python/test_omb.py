@@ -281,7 +281,7 @@ def test_any_spec_values_give_a_trace_or_a_ledgercache_error():
                       st.sampled_from([0, 1, 2**31, 2**32, 2**63, 1e300, 1e-300, "Shared", "x", True, None]))
     names = sorted(lc.workload.KNOWN - {"test_duration_minutes", "warmup_duration_minutes"})
 
-    @hsettings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @hsettings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(st.dictionaries(st.sampled_from(names), value, max_size=4))
     def check(spec):
         spec = {**spec, "test_duration_minutes": 0.02}

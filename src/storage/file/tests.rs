@@ -2,6 +2,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
 use std::io::Write;
 
 fn entry(i: usize) -> Vec<u8> {
@@ -527,7 +528,13 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        // Fixed: CI runs the same cases every time (PROPTEST_RNG_SEED does not override a
+        // fixed seed; change it here to explore).
+        rng_seed: RngSeed::Fixed(20261123),
+        ..ProptestConfig::default()
+    })]
 
     /// Random appends, failed appends, crashes mid-append and reopens: the store always holds
     /// exactly the acknowledged entries, and appends always work after a reopen.
