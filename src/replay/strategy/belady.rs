@@ -467,5 +467,26 @@ mod tests {
         assert_eq!(hits, [false, false, false, true, false, true, false, false]);
         assert!(belady.contains(c));
         assert_eq!(belady.counters().evicted_entries, 4);
+
+        // a b c b c a: c evicts a (next read 5), not b (3), though a was read first; b and c hit;
+        // a evicts c (never again, larger than b). A future that kept each entry's first read as
+        // its next one would evict b and miss it.
+        let mut future = FutureReads::default();
+        let reads = [a, b, c, b, c, a];
+        for k in reads {
+            future.record(k);
+        }
+        let mut belady = Belady::new(2, future);
+        let mut hits = Vec::new();
+        for k in reads {
+            let hit = belady.read(0, k);
+            if !hit {
+                belady.insert(0, k, 1, 0);
+            }
+            hits.push(hit);
+        }
+        assert_eq!(hits, [false, false, false, true, true, false]);
+        assert!(belady.contains(a) && belady.contains(b));
+        assert_eq!(belady.counters().evicted_entries, 2);
     }
 }
