@@ -4,41 +4,247 @@
 //! exactly. It needs the whole future, so the engine first records the read stream
 //! ([`FutureReads`]) and then replays again. Optimal in hits for uniform sizes among caches that
 //! keep what they are offered; an upper bound to compare the online designs against.
+//!
+//! The future is kept compact: the recording holds, per read, a (topic, ledger) group number and the
+//! entry id (12 bytes); the deciding pass turns it into, per read, the index of the next read of
+//! the same entry, and per distinct entry the index of its next unserved read (a u32 each when the
+//! read count fits, else a u64). Distinct entries are found by sorting the reads, and entries that
+//! are read are addressed through runs of consecutive entry ids, so memory and work are bounded by
+//! the number of reads, never by the values of the ids.
 
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::fast_hash::FastMap;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
-/// For every entry, the indices (in the read stream) at which it is read.
+/// The read stream, in order: per read, its (topic, ledger) group and its entry id.
 #[derive(Debug, Default, Clone)]
 pub struct FutureReads {
-    reads: FastMap<EntryKey, VecDeque<u64>>,
-    total: u64,
+    groups: FastMap<(u32, i64), u32>,
+    /// The group of the last read (reads come in runs of one ledger).
+    last: Option<((u32, i64), u32)>,
+    read_group: Vec<u32>,
+    read_entry: Vec<i64>,
 }
 
 impl FutureReads {
     pub fn record(&mut self, key: EntryKey) {
-        self.reads.entry(key).or_default().push_back(self.total);
-        self.total += 1;
+        let ledger = (key.topic, key.position.ledger_id);
+        let group = match self.last {
+            Some((l, g)) if l == ledger => g,
+            _ => {
+                let fresh = u32::try_from(self.groups.len()).expect("fewer than 2^32 ledgers read");
+                let g = *self.groups.entry(ledger).or_insert(fresh);
+                self.last = Some((ledger, g));
+                g
+            }
+        };
+        self.read_group.push(group);
+        self.read_entry.push(key.position.entry_id);
     }
 
     pub fn len(&self) -> u64 {
-        self.total
+        self.read_group.len() as u64
     }
 
     pub fn is_empty(&self) -> bool {
-        self.total == 0
+        self.read_group.is_empty()
     }
 }
 
 const NEVER: u64 = u64::MAX;
 
+/// An index into the read stream, or none (the type's maximum).
+trait ReadIndex: Copy {
+    const NONE: Self;
+    /// `i` as an index; panics if it does not fit (the caller chose the type by the read count).
+    fn of(i: usize) -> Self;
+    fn get(self) -> Option<usize>;
+}
+
+impl ReadIndex for u32 {
+    const NONE: Self = u32::MAX;
+    fn of(i: usize) -> Self {
+        u32::try_from(i)
+            .ok()
+            .filter(|&v| v != u32::MAX)
+            .expect("read index fits in u32")
+    }
+    fn get(self) -> Option<usize> {
+        (self != u32::MAX).then_some(self as usize)
+    }
+}
+
+impl ReadIndex for u64 {
+    const NONE: Self = u64::MAX;
+    fn of(i: usize) -> Self {
+        u64::try_from(i)
+            .ok()
+            .filter(|&v| v != u64::MAX)
+            .expect("read index fits in u64")
+    }
+    fn get(self) -> Option<usize> {
+        if self == u64::MAX {
+            None
+        } else {
+            Some(usize::try_from(self).expect("read index fits in usize"))
+        }
+    }
+}
+
+/// Consecutive entry ids of one group that are read: the distinct entries `first..` own the
+/// cursors from `start` up to the next run's start.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    group: u32,
+    first: i64,
+    start: usize,
+}
+
+/// The future in the form the deciding pass reads it.
+struct NextReads<I> {
+    groups: FastMap<(u32, i64), u32>,
+    runs: Vec<Run>,
+    /// Per read: the index of the next read of the same entry.
+    next: Vec<I>,
+    /// Per distinct entry read (in run order): the index of its next read not yet served.
+    cursors: Vec<I>,
+}
+
+impl<I: ReadIndex> NextReads<I> {
+    fn build(future: FutureReads) -> Self {
+        let FutureReads {
+            groups,
+            read_group,
+            read_entry,
+            ..
+        } = future;
+        let n = read_group.len();
+        // Reads by group (a counting sort, stable: in stream order within a group).
+        let mut bounds = vec![0usize; groups.len() + 1];
+        for &g in &read_group {
+            bounds[g as usize + 1] += 1;
+        }
+        for g in 0..groups.len() {
+            bounds[g + 1] += bounds[g];
+        }
+        let mut fill = bounds.clone();
+        let mut order = vec![I::NONE; n];
+        for (i, &g) in read_group.iter().enumerate() {
+            order[fill[g as usize]] = I::of(i);
+            fill[g as usize] += 1;
+        }
+        drop(fill);
+        drop(read_group);
+        let mut next = vec![I::NONE; n];
+        let mut cursors = Vec::new();
+        let mut runs = Vec::new();
+        for g in 0..groups.len() {
+            let reads = &mut order[bounds[g]..bounds[g + 1]];
+            // By entry id, then stream order (the index breaks ties: unstable sort is exact).
+            reads.sort_unstable_by_key(|&i| {
+                let i = i.get().expect("an index");
+                (read_entry[i], i)
+            });
+            let group = u32::try_from(g).expect("group numbers are u32");
+            let mut prev: Option<(i64, usize)> = None;
+            for &r in reads.iter() {
+                let i = r.get().expect("an index");
+                let entry = read_entry[i];
+                match prev {
+                    Some((e, p)) if e == entry => next[p] = r,
+                    _ => {
+                        let consecutive =
+                            prev.is_some_and(|(e, _)| e.checked_add(1) == Some(entry));
+                        if !consecutive {
+                            runs.push(Run {
+                                group,
+                                first: entry,
+                                start: cursors.len(),
+                            });
+                        }
+                        cursors.push(r);
+                    }
+                }
+                prev = Some((entry, i));
+            }
+        }
+        cursors.shrink_to_fit();
+        runs.shrink_to_fit();
+        NextReads {
+            groups,
+            runs,
+            next,
+            cursors,
+        }
+    }
+
+    /// The cursor of `key`, if it is ever read.
+    fn slot(&self, key: &EntryKey) -> Option<usize> {
+        let group = *self.groups.get(&(key.topic, key.position.ledger_id))?;
+        let entry = key.position.entry_id;
+        let after = self
+            .runs
+            .partition_point(|r| (r.group, r.first) <= (group, entry));
+        let run = self.runs.get(after.checked_sub(1)?)?;
+        if run.group != group {
+            return None;
+        }
+        let end = self.runs.get(after).map_or(self.cursors.len(), |r| r.start);
+        let offset = usize::try_from(entry.checked_sub(run.first)?).ok()?;
+        let slot = run.start.checked_add(offset)?;
+        (slot < end).then_some(slot)
+    }
+
+    fn next_use(&self, key: &EntryKey) -> u64 {
+        self.slot(key)
+            .and_then(|s| self.cursors[s].get())
+            .map_or(NEVER, |i| i as u64)
+    }
+
+    /// `key` was read: its next unserved read is the one after.
+    fn advance(&mut self, key: &EntryKey) {
+        if let Some(s) = self.slot(key) {
+            if let Some(i) = self.cursors[s].get() {
+                self.cursors[s] = self.next[i];
+            }
+        }
+    }
+}
+
+/// The read stream's next uses, in the narrowest index type that holds them.
+enum Future {
+    Narrow(NextReads<u32>),
+    Wide(NextReads<u64>),
+}
+
+impl Future {
+    fn new(future: FutureReads) -> Self {
+        if future.len() < u32::MAX as u64 {
+            Future::Narrow(NextReads::build(future))
+        } else {
+            Future::Wide(NextReads::build(future))
+        }
+    }
+
+    fn next_use(&self, key: &EntryKey) -> u64 {
+        match self {
+            Future::Narrow(f) => f.next_use(key),
+            Future::Wide(f) => f.next_use(key),
+        }
+    }
+
+    fn advance(&mut self, key: &EntryKey) {
+        match self {
+            Future::Narrow(f) => f.advance(key),
+            Future::Wide(f) => f.advance(key),
+        }
+    }
+}
+
 pub struct Belady {
     capacity: u64,
     used: u64,
-    future: FutureReads,
-    /// Reads served so far: the index of the next read.
-    clock: u64,
+    future: Future,
     cached: FastMap<EntryKey, (u32, u64)>,
     by_next_use: BTreeSet<(u64, EntryKey)>,
     counters: StrategyCounters,
@@ -49,8 +255,7 @@ impl Belady {
         Belady {
             capacity,
             used: 0,
-            future,
-            clock: 0,
+            future: Future::new(future),
             cached: FastMap::default(),
             by_next_use: BTreeSet::new(),
             counters: StrategyCounters::default(),
@@ -58,11 +263,7 @@ impl Belady {
     }
 
     fn next_use(&self, key: &EntryKey) -> u64 {
-        self.future
-            .reads
-            .get(key)
-            .and_then(|q| q.front().copied())
-            .unwrap_or(NEVER)
+        self.future.next_use(key)
     }
 
     fn admit(&mut self, key: EntryKey, size: u32) {
@@ -99,13 +300,7 @@ impl CacheStrategy for Belady {
     }
 
     fn read(&mut self, _now: u64, key: EntryKey) -> bool {
-        self.clock += 1;
-        if let Some(q) = self.future.reads.get_mut(&key) {
-            q.pop_front();
-            if q.is_empty() {
-                self.future.reads.remove(&key);
-            }
-        }
+        self.future.advance(&key);
         let next = self.next_use(&key);
         match self.cached.get(&key).copied() {
             Some((size, old)) => {
@@ -140,5 +335,158 @@ impl CacheStrategy for Belady {
 
     fn contains(&self, key: EntryKey) -> bool {
         self.cached.contains_key(&key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::position::Position;
+    use std::collections::{HashMap, VecDeque};
+
+    fn key(topic: u32, ledger: i64, entry: i64) -> EntryKey {
+        EntryKey {
+            topic,
+            position: Position::new(ledger, entry),
+        }
+    }
+
+    /// The plain form: per entry, the queue of its read indices.
+    #[derive(Default)]
+    struct Queues(HashMap<EntryKey, VecDeque<u64>>);
+
+    impl Queues {
+        fn next_use(&self, k: &EntryKey) -> u64 {
+            self.0
+                .get(k)
+                .and_then(|q| q.front().copied())
+                .unwrap_or(NEVER)
+        }
+        fn advance(&mut self, k: &EntryKey) {
+            if let Some(q) = self.0.get_mut(k) {
+                q.pop_front();
+            }
+        }
+    }
+
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// Random reads over a few topics and ledgers with gaps, huge and negative ids; then serves
+    /// them (skipping some, as the engine does for a run missing in whole) and compares every
+    /// next use with the plain form, also for keys never read.
+    fn agrees_with_queues<I: ReadIndex>() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let bases = [0i64, 1_000_000, i64::MAX - 40, i64::MIN, -20];
+        let mut stream = Vec::new();
+        for _ in 0..4000 {
+            let r = xorshift(&mut rng);
+            let topic = (r % 3) as u32;
+            let ledger = ((r >> 8) % 4) as i64 * 1_000_000_007;
+            let base = bases[((r >> 16) % bases.len() as u64) as usize];
+            let entry = base + ((r >> 24) % 40) as i64;
+            stream.push(key(topic, ledger, entry));
+        }
+        let mut recorded = FutureReads::default();
+        let mut queues = Queues::default();
+        for (i, k) in stream.iter().enumerate() {
+            recorded.record(*k);
+            queues.0.entry(*k).or_default().push_back(i as u64);
+        }
+        assert_eq!(recorded.len(), stream.len() as u64);
+        let mut future = NextReads::<I>::build(recorded);
+        let strangers = [
+            key(7, 0, 0),
+            key(0, 0, 41),
+            key(1, 5, 3),
+            key(2, 0, i64::MAX),
+        ];
+        for k in stream.iter().chain(&strangers) {
+            assert_eq!(future.next_use(k), queues.next_use(k), "{k:?}");
+        }
+        for (i, k) in stream.iter().enumerate() {
+            if xorshift(&mut rng) % 5 != 0 {
+                assert_eq!(future.next_use(k), queues.next_use(k), "before read {i}");
+                future.advance(k);
+                queues.advance(k);
+            }
+            assert_eq!(future.next_use(k), queues.next_use(k), "after read {i}");
+            let other = stream[(xorshift(&mut rng) % stream.len() as u64) as usize];
+            assert_eq!(future.next_use(&other), queues.next_use(&other));
+        }
+        for k in stream.iter().chain(&strangers) {
+            future.advance(k);
+            queues.advance(k);
+            assert_eq!(future.next_use(k), queues.next_use(k));
+        }
+    }
+
+    #[test]
+    fn next_uses_agree_with_per_entry_queues_u32() {
+        agrees_with_queues::<u32>();
+    }
+
+    #[test]
+    fn next_uses_agree_with_per_entry_queues_u64() {
+        agrees_with_queues::<u64>();
+    }
+
+    #[test]
+    fn entries_never_read_are_still_cached() {
+        let mut b = Belady::new(10, FutureReads::default());
+        b.insert(0, key(0, 1, 1), 1, 0);
+        assert!(b.read(0, key(0, 1, 1)));
+        assert!(b.contains(key(0, 1, 1)));
+    }
+
+    /// A handmade stream where the optimal victim is known: capacity 2, reads a b c a b a d c.
+    #[test]
+    fn evicts_the_entry_read_farthest_ahead() {
+        let (a, b, c, d) = (key(0, 3, 0), key(0, 3, 1), key(1, 3, 0), key(0, 9, 5));
+        let reads = [a, b, c, a, b, a, d, c];
+        let mut future = FutureReads::default();
+        for k in reads {
+            future.record(k);
+        }
+        let mut belady = Belady::new(2, future);
+        let mut hits = Vec::new();
+        for k in reads {
+            let hit = belady.read(0, k);
+            if !hit {
+                belady.insert(0, k, 1, 0);
+            }
+            hits.push(hit);
+        }
+        // a, b miss; c (next read 7) evicts b (4), keeping a (3); a hits; b (never again) evicts c
+        // (7), keeping a (5); a hits; d evicts b (both never again: the larger key goes); c evicts
+        // d (never again, larger than a). A wrong next use changes a victim and a hit.
+        assert_eq!(hits, [false, false, false, true, false, true, false, false]);
+        assert!(belady.contains(c));
+        assert_eq!(belady.counters().evicted_entries, 4);
+
+        // a b c b c a: c evicts a (next read 5), not b (3), though a was read first; b and c hit;
+        // a evicts c (never again, larger than b). A future that kept each entry's first read as
+        // its next one would evict b and miss it.
+        let mut future = FutureReads::default();
+        let reads = [a, b, c, b, c, a];
+        for k in reads {
+            future.record(k);
+        }
+        let mut belady = Belady::new(2, future);
+        let mut hits = Vec::new();
+        for k in reads {
+            let hit = belady.read(0, k);
+            if !hit {
+                belady.insert(0, k, 1, 0);
+            }
+            hits.push(hit);
+        }
+        assert_eq!(hits, [false, false, false, true, true, false]);
+        assert!(belady.contains(a) && belady.contains(b));
+        assert_eq!(belady.counters().evicted_entries, 2);
     }
 }
