@@ -42,6 +42,7 @@ entry: a ``read`` passes over them, taking at most the entries that were added, 
 
 from __future__ import annotations
 
+import functools
 import contextlib
 import os
 from collections.abc import Callable, Iterator
@@ -191,18 +192,22 @@ def naming(source: Any) -> Iterator[None]:
         raise type(exc)(f"{exc} (trace file {source})") from exc
 
 
+def _parquet_batches(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
+
+
 def _read_path(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
     if not path.exists():
         raise InvalidArgumentError(f"invalid trace: {path} does not exist")
     suffix = path.suffix.lower()
     if path.is_dir() or suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
         if not files:
             raise InvalidArgumentError(f"invalid trace: no .parquet files under {path}")
         for f in files:
-            yield from _file_batches(f, lambda f=f: pq.ParquetFile(f).iter_batches(batch_size=batch_rows))
+            yield from _file_batches(f, functools.partial(_parquet_batches, f, batch_rows))
     elif suffix in (".arrow", ".feather", ".ipc", ".arrows"):
         import pyarrow.ipc as ipc
 
