@@ -8,7 +8,6 @@ use ledgercache::replay::strategy::{CacheStrategy, EntryKey, Pip430, StrategyCou
 use ledgercache::replay::{replay, Op, Replayer, TraceDecoder};
 use ledgercache::{CacheConfig, SettingValue};
 use proptest::prelude::*;
-use proptest::test_runner::RngSeed;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -344,13 +343,7 @@ fn arbitrary_batch(rows: &[ArbRow]) -> RecordBatch {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 64,
-        // Fixed: CI runs the same cases every time (PROPTEST_RNG_SEED does not override a
-        // fixed seed; change it here to explore).
-        rng_seed: RngSeed::Fixed(20261123),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(support::fixed_cases(64))]
 
     /// The decoder takes any batch of the trace's columns: events or an error, never a panic.
     #[test]
@@ -397,13 +390,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 64,
-        // Fixed: CI runs the same cases every time (PROPTEST_RNG_SEED does not override a
-        // fixed seed; change it here to explore).
-        rng_seed: RngSeed::Fixed(20261123),
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(support::fixed_cases(64))]
 
     /// The eviction task runs a bounded number of times per row, however far the trace's time
     /// jumps: while the cache holds something (TTL 1 s, at most 5 extensions: ~700 ticks of 10 ms

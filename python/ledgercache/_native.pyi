@@ -33,6 +33,7 @@ __all__ = [
     "WorkloadStream",
     "stream_workload",
     "estimate_workload",
+    "check_workload",
     "PublishRateLimiter",
     "Producer",
     "PartitionedProducer",
@@ -424,6 +425,7 @@ def stream_workload(
     memory_budget: int = 4294967296,
 ) -> WorkloadStream: ...
 def estimate_workload(settings: dict[str, Any]) -> dict[str, float | str | None]: ...
+def check_workload(settings: dict[str, Any], broker: int | None = None, memory_budget: int = 4294967296) -> None: ...
 
 @final
 class ReplaySession:

@@ -291,8 +291,8 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0,
         settings["brokers"] = int(brokers)
     n = int(settings.get("brokers", 1))
     budget = _workload.DEFAULT_MEMORY_BUDGET if memory_budget is None else memory_budget
-    # The same check each task makes, made once here so that a spec that cannot fit fails at once.
-    _workload.stream(settings, seed, broker=0, memory_budget=budget).close()
+    # The check each task makes, made once here so that a spec that cannot fit fails at once.
+    _workload.check(settings, broker=0, memory_budget=budget)
 
     def run(batches):
         import ledgercache as lc

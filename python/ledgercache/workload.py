@@ -160,7 +160,7 @@ from . import _native
 from .errors import InvalidArgumentError, LedgerCacheError, ResourceLimitError, UnknownSettingError
 from .trace import SCHEMA, conform
 
-__all__ = ["OMB_PULSAR_DRIVER", "SCENARIOS", "SCENARIO_CACHE_SIZES", "Spec", "estimate", "generate", "load_driver",
+__all__ = ["OMB_PULSAR_DRIVER", "SCENARIOS", "SCENARIO_CACHE_SIZES", "Spec", "check", "estimate", "generate", "load_driver",
            "load_spec", "normalize", "resolve", "stream"]
 
 DEFAULT_BATCH_ROWS = 65_536
@@ -443,6 +443,17 @@ def _stream(settings: dict[str, Any], source: str, seed: int, broker: int | None
     native = _native_spec(_native.stream_workload, source, settings, seed, broker, batch_rows, memory_budget)
     # The generator's string columns are dictionary-encoded; the reader gives the trace schema.
     return pa.RecordBatchReader.from_batches(SCHEMA, _conformed(pa.RecordBatchReader.from_stream(native)))
+
+
+def check(spec: Spec | str, broker: int | None = None, driver: Spec | None = None,
+          memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+    """Raises what :func:`stream` would raise before generating anything (a bad spec, a broker out
+    of range, :class:`~ledgercache.ResourceLimitError` over ``memory_budget``), without setting up
+    the simulation: for runs that start the streams elsewhere, such as Spark tasks."""
+    if broker is not None:
+        broker = _whole("broker", broker, 0, 1 << 32)
+    memory_budget = _whole("memory_budget", memory_budget, 1, 1 << 64)
+    _native_spec(_native.check_workload, _source(spec), resolve(spec, driver), broker, memory_budget)
 
 
 def _conformed(raw: pa.RecordBatchReader):

@@ -92,6 +92,21 @@ pub fn stream_workload(
 // The default above is written out so Python's signature shows it; this keeps it the crate's.
 const _: () = assert!(crate::workload::DEFAULT_MEMORY_BUDGET == 4294967296);
 
+/// The check ``stream_workload`` makes before it allocates (``broker`` in range, the simulation
+/// within ``memory_budget``), without setting up the simulation: for a caller that starts the
+/// streams elsewhere (Spark tasks) and wants a spec that cannot fit refused first.
+#[pyfunction]
+#[pyo3(signature = (settings, broker = None, memory_budget = 4294967296))]
+pub fn check_workload(
+    py: Python<'_>,
+    settings: &Bound<'_, PyDict>,
+    broker: Option<u32>,
+    memory_budget: u64,
+) -> PyResult<()> {
+    let spec = spec_of(py, settings)?;
+    TraceStream::check(&spec, broker, memory_budget).py_err(py)
+}
+
 /// A rough size of a workload's trace before generating it: ``messages``, ``entries``,
 /// ``events``; the rate simulated (``producer_rate``, ``requested_rate``, ``ingest_capacity``,
 /// ``capped_by``: ``"bytes"``, ``"messages"`` or None); the simulation's memory

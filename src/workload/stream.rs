@@ -239,6 +239,20 @@ impl TraceStream {
         broker: Option<u32>,
         memory_budget: u64,
     ) -> crate::error::Result<Self> {
+        Self::check(spec, broker, memory_budget)?;
+        Ok(match broker {
+            Some(b) => Self::broker(spec, seed, b),
+            None => Self::new(spec, seed),
+        })
+    }
+
+    /// What [`TraceStream::checked`] checks before it allocates: `broker` is one of the spec's,
+    /// and the simulation fits in `memory_budget` bytes.
+    pub fn check(
+        spec: &WorkloadSpec,
+        broker: Option<u32>,
+        memory_budget: u64,
+    ) -> crate::error::Result<()> {
         if let Some(b) = broker {
             if b >= spec.brokers {
                 return Err(crate::error::Error::invalid(
@@ -247,11 +261,7 @@ impl TraceStream {
                 ));
             }
         }
-        spec.check(memory_budget, broker)?;
-        Ok(match broker {
-            Some(b) => Self::broker(spec, seed, b),
-            None => Self::new(spec, seed),
-        })
+        spec.check(memory_budget, broker).map(|_| ())
     }
 
     fn of(sims: impl Iterator<Item = (Sim, Names)>) -> Self {

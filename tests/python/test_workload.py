@@ -149,3 +149,12 @@ def test_traces_with_and_without_the_optional_columns(tmp_path, suffix):
     i = t.schema.get_field_index("reason")
     unstated = t.set_column(i, t.schema.field(i), pa.nulls(t.num_rows, pa.string()))
     assert results(required) == results(unstated)
+
+
+def test_check_refuses_what_stream_refuses_without_generating():
+    huge = {"topics": 100_000_000, "consumerPerSubscription": 4}
+    with pytest.raises(lc.ResourceLimitError):
+        lc.workload.check(huge)
+    with pytest.raises(lc.InvalidArgumentError, match="broker"):
+        lc.workload.check({"brokers": 2}, broker=2)
+    assert lc.workload.check("tailing-fan-out", broker=0) is None

@@ -443,24 +443,32 @@ mod tests {
         assert!(b.contains(key(0, 1, 1)));
     }
 
+    /// Records `reads` as the future, then reads them in order through a Belady of `capacity`
+    /// entries of size 1, inserting each miss: the cache and whether each read hit.
+    fn read_through(capacity: u64, reads: &[EntryKey]) -> (Belady, Vec<bool>) {
+        let mut future = FutureReads::default();
+        for &k in reads {
+            future.record(k);
+        }
+        let mut belady = Belady::new(capacity, future);
+        let hits = reads
+            .iter()
+            .map(|&k| {
+                let hit = belady.read(0, k);
+                if !hit {
+                    belady.insert(0, k, 1, 0);
+                }
+                hit
+            })
+            .collect();
+        (belady, hits)
+    }
+
     /// A handmade stream where the optimal victim is known: capacity 2, reads a b c a b a d c.
     #[test]
     fn evicts_the_entry_read_farthest_ahead() {
         let (a, b, c, d) = (key(0, 3, 0), key(0, 3, 1), key(1, 3, 0), key(0, 9, 5));
-        let reads = [a, b, c, a, b, a, d, c];
-        let mut future = FutureReads::default();
-        for k in reads {
-            future.record(k);
-        }
-        let mut belady = Belady::new(2, future);
-        let mut hits = Vec::new();
-        for k in reads {
-            let hit = belady.read(0, k);
-            if !hit {
-                belady.insert(0, k, 1, 0);
-            }
-            hits.push(hit);
-        }
+        let (belady, hits) = read_through(2, &[a, b, c, a, b, a, d, c]);
         // a, b miss; c (next read 7) evicts b (4), keeping a (3); a hits; b (never again) evicts c
         // (7), keeping a (5); a hits; d evicts b (both never again: the larger key goes); c evicts
         // d (never again, larger than a). A wrong next use changes a victim and a hit.
@@ -471,20 +479,7 @@ mod tests {
         // a b c b c a: c evicts a (next read 5), not b (3), though a was read first; b and c hit;
         // a evicts c (never again, larger than b). A future that kept each entry's first read as
         // its next one would evict b and miss it.
-        let mut future = FutureReads::default();
-        let reads = [a, b, c, b, c, a];
-        for k in reads {
-            future.record(k);
-        }
-        let mut belady = Belady::new(2, future);
-        let mut hits = Vec::new();
-        for k in reads {
-            let hit = belady.read(0, k);
-            if !hit {
-                belady.insert(0, k, 1, 0);
-            }
-            hits.push(hit);
-        }
+        let (belady, hits) = read_through(2, &[a, b, c, b, c, a]);
         assert_eq!(hits, [false, false, false, true, true, false]);
         assert!(belady.contains(a) && belady.contains(b));
         assert_eq!(belady.counters().evicted_entries, 2);
