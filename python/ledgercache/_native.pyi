@@ -231,7 +231,7 @@ class EntryCacheManager:
 
 @final
 class ActiveCursorContainer:
-    """Active cursors sorted by position; O(1) count of cursors at or before a cursor."""
+    """Active cursors sorted by position; counts the cursors at or before a cursor in O(log n)."""
 
     def __new__(cls) -> ActiveCursorContainer: ...
     def add(self, name: str, position: Position | None) -> None: ...

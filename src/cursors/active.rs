@@ -1,31 +1,20 @@
-//! PIP-430's active cursor container: cursors sorted by position in a doubly linked list of
-//! position groups, each group holding the number of cursors at its position or before, so that
-//! [`ActiveCursorContainer::count_at_or_before`] is O(1) once pending changes are applied.
+//! PIP-430's active cursor container: how many active cursors are at or before a cursor's position,
+//! kept in a [`PositionCounts`] (sorted positions in contiguous chunks, each chunk knowing how many
+//! cursors lie before it), so that a query costs a binary search and a short sum, whatever the number
+//! of cursors.
 //!
 //! Changes (add, move, untrack, remove) are recorded in O(1) and applied on the next query, one
-//! pending entry per cursor however often it moved. Applying a move walks the groups between its old
-//! and new position, adjusting each one's count; when many cursors changed, the list is rebuilt by
-//! sorting instead. Unlike Pulsar's container, every node goes through the same group logic (no tail
-//! shortcut), untracked cursors leave the list at the next flush and report 0 at once, and memory is
-//! bounded without queries: a removed cursor that was never linked is freed immediately, and one that
-//! was linked waits as a single slot.
+//! pending entry per cursor however often it moved; when many cursors changed, the counts are rebuilt
+//! by sorting instead. Unlike Pulsar's container (a linked list of position groups with a tail
+//! shortcut), every position goes through the same logic, untracked cursors leave at the next flush
+//! and report 0 at once, and memory is bounded without queries: a removed cursor that was never
+//! counted is freed immediately, and one that was waits as a single slot.
 
+use super::position_counts::{Hint, PositionCounts};
 use crate::fast_hash::FastMap;
 use crate::position::Position;
+use std::borrow::Borrow;
 use std::hash::Hash;
-
-const NIL: u32 = u32::MAX;
-
-/// Cursors sharing one position.
-#[derive(Debug, Clone)]
-struct Group {
-    position: Position,
-    members: u32,
-    /// Tracked cursors at this position or before it.
-    at_or_before: u32,
-    prev: u32,
-    next: u32,
-}
 
 #[derive(Debug, Clone)]
 struct CursorSlot<K> {
@@ -33,8 +22,10 @@ struct CursorSlot<K> {
     key: Option<K>,
     /// Where the cursor wants to be; `None` = untracked.
     target: Option<Position>,
-    /// The group it is linked into, or NIL.
-    group: u32,
+    /// Where it is counted now (`None`: not counted).
+    counted: Option<Position>,
+    /// Where in the counts `counted` was last seen.
+    hint: Hint,
     /// The slot's id sits in `pending` (kept across slot reuse so an id is queued at most once).
     queued: bool,
     free: bool,
@@ -55,12 +46,7 @@ pub struct ActiveCursorContainer<K: Hash + Eq + Clone> {
     names: FastMap<K, u32>,
     cursors: Vec<CursorSlot<K>>,
     free_cursors: Vec<u32>,
-    groups: Vec<Group>,
-    free_groups: Vec<u32>,
-    head: u32,
-    tail: u32,
-    /// Cursors linked into groups.
-    linked: usize,
+    counts: PositionCounts,
     pending: Vec<u32>,
 }
 
@@ -70,11 +56,7 @@ impl<K: Hash + Eq + Clone> Default for ActiveCursorContainer<K> {
             names: FastMap::default(),
             cursors: Vec::new(),
             free_cursors: Vec::new(),
-            groups: Vec::new(),
-            free_groups: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            linked: 0,
+            counts: PositionCounts::default(),
             pending: Vec::new(),
         }
     }
@@ -94,7 +76,11 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         self.names.is_empty()
     }
 
-    pub fn contains(&self, key: &K) -> bool {
+    pub fn contains<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.names.contains_key(key)
     }
 
@@ -108,7 +94,8 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         let slot = CursorSlot {
             key: Some(key.clone()),
             target: position,
-            group: NIL,
+            counted: None,
+            hint: Hint::default(),
             queued: false,
             free: false,
             generation: 0,
@@ -144,7 +131,11 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     }
 
     /// The handle of a registered cursor.
-    pub fn id_of(&self, key: &K) -> Option<CursorId> {
+    pub fn id_of<Q>(&self, key: &Q) -> Option<CursorId>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.names.get(key).map(|&id| self.handle(id))
     }
 
@@ -174,14 +165,16 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     }
 
     fn group_count(&self, slot: u32) -> u32 {
-        match self.cursors[slot as usize].group {
-            NIL => 0,
-            g => self.groups[g as usize].at_or_before,
-        }
+        let c = &self.cursors[slot as usize];
+        c.counted.map_or(0, |p| self.counts.count_at(p, c.hint))
     }
 
     /// Moves a cursor (`None` untracks it). Returns false for an unknown cursor.
-    pub fn update(&mut self, key: &K, position: Option<Position>) -> bool {
+    pub fn update<Q>(&mut self, key: &Q, position: Option<Position>) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         match self.names.get(key) {
             Some(&id) => {
                 self.set_target(id, position);
@@ -192,14 +185,18 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     }
 
     /// Forgets a cursor. Returns false for an unknown cursor.
-    pub fn remove(&mut self, key: &K) -> bool {
+    pub fn remove<Q>(&mut self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let Some(id) = self.names.remove(key) else {
             return false;
         };
         let slot = &mut self.cursors[id as usize];
         slot.key = None;
         slot.target = None;
-        if slot.group == NIL {
+        if slot.counted.is_none() {
             self.free_cursor(id);
         } else {
             self.enqueue(id);
@@ -209,7 +206,11 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
 
     /// Tracked cursors whose position is <= this cursor's (itself included); 0 if the cursor is
     /// unknown or untracked.
-    pub fn count_at_or_before(&mut self, key: &K) -> u32 {
+    pub fn count_at_or_before<Q>(&mut self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.flush();
         match self.names.get(key) {
             Some(&id) => self.group_count(id),
@@ -220,11 +221,15 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     /// The lowest tracked position.
     pub fn slowest_position(&mut self) -> Option<Position> {
         self.flush();
-        (self.head != NIL).then(|| self.groups[self.head as usize].position)
+        self.counts.first()
     }
 
     /// The position a cursor was last given (pending or applied).
-    pub fn position_of(&self, key: &K) -> Option<Position> {
+    pub fn position_of<Q>(&self, key: &Q) -> Option<Position>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         self.names
             .get(key)
             .and_then(|&id| self.cursors[id as usize].target)
@@ -259,7 +264,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         slot.generation = slot.generation.wrapping_add(1);
         slot.key = None;
         slot.target = None;
-        slot.group = NIL;
+        slot.counted = None;
         self.free_cursors.push(id);
     }
 
@@ -269,7 +274,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             return;
         }
         // Incremental moves cost the distance travelled; a rebuild costs a sort of everything.
-        if self.pending.len() >= 16 && self.pending.len() * 2 >= self.linked {
+        if self.pending.len() >= 16 && self.pending.len() * 2 >= self.counts.total() as usize {
             self.rebuild();
             return;
         }
@@ -288,168 +293,25 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         if slot.free {
             return;
         }
-        let (from, to) = (slot.group, slot.target);
+        let (from, to, hint) = (slot.counted, slot.target, slot.hint);
+        slot.counted = to;
         let removed = slot.key.is_none();
-        let new_group = match (from, to) {
-            (NIL, None) => NIL,
-            (NIL, Some(p)) => self.link_new(p),
-            (g, None) => {
-                self.leave(g);
-                NIL
+        let hint = match (from, to) {
+            (None, None) => hint,
+            (None, Some(p)) => self.counts.insert(p),
+            (Some(p), None) => {
+                self.counts.remove(p, hint);
+                hint
             }
-            (g, Some(p)) => self.move_cursor(g, p),
+            (Some(from), Some(to)) => self.counts.move_one(from, to, hint),
         };
-        if new_group == NIL && from != NIL {
-            self.linked -= 1;
-        } else if new_group != NIL && from == NIL {
-            self.linked += 1;
-        }
-        self.cursors[id as usize].group = new_group;
+        self.cursors[id as usize].hint = hint;
         if removed {
             self.free_cursor(id);
         }
     }
 
-    /// Links one more cursor at `p`, searching from the tail (new cursors usually join there).
-    fn link_new(&mut self, p: Position) -> u32 {
-        let mut g = self.tail;
-        while g != NIL && self.groups[g as usize].position > p {
-            self.groups[g as usize].at_or_before += 1;
-            g = self.groups[g as usize].prev;
-        }
-        self.join_or_create_after(g, p)
-    }
-
-    /// Joins the group `g` if it is at `p`, else creates a group at `p` right after `g` (NIL: at the
-    /// head). Groups after the join point must already count the cursor.
-    fn join_or_create_after(&mut self, g: u32, p: Position) -> u32 {
-        if g != NIL && self.groups[g as usize].position == p {
-            let grp = &mut self.groups[g as usize];
-            grp.members += 1;
-            grp.at_or_before += 1;
-            return g;
-        }
-        let before = if g == NIL {
-            0
-        } else {
-            self.groups[g as usize].at_or_before
-        };
-        self.insert_group_after(g, p, 1, before + 1)
-    }
-
-    /// Unlinks one cursor from group `g`.
-    fn leave(&mut self, g: u32) {
-        let mut cur = g;
-        while cur != NIL {
-            self.groups[cur as usize].at_or_before -= 1;
-            cur = self.groups[cur as usize].next;
-        }
-        self.drop_member(g);
-    }
-
-    fn drop_member(&mut self, g: u32) {
-        let grp = &mut self.groups[g as usize];
-        grp.members -= 1;
-        if grp.members == 0 {
-            self.unlink_group(g);
-        }
-    }
-
-    /// Moves one cursor from group `g` to position `p`; returns its new group.
-    fn move_cursor(&mut self, g: u32, p: Position) -> u32 {
-        let old = self.groups[g as usize].position;
-        if p == old {
-            return g;
-        }
-        let target = if p > old {
-            // The old group and every group passed stop counting the cursor.
-            self.groups[g as usize].at_or_before -= 1;
-            let mut last_before = g;
-            let mut cur = self.groups[g as usize].next;
-            while cur != NIL && self.groups[cur as usize].position < p {
-                self.groups[cur as usize].at_or_before -= 1;
-                last_before = cur;
-                cur = self.groups[cur as usize].next;
-            }
-            if cur != NIL && self.groups[cur as usize].position == p {
-                // That group counted the cursor already.
-                self.groups[cur as usize].members += 1;
-                cur
-            } else {
-                let before = self.groups[last_before as usize].at_or_before;
-                self.insert_group_after(last_before, p, 1, before + 1)
-            }
-        } else {
-            // Every group passed going back starts counting the cursor; the old group still does.
-            let mut cur = self.groups[g as usize].prev;
-            while cur != NIL && self.groups[cur as usize].position > p {
-                self.groups[cur as usize].at_or_before += 1;
-                cur = self.groups[cur as usize].prev;
-            }
-            self.join_or_create_after(cur, p)
-        };
-        self.drop_member(g);
-        target
-    }
-
-    fn insert_group_after(
-        &mut self,
-        after: u32,
-        position: Position,
-        members: u32,
-        at_or_before: u32,
-    ) -> u32 {
-        let next = if after == NIL {
-            self.head
-        } else {
-            self.groups[after as usize].next
-        };
-        let group = Group {
-            position,
-            members,
-            at_or_before,
-            prev: after,
-            next,
-        };
-        let id = match self.free_groups.pop() {
-            Some(id) => {
-                self.groups[id as usize] = group;
-                id
-            }
-            None => {
-                self.groups.push(group);
-                (self.groups.len() - 1) as u32
-            }
-        };
-        if after == NIL {
-            self.head = id;
-        } else {
-            self.groups[after as usize].next = id;
-        }
-        if next == NIL {
-            self.tail = id;
-        } else {
-            self.groups[next as usize].prev = id;
-        }
-        id
-    }
-
-    fn unlink_group(&mut self, g: u32) {
-        let Group { prev, next, .. } = self.groups[g as usize];
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.groups[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.groups[next as usize].prev = prev;
-        }
-        self.free_groups.push(g);
-    }
-
-    /// Re-creates the list from every cursor's target.
+    /// Re-counts from every cursor's target.
     fn rebuild(&mut self) {
         for id in std::mem::take(&mut self.pending) {
             let slot = &mut self.cursors[id as usize];
@@ -458,88 +320,61 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
                 self.free_cursor(id);
             }
         }
-        let mut tracked: Vec<(Position, u32)> = self
-            .cursors
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !c.free && c.key.is_some())
-            .filter_map(|(id, c)| c.target.map(|p| (p, id as u32)))
-            .collect();
-        tracked.sort_unstable();
-        self.groups.clear();
-        self.free_groups.clear();
-        self.head = NIL;
-        self.tail = NIL;
+        let mut tracked: Vec<Position> = Vec::new();
         for c in self.cursors.iter_mut() {
-            c.group = NIL;
+            c.counted = if c.free || c.key.is_none() {
+                None
+            } else {
+                c.target
+            };
+            tracked.extend(c.counted);
         }
-        let mut count = 0u32;
-        for run in tracked.chunk_by(|a, b| a.0 == b.0) {
-            count += run.len() as u32;
-            let g = self.insert_group_after(self.tail, run[0].0, run.len() as u32, count);
-            for &(_, id) in run {
-                self.cursors[id as usize].group = g;
-            }
-        }
-        self.linked = tracked.len();
+        tracked.sort_unstable();
+        self.counts.rebuild(
+            tracked
+                .chunk_by(|a, b| a == b)
+                .map(|run| (run[0], run.len() as u32)),
+        );
     }
 
     /// Checks every invariant against a brute-force recount; for tests. Flushes first.
     pub fn check_invariants(&mut self) -> Result<(), String> {
         self.flush();
+        self.counts.check()?;
         let mut positions: Vec<Position> = self
             .names
             .values()
             .filter_map(|&id| self.cursors[id as usize].target)
             .collect();
         positions.sort_unstable();
-        let mut g = self.head;
-        let mut prev = NIL;
-        let mut members_seen = 0usize;
-        let mut last_pos: Option<Position> = None;
-        while g != NIL {
-            let grp = &self.groups[g as usize];
-            if grp.prev != prev {
-                return Err(format!("group at {} has a broken prev link", grp.position));
-            }
-            if last_pos.is_some_and(|l| l >= grp.position) {
-                return Err(format!("groups out of order at {}", grp.position));
-            }
-            let expected = positions.partition_point(|p| *p <= grp.position) as u32;
-            if grp.at_or_before != expected {
-                return Err(format!(
-                    "group at {} counts {} but {} cursors are at or before it",
-                    grp.position, grp.at_or_before, expected
-                ));
-            }
-            if grp.members == 0 {
-                return Err(format!("empty group at {}", grp.position));
-            }
-            members_seen += grp.members as usize;
-            last_pos = Some(grp.position);
-            prev = g;
-            g = grp.next;
-        }
-        if self.tail != prev {
-            return Err("tail is not the last group".into());
-        }
-        if members_seen != positions.len() || self.linked != positions.len() {
+        let counted: Vec<(Position, u32)> = self.counts.iter().collect();
+        let expected: Vec<(Position, u32)> = positions
+            .chunk_by(|a, b| a == b)
+            .map(|run| (run[0], run.len() as u32))
+            .collect();
+        if counted != expected {
             return Err(format!(
-                "{members_seen} linked members, {} tracked cursors, linked={}",
-                positions.len(),
-                self.linked
+                "counted {} positions ({} cursors), {} tracked positions ({} cursors)",
+                counted.len(),
+                self.counts.total(),
+                expected.len(),
+                positions.len()
             ));
         }
-        for (&id, _) in self.names.iter().map(|(k, id)| (id, k)) {
+        for &(p, _) in &counted {
+            let brute = positions.partition_point(|q| *q <= p) as u32;
+            let got = self.counts.count_at_or_before(p);
+            if got != brute {
+                return Err(format!("{got} counted at or before {p}, {brute} tracked"));
+            }
+        }
+        for &id in self.names.values() {
             let c = &self.cursors[id as usize];
-            match (c.target, c.group) {
-                (None, NIL) => {}
-                (Some(p), g) if g != NIL && self.groups[g as usize].position == p => {}
-                (t, g) => {
-                    return Err(format!(
-                        "cursor slot {id} targets {t:?} but is in group {g}"
-                    ))
-                }
+            if c.target != c.counted {
+                return Err(format!(
+                    "cursor slot {id} targets {:?} but is counted at {:?}",
+                    c.target, c.counted
+                ));
             }
         }
         Ok(())

@@ -1,2 +1,3 @@
 pub mod active;
 pub mod heap;
+mod position_counts;
