@@ -1,3 +1,4 @@
+use super::arrow_batch::{batch_entries, entries_to_batch, to_pyarrow, ReadsArg};
 use super::clock::clock_arg;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
@@ -198,6 +199,54 @@ impl PyEntryCache {
         // Inline eviction may run here; it never needs the GIL.
         py.detach(|| self.inner.insert(position.0, payload, expected_reads, size))
             .py_err(py)
+    }
+
+    /// Caches the elements of the Arrow binary array `data` at positions (`ledger_id`,
+    /// `first_entry_id`), (`ledger_id`, `first_entry_id` + 1), ... without copying their bytes;
+    /// returns how many were inserted (positions already cached are skipped, as by `insert`).
+    #[pyo3(signature = (ledger_id, first_entry_id, data, *, expected_reads = ReadsArg::Count(0), sizes = None))]
+    #[pyo3(
+        text_signature = "(self, ledger_id, first_entry_id, data, *, expected_reads=0, sizes=None)"
+    )]
+    fn insert_batch(
+        &self,
+        py: Python<'_>,
+        ledger_id: i64,
+        first_entry_id: i64,
+        data: &Bound<'_, PyAny>,
+        expected_reads: ReadsArg<'_>,
+        sizes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        let entries = batch_entries(data, &expected_reads, sizes)?;
+        // Inline eviction may run here, and dropping skipped payloads may run the producer's
+        // release callback; neither needs the GIL.
+        py.detach(|| self.inner.insert_batch(ledger_id, first_entry_id, entries))
+            .py_err(py)
+    }
+
+    /// The cached entries from `first` to `last` (both inclusive) as a `pyarrow.RecordBatch` with
+    /// columns ledger_id, entry_id, data; counted and marked accessed as by `get_range`. With
+    /// `release`, each entry's expected read is consumed as if its reader copy were released.
+    #[pyo3(signature = (first, last, *, release = false))]
+    fn get_range_arrow(
+        &self,
+        py: Python<'_>,
+        first: PyPosition,
+        last: PyPosition,
+        release: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let batch = py.detach(|| {
+            let found = self.inner.get_range(first.0, last.0);
+            if release {
+                found.iter().for_each(|e| {
+                    e.release();
+                });
+            }
+            entries_to_batch(&found)
+        });
+        let batch = batch
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("arrow export: {e}")))?;
+        to_pyarrow(py, batch)
     }
 
     /// The entry at `position`, or None; marks it accessed.
