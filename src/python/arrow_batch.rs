@@ -122,7 +122,9 @@ impl Chunk {
         let (offsets, values) = (data.buffers().first()?, data.buffers().get(1)?.clone());
         let width = if large { 8 } else { 4 };
         let (start, len) = (data.offset(), data.len());
-        if offsets.len() / width < start.checked_add(len)?.checked_add(1)? {
+        // ScalarBuffer panics on these; a foreign producer could hand either over.
+        let misaligned = offsets.as_ptr().align_offset(width) != 0;
+        if misaligned || offsets.len() / width < start.checked_add(len)?.checked_add(1)? {
             return None;
         }
         let offsets = if large {
@@ -335,6 +337,10 @@ pub(super) fn batch_entries(
                 ))
             }
         };
+        if data.is_empty() {
+            // Producers may export an empty array without offsets.
+            continue;
+        }
         let chunk = Chunk::new(&data, large)
             .ok_or_else(|| invalid(py, "data", "malformed Arrow array: offsets out of bounds"))?;
         n += chunk.len;
