@@ -54,6 +54,7 @@ bench: build ## Benchmarks: Rust harnesses, Python call overhead, Python vs Rust
 	cargo bench --locked --bench cursor_container --bench eviction --bench cache_ops --bench sorted_map
 	$(VPY) benches/python_overhead.py
 	$(VPY) benches/cursor_container.py
+	$(VPY) benches/batch_insert.py
 	cargo bench --locked --bench ledger_reads > target/ledger_reads.txt
 	@cat target/ledger_reads.txt
 	$(VPY) benches/ledger_reads.py $$(sed -n 's/.*: \([0-9.]*\) M entries.*/\1/p' target/ledger_reads.txt)

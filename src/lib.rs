@@ -2,6 +2,7 @@
 //!
 //! The core is free of Python; the PyO3 bindings live in [`python`] behind the `python` feature.
 
+pub mod arrow_payload;
 pub mod clock;
 pub mod config;
 pub mod cursors;
@@ -29,7 +30,7 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{CacheConfig, SettingValue, Strategy};
 pub use entry::{CachedEntry, Payload};
 pub use error::{Error, Result};
-pub use manager::{EntryCache, EntryCacheManager};
+pub use manager::{BatchEntry, EntryCache, EntryCacheManager};
 pub use position::Position;
 pub use read_count::ReadCountHandler;
 pub use stats::CacheStats;

@@ -20,6 +20,9 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+mod batch;
+pub use batch::BatchEntry;
+
 type SharedRangeCache = Arc<Mutex<RangeCache>>;
 
 /// How many queue items the evictor handles before it lets other threads at the cache it holds.

@@ -10,6 +10,8 @@ from typing import Any, Literal, final
 
 from typing_extensions import disjoint_base
 
+import pyarrow as pa
+
 __all__ = [
     "__version__",
     "Position",
@@ -49,6 +51,11 @@ __version__: str
 
 _StrategyName = Literal["pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady"]
 _BytesLike = bytes | bytearray | memoryview | Any  # anything exporting a buffer (pyarrow.Buffer, ...)
+# An Arrow binary/large_binary/string/large_string array: anything with __arrow_c_array__ (one
+# chunk) or __arrow_c_stream__ (a pyarrow.ChunkedArray, ...).
+_ArrowBinaryArray = Any
+# One integer per entry: an Arrow integer array (chunked or not), a list, a range, a NumPy array.
+_Integers = Any
 
 @final
 class Position:
@@ -193,8 +200,40 @@ class EntryCache:
     def insert(
         self, position: Position, data: _BytesLike, expected_reads: int = 0, size: int | None = None
     ) -> bool: ...
+    def insert_batch(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        data: _ArrowBinaryArray,
+        *,
+        expected_reads: int | _Integers = 0,
+        sizes: _Integers | None = None,
+    ) -> int:
+        """Caches the elements of ``data`` at (ledger_id, first_entry_id), (ledger_id,
+        first_entry_id + 1), ... without copying their bytes; returns how many were inserted.
+
+        Each cached payload is a slice of the array's values buffer, which stays alive while any
+        entry or reader copy refers to it (``copy_entries=True`` copies, as for ``insert``).
+        Positions already cached are skipped, as by ``insert``. ``expected_reads`` is one count
+        for every entry or one per entry; ``sizes`` (one per entry) overrides the accounted sizes
+        (default: the payload lengths). Nulls are refused with ``InvalidArgumentError`` naming the
+        first null's index, as are arrays of another type or length and an entry id past 2**63 - 1;
+        nothing is inserted then. The cache ends up as if each element had been passed to
+        ``insert`` in order (one timestamp for the batch; a size pass runs whenever an entry takes
+        the cache over its trigger threshold).
+        """
     def get(self, position: Position) -> CachedEntry | None: ...
     def get_range(self, first: Position, last: Position) -> list[CachedEntry]: ...
+    def get_range_arrow(self, first: Position, last: Position, *, release: bool = False) -> pa.RecordBatch:
+        """The cached entries from ``first`` to ``last`` (both inclusive) as a record batch with
+        columns ``ledger_id`` (int64), ``entry_id`` (int64) and ``data`` (binary; large_binary past
+        2 GiB), in position order; hits, misses and accessed marks as for ``get_range``.
+
+        ``data`` shares the cached bytes when the entries lie back to back in one Arrow buffer
+        (entries of one ``insert_batch``, read in order); otherwise it is one copy of them into a
+        new buffer. With ``release``, each entry's expected read is consumed as if its reader copy
+        were released (``get_range``'s copies consume nothing until released).
+        """
     def remove_range(self, first: Position, last: Position, last_inclusive: bool) -> tuple[int, int]: ...
     def clear(self) -> tuple[int, int]: ...
     def positions(self) -> list[Position]: ...

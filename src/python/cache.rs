@@ -1,3 +1,4 @@
+use super::arrow_batch::{batch_entries, entries_to_batch, to_pyarrow, ReadsArg};
 use super::clock::clock_arg;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
@@ -198,6 +199,71 @@ impl PyEntryCache {
         // Inline eviction may run here; it never needs the GIL.
         py.detach(|| self.inner.insert(position.0, payload, expected_reads, size))
             .py_err(py)
+    }
+
+    /// Caches the elements of ``data`` (an Arrow binary, large_binary, string or large_string
+    /// array: anything with ``__arrow_c_array__``, or ``__arrow_c_stream__`` like a
+    /// ``pyarrow.ChunkedArray``) at (ledger_id, first_entry_id), (ledger_id, first_entry_id + 1),
+    /// ... without copying their bytes; returns how many were inserted.
+    ///
+    /// Each cached payload is a slice of the array's values buffer, which stays alive while any
+    /// entry or reader copy refers to it (``copy_entries=True`` copies, as for ``insert``).
+    /// Positions already cached are skipped, as by ``insert``. ``expected_reads`` is one count for
+    /// every entry or one per entry; ``sizes`` (one per entry) overrides the accounted sizes
+    /// (default: the payload lengths); both take Arrow integer arrays, lists, ranges or NumPy
+    /// arrays. Nulls are refused with ``InvalidArgumentError`` naming the first null's index, as
+    /// are arrays of another type or length and an entry id past 2**63 - 1; nothing is inserted
+    /// then. The cache ends up as if each element had been passed to ``insert`` in order (one
+    /// timestamp for the batch; a size pass runs whenever an entry takes the cache over its
+    /// trigger threshold).
+    #[pyo3(signature = (ledger_id, first_entry_id, data, *, expected_reads = ReadsArg::Count(0), sizes = None))]
+    #[pyo3(
+        text_signature = "(self, ledger_id, first_entry_id, data, *, expected_reads=0, sizes=None)"
+    )]
+    fn insert_batch(
+        &self,
+        py: Python<'_>,
+        ledger_id: i64,
+        first_entry_id: i64,
+        data: &Bound<'_, PyAny>,
+        expected_reads: ReadsArg<'_>,
+        sizes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        let entries = batch_entries(data, &expected_reads, sizes)?;
+        // Inline eviction may run here, and dropping skipped payloads may run the producer's
+        // release callback; neither needs the GIL.
+        py.detach(|| self.inner.insert_batch(ledger_id, first_entry_id, entries))
+            .py_err(py)
+    }
+
+    /// The cached entries from ``first`` to ``last`` (both inclusive) as a ``pyarrow.RecordBatch``
+    /// with columns ``ledger_id`` (int64), ``entry_id`` (int64) and ``data`` (binary; large_binary
+    /// past 2 GiB), in position order; hits, misses and accessed marks as for ``get_range``.
+    ///
+    /// ``data`` shares the cached bytes when the entries lie back to back in one Arrow buffer
+    /// (entries of one ``insert_batch``, read in order); otherwise it is one copy of them into a
+    /// new buffer. With ``release``, each entry's expected read is consumed as if its reader copy
+    /// were released (``get_range``'s copies consume nothing until released).
+    #[pyo3(signature = (first, last, *, release = false))]
+    fn get_range_arrow(
+        &self,
+        py: Python<'_>,
+        first: PyPosition,
+        last: PyPosition,
+        release: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let batch = py.detach(|| {
+            let found = self.inner.get_range(first.0, last.0);
+            if release {
+                found.iter().for_each(|e| {
+                    e.release();
+                });
+            }
+            entries_to_batch(&found)
+        });
+        let batch = batch
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("arrow export: {e}")))?;
+        to_pyarrow(py, batch)
     }
 
     /// The entry at `position`, or None; marks it accessed.

@@ -19,10 +19,14 @@ def test_readme_first_example(capsys):
     assert run_block(BLOCKS[0], capsys) == ["b'hello' 2", "True 1"]
 
 
+def test_readme_arrow_batch_example(capsys):
+    assert run_block(BLOCKS[1], capsys) == ["10000 b'order-42' True"]
+
+
 def test_readme_topic_life_example_matches_its_script(capsys):
     script = (ROOT / "examples" / "topic_life.py").read_text()
-    assert BLOCKS[1].strip() in script
-    assert run_block(BLOCKS[1], capsys) == [
+    assert BLOCKS[2].strip() in script
+    assert run_block(BLOCKS[2], capsys) == [
         "hits=5000 misses=1000 storage_reads=2 entries_from_storage=1000 backlog(reporting)=2000"
     ]
 
@@ -34,7 +38,7 @@ def test_package_docstring_examples():
 
 
 def test_readme_replay_lab_example(capsys):
-    out = run_block(BLOCKS[2], capsys)
+    out = run_block(BLOCKS[3], capsys)
     assert out[0].split() == ["strategy", "hit_ratio", "storage_read_ops"]
     assert [line.split()[1] for line in out[1:]] == ["pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady"]
 
