@@ -793,6 +793,11 @@ impl Replayer {
     /// A cursor's read or mark-delete position moved: the read flow tracks it there, and the
     /// designs that drop what the slowest cursor passed do so.
     fn cursor_moved(&mut self, topic: u32, cursor: u32) {
+        // A flow that never asks where cursors are (the reference designs, the segmented ring)
+        // would keep a position heap up to date on every read for nothing.
+        if !self.flow.reads_cursor_positions() {
+            return;
+        }
         if self.topics[topic as usize].track(&self.flow, cursor) {
             self.invalidate(topic);
         }
