@@ -5,7 +5,8 @@ The trace reads one entry at a time (`readBatchSize` 1), so every replay event i
 as in libCacheSim: ~15,000,000 events (3 M publishes, 12 M one-entry reads of 4 tailing
 subscriptions). Trace generation and the export of the request stream are not timed; lc.replay is
 timed as users call it, decoding included. Timings on a shared machine are noisy: compare the ratios
-of one run. Run: .venv/bin/python benches/replay_throughput.py [minutes of trace, default 2.5]"""
+of one run. The last two lines replay with the memory model off (`memory_model=False`, hit ratios
+only). Run: .venv/bin/python benches/replay_throughput.py [minutes of trace, default 2.5]"""
 
 from __future__ import annotations
 
@@ -63,8 +64,10 @@ def main() -> None:
         anchors = libcachesim_rates(path, requests)
     # Warm-up: pyarrow imports pandas on its first pa.array() call; keep that out of the first timing.
     lc.replay(trace.slice(0, 10_000), lc.CacheConfig(cache_size_bytes=1 << 20))
-    for strategy, (anchor, goal) in GOALS.items():
-        config = lc.CacheConfig(cache_size_bytes=CACHE_BYTES, strategy=strategy)
+    runs = [(s, True) for s in GOALS] + [("lru", False), ("pip430", False)]
+    for strategy, memory_model in runs:
+        anchor, goal = GOALS[strategy]
+        config = lc.CacheConfig(cache_size_bytes=CACHE_BYTES, strategy=strategy, memory_model=memory_model)
         start = time.perf_counter()
         out = lc.replay(trace, config).to_pylist()[0]
         wall = time.perf_counter() - start
@@ -74,7 +77,7 @@ def main() -> None:
         ratio = rate / anchors[anchor]
         wanted = f"goal >= {goal:g}x" if goal is not None else "no goal"
         print(
-            f"{strategy:<12} {rate / 1e6:5.1f} M events/s vs libCacheSim {anchor} {anchors[anchor] / 1e6:5.1f} M/s: "
+            f"{strategy + ('' if memory_model else ' (memory_model=False)'):<12} {rate / 1e6:5.1f} M events/s vs libCacheSim {anchor} {anchors[anchor] / 1e6:5.1f} M/s: "
             f"{ratio:4.2f}x ({wanted}; {events * passes / engine / 1e6:5.1f} M/s in the engine"
             f"{', 2 passes' if passes == 2 else ''}), hit ratio {out['hit_ratio']:.3f}"
         )
