@@ -598,10 +598,16 @@ impl Replayer {
                         bytes: u64::from(e.size),
                     }),
                 }
-                t.entries
-                    .entry(p.ledger_id)
-                    .or_default()
-                    .add(p.entry_id, e.size);
+                // Adds go to the topic's newest ledger: found without a search.
+                let newest = t
+                    .entries
+                    .last_key_value()
+                    .is_some_and(|(&l, _)| l == p.ledger_id);
+                let ledger = match t.entries.last_entry() {
+                    Some(last) if newest => last.into_mut(),
+                    _ => t.entries.entry(p.ledger_id).or_default(),
+                };
+                ledger.add(p.entry_id, e.size);
                 let admitted = self
                     .flow
                     .on_add(&self.topics[e.topic as usize].activity, now);

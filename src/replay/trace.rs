@@ -339,14 +339,15 @@ impl TraceDecoder {
             required_string(&topic, "topic")?;
             required_string(&op, "op")?;
             let ts_us = ts.value(i);
-            let b = broker.value(i);
+            // Names are looked at only when the key's memo has no id yet (or in an error).
             let broker_key = broker.key(i);
             // Neighbouring rows mostly repeat a name: comparing with the previous row is cheaper
             // than hashing it.
             let broker_id = match (broker_memo.get(broker_key), prev_broker) {
                 (Some(id), _) => id,
-                (None, Some((name, id))) if name == b => id,
+                (None, Some((name, id))) if name == broker.value(i) => id,
                 _ => {
+                    let b = broker.value(i);
                     let id = match self.broker_ids.get(b) {
                         Some(&id) => id,
                         None => {
@@ -366,15 +367,18 @@ impl TraceDecoder {
                 return Err(row_error(
                     row,
                     "ts_us",
-                    format!("time goes backwards for broker {b:?} ({ts_us} after {last})"),
+                    format!(
+                        "time goes backwards for broker {:?} ({ts_us} after {last})",
+                        broker.value(i)
+                    ),
                 ));
             }
             *last = ts_us;
-            let op_name = op.value(i);
             let op_key = op.key(i);
             let kind = match op_memo.get(op_key) {
                 Some(k) => Op::ALL[k as usize],
                 None => {
+                    let op_name = op.value(i);
                     let kind = Op::parse(op_name).ok_or_else(|| {
                         row_error(
                             row,
@@ -389,12 +393,14 @@ impl TraceDecoder {
                     kind
                 }
             };
-            let t = topic.value(i);
+            // Only a known op gets here, so its name is the row's.
+            let op_name = Op::NAMES[kind as usize];
             let topic_key = topic.key(i);
             let topic_id = match (topic_memo.get(topic_key), prev_topic) {
                 (Some(id), _) => id,
-                (None, Some((name, id))) if name == t => id,
+                (None, Some((name, id))) if name == topic.value(i) => id,
                 _ => {
+                    let t = topic.value(i);
                     let id = self.names.topic(t);
                     prev_topic = Some((t, id));
                     topic_memo.set(topic_key, id);
@@ -411,12 +417,14 @@ impl TraceDecoder {
                 }
                 NO_CURSOR
             } else {
-                let c = cursor.value(i);
                 let memo_key = cursor.key(i).map(|k| (topic_id, k));
                 match (memo_key.and_then(|k| cursor_memo.get(&k)), prev_cursor) {
                     (Some(&id), _) => id,
-                    (None, Some((tid, name, id))) if tid == topic_id && name == c => id,
+                    (None, Some((tid, name, id))) if tid == topic_id && name == cursor.value(i) => {
+                        id
+                    }
                     _ => {
+                        let c = cursor.value(i);
                         let id = self.names.cursor(topic_id, c);
                         prev_cursor = Some((topic_id, c, id));
                         if let Some(k) = memo_key {
