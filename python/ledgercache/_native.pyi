@@ -120,6 +120,7 @@ class CacheConfig:
     backlog_check_interval_ms: int
     apply_continue_caching_window: bool | None
     expected_read_on_every_redelivery: bool
+    memory_model: bool
 
     def __new__(
         cls,
@@ -150,6 +151,7 @@ class CacheConfig:
         backlog_check_interval_ms: int = ...,
         apply_continue_caching_window: bool | None = ...,
         expected_read_on_every_redelivery: bool = ...,
+        memory_model: bool = ...,
     ) -> CacheConfig: ...
     def replace(self, **changes: Any) -> CacheConfig: ...
     @staticmethod

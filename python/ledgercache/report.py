@@ -61,7 +61,7 @@ COLUMNS = (
     ("storage MiB", "storage_read_bytes", lambda v: f"{v / MIB:,.1f}"),
     ("saved MiB", "saved_bytes", lambda v: f"{v / MIB:,.1f}"),
     ("peak cache MiB", "peak_cache_bytes", lambda v: f"{v / MIB:,.1f}"),
-    ("peak retained MiB", "peak_retained_bytes", lambda v: f"{v / MIB:,.1f}"),
+    ("peak retained MiB", "peak_retained_bytes", lambda v: "-" if v is None else f"{v / MIB:,.1f}"),
     ("requeues", "requeues", lambda v: f"{v:,}"),
 )
 

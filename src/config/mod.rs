@@ -134,6 +134,10 @@ pub struct CacheConfig {
     pub apply_continue_caching_window: Option<bool>,
     /// Lab-only: every redelivery adds an expected read, not just Key_Shared hold-backs.
     pub expected_read_on_every_redelivery: bool,
+    /// Replay lab: track the buffers cached slices retain (`peak_retained_bytes`). Off, a replay
+    /// measures hit ratios only, faster: the model never changes what a design caches, only
+    /// `peak_retained_bytes` is then not measured. Irrelevant with `copy_entries` (nothing to track).
+    pub memory_model: bool,
 }
 
 impl Default for CacheConfig {
@@ -166,12 +170,13 @@ impl Default for CacheConfig {
             backlog_check_interval_ms: 60_000,
             apply_continue_caching_window: None,
             expected_read_on_every_redelivery: false,
+            memory_model: true,
         }
     }
 }
 
 /// Names accepted by [`CacheConfig::set`], in declaration order.
-pub const SETTING_NAMES: [&str; 26] = [
+pub const SETTING_NAMES: [&str; 27] = [
     "cache_size_bytes",
     "eviction_watermark",
     "eviction_trigger_threshold",
@@ -198,6 +203,7 @@ pub const SETTING_NAMES: [&str; 26] = [
     "backlog_check_interval_ms",
     "apply_continue_caching_window",
     "expected_read_on_every_redelivery",
+    "memory_model",
 ];
 
 impl CacheConfig {
@@ -308,6 +314,7 @@ impl CacheConfig {
             }
             "storage_read_latency_ms" => next.storage_read_latency_ms = non_negative(name, &value)?,
             "cursor_epochs" => next.cursor_epochs = boolean(name, &value)?,
+            "memory_model" => next.memory_model = boolean(name, &value)?,
             "min_backlog_cursors_for_caching" => {
                 let v = non_negative(name, &value)?;
                 next.min_backlog_cursors_for_caching = u32::try_from(v)
@@ -486,6 +493,7 @@ impl CacheConfig {
             "expected_read_on_every_redelivery" => {
                 SettingValue::Bool(self.expected_read_on_every_redelivery)
             }
+            "memory_model" => SettingValue::Bool(self.memory_model),
             _ => return None,
         })
     }

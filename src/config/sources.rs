@@ -54,7 +54,7 @@ const fn lab(name: &'static str, note: &'static str) -> Setting {
 }
 
 /// Every setting, in [`super::SETTING_NAMES`] order.
-pub const SETTINGS: [Setting; 26] = [
+pub const SETTINGS: [Setting; 27] = [
     Setting {
         name: "cache_size_bytes",
         source: Source::Broker {
@@ -158,6 +158,10 @@ pub const SETTINGS: [Setting; 26] = [
     lab(
         "expected_read_on_every_redelivery",
         "ours: Pulsar adds an expected read only for a Key_Shared hold-back",
+    ),
+    lab(
+        "memory_model",
+        "the lab's model of the buffers cached slices retain; off: peak_retained_bytes is not measured (null), hit ratios unchanged",
     ),
 ];
 

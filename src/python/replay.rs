@@ -151,7 +151,12 @@ impl PyReplaySession {
                 d.set_item("evicted_entries", m.evicted_entries)?;
                 d.set_item("requeues", m.requeues)?;
                 d.set_item("peak_cache_bytes", m.peak_cache_bytes)?;
-                d.set_item("peak_retained_bytes", m.peak_retained_bytes)?;
+                // Not measured without the memory model (entries sliced from buffers, model off).
+                let measured = config.copy_entries || config.memory_model;
+                d.set_item(
+                    "peak_retained_bytes",
+                    measured.then_some(m.peak_retained_bytes),
+                )?;
                 d.set_item("out_of_order_deliveries", m.out_of_order_deliveries)?;
                 d.set_item("discarded_reads", m.discarded_reads)?;
                 d.set_item("replay_seconds", took.as_secs_f64())?;

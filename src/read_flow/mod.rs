@@ -182,6 +182,12 @@ impl ReadFlow {
             && (reason == RedeliveryReason::HoldBack || self.every_redelivery_counts)
     }
 
+    /// Whether the flow ever asks where active cursors are (the slowest one, or how many are at
+    /// or before a reader). The others only ask whether cursors are active.
+    pub fn reads_cursor_positions(&self) -> bool {
+        matches!(self.flow, Flow::ExpectedReads | Flow::ActiveCursors)
+    }
+
     /// Whether a range read is served from the cache only when every entry of it is cached.
     pub fn all_or_nothing_ranges(&self) -> bool {
         matches!(self.flow, Flow::ActiveCursors | Flow::SegmentedRing)

@@ -37,6 +37,15 @@ impl LedgerEntries {
     /// Records an add; `entry` is below `i64::MAX` (the decoder checks it), so `entry + 1` fits.
     fn add(&mut self, entry: i64, size: u32) {
         let end = entry + 1;
+        // The common add extends the last run by one: one map update instead of a search, a
+        // removal and an insertion.
+        if let Some(mut last) = self.added.last_entry() {
+            if *last.get() == entry {
+                *last.get_mut() = end;
+                self.add_size(entry, size);
+                return;
+            }
+        }
         let before = self
             .added
             .range(..=entry)
@@ -56,6 +65,11 @@ impl LedgerEntries {
                 self.added.insert(start, end);
             }
         }
+        self.add_size(entry, size);
+    }
+
+    /// Records an added entry's size (see [`LedgerEntries::add`]).
+    fn add_size(&mut self, entry: i64, size: u32) {
         let known_end = self.sizes.back().map(|(f, s)| f + s.len() as i64);
         match (known_end, self.sizes.back_mut()) {
             (Some(e), Some((_, s))) if e == entry => s.push_back(size),
@@ -119,18 +133,27 @@ impl LedgerEntries {
 
     /// Runs of added entries from `from` on, as (first, last) pairs, up to `*left` entries in all
     /// (decremented by what is taken).
-    fn take(&self, from: i64, left: &mut u64, out: &mut Vec<(i64, i64)>) {
+    fn take(&self, ledger: i64, from: i64, left: &mut u64, out: &mut Vec<(i64, i64, i64)>) {
+        let mut push = |s: i64, e: i64, left: &mut u64| {
+            let take = u64::try_from(e - s).unwrap_or(0).min(*left);
+            if take > 0 {
+                out.push((ledger, s, s + take as i64 - 1));
+                *left -= take;
+            }
+        };
+        // A tailing read starts in the last run (most ledgers have only one): no search needed.
+        if let Some((&s, &e)) = self.added.last_key_value() {
+            if s <= from {
+                push(from, e, left);
+                return;
+            }
+        }
         let first_run = self.run_start(from);
         for (&s, &e) in self.added.range(first_run..) {
             if *left == 0 {
                 break;
             }
-            let s = s.max(from);
-            let take = u64::try_from(e - s).unwrap_or(0).min(*left);
-            if take > 0 {
-                out.push((s, s + take as i64 - 1));
-                *left -= take;
-            }
+            push(s.max(from), e, left);
         }
     }
 
@@ -206,11 +229,10 @@ impl Topic {
     /// never added (a gap, or entries before a ledger's first add) are not entries: a read passes
     /// over them as Pulsar's read past the last confirmed entry finds nothing, so a read's work is
     /// bounded by what the trace added, never by the positions or the count it names.
-    fn runs_from(&self, from: Position, n: u64) -> Vec<(i64, i64, i64)> {
+    /// Appends them to `out` (a buffer the caller reuses).
+    fn runs_from(&self, from: Position, n: u64, out: &mut Vec<(i64, i64, i64)>) {
         let from = self.layout.normalize(from);
         let mut left = n;
-        let mut runs = Vec::new();
-        let mut out = Vec::new();
         for (&ledger, l) in self.entries.range(from.ledger_id..) {
             if left == 0 {
                 break;
@@ -220,11 +242,8 @@ impl Topic {
             } else {
                 i64::MIN
             };
-            runs.clear();
-            l.take(start, &mut left, &mut runs);
-            out.extend(runs.iter().map(|&(first, last)| (ledger, first, last)));
+            l.take(ledger, start, &mut left, out);
         }
-        out
     }
 
     /// Whether the trace added the entry at `p` (and its ledger was not deleted).
@@ -338,6 +357,8 @@ pub struct Replayer {
     /// The trace second in progress: (second, reads, hits).
     second: Option<(i64, u64, u64)>,
     publishes_since_forget: u32,
+    /// A read's runs of entries, kept between reads so that a read allocates nothing.
+    runs: Vec<(i64, i64, i64)>,
 }
 
 impl Replayer {
@@ -361,6 +382,7 @@ impl Replayer {
             metrics: ReplayMetrics::default(),
             second: None,
             publishes_since_forget: 0,
+            runs: Vec::new(),
         }
     }
 
@@ -576,10 +598,16 @@ impl Replayer {
                         bytes: u64::from(e.size),
                     }),
                 }
-                t.entries
-                    .entry(p.ledger_id)
-                    .or_default()
-                    .add(p.entry_id, e.size);
+                // Adds go to the topic's newest ledger: found without a search.
+                let newest = t
+                    .entries
+                    .last_key_value()
+                    .is_some_and(|(&l, _)| l == p.ledger_id);
+                let ledger = match t.entries.last_entry() {
+                    Some(last) if newest => last.into_mut(),
+                    _ => t.entries.entry(p.ledger_id).or_default(),
+                };
+                ledger.add(p.entry_id, e.size);
                 let admitted = self
                     .flow
                     .on_add(&self.topics[e.topic as usize].activity, now);
@@ -634,17 +662,19 @@ impl Replayer {
                 }
             }
             Op::Read => {
+                let mut runs = std::mem::take(&mut self.runs);
+                runs.clear();
                 let t = self.topic(e.topic);
                 let c = Self::cursor_of(t, e, names)?;
                 let (from, epoch) = (c.read_position, c.epoch);
-                let runs = t.runs_from(from, u64::from(e.count));
+                t.runs_from(from, u64::from(e.count), &mut runs);
                 let mut last = None;
                 let mut missed = false;
                 // Without read latency nothing is ever in flight, so deliveries are in order and
                 // need no tracking.
                 let track = self.read_latency_ns > 0;
                 let mut positions = Vec::new();
-                for (ledger, first, end) in runs {
+                for &(ledger, first, end) in &runs {
                     missed |= self.read_run(
                         e.topic,
                         e.cursor,
@@ -659,6 +689,7 @@ impl Replayer {
                     }
                     last = Some(Position::new(ledger, end));
                 }
+                self.runs = runs;
                 self.strategy.end_read();
                 self.complete_read(
                     InFlight {
@@ -768,6 +799,11 @@ impl Replayer {
     /// A cursor's read or mark-delete position moved: the read flow tracks it there, and the
     /// designs that drop what the slowest cursor passed do so.
     fn cursor_moved(&mut self, topic: u32, cursor: u32) {
+        // A flow that never asks where cursors are (the reference designs, the segmented ring)
+        // would keep a position heap up to date on every read for nothing.
+        if !self.flow.reads_cursor_positions() {
+            return;
+        }
         if self.topics[topic as usize].track(&self.flow, cursor) {
             self.invalidate(topic);
         }

@@ -210,11 +210,14 @@ impl MemoryModel {
 
     /// Bytes held by buffers that still back a cached entry; forgets the others.
     pub fn sample(&mut self, cache: &dyn CacheStrategy) -> u64 {
-        let open: Vec<usize> = self
-            .topics
-            .iter()
-            .filter_map(|t| t.open.map(|(b, _)| b))
-            .collect();
+        // A flag per buffer, not a list searched per buffer: with many topics that search cost
+        // topics x buffers every second.
+        let mut open = vec![false; self.buffers.len()];
+        for t in &self.topics {
+            if let Some((b, _)) = t.open {
+                open[b] = true;
+            }
+        }
         let mut keep = Vec::with_capacity(self.buffers.len());
         let mut remap = vec![usize::MAX; self.buffers.len()];
         let mut retained = 0;
@@ -223,7 +226,7 @@ impl MemoryModel {
             if live {
                 retained += b.capacity;
             }
-            if live || open.contains(&i) {
+            if live || open[i] {
                 remap[i] = keep.len();
                 keep.push(b);
             }

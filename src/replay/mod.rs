@@ -20,7 +20,7 @@ fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer 
         config.storage_read_latency_ms.saturating_mul(1_000_000),
         config.cursor_epochs,
     );
-    if config.copy_entries {
+    if config.copy_entries || !config.memory_model {
         return r;
     }
     r.with_memory_model(memory::MemoryModel::new(

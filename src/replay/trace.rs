@@ -52,6 +52,19 @@ impl Op {
         "delete",
     ];
 
+    /// Every op, in declaration order (`Op::ALL[op as usize] == op`).
+    pub const ALL: [Op; 9] = [
+        Op::Open,
+        Op::Close,
+        Op::Add,
+        Op::Read,
+        Op::Replay,
+        Op::Redeliver,
+        Op::Ack,
+        Op::Seek,
+        Op::Delete,
+    ];
+
     pub fn parse(s: &str) -> Option<Op> {
         Some(match s {
             "open" => Op::Open,
@@ -180,6 +193,41 @@ impl<'a> Strings<'a> {
             Strings::Dictionary(k, v) => v.value(k.value(i) as usize),
         }
     }
+
+    /// Row `i`'s dictionary key (checked to index the values), for a non-null row of a dictionary.
+    fn key(&self, i: usize) -> Option<usize> {
+        match self {
+            Strings::Plain(_) => None,
+            Strings::Dictionary(k, _) => Some(k.value(i) as usize),
+        }
+    }
+
+    /// A memo with a slot per dictionary value (none for a plain column).
+    fn memo(&self) -> Memo {
+        match self {
+            Strings::Plain(_) => Memo(Vec::new()),
+            Strings::Dictionary(_, v) => Memo(vec![Memo::UNSET; v.len()]),
+        }
+    }
+}
+
+/// Per batch and dictionary-encoded column: the id each dictionary value decoded to, filled on its
+/// first row (so ids are still given in order of first appearance), so that the other rows look
+/// their id up by key instead of hashing and comparing the name.
+struct Memo(Vec<u32>);
+
+impl Memo {
+    const UNSET: u32 = u32::MAX;
+
+    fn get(&self, key: Option<usize>) -> Option<u32> {
+        key.map(|k| self.0[k]).filter(|&id| id != Self::UNSET)
+    }
+
+    fn set(&mut self, key: Option<usize>, id: u32) {
+        if let Some(k) = key {
+            self.0[k] = id;
+        }
+    }
 }
 
 /// Decodes batches in order, checking types and time order, and interning names.
@@ -260,6 +308,10 @@ impl TraceDecoder {
             None => None,
         };
         out.reserve(batch.num_rows());
+        let (mut broker_memo, mut topic_memo, mut op_memo) =
+            (broker.memo(), topic.memo(), op.memo());
+        // Cursor names repeat across topics, so a cursor's id is memoized by (topic, key).
+        let mut cursor_memo: FastMap<(u32, usize), u32> = FastMap::default();
         let mut prev_broker: Option<(&str, u32)> = None;
         let mut prev_topic: Option<(&str, u32)> = None;
         let mut prev_cursor: Option<(u32, &str, u32)> = None;
@@ -287,12 +339,15 @@ impl TraceDecoder {
             required_string(&topic, "topic")?;
             required_string(&op, "op")?;
             let ts_us = ts.value(i);
-            let b = broker.value(i);
+            // Names are looked at only when the key's memo has no id yet (or in an error).
+            let broker_key = broker.key(i);
             // Neighbouring rows mostly repeat a name: comparing with the previous row is cheaper
             // than hashing it.
-            let broker_id = match prev_broker {
-                Some((name, id)) if name == b => id,
+            let broker_id = match (broker_memo.get(broker_key), prev_broker) {
+                (Some(id), _) => id,
+                (None, Some((name, id))) if name == broker.value(i) => id,
                 _ => {
+                    let b = broker.value(i);
                     let id = match self.broker_ids.get(b) {
                         Some(&id) => id,
                         None => {
@@ -303,6 +358,7 @@ impl TraceDecoder {
                         }
                     };
                     prev_broker = Some((b, id));
+                    broker_memo.set(broker_key, id);
                     id
                 }
             };
@@ -311,27 +367,43 @@ impl TraceDecoder {
                 return Err(row_error(
                     row,
                     "ts_us",
-                    format!("time goes backwards for broker {b:?} ({ts_us} after {last})"),
+                    format!(
+                        "time goes backwards for broker {:?} ({ts_us} after {last})",
+                        broker.value(i)
+                    ),
                 ));
             }
             *last = ts_us;
-            let op_name = op.value(i);
-            let kind = Op::parse(op_name).ok_or_else(|| {
-                row_error(
-                    row,
-                    "op",
-                    format!(
-                        "unknown op {op_name:?}; expected one of {}",
-                        Op::NAMES.join(", ")
-                    ),
-                )
-            })?;
-            let t = topic.value(i);
-            let topic_id = match prev_topic {
-                Some((name, id)) if name == t => id,
+            let op_key = op.key(i);
+            let kind = match op_memo.get(op_key) {
+                Some(k) => Op::ALL[k as usize],
+                None => {
+                    let op_name = op.value(i);
+                    let kind = Op::parse(op_name).ok_or_else(|| {
+                        row_error(
+                            row,
+                            "op",
+                            format!(
+                                "unknown op {op_name:?}; expected one of {}",
+                                Op::NAMES.join(", ")
+                            ),
+                        )
+                    })?;
+                    op_memo.set(op_key, kind as u32);
+                    kind
+                }
+            };
+            // Only a known op gets here, so its name is the row's.
+            let op_name = Op::NAMES[kind as usize];
+            let topic_key = topic.key(i);
+            let topic_id = match (topic_memo.get(topic_key), prev_topic) {
+                (Some(id), _) => id,
+                (None, Some((name, id))) if name == topic.value(i) => id,
                 _ => {
+                    let t = topic.value(i);
                     let id = self.names.topic(t);
                     prev_topic = Some((t, id));
+                    topic_memo.set(topic_key, id);
                     id
                 }
             };
@@ -345,12 +417,19 @@ impl TraceDecoder {
                 }
                 NO_CURSOR
             } else {
-                let c = cursor.value(i);
-                match prev_cursor {
-                    Some((tid, name, id)) if tid == topic_id && name == c => id,
+                let memo_key = cursor.key(i).map(|k| (topic_id, k));
+                match (memo_key.and_then(|k| cursor_memo.get(&k)), prev_cursor) {
+                    (Some(&id), _) => id,
+                    (None, Some((tid, name, id))) if tid == topic_id && name == cursor.value(i) => {
+                        id
+                    }
                     _ => {
+                        let c = cursor.value(i);
                         let id = self.names.cursor(topic_id, c);
                         prev_cursor = Some((topic_id, c, id));
+                        if let Some(k) = memo_key {
+                            cursor_memo.insert(k, id);
+                        }
                         id
                     }
                 }

@@ -89,3 +89,24 @@ def test_replay_is_deterministic():
     a = lc.replay(fanout(500), configs).drop_columns(["replay_seconds"])
     b = lc.replay(fanout(500), configs).drop_columns(["replay_seconds"])
     assert a.equals(b)
+
+
+def test_memory_model_off_changes_only_peak_retained_bytes():
+    """The memory model only observes the cache: with it off every design caches, hits and evicts
+    the same, and peak_retained_bytes, which it alone measures, is null (not a made-up number)."""
+    spec = {**lc.workload.SCENARIOS["many-topics-small-cache"], "testDurationMinutes": 0.1}
+    t = lc.workload.generate(spec, seed=2)
+    for strategy in ("pip430", "pip430-fifo", "lru", "legacy", "segmented", "belady"):
+        on = lc.CacheConfig(strategy=strategy, cache_size_bytes=4 << 20)
+        off = on.replace(memory_model=False)
+        (a, a_series), (b, b_series) = (lc.replay(t, c, with_timeseries=True) for c in (on, off))
+        a, b = a.to_pylist()[0], b.to_pylist()[0]
+        assert a["peak_retained_bytes"] is not None and b["peak_retained_bytes"] is None, strategy
+        for k in ("peak_retained_bytes", "replay_seconds", "config"):
+            a.pop(k), b.pop(k)
+        assert a == b, strategy
+        assert a_series.equals(b_series), strategy
+    # With copied entries there are no buffers to model: the accounted size either way.
+    copied = lc.CacheConfig(strategy="lru", copy_entries=True)
+    rows = [lc.replay(t, c).to_pylist()[0] for c in (copied, copied.replace(memory_model=False))]
+    assert rows[0]["peak_retained_bytes"] == rows[1]["peak_retained_bytes"] == rows[0]["peak_cache_bytes"]
