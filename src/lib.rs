@@ -10,6 +10,7 @@ pub mod error;
 mod fast_hash;
 pub mod ledger;
 pub mod manager;
+mod payload;
 pub mod position;
 pub mod position_index;
 mod range_cache;

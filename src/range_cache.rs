@@ -20,7 +20,9 @@ pub(crate) struct Slot {
     pub size: u32,
     /// Which insert put the current occupant here; a queue item with another serial is stale.
     pub serial: u32,
-    /// The index chunk holding this position (saves a tree lookup on removal).
+    /// Live: the index chunk holding this position (saves a tree lookup on removal). Free: the next
+    /// free slot ([`NO_SLOT`] ends the list), so the free list needs no memory of its own and a
+    /// removal never allocates.
     chunk: u32,
     pub requeue_count: u16,
     /// Read since the last eviction check.
@@ -28,12 +30,15 @@ pub(crate) struct Slot {
     pub live: bool,
 }
 
+/// The end of the free list.
+const NO_SLOT: u32 = u32::MAX;
+
 impl Slot {
-    /// Drops what the slot holds and marks it free.
-    fn vacate(&mut self) {
+    /// Marks the slot free and hands over its payload (the caller decides where it is dropped).
+    fn vacate(&mut self) -> Payload {
         self.live = false;
-        self.payload = Payload::empty();
         self.read_count = None;
+        std::mem::take(&mut self.payload)
     }
 
     pub fn has_expected_reads(&self) -> bool {
@@ -60,13 +65,25 @@ pub(crate) struct SlotRef {
     pub serial: u32,
 }
 
-#[derive(Default)]
 pub(crate) struct RangeCache {
     slots: Vec<Slot>,
-    free: Vec<u32>,
+    /// Head of the free list threaded through the vacated slots' `chunk` fields.
+    free_head: u32,
     index: PositionIndex,
     size_bytes: u64,
     next_serial: u32,
+}
+
+impl Default for RangeCache {
+    fn default() -> Self {
+        RangeCache {
+            slots: Vec::new(),
+            free_head: NO_SLOT,
+            index: PositionIndex::default(),
+            size_bytes: 0,
+            next_serial: 0,
+        }
+    }
 }
 
 impl RangeCache {
@@ -109,7 +126,8 @@ impl RangeCache {
         }
         let serial = self.next_serial;
         self.next_serial = self.next_serial.wrapping_add(1);
-        let n = self.free.last().copied().unwrap_or(self.slots.len() as u32);
+        let reused = (self.free_head != NO_SLOT).then_some(self.free_head);
+        let n = reused.unwrap_or(self.slots.len() as u32);
         let chunk = self
             .index
             .insert(position, n)
@@ -126,8 +144,12 @@ impl RangeCache {
             accessed: false,
             live: true,
         };
-        match self.free.pop() {
-            Some(reused) => self.slots[reused as usize] = slot,
+        match reused {
+            Some(r) => {
+                let next_free = self.slots[r as usize].chunk;
+                self.slots[r as usize] = slot;
+                self.free_head = next_free;
+            }
             None => self.slots.push(slot),
         }
         self.size_bytes += size as u64;
@@ -171,12 +193,14 @@ impl RangeCache {
             .filter(|s| s.live && s.serial == r.serial)
     }
 
-    /// Removes the entry in slot `n` (which must be live); returns its size.
-    pub fn remove_slot(&mut self, n: u32) -> u32 {
+    /// Removes the entry in slot `n` (which must be live); returns its size and its payload, which
+    /// the caller drops (or hands on to be dropped later, outside locks or under the GIL).
+    pub fn remove_slot(&mut self, n: u32) -> (u32, Payload) {
         let slot = &mut self.slots[n as usize];
         debug_assert!(slot.live);
-        slot.vacate();
+        let payload = slot.vacate();
         let (position, size, chunk) = (slot.position, slot.size, slot.chunk);
+        slot.chunk = self.free_head;
         self.index.remove_in(position, chunk);
         self.size_bytes -= size as u64;
         if self.index.is_empty() {
@@ -184,9 +208,9 @@ impl RangeCache {
             // missing, and serials keep counting so no old item can match a new entry.
             self.release_slab();
         } else {
-            self.free.push(n);
+            self.free_head = n;
         }
-        size
+        (size, payload)
     }
 
     /// Frees the slab once no slot is live.
@@ -196,7 +220,7 @@ impl RangeCache {
         // leaks nothing; it saves a pass over the whole slab.
         unsafe { self.slots.set_len(0) };
         self.slots = Vec::new();
-        self.free = Vec::new();
+        self.free_head = NO_SLOT;
     }
 
     /// Hints the CPU to load slot `r` soon (the evictor looks ahead in its queue).
@@ -213,6 +237,9 @@ impl RangeCache {
             if let Some(h) = &slot.read_count {
                 prefetch(h.as_ptr());
             }
+            if let Some(p) = slot.payload.header_addr() {
+                prefetch(p);
+            }
         }
     }
 
@@ -228,7 +255,7 @@ impl RangeCache {
             if !last_inclusive && p == last {
                 continue;
             }
-            bytes += self.remove_slot(n) as u64;
+            bytes += self.remove_slot(n).0 as u64;
             entries += 1;
         }
         (entries, bytes)
@@ -237,7 +264,9 @@ impl RangeCache {
     /// Removes every entry; returns (entries, bytes) removed.
     pub fn clear(&mut self) -> (u64, u64) {
         let removed = (self.index.len() as u64, self.size_bytes);
-        self.slots.iter_mut().for_each(Slot::vacate);
+        self.slots.iter_mut().filter(|s| s.live).for_each(|s| {
+            s.vacate();
+        });
         self.release_slab();
         self.index.clear();
         self.size_bytes = 0;
@@ -256,11 +285,22 @@ impl RangeCache {
             .collect()
     }
 
-    /// Heap bytes of bookkeeping (slab, index), not payloads.
+    /// Heap bytes of bookkeeping, not payload bytes: the slab (all of its capacity), the index,
+    /// and per cached entry what its payload's allocation adds to the bytes (the header) and its
+    /// read-count handler, if it has one (counted in full even when reader copies share it).
     pub fn metadata_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.free.capacity() * 4
-            + self.index.heap_bytes()
+        let per_entry: usize = self
+            .slots
+            .iter()
+            .filter(|s| s.live)
+            .map(|s| {
+                s.payload.overhead_bytes()
+                    + s.read_count
+                        .as_ref()
+                        .map_or(0, |_| ReadCountHandler::ALLOCATION_BYTES)
+            })
+            .sum();
+        self.slots.capacity() * std::mem::size_of::<Slot>() + self.index.heap_bytes() + per_entry
     }
 }
 
