@@ -7,14 +7,12 @@ use crate::position::Position;
 use crate::position_index::PositionIndex;
 use crate::read_count::ReadCountHandler;
 
-/// A cached entry and the removal queue's bookkeeping for it: one cache line, aligned to one, so that
-/// judging an entry costs a single memory access.
+/// A cached entry and the removal queue's bookkeeping for it, in 40 bytes: its position is not
+/// stored but named by (index chunk, lane), since every slot is per-entry memory.
 #[derive(Debug)]
-#[repr(align(64))]
 pub(crate) struct Slot {
     pub payload: Payload,
     pub read_count: Option<ReadCountHandler>,
-    pub position: Position,
     /// When the entry was inserted or last requeued (the TTL counts from here).
     pub timestamp_ns: u64,
     pub size: u32,
@@ -27,8 +25,12 @@ pub(crate) struct Slot {
     pub requeue_count: u16,
     /// Read since the last eviction check.
     pub accessed: bool,
-    pub live: bool,
+    /// [`LIVE`] if occupied, and the position's lane in `chunk`.
+    lane_live: u8,
 }
+
+/// The occupied bit of `Slot::lane_live` (lanes take the low 4 bits).
+const LIVE: u8 = 0x80;
 
 /// The end of the free list.
 const NO_SLOT: u32 = u32::MAX;
@@ -36,9 +38,17 @@ const NO_SLOT: u32 = u32::MAX;
 impl Slot {
     /// Marks the slot free and hands over its payload (the caller decides where it is dropped).
     fn vacate(&mut self) -> Payload {
-        self.live = false;
+        self.lane_live &= !LIVE;
         self.read_count = None;
         std::mem::take(&mut self.payload)
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.lane_live & LIVE != 0
+    }
+
+    fn lane(&self) -> u8 {
+        self.lane_live & !LIVE
     }
 
     pub fn has_expected_reads(&self) -> bool {
@@ -47,9 +57,9 @@ impl Slot {
             .is_some_and(|h| h.has_expected_reads())
     }
 
-    fn copy_for_reader(&self) -> CachedEntry {
+    fn copy_for_reader(&self, position: Position) -> CachedEntry {
         CachedEntry::new(
-            self.position,
+            position,
             self.payload.clone(),
             self.size,
             self.requeue_count,
@@ -135,14 +145,13 @@ impl RangeCache {
         let slot = Slot {
             payload,
             read_count,
-            position,
             timestamp_ns: now_ns,
             size,
             serial,
             chunk,
             requeue_count: 0,
             accessed: false,
-            live: true,
+            lane_live: LIVE | PositionIndex::lane_of(position),
         };
         match reused {
             Some(r) => {
@@ -161,7 +170,7 @@ impl RangeCache {
         let n = self.index.get(p)?;
         let slot = &mut self.slots[n as usize];
         slot.accessed = true;
-        Some(slot.copy_for_reader())
+        Some(slot.copy_for_reader(p))
     }
 
     /// Cached entries in `[first, last]`, in position order; marks them accessed.
@@ -169,10 +178,10 @@ impl RangeCache {
         let found = self.index.range(first, last);
         found
             .into_iter()
-            .map(|(_, n)| {
+            .map(|(p, n)| {
                 let slot = &mut self.slots[n as usize];
                 slot.accessed = true;
-                slot.copy_for_reader()
+                slot.copy_for_reader(p)
             })
             .collect()
     }
@@ -190,16 +199,18 @@ impl RangeCache {
     pub fn slot_mut(&mut self, r: SlotRef) -> Option<&mut Slot> {
         self.slots
             .get_mut(r.slot as usize)
-            .filter(|s| s.live && s.serial == r.serial)
+            .filter(|s| s.is_live() && s.serial == r.serial)
     }
 
     /// Removes the entry in slot `n` (which must be live); returns its size and its payload, which
     /// the caller drops (or hands on to be dropped later, outside locks or under the GIL).
     pub fn remove_slot(&mut self, n: u32) -> (u32, Payload) {
         let slot = &mut self.slots[n as usize];
-        debug_assert!(slot.live);
+        debug_assert!(slot.is_live());
         let payload = slot.vacate();
-        let (position, size, chunk) = (slot.position, slot.size, slot.chunk);
+        let (lane, size, chunk) = (slot.lane(), slot.size, slot.chunk);
+        let position = self.index.position_at(chunk, lane);
+        let slot = &mut self.slots[n as usize];
         slot.chunk = self.free_head;
         self.index.remove_in(position, chunk);
         self.size_bytes -= size as u64;
@@ -215,7 +226,7 @@ impl RangeCache {
 
     /// Frees the slab once no slot is live.
     fn release_slab(&mut self) {
-        debug_assert!(self.slots.iter().all(|s| !s.live));
+        debug_assert!(self.slots.iter().all(|s| !s.is_live()));
         // SAFETY: vacated slots own nothing (no payload, no handler), so skipping their destructors
         // leaks nothing; it saves a pass over the whole slab.
         unsafe { self.slots.set_len(0) };
@@ -226,7 +237,10 @@ impl RangeCache {
     /// Hints the CPU to load slot `r` soon (the evictor looks ahead in its queue).
     #[inline]
     pub fn prefetch_slot(&self, r: SlotRef) {
-        prefetch(self.slots.as_ptr().wrapping_add(r.slot as usize) as *const u8);
+        let start = self.slots.as_ptr().wrapping_add(r.slot as usize) as *const u8;
+        prefetch(start);
+        // A 40-byte slot may straddle two cache lines.
+        prefetch(start.wrapping_add(std::mem::size_of::<Slot>() - 1));
     }
 
     /// Hints the CPU to load what removing or judging slot `r` touches besides the slot itself.
@@ -264,7 +278,7 @@ impl RangeCache {
     /// Removes every entry; returns (entries, bytes) removed.
     pub fn clear(&mut self) -> (u64, u64) {
         let removed = (self.index.len() as u64, self.size_bytes);
-        self.slots.iter_mut().filter(|s| s.live).for_each(|s| {
+        self.slots.iter_mut().filter(|s| s.is_live()).for_each(|s| {
             s.vacate();
         });
         self.release_slab();
@@ -292,7 +306,7 @@ impl RangeCache {
         let per_entry: usize = self
             .slots
             .iter()
-            .filter(|s| s.live)
+            .filter(|s| s.is_live())
             .map(|s| {
                 s.payload.overhead_bytes()
                     + s.read_count
@@ -316,4 +330,4 @@ fn prefetch(p: *const u8) {
     let _ = p;
 }
 
-const _: () = assert!(std::mem::size_of::<Slot>() == 64);
+const _: () = assert!(std::mem::size_of::<Slot>() == 40);
