@@ -13,6 +13,7 @@ pub mod manager;
 mod payload;
 pub mod position;
 pub mod position_index;
+mod prefetch;
 mod range_cache;
 pub mod read_count;
 pub mod read_flow;

@@ -177,9 +177,10 @@ impl EntryCacheManager {
             .evict_expired(&mut self.shared.queue.lock(), &mut None)
     }
 
-    /// [`Self::evict_expired`], handing the evicted payloads to `released` instead of dropping
-    /// them, so that the caller drops them where that is cheapest: the Python bindings release
-    /// Python objects in one go once they hold the GIL again, instead of one deferred decref each.
+    /// [`Self::evict_expired`], handing the evicted payloads that hold external buffers (those made
+    /// by `Payload::new`) to `released` instead of dropping them, so that the caller drops them
+    /// where that is cheapest: the Python bindings release Python objects in one go once they hold
+    /// the GIL again, instead of one deferred decref each. Owned bytes are freed on the spot.
     pub fn evict_expired_releasing(&self, released: &mut Vec<Payload>) -> Removed {
         self.shared
             .evict_expired(&mut self.shared.queue.lock(), &mut Some(released))
@@ -434,7 +435,9 @@ impl Shared {
                     EvictionResult::Remove => {
                         let (size, payload) = cache.remove_slot(item.slot.slot);
                         let size = u64::from(size);
-                        if let Some(out) = released.as_deref_mut() {
+                        // Owned bytes are freed on the spot, while their header is in cache; only
+                        // external buffers (whose release may need the caller's context) go back.
+                        if let Some(out) = released.as_deref_mut().filter(|_| !payload.is_owned()) {
                             out.push(payload);
                         }
                         removed += 1;

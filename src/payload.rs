@@ -71,18 +71,13 @@ struct External<T> {
 
 /// An entry's bytes. Empty payloads (size-only entries, as the replay lab uses) hold nothing; real
 /// ones are one shared allocation, so a copy for a reader is a reference-count bump.
+#[derive(Default)]
 pub struct Payload(Option<NonNull<Header>>);
 
 // SAFETY: the allocation is immutable after construction except for `refs`, which is atomic; the
 // buffers it holds are `Send + Sync` (`PayloadBuffer`'s bounds) or plain bytes.
 unsafe impl Send for Payload {}
 unsafe impl Sync for Payload {}
-
-impl Default for Payload {
-    fn default() -> Self {
-        Payload(None)
-    }
-}
 
 impl std::fmt::Debug for Payload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -145,6 +140,13 @@ impl Payload {
 
     pub fn empty() -> Self {
         Payload(None)
+    }
+
+    /// Whether the bytes are owned by the payload itself (no external buffer): dropping the last
+    /// reference then is one `free` and never runs foreign code.
+    pub fn is_owned(&self) -> bool {
+        self.header()
+            .is_some_and(|h| std::ptr::eq(h.vtable, &OWNED_VTABLE))
     }
 
     /// Where the reference count lives, for prefetching before a drop; `None` if empty.
@@ -308,7 +310,8 @@ mod tests {
         drop(owned);
         assert_eq!(copy.len(), 3);
 
-        struct Tracked(Arc<()>, Vec<u8>);
+        /// Holds a reference to a counter, so that the test sees when it is dropped.
+        struct Tracked(#[allow(dead_code)] Arc<()>, Vec<u8>);
         impl PayloadBuffer for Tracked {
             fn as_slice(&self) -> &[u8] {
                 &self.1

@@ -5,6 +5,7 @@
 use crate::entry::{CachedEntry, Payload};
 use crate::position::Position;
 use crate::position_index::PositionIndex;
+use crate::prefetch::prefetch;
 use crate::read_count::ReadCountHandler;
 
 /// A cached entry and the removal queue's bookkeeping for it, in 40 bytes: its position is not
@@ -316,18 +317,6 @@ impl RangeCache {
             .sum();
         self.slots.capacity() * std::mem::size_of::<Slot>() + self.index.heap_bytes() + per_entry
     }
-}
-
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    #[allow(unused_unsafe)]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 const _: () = assert!(std::mem::size_of::<Slot>() == 40);

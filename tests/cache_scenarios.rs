@@ -476,5 +476,8 @@ fn bookkeeping_per_entry_is_bounded_and_counts_headers_and_handlers() {
     let expected = bytes(64).overhead_bytes() as f64
         + ledgercache::ReadCountHandler::ALLOCATION_BYTES as f64 / 2.0;
     assert_eq!(headers_and_handlers, expected);
-    assert!(bare <= 60.0, "{bare} bytes per entry for slot, index and queue");
+    assert!(
+        bare <= 60.0,
+        "{bare} bytes per entry for slot, index and queue"
+    );
 }

@@ -1,7 +1,7 @@
 use super::clock::clock_arg;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
-use super::payload::{payload_arg, payload_to_py};
+use super::payload::{payload_arg, payload_to_py, release_evicted};
 use super::position::PyPosition;
 use crate::entry::CachedEntry;
 use crate::manager::{EntryCache, EntryCacheManager};
@@ -93,7 +93,7 @@ impl PyEntryCacheManager {
         let removed = py.detach(|| self.inner.evict_expired_releasing(&mut released));
         // Dropped here, holding the GIL: each `bytes` is released directly. Dropped inside
         // `detach`, each would take a trip through PyO3's deferred-release pool (a global lock).
-        drop(released);
+        release_evicted(py, released);
         removed
     }
 
@@ -108,7 +108,7 @@ impl PyEntryCacheManager {
         }
         let mut released = Vec::new();
         let removed = py.detach(|| self.inner.evict_bytes_releasing(n as u64, &mut released));
-        drop(released); // under the GIL, as in `evict_expired`
+        release_evicted(py, released); // under the GIL, as in `evict_expired`
         removed.py_err(py)
     }
 
@@ -116,7 +116,7 @@ impl PyEntryCacheManager {
     fn run_eviction(&self, py: Python<'_>) -> (u64, u64) {
         let mut released = Vec::new();
         let removed = py.detach(|| self.inner.run_eviction_releasing(&mut released));
-        drop(released); // under the GIL, as in `evict_expired`
+        release_evicted(py, released); // under the GIL, as in `evict_expired`
         removed
     }
 
