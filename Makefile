@@ -50,8 +50,11 @@ test-python: build ## Python binding tests (all but the cluster test)
 test-cluster: build $(WHEEL_STAMP) ## Spark on a standalone cluster (127.0.0.1): generate + replay equal lc.replay; bounded worker memory
 	LEDGERCACHE_WHEEL="$$(ls $(abspath $(WHEELS))/ledgercache-*.whl)" $(VPY) -m pytest -m cluster tests/python/test_spark_cluster.py
 
-bench: build ## Benchmarks: Rust harnesses, Python call overhead, Python vs Rust ledger reads
-	cargo bench --locked --bench cursor_container --bench eviction --bench cache_ops --bench sorted_map
+bench: build ## Benchmarks: Rust harnesses, Python vs Rust eviction, Python call overhead, Python vs Rust ledger reads
+	cargo bench --locked --bench eviction > target/eviction.txt
+	@cat target/eviction.txt
+	$(VPY) benches/eviction.py $$(grep -m1 'owned payloads' target/eviction.txt | sed 's/.*freed *\([0-9.]*\) ns.*/\1/')
+	cargo bench --locked --bench cursor_container --bench cache_ops --bench sorted_map
 	$(VPY) benches/python_overhead.py
 	$(VPY) benches/cursor_container.py
 	$(VPY) benches/batch_insert.py

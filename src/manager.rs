@@ -176,7 +176,17 @@ impl EntryCacheManager {
     /// One time pass: evicts entries stamped more than `eviction_time_threshold_ms` ago, extending
     /// the TTL of those that qualify; stops at the first entry that has not expired.
     pub fn evict_expired(&self) -> Removed {
-        self.shared.evict_expired(&mut self.shared.queue.lock())
+        self.shared
+            .evict_expired(&mut self.shared.queue.lock(), &mut None)
+    }
+
+    /// [`Self::evict_expired`], handing the evicted payloads that hold external buffers (those made
+    /// by `Payload::new`) to `released` instead of dropping them, so that the caller drops them
+    /// where that is cheapest: the Python bindings release Python objects in one go once they hold
+    /// the GIL again, instead of one deferred decref each. Owned bytes are freed on the spot.
+    pub fn evict_expired_releasing(&self, released: &mut Vec<Payload>) -> Removed {
+        self.shared
+            .evict_expired(&mut self.shared.queue.lock(), &mut Some(released))
     }
 
     /// One size pass freeing at least `bytes` (or everything), oldest first, honouring requeues.
@@ -184,13 +194,36 @@ impl EntryCacheManager {
         if bytes == 0 {
             return Err(Error::invalid("n", "must be > 0 bytes to free"));
         }
-        Ok(self.shared.evict_size(&mut self.shared.queue.lock(), bytes))
+        Ok(self
+            .shared
+            .evict_size(&mut self.shared.queue.lock(), bytes, &mut None))
+    }
+
+    /// [`Self::evict_bytes`], handing the evicted payloads to `released` (see
+    /// [`Self::evict_expired_releasing`]).
+    pub fn evict_bytes_releasing(
+        &self,
+        bytes: u64,
+        released: &mut Vec<Payload>,
+    ) -> Result<Removed> {
+        if bytes == 0 {
+            return Err(Error::invalid("n", "must be > 0 bytes to free"));
+        }
+        Ok(self
+            .shared
+            .evict_size(&mut self.shared.queue.lock(), bytes, &mut Some(released)))
     }
 
     /// What the broker's periodic task does: a time pass, then a size pass down to the watermark if
     /// the cache is above the trigger threshold. Returns the total removed.
     pub fn run_eviction(&self) -> Removed {
-        self.shared.run_eviction()
+        self.shared.run_eviction(&mut None)
+    }
+
+    /// [`Self::run_eviction`], handing the evicted payloads to `released` (see
+    /// [`Self::evict_expired_releasing`]).
+    pub fn run_eviction_releasing(&self, released: &mut Vec<Payload>) -> Removed {
+        self.shared.run_eviction(&mut Some(released))
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -204,7 +237,9 @@ impl EntryCacheManager {
         self.shared.queue.lock().len()
     }
 
-    /// Heap bytes of the caches' bookkeeping plus the removal queue (payloads excluded).
+    /// Heap bytes of bookkeeping, payload bytes excluded: each cache's slab, index, payload headers
+    /// and read-count handlers (see `RangeCache::metadata_bytes`), plus the removal queue's
+    /// capacity.
     pub fn metadata_bytes(&self) -> usize {
         let per_cache: usize = {
             let table = self.shared.caches.read();
@@ -215,7 +250,7 @@ impl EntryCacheManager {
                 .map(|c| c.lock().metadata_bytes())
                 .sum()
         };
-        per_cache + self.removal_queue_len() * std::mem::size_of::<QueueItem>()
+        per_cache + self.shared.queue.lock().capacity() * std::mem::size_of::<QueueItem>()
     }
 
     /// Sum of the caches' own sizes (must equal `size_bytes()` when no operation is running).
@@ -263,44 +298,58 @@ fn spawn_background_evictor(shared: &Arc<Shared>) -> (Arc<AtomicBool>, JoinHandl
             if stop_flag.load(Ordering::Acquire) {
                 return;
             }
-            shared.run_eviction();
+            shared.run_eviction(&mut None);
         })
         .expect("spawning the eviction thread");
     (stop, handle)
 }
 
+/// Where a pass puts the payloads it evicts: `None` drops them on the spot.
+type Released<'a> = Option<&'a mut Vec<Payload>>;
+
 impl Shared {
-    fn run_eviction(&self) -> Removed {
+    fn run_eviction(&self, released: &mut Released<'_>) -> Removed {
         let mut evictor = self.queue.lock();
-        let (n1, b1) = self.evict_expired(&mut evictor);
-        let (n2, b2) = self.evict_to_watermark_if_over_threshold(&mut evictor);
+        let (n1, b1) = self.evict_expired(&mut evictor, released);
+        let (n2, b2) = self.evict_to_watermark_if_over_threshold(&mut evictor, released);
         (n1 + n2, b1 + b2)
     }
 
-    fn evict_expired(&self, evictor: &mut Evictor<'_>) -> Removed {
+    fn evict_expired(&self, evictor: &mut Evictor<'_>, released: &mut Released<'_>) -> Removed {
         let now = self.clock.now_ns();
         self.counters.time_passes.fetch_add(1, Ordering::Relaxed);
         match now.checked_sub(self.config.ttl_ns()) {
-            Some(expire_before_ns) => self.run_pass(evictor, Pass::Time { expire_before_ns }),
+            Some(expire_before_ns) => {
+                self.run_pass(evictor, Pass::Time { expire_before_ns }, released)
+            }
             // Nothing can be older than the clock's origin.
             None => (0, 0),
         }
     }
 
-    fn evict_size(&self, evictor: &mut Evictor<'_>, bytes_to_free: u64) -> Removed {
+    fn evict_size(
+        &self,
+        evictor: &mut Evictor<'_>,
+        bytes_to_free: u64,
+        released: &mut Released<'_>,
+    ) -> Removed {
         self.counters.size_passes.fetch_add(1, Ordering::Relaxed);
-        self.run_pass(evictor, Pass::Size { bytes_to_free })
+        self.run_pass(evictor, Pass::Size { bytes_to_free }, released)
     }
 
     /// Reads the size while holding the evictor lock, so a pass that just finished is accounted for
     /// and nothing is evicted twice.
-    fn evict_to_watermark_if_over_threshold(&self, evictor: &mut Evictor<'_>) -> Removed {
+    fn evict_to_watermark_if_over_threshold(
+        &self,
+        evictor: &mut Evictor<'_>,
+        released: &mut Released<'_>,
+    ) -> Removed {
         let size = self.size_bytes.load(Ordering::Acquire);
         if size <= self.config.trigger_bytes() {
             return (0, 0);
         }
         match size.checked_sub(self.config.watermark_bytes()) {
-            Some(excess) if excess > 0 => self.evict_size(evictor, excess),
+            Some(excess) if excess > 0 => self.evict_size(evictor, excess, released),
             _ => (0, 0),
         }
     }
@@ -316,7 +365,7 @@ impl Shared {
                 cv.notify_one();
             }
             None => {
-                self.evict_to_watermark_if_over_threshold(&mut self.queue.lock());
+                self.evict_to_watermark_if_over_threshold(&mut self.queue.lock(), &mut None);
             }
         }
     }
@@ -337,7 +386,12 @@ impl Shared {
 
     /// Runs one pass over the removal queue. The evictor keeps the lock of the cache it is working in
     /// across consecutive items of that cache, and publishes freed bytes when it moves on.
-    fn run_pass(&self, evictor: &mut Evictor<'_>, pass: Pass) -> Removed {
+    fn run_pass(
+        &self,
+        evictor: &mut Evictor<'_>,
+        pass: Pass,
+        released: &mut Released<'_>,
+    ) -> Removed {
         let now = self.clock.now_ns();
         let policy = EvictionPolicy::from_config(&self.config);
         let mut held: Option<(u32, ArcMutexGuard<RawMutex, RangeCache>)> = None;
@@ -382,7 +436,13 @@ impl Shared {
                 let result = policy.decide(pass, slot, freed, requeue_allowed);
                 match result {
                     EvictionResult::Remove => {
-                        let size = cache.remove_slot(item.slot.slot) as u64;
+                        let (size, payload) = cache.remove_slot(item.slot.slot);
+                        let size = u64::from(size);
+                        // Owned bytes are freed on the spot, while their header is in cache; only
+                        // external buffers (whose release may need the caller's context) go back.
+                        if let Some(out) = released.as_deref_mut().filter(|_| !payload.is_owned()) {
+                            out.push(payload);
+                        }
                         removed += 1;
                         freed += size;
                         unpublished.0 += 1;

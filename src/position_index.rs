@@ -17,13 +17,20 @@ type ChunkKey = (i64, i64);
 struct Chunk {
     slots: [u32; LANES],
     occupied: u16,
+    /// Which positions the chunk covers, so that a slot names its position by (chunk, lane) and
+    /// need not store it (16 bytes an entry, against 16 bytes a chunk here).
+    key: ChunkKey,
 }
 
+/// The end of the chunk free list.
+const NO_CHUNK: u32 = u32::MAX;
+
 /// Position -> slot number, ordered by position.
-#[derive(Default)]
 pub struct PositionIndex {
     chunks: Vec<Chunk>,
-    free_chunks: Vec<u32>,
+    /// Head of the list of unused chunks, threaded through their first lane, so that a sweep (which
+    /// runs inside eviction passes) never allocates.
+    free_chunk_head: u32,
     by_key: BTreeMap<ChunkKey, u32>,
     /// The chunk touched last; runs of neighbouring positions skip the tree lookup.
     last: Cell<Option<(ChunkKey, u32)>>,
@@ -31,6 +38,19 @@ pub struct PositionIndex {
     /// Chunks left in the tree with no entries. Removing them one by one would put a tree removal
     /// in the eviction loop every 16 entries; they are swept in bulk instead (see `sweep`).
     empty_chunks: usize,
+}
+
+impl Default for PositionIndex {
+    fn default() -> Self {
+        PositionIndex {
+            chunks: Vec::new(),
+            free_chunk_head: NO_CHUNK,
+            by_key: BTreeMap::new(),
+            last: Cell::new(None),
+            len: 0,
+            empty_chunks: 0,
+        }
+    }
 }
 
 fn split(p: Position) -> (ChunkKey, usize) {
@@ -60,6 +80,17 @@ impl PositionIndex {
         Some(c)
     }
 
+    /// The lane of `p` within its chunk (with the chunk, it names the position).
+    pub fn lane_of(p: Position) -> u8 {
+        split(p).1 as u8
+    }
+
+    /// The position at `lane` of chunk `c` (as returned by `insert`).
+    pub fn position_at(&self, c: u32, lane: u8) -> Position {
+        let (ledger_id, chunk_no) = self.chunks[c as usize].key;
+        Position::new(ledger_id, (chunk_no << SHIFT) | i64::from(lane))
+    }
+
     pub fn get(&self, p: Position) -> Option<u32> {
         let (key, lane) = split(p);
         let chunk = &self.chunks[self.chunk_of(key)? as usize];
@@ -76,15 +107,17 @@ impl PositionIndex {
                 let empty = Chunk {
                     slots: [0; LANES],
                     occupied: 0,
+                    key,
                 };
-                let c = match self.free_chunks.pop() {
-                    Some(c) => {
-                        self.chunks[c as usize] = empty;
-                        c
-                    }
-                    None => {
+                let c = match self.free_chunk_head {
+                    NO_CHUNK => {
                         self.chunks.push(empty);
                         (self.chunks.len() - 1) as u32
+                    }
+                    c => {
+                        self.free_chunk_head = self.chunks[c as usize].slots[0];
+                        self.chunks[c as usize] = empty;
+                        c
                     }
                 };
                 self.by_key.insert(key, c);
@@ -132,12 +165,14 @@ impl PositionIndex {
 
     /// Drops the empty chunks from the tree in one linear pass.
     fn sweep(&mut self) {
-        let chunks = &self.chunks;
-        let free = &mut self.free_chunks;
+        let chunks = &mut self.chunks;
+        let head = &mut self.free_chunk_head;
         self.by_key.retain(|_, c| {
-            let keep = chunks[*c as usize].occupied != 0;
+            let chunk = &mut chunks[*c as usize];
+            let keep = chunk.occupied != 0;
             if !keep {
-                free.push(*c);
+                chunk.slots[0] = *head;
+                *head = *c;
             }
             keep
         });
@@ -181,7 +216,6 @@ impl PositionIndex {
     /// Bytes held by the index itself, for memory accounting.
     pub fn heap_bytes(&self) -> usize {
         self.chunks.capacity() * std::mem::size_of::<Chunk>()
-            + self.free_chunks.capacity() * 4
             // a B-tree node holds up to 11 (key, value) pairs plus a header
             + self.by_key.len() * (std::mem::size_of::<(ChunkKey, u32)>() + 8)
     }

@@ -5,35 +5,51 @@
 use crate::entry::{CachedEntry, Payload};
 use crate::position::Position;
 use crate::position_index::PositionIndex;
+use crate::prefetch::prefetch;
 use crate::read_count::ReadCountHandler;
 
-/// A cached entry and the removal queue's bookkeeping for it: one cache line, aligned to one, so that
-/// judging an entry costs a single memory access.
+/// A cached entry and the removal queue's bookkeeping for it, in 40 bytes: its position is not
+/// stored but named by (index chunk, lane), since every slot is per-entry memory.
 #[derive(Debug)]
-#[repr(align(64))]
 pub(crate) struct Slot {
     pub payload: Payload,
     pub read_count: Option<ReadCountHandler>,
-    pub position: Position,
     /// When the entry was inserted or last requeued (the TTL counts from here).
     pub timestamp_ns: u64,
     pub size: u32,
     /// Which insert put the current occupant here; a queue item with another serial is stale.
     pub serial: u32,
-    /// The index chunk holding this position (saves a tree lookup on removal).
+    /// Live: the index chunk holding this position (saves a tree lookup on removal). Free: the next
+    /// free slot ([`NO_SLOT`] ends the list), so the free list needs no memory of its own and a
+    /// removal never allocates.
     chunk: u32,
     pub requeue_count: u16,
     /// Read since the last eviction check.
     pub accessed: bool,
-    pub live: bool,
+    /// [`LIVE`] if occupied, and the position's lane in `chunk`.
+    lane_live: u8,
 }
 
+/// The occupied bit of `Slot::lane_live` (lanes take the low 4 bits).
+const LIVE: u8 = 0x80;
+
+/// The end of the free list.
+const NO_SLOT: u32 = u32::MAX;
+
 impl Slot {
-    /// Drops what the slot holds and marks it free.
-    fn vacate(&mut self) {
-        self.live = false;
-        self.payload = Payload::empty();
+    /// Marks the slot free and hands over its payload (the caller decides where it is dropped).
+    fn vacate(&mut self) -> Payload {
+        self.lane_live &= !LIVE;
         self.read_count = None;
+        std::mem::take(&mut self.payload)
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.lane_live & LIVE != 0
+    }
+
+    fn lane(&self) -> u8 {
+        self.lane_live & !LIVE
     }
 
     pub fn has_expected_reads(&self) -> bool {
@@ -42,9 +58,9 @@ impl Slot {
             .is_some_and(|h| h.has_expected_reads())
     }
 
-    fn copy_for_reader(&self) -> CachedEntry {
+    fn copy_for_reader(&self, position: Position) -> CachedEntry {
         CachedEntry::new(
-            self.position,
+            position,
             self.payload.clone(),
             self.size,
             self.requeue_count,
@@ -60,13 +76,25 @@ pub(crate) struct SlotRef {
     pub serial: u32,
 }
 
-#[derive(Default)]
 pub(crate) struct RangeCache {
     slots: Vec<Slot>,
-    free: Vec<u32>,
+    /// Head of the free list threaded through the vacated slots' `chunk` fields.
+    free_head: u32,
     index: PositionIndex,
     size_bytes: u64,
     next_serial: u32,
+}
+
+impl Default for RangeCache {
+    fn default() -> Self {
+        RangeCache {
+            slots: Vec::new(),
+            free_head: NO_SLOT,
+            index: PositionIndex::default(),
+            size_bytes: 0,
+            next_serial: 0,
+        }
+    }
 }
 
 impl RangeCache {
@@ -109,7 +137,8 @@ impl RangeCache {
         }
         let serial = self.next_serial;
         self.next_serial = self.next_serial.wrapping_add(1);
-        let n = self.free.last().copied().unwrap_or(self.slots.len() as u32);
+        let reused = (self.free_head != NO_SLOT).then_some(self.free_head);
+        let n = reused.unwrap_or(self.slots.len() as u32);
         let chunk = self
             .index
             .insert(position, n)
@@ -117,17 +146,20 @@ impl RangeCache {
         let slot = Slot {
             payload,
             read_count,
-            position,
             timestamp_ns: now_ns,
             size,
             serial,
             chunk,
             requeue_count: 0,
             accessed: false,
-            live: true,
+            lane_live: LIVE | PositionIndex::lane_of(position),
         };
-        match self.free.pop() {
-            Some(reused) => self.slots[reused as usize] = slot,
+        match reused {
+            Some(r) => {
+                let next_free = self.slots[r as usize].chunk;
+                self.slots[r as usize] = slot;
+                self.free_head = next_free;
+            }
             None => self.slots.push(slot),
         }
         self.size_bytes += size as u64;
@@ -139,7 +171,7 @@ impl RangeCache {
         let n = self.index.get(p)?;
         let slot = &mut self.slots[n as usize];
         slot.accessed = true;
-        Some(slot.copy_for_reader())
+        Some(slot.copy_for_reader(p))
     }
 
     /// Cached entries in `[first, last]`, in position order; marks them accessed.
@@ -147,10 +179,10 @@ impl RangeCache {
         let found = self.index.range(first, last);
         found
             .into_iter()
-            .map(|(_, n)| {
+            .map(|(p, n)| {
                 let slot = &mut self.slots[n as usize];
                 slot.accessed = true;
-                slot.copy_for_reader()
+                slot.copy_for_reader(p)
             })
             .collect()
     }
@@ -168,15 +200,19 @@ impl RangeCache {
     pub fn slot_mut(&mut self, r: SlotRef) -> Option<&mut Slot> {
         self.slots
             .get_mut(r.slot as usize)
-            .filter(|s| s.live && s.serial == r.serial)
+            .filter(|s| s.is_live() && s.serial == r.serial)
     }
 
-    /// Removes the entry in slot `n` (which must be live); returns its size.
-    pub fn remove_slot(&mut self, n: u32) -> u32 {
+    /// Removes the entry in slot `n` (which must be live); returns its size and its payload, which
+    /// the caller drops (or hands on to be dropped later, outside locks or under the GIL).
+    pub fn remove_slot(&mut self, n: u32) -> (u32, Payload) {
         let slot = &mut self.slots[n as usize];
-        debug_assert!(slot.live);
-        slot.vacate();
-        let (position, size, chunk) = (slot.position, slot.size, slot.chunk);
+        debug_assert!(slot.is_live());
+        let payload = slot.vacate();
+        let (lane, size, chunk) = (slot.lane(), slot.size, slot.chunk);
+        let position = self.index.position_at(chunk, lane);
+        let slot = &mut self.slots[n as usize];
+        slot.chunk = self.free_head;
         self.index.remove_in(position, chunk);
         self.size_bytes -= size as u64;
         if self.index.is_empty() {
@@ -184,25 +220,28 @@ impl RangeCache {
             // missing, and serials keep counting so no old item can match a new entry.
             self.release_slab();
         } else {
-            self.free.push(n);
+            self.free_head = n;
         }
-        size
+        (size, payload)
     }
 
     /// Frees the slab once no slot is live.
     fn release_slab(&mut self) {
-        debug_assert!(self.slots.iter().all(|s| !s.live));
+        debug_assert!(self.slots.iter().all(|s| !s.is_live()));
         // SAFETY: vacated slots own nothing (no payload, no handler), so skipping their destructors
         // leaks nothing; it saves a pass over the whole slab.
         unsafe { self.slots.set_len(0) };
         self.slots = Vec::new();
-        self.free = Vec::new();
+        self.free_head = NO_SLOT;
     }
 
     /// Hints the CPU to load slot `r` soon (the evictor looks ahead in its queue).
     #[inline]
     pub fn prefetch_slot(&self, r: SlotRef) {
-        prefetch(self.slots.as_ptr().wrapping_add(r.slot as usize) as *const u8);
+        let start = self.slots.as_ptr().wrapping_add(r.slot as usize) as *const u8;
+        prefetch(start);
+        // A 40-byte slot may straddle two cache lines.
+        prefetch(start.wrapping_add(std::mem::size_of::<Slot>() - 1));
     }
 
     /// Hints the CPU to load what removing or judging slot `r` touches besides the slot itself.
@@ -212,6 +251,9 @@ impl RangeCache {
             prefetch(self.index.chunk_addr(slot.chunk));
             if let Some(h) = &slot.read_count {
                 prefetch(h.as_ptr());
+            }
+            if let Some(p) = slot.payload.header_addr() {
+                prefetch(p);
             }
         }
     }
@@ -228,7 +270,7 @@ impl RangeCache {
             if !last_inclusive && p == last {
                 continue;
             }
-            bytes += self.remove_slot(n) as u64;
+            bytes += self.remove_slot(n).0 as u64;
             entries += 1;
         }
         (entries, bytes)
@@ -237,7 +279,9 @@ impl RangeCache {
     /// Removes every entry; returns (entries, bytes) removed.
     pub fn clear(&mut self) -> (u64, u64) {
         let removed = (self.index.len() as u64, self.size_bytes);
-        self.slots.iter_mut().for_each(Slot::vacate);
+        self.slots.iter_mut().filter(|s| s.is_live()).for_each(|s| {
+            s.vacate();
+        });
         self.release_slab();
         self.index.clear();
         self.size_bytes = 0;
@@ -256,24 +300,23 @@ impl RangeCache {
             .collect()
     }
 
-    /// Heap bytes of bookkeeping (slab, index), not payloads.
+    /// Heap bytes of bookkeeping, not payload bytes: the slab (all of its capacity), the index,
+    /// and per cached entry what its payload's allocation adds to the bytes (the header) and its
+    /// read-count handler, if it has one (counted in full even when reader copies share it).
     pub fn metadata_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>()
-            + self.free.capacity() * 4
-            + self.index.heap_bytes()
+        let per_entry: usize = self
+            .slots
+            .iter()
+            .filter(|s| s.is_live())
+            .map(|s| {
+                s.payload.overhead_bytes()
+                    + s.read_count
+                        .as_ref()
+                        .map_or(0, |_| ReadCountHandler::ALLOCATION_BYTES)
+            })
+            .sum();
+        self.slots.capacity() * std::mem::size_of::<Slot>() + self.index.heap_bytes() + per_entry
     }
 }
 
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    #[allow(unused_unsafe)]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-const _: () = assert!(std::mem::size_of::<Slot>() == 64);
+const _: () = assert!(std::mem::size_of::<Slot>() == 40);

@@ -10,6 +10,12 @@ use std::sync::Arc;
 pub struct ReadCountHandler(Arc<AtomicI32>);
 
 impl ReadCountHandler {
+    /// What one handler allocates: `Arc`'s two counts and the counter, padded to the counts'
+    /// alignment.
+    pub const ALLOCATION_BYTES: usize = (2 * std::mem::size_of::<usize>()
+        + std::mem::size_of::<AtomicI32>())
+    .next_multiple_of(std::mem::align_of::<usize>());
+
     /// `None` for a count <= 0: such an entry has no expected reads and needs no shared state.
     pub fn new(expected_reads: i32) -> Option<Self> {
         (expected_reads > 0).then(|| ReadCountHandler(Arc::new(AtomicI32::new(expected_reads))))

@@ -217,6 +217,12 @@ impl Evictor<'_> {
         move_ingested(self.ingest, &mut self.staged)
     }
 
+    /// Items the queue has room for without growing (what it takes in memory).
+    pub(crate) fn capacity(&mut self) -> usize {
+        self.take_ingested();
+        self.staged.order.capacity()
+    }
+
     /// Items in the queue, stale ones included.
     pub(crate) fn len(&mut self) -> usize {
         self.take_ingested();

@@ -2,7 +2,7 @@ use super::arrow_batch::{batch_entries, entries_to_batch, to_pyarrow, ReadsArg};
 use super::clock::clock_arg;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
-use super::payload::{payload_arg, payload_to_py};
+use super::payload::{payload_arg, payload_to_py, release_evicted};
 use super::position::PyPosition;
 use crate::entry::CachedEntry;
 use crate::manager::{EntryCache, EntryCacheManager};
@@ -90,7 +90,12 @@ impl PyEntryCacheManager {
 
     /// One time pass; returns (entries, bytes) removed.
     fn evict_expired(&self, py: Python<'_>) -> (u64, u64) {
-        py.detach(|| self.inner.evict_expired())
+        let mut released = Vec::new();
+        let removed = py.detach(|| self.inner.evict_expired_releasing(&mut released));
+        // Dropped here, holding the GIL: each `bytes` is released directly. Dropped inside
+        // `detach`, each would take a trip through PyO3's deferred-release pool (a global lock).
+        release_evicted(py, released);
+        removed
     }
 
     /// One size pass freeing at least `n` bytes oldest-first, honouring requeues.
@@ -102,12 +107,18 @@ impl PyEntryCacheManager {
                 format!("invalid n: must be > 0 bytes to free, got {n}"),
             ));
         }
-        py.detach(|| self.inner.evict_bytes(n as u64)).py_err(py)
+        let mut released = Vec::new();
+        let removed = py.detach(|| self.inner.evict_bytes_releasing(n as u64, &mut released));
+        release_evicted(py, released); // under the GIL, as in `evict_expired`
+        removed.py_err(py)
     }
 
     /// The periodic task: a time pass, then a size pass to the watermark if above the trigger.
     fn run_eviction(&self, py: Python<'_>) -> (u64, u64) {
-        py.detach(|| self.inner.run_eviction())
+        let mut released = Vec::new();
+        let removed = py.detach(|| self.inner.run_eviction_releasing(&mut released));
+        release_evicted(py, released); // under the GIL, as in `evict_expired`
+        removed
     }
 
     /// Counters: inserted, evicted, requeued, hits, misses, and more.
@@ -124,7 +135,8 @@ impl PyEntryCacheManager {
         py.detach(|| self.inner.removal_queue_len())
     }
 
-    /// Heap bytes of bookkeeping (slabs, indexes, removal queue), payloads excluded.
+    /// Heap bytes of bookkeeping, payload bytes excluded: slabs, indexes, the removal queue, and per
+    /// entry its payload's header and its read-count handler.
     fn metadata_bytes(&self, py: Python<'_>) -> usize {
         py.detach(|| self.inner.metadata_bytes())
     }

@@ -1,0 +1,353 @@
+//! An entry's bytes, behind one thin reference-counted pointer.
+//!
+//! Every cached entry holds a payload and eviction frees it, so its layout is on the hot path: owned
+//! bytes (`From<Vec<u8>>`, `From<Bytes>` of small sizes, private copies) live in a single allocation
+//! after a 32-byte header, so freeing one is one `free`; other buffers (`Payload::new`) sit after the
+//! same header, also in one allocation. A payload is one pointer wide, which keeps the cache's slot
+//! small. `Arc<dyn PayloadBuffer>` would be two words, and two allocations for a `Vec`.
+
+use bytes::Bytes;
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::any::Any;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
+
+/// Memory that holds an entry's bytes: a Rust buffer, or (in the bindings) a Python object whose
+/// buffer is shared without copying. `as_any` lets the owner of a payload recover its own type, so
+/// that bytes that came from Python go back to Python as the same object.
+pub trait PayloadBuffer: Send + Sync + 'static {
+    fn as_slice(&self) -> &[u8];
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl PayloadBuffer for Bytes {
+    fn as_slice(&self) -> &[u8] {
+        self
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl PayloadBuffer for Vec<u8> {
+    fn as_slice(&self) -> &[u8] {
+        self
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Owned buffers up to this size are copied into the payload's own allocation (one allocation, one
+/// free); larger ones are kept where they are, since copying them costs more than the second free.
+const COPY_UP_TO: usize = 4096;
+
+/// The start of every payload allocation. `ptr`/`len` describe the bytes wherever they are, so
+/// reading them never goes through the vtable.
+#[repr(C)]
+struct Header {
+    refs: AtomicUsize,
+    vtable: &'static VTable,
+    ptr: *const u8,
+    len: usize,
+}
+
+struct VTable {
+    /// Drops the contents and frees the allocation; called once the last reference is gone.
+    release: unsafe fn(NonNull<Header>),
+    /// The buffer behind the bytes, for `Payload::buffer`; `None` for owned bytes.
+    as_any: unsafe fn(NonNull<Header>) -> Option<NonNull<dyn Any>>,
+    /// Bytes of the allocation that are not the payload's bytes: the header, and for an external
+    /// buffer its struct (a `Vec`'s pointer, capacity and length; a Python object's handle).
+    overhead: usize,
+}
+
+/// A buffer given to `Payload::new`, after its header.
+#[repr(C)]
+struct External<T> {
+    header: Header,
+    buffer: T,
+}
+
+/// An entry's bytes. Empty payloads (size-only entries, as the replay lab uses) hold nothing; real
+/// ones are one shared allocation, so a copy for a reader is a reference-count bump.
+#[derive(Default)]
+pub struct Payload(Option<NonNull<Header>>);
+
+// SAFETY: the allocation is immutable after construction except for `refs`, which is atomic; the
+// buffers it holds are `Send + Sync` (`PayloadBuffer`'s bounds) or plain bytes.
+unsafe impl Send for Payload {}
+unsafe impl Sync for Payload {}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Payload({} bytes)", self.len())
+    }
+}
+
+impl Payload {
+    /// A payload that keeps `buffer` (without copying it); `buffer::<T>()` returns it.
+    pub fn new<T: PayloadBuffer>(buffer: T) -> Self {
+        if buffer.as_slice().is_empty() {
+            return Payload(None);
+        }
+        let external = Box::new(External {
+            header: Header {
+                refs: AtomicUsize::new(1),
+                vtable: &External::<T>::VTABLE,
+                ptr: std::ptr::null(),
+                len: 0,
+            },
+            buffer,
+        });
+        let raw = Box::into_raw(external);
+        // SAFETY: `raw` is a live, exclusively owned allocation; the slice points into `buffer`,
+        // which stays where it is (the box never moves) for as long as the allocation lives.
+        unsafe {
+            let slice = (*raw).buffer.as_slice();
+            (*raw).header.ptr = slice.as_ptr();
+            (*raw).header.len = slice.len();
+        }
+        // `header` is the first field of a `repr(C)` struct, so the box's address is the header's.
+        Payload(NonNull::new(raw.cast::<Header>()))
+    }
+
+    /// A payload owning a copy of `bytes`, in one allocation with its header.
+    pub fn copy_from_slice(bytes: &[u8]) -> Self {
+        if bytes.is_empty() {
+            return Payload(None);
+        }
+        let layout = owned_layout(bytes.len());
+        // SAFETY: the layout has a non-zero size (the header); the header and the bytes are
+        // written before the pointer escapes, and `release_owned` frees with the same layout.
+        unsafe {
+            let raw = alloc(layout);
+            let Some(base) = NonNull::new(raw) else {
+                handle_alloc_error(layout)
+            };
+            let data = raw.add(std::mem::size_of::<Header>());
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
+            let header = base.cast::<Header>();
+            header.as_ptr().write(Header {
+                refs: AtomicUsize::new(1),
+                vtable: &OWNED_VTABLE,
+                ptr: data,
+                len: bytes.len(),
+            });
+            Payload(Some(header))
+        }
+    }
+
+    pub fn empty() -> Self {
+        Payload(None)
+    }
+
+    /// Whether the bytes are owned by the payload itself (no external buffer): dropping the last
+    /// reference then is one `free` and never runs foreign code.
+    pub fn is_owned(&self) -> bool {
+        self.header()
+            .is_some_and(|h| std::ptr::eq(h.vtable, &OWNED_VTABLE))
+    }
+
+    /// Where the reference count lives, for prefetching before a drop; `None` if empty.
+    pub(crate) fn header_addr(&self) -> Option<*const u8> {
+        self.0.map(|h| h.as_ptr() as *const u8)
+    }
+
+    fn header(&self) -> Option<&Header> {
+        // SAFETY: a non-empty payload holds a reference, so the allocation is alive.
+        self.0.map(|h| unsafe { &*h.as_ptr() })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        match self.header() {
+            // SAFETY: `ptr`/`len` describe immutable bytes owned by the allocation (or by the
+            // buffer in it), alive as long as this reference.
+            Some(h) => unsafe { std::slice::from_raw_parts(h.ptr, h.len) },
+            None => &[],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.header().map_or(0, |h| h.len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// The buffer, if this payload was made by `Payload::new` from a `T`.
+    pub fn buffer<T: 'static>(&self) -> Option<&T> {
+        let h = self.0?;
+        // SAFETY: the vtable belongs to this allocation; the returned pointer is into it, alive as
+        // long as `self`.
+        let any = unsafe { ((*h.as_ptr()).vtable.as_any)(h)? };
+        unsafe { &*any.as_ptr() }.downcast_ref::<T>()
+    }
+
+    /// A private copy of the bytes (the broker's `managedLedgerCacheCopyEntries`): the cached entry
+    /// then no longer pins the buffer it was sliced from.
+    pub fn deep_copy(&self) -> Self {
+        Payload::copy_from_slice(self.as_slice())
+    }
+
+    /// Bytes this payload's allocation takes beyond the payload bytes (its header), for accounting.
+    pub fn overhead_bytes(&self) -> usize {
+        self.header().map_or(0, |h| h.vtable.overhead)
+    }
+}
+
+impl Clone for Payload {
+    fn clone(&self) -> Self {
+        if let Some(h) = self.header() {
+            // Relaxed suffices for an increment, as in `Arc`: the clone is made from a live
+            // reference, and passing it to another thread synchronises by other means.
+            let old = h.refs.fetch_add(1, Ordering::Relaxed);
+            if old > isize::MAX as usize {
+                std::process::abort();
+            }
+        }
+        Payload(self.0)
+    }
+}
+
+impl Drop for Payload {
+    fn drop(&mut self) {
+        let Some(h) = self.0 else { return };
+        // SAFETY: this reference keeps the allocation alive until the decrement below.
+        let header = unsafe { &*h.as_ptr() };
+        if header.refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        // Every other holder's uses happen before their decrements; see them before freeing.
+        fence(Ordering::Acquire);
+        // SAFETY: this was the last reference; the vtable frees what built the allocation.
+        unsafe { (header.vtable.release)(h) }
+    }
+}
+
+fn owned_layout(len: usize) -> Layout {
+    Layout::from_size_align(
+        std::mem::size_of::<Header>().saturating_add(len),
+        std::mem::align_of::<Header>(),
+    )
+    .unwrap_or_else(|_| handle_alloc_error(Layout::new::<Header>()))
+}
+
+static OWNED_VTABLE: VTable = VTable {
+    release: release_owned,
+    as_any: no_buffer,
+    overhead: std::mem::size_of::<Header>(),
+};
+
+/// SAFETY: `h` heads an allocation made by `copy_from_slice` with no references left.
+unsafe fn release_owned(h: NonNull<Header>) {
+    let layout = owned_layout((*h.as_ptr()).len);
+    dealloc(h.as_ptr().cast::<u8>(), layout);
+}
+
+unsafe fn no_buffer(_: NonNull<Header>) -> Option<NonNull<dyn Any>> {
+    None
+}
+
+impl<T: PayloadBuffer> External<T> {
+    const VTABLE: VTable = VTable {
+        release: Self::release,
+        as_any: Self::as_any,
+        overhead: std::mem::size_of::<External<T>>(),
+    };
+
+    /// SAFETY: `h` heads an `External<T>` made by `Payload::new` with no references left.
+    unsafe fn release(h: NonNull<Header>) {
+        drop(Box::from_raw(h.as_ptr().cast::<External<T>>()));
+    }
+
+    /// SAFETY: `h` heads a live `External<T>`.
+    unsafe fn as_any(h: NonNull<Header>) -> Option<NonNull<dyn Any>> {
+        let external = &*h.as_ptr().cast::<External<T>>();
+        Some(NonNull::from(external.buffer.as_any()))
+    }
+}
+
+impl From<Bytes> for Payload {
+    fn from(b: Bytes) -> Self {
+        if b.len() <= COPY_UP_TO {
+            Payload::copy_from_slice(&b)
+        } else {
+            Payload::new(b)
+        }
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(v: Vec<u8>) -> Self {
+        if v.len() <= COPY_UP_TO {
+            Payload::copy_from_slice(&v)
+        } else {
+            Payload::new(v)
+        }
+    }
+}
+
+impl From<&'static [u8]> for Payload {
+    fn from(v: &'static [u8]) -> Self {
+        Payload::new(Bytes::from_static(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn owned_and_external_payloads_share_on_clone_and_free_on_last_drop() {
+        let owned = Payload::from(vec![1u8, 2, 3]);
+        let copy = owned.clone();
+        assert_eq!(copy.as_slice(), &[1, 2, 3]);
+        assert_eq!(copy.as_slice().as_ptr(), owned.as_slice().as_ptr());
+        assert!(owned.buffer::<Vec<u8>>().is_none());
+        drop(owned);
+        assert_eq!(copy.len(), 3);
+
+        /// Holds a reference to a counter, so that the test sees when it is dropped.
+        struct Tracked(#[allow(dead_code)] Arc<()>, Vec<u8>);
+        impl PayloadBuffer for Tracked {
+            fn as_slice(&self) -> &[u8] {
+                &self.1
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+        let alive = Arc::new(());
+        let external = Payload::new(Tracked(alive.clone(), vec![9; 10]));
+        let other = external.clone();
+        assert_eq!(external.buffer::<Tracked>().unwrap().1.len(), 10);
+        assert!(external.buffer::<Vec<u8>>().is_none());
+        assert_eq!(other.as_slice(), &[9; 10]);
+        drop(external);
+        assert_eq!(Arc::strong_count(&alive), 2, "one reference left");
+        drop(other);
+        assert_eq!(
+            Arc::strong_count(&alive),
+            1,
+            "the buffer is dropped with the last reference"
+        );
+    }
+
+    #[test]
+    fn empty_buffers_make_empty_payloads_and_deep_copies_own_their_bytes() {
+        assert!(Payload::from(Vec::new()).is_empty());
+        assert!(Payload::new(Bytes::new()).is_empty());
+        let big = Payload::from(vec![5u8; COPY_UP_TO + 1]);
+        assert!(
+            big.buffer::<Vec<u8>>().is_some(),
+            "large buffers are kept, not copied"
+        );
+        let copy = big.deep_copy();
+        assert_eq!(copy.as_slice(), big.as_slice());
+        assert_ne!(copy.as_slice().as_ptr(), big.as_slice().as_ptr());
+        assert_eq!(std::mem::size_of::<Payload>(), 8);
+    }
+}
