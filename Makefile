@@ -20,7 +20,7 @@ WHEEL_STAMP := $(WHEELS)/.built
 WHEEL_INPUTS := $(shell find src python -type f -not -name '*.so' -not -path '*/__pycache__/*') \
 	Cargo.toml Cargo.lock pyproject.toml README.md
 
-.PHONY: help venv build test test-rust test-python test-cluster bench lint wheel wheel-check demo clean
+.PHONY: help venv build test test-rust test-python test-cluster bench bench-all lint wheel wheel-check demo clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -50,7 +50,14 @@ test-python: build ## Python binding tests (all but the cluster test)
 test-cluster: build $(WHEEL_STAMP) ## Spark on a standalone cluster (127.0.0.1): generate + replay equal lc.replay; bounded worker memory
 	LEDGERCACHE_WHEEL="$$(ls $(abspath $(WHEELS))/ledgercache-*.whl)" $(VPY) -m pytest -m cluster tests/python/test_spark_cluster.py
 
-bench: build ## Benchmarks: Rust harnesses, Python vs Rust eviction, Python call overhead, Python vs Rust ledger reads
+bench: build ## Benchmarks (Rust and Python, each beside its anchor), then the goals of issue 12 with this run's figures
+	@mkdir -p target
+	set -o pipefail; $(MAKE) --no-print-directory bench-all 2>&1 | tee target/bench.txt
+	@echo
+	@echo "Goals, each figure beside its anchor measured in this run (full output: target/bench.txt):"
+	@grep -E "goal" target/bench.txt
+
+bench-all: build
 	cargo bench --locked --bench eviction > target/eviction.txt
 	@cat target/eviction.txt
 	$(VPY) benches/eviction.py $$(grep -m1 'owned payloads' target/eviction.txt | sed 's/.*freed *\([0-9.]*\) ns.*/\1/')

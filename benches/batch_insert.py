@@ -82,7 +82,8 @@ print(
     f"insert_batch {rate(t_batch):.1f} M entries/s ({t_batch / N * 1e9:.0f} ns/entry); "
     f"insert loop over bytes {rate(t_single):.2f} M entries/s ({t_single / N * 1e9:.0f} ns/entry), "
     f"over Arrow chunks (to_pylist) {rate(t_single_arrow):.2f} M entries/s; "
-    f"insert_batch / insert loop = {t_single / t_batch:.0f}x"
+    f"insert_batch / insert loop = {t_single / t_batch:.0f}x "
+    f"(goal >= 20 M entries/s: {'met' if rate(t_batch) >= 20 else 'NOT met'})"
 )
 print(f"python read, get_range_arrow of {BATCH:,}-entry ranges: {rate(t_read):.1f} M entries/s")
 if "--check" in sys.argv and rate(t_batch) < 20:

@@ -14,6 +14,7 @@ use super::position_counts::{Hint, PositionCounts};
 use crate::fast_hash::FastMap;
 use crate::position::Position;
 use std::borrow::Borrow;
+use std::cell::Cell;
 use std::hash::Hash;
 
 #[derive(Debug, Clone)]
@@ -44,6 +45,10 @@ pub struct CursorId {
 #[derive(Debug, Clone)]
 pub struct ActiveCursorContainer<K: Hash + Eq + Clone> {
     names: FastMap<K, u32>,
+    /// The slot of the last name looked up: callers name the same cursor several times in a row
+    /// (move it, then ask for its count), and checking this guess against the slot's own name saves
+    /// hashing the name and probing the map, two cache misses among many cursors.
+    last_named: Cell<u32>,
     cursors: Vec<CursorSlot<K>>,
     free_cursors: Vec<u32>,
     counts: PositionCounts,
@@ -54,6 +59,7 @@ impl<K: Hash + Eq + Clone> Default for ActiveCursorContainer<K> {
     fn default() -> Self {
         ActiveCursorContainer {
             names: FastMap::default(),
+            last_named: Cell::new(u32::MAX),
             cursors: Vec::new(),
             free_cursors: Vec::new(),
             counts: PositionCounts::default(),
@@ -136,7 +142,27 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.names.get(key).map(|&id| self.handle(id))
+        self.slot_named(key).map(|id| self.handle(id))
+    }
+
+    /// The slot of the cursor named `key`.
+    fn slot_named<Q>(&self, key: &Q) -> Option<u32>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let last = self.last_named.get();
+        let guessed = self
+            .cursors
+            .get(last as usize)
+            .and_then(|c| c.key.as_ref())
+            .is_some_and(|k| k.borrow() == key);
+        if guessed {
+            return Some(last);
+        }
+        let &id = self.names.get(key)?;
+        self.last_named.set(id);
+        Some(id)
     }
 
     fn live_slot(&self, id: CursorId) -> Option<u32> {
@@ -175,8 +201,8 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        match self.names.get(key) {
-            Some(&id) => {
+        match self.slot_named(key) {
+            Some(id) => {
                 self.set_target(id, position);
                 true
             }
@@ -212,8 +238,8 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         Q: Hash + Eq + ?Sized,
     {
         self.flush();
-        match self.names.get(key) {
-            Some(&id) => self.group_count(id),
+        match self.slot_named(key) {
+            Some(id) => self.group_count(id),
             None => 0,
         }
     }
