@@ -3,12 +3,13 @@
 //! `__arrow_c_stream__` for chunked arrays) and their payloads are cached as slices of the imported
 //! values buffer, without copying; ranges go out as a `pyarrow.RecordBatch`.
 
+use super::arrow_import::import_exported;
 use super::errors::raise;
 use crate::arrow_payload::{contiguous_run, ArrowSlice};
 use crate::entry::{CachedEntry, Payload};
 use crate::manager::BatchEntry;
 use crate::read_count::ReadCountHandler;
-use arrow_array::ffi::{from_ffi, to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::ffi::to_ffi;
 use arrow_array::{
     Array, ArrayRef, BinaryArray, Int64Array, LargeBinaryArray, RecordBatch, StructArray,
 };
@@ -39,23 +40,9 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 fn import_array(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<ArrayData> {
     let py = obj.py();
     let exported = obj.call_method0("__arrow_c_array__")?;
-    let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = exported.extract()?;
-    let schema_ptr = schema
-        .pointer_checked(Some(c"arrow_schema"))?
-        .cast::<FFI_ArrowSchema>();
-    let array_ptr = array
-        .pointer_checked(Some(c"arrow_array"))?
-        .cast::<FFI_ArrowArray>();
-    // SAFETY: the capsules were checked by name, so they hold C data interface structs that the
-    // producer filled in. The array struct is moved out and replaced by a released one, so its
-    // capsule's destructor releases nothing and the imported buffers own the producer's release
-    // callback; the schema is only borrowed and stays owned by its capsule, alive until the end of
-    // this function.
-    unsafe {
-        let array = std::ptr::replace(array_ptr.as_ptr(), FFI_ArrowArray::empty());
-        from_ffi(array, schema_ptr.as_ref())
-    }
-    .map_err(|e| invalid(py, name, format!("cannot import the Arrow array: {e}")))
+    import_exported(&exported, |e| {
+        invalid(py, name, format!("cannot import the Arrow array: {e}"))
+    })
 }
 
 /// The chunks of `obj`: an Arrow array (one chunk) or anything `pyarrow.chunked_array` accepts

@@ -2,6 +2,7 @@
 //! Python package `ledgercache` re-exports them with stubs and docs.
 
 mod arrow_batch;
+mod arrow_import;
 mod cache;
 mod clock;
 mod config;

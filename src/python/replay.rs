@@ -1,14 +1,14 @@
 //! The replay session behind `ledgercache.replay()`: Arrow record batches go in through the Arrow
 //! C data interface (no per-event Python), measurements come out as dicts.
 
+use super::arrow_import::import_exported;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
 use crate::replay::Session;
-use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::{RecordBatch, StructArray};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict};
+use pyo3::types::PyDict;
 
 /// Imports a record batch exported through `__arrow_c_array__` (pyarrow, polars, ...).
 pub(super) fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
@@ -22,20 +22,7 @@ pub(super) fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
                 .unwrap_or_default()
         ))
     })?;
-    let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = exported.extract()?;
-    let schema_ptr = schema
-        .pointer_checked(Some(c"arrow_schema"))?
-        .cast::<FFI_ArrowSchema>();
-    let array_ptr = array
-        .pointer_checked(Some(c"arrow_array"))?
-        .cast::<FFI_ArrowArray>();
-    // SAFETY: the capsules hold valid C data interface structs; the array is moved out (its
-    // capsule's destructor then sees a released struct), the schema stays owned by its capsule.
-    let data = unsafe {
-        let array = std::ptr::replace(array_ptr.as_ptr(), FFI_ArrowArray::empty());
-        from_ffi(array, schema_ptr.as_ref())
-    }
-    .map_err(|e| {
+    let data = import_exported(&exported, |e| {
         raise(
             py,
             "InvalidArgumentError",
