@@ -2,6 +2,7 @@
 
 pub mod engine;
 pub mod memory;
+mod plain_keys;
 pub mod requests;
 pub mod strategy;
 pub mod trace;
