@@ -22,14 +22,19 @@ pub(super) struct PlainKeys<'a> {
 #[inline]
 fn slot(s: &str) -> usize {
     let b = s.as_bytes();
-    let tail = if b.len() >= 8 {
-        u64::from_le_bytes(b[b.len() - 8..].try_into().expect("8 bytes"))
+    let n = b.len();
+    // Fixed-size loads only (a copy of a variable length would be a call per row).
+    let tail = if n >= 8 {
+        u64::from_le_bytes(b[n - 8..].try_into().expect("8 bytes"))
+    } else if n >= 4 {
+        let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+        u64::from(word(0)) << 32 | u64::from(word(n - 4))
+    } else if n > 0 {
+        u64::from(b[0]) << 16 | u64::from(b[n / 2]) << 8 | u64::from(b[n - 1])
     } else {
-        let mut buf = [0u8; 8];
-        buf[..b.len()].copy_from_slice(b);
-        u64::from_le_bytes(buf)
+        0
     };
-    let mixed = (tail ^ (b.len() as u64).rotate_left(56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mixed = (tail ^ (n as u64).rotate_left(56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (mixed >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
