@@ -406,7 +406,7 @@ impl Replayer {
 
     /// Models the buffers cached slices retain (see [`MemoryModel`]).
     pub fn with_memory_model(mut self, model: MemoryModel) -> Self {
-        self.memory = Some(model);
+        self.memory = Some(model.following(self.strategy.as_mut()));
         self
     }
 
@@ -498,7 +498,7 @@ impl Replayer {
                     .push((s, self.strategy.cached_bytes(), reads, hits));
                 self.second = Some((sec, 0, 0));
                 if let Some(m) = &mut self.memory {
-                    m.sample(self.strategy.as_ref());
+                    m.sample(self.strategy.as_mut());
                 }
             }
             None => self.second = Some((sec, 0, 0)),
@@ -1013,7 +1013,7 @@ impl Replayer {
         }
         self.metrics.peak_retained_bytes = match &mut self.memory {
             Some(m) => {
-                m.sample(self.strategy.as_ref());
+                m.sample(self.strategy.as_mut());
                 m.peak_retained
             }
             None => self.metrics.peak_cache_bytes,

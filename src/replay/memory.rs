@@ -6,6 +6,7 @@
 //! trace time, how many bytes the cached entries really retain.
 
 use super::strategy::{CacheStrategy, EntryKey};
+use crate::fast_hash::FastMap;
 
 /// Netty's `AdaptiveRecvByteBufAllocator` size table: 16..=496 by 16, then powers of two.
 fn size_table() -> Vec<u32> {
@@ -61,11 +62,25 @@ impl Keys {
         self.rest.drain(..gone);
         !self.rest.is_empty()
     }
+
+    fn front(&self) -> Option<EntryKey> {
+        self.first.or_else(|| self.rest.first().copied())
+    }
 }
+
+const NONE: usize = usize::MAX;
 
 struct Buffer {
     capacity: u64,
     entries: Keys,
+    /// At the last sample its front entry was cached (it is counted in `retained`).
+    live: bool,
+    /// Entries arrived, or its front entry left the cache, since the last sample: check it.
+    dirty: bool,
+    /// The next live buffer with the same front entry (see `MemoryModel::by_front`).
+    next_same_front: usize,
+    /// The sample that last saw it open (a topic's burst still fills it).
+    open_at: u64,
 }
 
 /// A topic's producer connection: its allocator state and the burst being read.
@@ -82,7 +97,21 @@ pub struct MemoryModel {
     start: AdaptiveRecv,
     topics: Vec<TopicRecv>,
     storage_buffer: u64,
+    /// Buffers by slot; released slots are reused (`free_slots`), so a topic's open buffer keeps
+    /// its slot.
     buffers: Vec<Buffer>,
+    free_slots: Vec<usize>,
+    /// Slots to check at the next sample (flagged `dirty`).
+    dirty: Vec<usize>,
+    /// Buffers that back no cached entry but were still open at the last sample.
+    idle: Vec<usize>,
+    /// With a strategy that reports what it removes: each live buffer by its front entry (a chain
+    /// through `next_same_front`), so that a sample checks only the buffers whose front left.
+    /// Without, every live buffer is checked each sample.
+    by_front: Option<FastMap<EntryKey, usize>>,
+    removed: Vec<EntryKey>,
+    retained: u64,
+    samples: u64,
     pub peak_retained: u64,
 }
 
@@ -102,8 +131,24 @@ impl MemoryModel {
             topics: Vec::new(),
             storage_buffer: storage_buffer as u64,
             buffers: Vec::new(),
+            free_slots: Vec::new(),
+            dirty: Vec::new(),
+            idle: Vec::new(),
+            by_front: None,
+            removed: Vec::new(),
+            retained: 0,
+            samples: 0,
             peak_retained: 0,
         }
+    }
+
+    /// Samples check only the buffers that changed, learning from `cache` what left it; for a
+    /// design that cannot say, every buffer is checked (the result is the same).
+    pub fn following(mut self, cache: &mut dyn CacheStrategy) -> Self {
+        if cache.report_removals() {
+            self.by_front = Some(FastMap::default());
+        }
+        self
     }
 
     fn record(&self, a: &mut AdaptiveRecv, actual: u64) {
@@ -122,11 +167,33 @@ impl MemoryModel {
     }
 
     fn new_buffer(&mut self, capacity: u64) -> usize {
-        self.buffers.push(Buffer {
+        let buffer = Buffer {
             capacity,
             entries: Keys::default(),
-        });
-        self.buffers.len() - 1
+            live: false,
+            dirty: false,
+            next_same_front: NONE,
+            open_at: 0,
+        };
+        match self.free_slots.pop() {
+            Some(b) => {
+                self.buffers[b] = buffer;
+                b
+            }
+            None => {
+                self.buffers.push(buffer);
+                self.buffers.len() - 1
+            }
+        }
+    }
+
+    fn push(&mut self, b: usize, key: EntryKey) {
+        let buffer = &mut self.buffers[b];
+        buffer.entries.push(key);
+        if !buffer.dirty {
+            buffer.dirty = true;
+            self.dirty.push(b);
+        }
     }
 
     /// A published entry arrives on its topic's producer connection at `ts_us`. Entries published
@@ -183,7 +250,7 @@ impl MemoryModel {
                 }
             }
         };
-        self.buffers[buffer].entries.push(key);
+        self.push(buffer, key);
         self.topics[t] = topic;
     }
 
@@ -204,40 +271,157 @@ impl MemoryModel {
                     b
                 }
             };
-            self.buffers[b].entries.push(key);
+            self.push(b, key);
         }
     }
 
     /// Bytes held by buffers that still back a cached entry; forgets the others.
-    pub fn sample(&mut self, cache: &dyn CacheStrategy) -> u64 {
-        // A flag per buffer, not a list searched per buffer: with many topics that search cost
-        // topics x buffers every second.
-        let mut open = vec![false; self.buffers.len()];
+    ///
+    /// A buffer live at the last sample stays live while its front entry (the first one cached
+    /// then) stays cached, so only the buffers that got entries or lost their front are checked;
+    /// the check drops a buffer's leading entries that are no longer cached, as a check of every
+    /// buffer would.
+    pub fn sample(&mut self, cache: &mut dyn CacheStrategy) -> u64 {
+        self.samples += 1;
+        let now = self.samples;
         for t in &self.topics {
             if let Some((b, _)) = t.open {
-                open[b] = true;
+                self.buffers[b].open_at = now;
             }
         }
-        let mut keep = Vec::with_capacity(self.buffers.len());
-        let mut remap = vec![usize::MAX; self.buffers.len()];
-        let mut retained = 0;
-        for (i, mut b) in std::mem::take(&mut self.buffers).into_iter().enumerate() {
-            let live = b.entries.any_cached(cache);
-            if live {
-                retained += b.capacity;
+        match &mut self.by_front {
+            Some(by_front) => {
+                cache.take_removed(&mut self.removed);
+                for key in self.removed.drain(..) {
+                    let mut b = by_front.remove(&key).unwrap_or(NONE);
+                    while b != NONE {
+                        let buffer = &mut self.buffers[b];
+                        buffer.live = false;
+                        self.retained -= buffer.capacity;
+                        if !buffer.dirty {
+                            buffer.dirty = true;
+                            self.dirty.push(b);
+                        }
+                        b = std::mem::replace(&mut buffer.next_same_front, NONE);
+                    }
+                }
             }
-            if live || open[i] {
-                remap[i] = keep.len();
-                keep.push(b);
+            None => {
+                for (b, buffer) in self.buffers.iter_mut().enumerate() {
+                    if buffer.live {
+                        buffer.live = false;
+                        self.retained -= buffer.capacity;
+                        if !buffer.dirty {
+                            buffer.dirty = true;
+                            self.dirty.push(b);
+                        }
+                    }
+                }
             }
         }
-        self.buffers = keep;
-        for t in &mut self.topics {
-            if let Some((b, _)) = &mut t.open {
-                *b = remap[*b];
+        let mut idle = Vec::with_capacity(self.idle.len());
+        for b in std::mem::take(&mut self.idle) {
+            match &self.buffers[b] {
+                buffer if buffer.dirty => {} // checked below
+                buffer if buffer.open_at == now => idle.push(b),
+                _ => self.release(b),
             }
         }
-        self.peak_retained = self.peak_retained.max(retained);
-        retained
+        for b in std::mem::take(&mut self.dirty) {
+            let buffer = &mut self.buffers[b];
+            buffer.dirty = false;
+            if buffer.live {
+                continue; // only got entries: its front is still cached
+            }
+            if buffer.entries.any_cached(cache) {
+                buffer.live = true;
+                self.retained += buffer.capacity;
+                if let Some(by_front) = &mut self.by_front {
+                    let front = buffer.entries.front().expect("a cached entry");
+                    buffer.next_same_front = by_front.insert(front, b).unwrap_or(NONE);
+                }
+            } else if buffer.open_at == now {
+                idle.push(b);
+            } else {
+                self.release(b);
+            }
+        }
+        self.idle = idle;
+        self.peak_retained = self.peak_retained.max(self.retained);
+        self.retained
+    }
+
+    fn release(&mut self, b: usize) {
+        let buffer = &mut self.buffers[b];
+        buffer.entries = Keys::default();
+        self.free_slots.push(b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::position::Position;
+    use crate::replay::strategy::Lru;
+
+    /// The samples that check only changed buffers give what checking every buffer gives, second
+    /// by second, with evictions, entries cached again from storage, and a ledger deleted.
+    #[test]
+    fn following_the_cache_samples_what_a_full_check_does() {
+        let mut lru = Lru::new(40_000);
+        let mut following = MemoryModel::new(64, 2048, 65536, 4096).following(&mut lru);
+        let mut full = MemoryModel::new(64, 2048, 65536, 4096);
+        let mut seed = 7u64;
+        let mut rand = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let key = |topic: u32, e: i64| EntryKey {
+            topic,
+            position: Position::new(1, e),
+        };
+        let mut next = [0i64; 3];
+        for second in 0..200i64 {
+            for ms in 0..50i64 {
+                let ts = second * 1_000_000 + ms * 1_000;
+                for _ in 0..rand(4) {
+                    let t = rand(3) as u32;
+                    let size = 100 + rand(900) as u32;
+                    let k = key(t, next[t as usize]);
+                    next[t as usize] += 1;
+                    following.on_publish(ts, k, size);
+                    full.on_publish(ts, k, size);
+                    lru.insert(0, k, size, 1);
+                }
+                if rand(5) == 0 {
+                    // A reader re-reads a few entries from behind: some come from storage.
+                    let t = rand(3) as u32;
+                    let from = rand(next[t as usize].max(1) as u64) as i64;
+                    let mut missed = Vec::new();
+                    for e in from..(from + 5).min(next[t as usize]) {
+                        if !lru.read(0, key(t, e)) {
+                            missed.push((key(t, e), 500));
+                        }
+                    }
+                    following.on_storage_read(&missed);
+                    full.on_storage_read(&missed);
+                    for &(k, size) in &missed {
+                        lru.insert(0, k, size, 1);
+                    }
+                }
+            }
+            if second == 120 {
+                lru.on_ledger_deleted(1, 1);
+            }
+            assert_eq!(
+                following.sample(&mut lru),
+                full.sample(&mut lru),
+                "second {second}"
+            );
+        }
+        assert_eq!(following.peak_retained, full.peak_retained);
+        assert!(full.peak_retained > 0);
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod engine;
 pub mod memory;
+mod plain_keys;
 pub mod requests;
 pub mod strategy;
 pub mod trace;
@@ -15,11 +16,16 @@ use arrow_array::RecordBatch;
 use std::time::{Duration, Instant};
 use strategy::{Belady, CacheStrategy, Legacy, Lru, Pip430, Segmented};
 
-fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
-    let r = Replayer::new(strategy, config).with_read_latency(
+/// The replayer of `config`'s read flow over `strategy`, without the memory model.
+fn bare_replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
+    Replayer::new(strategy, config).with_read_latency(
         config.storage_read_latency_ms.saturating_mul(1_000_000),
         config.cursor_epochs,
-    );
+    )
+}
+
+fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
+    let r = bare_replayer(config, strategy);
     if config.copy_entries || !config.memory_model {
         return r;
     }
@@ -38,7 +44,9 @@ fn first_pass(config: &CacheConfig) -> Result<Replayer> {
             replayer(config, Box::new(Pip430::new(config.clone())?))
         }
         Strategy::Lru => replayer(config, Box::new(Lru::new(config.cache_size_bytes))),
-        Strategy::Belady => replayer(config, Box::new(Lru::new(0))).recording(),
+        // The recording pass caches nothing, so it has no buffers to model (and its measurements
+        // give way to the deciding pass's).
+        Strategy::Belady => bare_replayer(config, Box::new(Lru::new(0))).recording(),
         Strategy::Legacy => replayer(config, Box::new(Legacy::new(config))),
         Strategy::Segmented => replayer(
             config,

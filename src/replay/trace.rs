@@ -7,6 +7,7 @@
 //! workload generator makes them). Every error names the column and the row (counted from 0 over
 //! the whole trace), so a bad row never silently shifts results.
 
+use super::plain_keys::PlainKeys;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::position::Position;
@@ -147,16 +148,19 @@ impl Names {
 }
 
 /// A string column: plain, or dictionary-encoded with int32 keys.
-#[derive(Debug)]
 enum Strings<'a> {
-    Plain(&'a StringArray),
+    /// Plain values get their keys per batch (see [`PlainKeys`]).
+    Plain(&'a StringArray, Box<PlainKeys<'a>>),
     Dictionary(&'a Int32Array, &'a StringArray),
 }
 
 impl<'a> Strings<'a> {
     fn of(c: &'a dyn Array, column: &str) -> Result<Self> {
         match c.data_type() {
-            DataType::Utf8 => Ok(Strings::Plain(c.as_string::<i32>())),
+            DataType::Utf8 => Ok(Strings::Plain(
+                c.as_string::<i32>(),
+                Box::new(PlainKeys::new()),
+            )),
             DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8 => {
                 let d: &DictionaryArray<Int32Type> = c.as_dictionary();
                 let values = d.values().as_string::<i32>();
@@ -182,51 +186,53 @@ impl<'a> Strings<'a> {
 
     fn is_null(&self, i: usize) -> bool {
         match self {
-            Strings::Plain(a) => a.is_null(i),
+            Strings::Plain(a, _) => a.is_null(i),
             Strings::Dictionary(k, v) => k.is_null(i) || v.is_null(k.value(i) as usize),
         }
     }
 
     fn value(&self, i: usize) -> &'a str {
         match self {
-            Strings::Plain(a) => a.value(i),
+            Strings::Plain(a, _) => a.value(i),
             Strings::Dictionary(k, v) => v.value(k.value(i) as usize),
         }
     }
 
-    /// Row `i`'s dictionary key (checked to index the values), for a non-null row of a dictionary.
-    fn key(&self, i: usize) -> Option<usize> {
+    /// Row `i`'s key, for a non-null row: equal values of one batch have equal keys (a
+    /// dictionary's key, checked to index the values; a plain value's key from [`PlainKeys`]).
+    fn key(&mut self, i: usize) -> usize {
         match self {
-            Strings::Plain(_) => None,
-            Strings::Dictionary(k, _) => Some(k.value(i) as usize),
+            Strings::Plain(a, keys) => keys.key(a.value(i)),
+            Strings::Dictionary(k, _) => k.value(i) as usize,
         }
     }
 
-    /// A memo with a slot per dictionary value (none for a plain column).
+    /// A memo with a slot per dictionary value (growing with the keys of a plain column).
     fn memo(&self) -> Memo {
         match self {
-            Strings::Plain(_) => Memo(Vec::new()),
+            Strings::Plain(..) => Memo(Vec::new()),
             Strings::Dictionary(_, v) => Memo(vec![Memo::UNSET; v.len()]),
         }
     }
 }
 
-/// Per batch and dictionary-encoded column: the id each dictionary value decoded to, filled on its
-/// first row (so ids are still given in order of first appearance), so that the other rows look
-/// their id up by key instead of hashing and comparing the name.
+/// Per batch and string column: the id each key decoded to, filled on its first row (so ids are
+/// still given in order of first appearance), so that the other rows look their id up by key
+/// instead of hashing and comparing the name.
 struct Memo(Vec<u32>);
 
 impl Memo {
     const UNSET: u32 = u32::MAX;
 
-    fn get(&self, key: Option<usize>) -> Option<u32> {
-        key.map(|k| self.0[k]).filter(|&id| id != Self::UNSET)
+    fn get(&self, key: usize) -> Option<u32> {
+        self.0.get(key).copied().filter(|&id| id != Self::UNSET)
     }
 
-    fn set(&mut self, key: Option<usize>, id: u32) {
-        if let Some(k) = key {
-            self.0[k] = id;
+    fn set(&mut self, key: usize, id: u32) {
+        if self.0.len() <= key {
+            self.0.resize(key + 1, Self::UNSET);
         }
+        self.0[key] = id;
     }
 }
 
@@ -284,7 +290,7 @@ impl TraceDecoder {
             }
         };
         let string = |name: &'static str| Strings::of(col(name)?, name);
-        let (ts, broker, topic, op, cursor) = (
+        let (ts, mut broker, mut topic, mut op, mut cursor) = (
             int64("ts_us")?,
             string("broker")?,
             string("topic")?,
@@ -312,9 +318,6 @@ impl TraceDecoder {
             (broker.memo(), topic.memo(), op.memo());
         // Cursor names repeat across topics, so a cursor's id is memoized by (topic, key).
         let mut cursor_memo: FastMap<(u32, usize), u32> = FastMap::default();
-        let mut prev_broker: Option<(&str, u32)> = None;
-        let mut prev_topic: Option<(&str, u32)> = None;
-        let mut prev_cursor: Option<(u32, &str, u32)> = None;
         for i in 0..batch.num_rows() {
             let row = match &row_numbers {
                 Some(r) => r.value(i) as u64,
@@ -341,12 +344,9 @@ impl TraceDecoder {
             let ts_us = ts.value(i);
             // Names are looked at only when the key's memo has no id yet (or in an error).
             let broker_key = broker.key(i);
-            // Neighbouring rows mostly repeat a name: comparing with the previous row is cheaper
-            // than hashing it.
-            let broker_id = match (broker_memo.get(broker_key), prev_broker) {
-                (Some(id), _) => id,
-                (None, Some((name, id))) if name == broker.value(i) => id,
-                _ => {
+            let broker_id = match broker_memo.get(broker_key) {
+                Some(id) => id,
+                None => {
                     let b = broker.value(i);
                     let id = match self.broker_ids.get(b) {
                         Some(&id) => id,
@@ -357,7 +357,6 @@ impl TraceDecoder {
                             id
                         }
                     };
-                    prev_broker = Some((b, id));
                     broker_memo.set(broker_key, id);
                     id
                 }
@@ -396,13 +395,10 @@ impl TraceDecoder {
             // Only a known op gets here, so its name is the row's.
             let op_name = Op::NAMES[kind as usize];
             let topic_key = topic.key(i);
-            let topic_id = match (topic_memo.get(topic_key), prev_topic) {
-                (Some(id), _) => id,
-                (None, Some((name, id))) if name == topic.value(i) => id,
-                _ => {
-                    let t = topic.value(i);
-                    let id = self.names.topic(t);
-                    prev_topic = Some((t, id));
+            let topic_id = match topic_memo.get(topic_key) {
+                Some(id) => id,
+                None => {
+                    let id = self.names.topic(topic.value(i));
                     topic_memo.set(topic_key, id);
                     id
                 }
@@ -417,19 +413,12 @@ impl TraceDecoder {
                 }
                 NO_CURSOR
             } else {
-                let memo_key = cursor.key(i).map(|k| (topic_id, k));
-                match (memo_key.and_then(|k| cursor_memo.get(&k)), prev_cursor) {
-                    (Some(&id), _) => id,
-                    (None, Some((tid, name, id))) if tid == topic_id && name == cursor.value(i) => {
-                        id
-                    }
-                    _ => {
-                        let c = cursor.value(i);
-                        let id = self.names.cursor(topic_id, c);
-                        prev_cursor = Some((topic_id, c, id));
-                        if let Some(k) = memo_key {
-                            cursor_memo.insert(k, id);
-                        }
+                let memo_key = (topic_id, cursor.key(i));
+                match cursor_memo.get(&memo_key) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.names.cursor(topic_id, cursor.value(i));
+                        cursor_memo.insert(memo_key, id);
                         id
                     }
                 }

@@ -248,6 +248,9 @@ pub struct Belady {
     cached: FastMap<EntryKey, (u32, u64)>,
     by_next_use: BTreeSet<(u64, EntryKey)>,
     counters: StrategyCounters,
+    /// Entries removed since the memory model last asked (when it asks: see
+    /// [`CacheStrategy::report_removals`]).
+    removed: Option<Vec<EntryKey>>,
 }
 
 impl Belady {
@@ -259,6 +262,7 @@ impl Belady {
             cached: FastMap::default(),
             by_next_use: BTreeSet::new(),
             counters: StrategyCounters::default(),
+            removed: None,
         }
     }
 
@@ -290,6 +294,9 @@ impl Belady {
         if let Some((size, next)) = self.cached.remove(&key) {
             self.by_next_use.remove(&(next, key));
             self.used -= size as u64;
+            if let Some(removed) = &mut self.removed {
+                removed.push(key);
+            }
         }
     }
 }
@@ -335,6 +342,17 @@ impl CacheStrategy for Belady {
 
     fn contains(&self, key: EntryKey) -> bool {
         self.cached.contains_key(&key)
+    }
+
+    fn report_removals(&mut self) -> bool {
+        self.removed.get_or_insert_with(Vec::new);
+        true
+    }
+
+    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+        if let Some(removed) = &mut self.removed {
+            out.append(removed);
+        }
     }
 }
 

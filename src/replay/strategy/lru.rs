@@ -23,6 +23,9 @@ pub struct Lru {
     head: u32,
     tail: u32,
     counters: StrategyCounters,
+    /// Entries removed since the memory model last asked (when it asks: see
+    /// [`CacheStrategy::report_removals`]).
+    removed: Option<Vec<EntryKey>>,
 }
 
 impl Lru {
@@ -36,6 +39,7 @@ impl Lru {
             head: NIL,
             tail: NIL,
             counters: StrategyCounters::default(),
+            removed: None,
         }
     }
 
@@ -78,6 +82,9 @@ impl Lru {
         let node = &self.nodes[n as usize];
         self.used -= node.size as u64;
         self.map.remove(&node.key);
+        if let Some(removed) = &mut self.removed {
+            removed.push(node.key);
+        }
         self.free.push(n);
     }
 
@@ -154,6 +161,17 @@ impl CacheStrategy for Lru {
 
     fn contains(&self, key: EntryKey) -> bool {
         self.map.contains_key(&key)
+    }
+
+    fn report_removals(&mut self) -> bool {
+        self.removed.get_or_insert_with(Vec::new);
+        true
+    }
+
+    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+        if let Some(removed) = &mut self.removed {
+            out.append(removed);
+        }
     }
 }
 

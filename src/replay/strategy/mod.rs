@@ -65,4 +65,12 @@ pub trait CacheStrategy: Send {
     fn counters(&self) -> StrategyCounters;
     /// Whether the entry is cached (no side effects).
     fn contains(&self, key: EntryKey) -> bool;
+    /// Starts keeping every entry that leaves the cache (evicted, invalidated, deleted) for
+    /// [`CacheStrategy::take_removed`], so that the memory model checks only the buffers whose
+    /// entries left; false for designs that do not (the model then checks every buffer).
+    fn report_removals(&mut self) -> bool {
+        false
+    }
+    /// Moves the entries that left since the last call into `out` (once reporting).
+    fn take_removed(&mut self, _out: &mut Vec<EntryKey>) {}
 }
