@@ -14,7 +14,7 @@ b'hello'
 
 from __future__ import annotations
 
-from . import errors, protocol, publish, report, spark, trace, workload
+from . import broker_stats, errors, metrics, protocol, publish, report, spark, trace, workload
 from ._native import (
     ActiveCursorContainer,
     CacheConfig,
@@ -94,8 +94,10 @@ __all__ = [
     "UnknownSettingError",
     "UnsupportedError",
     "__version__",
+    "broker_stats",
     "errors",
     "export_requests",
+    "metrics",
     "protocol",
     "publish",
     "replay",
