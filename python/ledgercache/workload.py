@@ -187,7 +187,18 @@ KNOWN = frozenset(
     "key_shared_look_ahead_msg_in_replay_threshold_per_subscription "
     "subscription_key_shared_consistent_hashing_replica_points active_consumer_failover_delay_time_millis "
     "managed_ledger_new_entries_check_delay_in_millis "
-    "warmup_duration_minutes broker_ingest_bytes_per_second broker_ingest_messages_per_second".split()
+    "warmup_duration_minutes broker_ingest_bytes_per_second broker_ingest_messages_per_second "
+    "topic_details".split()
+)
+# ``topicDetails``: each topic's keys and each subscription's (snake_case, as the generator takes
+# them), and the homogeneous shape settings it replaces (giving one with it is an error).
+TOPIC_DETAIL_KEYS = frozenset({"name", "producer_rate", "message_size", "subscriptions"})
+SUBSCRIPTION_DETAIL_KEYS = frozenset({"name", "type", "consumer_rates", "start_seconds", "redelivery_rate"})
+SHAPE_SETTINGS = frozenset(
+    "topics partitions_per_topic subscriptions_per_topic consumer_per_subscription producers_per_topic "
+    "producer_rate message_size subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate "
+    "consumer_headroom consumer_backlog_size_gb catch_up_readers catch_up_start_seconds "
+    "catch_up_behind_seconds catch_up_speed".split()
 )
 # OMB workload keys that do not change what a broker's cache sees (the module docstring says why).
 IGNORED = frozenset(
@@ -251,6 +262,9 @@ def normalize(spec: Mapping[str, Any], source: str = "spec") -> dict[str, Any]:
             raise UnknownSettingError(f"{source}: unknown workload setting {key!r}")
         if value is None:
             raise InvalidArgumentError(f"{source}: {key}: has no value")
+        if name == "topic_details":
+            out[name] = _topic_details(value, source, str(key))
+            continue
         if isinstance(value, str):
             value = scalar(value)  # as OMB's reader (Jackson) takes "1024" for an int
         if not isinstance(value, (bool, int, float, str)):
@@ -258,6 +272,49 @@ def normalize(spec: Mapping[str, Any], source: str = "spec") -> dict[str, Any]:
                                        f"{type(value).__name__} {value!r}")
         out[name] = value
     return out
+
+
+def _detail_items(value: Any, where: str) -> list[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
+        raise InvalidArgumentError(f"{where}: expected a list, got {type(value).__name__} {value!r}"[:300])
+    return list(value)
+
+
+def _detail_mapping(value: Any, where: str, known: frozenset[str]) -> dict[str, Any]:
+    """A topic's or subscription's mapping under snake_case keys; an unknown key or one given twice
+    (``messageSize`` and ``message_size``) is an error naming it."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"{where}: expected a mapping, got {type(value).__name__} {value!r}"[:300])
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = _snake(str(key))
+        if name not in known:
+            raise UnknownSettingError(f"{where}.{key}: unknown key (expected one of "
+                                      f"{', '.join(sorted(_camel(k) for k in known))})")
+        if name in out:
+            raise InvalidArgumentError(f"{where}.{key}: given twice")
+        if item is None:
+            raise InvalidArgumentError(f"{where}.{key}: has no value")
+        out[name] = item
+    return out
+
+
+def _topic_details(value: Any, source: str, key: str) -> list[dict[str, Any]]:
+    """``topicDetails`` under the generator's snake_case keys (its values are checked there)."""
+    where = f"{source}: {key}"
+    topics = []
+    for i, topic in enumerate(_detail_items(value, where)):
+        t = _detail_mapping(topic, f"{where}[{i}]", TOPIC_DETAIL_KEYS)
+        if "subscriptions" in t:
+            subs = _detail_items(t["subscriptions"], f"{where}[{i}].subscriptions")
+            t["subscriptions"] = [
+                _detail_mapping(sub, f"{where}[{i}].subscriptions[{j}]", SUBSCRIPTION_DETAIL_KEYS)
+                for j, sub in enumerate(subs)]
+            for sub in t["subscriptions"]:
+                if isinstance(sub.get("consumer_rates"), tuple):
+                    sub["consumer_rates"] = list(sub["consumer_rates"])
+        topics.append(t)
+    return topics
 
 
 def scalar(raw: str) -> Any:
@@ -383,6 +440,9 @@ def resolve(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:
             base.update(normalize(OMB_PULSAR_DRIVER))
     if driver is not None:
         base.update(load_driver(driver))
+    if "topic_details" in own:
+        # Each listed subscription has its own type: the driver's does not apply.
+        base.pop("subscription_type", None)
     return {**base, **own}
 
 
@@ -397,9 +457,13 @@ def _native_spec(call, source: str, settings: Mapping[str, Any], *args):
         return call(dict(settings), *args)
     except InvalidArgumentError as e:
         message = str(e).replace("invalid spec:", f"invalid {source}:", 1)
-        message = re.sub(r"\b([a-z]+(?:_[a-z0-9]+)+)\b", lambda m: _camel(m.group(1)) if m.group(1) in KNOWN else
+        message = re.sub(r"\b([a-z]+(?:_[a-z0-9]+)+)\b", lambda m: _camel(m.group(1)) if m.group(1) in _NAMES else
                          m.group(1), message)
         raise type(e)(message) from None
+
+
+# The names an error from the generator may use, shown as a spec spells them (camelCase).
+_NAMES = KNOWN | TOPIC_DETAIL_KEYS | SUBSCRIPTION_DETAIL_KEYS
 
 
 def _camel(name: str) -> str:

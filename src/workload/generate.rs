@@ -1359,7 +1359,7 @@ struct PartitionPlan {
 }
 
 /// The partition index in a Pulsar partition's name (`...-partition-<n>`).
-fn partition_index(name: &str) -> Option<usize> {
+pub(super) fn partition_index_of(name: &str) -> Option<usize> {
     let (_, n) = name.rsplit_once("-partition-")?;
     if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -1387,7 +1387,7 @@ fn detailed_plans(topics: &[TopicDetail]) -> impl Iterator<Item = PartitionPlan>
             f64::INFINITY
         },
         message_size: t.message_size,
-        failover_index: partition_index(&t.name),
+        failover_index: partition_index_of(&t.name),
         subs: t
             .subscriptions
             .iter()

@@ -428,17 +428,21 @@ impl WorkloadSpec {
             }
             "consumer_backlog_size_gb" => self.consumer_backlog_size_gb = non_negative(key, v)?,
             "test_duration_minutes" => self.test_duration_minutes = non_negative(key, v)?,
-            "key_distributor" => self.key_distributor = match text(key, v)? {
-                "NO_KEY" => KeyDistributor::NoKey,
-                "KEY_ROUND_ROBIN" => KeyDistributor::KeyRoundRobin,
-                "RANDOM_NANO" => KeyDistributor::RandomNano,
-                other => return Err(Error::InvalidArgument {
-                    name: "spec",
-                    reason: format!(
+            "key_distributor" => {
+                self.key_distributor = match text(key, v)? {
+                    "NO_KEY" => KeyDistributor::NoKey,
+                    "KEY_ROUND_ROBIN" => KeyDistributor::KeyRoundRobin,
+                    "RANDOM_NANO" => KeyDistributor::RandomNano,
+                    other => {
+                        return Err(Error::InvalidArgument {
+                            name: "spec",
+                            reason: format!(
                         "key_distributor: {other:?} is not NO_KEY, KEY_ROUND_ROBIN or RANDOM_NANO"
                     ),
-                }),
-            },
+                        })
+                    }
+                }
+            }
             "keys" => self.keys = count(key, v, 1)?,
             "brokers" => self.brokers = count(key, v, 1)?,
             "subscription_type" => self.subscription_type = subscription_type(key, text(key, v)?)?,
