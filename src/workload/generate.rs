@@ -1642,3 +1642,152 @@ impl Sim {
         (sim, names)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SettingValue;
+    use crate::workload::spec::{SubscriptionDetail, TopicDetail};
+
+    fn detailed(topics: Vec<TopicDetail>, minutes: f64) -> WorkloadSpec {
+        let mut spec = WorkloadSpec::default();
+        spec.set("test_duration_minutes", &SettingValue::Float(minutes))
+            .unwrap();
+        spec.topic_details = Some(topics);
+        spec
+    }
+
+    fn sub(name: &str, kind: SubscriptionType, rates: &[f64], start: f64) -> SubscriptionDetail {
+        SubscriptionDetail {
+            name: name.into(),
+            subscription_type: kind,
+            consumer_rates: rates.to_vec(),
+            start_seconds: start,
+            redelivery_rate: 0.0,
+        }
+    }
+
+    /// The homogeneous shape and the same workload as `topic_details` are the same simulation.
+    #[test]
+    fn homogeneous_spec_equals_its_topic_details() {
+        let mut h = WorkloadSpec::default();
+        for (k, v) in [
+            ("topics", 3.0),
+            ("subscriptions_per_topic", 2.0),
+            ("consumer_per_subscription", 2.0),
+            ("producer_rate", 3000.0),
+            ("brokers", 2.0),
+            ("test_duration_minutes", 0.2),
+        ] {
+            h.set(k, &SettingValue::Float(v)).unwrap();
+        }
+        h.set("subscription_type", &SettingValue::Str("Shared".into()))
+            .unwrap();
+        // 1000 msg/s a partition, headroom 1.2, two consumers sharing: 600 msg/s each.
+        let topics = (0..3)
+            .map(|t| TopicDetail {
+                name: format!("persistent://public/default/topic-{t}"),
+                producer_rate: 1000.0,
+                message_size: 1024,
+                subscriptions: (0..2)
+                    .map(|s| {
+                        sub(
+                            &format!("sub-{s}"),
+                            SubscriptionType::Shared,
+                            &[600.0, 600.0],
+                            0.0,
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        let mut d = detailed(topics, 0.2);
+        d.brokers = 2;
+        let a = generate(&h, 3);
+        assert!(a.len() > 1000);
+        assert_eq!(a, generate(&d, 3));
+        // The plans themselves agree.
+        let (hp, dp): (Vec<_>, Vec<_>) =
+            (partition_plans(&h).collect(), partition_plans(&d).collect());
+        assert_eq!(hp, dp);
+    }
+
+    #[test]
+    fn topics_publish_at_their_own_rates_and_sizes() {
+        let topics = vec![
+            TopicDetail {
+                name: "a".into(),
+                producer_rate: 2000.0,
+                message_size: 100,
+                subscriptions: vec![],
+            },
+            TopicDetail {
+                name: "b".into(),
+                producer_rate: 200.0,
+                message_size: 5000,
+                subscriptions: vec![],
+            },
+            TopicDetail {
+                name: "quiet".into(),
+                producer_rate: 0.0,
+                message_size: 5000,
+                subscriptions: vec![sub("s", SubscriptionType::Exclusive, &[10.0], 0.0)],
+            },
+        ];
+        let ev = generate(&detailed(topics, 0.5), 1);
+        let (mut messages, mut bytes) = ([0i64; 3], [0i64; 3]);
+        for i in 0..ev.len() {
+            if ev.op[i] == "add" {
+                messages[ev.topic[i] as usize] += ev.messages[i].unwrap() as i64;
+                bytes[ev.topic[i] as usize] += ev.size[i] as i64;
+            }
+        }
+        assert!((59_000..61_000).contains(&messages[0]), "{messages:?}");
+        assert!((5_900..6_100).contains(&messages[1]), "{messages:?}");
+        assert_eq!(bytes[0], messages[0] * 100);
+        assert_eq!(bytes[1], messages[1] * 5000);
+        assert_eq!(messages[2], 0);
+        assert_eq!(ev.topic_names, vec!["a", "b", "quiet"]);
+    }
+
+    #[test]
+    fn late_idle_and_slow_subscriptions() {
+        let topics = vec![TopicDetail {
+            name: "t".into(),
+            producer_rate: 1000.0,
+            message_size: 1000,
+            subscriptions: vec![
+                sub("late", SubscriptionType::Exclusive, &[5000.0], 20.0),
+                sub("idle", SubscriptionType::Shared, &[], 0.0),
+                sub("slow", SubscriptionType::Failover, &[100.0], 0.0),
+                sub("fast", SubscriptionType::Exclusive, &[2000.0], 0.0),
+            ],
+        }];
+        let ev = generate(&detailed(topics, 1.0), 2);
+        let cursor = |name: &str| ev.cursor_names.iter().position(|c| c == name).unwrap() as u32;
+        let rows = |name: &str, op: &str| -> Vec<usize> {
+            (0..ev.len())
+                .filter(|&i| ev.cursor[i] == Some(cursor(name)) && ev.op[i] == op)
+                .collect()
+        };
+        let open = rows("late", "open");
+        assert_eq!(open.len(), 1);
+        assert_eq!(ev.ts_us[open[0]], 20_000_000);
+        assert_eq!(ev.entry_id[open[0]], Some(0));
+        assert!(rows("late", "read")
+            .iter()
+            .all(|&i| ev.ts_us[i] >= 20_000_000));
+        assert!(!rows("late", "read").is_empty());
+        assert_eq!(rows("idle", "open").len(), 1);
+        assert!(rows("idle", "read").is_empty());
+        let read =
+            |name: &str| -> i64 { rows(name, "read").iter().map(|&i| ev.count[i] as i64).sum() };
+        // The slow consumer processes a tenth of the messages: it reads far fewer entries.
+        assert!(
+            read("slow") * 3 < read("fast"),
+            "{} {}",
+            read("slow"),
+            read("fast")
+        );
+    }
+}

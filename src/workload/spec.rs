@@ -725,3 +725,169 @@ impl WorkloadSpec {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> DetailValue {
+        DetailValue::Scalar(SettingValue::Str(v.into()))
+    }
+    fn f(v: f64) -> DetailValue {
+        DetailValue::Scalar(SettingValue::Float(v))
+    }
+    fn map(entries: &[(&str, DetailValue)]) -> DetailValue {
+        DetailValue::Map(
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
+    }
+    fn topic(name: &str, subs: Vec<DetailValue>) -> DetailValue {
+        map(&[
+            ("name", s(name)),
+            ("producer_rate", f(100.0)),
+            ("message_size", DetailValue::Scalar(SettingValue::Int(512))),
+            ("subscriptions", DetailValue::List(subs)),
+        ])
+    }
+    fn sub(name: &str, rates: &[f64]) -> DetailValue {
+        map(&[
+            ("name", s(name)),
+            ("type", s("Key_Shared")),
+            (
+                "consumer_rates",
+                DetailValue::List(rates.iter().map(|&r| f(r)).collect()),
+            ),
+        ])
+    }
+    fn error(v: &DetailValue) -> String {
+        WorkloadSpec::default()
+            .set_topic_details(v)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn topic_details_parse_with_defaults() {
+        let mut spec = WorkloadSpec::default();
+        let v = DetailValue::List(vec![topic(
+            "a",
+            vec![sub("s", &[10.0, 20.0]), sub("t", &[])],
+        )]);
+        spec.set_topic_details(&v).unwrap();
+        let t = &spec.topic_details.as_ref().unwrap()[0];
+        assert_eq!(
+            (t.name.as_str(), t.producer_rate, t.message_size),
+            ("a", 100.0, 512)
+        );
+        let s0 = &t.subscriptions[0];
+        assert_eq!(s0.subscription_type, SubscriptionType::KeyShared);
+        assert_eq!(s0.consumer_rates, vec![10.0, 20.0]);
+        assert_eq!((s0.start_seconds, s0.redelivery_rate), (0.0, 0.0));
+        assert!(t.subscriptions[1].consumer_rates.is_empty());
+        assert_eq!(spec.partitions(), 1);
+    }
+
+    #[test]
+    fn topic_details_conflict_with_the_shape_settings_either_way() {
+        let v = DetailValue::List(vec![topic("a", vec![])]);
+        for name in SHAPE_SETTINGS {
+            let value = if name == "subscription_type" {
+                SettingValue::Str("Shared".into())
+            } else {
+                SettingValue::Int(1)
+            };
+            let mut spec = WorkloadSpec::default();
+            spec.set(name, &value).unwrap();
+            let e = spec.set_topic_details(&v).unwrap_err().to_string();
+            assert!(e.contains(&format!("with {name}:")), "{e}");
+            let mut spec = WorkloadSpec::default();
+            spec.set_topic_details(&v).unwrap();
+            let e = spec.set(name, &value).unwrap_err().to_string();
+            assert!(e.contains(&format!("with {name}:")), "{e}");
+        }
+        // Global settings still apply.
+        let mut spec = WorkloadSpec::default();
+        spec.set_topic_details(&v).unwrap();
+        spec.set("brokers", &SettingValue::Int(3)).unwrap();
+        spec.set("read_batch_size", &SettingValue::Int(10)).unwrap();
+    }
+
+    #[test]
+    fn topic_details_errors_name_the_field() {
+        let one = |t: DetailValue| DetailValue::List(vec![t]);
+        assert!(error(&DetailValue::List(vec![])).contains("at least one topic"));
+        assert!(error(&s("x")).contains("topic_details: expected a list"));
+        let e = error(&one(map(&[("name", s("a")), ("producer_rate", f(1.0))])));
+        assert!(e.contains("topic_details[0].message_size: missing"), "{e}");
+        let e = error(&one(map(&[
+            ("name", s("a")),
+            ("producer_rate", f(-1.0)),
+            ("message_size", f(1.0)),
+        ])));
+        assert!(
+            e.contains("topic_details[0].producer_rate: must be >= 0"),
+            "{e}"
+        );
+        let e = error(&one(map(&[
+            ("name", s("a")),
+            ("producer_rate", f(f64::NAN)),
+            ("message_size", f(1.0)),
+        ])));
+        assert!(e.contains("topic_details[0].producer_rate"), "{e}");
+        let e = error(&one(map(&[
+            ("name", s("")),
+            ("producer_rate", f(1.0)),
+            ("message_size", f(1.0)),
+        ])));
+        assert!(
+            e.contains("topic_details[0].name: must not be empty"),
+            "{e}"
+        );
+        let e = error(&one(map(&[
+            ("name", s("a")),
+            ("producer_rate", f(1.0)),
+            ("message_size", f(0.0)),
+        ])));
+        assert!(e.contains("topic_details[0].message_size"), "{e}");
+        let e = error(&one(topic("a", vec![sub("s", &[1.0, 0.0])])));
+        assert!(
+            e.contains("topic_details[0].subscriptions[0].consumer_rates[1]: must be > 0"),
+            "{e}"
+        );
+        let e = error(&one(topic("a", vec![sub("s", &[1.0]), sub("s", &[2.0])])));
+        assert!(e.contains("topic_details[0].subscriptions[1].name"), "{e}");
+        assert!(e.contains("twice"), "{e}");
+        let e = error(&DetailValue::List(vec![
+            topic("a", vec![]),
+            topic("a", vec![]),
+        ]));
+        assert!(
+            e.contains("topic_details[1].name: \"a\" is given twice"),
+            "{e}"
+        );
+        let mut bad = sub("s", &[1.0]);
+        if let DetailValue::Map(m) = &mut bad {
+            m.push(("speed".into(), f(1.0)));
+        }
+        let e = error(&one(topic("a", vec![bad])));
+        assert!(e.contains("topic_details[0].subscriptions[0].speed"), "{e}");
+        let mut bad = sub("s", &[1.0]);
+        if let DetailValue::Map(m) = &mut bad {
+            m[1].1 = s("Round_Robin");
+        }
+        let e = error(&one(topic("a", vec![bad])));
+        assert!(e.contains("topic_details[0].subscriptions[0].type"), "{e}");
+        let mut bad = sub("s", &[1.0]);
+        if let DetailValue::Map(m) = &mut bad {
+            m.push(("redelivery_rate".into(), f(1.5)));
+        }
+        let e = error(&one(topic("a", vec![bad])));
+        assert!(
+            e.contains("subscriptions[0].redelivery_rate: must be in [0, 1]"),
+            "{e}"
+        );
+    }
+}
