@@ -135,6 +135,40 @@ Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 - ``maxEntriesPerLedger`` (50000): entries a ledger holds before the next one starts.
 - ``consumerHeadroom`` (1.2): a normal consumer's speed over its share of the publish rate.
 
+Per-topic workloads: ``topicDetails`` (``topic_details``) simulates a broker's topics, each
+different (say, from its topic stats), instead of the homogeneous shape above. A list of topics,
+each a mapping (keys camelCase or snake_case):
+
+- ``name``: the trace's topic name, as is (non-empty, unique). Each topic is one partition
+  (managed ledger), in list order, placed round-robin over ``brokers``; a name ending in
+  ``-partition-<n>`` picks a Failover subscription's active consumer by ``n``, as Pulsar does.
+- ``producerRate``: messages per second published to it (>= 0; 0 publishes nothing), never
+  capped by the broker ingest capacity. ``messageSize``: bytes per message (1 to 2^31 - 1).
+  Batching follows the global ``batching*`` settings.
+- ``subscriptions`` (default ``[]``), each a mapping: ``name`` (the trace's cursor name, unique
+  within the topic); ``type`` (``Exclusive``, ``Failover``, ``Shared`` or ``Key_Shared``);
+  ``consumerRates``, one entry per consumer: the messages per second it processes at most (> 0);
+  an empty list is a subscription without consumers (its cursor opens and never reads);
+  ``startSeconds`` (default 0: the cursor opens at the end at time 0 and tails; above 0 it opens
+  at the topic's first entry at that time and its consumers connect then, as backlog-first
+  consumers do); ``redeliveryRate`` (default 0): share of its delivered messages nacked.
+
+The global settings (``batching*``, ``dispatcher*``, ``readBatchSize``, ``receiverQueueSize``,
+``keySharedLookAhead*``, ``keys``, ``keyDistributor``, ``maxEntriesPerLedger``, seeks and churn,
+warm-up and test duration, ``activeConsumerFailoverDelayTimeMillis``,
+``managedLedgerNewEntriesCheckDelayInMillis``, ``brokers``) apply to every topic. The homogeneous
+shape settings conflict with it: giving ``topics``, ``partitionsPerTopic``,
+``subscriptionsPerTopic``, ``consumerPerSubscription``, ``producersPerTopic``, ``producerRate``,
+``messageSize``, ``subscriptionType``, ``slowConsumerFraction``, ``slowConsumerSpeed``,
+``redeliveryRate``, ``consumerHeadroom``, ``consumerBacklogSizeGB``, ``catchUpReaders`` or a
+``catchUp*`` knob with it is an :class:`~ledgercache.InvalidArgumentError` naming the setting (a
+driver's ``subscriptionType`` is dropped instead). Every field is checked; an error names it
+(``topicDetails[0].subscriptions[1].consumerRates[2]``). :func:`estimate` and :func:`check` sum over
+the topics (``producer_rate`` is the topics' total; ``ingest_capacity`` the total at which the most
+loaded broker would reach its ingest limit). The homogeneous shape is the same simulation: a spec
+and its ``topicDetails`` (names ``persistent://public/default/topic-<t>`` and ``sub-<s>``, each
+consumer at the partition's rate x ``consumerHeadroom`` x its share) give the same trace.
+
 How each simulated behaviour follows Pulsar's code is in ``docs/fidelity.md``.
 
 The generator is Rust: deterministic per (spec, seed), millions of events per second. Rows are in
