@@ -573,13 +573,11 @@ impl WorkloadSpec {
             let entries = entries_per_s * seconds;
             // The message index: every entry when seeks can go back to any; else from the
             // oldest a late subscription opens at (the first entry) until it passes it.
-            if self.seeks_per_minute > 0.0 {
-                growing += entries * INDEX_BYTES_PER_ENTRY;
-            } else if t
+            let late = t
                 .subscriptions
                 .iter()
-                .any(|s| s.start_seconds > 0.0 && !s.consumer_rates.is_empty())
-            {
+                .any(|s| s.start_seconds > 0.0 && !s.consumer_rates.is_empty());
+            if self.seeks_per_minute > 0.0 || late {
                 growing += entries * INDEX_BYTES_PER_ENTRY;
             }
             for s in &t.subscriptions {
