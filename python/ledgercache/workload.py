@@ -135,6 +135,40 @@ Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 - ``maxEntriesPerLedger`` (50000): entries a ledger holds before the next one starts.
 - ``consumerHeadroom`` (1.2): a normal consumer's speed over its share of the publish rate.
 
+Per-topic workloads: ``topicDetails`` (``topic_details``) simulates a broker's topics, each
+different (say, from its topic stats), instead of the homogeneous shape above. A list of topics,
+each a mapping (keys camelCase or snake_case):
+
+- ``name``: the trace's topic name, as is (non-empty, unique). Each topic is one partition
+  (managed ledger), in list order, placed round-robin over ``brokers``; a name ending in
+  ``-partition-<n>`` picks a Failover subscription's active consumer by ``n``, as Pulsar does.
+- ``producerRate``: messages per second published to it (>= 0; 0 publishes nothing), never
+  capped by the broker ingest capacity. ``messageSize``: bytes per message (1 to 2^31 - 1).
+  Batching follows the global ``batching*`` settings.
+- ``subscriptions`` (default ``[]``), each a mapping: ``name`` (the trace's cursor name, unique
+  within the topic); ``type`` (``Exclusive``, ``Failover``, ``Shared`` or ``Key_Shared``);
+  ``consumerRates``, one entry per consumer: the messages per second it processes at most (> 0);
+  an empty list is a subscription without consumers (its cursor opens and never reads);
+  ``startSeconds`` (default 0: the cursor opens at the end at time 0 and tails; above 0 it opens
+  at the topic's first entry at that time and its consumers connect then, as backlog-first
+  consumers do); ``redeliveryRate`` (default 0): share of its delivered messages nacked.
+
+The global settings (``batching*``, ``dispatcher*``, ``readBatchSize``, ``receiverQueueSize``,
+``keySharedLookAhead*``, ``keys``, ``keyDistributor``, ``maxEntriesPerLedger``, seeks and churn,
+warm-up and test duration, ``activeConsumerFailoverDelayTimeMillis``,
+``managedLedgerNewEntriesCheckDelayInMillis``, ``brokers``) apply to every topic. The homogeneous
+shape settings conflict with it: giving ``topics``, ``partitionsPerTopic``,
+``subscriptionsPerTopic``, ``consumerPerSubscription``, ``producersPerTopic``, ``producerRate``,
+``messageSize``, ``subscriptionType``, ``slowConsumerFraction``, ``slowConsumerSpeed``,
+``redeliveryRate``, ``consumerHeadroom``, ``consumerBacklogSizeGB``, ``catchUpReaders`` or a
+``catchUp*`` knob with it is an :class:`~ledgercache.InvalidArgumentError` naming the setting (a
+driver's ``subscriptionType`` is dropped instead). Every field is checked; an error names it
+(``topicDetails[0].subscriptions[1].consumerRates[2]``). :func:`estimate` and :func:`check` sum over
+the topics (``producer_rate`` is the topics' total; ``ingest_capacity`` the total at which the most
+loaded broker would reach its ingest limit). The homogeneous shape is the same simulation: a spec
+and its ``topicDetails`` (names ``persistent://public/default/topic-<t>`` and ``sub-<s>``, each
+consumer at the partition's rate x ``consumerHeadroom`` x its share) give the same trace.
+
 How each simulated behaviour follows Pulsar's code is in ``docs/fidelity.md``.
 
 The generator is Rust: deterministic per (spec, seed), millions of events per second. Rows are in
@@ -187,7 +221,18 @@ KNOWN = frozenset(
     "key_shared_look_ahead_msg_in_replay_threshold_per_subscription "
     "subscription_key_shared_consistent_hashing_replica_points active_consumer_failover_delay_time_millis "
     "managed_ledger_new_entries_check_delay_in_millis "
-    "warmup_duration_minutes broker_ingest_bytes_per_second broker_ingest_messages_per_second".split()
+    "warmup_duration_minutes broker_ingest_bytes_per_second broker_ingest_messages_per_second "
+    "topic_details".split()
+)
+# ``topicDetails``: each topic's keys and each subscription's (snake_case, as the generator takes
+# them), and the homogeneous shape settings it replaces (giving one with it is an error).
+TOPIC_DETAIL_KEYS = frozenset({"name", "producer_rate", "message_size", "subscriptions"})
+SUBSCRIPTION_DETAIL_KEYS = frozenset({"name", "type", "consumer_rates", "start_seconds", "redelivery_rate"})
+SHAPE_SETTINGS = frozenset(
+    "topics partitions_per_topic subscriptions_per_topic consumer_per_subscription producers_per_topic "
+    "producer_rate message_size subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate "
+    "consumer_headroom consumer_backlog_size_gb catch_up_readers catch_up_start_seconds "
+    "catch_up_behind_seconds catch_up_speed".split()
 )
 # OMB workload keys that do not change what a broker's cache sees (the module docstring says why).
 IGNORED = frozenset(
@@ -251,6 +296,9 @@ def normalize(spec: Mapping[str, Any], source: str = "spec") -> dict[str, Any]:
             raise UnknownSettingError(f"{source}: unknown workload setting {key!r}")
         if value is None:
             raise InvalidArgumentError(f"{source}: {key}: has no value")
+        if name == "topic_details":
+            out[name] = _topic_details(value, source, str(key))
+            continue
         if isinstance(value, str):
             value = scalar(value)  # as OMB's reader (Jackson) takes "1024" for an int
         if not isinstance(value, (bool, int, float, str)):
@@ -258,6 +306,49 @@ def normalize(spec: Mapping[str, Any], source: str = "spec") -> dict[str, Any]:
                                        f"{type(value).__name__} {value!r}")
         out[name] = value
     return out
+
+
+def _detail_items(value: Any, where: str) -> list[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
+        raise InvalidArgumentError(f"{where}: expected a list, got {type(value).__name__} {value!r}"[:300])
+    return list(value)
+
+
+def _detail_mapping(value: Any, where: str, known: frozenset[str]) -> dict[str, Any]:
+    """A topic's or subscription's mapping under snake_case keys; an unknown key or one given twice
+    (``messageSize`` and ``message_size``) is an error naming it."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"{where}: expected a mapping, got {type(value).__name__} {value!r}"[:300])
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = _snake(str(key))
+        if name not in known:
+            raise UnknownSettingError(f"{where}.{key}: unknown key (expected one of "
+                                      f"{', '.join(sorted(_camel(k) for k in known))})")
+        if name in out:
+            raise InvalidArgumentError(f"{where}.{key}: given twice")
+        if item is None:
+            raise InvalidArgumentError(f"{where}.{key}: has no value")
+        out[name] = item
+    return out
+
+
+def _topic_details(value: Any, source: str, key: str) -> list[dict[str, Any]]:
+    """``topicDetails`` under the generator's snake_case keys (its values are checked there)."""
+    where = f"{source}: {key}"
+    topics = []
+    for i, topic in enumerate(_detail_items(value, where)):
+        t = _detail_mapping(topic, f"{where}[{i}]", TOPIC_DETAIL_KEYS)
+        if "subscriptions" in t:
+            subs = _detail_items(t["subscriptions"], f"{where}[{i}].subscriptions")
+            t["subscriptions"] = [
+                _detail_mapping(sub, f"{where}[{i}].subscriptions[{j}]", SUBSCRIPTION_DETAIL_KEYS)
+                for j, sub in enumerate(subs)]
+            for sub in t["subscriptions"]:
+                if isinstance(sub.get("consumer_rates"), tuple):
+                    sub["consumer_rates"] = list(sub["consumer_rates"])
+        topics.append(t)
+    return topics
 
 
 def scalar(raw: str) -> Any:
@@ -383,6 +474,9 @@ def resolve(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:
             base.update(normalize(OMB_PULSAR_DRIVER))
     if driver is not None:
         base.update(load_driver(driver))
+    if "topic_details" in own:
+        # Each listed subscription has its own type: the driver's does not apply.
+        base.pop("subscription_type", None)
     return {**base, **own}
 
 
@@ -397,9 +491,13 @@ def _native_spec(call, source: str, settings: Mapping[str, Any], *args):
         return call(dict(settings), *args)
     except InvalidArgumentError as e:
         message = str(e).replace("invalid spec:", f"invalid {source}:", 1)
-        message = re.sub(r"\b([a-z]+(?:_[a-z0-9]+)+)\b", lambda m: _camel(m.group(1)) if m.group(1) in KNOWN else
+        message = re.sub(r"\b([a-z]+(?:_[a-z0-9]+)+)\b", lambda m: _camel(m.group(1)) if m.group(1) in _NAMES else
                          m.group(1), message)
         raise type(e)(message) from None
+
+
+# The names an error from the generator may use, shown as a spec spells them (camelCase).
+_NAMES = KNOWN | TOPIC_DETAIL_KEYS | SUBSCRIPTION_DETAIL_KEYS
 
 
 def _camel(name: str) -> str:

@@ -4,22 +4,90 @@
 
 use super::config::to_setting;
 use super::errors::{raise, IntoPyResult};
-use crate::workload::{TraceBatches, TraceStream, WorkloadSpec};
+use crate::workload::{DetailValue, TraceBatches, TraceStream, WorkloadSpec};
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_schema::ffi::FFI_ArrowSchema;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict};
+use pyo3::types::{PyBool, PyCapsule, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-/// The spec from snake_case settings (see ``ledgercache.workload``).
+/// The spec from snake_case settings (see ``ledgercache.workload``); ``topic_details`` is a list
+/// of mappings (snake_case keys), taken apart here and checked by the spec.
 fn spec_of(py: Python<'_>, settings: &Bound<'_, PyDict>) -> PyResult<WorkloadSpec> {
     let mut spec = WorkloadSpec::default();
     for (k, v) in settings.iter() {
         let key: String = k.extract()?;
+        if key == "topic_details" {
+            let value = detail_of(py, "topic_details", &v, 0)?;
+            spec.set_topic_details(&value).py_err(py)?;
+            continue;
+        }
         let value = to_setting(py, &key, &v)?;
         spec.set(&key, &value).py_err(py)?;
     }
     Ok(spec)
+}
+
+/// `topicDetails` nests three levels (topics, subscriptions, consumer rates): deeper is an error.
+const MAX_DETAIL_DEPTH: usize = 5;
+
+/// A ``topic_details`` value as a tree: lists and tuples, mappings with string keys, and
+/// bool/int/float/str leaves; anything else (``None`` too) an ``InvalidArgumentError`` naming
+/// where it is.
+fn detail_of(
+    py: Python<'_>,
+    path: &str,
+    v: &Bound<'_, PyAny>,
+    depth: usize,
+) -> PyResult<DetailValue> {
+    let invalid = |reason: String| {
+        raise(
+            py,
+            "InvalidArgumentError",
+            format!("invalid spec: {path}: {reason}"),
+        )
+    };
+    if let Ok(d) = v.cast::<PyDict>() {
+        if depth >= MAX_DETAIL_DEPTH {
+            return Err(invalid("nested too deeply".into()));
+        }
+        let mut entries = Vec::with_capacity(d.len());
+        for (k, item) in d.iter() {
+            let Ok(key) = k.extract::<String>() else {
+                return Err(invalid(format!(
+                    "keys must be strings, got {}",
+                    k.get_type().name()?
+                )));
+            };
+            let value = detail_of(py, &format!("{path}.{key}"), &item, depth + 1)?;
+            entries.push((key, value));
+        }
+        return Ok(DetailValue::Map(entries));
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        if depth >= MAX_DETAIL_DEPTH {
+            return Err(invalid("nested too deeply".into()));
+        }
+        let mut items = Vec::with_capacity(v.len()?);
+        for (i, item) in v.try_iter()?.enumerate() {
+            items.push(detail_of(py, &format!("{path}[{i}]"), &item?, depth + 1)?);
+        }
+        return Ok(DetailValue::List(items));
+    }
+    if v.is_none() {
+        return Err(invalid("has no value".into()));
+    }
+    if v.is_instance_of::<PyBool>()
+        || v.is_instance_of::<PyInt>()
+        || v.is_instance_of::<PyFloat>()
+        || v.is_instance_of::<PyString>()
+    {
+        return Ok(DetailValue::Scalar(to_setting(py, path, v)?));
+    }
+    Err(invalid(format!(
+        "expected a number, text, a list or a mapping, got {}",
+        v.get_type().name()?
+    )))
 }
 
 /// A workload's trace, not generated yet: ``pyarrow.RecordBatchReader.from_stream(obj)`` reads

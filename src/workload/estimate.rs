@@ -9,7 +9,7 @@
 //! Key_Shared hold-backs are counted as shares of the entries read. Within a factor of two of the
 //! generated trace on the bundled scenarios and OMB-like workloads (a test checks).
 
-use super::spec::{SubscriptionType, WorkloadSpec};
+use super::spec::{SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::error::{Error, Result};
 
 /// About how big a workload's trace is.
@@ -26,19 +26,28 @@ pub struct Estimate {
 impl WorkloadSpec {
     /// Messages in an entry, on average (a producer batch).
     fn messages_per_entry(&self, rate: f64) -> f64 {
+        self.messages_per_entry_of(rate, self.message_size)
+    }
+
+    /// Messages in an entry of a partition publishing `rate` messages of `message_size` bytes a
+    /// second.
+    fn messages_per_entry_of(&self, rate: f64, message_size: u32) -> f64 {
         if !self.batching_enabled {
             return 1.0;
         }
         let within = self.batching_max_publish_delay_ms / 1000.0 * rate;
         let mut n = 1.0 + (within - 0.5).max(0.0);
-        if self.message_size > 0 {
-            n = n.min((self.batching_max_bytes as f64 / self.message_size as f64).floor());
+        if message_size > 0 {
+            n = n.min((self.batching_max_bytes as f64 / message_size as f64).floor());
         }
         n.min(self.batching_max_messages as f64).max(1.0)
     }
 
     /// The size of the trace this spec generates, roughly.
     pub fn estimate(&self) -> Estimate {
+        if let Some(topics) = &self.topic_details {
+            return self.estimate_topics(topics);
+        }
         let seconds = self.simulated_minutes() * 60.0;
         let partitions = self.partitions() as f64;
         let total_rate = self.ingest().rate;
@@ -186,7 +195,10 @@ const BYTES_PER_BROKER: f64 = 1024.0;
 impl WorkloadSpec {
     /// Topic partitions over all topics (no overflow: at most 2^64 - 2^33 + 1).
     pub fn partitions(&self) -> u64 {
-        self.topics as u64 * self.partitions_per_topic as u64
+        match &self.topic_details {
+            Some(topics) => topics.len() as u64,
+            None => self.topics as u64 * self.partitions_per_topic as u64,
+        }
     }
 
     /// Minutes simulated: the warm-up, then the test.
@@ -200,6 +212,9 @@ impl WorkloadSpec {
     /// `broker_ingest_messages_per_second`, as producers blocked by a saturated broker would be.
     /// `producer_rate` 0 (OMB: find the maximum sustainable rate) is that capacity.
     pub fn ingest(&self) -> Ingest {
+        if let Some(topics) = &self.topic_details {
+            return self.ingest_topics(topics);
+        }
         let partitions = self.partitions().max(1);
         let most = partitions.div_ceil(self.brokers.max(1) as u64) as f64;
         let partitions = partitions as f64;
@@ -250,6 +265,9 @@ impl WorkloadSpec {
     /// consumer (not per event: the trace streams), plus what grows with the duration. In f64,
     /// so no spec value can overflow it.
     pub fn footprint(&self) -> Footprint {
+        if let Some(topics) = &self.topic_details {
+            return self.footprint_topics(topics);
+        }
         let partitions = self.partitions();
         let cursors_per_partition =
             self.subscriptions_per_topic as u64 + self.catch_up_readers as u64;
@@ -345,7 +363,12 @@ impl WorkloadSpec {
             return Err(Error::invalid(
                 "spec",
                 format!(
-                    "topics x partitionsPerTopic x (subscriptionsPerTopic + catchUpReaders) = {} cursors over {} partitions: the trace numbers them with 32-bit ids (at most {})",
+                    "{} = {} cursors over {} partitions: the trace numbers them with 32-bit ids (at most {})",
+                    if self.topic_details.is_some() {
+                        "topicDetails' subscriptions"
+                    } else {
+                        "topics x partitionsPerTopic x (subscriptionsPerTopic + catchUpReaders)"
+                    },
                     f.cursors, f.partitions, i32::MAX
                 ),
             ));
@@ -385,6 +408,217 @@ impl WorkloadSpec {
             )));
         }
         Ok(f)
+    }
+}
+
+impl WorkloadSpec {
+    /// A batch being made, and per broker: the rows its simulation runs ahead of the merge, its
+    /// name and its simulation's fixed state.
+    fn batch_and_broker_bytes(&self) -> f64 {
+        crate::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 * BYTES_PER_ROW
+            + self.brokers as f64 * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER)
+    }
+
+    /// [`WorkloadSpec::ingest`] of `topic_details`: each topic publishes its own rate, never
+    /// capped; `capacity` is the total rate at which the most loaded broker (in bytes or
+    /// messages) would reach its ingest limit, the topics' rates scaled alike (infinite when
+    /// nothing is published).
+    fn ingest_topics(&self, topics: &[TopicDetail]) -> Ingest {
+        let brokers = (self.brokers.max(1) as usize).min(topics.len()).max(1);
+        let mut messages = vec![0.0f64; brokers];
+        let mut bytes = vec![0.0f64; brokers];
+        for (i, t) in topics.iter().enumerate() {
+            messages[i % brokers] += t.producer_rate;
+            bytes[i % brokers] += t.producer_rate * t.message_size as f64;
+        }
+        let rate: f64 = topics.iter().map(|t| t.producer_rate).sum();
+        let most = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+        let scale = |limit: f64, load: f64| {
+            if load > 0.0 {
+                limit / load
+            } else {
+                f64::INFINITY
+            }
+        };
+        let by_messages = scale(self.broker_ingest_messages_per_second, most(&messages));
+        let by_bytes = scale(self.broker_ingest_bytes_per_second, most(&bytes));
+        let capacity = if rate > 0.0 {
+            rate * by_messages.min(by_bytes)
+        } else {
+            f64::INFINITY
+        };
+        Ingest {
+            requested: rate,
+            rate,
+            capacity,
+            capped_by: None,
+        }
+    }
+
+    /// [`WorkloadSpec::estimate`] of `topic_details`: the same model, topic by topic and
+    /// subscription by subscription.
+    fn estimate_topics(&self, topics: &[TopicDetail]) -> Estimate {
+        let seconds = self.simulated_minutes() * 60.0;
+        let minutes = seconds / 60.0;
+        let check = self.managed_ledger_new_entries_check_delay_ms / 1000.0;
+        let (mut messages, mut entries, mut events) = (0.0, 0.0, 0.0);
+        for t in topics {
+            let rate = t.producer_rate;
+            let n = self.messages_per_entry_of(rate, t.message_size);
+            let entries_per_s = rate / n;
+            let tail_reads_per_s = if check > 0.0 {
+                entries_per_s.min(1.0 / check)
+            } else {
+                entries_per_s
+            };
+            let entries_per_read =
+                (self.receiver_queue_size as f64 / 2.0 / n).clamp(1.0, self.read_batch_size as f64);
+            messages += rate * seconds;
+            entries += entries_per_s * seconds;
+            events += entries_per_s * seconds;
+            for s in &t.subscriptions {
+                if s.consumer_rates.is_empty() {
+                    // It opens, and never reads.
+                    events += if s.start_seconds < seconds { 1.0 } else { 0.0 };
+                    continue;
+                }
+                let single = matches!(
+                    s.subscription_type,
+                    SubscriptionType::Exclusive | SubscriptionType::Failover
+                );
+                // What the subscription processes a second: its active consumer's, or all of
+                // theirs; relative to the publish rate.
+                let speed_rate = if single {
+                    let k = match s.subscription_type {
+                        SubscriptionType::Failover => {
+                            super::generate::partition_index_of(&t.name).unwrap_or(0)
+                        }
+                        _ => 0,
+                    };
+                    s.consumer_rates[k % s.consumer_rates.len()]
+                } else {
+                    s.consumer_rates.iter().sum()
+                };
+                let speed = if rate > 0.0 { speed_rate / rate } else { 1.0 };
+                let slowest = s
+                    .consumer_rates
+                    .iter()
+                    .copied()
+                    .fold(f64::INFINITY, f64::min);
+                let slow = speed < 1.0 || slowest * (s.consumer_rates.len() as f64) < rate;
+                let nacked = 1.0 - (1.0 - s.redelivery_rate).powf(n);
+                let held_back = match s.subscription_type {
+                    SubscriptionType::KeyShared if slow => 0.2,
+                    SubscriptionType::KeyShared => 0.03,
+                    SubscriptionType::Shared if slow && s.consumer_rates.len() > 1 => {
+                        (0.1 * n).max(0.2)
+                    }
+                    _ => 0.0,
+                };
+                let redelivered = 2.0 * (nacked + if single { 0.0 } else { held_back });
+                let start = s.start_seconds;
+                let active = (seconds - start).max(0.0);
+                if active <= 0.0 {
+                    continue;
+                }
+                // From `start` on it catches up the backlog (all published so far) at its
+                // speed, then reads at the tail; slower than the rate, it never catches up.
+                let behind = start * rate;
+                let catching_up = if speed < 1.0 {
+                    active
+                } else if behind > 0.0 {
+                    if speed > 1.0 {
+                        (behind / ((speed - 1.0) * rate)).min(active)
+                    } else {
+                        active
+                    }
+                } else {
+                    0.0
+                };
+                let catch_up_entries = catching_up * speed.min(1e9) * entries_per_s;
+                let tail = active - catching_up;
+                let reads = catch_up_entries / entries_per_read + tail * tail_reads_per_s;
+                let entries_read = catch_up_entries + tail * entries_per_s;
+                events += 1.0 + reads + active + entries_read * redelivered;
+                events += self.seeks_per_minute
+                    * minutes
+                    * (1.0 + self.seek_back_seconds * entries_per_s / entries_per_read);
+                events += self.churn_per_minute
+                    * minutes
+                    * (3.0 + self.churn_downtime_seconds * entries_per_s / entries_per_read);
+            }
+        }
+        Estimate {
+            messages,
+            entries,
+            events,
+        }
+    }
+
+    /// [`WorkloadSpec::footprint`] of `topic_details`: the same model, topic by topic.
+    fn footprint_topics(&self, topics: &[TopicDetail]) -> Footprint {
+        let seconds = self.simulated_minutes() * 60.0;
+        let partitions = topics.len() as u64;
+        let mut cursors = 0u64;
+        let mut consumers = 0u64;
+        let mut bytes = BASE_BYTES + partitions as f64 * BYTES_PER_PARTITION;
+        let mut growing = 0.0;
+        let mut any_key_shared = false;
+        for t in topics {
+            let rate = t.producer_rate;
+            let per_entry = self.messages_per_entry_of(rate, t.message_size);
+            let entries_per_s = rate / per_entry;
+            let queued =
+                (self.receiver_queue_size as f64 / per_entry).min(entries_per_s.max(1.0) * 2.0);
+            let entries = entries_per_s * seconds;
+            // The message index: every entry when seeks can go back to any; else from the
+            // oldest a late subscription opens at (the first entry) until it passes it.
+            let late = t
+                .subscriptions
+                .iter()
+                .any(|s| s.start_seconds > 0.0 && !s.consumer_rates.is_empty());
+            if self.seeks_per_minute > 0.0 || late {
+                growing += entries * INDEX_BYTES_PER_ENTRY;
+            }
+            for s in &t.subscriptions {
+                let k = s.consumer_rates.len() as f64;
+                cursors += 1;
+                consumers += s.consumer_rates.len() as u64;
+                bytes +=
+                    BYTES_PER_CURSOR + k * (BYTES_PER_CONSUMER + queued * INDEX_BYTES_PER_ENTRY);
+                let key_shared = s.subscription_type == SubscriptionType::KeyShared;
+                if key_shared {
+                    any_key_shared = true;
+                    bytes += k * self.key_shared_replica_points as f64 * 16.0;
+                }
+                // Shared/Key_Shared consumers slower than the rate: the difference waits in the
+                // replay queue.
+                let processed: f64 = s.consumer_rates.iter().sum();
+                let shared = matches!(
+                    s.subscription_type,
+                    SubscriptionType::Shared | SubscriptionType::KeyShared
+                );
+                if shared && k > 0.0 && rate > processed {
+                    let mut held = entries * (1.0 - processed / rate);
+                    if key_shared {
+                        held = held
+                            .min(self.key_shared_look_ahead_per_subscription.max(200_000) as f64);
+                    }
+                    growing += held * REPLAY_BYTES_PER_ENTRY;
+                }
+            }
+        }
+        if any_key_shared && self.keys <= 1 << 22 {
+            bytes += self.keys as f64 * 4.0;
+        }
+        bytes += growing + self.batch_and_broker_bytes();
+        Footprint {
+            bytes,
+            growing_bytes: growing,
+            partitions,
+            cursors,
+            consumers,
+        }
     }
 }
 

@@ -36,7 +36,7 @@
 
 use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing, NO_KEY};
-use super::spec::{KeyDistributor, SubscriptionType, WorkloadSpec};
+use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::fast_hash::FastMap;
 use crate::position::Position;
 use std::cmp::Reverse;
@@ -255,6 +255,10 @@ struct Sub {
     rewind_to: u64,
     /// Key_Shared: the next read skips the replay queue (looking ahead).
     skip_next_replay: bool,
+    /// Share of delivered messages negatively acknowledged.
+    redelivery_rate: f64,
+    /// How the cursor starts.
+    start: SubStart,
 }
 
 struct Partition {
@@ -267,8 +271,10 @@ struct Partition {
     first_msg: MessageIndex,
     messages_published: u64,
     bytes_published: u64,
-    /// Microseconds between messages.
+    /// Microseconds between messages (infinite: nothing is published).
     interval_us: f64,
+    /// Bytes per message.
+    message_size: u64,
     /// When the next message not yet in a batch arrives.
     next_arrival: f64,
     /// Messages in the batch that the next `Publish` closes.
@@ -351,7 +357,9 @@ enum Task {
     Seek(u32, u32),
     Churn(u32, u32),
     Ack(u32, u32),
-    StartBacklogConsumers(u32),
+    /// A cursor opens at the first entry and its consumers connect (backlog-first consumers, a
+    /// subscription's `start_seconds`): (partition, subscription).
+    OpenAtFirst(u32, u32),
     CatchUp(u32, u32),
 }
 
@@ -531,13 +539,13 @@ impl Sim {
     /// (Shared, Key_Shared) or rewind the cursor (Exclusive, Failover). Returns whether the
     /// dispatcher has new work (a FLOW, a redelivery, a rewind).
     fn consume(&mut self, t: u64, p: usize, s: usize) -> bool {
-        let nack = self.spec.redelivery_rate;
         let threshold = self.flow_threshold;
         let Sim { parts, rng, .. } = self;
         let part = &mut parts[p];
         let (first_msg, total) = (&part.first_msg, part.messages_published);
         let messages = |idx: u64| first_msg.messages(idx, total);
         let sub = &mut part.subs[s];
+        let nack = sub.redelivery_rate;
         let single = matches!(
             sub.kind,
             SubscriptionType::Exclusive | SubscriptionType::Failover
@@ -997,7 +1005,7 @@ impl Sim {
             parts, rng, spec, ..
         } = self;
         let part = &mut parts[p];
-        let size = spec.message_size as u64;
+        let size = part.message_size;
         let mut gap = || part.interval_us * (0.9 + 0.2 * rng.f64());
         let first = part.next_arrival;
         if !spec.batching_enabled {
@@ -1043,7 +1051,8 @@ impl Sim {
     fn prune_index(&mut self, p: usize) {
         let part = &mut self.parts[p];
         let mut low = part.published;
-        for sub in &part.subs {
+        // A subscription without consumers never reads: it does not hold the index.
+        for sub in part.subs.iter().filter(|s| !s.consumers.is_empty()) {
             low = low.min(sub.read_idx);
             if sub.active {
                 for c in &sub.consumers {
@@ -1069,7 +1078,7 @@ impl Sim {
         }
         let part = &mut self.parts[p];
         let (idx, n) = (part.published, part.batch);
-        let size = n * self.spec.message_size as u64;
+        let size = n * part.message_size;
         part.first_msg.first.push(part.messages_published);
         part.messages_published += n;
         part.bytes_published += size;
@@ -1209,13 +1218,12 @@ impl Sim {
             Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
             Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
             Task::Ack(p, s) => self.ack(t, p as usize, s as usize),
-            Task::StartBacklogConsumers(p) => {
-                let p = p as usize;
-                let regular = self.spec.subscriptions_per_topic as usize;
-                for s in 0..regular.min(self.parts[p].subs.len()) {
-                    if !self.parts[p].subs[s].active {
-                        self.emit_cursor(t, p, s, "open", Some(0));
-                        self.parts[p].subs[s].read_idx = 0;
+            Task::OpenAtFirst(p, s) => {
+                let (p, s) = (p as usize, s as usize);
+                if !self.parts[p].subs[s].active {
+                    self.emit_cursor(t, p, s, "open", Some(0));
+                    self.parts[p].subs[s].read_idx = 0;
+                    if !self.parts[p].subs[s].consumers.is_empty() {
                         self.connect(t, p, s);
                     }
                 }
@@ -1311,144 +1319,253 @@ pub(super) struct Names {
     pub cursors: Vec<String>,
 }
 
+/// How a subscription's cursor starts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum SubStart {
+    /// Opens at the end at time 0 and tails.
+    Tail,
+    /// Opens at the first entry at this time (µs) and its consumers connect then.
+    AtFirst(u64),
+    /// A catch-up reader: opens `catch_up_behind_seconds` behind the tail at this time (µs).
+    CatchUp(u64),
+}
+
+/// A subscription as the simulation sets it up.
+#[derive(Debug, Clone, PartialEq)]
+struct SubPlan {
+    /// The trace's cursor name.
+    name: String,
+    kind: SubscriptionType,
+    /// Each consumer's speed, messages per microsecond.
+    speeds: Vec<f64>,
+    /// The workload-wide index of its first consumer (consumers' names on the Key_Shared ring).
+    first_consumer: u64,
+    start: SubStart,
+    redelivery_rate: f64,
+}
+
+/// A partition (managed ledger) as the simulation sets it up: every workload is a list of these,
+/// in order ([`partition_plans`]).
+#[derive(Debug, Clone, PartialEq)]
+struct PartitionPlan {
+    /// The trace's topic name.
+    name: String,
+    /// Microseconds between messages (infinite: nothing is published).
+    interval_us: f64,
+    message_size: u32,
+    /// A partitioned topic's partition index: picks a Failover subscription's active consumer.
+    failover_index: Option<usize>,
+    subs: Vec<SubPlan>,
+}
+
+/// The partition index in a Pulsar partition's name (`...-partition-<n>`).
+pub(super) fn partition_index_of(name: &str) -> Option<usize> {
+    let (_, n) = name.rsplit_once("-partition-")?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
+/// The workload's partitions, in order, one at a time (a workload may have millions): the
+/// homogeneous shape (`topics` x `partitions_per_topic` identical partitions) or `topic_details`.
+fn partition_plans(spec: &WorkloadSpec) -> Box<dyn Iterator<Item = PartitionPlan> + '_> {
+    match &spec.topic_details {
+        Some(topics) => Box::new(detailed_plans(topics)),
+        None => Box::new(homogeneous_plans(spec)),
+    }
+}
+
+/// `topic_details`: each topic its own rate, message size and subscriptions.
+fn detailed_plans(topics: &[TopicDetail]) -> impl Iterator<Item = PartitionPlan> + '_ {
+    let mut consumer_index = 0u64;
+    topics.iter().map(move |t| PartitionPlan {
+        name: t.name.clone(),
+        interval_us: if t.producer_rate > 0.0 {
+            1e6 / t.producer_rate
+        } else {
+            f64::INFINITY
+        },
+        message_size: t.message_size,
+        failover_index: partition_index_of(&t.name),
+        subs: t
+            .subscriptions
+            .iter()
+            .map(|s| {
+                let first = consumer_index;
+                consumer_index += s.consumer_rates.len() as u64;
+                SubPlan {
+                    name: s.name.clone(),
+                    kind: s.subscription_type,
+                    speeds: s.consumer_rates.iter().map(|r| r / 1e6).collect(),
+                    first_consumer: first,
+                    start: if s.start_seconds > 0.0 {
+                        AtFirst((s.start_seconds * 1e6) as u64)
+                    } else {
+                        Tail
+                    },
+                    redelivery_rate: s.redelivery_rate,
+                }
+            })
+            .collect(),
+    })
+}
+
+use SubStart::{AtFirst, CatchUp, Tail};
+
+/// The homogeneous shape: `topics` x `partitions_per_topic` partitions sharing the (ingest-capped)
+/// rate, each with `subscriptions_per_topic` subscriptions of `consumer_per_subscription`
+/// consumers (`slow_consumer_fraction` of them, spread evenly over the workload, slow) and
+/// `catch_up_readers` readers.
+fn homogeneous_plans(spec: &WorkloadSpec) -> impl Iterator<Item = PartitionPlan> + '_ {
+    // u64: topics x partitions may pass u32::MAX (`WorkloadSpec::check` refuses such specs).
+    let partitions = spec.partitions();
+    // The rate the brokers ingest: the requested one, or less when it is above capacity.
+    let per_partition_rate = spec.ingest().rate / partitions as f64;
+    let interval_us = 1e6 / per_partition_rate;
+    let normal_speed = per_partition_rate * spec.consumer_headroom / 1e6;
+    let catch_up_speed = per_partition_rate * spec.catch_up_speed / 1e6;
+    let backlog_start = spec.backlog_start_us().map(|at| at as u64);
+    let catch_up_at = (spec.catch_up_start_seconds * 1e6) as u64;
+    let n = spec.consumer_per_subscription as usize;
+    let share = match spec.subscription_type {
+        SubscriptionType::Exclusive | SubscriptionType::Failover => 1.0,
+        _ => 1.0 / n as f64,
+    };
+    let mut consumer_index = 0u64;
+    (0..spec.topics)
+        .flat_map(move |t| (0..spec.partitions_per_topic).map(move |k| (t, k)))
+        .map(move |(t, k)| {
+            let name = if spec.partitions_per_topic == 1 {
+                format!("persistent://public/default/topic-{t}")
+            } else {
+                format!("persistent://public/default/topic-{t}-partition-{k}")
+            };
+            let mut subs = Vec::new();
+            for s in 0..spec.subscriptions_per_topic {
+                let first = consumer_index;
+                consumer_index += n as u64;
+                let speeds = (0..n)
+                    .map(|c| {
+                        // Exactly the fraction, spread evenly over all consumers of the workload.
+                        let g = (first + c as u64) as f64;
+                        let f = spec.slow_consumer_fraction;
+                        let slow = ((g + 1.0) * f).floor() > (g * f).floor();
+                        normal_speed * share * if slow { spec.slow_consumer_speed } else { 1.0 }
+                    })
+                    .collect();
+                subs.push(SubPlan {
+                    name: format!("sub-{s}"),
+                    kind: spec.subscription_type,
+                    speeds,
+                    first_consumer: first,
+                    start: backlog_start.map_or(Tail, AtFirst),
+                    redelivery_rate: spec.redelivery_rate,
+                });
+            }
+            for r in 0..spec.catch_up_readers {
+                subs.push(SubPlan {
+                    name: format!("catch-up-{r}"),
+                    kind: SubscriptionType::Exclusive,
+                    speeds: vec![catch_up_speed],
+                    first_consumer: 0,
+                    start: CatchUp(catch_up_at),
+                    redelivery_rate: spec.redelivery_rate,
+                });
+            }
+            PartitionPlan {
+                name,
+                interval_us,
+                message_size: spec.message_size,
+                failover_index: (spec.partitions_per_topic > 1).then_some(k as usize),
+                subs,
+            }
+        })
+}
+
 impl Sim {
     /// One broker's simulation, set up to run (its first rows, the opening cursors, already in
-    /// `out`), and the trace's name tables.
+    /// `out`), and the trace's name tables. Its partitions are the workload's
+    /// ([`partition_plans`]) placed on this broker, round-robin.
     pub(super) fn new(spec: &WorkloadSpec, seed: u64, broker: u32) -> (Sim, Names) {
-        // u64: topics x partitions may pass u32::MAX (`WorkloadSpec::check` refuses such specs).
-        let partitions = spec.partitions();
-        // The rate the brokers ingest: the requested one, or less when it is above capacity.
-        let per_partition_rate = spec.ingest().rate / partitions as f64;
-        let interval_us = 1e6 / per_partition_rate;
         let rng = Rng::new(seed ^ (broker as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let mut index = 0usize;
-        let mut consumer_index = 0u64;
         let mut out = EventColumns {
             broker_names: (0..spec.brokers).map(|b| format!("broker-{b}")).collect(),
             ..Default::default()
         };
-        let backlog_mode = spec.consumer_backlog_size_gb > 0.0;
-        let normal_speed = per_partition_rate * spec.consumer_headroom / 1e6;
         let mut parts = Vec::new();
         let mut any_key_shared = false;
-        for t in 0..spec.topics {
-            for k in 0..spec.partitions_per_topic {
-                let name = if spec.partitions_per_topic == 1 {
-                    format!("persistent://public/default/topic-{t}")
+        for (index, plan) in partition_plans(spec).enumerate() {
+            let topic = out.topic_names.len() as u32;
+            out.topic_names.push(plan.name);
+            let here = index % spec.brokers as usize == broker as usize;
+            let mut subs = Vec::with_capacity(if here { plan.subs.len() } else { 0 });
+            for sp in plan.subs {
+                let cursor = out.cursor_names.len() as u32;
+                out.cursor_names.push(sp.name);
+                if !here {
+                    continue;
+                }
+                let kind = sp.kind;
+                any_key_shared |= kind == SubscriptionType::KeyShared;
+                let consumers: Vec<Consumer> = sp.speeds.into_iter().map(Consumer::new).collect();
+                let mut ring = ConsistentHashRing::new(spec.key_shared_replica_points);
+                let buckets = if kind == SubscriptionType::KeyShared {
+                    for c in 0..consumers.len() {
+                        ring.add_consumer(c, &format!("consumer-{}", sp.first_consumer + c as u64));
+                    }
+                    consumers.len().max(1)
                 } else {
-                    format!("persistent://public/default/topic-{t}-partition-{k}")
+                    1
                 };
-                let topic = out.topic_names.len() as u32;
-                out.topic_names.push(name.clone());
-                let here = index % spec.brokers as usize == broker as usize;
-                let mut subs = Vec::new();
-                let mut add_sub = |name: String,
-                                   kind: SubscriptionType,
-                                   consumers: Vec<Consumer>,
-                                   first_consumer: u64,
-                                   out: &mut EventColumns| {
-                    let cursor = out.cursor_names.len() as u32;
-                    out.cursor_names.push(name);
-                    let mut ring = ConsistentHashRing::new(spec.key_shared_replica_points);
-                    let buckets = if kind == SubscriptionType::KeyShared {
-                        for c in 0..consumers.len() {
-                            ring.add_consumer(
-                                c,
-                                &format!("consumer-{}", first_consumer + c as u64),
-                            );
-                        }
-                        consumers.len().max(1)
-                    } else {
-                        1
-                    };
-                    // Failover: a partitioned topic's active consumer is picked by partition index.
-                    let active_consumer = if kind == SubscriptionType::Failover
-                        && spec.partitions_per_topic > 1
-                        && !consumers.is_empty()
-                    {
-                        k as usize % consumers.len()
-                    } else {
-                        0
-                    };
-                    subs.push(Sub {
-                        cursor,
-                        kind,
-                        read_idx: 0,
-                        active: false,
-                        consumers,
-                        active_consumer,
-                        replay: vec![BTreeSet::new(); buckets],
-                        replay_len: 0,
-                        replay_hashes: FastMap::default(),
-                        unhashed: BTreeSet::new(),
-                        ring,
-                        rr: 0,
-                        scheduled: None,
-                        acked_upto: None,
-                        waiting: None,
-                        resume_at: 0,
-                        rewind_to: 0,
-                        skip_next_replay: false,
-                    });
+                // Failover: a partitioned topic's active consumer is picked by partition index.
+                let active_consumer = match plan.failover_index {
+                    Some(k) if kind == SubscriptionType::Failover && !consumers.is_empty() => {
+                        k % consumers.len()
+                    }
+                    _ => 0,
                 };
-                for s in 0..spec.subscriptions_per_topic {
-                    let n = spec.consumer_per_subscription as usize;
-                    let share = match spec.subscription_type {
-                        SubscriptionType::Exclusive | SubscriptionType::Failover => 1.0,
-                        _ => 1.0 / n as f64,
-                    };
-                    let first = consumer_index;
-                    consumer_index += n as u64;
-                    let consumers = (0..if here { n } else { 0 })
-                        .map(|c| {
-                            // Exactly the fraction, spread evenly over all consumers of the workload.
-                            let g = (first + c as u64) as f64;
-                            let f = spec.slow_consumer_fraction;
-                            let slow = ((g + 1.0) * f).floor() > (g * f).floor();
-                            let speed = normal_speed
-                                * share
-                                * if slow { spec.slow_consumer_speed } else { 1.0 };
-                            Consumer::new(speed)
-                        })
-                        .collect();
-                    any_key_shared |= here && spec.subscription_type == SubscriptionType::KeyShared;
-                    add_sub(
-                        format!("sub-{s}"),
-                        spec.subscription_type,
-                        consumers,
-                        first,
-                        &mut out,
-                    );
-                }
-                for r in 0..spec.catch_up_readers {
-                    let speed = per_partition_rate * spec.catch_up_speed / 1e6;
-                    add_sub(
-                        format!("catch-up-{r}"),
-                        SubscriptionType::Exclusive,
-                        vec![Consumer::new(speed)],
-                        0,
-                        &mut out,
-                    );
-                }
-                if here {
-                    parts.push(Partition {
-                        topic,
-                        broker,
-                        ledger_base: (index as i64 + 1) * 1_000_000,
-                        published: 0,
-                        first_msg: MessageIndex {
-                            check_at: INDEX_CHECK_ENTRIES,
-                            ..Default::default()
-                        },
-                        messages_published: 0,
-                        bytes_published: 0,
-                        interval_us,
-                        next_arrival: 0.0,
-                        batch: 1,
-                        subs,
-                    });
-                }
-                index += 1;
+                subs.push(Sub {
+                    cursor,
+                    kind,
+                    read_idx: 0,
+                    active: false,
+                    consumers,
+                    active_consumer,
+                    replay: vec![BTreeSet::new(); buckets],
+                    replay_len: 0,
+                    replay_hashes: FastMap::default(),
+                    unhashed: BTreeSet::new(),
+                    ring,
+                    rr: 0,
+                    scheduled: None,
+                    acked_upto: None,
+                    waiting: None,
+                    resume_at: 0,
+                    rewind_to: 0,
+                    skip_next_replay: false,
+                    redelivery_rate: sp.redelivery_rate,
+                    start: sp.start,
+                });
+            }
+            if here {
+                parts.push(Partition {
+                    topic,
+                    broker,
+                    ledger_base: (index as i64 + 1) * 1_000_000,
+                    published: 0,
+                    first_msg: MessageIndex {
+                        check_at: INDEX_CHECK_ENTRIES,
+                        ..Default::default()
+                    },
+                    messages_published: 0,
+                    bytes_published: 0,
+                    interval_us: plan.interval_us,
+                    message_size: plan.message_size as u64,
+                    next_arrival: 0.0,
+                    batch: 1,
+                    subs,
+                });
             }
         }
         let key_hashes = match spec.key_distributor {
@@ -1473,17 +1590,25 @@ impl Sim {
             prune_index: spec.seeks_per_minute == 0.0,
         };
         for p in 0..sim.parts.len() {
-            let regular = spec.subscriptions_per_topic as usize;
+            let pi = p as u32;
             for s in 0..sim.parts[p].subs.len() {
-                let pi = p as u32;
-                if s >= regular {
-                    let at = (spec.catch_up_start_seconds * 1e6) as u64;
-                    sim.schedule(at, Task::CatchUp(pi, s as u32));
-                    continue;
+                let has_consumers = !sim.parts[p].subs[s].consumers.is_empty();
+                match sim.parts[p].subs[s].start {
+                    CatchUp(at) => {
+                        sim.schedule(at, Task::CatchUp(pi, s as u32));
+                        continue;
+                    }
+                    Tail => {
+                        sim.emit_cursor(0, p, s, "open", None);
+                        if has_consumers {
+                            sim.connect(0, p, s);
+                        }
+                    }
+                    AtFirst(_) => {}
                 }
-                if !backlog_mode {
-                    sim.emit_cursor(0, p, s, "open", None);
-                    sim.connect(0, p, s);
+                // Nobody to seek, come and go or acknowledge.
+                if !has_consumers {
+                    continue;
                 }
                 if spec.seeks_per_minute > 0.0 {
                     let at = sim.rng.exp(60e6 / spec.seeks_per_minute) as u64;
@@ -1495,13 +1620,19 @@ impl Sim {
                 }
                 sim.schedule(1_000_000, Task::Ack(pi, s as u32));
             }
-            if let Some(at) = spec.backlog_start_us() {
-                sim.schedule(at as u64, Task::StartBacklogConsumers(p as u32));
+            // After the subscriptions' own tasks, in order (the same time: one after the other).
+            for s in 0..sim.parts[p].subs.len() {
+                if let AtFirst(at) = sim.parts[p].subs[s].start {
+                    sim.schedule(at, Task::OpenAtFirst(pi, s as u32));
+                }
             }
-            sim.parts[p].next_arrival = sim.rng.f64() * interval_us;
-            let (at, n) = sim.next_batch(p);
-            sim.parts[p].batch = n;
-            sim.schedule(at, Task::Publish(p as u32));
+            let interval_us = sim.parts[p].interval_us;
+            if interval_us.is_finite() {
+                sim.parts[p].next_arrival = sim.rng.f64() * interval_us;
+                let (at, n) = sim.next_batch(p);
+                sim.parts[p].batch = n;
+                sim.schedule(at, Task::Publish(pi));
+            }
         }
         let names = Names {
             brokers: std::mem::take(&mut sim.out.broker_names),
@@ -1509,5 +1640,154 @@ impl Sim {
             cursors: std::mem::take(&mut sim.out.cursor_names),
         };
         (sim, names)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SettingValue;
+    use crate::workload::spec::{SubscriptionDetail, TopicDetail};
+
+    fn detailed(topics: Vec<TopicDetail>, minutes: f64) -> WorkloadSpec {
+        let mut spec = WorkloadSpec::default();
+        spec.set("test_duration_minutes", &SettingValue::Float(minutes))
+            .unwrap();
+        spec.topic_details = Some(topics);
+        spec
+    }
+
+    fn sub(name: &str, kind: SubscriptionType, rates: &[f64], start: f64) -> SubscriptionDetail {
+        SubscriptionDetail {
+            name: name.into(),
+            subscription_type: kind,
+            consumer_rates: rates.to_vec(),
+            start_seconds: start,
+            redelivery_rate: 0.0,
+        }
+    }
+
+    /// The homogeneous shape and the same workload as `topic_details` are the same simulation.
+    #[test]
+    fn homogeneous_spec_equals_its_topic_details() {
+        let mut h = WorkloadSpec::default();
+        for (k, v) in [
+            ("topics", 3.0),
+            ("subscriptions_per_topic", 2.0),
+            ("consumer_per_subscription", 2.0),
+            ("producer_rate", 3000.0),
+            ("brokers", 2.0),
+            ("test_duration_minutes", 0.2),
+        ] {
+            h.set(k, &SettingValue::Float(v)).unwrap();
+        }
+        h.set("subscription_type", &SettingValue::Str("Shared".into()))
+            .unwrap();
+        // 1000 msg/s a partition, headroom 1.2, two consumers sharing: 600 msg/s each.
+        let topics = (0..3)
+            .map(|t| TopicDetail {
+                name: format!("persistent://public/default/topic-{t}"),
+                producer_rate: 1000.0,
+                message_size: 1024,
+                subscriptions: (0..2)
+                    .map(|s| {
+                        sub(
+                            &format!("sub-{s}"),
+                            SubscriptionType::Shared,
+                            &[600.0, 600.0],
+                            0.0,
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        let mut d = detailed(topics, 0.2);
+        d.brokers = 2;
+        let a = generate(&h, 3);
+        assert!(a.len() > 1000);
+        assert_eq!(a, generate(&d, 3));
+        // The plans themselves agree.
+        let (hp, dp): (Vec<_>, Vec<_>) =
+            (partition_plans(&h).collect(), partition_plans(&d).collect());
+        assert_eq!(hp, dp);
+    }
+
+    #[test]
+    fn topics_publish_at_their_own_rates_and_sizes() {
+        let topics = vec![
+            TopicDetail {
+                name: "a".into(),
+                producer_rate: 2000.0,
+                message_size: 100,
+                subscriptions: vec![],
+            },
+            TopicDetail {
+                name: "b".into(),
+                producer_rate: 200.0,
+                message_size: 5000,
+                subscriptions: vec![],
+            },
+            TopicDetail {
+                name: "quiet".into(),
+                producer_rate: 0.0,
+                message_size: 5000,
+                subscriptions: vec![sub("s", SubscriptionType::Exclusive, &[10.0], 0.0)],
+            },
+        ];
+        let ev = generate(&detailed(topics, 0.5), 1);
+        let (mut messages, mut bytes) = ([0i64; 3], [0i64; 3]);
+        for i in 0..ev.len() {
+            if ev.op[i] == "add" {
+                messages[ev.topic[i] as usize] += ev.messages[i].unwrap() as i64;
+                bytes[ev.topic[i] as usize] += ev.size[i] as i64;
+            }
+        }
+        assert!((59_000..61_000).contains(&messages[0]), "{messages:?}");
+        assert!((5_900..6_100).contains(&messages[1]), "{messages:?}");
+        assert_eq!(bytes[0], messages[0] * 100);
+        assert_eq!(bytes[1], messages[1] * 5000);
+        assert_eq!(messages[2], 0);
+        assert_eq!(ev.topic_names, vec!["a", "b", "quiet"]);
+    }
+
+    #[test]
+    fn late_idle_and_slow_subscriptions() {
+        let topics = vec![TopicDetail {
+            name: "t".into(),
+            producer_rate: 1000.0,
+            message_size: 1000,
+            subscriptions: vec![
+                sub("late", SubscriptionType::Exclusive, &[5000.0], 20.0),
+                sub("idle", SubscriptionType::Shared, &[], 0.0),
+                sub("slow", SubscriptionType::Failover, &[100.0], 0.0),
+                sub("fast", SubscriptionType::Exclusive, &[2000.0], 0.0),
+            ],
+        }];
+        let ev = generate(&detailed(topics, 1.0), 2);
+        let cursor = |name: &str| ev.cursor_names.iter().position(|c| c == name).unwrap() as u32;
+        let rows = |name: &str, op: &str| -> Vec<usize> {
+            (0..ev.len())
+                .filter(|&i| ev.cursor[i] == Some(cursor(name)) && ev.op[i] == op)
+                .collect()
+        };
+        let open = rows("late", "open");
+        assert_eq!(open.len(), 1);
+        assert_eq!(ev.ts_us[open[0]], 20_000_000);
+        assert_eq!(ev.entry_id[open[0]], Some(0));
+        assert!(rows("late", "read")
+            .iter()
+            .all(|&i| ev.ts_us[i] >= 20_000_000));
+        assert!(!rows("late", "read").is_empty());
+        assert_eq!(rows("idle", "open").len(), 1);
+        assert!(rows("idle", "read").is_empty());
+        let read =
+            |name: &str| -> i64 { rows(name, "read").iter().map(|&i| ev.count[i] as i64).sum() };
+        // The slow consumer processes a tenth of the messages: it reads far fewer entries.
+        assert!(
+            read("slow") * 3 < read("fast"),
+            "{} {}",
+            read("slow"),
+            read("fast")
+        );
     }
 }

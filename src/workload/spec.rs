@@ -107,7 +107,74 @@ pub struct WorkloadSpec {
     /// Pulsar's managedLedgerNewEntriesCheckDelayInMillis: a read parked at the end of the topic
     /// looks for new entries again after this long, then waits to be woken by the next entry.
     pub managed_ledger_new_entries_check_delay_ms: f64,
+    /// `topicDetails`: a broker's topics, each different (one partition each, in this order,
+    /// placed round-robin over the brokers). `None`: the homogeneous shape above (`topics` x
+    /// `partitions_per_topic` identical partitions). Set with [`WorkloadSpec::set_topic_details`];
+    /// it conflicts with the shape settings ([`SHAPE_SETTINGS`]).
+    pub topic_details: Option<Vec<TopicDetail>>,
+    /// The first shape setting given with [`WorkloadSpec::set`] (they conflict with
+    /// `topic_details`).
+    shape_setting_given: Option<&'static str>,
 }
+
+/// One topic of `topicDetails`: one partition (managed ledger) of the simulation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicDetail {
+    /// The trace's topic name, as is.
+    pub name: String,
+    /// Messages per second published (0: no publishing).
+    pub producer_rate: f64,
+    /// Bytes per message.
+    pub message_size: u32,
+    pub subscriptions: Vec<SubscriptionDetail>,
+}
+
+/// One subscription of a [`TopicDetail`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubscriptionDetail {
+    /// The trace's cursor name, as is.
+    pub name: String,
+    pub subscription_type: SubscriptionType,
+    /// Each consumer's speed, messages per second it processes at most (> 0). Empty: no consumer
+    /// is connected and the subscription never reads.
+    pub consumer_rates: Vec<f64>,
+    /// 0: the cursor opens at the end at time 0 and tails. Above 0: it opens at the topic's first
+    /// entry at this time, and its consumers connect then (as backlog-first consumers do).
+    pub start_seconds: f64,
+    /// Share of its delivered messages negatively acknowledged.
+    pub redelivery_rate: f64,
+}
+
+/// A `topicDetails` value as given (a JSON-like tree), before [`WorkloadSpec::set_topic_details`]
+/// checks it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DetailValue {
+    Scalar(SettingValue),
+    List(Vec<DetailValue>),
+    /// Keys in the order given.
+    Map(Vec<(String, DetailValue)>),
+}
+
+/// The homogeneous shape settings: each conflicts with `topic_details`.
+pub const SHAPE_SETTINGS: [&str; 17] = [
+    "topics",
+    "partitions_per_topic",
+    "subscriptions_per_topic",
+    "consumer_per_subscription",
+    "producers_per_topic",
+    "producer_rate",
+    "message_size",
+    "subscription_type",
+    "slow_consumer_fraction",
+    "slow_consumer_speed",
+    "redelivery_rate",
+    "consumer_headroom",
+    "consumer_backlog_size_gb",
+    "catch_up_readers",
+    "catch_up_start_seconds",
+    "catch_up_behind_seconds",
+    "catch_up_speed",
+];
 
 impl Default for WorkloadSpec {
     fn default() -> Self {
@@ -155,6 +222,8 @@ impl Default for WorkloadSpec {
             key_shared_replica_points: 100,
             active_consumer_failover_delay_ms: 1000.0,
             managed_ledger_new_entries_check_delay_ms: 10.0,
+            topic_details: None,
+            shape_setting_given: None,
         }
     }
 }
@@ -253,7 +322,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 43] = [
+pub const SPEC_NAMES: [&str; 44] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -297,11 +366,51 @@ pub const SPEC_NAMES: [&str; 43] = [
     "warmup_duration_minutes",
     "broker_ingest_bytes_per_second",
     "broker_ingest_messages_per_second",
+    "topic_details",
 ];
+
+fn subscription_type(name: &str, v: &str) -> Result<SubscriptionType> {
+    Ok(match v.to_ascii_lowercase().replace('_', "").as_str() {
+        "exclusive" => SubscriptionType::Exclusive,
+        "failover" => SubscriptionType::Failover,
+        "shared" => SubscriptionType::Shared,
+        "keyshared" => SubscriptionType::KeyShared,
+        _ => {
+            return Err(Error::InvalidArgument {
+                name: "spec",
+                reason: format!("{name}: {v:?} is not Exclusive, Failover, Shared or Key_Shared"),
+            })
+        }
+    })
+}
+
+fn conflict(shape: &str) -> Error {
+    Error::InvalidArgument {
+        name: "spec",
+        reason: format!(
+            "topic_details cannot be given with {shape}: each listed topic has its own rates, \
+             message size and subscriptions (leave out {shape})"
+        ),
+    }
+}
 
 impl WorkloadSpec {
     pub fn set(&mut self, key: &str, v: &SettingValue) -> Result<()> {
+        if let Some(&shape) = SHAPE_SETTINGS.iter().find(|&&n| n == key) {
+            if self.topic_details.is_some() {
+                return Err(conflict(shape));
+            }
+            self.shape_setting_given.get_or_insert(shape);
+        }
         match key {
+            "topic_details" => {
+                return Err(Error::InvalidArgument {
+                    name: "spec",
+                    reason:
+                        "topic_details: expected a list of topics (set it with set_topic_details)"
+                            .into(),
+                })
+            }
             "topics" => self.topics = count(key, v, 1)?,
             "partitions_per_topic" => self.partitions_per_topic = count(key, v, 1)?,
             "message_size" => self.message_size = at_most(key, count(key, v, 0)?, MAX_ENTRY_BYTES)?,
@@ -327,27 +436,16 @@ impl WorkloadSpec {
                     other => {
                         return Err(Error::InvalidArgument {
                             name: "spec",
-                            reason: format!("key_distributor: {other:?} is not NO_KEY, KEY_ROUND_ROBIN or RANDOM_NANO"),
+                            reason: format!(
+                        "key_distributor: {other:?} is not NO_KEY, KEY_ROUND_ROBIN or RANDOM_NANO"
+                    ),
                         })
                     }
                 }
             }
             "keys" => self.keys = count(key, v, 1)?,
             "brokers" => self.brokers = count(key, v, 1)?,
-            "subscription_type" => {
-                self.subscription_type = match text(key, v)?.to_ascii_lowercase().replace('_', "").as_str() {
-                    "exclusive" => SubscriptionType::Exclusive,
-                    "failover" => SubscriptionType::Failover,
-                    "shared" => SubscriptionType::Shared,
-                    "keyshared" => SubscriptionType::KeyShared,
-                    other => {
-                        return Err(Error::InvalidArgument {
-                            name: "spec",
-                            reason: format!("subscription_type: {other:?} is not Exclusive, Failover, Shared or Key_Shared"),
-                        })
-                    }
-                }
-            }
+            "subscription_type" => self.subscription_type = subscription_type(key, text(key, v)?)?,
             "slow_consumer_fraction" => self.slow_consumer_fraction = fraction(key, v)?,
             "slow_consumer_speed" => self.slow_consumer_speed = non_negative(key, v)?,
             "redelivery_rate" => self.redelivery_rate = fraction(key, v)?,
@@ -366,7 +464,9 @@ impl WorkloadSpec {
             "receiver_queue_size" => self.receiver_queue_size = count(key, v, 1)?,
             "consumer_headroom" => self.consumer_headroom = non_negative(key, v)?,
             "batching_enabled" => self.batching_enabled = flag(key, v)?,
-            "batching_max_publish_delay_ms" => self.batching_max_publish_delay_ms = non_negative(key, v)?,
+            "batching_max_publish_delay_ms" => {
+                self.batching_max_publish_delay_ms = non_negative(key, v)?
+            }
             "batching_max_bytes" => {
                 self.batching_max_bytes = at_most(key, count(key, v, 1)?, MAX_ENTRY_BYTES)?
             }
@@ -393,9 +493,401 @@ impl WorkloadSpec {
                 self.managed_ledger_new_entries_check_delay_ms = non_negative(key, v)?
             }
             _ => {
-                return Err(Error::UnknownSetting { key: key.to_string(), hint: None });
+                return Err(Error::UnknownSetting {
+                    key: key.to_string(),
+                    hint: None,
+                });
             }
         }
         Ok(())
+    }
+}
+
+fn detail_error(reason: String) -> Error {
+    Error::InvalidArgument {
+        name: "spec",
+        reason,
+    }
+}
+
+fn kind_of(v: &DetailValue) -> &'static str {
+    match v {
+        DetailValue::Scalar(SettingValue::None) => "nothing",
+        DetailValue::Scalar(SettingValue::Bool(_)) => "true/false",
+        DetailValue::Scalar(SettingValue::Int(_)) => "an integer",
+        DetailValue::Scalar(SettingValue::Float(_)) => "a number",
+        DetailValue::Scalar(SettingValue::Str(_)) => "a string",
+        DetailValue::List(_) => "a list",
+        DetailValue::Map(_) => "a mapping",
+    }
+}
+
+fn list<'a>(path: &str, v: &'a DetailValue) -> Result<&'a [DetailValue]> {
+    match v {
+        DetailValue::List(items) => Ok(items),
+        other => Err(detail_error(format!(
+            "{path}: expected a list, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
+fn scalar<'a>(path: &str, v: &'a DetailValue) -> Result<&'a SettingValue> {
+    match v {
+        // A bool is not a number here (Python's True is an int).
+        DetailValue::Scalar(SettingValue::Bool(_)) => Err(detail_error(format!(
+            "{path}: expected a number, got true/false"
+        ))),
+        DetailValue::Scalar(s) => Ok(s),
+        other => Err(detail_error(format!(
+            "{path}: expected a number, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
+fn name_of(path: &str, v: &DetailValue) -> Result<String> {
+    match v {
+        DetailValue::Scalar(SettingValue::Str(s)) if !s.is_empty() => Ok(s.clone()),
+        DetailValue::Scalar(SettingValue::Str(_)) => {
+            Err(detail_error(format!("{path}: must not be empty")))
+        }
+        other => Err(detail_error(format!(
+            "{path}: expected a string, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
+/// A mapping's fields by name: each key one of `known`, given once; `required` ones present.
+fn fields<'a>(
+    path: &str,
+    v: &'a DetailValue,
+    known: &[&'static str],
+    required: &[&'static str],
+) -> Result<Vec<Option<&'a DetailValue>>> {
+    let DetailValue::Map(entries) = v else {
+        return Err(detail_error(format!(
+            "{path}: expected a mapping, got {}",
+            kind_of(v)
+        )));
+    };
+    let mut found: Vec<Option<&DetailValue>> = vec![None; known.len()];
+    for (key, value) in entries {
+        let Some(i) = known.iter().position(|k| k == key) else {
+            return Err(Error::UnknownSetting {
+                key: format!("{path}.{key}"),
+                hint: None,
+            });
+        };
+        if found[i].replace(value).is_some() {
+            return Err(detail_error(format!("{path}.{key}: given twice")));
+        }
+    }
+    for r in required {
+        let i = known
+            .iter()
+            .position(|k| k == r)
+            .expect("required is known");
+        if found[i].is_none() {
+            return Err(detail_error(format!("{path}.{r}: missing")));
+        }
+    }
+    Ok(found)
+}
+
+const TOPIC_KEYS: [&str; 4] = ["name", "producer_rate", "message_size", "subscriptions"];
+const SUBSCRIPTION_KEYS: [&str; 5] = [
+    "name",
+    "type",
+    "consumer_rates",
+    "start_seconds",
+    "redelivery_rate",
+];
+
+fn subscription_detail(path: &str, v: &DetailValue) -> Result<SubscriptionDetail> {
+    let f = fields(
+        path,
+        v,
+        &SUBSCRIPTION_KEYS,
+        &["name", "type", "consumer_rates"],
+    )?;
+    let at = |k: &str| format!("{path}.{k}");
+    let name = name_of(&at("name"), f[0].expect("required"))?;
+    let kind = match f[1].expect("required") {
+        DetailValue::Scalar(SettingValue::Str(s)) => subscription_type(&at("type"), s)?,
+        other => {
+            return Err(detail_error(format!(
+                "{}: expected Exclusive, Failover, Shared or Key_Shared, got {}",
+                at("type"),
+                kind_of(other)
+            )))
+        }
+    };
+    let rates = list(&at("consumer_rates"), f[2].expect("required"))?;
+    let consumer_rates = rates
+        .iter()
+        .enumerate()
+        .map(|(c, r)| {
+            let p = format!("{}[{c}]", at("consumer_rates"));
+            positive(&p, scalar(&p, r)?)
+        })
+        .collect::<Result<Vec<f64>>>()?;
+    let start_seconds = match f[3] {
+        Some(v) => non_negative(&at("start_seconds"), scalar(&at("start_seconds"), v)?)?,
+        None => 0.0,
+    };
+    let redelivery_rate = match f[4] {
+        Some(v) => fraction(&at("redelivery_rate"), scalar(&at("redelivery_rate"), v)?)?,
+        None => 0.0,
+    };
+    Ok(SubscriptionDetail {
+        name,
+        subscription_type: kind,
+        consumer_rates,
+        start_seconds,
+        redelivery_rate,
+    })
+}
+
+fn topic_detail(path: &str, v: &DetailValue) -> Result<TopicDetail> {
+    let f = fields(
+        path,
+        v,
+        &TOPIC_KEYS,
+        &["name", "producer_rate", "message_size"],
+    )?;
+    let at = |k: &str| format!("{path}.{k}");
+    let name = name_of(&at("name"), f[0].expect("required"))?;
+    let producer_rate = non_negative(
+        &at("producer_rate"),
+        scalar(&at("producer_rate"), f[1].expect("required"))?,
+    )?;
+    let size = at("message_size");
+    let message_size = at_most(
+        &size,
+        count(&size, scalar(&size, f[2].expect("required"))?, 1)?,
+        MAX_ENTRY_BYTES,
+    )?;
+    let mut subscriptions = Vec::new();
+    if let Some(v) = f[3] {
+        for (j, s) in list(&at("subscriptions"), v)?.iter().enumerate() {
+            let sub = subscription_detail(&format!("{path}.subscriptions[{j}]"), s)?;
+            if subscriptions
+                .iter()
+                .any(|o: &SubscriptionDetail| o.name == sub.name)
+            {
+                return Err(detail_error(format!(
+                    "{path}.subscriptions[{j}].name: {:?} is given twice in this topic",
+                    sub.name
+                )));
+            }
+            subscriptions.push(sub);
+        }
+    }
+    Ok(TopicDetail {
+        name,
+        producer_rate,
+        message_size,
+        subscriptions,
+    })
+}
+
+impl WorkloadSpec {
+    /// Sets `topic_details` from the list as given (snake_case keys: `name`, `producer_rate`,
+    /// `message_size`, `subscriptions` of `name`, `type`, `consumer_rates`, `start_seconds`,
+    /// `redelivery_rate`); every field is checked, and an error names it
+    /// (`topic_details[i].subscriptions[j].key`). It conflicts with the shape settings
+    /// ([`SHAPE_SETTINGS`]), whichever comes first.
+    pub fn set_topic_details(&mut self, v: &DetailValue) -> Result<()> {
+        if let Some(shape) = self.shape_setting_given {
+            return Err(conflict(shape));
+        }
+        let items = list("topic_details", v)?;
+        if items.is_empty() {
+            return Err(detail_error(
+                "topic_details: expected at least one topic".into(),
+            ));
+        }
+        let mut topics: Vec<TopicDetail> = Vec::with_capacity(items.len());
+        let mut names = std::collections::HashSet::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let t = topic_detail(&format!("topic_details[{i}]"), item)?;
+            if !names.insert(t.name.clone()) {
+                return Err(detail_error(format!(
+                    "topic_details[{i}].name: {:?} is given twice",
+                    t.name
+                )));
+            }
+            topics.push(t);
+        }
+        self.topic_details = Some(topics);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> DetailValue {
+        DetailValue::Scalar(SettingValue::Str(v.into()))
+    }
+    fn f(v: f64) -> DetailValue {
+        DetailValue::Scalar(SettingValue::Float(v))
+    }
+    fn map(entries: &[(&str, DetailValue)]) -> DetailValue {
+        DetailValue::Map(
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
+    }
+    fn topic(name: &str, subs: Vec<DetailValue>) -> DetailValue {
+        map(&[
+            ("name", s(name)),
+            ("producer_rate", f(100.0)),
+            ("message_size", DetailValue::Scalar(SettingValue::Int(512))),
+            ("subscriptions", DetailValue::List(subs)),
+        ])
+    }
+    fn sub(name: &str, rates: &[f64]) -> DetailValue {
+        map(&[
+            ("name", s(name)),
+            ("type", s("Key_Shared")),
+            (
+                "consumer_rates",
+                DetailValue::List(rates.iter().map(|&r| f(r)).collect()),
+            ),
+        ])
+    }
+    fn error(v: &DetailValue) -> String {
+        WorkloadSpec::default()
+            .set_topic_details(v)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn topic_details_parse_with_defaults() {
+        let mut spec = WorkloadSpec::default();
+        let v = DetailValue::List(vec![topic(
+            "a",
+            vec![sub("s", &[10.0, 20.0]), sub("t", &[])],
+        )]);
+        spec.set_topic_details(&v).unwrap();
+        let t = &spec.topic_details.as_ref().unwrap()[0];
+        assert_eq!(
+            (t.name.as_str(), t.producer_rate, t.message_size),
+            ("a", 100.0, 512)
+        );
+        let s0 = &t.subscriptions[0];
+        assert_eq!(s0.subscription_type, SubscriptionType::KeyShared);
+        assert_eq!(s0.consumer_rates, vec![10.0, 20.0]);
+        assert_eq!((s0.start_seconds, s0.redelivery_rate), (0.0, 0.0));
+        assert!(t.subscriptions[1].consumer_rates.is_empty());
+        assert_eq!(spec.partitions(), 1);
+    }
+
+    #[test]
+    fn topic_details_conflict_with_the_shape_settings_either_way() {
+        let v = DetailValue::List(vec![topic("a", vec![])]);
+        for name in SHAPE_SETTINGS {
+            let value = if name == "subscription_type" {
+                SettingValue::Str("Shared".into())
+            } else {
+                SettingValue::Int(1)
+            };
+            let mut spec = WorkloadSpec::default();
+            spec.set(name, &value).unwrap();
+            let e = spec.set_topic_details(&v).unwrap_err().to_string();
+            assert!(e.contains(&format!("with {name}:")), "{e}");
+            let mut spec = WorkloadSpec::default();
+            spec.set_topic_details(&v).unwrap();
+            let e = spec.set(name, &value).unwrap_err().to_string();
+            assert!(e.contains(&format!("with {name}:")), "{e}");
+        }
+        // Global settings still apply.
+        let mut spec = WorkloadSpec::default();
+        spec.set_topic_details(&v).unwrap();
+        spec.set("brokers", &SettingValue::Int(3)).unwrap();
+        spec.set("read_batch_size", &SettingValue::Int(10)).unwrap();
+    }
+
+    #[test]
+    fn topic_details_errors_name_the_field() {
+        let one = |t: DetailValue| DetailValue::List(vec![t]);
+        assert!(error(&DetailValue::List(vec![])).contains("at least one topic"));
+        assert!(error(&s("x")).contains("topic_details: expected a list"));
+        let e = error(&one(map(&[("name", s("a")), ("producer_rate", f(1.0))])));
+        assert!(e.contains("topic_details[0].message_size: missing"), "{e}");
+        let e = error(&one(map(&[
+            ("name", s("a")),
+            ("producer_rate", f(-1.0)),
+            ("message_size", f(1.0)),
+        ])));
+        assert!(
+            e.contains("topic_details[0].producer_rate: must be >= 0"),
+            "{e}"
+        );
+        let e = error(&one(map(&[
+            ("name", s("a")),
+            ("producer_rate", f(f64::NAN)),
+            ("message_size", f(1.0)),
+        ])));
+        assert!(e.contains("topic_details[0].producer_rate"), "{e}");
+        let e = error(&one(map(&[
+            ("name", s("")),
+            ("producer_rate", f(1.0)),
+            ("message_size", f(1.0)),
+        ])));
+        assert!(
+            e.contains("topic_details[0].name: must not be empty"),
+            "{e}"
+        );
+        let e = error(&one(map(&[
+            ("name", s("a")),
+            ("producer_rate", f(1.0)),
+            ("message_size", f(0.0)),
+        ])));
+        assert!(e.contains("topic_details[0].message_size"), "{e}");
+        let e = error(&one(topic("a", vec![sub("s", &[1.0, 0.0])])));
+        assert!(
+            e.contains("topic_details[0].subscriptions[0].consumer_rates[1]: must be > 0"),
+            "{e}"
+        );
+        let e = error(&one(topic("a", vec![sub("s", &[1.0]), sub("s", &[2.0])])));
+        assert!(e.contains("topic_details[0].subscriptions[1].name"), "{e}");
+        assert!(e.contains("twice"), "{e}");
+        let e = error(&DetailValue::List(vec![
+            topic("a", vec![]),
+            topic("a", vec![]),
+        ]));
+        assert!(
+            e.contains("topic_details[1].name: \"a\" is given twice"),
+            "{e}"
+        );
+        let mut bad = sub("s", &[1.0]);
+        if let DetailValue::Map(m) = &mut bad {
+            m.push(("speed".into(), f(1.0)));
+        }
+        let e = error(&one(topic("a", vec![bad])));
+        assert!(e.contains("topic_details[0].subscriptions[0].speed"), "{e}");
+        let mut bad = sub("s", &[1.0]);
+        if let DetailValue::Map(m) = &mut bad {
+            m[1].1 = s("Round_Robin");
+        }
+        let e = error(&one(topic("a", vec![bad])));
+        assert!(e.contains("topic_details[0].subscriptions[0].type"), "{e}");
+        let mut bad = sub("s", &[1.0]);
+        if let DetailValue::Map(m) = &mut bad {
+            m.push(("redelivery_rate".into(), f(1.5)));
+        }
+        let e = error(&one(topic("a", vec![bad])));
+        assert!(
+            e.contains("subscriptions[0].redelivery_rate: must be in [0, 1]"),
+            "{e}"
+        );
     }
 }
