@@ -254,7 +254,10 @@ def _check_disk(estimate: dict, out: Path) -> None:
 def cmd_generate(args) -> None:
     import ledgercache as lc
 
-    spec = _spec_with(lc, args.spec, args)
+    if (args.spec is None) == (args.from_stats is None):
+        raise CliError("name a scenario or spec file, or a broker's stats dump with --from-stats (one of them)")
+    source = args.spec if args.spec is not None else lc.workload.from_broker_stats(args.from_stats)
+    spec = _spec_with(lc, source, args)
     estimate = lc.workload.estimate(spec)
     print(estimate_line(estimate), flush=True)
     for line in (rate_line(estimate), backlog_line(estimate)):
@@ -284,7 +287,7 @@ def cmd_generate(args) -> None:
     print(f"wrote {progress.done:,} events to {path}")
 
 
-def _spec_with(lc, spec: str, args) -> dict:
+def _spec_with(lc, spec: Any, args) -> dict:
     settings = lc.workload.resolve(spec, driver=getattr(args, "driver", None))
     if getattr(args, "brokers", None):
         settings["brokers"] = args.brokers
@@ -413,6 +416,45 @@ def cmd_demo(args) -> None:
     compare(args, list(lc.workload.SCENARIOS), with_throttling=True)
 
 
+def cmd_calibrate(args) -> None:
+    import ledgercache as lc
+
+    sizes = parse_grid(args.sizes) if args.sizes else ([parse_size(z) for z in args.cache_size] if args.cache_size else None)
+    progress = Progress(1, quiet=args.quiet)
+    result = lc.calibrate.calibrate(
+        args.stats, args.metrics, broker_conf=args.broker_conf, design=args.design,
+        designs=args.strategy or lc.calibrate.DESIGNS, sizes=sizes, margin=args.margin, seed=args.seed,
+        test_duration_minutes=args.duration_minutes, max_backlog_minutes=args.max_backlog_minutes,
+        labels=dict(_key_value(x, "--label") for x in args.label or ()))
+    progress.step("replayed")
+    print(result.text())
+    if args.output:
+        out = Path(args.output)
+        path = _atomic_file(out / "report.md", lambda tmp: Path(tmp).write_text(result.markdown() + "\n"))
+        print(f"report: {path}")
+
+
+def _key_value(item: str, flag: str) -> tuple[str, str]:
+    if "=" not in item:
+        raise CliError(f"invalid {flag} {item!r}: use key=value")
+    key, value = item.split("=", 1)
+    return key.strip(), value.strip()
+
+
+def cmd_broker_dump(args) -> None:
+    import ledgercache as lc
+
+    spec = _spec_with(lc, args.spec, args)
+    config = lc.CacheConfig(cache_size_bytes=parse_size(args.cache_size), strategy=args.strategy)
+    stats, metrics = lc.broker_workload.dump(spec, config, seed=args.seed)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    lc.broker_stats.write(stats, out / "stats.json")
+    lc.metrics.write_prometheus(metrics, out / "metrics.txt")
+    print(f"wrote {out / 'stats.json'} ({len(stats.topics)} topics) and {out / 'metrics.txt'} "
+          f"(hit ratio {metrics.hit_ratio if metrics.hit_ratio is not None else 0:.3f} under {args.strategy} at {args.cache_size})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ledgercache", description="Replay message-log traffic through cache designs.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -446,8 +488,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--memory-budget", type=parse_memory, default=4 << 30,
                         help="memory a workload's simulation may take, e.g. 8GiB (default 4GiB)")
 
-    g = sub.add_parser("generate", help="generate a trace from a scenario or an OMB workload file")
-    g.add_argument("spec", help=f"a scenario ({', '.join(__import__('ledgercache').workload.SCENARIOS)}) or a .yaml/.json spec")
+    g = sub.add_parser("generate", help="generate a trace from a scenario, an OMB workload file or a broker's stats")
+    g.add_argument("spec", nargs="?", help=f"a scenario ({', '.join(__import__('ledgercache').workload.SCENARIOS)}) or a .yaml/.json spec")
+    g.add_argument("--from-stats", metavar="STATS_JSON",
+                   help="a broker's stats dump (pulsar-admin broker-stats topics, topics stats): its topics as the workload")
     g.add_argument("-o", "--output", required=True, help="trace file (.parquet, .arrow or .csv)")
     g.add_argument("--brokers", type=int, help="override the number of brokers")
     g.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
@@ -492,6 +536,34 @@ def build_parser() -> argparse.ArgumentParser:
     sweep(w)
     common(w, spark_default=True)
     w.set_defaults(run=cmd_sweep)
+
+    k = sub.add_parser("calibrate", help="your broker: the lab's prediction beside its cache metrics, then a sweep and a recommendation")
+    k.add_argument("--stats", required=True, help="the broker's stats dump (pulsar-admin broker-stats topics > stats.json)")
+    k.add_argument("--metrics", required=True, help="the broker's Prometheus metrics (curl http://broker:8080/metrics/ > metrics.txt)")
+    k.add_argument("--broker-conf", help="the broker's broker.conf (its cache settings; default: the lab's, a 1 GiB cache)")
+    k.add_argument("--design", choices=ALL_STRATEGIES,
+                   help="the design the broker runs (default pip430, as on Pulsar's master; legacy for Pulsar 4.0)")
+    k.add_argument("--strategy", action="append", choices=ALL_STRATEGIES, help="a design to sweep (repeatable; default: all but belady)")
+    k.add_argument("--cache-size", action="append", help="a cache size to sweep (repeatable; default: 1/8 to 4x the current size)")
+    k.add_argument("--sizes", metavar="MIN:MAX[:FACTOR]", help="a grid of cache sizes to sweep")
+    k.add_argument("--margin", type=float, default=0.01, help="recommend the smallest cache within this of a design's best hit ratio (default 0.01)")
+    k.add_argument("--duration-minutes", type=float, default=2.0, help="test minutes simulated after the warm-up (default 2)")
+    k.add_argument("--max-backlog-minutes", type=float, default=10.0,
+                   help="a backlog is simulated as at most this many minutes of lag (default 10)")
+    k.add_argument("--label", action="append", metavar="KEY=VALUE", help="pick the metrics series with this label (repeatable)")
+    k.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    k.add_argument("-o", "--output", help="also write the report (report.md, section 'Your broker') into this directory")
+    k.add_argument("--quiet", action="store_true", help="no progress line")
+    k.set_defaults(run=cmd_calibrate, spark=False, master=None)
+
+    b = sub.add_parser("broker-dump", help="a synthetic broker: the stats dump and metrics a broker running a workload would report")
+    b.add_argument("spec", help="a scenario or a .yaml/.json spec")
+    b.add_argument("-o", "--output", required=True, help="directory for stats.json and metrics.txt")
+    b.add_argument("--cache-size", default="1GiB", help="the synthetic broker's cache size (default 1GiB)")
+    b.add_argument("--strategy", default="pip430", choices=ALL_STRATEGIES, help="the synthetic broker's design (default pip430)")
+    b.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
+    b.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    b.set_defaults(run=cmd_broker_dump, spark=False, master=None)
 
     d = sub.add_parser("demo", help="all bundled scenarios, all strategies, each at its broker-sized caches, on Spark (local by default)")
     d.add_argument("-o", "--output", default="demo-report", help="report directory (default: demo-report)")

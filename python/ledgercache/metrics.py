@@ -74,6 +74,8 @@ __all__ = [
     "read",
     "read_monitoring_metrics",
     "read_prometheus",
+    "to_prometheus",
+    "write_prometheus",
 ]
 
 #: The largest metrics file the readers open (256 MiB).
@@ -301,3 +303,29 @@ def read(source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | 
     if text.lstrip()[:1] in ("[", "{"):
         return _from_monitoring_values(_json_values(text, label), label, labels)
     return _parse_prometheus(text, label, labels)
+
+
+def to_prometheus(cache: CacheMetrics, labels: Mapping[str, str] | None = None) -> str:
+    """The cache metrics as a broker's ``/metrics`` writes them: each set series under its
+    ``pulsar_`` name with a ``# TYPE ... gauge`` line and the given labels (default
+    ``cluster="standalone"``); :func:`read_prometheus` reads it back. How ``ledgercache
+    broker-dump`` writes a synthetic broker's metrics."""
+    labels = {"cluster": "standalone"} if labels is None else dict(labels)
+    text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+    lines = []
+    for attr, name in sorted({**_REQUIRED, **_OPTIONAL}.items(), key=lambda kv: kv[1]):
+        value = getattr(cache, attr)
+        if value is None:
+            continue
+        lines += [f"# TYPE pulsar_{name} gauge", f"pulsar_{name}{{{text}}} {float(value)!r}"]
+    return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def write_prometheus(cache: CacheMetrics, path: Union[str, "os.PathLike[str]"],
+                     labels: Mapping[str, str] | None = None) -> None:
+    """Writes :func:`to_prometheus`'s text to ``path``."""
+    Path(path).write_text(to_prometheus(cache, labels))

@@ -194,7 +194,8 @@ from . import _native
 from .errors import InvalidArgumentError, LedgerCacheError, ResourceLimitError, UnknownSettingError
 from .trace import SCHEMA, conform
 
-__all__ = ["OMB_PULSAR_DRIVER", "SCENARIOS", "SCENARIO_CACHE_SIZES", "Spec", "check", "estimate", "generate", "load_driver",
+__all__ = ["OMB_PULSAR_DRIVER", "SCENARIOS", "SCENARIO_CACHE_SIZES", "Spec", "check", "estimate", "from_broker_stats",
+           "generate", "load_driver",
            "load_spec", "normalize", "resolve", "stream"]
 
 DEFAULT_BATCH_ROWS = 65_536
@@ -657,3 +658,12 @@ SCENARIO_CACHE_SIZES: dict[str, tuple[int, ...]] = {
     "many-topics-small-cache": (8 * MIB, 32 * MIB, 128 * MIB, 512 * MIB),
     "seek-storm": (32 * MIB, 128 * MIB, 512 * MIB, 2048 * MIB),
 }
+
+
+def from_broker_stats(source: Any, **options: Any) -> dict[str, Any]:
+    """A workload spec reproducing a broker's topics from its stats dump (``pulsar-admin
+    broker-stats topics``, ``topics stats``, ``topics partitioned-stats``): one ``topicDetails``
+    entry per topic. The rules and ``options`` are :func:`ledgercache.broker_workload.from_broker_stats`'s."""
+    from .broker_workload import from_broker_stats as convert
+
+    return convert(source, **options)

@@ -1,0 +1,355 @@
+"""A broker's stats as a workload, and a trace summarized as a broker's stats.
+
+An operator has no trace of their broker, but every broker dumps its topic stats
+(``pulsar-admin broker-stats topics``; see :mod:`ledgercache.broker_stats`). :func:`from_broker_stats`
+turns such a dump into a workload spec with one ``topicDetails`` entry per topic (see
+:mod:`ledgercache.workload`), so that the generated trace publishes and dispatches at the broker's
+rates and holds its backlogs. :func:`summarize` goes the other way, from any trace to the stats a
+broker running it would report, which is how the report shows the stats beside what was generated
+(:func:`side_by_side`) and how a synthetic broker is made from a bundled scenario.
+
+How each field of the stats becomes the workload (the rules are here, once):
+
+- Every persistent topic (each partition of a partitioned topic) is one ``topicDetails`` entry:
+  ``producerRate`` is ``msgRateIn``; ``messageSize`` is ``averageMsgSize`` (else
+  ``msgThroughputIn / msgRateIn``, else 1024 bytes).
+- ``msgBacklog`` counts entries, not messages, whatever its name (Pulsar's
+  ``PersistentSubscription.getNumberOfEntriesInBacklog``); entries a second are ``msgRateIn``
+  over the messages in an entry that the producers' batching gives at that rate and size (the
+  generator's estimate, :func:`ledgercache.workload.estimate`, of a one-topic spec).
+- A subscription **tails** when its backlog is at most what its consumers' receiver queues hold
+  in flight (``receiverQueueSize`` messages a consumer, at least one consumer's worth) or
+  :data:`TAIL_SECONDS` (2) of publishing, whichever is more (acknowledgements trail deliveries): its
+  consumers read ``consumer_headroom`` (1.2) times the faster of ``msgRateIn`` and its
+  ``msgRateOut``, so they keep up as tailing consumers do, and it opens at the end at time 0.
+- A subscription **lags** when its backlog is larger: its consumers read at the rates the stats
+  say they dispatch (each consumer's ``msgRateOut``), and it starts ``msgBacklog`` entries' worth of
+  publishing into the run at the topic's first entry, so that it begins with the broker's backlog
+  and keeps it while its dispatch rate matches the publish rate. The start is capped at
+  ``max_backlog_minutes`` (10): a larger backlog is simulated as that many minutes of lag (its
+  oldest entries would be storage reads either way); :func:`side_by_side` shows the difference.
+  A consumer that dispatched nothing (no permits, say) reads at :data:`STALLED_RATE`: it is
+  connected but stalled, as a slow consumer with no permits is.
+- A subscription without consumers never reads (its type may be ``None``: Pulsar writes that for
+  a subscription without a dispatcher; it is simulated as Exclusive). Exclusive and Failover subscriptions deliver to
+  one consumer: the busiest one is listed first (the generator's active consumer) and gets the
+  subscription's whole rate.
+- ``redeliveryRate`` is ``msgRateRedeliver / msgRateOut`` (at most 0.5).
+- The run simulates the longest lag's start as warm-up (``warmupDurationMinutes``), then
+  ``test_duration_minutes`` (2) of test; rates are measured over the test.
+- Producers are Pulsar clients with the client's batching defaults (``batchingMaxPublishDelayMs``
+  1, ``batchingMaxMessages`` 1000, ``batchingMaxBytes`` 131072; ``ProducerConfigurationData``),
+  not OMB's; ``receiverQueueSize`` is the client's 1000.
+
+Not simulated: a topic with no publish rate publishes nothing, so a backlog on an idle topic is
+not read in the trace (the trace holds only entries it publishes); non-persistent topics are not
+in the stats the reader keeps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import broker_stats as _stats
+from . import metrics as _metrics
+from . import trace as _trace
+from .errors import InvalidArgumentError
+
+__all__ = ["STALLED_RATE", "TAIL_SECONDS", "CLIENT_DEFAULTS", "from_broker_stats", "dump", "summarize", "side_by_side", "subscriptions_of",
+           "window_start_us"]
+
+# A subscription at most this many seconds of publishing behind tails (acknowledgements trail
+# deliveries; entries this recent are in any cache).
+TAIL_SECONDS = 2.0
+# Messages/s of a consumer the stats show connected but dispatching nothing.
+STALLED_RATE = 0.01
+# The Pulsar Java client's producer and consumer defaults (ProducerConfigurationData,
+# ConsumerConfigurationData): how an operator's producers batch, unlike OMB's.
+CLIENT_DEFAULTS: dict[str, Any] = {
+    "batchingEnabled": True,
+    "batchingMaxPublishDelayMs": 1,
+    "batchingMaxMessages": 1000,
+    "batchingMaxBytes": 131072,
+    "receiverQueueSize": 1000,
+}
+_SINGLE = ("Exclusive", "Failover")
+_MAX_REDELIVERY = 0.5
+_MAX_MESSAGE = (1 << 31) - 1
+
+
+def _positive(name: str, value: float) -> float:
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
+        raise InvalidArgumentError(f"invalid {name}: expected a number above 0, got {value!r}")
+    return float(value)
+
+
+def from_broker_stats(source: Any, *, test_duration_minutes: float = 2.0, max_backlog_minutes: float = 10.0,
+                      consumer_headroom: float = 1.2, receiver_queue_size: int = 1000,
+                      settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A workload spec (a mapping for :mod:`ledgercache.workload`) reproducing a broker's topics.
+
+    ``source``: a stats dump's path, a mapping, or a :class:`~ledgercache.broker_stats.BrokerStats`
+    (:func:`ledgercache.broker_stats.read` says which dumps are accepted). ``settings``: more
+    workload settings (dispatcher knobs, ``brokerIngest...``), winning over the defaults here. The
+    module docstring gives the rules.
+    """
+    stats = source if isinstance(source, _stats.BrokerStats) else _stats.read(source)
+    test = _positive("test_duration_minutes", test_duration_minutes)
+    max_lag_s = _positive("max_backlog_minutes", max_backlog_minutes) * 60.0
+    headroom = _positive("consumer_headroom", consumer_headroom)
+    queue = int(_positive("receiver_queue_size", receiver_queue_size))
+    topics, warmup_s = [], 0.0
+    for t in stats.topics:
+        rate = t.msg_rate_in
+        size = min(_MAX_MESSAGE, max(1, round(t.average_msg_size or (t.msg_throughput_in / rate if rate > 0 else 0.0)
+                                              or 1024.0)))
+        per_entry = _messages_per_entry(rate, size, settings or {})
+        subs = []
+        for s in t.subscriptions:
+            sub, start = _subscription(s, rate, per_entry, headroom, queue, max_lag_s)
+            warmup_s = max(warmup_s, start)
+            subs.append(sub)
+        topics.append({"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs})
+    if not topics:
+        raise InvalidArgumentError("invalid stats: no persistent topic to simulate")
+    spec: dict[str, Any] = {**CLIENT_DEFAULTS, "receiverQueueSize": queue, "topicDetails": topics,
+                            "warmupDurationMinutes": warmup_s / 60.0, "testDurationMinutes": test}
+    spec.update(settings or {})
+    return spec
+
+
+def _messages_per_entry(rate: float, size: int, settings: Mapping[str, Any]) -> float:
+    """Messages in an entry (a producer batch) at this rate and message size: the generator's own
+    estimate, so that a backlog in entries becomes the seconds of publishing it simulates."""
+    if rate <= 0:
+        return 1.0
+    from . import workload
+
+    e = workload.estimate({**CLIENT_DEFAULTS, **settings, "producerRate": rate, "messageSize": size,
+                           "testDurationMinutes": 1, "warmupDurationMinutes": 0})
+    return e["messages"] / e["entries"] if e["entries"] else 1.0
+
+
+def _lags(backlog_messages: float, consumers: int, queue: int, rate_in: float) -> bool:
+    return backlog_messages > max(queue * max(1, consumers), TAIL_SECONDS * rate_in)
+
+
+def _subscription(s: "_stats.SubscriptionStats", rate_in: float, per_entry: float, headroom: float, queue: int,
+                  max_lag_s: float) -> tuple[dict[str, Any], float]:
+    consumers = sorted(s.consumers, key=lambda c: -c.msg_rate_out)  # the busiest is the active one
+    redelivery = min(_MAX_REDELIVERY, s.msg_rate_redeliver / s.msg_rate_out) if s.msg_rate_out > 0 else 0.0
+    backlog = s.msg_backlog * per_entry
+    lags = _lags(backlog, len(consumers), queue, rate_in)
+    total = s.msg_rate_out if lags else max(s.msg_rate_out, rate_in) * headroom
+    start = min(backlog / rate_in, max_lag_s) if lags and rate_in > 0 else 0.0
+    rates: list[float] = []
+    if consumers:
+        if s.type in _SINGLE:
+            weights = [1.0] + [0.0] * (len(consumers) - 1)
+        else:
+            weights = [c.msg_rate_out for c in consumers]
+            if sum(weights) <= 0:
+                weights = [1.0] * len(consumers)
+        rates = [max(STALLED_RATE, total * w / sum(weights)) for w in weights]
+    return ({"name": s.name, "type": s.type or "Exclusive", "consumerRates": rates, "startSeconds": start,
+             "redeliveryRate": redelivery}, start)
+
+
+def window_start_us(spec: Mapping[str, Any]) -> int:
+    """Where a generated run's test begins (after the warm-up), in trace microseconds: the window
+    rates are measured over."""
+    minutes = spec.get("warmupDurationMinutes", spec.get("warmup_duration_minutes", 0.0)) or 0.0
+    return int(round(float(minutes) * 60e6))
+
+
+@dataclass
+class _Topic:
+    """What :func:`summarize` gathers for a topic while it reads the trace."""
+
+    entries: int = 0
+    messages: int = 0
+    window_messages: int = 0
+    window_bytes: int = 0
+    # ledger id -> (entries added to the ledger, entries of the topic before it)
+    ledgers: dict[int, list[int]] | None = None
+    ledger_order: list[int] | None = None
+    # cursor -> [entry index acknowledged up to (exclusive) now, at the window's start]
+    cursors: dict[str, list[int | None]] | None = None
+
+
+def _index(t: _Topic, ledger: int | None, entry: int | None) -> int:
+    """Entries of the topic up to and including (ledger, entry); -1 below the first."""
+    if ledger is None or t.ledgers is None or ledger not in t.ledgers:
+        return t.entries - 1 if ledger is None else -1
+    return t.ledgers[ledger][1] + min(entry or 0, t.ledgers[ledger][0] - 1)
+
+
+def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
+              subscription: Callable[[str, str], tuple[str, int]] | None = None) -> "_stats.BrokerStats":
+    """The stats a broker running ``trace`` would report: per topic the publish rate, throughput and
+    average message size over the window from ``since_us`` to the trace's last event, and per
+    subscription (cursor) its dispatch rate over the window (how far its acknowledgements moved, in
+    messages: entries times the topic's average messages an entry) and its backlog at the end
+    (entries published after its last acknowledgement: Pulsar's ``msgBacklog`` counts entries).
+    Messages are counted from the ``messages`` column. ``subscription(topic, cursor)`` gives a subscription's type and consumer count
+    (:func:`subscriptions_of` reads them from a spec; a trace does not record them; default
+    ``Exclusive`` with one consumer).
+
+    Read in one pass, batch by batch; memory holds a few numbers per topic, ledger and cursor.
+    """
+    topics: dict[str, _Topic] = {}
+    first_us = last_us = None
+    for batch in _trace.batches(trace):
+        ts = batch.column("ts_us")
+        lo, hi = pc.min_max(ts).values()
+        first_us = lo.as_py() if first_us is None else first_us
+        last_us = hi.as_py()
+        adds = batch.filter(pc.equal(batch.column("op"), "add"))
+        before = {name: t.entries for name, t in topics.items()}
+        ops = batch.column("op")
+        if adds.num_rows:
+            _count_adds(topics, adds, since_us)
+        is_mark = pc.is_in(ops, pa.array(["open", "ack"]))
+        rows = pc.indices_nonzero(is_mark).to_pylist()
+        for i, row in zip(rows, batch.filter(is_mark).to_pylist()):
+            t = topics.setdefault(row["topic"], _Topic())
+            if t.cursors is None:
+                t.cursors = {}
+            if row["op"] == "open" and row["ledger_id"] is None:
+                # Opened at the end: the topic's entries published before this row.
+                earlier = pc.and_(pc.equal(ops.slice(0, i), "add"), pc.equal(batch.column("topic").slice(0, i), row["topic"]))
+                upto = before.get(row["topic"], 0) + pc.sum(earlier.cast(pa.int64())).as_py() if i else before.get(row["topic"], 0)
+            else:
+                # An open at a position reads from it: the entries before it count as acknowledged.
+                upto = _index(t, row["ledger_id"], row["entry_id"]) + (1 if row["op"] == "ack" else 0)
+            state = t.cursors.setdefault(row["cursor"], [upto, None])
+            state[0] = upto
+            if row["ts_us"] <= since_us or state[1] is None and row["op"] == "open":
+                state[1] = upto
+    if first_us is None:
+        raise InvalidArgumentError("invalid trace: it has no events to summarize")
+    seconds = max(1e-6, (last_us - max(since_us, first_us)) / 1e6)
+    out = []
+    for name, t in sorted(topics.items()):
+        per_entry = t.messages / t.entries if t.entries else 1.0
+        rate_in = t.window_messages / seconds
+        subs = []
+        for cursor, (upto, at_start) in sorted((t.cursors or {}).items()):
+            moved = max(0, upto - (at_start if at_start is not None else upto)) * per_entry / seconds
+            kind, n = subscription(name, cursor) if subscription else ("Exclusive", 1)
+            backlog = max(0, t.entries - upto)  # entries, as Pulsar counts a backlog
+            per = [_stats.ConsumerStats(name=f"{cursor}-consumer-{i}", msg_rate_out=moved / n if n else 0.0,
+                                        msg_throughput_out=0.0, available_permits=None, unacked_messages=0,
+                                        msg_rate_redeliver=0.0) for i in range(n)]
+            subs.append(_stats.SubscriptionStats(name=cursor, type=kind, msg_rate_out=moved, msg_throughput_out=0.0,
+                                                 msg_backlog=backlog, unacked_messages=0, msg_rate_redeliver=0.0,
+                                                 consumers=tuple(per)))
+        size = t.window_bytes / t.window_messages if t.window_messages else 0.0
+        out.append(_stats.TopicStats(
+            name=name, namespace=_namespace(name), bundle=None, msg_rate_in=rate_in,
+            msg_throughput_in=t.window_bytes / seconds, average_msg_size=size,
+            msg_rate_out=sum(s.msg_rate_out for s in subs), msg_throughput_out=0.0, storage_size=0,
+            backlog_size=0, publishers=1 if t.entries else 0, subscriptions=tuple(subs)))
+    return _stats.BrokerStats(topics=tuple(out))
+
+
+def _namespace(topic: str) -> str:
+    path = topic.split("://", 1)[-1].split("/")
+    return "/".join(path[:2]) if len(path) >= 3 else ""
+
+
+def _count_adds(topics: dict[str, _Topic], adds: pa.RecordBatch, since_us: int) -> None:
+    messages = pc.fill_null(adds.column("messages"), 1)
+    table = pa.table({"topic": adds.column("topic"), "ledger_id": adds.column("ledger_id"),
+                      "messages": messages, "size": adds.column("size"),
+                      "window": pc.greater_equal(adds.column("ts_us"), since_us)})
+    # Per (topic, ledger) in first-seen order: ledgers of a topic come one after another.
+    for row in table.group_by(["topic", "ledger_id"], use_threads=False).aggregate(
+            [("messages", "count"), ("messages", "sum")]).to_pylist():
+        t = topics.setdefault(row["topic"], _Topic())
+        if t.ledgers is None:
+            t.ledgers, t.ledger_order = {}, []
+        ledger = row["ledger_id"]
+        if ledger not in t.ledgers:
+            t.ledgers[ledger] = [0, t.entries]
+            t.ledger_order.append(ledger)
+        t.ledgers[ledger][0] += row["messages_count"]
+        t.entries += row["messages_count"]
+        t.messages += row["messages_sum"]
+    window = table.filter(table.column("window"))
+    if window.num_rows:
+        for row in window.group_by("topic", use_threads=False).aggregate(
+                [("messages", "sum"), ("size", "sum")]).to_pylist():
+            t = topics[row["topic"]]
+            t.window_messages += row["messages_sum"]
+            t.window_bytes += row["size_sum"]
+
+
+def side_by_side(stats: "_stats.BrokerStats", generated: "_stats.BrokerStats") -> list[dict[str, Any]]:
+    """One row per topic and per subscription: the stats' publish or dispatch rate and backlog
+    beside the generated trace's (``None`` where the trace has no such topic or subscription)."""
+    gen_topics = {t.name: t for t in generated.topics}
+    rows = []
+    for t in stats.topics:
+        g = gen_topics.get(t.name)
+        rows.append({"topic": t.name, "subscription": None, "stats_rate": t.msg_rate_in,
+                     "generated_rate": g.msg_rate_in if g else None, "stats_backlog": None, "generated_backlog": None})
+        gen_subs = {s.name: s for s in g.subscriptions} if g else {}
+        for s in t.subscriptions:
+            gs = gen_subs.get(s.name)
+            rows.append({"topic": t.name, "subscription": s.name, "stats_rate": s.msg_rate_out,
+                         "generated_rate": gs.msg_rate_out if gs else None, "stats_backlog": s.msg_backlog,
+                         "generated_backlog": gs.msg_backlog if gs else None})
+    return rows
+
+
+def _get(mapping: Mapping[str, Any], camel: str, default: Any = None) -> Any:
+    snake = "".join("_" + ch.lower() if ch.isupper() else ch for ch in camel)
+    return mapping.get(camel, mapping.get(snake, default))
+
+
+def subscriptions_of(spec: Mapping[str, Any]) -> Callable[[str, str], tuple[str, int]]:
+    """A spec's subscriptions as :func:`summarize` takes them: (topic, cursor) -> (type, consumers).
+    A ``topicDetails`` spec lists them; a homogeneous spec's ``sub-N`` cursors all have its
+    ``subscriptionType`` and ``consumerPerSubscription`` (catch-up readers are Exclusive readers)."""
+    details = _get(spec, "topicDetails")
+    if details:
+        known = {(t["name"], s["name"]): (_get(s, "type", "Exclusive"), len(_get(s, "consumerRates", ())))
+                 for t in details for s in t.get("subscriptions", ())}
+        return lambda topic, cursor: known.get((topic, cursor), ("Exclusive", 1))
+    kind = str(_get(spec, "subscriptionType", "Exclusive"))
+    n = int(_get(spec, "consumerPerSubscription", 1))
+    return lambda topic, cursor: ("Exclusive", 1) if cursor.startswith("catch-up-") else (kind, n)
+
+
+def dump(spec: Any, config: Any, *, seed: int = 1) -> tuple["_stats.BrokerStats", "_metrics.CacheMetrics"]:
+    """A synthetic broker: what a broker running ``spec`` (a scenario, file or mapping) with the
+    cache ``config`` would report: its stats dump (:func:`summarize` over the test window) and its
+    cache metrics (hits and misses a second over the window, from a replay; byte rates from the
+    replay's mean entry size; ``used_size`` the cache's bytes at the end)."""
+    import ledgercache as lc
+
+    settings = lc.workload.resolve(spec)
+    since_us = window_start_us(settings)
+    summary, series = lc.replay(lambda: lc.workload.stream(settings, seed), [config], with_timeseries=True)
+    since_s = -(-since_us // 1_000_000)
+    window = series.filter(pc.greater_equal(series.column("second"), since_s))
+    seconds = max(1, window.num_rows and (pc.max(window.column("second")).as_py() + 1 - since_s))
+    reads = pc.sum(window.column("reads")).as_py() or 0
+    hits = pc.sum(window.column("hits")).as_py() or 0
+    row = summary.to_pylist()[0]
+    entry = row["read_bytes"] / row["entries_read"] if row["entries_read"] else 0.0
+    metrics = _metrics.CacheMetrics(
+        hits_rate=hits / seconds, misses_rate=(reads - hits) / seconds, hits_throughput=hits * entry / seconds,
+        misses_throughput=(reads - hits) * entry / seconds,
+        used_size=float(window.column("cache_bytes")[-1].as_py()) if window.num_rows else 0.0,
+        evictions=None)
+    stats = summarize(lambda: lc.workload.stream(settings, seed), since_us=since_us,
+                      subscription=subscriptions_of(settings))
+    return stats, metrics

@@ -1,0 +1,193 @@
+"""A broker's stats as a workload, a trace summarized as stats, and `calibrate` (issue 13)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ledgercache as lc
+from ledgercache import broker_workload as bw
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "broker"
+MIB = 1 << 20
+
+# Two topics at different rates and sizes: a tailing Exclusive subscription each, and on the first
+# a Shared subscription that runs 20 s behind at exactly the publish rate (a steady backlog).
+STEADY = {
+    # One message an entry: backlogs (entries, as Pulsar counts them) read as messages.
+    "batchingEnabled": False,
+    "warmupDurationMinutes": 0.5,
+    "testDurationMinutes": 1,
+    "topicDetails": [
+        {"name": "persistent://t/ns/fast", "producerRate": 3000, "messageSize": 700, "subscriptions": [
+            {"name": "tail", "type": "Exclusive", "consumerRates": [3600]},
+            {"name": "behind", "type": "Shared", "consumerRates": [1500, 1500], "startSeconds": 20},
+        ]},
+        {"name": "persistent://t/ns/slow", "producerRate": 400, "messageSize": 2000, "subscriptions": [
+            {"name": "tail", "type": "Failover", "consumerRates": [480, 480]},
+        ]},
+    ],
+}
+
+
+def _summary(spec, seed=1):
+    settings = lc.workload.resolve(spec)
+    return bw.summarize(lambda: lc.workload.stream(settings, seed), since_us=bw.window_start_us(settings),
+                        subscription=bw.subscriptions_of(settings))
+
+
+def _by_name(stats):
+    return {t.name: t for t in stats.topics}
+
+
+def test_summarize_measures_the_given_rates_and_backlogs():
+    stats = _by_name(_summary(STEADY))
+    fast, slow = stats["persistent://t/ns/fast"], stats["persistent://t/ns/slow"]
+    assert fast.msg_rate_in == pytest.approx(3000, rel=0.03)
+    assert slow.msg_rate_in == pytest.approx(400, rel=0.03)
+    assert fast.average_msg_size == pytest.approx(700, rel=0.01)
+    subs = {s.name: s for s in fast.subscriptions}
+    assert subs["tail"].msg_rate_out == pytest.approx(3000, rel=0.05)
+    assert subs["tail"].msg_backlog < 3000 * 2  # tailing: about a second of acknowledgements behind
+    assert subs["behind"].type == "Shared" and len(subs["behind"].consumers) == 2
+    assert subs["behind"].msg_backlog == pytest.approx(20 * 3000, rel=0.1)
+    assert subs["behind"].msg_rate_out == pytest.approx(3000, rel=0.05)
+
+
+def test_round_trip_spec_stats_spec_keeps_rates_and_backlogs(tmp_path):
+    first = _summary(STEADY)
+    lc.broker_stats.write(first, tmp_path / "stats.json")
+    spec = lc.workload.from_broker_stats(tmp_path / "stats.json", test_duration_minutes=1,
+                                         settings={"batchingEnabled": False})
+    second = _by_name(_summary(spec, seed=2))
+    for t in first.topics:
+        again = second[t.name]
+        assert again.msg_rate_in == pytest.approx(t.msg_rate_in, rel=0.03), t.name
+        assert again.average_msg_size == pytest.approx(t.average_msg_size, rel=0.02), t.name
+        subs = {s.name: s for s in again.subscriptions}
+        for s in t.subscriptions:
+            assert subs[s.name].type == s.type
+            assert subs[s.name].msg_rate_out == pytest.approx(s.msg_rate_out, rel=0.05), (t.name, s.name)
+            if s.msg_backlog > 10_000:
+                assert subs[s.name].msg_backlog == pytest.approx(s.msg_backlog, rel=0.05), (t.name, s.name)
+
+
+def test_lagging_subscription_starts_behind_and_slow_consumers_keep_their_rates():
+    stats = lc.broker_stats.read(DATA / "key-shared-backlog.stats.json")
+    spec = lc.workload.from_broker_stats(stats)
+    topic = max(spec["topicDetails"], key=lambda t: max((s["startSeconds"] for s in t["subscriptions"]), default=0))
+    lagging = max(topic["subscriptions"], key=lambda s: s["startSeconds"])
+    assert lagging["type"] == "Key_Shared"
+    assert lagging["startSeconds"] > 0
+    assert spec["warmupDurationMinutes"] * 60 == pytest.approx(lagging["startSeconds"])
+    rates = lagging["consumerRates"]
+    assert len(rates) == 4 and min(rates) < max(rates) / 5  # the slow consumer stays slow
+
+
+def test_backlog_beyond_the_cap_is_capped():
+    stats = lc.broker_stats.read(DATA / "key-shared-backlog.stats.json")
+    spec = lc.workload.from_broker_stats(stats, max_backlog_minutes=0.5)
+    assert max(s["startSeconds"] for t in spec["topicDetails"] for s in t["subscriptions"]) == pytest.approx(30)
+
+
+@pytest.mark.parametrize("name", ["one-topic", "key-shared-backlog", "many-small-topics"])
+def test_every_fixture_becomes_a_workload_with_its_topics(name):
+    stats = lc.broker_stats.read(DATA / f"{name}.stats.json")
+    spec = lc.workload.from_broker_stats(stats)
+    assert [t["name"] for t in spec["topicDetails"]] == [t.name for t in stats.topics]
+    estimate = lc.workload.estimate(spec)
+    assert estimate["events"] > 0
+
+
+def test_stats_that_are_not_stats_get_one_clear_error():
+    with pytest.raises(lc.InvalidArgumentError, match="not-stats.json"):
+        lc.workload.from_broker_stats(DATA / "not-stats.json")
+
+
+def test_calibration_recovers_the_hit_ratio_of_a_synthetic_broker():
+    # A broker whose cache holds about three seconds of a 20 s lag: some of its reads miss.
+    spec = {"testDurationMinutes": 1.5, "topicDetails": [
+        {"name": "persistent://t/ns/a", "producerRate": 4000, "messageSize": 1024, "subscriptions": [
+            {"name": "tail", "type": "Exclusive", "consumerRates": [4800]},
+            {"name": "behind", "type": "Exclusive", "consumerRates": [4000], "startSeconds": 20},
+        ]}]}
+    config = lc.CacheConfig(cache_size_bytes=16 * MIB, strategy="lru")
+    stats, observed = bw.dump(spec, config, seed=3)
+    assert observed.hit_ratio is not None and 0.3 < observed.hit_ratio < 0.9
+    result = lc.calibrate.calibrate(stats, lc.metrics.BrokerMetrics(cache=observed, labels={}, samples=()),
+                                    broker_conf={"managedLedgerCacheSizeMB": "16"}, design="lru",
+                                    designs=["lru", "pip430"], sizes=[8 * MIB, 16 * MIB, 64 * MIB], seed=4)
+    assert result.current.cache_size_bytes == 16 * MIB and result.current.strategy == "lru"
+    assert result.current.hit_ratio == pytest.approx(observed.hit_ratio, abs=0.05)
+    assert result.current.storage_reads_per_second == pytest.approx(observed.misses_rate, rel=0.15)
+    # The sweep: a bigger cache never hits less under LRU, and the recommendation is the smallest
+    # size within the margin of the best.
+    lru = sorted((p for p in result.sweep if p.strategy == "lru"), key=lambda p: p.cache_size_bytes)
+    assert [p.hit_ratio for p in lru] == sorted(p.hit_ratio for p in lru)
+    rec = {r["strategy"]: r for r in result.recommendations}["lru"]
+    assert rec["hit_ratio"] >= rec["best_hit_ratio"] - 0.01
+    assert rec["cache_size_bytes"] == min(p.cache_size_bytes for p in lru if p.hit_ratio >= rec["best_hit_ratio"] - 0.01)
+    text = result.text()
+    assert "Your broker" in text and "Recommendation" in text
+    assert "## Your broker" in result.markdown()
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "ledgercache.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_calibrate_command_on_a_fixture(tmp_path):
+    r = _cli("calibrate", "--stats", str(DATA / "one-topic.stats.json"), "--metrics", str(DATA / "one-topic.metrics.txt"),
+             "--cache-size", "16MiB", "--cache-size", "64MiB", "--strategy", "pip430", "--strategy", "lru",
+             "--duration-minutes", "0.5", "-o", str(tmp_path), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "observed (broker)" in r.stdout and "predicted (lab)" in r.stdout
+    assert "persistent://public/default/orders" in r.stdout
+    report = (tmp_path / "report.md").read_text()
+    assert report.startswith("## Your broker")
+
+
+def test_broker_dump_then_calibrate_on_a_bundled_scenario(tmp_path):
+    r = _cli("broker-dump", "tailing-fan-out", "-o", str(tmp_path), "--cache-size", "16MiB",
+             "--duration-minutes", "0.25")
+    assert r.returncode == 0, r.stderr
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats  # a broker-stats topics dump
+    r = _cli("calibrate", "--stats", str(tmp_path / "stats.json"), "--metrics", str(tmp_path / "metrics.txt"),
+             "--broker-conf", str(_conf(tmp_path)), "--cache-size", "16MiB", "--strategy", "pip430",
+             "--duration-minutes", "0.25", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "cache hit ratio" in r.stdout
+
+
+def _conf(tmp_path: Path) -> Path:
+    path = tmp_path / "broker.conf"
+    path.write_text("managedLedgerCacheSizeMB=16\n")
+    return path
+
+
+def test_generate_from_stats(tmp_path):
+    out = tmp_path / "trace.parquet"
+    r = _cli("generate", "--from-stats", str(DATA / "one-topic.stats.json"), "--duration-minutes", "0.2",
+             "-o", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    import pyarrow.parquet as pq
+
+    topics = set(pq.read_table(out, columns=["topic"]).column("topic").to_pylist())
+    assert topics == {"persistent://public/default/orders"}
+
+
+def test_generate_needs_a_spec_or_stats(tmp_path):
+    r = _cli("generate", "-o", str(tmp_path / "t.parquet"))
+    assert r.returncode == 2 and "--from-stats" in r.stderr
+
+
+def test_calibrate_refuses_a_metrics_file_without_cache_series(tmp_path):
+    bad = tmp_path / "metrics.txt"
+    bad.write_text("# TYPE jvm_threads gauge\njvm_threads 12\n")
+    r = _cli("calibrate", "--stats", str(DATA / "one-topic.stats.json"), "--metrics", str(bad), "--quiet")
+    assert r.returncode == 2 and "pulsar_ml_cache" in r.stderr
