@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -169,6 +169,15 @@ def window_start_us(spec: Mapping[str, Any]) -> int:
 
 
 @dataclass
+class _Cursor:
+    """A cursor's entries acknowledged (everything before its read position): now, and at the
+    window's start (None before it opened)."""
+
+    upto: int
+    at_start: int | None = None
+
+
+@dataclass
 class _Topic:
     """What :func:`summarize` gathers for a topic while it reads the trace."""
 
@@ -176,16 +185,14 @@ class _Topic:
     messages: int = 0
     window_messages: int = 0
     window_bytes: int = 0
-    # ledger id -> (entries added to the ledger, entries of the topic before it)
-    ledgers: dict[int, list[int]] | None = None
-    ledger_order: list[int] | None = None
-    # cursor -> [entry index acknowledged up to (exclusive) now, at the window's start]
-    cursors: dict[str, list[int | None]] | None = None
+    # ledger id -> [entries added to the ledger, entries of the topic before it]
+    ledgers: dict[int, list[int]] = field(default_factory=dict)
+    cursors: dict[str, _Cursor] = field(default_factory=dict)
 
 
 def _index(t: _Topic, ledger: int | None, entry: int | None) -> int:
     """Entries of the topic up to and including (ledger, entry); -1 below the first."""
-    if ledger is None or t.ledgers is None or ledger not in t.ledgers:
+    if ledger is None or ledger not in t.ledgers:
         return t.entries - 1 if ledger is None else -1
     return t.ledgers[ledger][1] + min(entry or 0, t.ledgers[ledger][0] - 1)
 
@@ -219,8 +226,6 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
         rows = pc.indices_nonzero(is_mark).to_pylist()
         for i, row in zip(rows, batch.filter(is_mark).to_pylist()):
             t = topics.setdefault(row["topic"], _Topic())
-            if t.cursors is None:
-                t.cursors = {}
             if row["op"] == "open" and row["ledger_id"] is None:
                 # Opened at the end: the topic's entries published before this row.
                 earlier = pc.and_(pc.equal(ops.slice(0, i), "add"), pc.equal(batch.column("topic").slice(0, i), row["topic"]))
@@ -228,10 +233,10 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
             else:
                 # An open at a position reads from it: the entries before it count as acknowledged.
                 upto = _index(t, row["ledger_id"], row["entry_id"]) + (1 if row["op"] == "ack" else 0)
-            state = t.cursors.setdefault(row["cursor"], [upto, None])
-            state[0] = upto
-            if row["ts_us"] <= since_us or state[1] is None and row["op"] == "open":
-                state[1] = upto
+            state = t.cursors.setdefault(row["cursor"], _Cursor(upto))
+            state.upto = upto
+            if row["ts_us"] <= since_us or state.at_start is None and row["op"] == "open":
+                state.at_start = upto
     if first_us is None:
         raise InvalidArgumentError("invalid trace: it has no events to summarize")
     seconds = max(1e-6, (last_us - max(since_us, first_us)) / 1e6)
@@ -240,8 +245,9 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
         per_entry = t.messages / t.entries if t.entries else 1.0
         rate_in = t.window_messages / seconds
         subs = []
-        for cursor, (upto, at_start) in sorted((t.cursors or {}).items()):
-            moved = max(0, upto - (at_start if at_start is not None else upto)) * per_entry / seconds
+        for cursor, state in sorted(t.cursors.items()):
+            upto = state.upto
+            moved = max(0, upto - (state.at_start if state.at_start is not None else upto)) * per_entry / seconds
             kind, n = subscription(name, cursor) if subscription else ("Exclusive", 1)
             backlog = max(0, t.entries - upto)  # entries, as Pulsar counts a backlog
             per = [_stats.ConsumerStats(name=f"{cursor}-consumer-{i}", msg_rate_out=moved / n if n else 0.0,
@@ -273,12 +279,9 @@ def _count_adds(topics: dict[str, _Topic], adds: pa.RecordBatch, since_us: int) 
     for row in table.group_by(["topic", "ledger_id"], use_threads=False).aggregate(
             [("messages", "count"), ("messages", "sum")]).to_pylist():
         t = topics.setdefault(row["topic"], _Topic())
-        if t.ledgers is None:
-            t.ledgers, t.ledger_order = {}, []
         ledger = row["ledger_id"]
         if ledger not in t.ledgers:
             t.ledgers[ledger] = [0, t.entries]
-            t.ledger_order.append(ledger)
         t.ledgers[ledger][0] += row["messages_count"]
         t.entries += row["messages_count"]
         t.messages += row["messages_sum"]
