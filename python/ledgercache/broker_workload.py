@@ -25,7 +25,10 @@ How each field of the stats becomes the workload (the rules are here, once):
 - A subscription **lags** when its backlog is larger: its consumers read at the rates the stats
   say they dispatch (each consumer's ``msgRateOut``), and it starts ``msgBacklog`` entries' worth of
   publishing into the run at the topic's first entry, so that it begins with the broker's backlog
-  and keeps it while its dispatch rate matches the publish rate. The start is capped at
+  and keeps it while its dispatch rate matches the publish rate; one that reads slower (its
+  backlog grows) opens earlier and one that drains it later, so that its backlog at the end of
+  the run, when the broker was dumped, is the one the stats give where the run is long enough to
+  build it. The start is capped at
   ``max_backlog_minutes`` (10): a larger backlog is simulated as that many minutes of lag (its
   oldest entries would be storage reads either way); :func:`side_by_side` shows the difference.
   A consumer that dispatched nothing (no permits, say) reads at :data:`STALLED_RATE`: it is
@@ -49,7 +52,7 @@ in the stats the reader keeps.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +84,8 @@ CLIENT_DEFAULTS: dict[str, Any] = {
 _SINGLE = ("Exclusive", "Failover")
 _MAX_REDELIVERY = 0.5
 _MAX_MESSAGE = (1 << 31) - 1
+# startSeconds 0 means "opens at the end"; a lagging subscription opens at the first entry no earlier.
+_EARLIEST_START = 1e-3
 
 
 def _positive(name: str, value: float) -> float:
@@ -118,10 +123,31 @@ def from_broker_stats(source: Any, *, test_duration_minutes: float = 2.0, max_ba
         topics.append({"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs})
     if not topics:
         raise InvalidArgumentError("invalid stats: no persistent topic to simulate")
+    end_s = warmup_s + test * 60.0
+    for topic in topics:
+        for sub in topic["subscriptions"]:
+            if sub["startSeconds"] > 0:
+                sub["startSeconds"] = _start_for_backlog_at_end(sub, topic["producerRate"], warmup_s, end_s)
     spec: dict[str, Any] = {**CLIENT_DEFAULTS, "receiverQueueSize": queue, "topicDetails": topics,
                             "warmupDurationMinutes": warmup_s / 60.0, "testDurationMinutes": test}
     spec.update(settings or {})
     return spec
+
+
+def _start_for_backlog_at_end(sub: Mapping[str, Any], rate_in: float, warmup_s: float, end_s: float) -> float:
+    """When a lagging subscription opens at the topic's first entry so that its backlog at the end
+    of the run is the one the stats give (they describe the broker when it was dumped): opened at
+    ``s`` and reading at ``r``, it is ``rate_in * end - r * (end - s)`` messages behind at the end.
+    Its start as :func:`_subscription` set it (the backlog's seconds of publishing) is where a
+    subscription reading at the publish rate opens; one reading slower opens earlier, one draining
+    its backlog later, within (0, warm-up]."""
+    rates = sub["consumerRates"]
+    r = rates[0] if sub["type"] in _SINGLE else sum(rates)
+    backlog = sub["startSeconds"] * rate_in
+    if r <= STALLED_RATE * len(rates):
+        return sub["startSeconds"]  # a stalled subscription's backlog is whatever was published since it opened
+    start = end_s - (rate_in * end_s - backlog) / r
+    return min(warmup_s, max(_EARLIEST_START, start))
 
 
 def _messages_per_entry(rate: float, size: int, settings: Mapping[str, Any]) -> float:
@@ -170,11 +196,14 @@ def window_start_us(spec: Mapping[str, Any]) -> int:
 
 @dataclass
 class _Cursor:
-    """A cursor's entries acknowledged (everything before its read position): now, and at the
-    window's start (None before it opened)."""
+    """A cursor, in entry indexes of its topic: entries acknowledged (``upto``, all before it;
+    ``at_start`` at the window's start), its read position, and the entries dispatched (read or
+    replayed) in the window."""
 
     upto: int
     at_start: int | None = None
+    read_at: int = 0
+    dispatched: int = 0
 
 
 @dataclass
@@ -201,8 +230,9 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
               subscription: Callable[[str, str], tuple[str, int]] | None = None) -> "_stats.BrokerStats":
     """The stats a broker running ``trace`` would report: per topic the publish rate, throughput and
     average message size over the window from ``since_us`` to the trace's last event, and per
-    subscription (cursor) its dispatch rate over the window (how far its acknowledgements moved, in
-    messages: entries times the topic's average messages an entry) and its backlog at the end
+    subscription (cursor) its dispatch rate over the window (the entries its reads took and its
+    replays re-read, as Pulsar's ``msgRateOut`` counts what it sends, in messages: entries times
+    the topic's average messages an entry) and its backlog at the end
     (entries published after its last acknowledgement: Pulsar's ``msgBacklog`` counts entries).
     Messages are counted from the ``messages`` column. ``subscription(topic, cursor)`` gives a subscription's type and consumer count
     (:func:`subscriptions_of` reads them from a spec; a trace does not record them; default
@@ -217,26 +247,40 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
         lo, hi = pc.min_max(ts).values()
         first_us = lo.as_py() if first_us is None else first_us
         last_us = hi.as_py()
-        adds = batch.filter(pc.equal(batch.column("op"), "add"))
         before = {name: t.entries for name, t in topics.items()}
         ops = batch.column("op")
+        is_add = pc.equal(ops, "add")
+        adds = batch.filter(is_add)
         if adds.num_rows:
             _count_adds(topics, adds, since_us)
-        is_mark = pc.is_in(ops, pa.array(["open", "ack"]))
-        rows = pc.indices_nonzero(is_mark).to_pylist()
-        for i, row in zip(rows, batch.filter(is_mark).to_pylist()):
+        for row, published in _cursor_rows(batch, is_add, before):
             t = topics.setdefault(row["topic"], _Topic())
-            if row["op"] == "open" and row["ledger_id"] is None:
-                # Opened at the end: the topic's entries published before this row.
-                earlier = pc.and_(pc.equal(ops.slice(0, i), "add"), pc.equal(batch.column("topic").slice(0, i), row["topic"]))
-                upto = before.get(row["topic"], 0) + pc.sum(earlier.cast(pa.int64())).as_py() if i else before.get(row["topic"], 0)
-            else:
-                # An open at a position reads from it: the entries before it count as acknowledged.
-                upto = _index(t, row["ledger_id"], row["entry_id"]) + (1 if row["op"] == "ack" else 0)
-            state = t.cursors.setdefault(row["cursor"], _Cursor(upto))
-            state.upto = upto
-            if row["ts_us"] <= since_us or state.at_start is None and row["op"] == "open":
-                state.at_start = upto
+            op, ledger = row["op"], row["ledger_id"]
+            state = t.cursors.get(row["cursor"])
+            if op == "open":
+                # An open at a position reads from it (the entries before it count as acknowledged);
+                # an open without one, from the end.
+                start = published if ledger is None else max(0, _index(t, ledger, row["entry_id"]))
+                if state is None:
+                    state = t.cursors[row["cursor"]] = _Cursor(start)
+                state.upto = state.read_at = start
+                if state.at_start is None or row["ts_us"] <= since_us:
+                    state.at_start = start
+                continue
+            if state is None:
+                continue  # a cursor row before the cursor opened: nothing to count from
+            if op == "ack":
+                state.upto = _index(t, ledger, row["entry_id"]) + 1
+            elif op == "seek":
+                state.read_at = max(0, _index(t, ledger, row["entry_id"]))
+            elif op == "read":
+                # A read takes what was published from the read position on, at most its count.
+                taken = min(row["count"] or 0, max(0, published - state.read_at))
+                state.read_at += taken
+                if row["ts_us"] >= since_us:
+                    state.dispatched += taken
+            elif op == "replay" and row["ts_us"] >= since_us:
+                state.dispatched += 1
     if first_us is None:
         raise InvalidArgumentError("invalid trace: it has no events to summarize")
     seconds = max(1e-6, (last_us - max(since_us, first_us)) / 1e6)
@@ -247,7 +291,7 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
         subs = []
         for cursor, state in sorted(t.cursors.items()):
             upto = state.upto
-            moved = max(0, upto - (state.at_start if state.at_start is not None else upto)) * per_entry / seconds
+            moved = state.dispatched * per_entry / seconds
             kind, n = subscription(name, cursor) if subscription else ("Exclusive", 1)
             backlog = max(0, t.entries - upto)  # entries, as Pulsar counts a backlog
             per = [_stats.ConsumerStats(name=f"{cursor}-consumer-{i}", msg_rate_out=moved / n if n else 0.0,
@@ -263,6 +307,31 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
             msg_rate_out=sum(s.msg_rate_out for s in subs), msg_throughput_out=0.0, storage_size=0,
             backlog_size=0, publishers=1 if t.entries else 0, subscriptions=tuple(subs)))
     return _stats.BrokerStats(topics=tuple(out))
+
+
+_CURSOR_OPS = pa.array(["open", "ack", "read", "replay", "seek"])
+
+
+def _cursor_rows(batch: pa.RecordBatch, is_add: pa.ChunkedArray | pa.Array,
+                 before: Mapping[str, int]) -> Iterator[tuple[dict[str, Any], int]]:
+    """The batch's cursor rows (open, ack, read, replay, seek), each with the entries its topic had
+    published by then."""
+    import numpy as np
+
+    rows = pc.indices_nonzero(pc.is_in(batch.column("op"), _CURSOR_OPS))
+    if len(rows) == 0:
+        return
+    picked = batch.take(rows)
+    at = rows.to_numpy()
+    topics = picked.column("topic")
+    published = np.zeros(len(at), dtype=np.int64)
+    all_topics = batch.column("topic")
+    for topic in pc.unique(topics).to_pylist():
+        adds = pc.and_(is_add, pc.equal(all_topics, topic)).to_numpy(zero_copy_only=False)
+        so_far = np.cumsum(adds, dtype=np.int64) + before.get(topic, 0)
+        mine = pc.equal(topics, topic).to_numpy(zero_copy_only=False)
+        published[mine] = so_far[at[mine]]
+    yield from zip(picked.to_pylist(), published.tolist())
 
 
 def _namespace(topic: str) -> str:
