@@ -27,8 +27,8 @@ How each field of the stats becomes the workload (the rules are here, once):
   publishing into the run at the topic's first entry, so that it begins with the broker's backlog
   and keeps it while its dispatch rate matches the publish rate; one that reads slower (its
   backlog grows) opens earlier and one that drains it later, so that its backlog at the end of
-  the run, when the broker was dumped, is the one the stats give where the run is long enough to
-  build it. The start is capped at
+  the run, when the broker was dumped, is the one the stats give (where the run allows: a backlog
+  growing or draining fast needs a longer warm-up than the lag; ``calibrate`` says so). The start is capped at
   ``max_backlog_minutes`` (10): a larger backlog is simulated as that many minutes of lag (its
   oldest entries would be storage reads either way); :func:`side_by_side` shows the difference.
   A consumer that dispatched nothing (no permits, say) reads at :data:`STALLED_RATE`: it is
@@ -65,7 +65,7 @@ from . import trace as _trace
 from .errors import InvalidArgumentError
 
 __all__ = ["STALLED_RATE", "TAIL_SECONDS", "CLIENT_DEFAULTS", "from_broker_stats", "dump", "summarize", "side_by_side", "subscriptions_of",
-           "window_start_us"]
+           "window_counts", "window_seconds", "workload_and_notes"]
 
 # A subscription at most this many seconds of publishing behind tails (acknowledgements trail
 # deliveries; entries this recent are in any cache).
@@ -104,12 +104,25 @@ def from_broker_stats(source: Any, *, test_duration_minutes: float = 2.0, max_ba
     workload settings (dispatcher knobs, ``brokerIngest...``), winning over the defaults here. The
     module docstring gives the rules.
     """
+    return workload_and_notes(source, test_duration_minutes=test_duration_minutes,
+                              max_backlog_minutes=max_backlog_minutes, consumer_headroom=consumer_headroom,
+                              receiver_queue_size=receiver_queue_size, settings=settings)[0]
+
+
+def workload_and_notes(source: Any, *, test_duration_minutes: float = 2.0, max_backlog_minutes: float = 10.0,
+                       consumer_headroom: float = 1.2, receiver_queue_size: int = 1000,
+                       settings: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+    """:func:`from_broker_stats`'s spec, and a line for each place where the workload cannot give
+    what the stats say (a backlog over the cap or out of the run's reach, a subscription nobody
+    reads, an idle topic with a backlog)."""
     stats = source if isinstance(source, _stats.BrokerStats) else _stats.read(source)
+    notes: list[str] = []
     test = _positive("test_duration_minutes", test_duration_minutes)
     max_lag_s = _positive("max_backlog_minutes", max_backlog_minutes) * 60.0
     headroom = _positive("consumer_headroom", consumer_headroom)
     queue = int(_positive("receiver_queue_size", receiver_queue_size))
-    topics, warmup_s = [], 0.0
+    topics: list[dict[str, Any]] = []
+    warmup_s = 0.0
     for t in stats.topics:
         rate = t.msg_rate_in
         size = min(_MAX_MESSAGE, max(1, round(t.average_msg_size or (t.msg_throughput_in / rate if rate > 0 else 0.0)
@@ -120,34 +133,51 @@ def from_broker_stats(source: Any, *, test_duration_minutes: float = 2.0, max_ba
             sub, start = _subscription(s, rate, per_entry, headroom, queue, max_lag_s)
             warmup_s = max(warmup_s, start)
             subs.append(sub)
+            where = f"{t.name} {s.name}"
+            if rate > 0 and s.msg_backlog * per_entry / rate > max_lag_s:
+                notes.append(f"{where}: backlog longer than {max_lag_s / 60:g} min of publishing; simulated as "
+                             f"{max_lag_s / 60:g} min of lag")
+            if not s.consumers and s.msg_backlog:
+                notes.append(f"{where}: no consumer, so nothing reads it: its backlog is everything published "
+                             f"since it opened")
+        if rate == 0 and any(s.msg_backlog for s in t.subscriptions):
+            notes.append(f"{t.name}: a backlog but no publishing: its reads are not simulated (a trace holds "
+                         f"only entries it publishes)")
         topics.append({"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs})
-    if not topics:
-        raise InvalidArgumentError("invalid stats: no persistent topic to simulate")
+    if not any(t["producerRate"] > 0 or t["subscriptions"] for t in topics):
+        raise InvalidArgumentError("invalid stats: no persistent topic publishes or has a subscription: nothing to "
+                                   "simulate")
     end_s = warmup_s + test * 60.0
     for topic in topics:
         for sub in topic["subscriptions"]:
-            if sub["startSeconds"] > 0:
-                sub["startSeconds"] = _start_for_backlog_at_end(sub, topic["producerRate"], warmup_s, end_s)
+            if sub["startSeconds"] > 0 and sub["consumerRates"]:
+                sub["startSeconds"], reached = _start_for_backlog_at_end(sub, topic["producerRate"], warmup_s, end_s)
+                if not reached:
+                    notes.append(f"{topic['name']} {sub['name']}: its backlog changes faster than the run can "
+                                 f"match (it ends the run with a different backlog; see the comparison)")
     spec: dict[str, Any] = {**CLIENT_DEFAULTS, "receiverQueueSize": queue, "topicDetails": topics,
                             "warmupDurationMinutes": warmup_s / 60.0, "testDurationMinutes": test}
     spec.update(settings or {})
-    return spec
+    return spec, notes
 
 
-def _start_for_backlog_at_end(sub: Mapping[str, Any], rate_in: float, warmup_s: float, end_s: float) -> float:
+def _start_for_backlog_at_end(sub: Mapping[str, Any], rate_in: float, warmup_s: float,
+                              end_s: float) -> tuple[float, bool]:
     """When a lagging subscription opens at the topic's first entry so that its backlog at the end
     of the run is the one the stats give (they describe the broker when it was dumped): opened at
     ``s`` and reading at ``r``, it is ``rate_in * end - r * (end - s)`` messages behind at the end.
     Its start as :func:`_subscription` set it (the backlog's seconds of publishing) is where a
     subscription reading at the publish rate opens; one reading slower opens earlier, one draining
-    its backlog later, within (0, warm-up]."""
+    its backlog later, within (0, warm-up]; and whether that start gives the backlog (a backlog
+    growing too fast for the run, or draining too fast, cannot be reached)."""
     rates = sub["consumerRates"]
     r = rates[0] if sub["type"] in _SINGLE else sum(rates)
     backlog = sub["startSeconds"] * rate_in
     if r <= STALLED_RATE * len(rates):
-        return sub["startSeconds"]  # a stalled subscription's backlog is whatever was published since it opened
+        return sub["startSeconds"], False  # stalled: its backlog is whatever was published since it opened
     start = end_s - (rate_in * end_s - backlog) / r
-    return min(warmup_s, max(_EARLIEST_START, start))
+    fitted = min(warmup_s, max(_EARLIEST_START, start))
+    return fitted, abs(fitted - start) < 1.0
 
 
 def _messages_per_entry(rate: float, size: int, settings: Mapping[str, Any]) -> float:
@@ -187,21 +217,36 @@ def _subscription(s: "_stats.SubscriptionStats", rate_in: float, per_entry: floa
              "redeliveryRate": redelivery}, start)
 
 
-def window_start_us(spec: Mapping[str, Any]) -> int:
-    """Where a generated run's test begins (after the warm-up), in trace microseconds: the window
-    rates are measured over."""
-    minutes = spec.get("warmupDurationMinutes", spec.get("warmup_duration_minutes", 0.0)) or 0.0
-    return int(round(float(minutes) * 60e6))
+def window_seconds(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """The whole seconds ``[first, end)`` of a generated run's test, after its warm-up: the window
+    every rate of a synthetic broker and of a calibration is measured over (the seconds of a
+    replay's per-second series, and the span :func:`summarize` reads)."""
+    def minutes(camel: str, snake: str, default: float) -> float:
+        value = spec.get(camel, spec.get(snake, default))
+        return float(default if value is None else value)
+
+    warmup = minutes("warmupDurationMinutes", "warmup_duration_minutes", 0.0)
+    test = minutes("testDurationMinutes", "test_duration_minutes", 1.0)
+    first = math.ceil(warmup * 60 - 1e-9)
+    return first, max(first + 1, math.floor((warmup + test) * 60 + 1e-9))
+
+
+def window_counts(series: pa.Table, window: tuple[int, int], config_index: int | None = None) -> tuple[int, int]:
+    """Entries read and hits over a window's seconds, from a replay's per-second series (one
+    configuration's rows when ``config_index`` is given)."""
+    keep = pc.and_(pc.greater_equal(series.column("second"), window[0]), pc.less(series.column("second"), window[1]))
+    if config_index is not None:
+        keep = pc.and_(keep, pc.equal(series.column("config_index"), config_index))
+    rows = series.filter(keep)
+    return pc.sum(rows.column("reads")).as_py() or 0, pc.sum(rows.column("hits")).as_py() or 0
 
 
 @dataclass
 class _Cursor:
-    """A cursor, in entry indexes of its topic: entries acknowledged (``upto``, all before it;
-    ``at_start`` at the window's start), its read position, and the entries dispatched (read or
-    replayed) in the window."""
+    """A cursor, in entry indexes of its topic: entries acknowledged (``upto``, all before it), its
+    read position, and the entries dispatched (read or replayed) in the window."""
 
     upto: int
-    at_start: int | None = None
     read_at: int = 0
     dispatched: int = 0
 
@@ -226,10 +271,11 @@ def _index(t: _Topic, ledger: int | None, entry: int | None) -> int:
     return t.ledgers[ledger][1] + min(entry or 0, t.ledgers[ledger][0] - 1)
 
 
-def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
+def summarize(trace: _trace.TraceSource, *, since_us: int = 0, until_us: int | None = None,
               subscription: Callable[[str, str], tuple[str, int]] | None = None) -> "_stats.BrokerStats":
     """The stats a broker running ``trace`` would report: per topic the publish rate, throughput and
-    average message size over the window from ``since_us`` to the trace's last event, and per
+    average message size over the window from ``since_us`` to ``until_us`` (default: the trace's
+    last event; rows from ``until_us`` on are not read), and per
     subscription (cursor) its dispatch rate over the window (the entries its reads took and its
     replays re-read, as Pulsar's ``msgRateOut`` counts what it sends, in messages: entries times
     the topic's average messages an entry) and its backlog at the end
@@ -243,6 +289,10 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
     topics: dict[str, _Topic] = {}
     first_us = last_us = None
     for batch in _trace.batches(trace):
+        if until_us is not None:
+            batch = batch.filter(pc.less(batch.column("ts_us"), until_us))
+            if batch.num_rows == 0:
+                continue
         ts = batch.column("ts_us")
         lo, hi = pc.min_max(ts).values()
         first_us = lo.as_py() if first_us is None else first_us
@@ -264,8 +314,6 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
                 if state is None:
                     state = t.cursors[row["cursor"]] = _Cursor(start)
                 state.upto = state.read_at = start
-                if state.at_start is None or row["ts_us"] <= since_us:
-                    state.at_start = start
                 continue
             if state is None:
                 continue  # a cursor row before the cursor opened: nothing to count from
@@ -283,7 +331,8 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0,
                 state.dispatched += 1
     if first_us is None:
         raise InvalidArgumentError("invalid trace: it has no events to summarize")
-    seconds = max(1e-6, (last_us - max(since_us, first_us)) / 1e6)
+    end_us = until_us if until_us is not None else last_us
+    seconds = max(1e-6, (end_us - max(since_us, first_us)) / 1e6)
     out = []
     for name, t in sorted(topics.items()):
         per_entry = t.messages / t.entries if t.entries else 1.0
@@ -408,20 +457,17 @@ def dump(spec: Any, config: Any, *, seed: int = 1) -> tuple["_stats.BrokerStats"
     import ledgercache as lc
 
     settings = lc.workload.resolve(spec)
-    since_us = window_start_us(settings)
+    window = window_seconds(settings)
     summary, series = lc.replay(lambda: lc.workload.stream(settings, seed), [config], with_timeseries=True)
-    since_s = -(-since_us // 1_000_000)
-    window = series.filter(pc.greater_equal(series.column("second"), since_s))
-    seconds = max(1, window.num_rows and (pc.max(window.column("second")).as_py() + 1 - since_s))
-    reads = pc.sum(window.column("reads")).as_py() or 0
-    hits = pc.sum(window.column("hits")).as_py() or 0
+    seconds = window[1] - window[0]
+    reads, hits = window_counts(series, window)
     row = summary.to_pylist()[0]
     entry = row["read_bytes"] / row["entries_read"] if row["entries_read"] else 0.0
+    inside = series.filter(pc.less(series.column("second"), window[1]))
     metrics = _metrics.CacheMetrics(
         hits_rate=hits / seconds, misses_rate=(reads - hits) / seconds, hits_throughput=hits * entry / seconds,
         misses_throughput=(reads - hits) * entry / seconds,
-        used_size=float(window.column("cache_bytes")[-1].as_py()) if window.num_rows else 0.0,
-        evictions=None)
-    stats = summarize(lambda: lc.workload.stream(settings, seed), since_us=since_us,
-                      subscription=subscriptions_of(settings))
+        used_size=float(inside.column("cache_bytes")[-1].as_py()) if inside.num_rows else 0.0, evictions=None)
+    stats = summarize(lambda: lc.workload.stream(settings, seed), since_us=window[0] * 1_000_000,
+                      until_us=window[1] * 1_000_000, subscription=subscriptions_of(settings))
     return stats, metrics

@@ -28,8 +28,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import broker_stats as _stats
 from . import broker_workload as _bw
@@ -70,6 +68,7 @@ class Calibration:
     margin: float
     window_seconds: float
     settings_source: str
+    batching: str
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def comparison_rows(self) -> list[dict[str, Any]]:
@@ -88,14 +87,6 @@ def default_sizes(current: int) -> list[int]:
     return [max(MIB, current // 8 << k) for k in range(6)]
 
 
-def _window(series: pa.Table, config_index: int, since_s: int, end_s: int) -> tuple[int, int]:
-    rows = series.filter(pc.and_(pc.equal(series.column("config_index"), config_index),
-                                 pc.greater_equal(series.column("second"), since_s)))
-    reads = pc.sum(rows.column("reads")).as_py() or 0
-    hits = pc.sum(rows.column("hits")).as_py() or 0
-    return reads, hits
-
-
 def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str | None = None,
               designs: Iterable[str] = DESIGNS, sizes: Iterable[int] | None = None, margin: float = 0.01,
               seed: int = 1, test_duration_minutes: float = 2.0, max_backlog_minutes: float = 10.0,
@@ -109,7 +100,8 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     """
     import ledgercache as lc
 
-    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and 0 <= margin < 1):
+    if not (isinstance(margin, (int, float)) and not isinstance(margin, bool) and math.isfinite(margin)
+            and 0 <= margin < 1):
         raise InvalidArgumentError(f"invalid margin: expected a hit-ratio margin in [0, 1), got {margin!r}")
     stats = stats if isinstance(stats, _stats.BrokerStats) else _stats.read(stats)
     observed = metrics if isinstance(metrics, _metrics.BrokerMetrics) else _metrics.read(metrics, labels=labels)
@@ -126,38 +118,26 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     if not designs or not sizes:
         raise InvalidArgumentError("invalid sweep: name at least one design and one cache size")
     batching = batching_from(stats, observed.cache)
-    spec = _bw.from_broker_stats(stats, test_duration_minutes=test_duration_minutes,
-                                 max_backlog_minutes=max_backlog_minutes, settings=batching)
-    since_us = _bw.window_start_us(spec)
-    since_s = -(-since_us // 1_000_000)  # whole seconds inside the window
+    spec, notes = _bw.workload_and_notes(stats, test_duration_minutes=test_duration_minutes,
+                                         max_backlog_minutes=max_backlog_minutes, settings=batching)
+    window = _bw.window_seconds(spec)
     # The memory model only adds peak retained bytes, which calibration does not report.
     config = config.replace(memory_model=False)
     configs = [config] + [config.replace(strategy=d, cache_size_bytes=s) for d in designs for s in sizes]
     summary, series = lc.replay(lambda: _workload.stream(spec, seed), configs, with_timeseries=True)
-    end_s = int(pc.max(series.column("second")).as_py() or 0) + 1
-    window = max(1, end_s - since_s)
+    seconds = window[1] - window[0]
     predictions = []
     for i, c in enumerate(configs):
-        reads, hits = _window(series, i, since_s, end_s)
+        reads, hits = _bw.window_counts(series, window, i)
         predictions.append(Prediction(c.strategy, c.cache_size_bytes, hits / reads if reads else None,
-                                      reads / window, (reads - hits) / window))
+                                      reads / seconds, (reads - hits) / seconds))
     current, sweep = predictions[0], tuple(predictions[1:])
-    generated = _bw.summarize(lambda: _workload.stream(spec, seed), since_us=since_us,
-                              subscription=_bw.subscriptions_of(spec))
-    notes = []
-    lag_cap = max_backlog_minutes * 60
-    for t in spec["topicDetails"]:
-        for s in t["subscriptions"]:
-            if s["startSeconds"] >= lag_cap:
-                notes.append(f"{t['name']} {s['name']}: backlog longer than {max_backlog_minutes:g} min of publishing; "
-                             f"simulated as {max_backlog_minutes:g} min of lag")
-    idle = [t.name for t in stats.topics if t.msg_rate_in == 0 and any(s.msg_backlog for s in t.subscriptions)]
-    if idle:
-        notes.append(f"{len(idle)} topic(s) with a backlog but no publishing (e.g. {idle[0]}): their reads are not "
-                     f"simulated (a trace holds only entries it publishes)")
+    generated = _bw.summarize(lambda: _workload.stream(spec, seed), since_us=window[0] * 1_000_000,
+                              until_us=window[1] * 1_000_000, subscription=_bw.subscriptions_of(spec))
     return Calibration(spec=spec, stats=stats, generated=generated, observed=observed.cache, current=current,
                        sweep=sweep, recommendations=tuple(_recommend(current, sweep, margin)), margin=margin,
-                       window_seconds=float(window), settings_source=source, notes=tuple(notes))
+                       window_seconds=float(seconds), settings_source=source, batching=_batching_text(batching),
+                       notes=tuple(notes))
 
 
 def batching_from(stats: _stats.BrokerStats, cache: _metrics.CacheMetrics) -> dict[str, Any]:
@@ -217,12 +197,14 @@ def _table(markdown: bool, header: list[str], rows: list[list[str]]) -> list[str
     return [fmt(header)] + [fmt(r) for r in rows]
 
 
-def _batching_text(spec: Mapping[str, Any]) -> str:
-    if spec.get("batchingEnabled") is False:
-        return "one message an entry (from the metrics)"
-    if spec.get("batchingMaxPublishDelayMs") == 1000:
-        return f"{spec['batchingMaxMessages']} messages an entry (dispatched messages over cache reads)"
-    return "the Pulsar client's defaults (no dispatch or cache reads to calibrate them)"
+def _batching_text(batching: Mapping[str, Any]) -> str:
+    """How :func:`batching_from`'s settings read in the report."""
+    if not batching:
+        return "the Pulsar client's defaults (no dispatch or cache reads to calibrate them)"
+    if batching.get("batchingEnabled") is False:
+        return "one message an entry (dispatched messages over cache reads)"
+    return (f"{batching['batchingMaxMessages']} messages an entry (dispatched messages over cache reads; at most "
+            f"{batching.get('batchingMaxBytes', 131072):,} bytes a batch, the client's batchingMaxBytes)")
 
 
 def _render(c: Calibration, markdown: bool) -> list[str]:
@@ -233,7 +215,7 @@ def _render(c: Calibration, markdown: bool) -> list[str]:
              f"{len(c.stats.topics)} topics, {subs} subscriptions; simulated {c.window_seconds:.0f} s of test after "
              f"{warmup * 60:.0f} s of warm-up that builds the backlogs. Settings: {c.settings_source}; design "
              f"{c.current.strategy} at {_size(c.current.cache_size_bytes)}. Producer batching: "
-             f"{_batching_text(c.spec)}.", ""]
+             f"{c.batching}.", ""]
     lines += _table(markdown, ["", "observed (broker)", "predicted (lab)"], [
         ["cache hit ratio", _ratio(c.observed.hit_ratio), _ratio(c.current.hit_ratio)],
         ["storage reads (entries/s)", _rate(c.observed.misses_rate), _rate(c.current.storage_reads_per_second)],

@@ -256,7 +256,11 @@ def cmd_generate(args) -> None:
 
     if (args.spec is None) == (args.from_stats is None):
         raise CliError("name a scenario or spec file, or a broker's stats dump with --from-stats (one of them)")
-    source = args.spec if args.spec is not None else lc.workload.from_broker_stats(args.from_stats)
+    if args.from_stats is not None and args.warmup_minutes is not None:
+        raise CliError("--warmup-minutes does not go with --from-stats: the warm-up is what builds the stats' backlogs")
+    # From stats, the test's length goes into the conversion: backlogs are fitted to the run's end.
+    source = args.spec if args.spec is not None else lc.workload.from_broker_stats(
+        args.from_stats, test_duration_minutes=args.duration_minutes or 2.0)
     spec = _spec_with(lc, source, args)
     estimate = lc.workload.estimate(spec)
     print(estimate_line(estimate), flush=True)
@@ -425,7 +429,7 @@ def cmd_calibrate(args) -> None:
         args.stats, args.metrics, broker_conf=args.broker_conf, design=args.design,
         designs=args.strategy or lc.calibrate.DESIGNS, sizes=sizes, margin=args.margin, seed=args.seed,
         test_duration_minutes=args.duration_minutes, max_backlog_minutes=args.max_backlog_minutes,
-        labels=dict(_key_value(x, "--label") for x in args.label or ()))
+        labels=dict(_key_value(x, "--label") for x in args.label) if args.label else None)
     progress.step("replayed")
     print(result.text())
     if args.output:
@@ -451,7 +455,9 @@ def cmd_broker_dump(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     lc.broker_stats.write(stats, out / "stats.json")
     lc.metrics.write_prometheus(metrics, out / "metrics.txt")
-    print(f"wrote {out / 'stats.json'} ({len(stats.topics)} topics) and {out / 'metrics.txt'} "
+    # The synthetic broker's cache size, as its broker.conf would say it (managedLedgerCacheSizeMB).
+    (out / "broker.conf").write_text(f"managedLedgerCacheSizeMB={max(1, config.cache_size_bytes >> 20)}\n")
+    print(f"wrote {out / 'stats.json'} ({len(stats.topics)} topics), {out / 'broker.conf'} and {out / 'metrics.txt'} "
           f"(hit ratio {metrics.hit_ratio if metrics.hit_ratio is not None else 0:.3f} under {args.strategy} at {args.cache_size})")
 
 
@@ -556,9 +562,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--quiet", action="store_true", help="no progress line")
     k.set_defaults(run=cmd_calibrate, spark=False, master=None)
 
-    b = sub.add_parser("broker-dump", help="a synthetic broker: the stats dump and metrics a broker running a workload would report")
+    b = sub.add_parser("broker-dump", help="a synthetic broker: the stats dump, metrics and broker.conf of a broker running a workload")
     b.add_argument("spec", help="a scenario or a .yaml/.json spec")
-    b.add_argument("-o", "--output", required=True, help="directory for stats.json and metrics.txt")
+    b.add_argument("-o", "--output", required=True, help="directory for stats.json, metrics.txt and broker.conf")
     b.add_argument("--cache-size", default="1GiB", help="the synthetic broker's cache size (default 1GiB)")
     b.add_argument("--strategy", default="pip430", choices=ALL_STRATEGIES, help="the synthetic broker's design (default pip430)")
     b.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 
 import ledgercache as lc
@@ -36,8 +36,9 @@ STEADY = {
 
 def _summary(spec, seed=1):
     settings = lc.workload.resolve(spec)
-    return bw.summarize(lambda: lc.workload.stream(settings, seed), since_us=bw.window_start_us(settings),
-                        subscription=bw.subscriptions_of(settings))
+    first, end = bw.window_seconds(settings)
+    return bw.summarize(lambda: lc.workload.stream(settings, seed), since_us=first * 1_000_000,
+                        until_us=end * 1_000_000, subscription=bw.subscriptions_of(settings))
 
 
 def _by_name(stats):
@@ -101,21 +102,48 @@ def test_a_growing_backlog_ends_the_run_at_the_stats_backlog():
         name="persistent://t/ns/grow", msg_rate_in=2000, average_msg_size=500, subscriptions=(
             lc.broker_stats.SubscriptionStats(name="lag", type="Exclusive", msg_rate_out=1200, msg_backlog=40_000,
                                               consumers=(lc.broker_stats.ConsumerStats(msg_rate_out=1200),)),)),))
-    spec = lc.workload.from_broker_stats(stats, test_duration_minutes=0.5, settings={"batchingEnabled": False})
+    spec, notes = bw.workload_and_notes(stats, test_duration_minutes=0.5, settings={"batchingEnabled": False})
+    assert notes == []
     sub = spec["topicDetails"][0]["subscriptions"][0]
     assert sub["startSeconds"] < 20  # opens earlier than 40,000 / 2,000 s: its backlog grows meanwhile
+    # Over 2 minutes the backlog would grow past 40,000 whenever it opened: said, not hidden.
+    assert any("faster than the run" in n for n in bw.workload_and_notes(stats, settings={"batchingEnabled": False})[1])
     generated = _by_name(_summary(spec))["persistent://t/ns/grow"].subscriptions[0]
     assert generated.msg_backlog == pytest.approx(40_000, rel=0.05)
     assert generated.msg_rate_out == pytest.approx(1200, rel=0.05)
 
 
-@pytest.mark.parametrize("name", ["one-topic", "key-shared-backlog", "many-small-topics"])
+@pytest.mark.parametrize("name", ["one-topic", "key-shared-backlog", "many-small-topics", "partitioned",
+                                  "single-topic"])
 def test_every_fixture_becomes_a_workload_with_its_topics(name):
     stats = lc.broker_stats.read(DATA / f"{name}.stats.json")
     spec = lc.workload.from_broker_stats(stats)
     assert [t["name"] for t in spec["topicDetails"]] == [t.name for t in stats.topics]
     estimate = lc.workload.estimate(spec)
     assert estimate["events"] > 0
+
+
+def test_a_lagging_subscription_without_consumers_is_read_by_nobody_and_said_so():
+    stats = lc.broker_stats.BrokerStats(topics=(lc.broker_stats.TopicStats(
+        name="persistent://t/ns/orphan", msg_rate_in=100, average_msg_size=200, subscriptions=(
+            lc.broker_stats.SubscriptionStats(name="gone", type=None, msg_backlog=5000),)),))
+    spec, notes = bw.workload_and_notes(stats, test_duration_minutes=0.2)
+    sub = spec["topicDetails"][0]["subscriptions"][0]
+    assert sub["type"] == "Exclusive" and sub["consumerRates"] == []
+    assert any("no consumer" in n for n in notes)
+    reads = lc.workload.generate(spec).filter(pc.equal(pc.field("op"), "read"))
+    assert reads.num_rows == 0
+
+
+def test_stats_with_nothing_to_simulate_get_a_clear_error():
+    stats = lc.broker_stats.BrokerStats(topics=(lc.broker_stats.TopicStats(name="persistent://t/ns/idle"),))
+    with pytest.raises(lc.InvalidArgumentError, match="nothing to simulate"):
+        lc.workload.from_broker_stats(stats)
+
+
+def test_the_window_is_the_test_in_whole_seconds():
+    assert bw.window_seconds({"warmupDurationMinutes": 0.5, "testDurationMinutes": 0.2}) == (30, 42)
+    assert bw.window_seconds({"testDurationMinutes": 2}) == (0, 120)
 
 
 def test_stats_that_are_not_stats_get_one_clear_error():
@@ -170,19 +198,19 @@ def test_broker_dump_then_calibrate_on_a_bundled_scenario(tmp_path):
     r = _cli("broker-dump", "tailing-fan-out", "-o", str(tmp_path), "--cache-size", "16MiB",
              "--duration-minutes", "0.25")
     assert r.returncode == 0, r.stderr
-    stats = json.loads((tmp_path / "stats.json").read_text())
-    assert stats  # a broker-stats topics dump
+    dumped = lc.broker_stats.read(tmp_path / "stats.json")
+    assert sorted(t.name for t in dumped.topics) == [f"persistent://public/default/topic-{t}-partition-{k}"
+                                                      for t in range(2) for k in range(2)]
+    assert all(len(t.subscriptions) == 4 and t.msg_rate_in > 0 for t in dumped.topics)
+    observed = lc.metrics.read(tmp_path / "metrics.txt").cache
+    assert (tmp_path / "broker.conf").read_text() == "managedLedgerCacheSizeMB=16\n"
     r = _cli("calibrate", "--stats", str(tmp_path / "stats.json"), "--metrics", str(tmp_path / "metrics.txt"),
-             "--broker-conf", str(_conf(tmp_path)), "--cache-size", "16MiB", "--strategy", "pip430",
+             "--broker-conf", str(tmp_path / "broker.conf"), "--cache-size", "16MiB", "--strategy", "pip430",
              "--duration-minutes", "0.25", "--quiet")
     assert r.returncode == 0, r.stderr
-    assert "cache hit ratio" in r.stdout
-
-
-def _conf(tmp_path: Path) -> Path:
-    path = tmp_path / "broker.conf"
-    path.write_text("managedLedgerCacheSizeMB=16\n")
-    return path
+    line = next(x for x in r.stdout.splitlines() if x.startswith("cache hit ratio"))
+    assert line.split()[-2] == f"{observed.hit_ratio:.3f}"  # observed, as the synthetic broker reported it
+    assert "design pip430 at 16 MiB" in r.stdout
 
 
 def test_generate_from_stats(tmp_path):
