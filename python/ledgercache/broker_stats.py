@@ -88,6 +88,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
+from ._files import read_text
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -388,23 +389,7 @@ def _stem(path: Path) -> str:
 
 def _load(path: Path, max_bytes: int) -> Any:
     label = str(path)
-    try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise InvalidArgumentError(f"{label}: {size:,} bytes, more than the {max_bytes:,} a stats file "
-                                       f"may have (max_bytes=)")
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InvalidArgumentError(f"{label}: does not exist") from None
-    except OSError as e:
-        raise InvalidArgumentError(f"{label}: {e.strerror or e}") from None
-    except ValueError as e:  # a path with a NUL byte
-        raise InvalidArgumentError(f"{label!r}: {e}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise InvalidArgumentError(f"{label}: line {line}: not UTF-8 text (byte {e.start})") from None
+    text = read_text(path, max_bytes, "a stats file")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

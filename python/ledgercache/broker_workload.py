@@ -62,6 +62,7 @@ import pyarrow.compute as pc
 from . import broker_stats as _stats
 from . import metrics as _metrics
 from . import trace as _trace
+from . import workload as _workload
 from .errors import InvalidArgumentError
 
 __all__ = ["STALLED_RATE", "TAIL_SECONDS", "CLIENT_DEFAULTS", "from_broker_stats", "dump", "summarize", "side_by_side", "subscriptions_of",
@@ -185,9 +186,7 @@ def _messages_per_entry(rate: float, size: int, settings: Mapping[str, Any]) -> 
     estimate, so that a backlog in entries becomes the seconds of publishing it simulates."""
     if rate <= 0:
         return 1.0
-    from . import workload
-
-    e = workload.estimate({**CLIENT_DEFAULTS, **settings, "producerRate": rate, "messageSize": size,
+    e = _workload.estimate({**CLIENT_DEFAULTS, **settings, "producerRate": rate, "messageSize": size,
                            "testDurationMinutes": 1, "warmupDurationMinutes": 0})
     return e["messages"] / e["entries"] if e["entries"] else 1.0
 
@@ -221,12 +220,9 @@ def window_seconds(spec: Mapping[str, Any]) -> tuple[int, int]:
     """The whole seconds ``[first, end)`` of a generated run's test, after its warm-up: the window
     every rate of a synthetic broker and of a calibration is measured over (the seconds of a
     replay's per-second series, and the span :func:`summarize` reads)."""
-    def minutes(camel: str, snake: str, default: float) -> float:
-        value = spec.get(camel, spec.get(snake, default))
-        return float(default if value is None else value)
-
-    warmup = minutes("warmupDurationMinutes", "warmup_duration_minutes", 0.0)
-    test = minutes("testDurationMinutes", "test_duration_minutes", 1.0)
+    settings = _workload.normalize(spec)
+    warmup = float(settings.get("warmup_duration_minutes", 0.0))
+    test = float(settings.get("test_duration_minutes", 1.0))
     first = math.ceil(warmup * 60 - 1e-9)
     return first, max(first + 1, math.floor((warmup + test) * 60 + 1e-9))
 
@@ -430,22 +426,18 @@ def side_by_side(stats: "_stats.BrokerStats", generated: "_stats.BrokerStats") -
     return rows
 
 
-def _get(mapping: Mapping[str, Any], camel: str, default: Any = None) -> Any:
-    snake = "".join("_" + ch.lower() if ch.isupper() else ch for ch in camel)
-    return mapping.get(camel, mapping.get(snake, default))
-
-
 def subscriptions_of(spec: Mapping[str, Any]) -> Callable[[str, str], tuple[str, int]]:
     """A spec's subscriptions as :func:`summarize` takes them: (topic, cursor) -> (type, consumers).
     A ``topicDetails`` spec lists them; a homogeneous spec's ``sub-N`` cursors all have its
     ``subscriptionType`` and ``consumerPerSubscription`` (catch-up readers are Exclusive readers)."""
-    details = _get(spec, "topicDetails")
+    settings = _workload.normalize(spec)
+    details = settings.get("topic_details")
     if details:
-        known = {(t["name"], s["name"]): (_get(s, "type", "Exclusive"), len(_get(s, "consumerRates", ())))
+        known = {(t["name"], s["name"]): (s.get("type", "Exclusive"), len(s.get("consumer_rates", ())))
                  for t in details for s in t.get("subscriptions", ())}
         return lambda topic, cursor: known.get((topic, cursor), ("Exclusive", 1))
-    kind = str(_get(spec, "subscriptionType", "Exclusive"))
-    n = int(_get(spec, "consumerPerSubscription", 1))
+    kind = str(settings.get("subscription_type", "Exclusive"))
+    n = int(settings.get("consumer_per_subscription", 1))
     return lambda topic, cursor: ("Exclusive", 1) if cursor.startswith("catch-up-") else (kind, n)
 
 

@@ -34,6 +34,7 @@ from . import broker_workload as _bw
 from . import metrics as _metrics
 from . import workload as _workload
 from .errors import InvalidArgumentError
+from .report import _size
 
 __all__ = ["DESIGNS", "Calibration", "Prediction", "batching_from", "calibrate", "default_sizes"]
 
@@ -171,14 +172,6 @@ def _recommend(current: Prediction, sweep: Iterable[Prediction], margin: float) 
                     "best_hit_ratio": best, "storage_reads_per_second": pick.storage_reads_per_second,
                     "storage_reads_saved_per_second": current.storage_reads_per_second - pick.storage_reads_per_second})
     return out
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
-        if n >= scale:
-            v = n / scale
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{n} B"
 
 
 def _ratio(v: float | None) -> str:

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from ._files import read_text
 from .errors import InvalidArgumentError, MissingDependencyError
 
 __all__ = [
@@ -187,24 +188,7 @@ def _select(samples: list[Sample], prefix: str, label: str, labels: Mapping[str,
 
 
 def _read_text(path: Path, max_bytes: int) -> str:
-    label = str(path)
-    try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise InvalidArgumentError(f"{label}: {size:,} bytes, more than the {max_bytes:,} a metrics file "
-                                       f"may have (max_bytes=)")
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InvalidArgumentError(f"{label}: does not exist") from None
-    except OSError as e:
-        raise InvalidArgumentError(f"{label}: {e.strerror or e}") from None
-    except ValueError as e:
-        raise InvalidArgumentError(f"{label!r}: {e}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise InvalidArgumentError(f"{label}: line {line}: not UTF-8 text (byte {e.start})") from None
+    return read_text(path, max_bytes, "a metrics file")
 
 
 def read_prometheus(source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | None = None,
