@@ -30,7 +30,7 @@ mod python;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{CacheConfig, SettingValue, Strategy};
-pub use entry::{CachedEntry, Payload};
+pub use entry::{CachedEntry, Payload, PayloadBuffer, PayloadGroup};
 pub use error::{Error, Result};
 pub use manager::{BatchEntry, EntryCache, EntryCacheManager};
 pub use position::Position;

@@ -265,6 +265,11 @@ impl EntryCacheManager {
 
 impl Drop for EntryCacheManager {
     fn drop(&mut self) {
+        // Each cache holds the shared state, and the table in the shared state holds each cache:
+        // forgetting the names breaks that cycle, so the entries are freed once the callers' last
+        // handle goes. Handles still held keep working (they reach their entries by id).
+        let names = std::mem::take(&mut self.shared.caches.write().by_name);
+        drop(names);
         if let Some((stop, handle)) = self.background.take() {
             stop.store(true, Ordering::Release);
             if let Some((flag, cv)) = &self.shared.wake_evictor {
@@ -474,6 +479,27 @@ impl Shared {
             self.entry_count.fetch_sub(unpublished.0, Ordering::AcqRel);
             self.size_bytes.fetch_sub(unpublished.1, Ordering::AcqRel);
             *unpublished = (0, 0);
+        }
+    }
+}
+
+impl Drop for EntryCache {
+    /// The last handle of a cache whose manager is gone (a removed cache was cleared already):
+    /// its entries go now, not with the last handle of some other cache of the same manager.
+    fn drop(&mut self) {
+        let ours = {
+            let mut table = self.shared.caches.write();
+            match table.by_id.get_mut(self.id as usize) {
+                Some(slot) if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &self.state)) => {
+                    *slot = None;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if ours {
+            let removed = self.state.lock().clear();
+            self.shared.account_invalidated(removed);
         }
     }
 }

@@ -481,3 +481,65 @@ fn bookkeeping_per_entry_is_bounded_and_counts_headers_and_handlers() {
         "{bare} bytes per entry for slot, index and queue"
     );
 }
+
+/// A buffer that tells when it is freed (its `Arc` goes back to one holder).
+struct Tracked(#[allow(dead_code)] Arc<()>, Vec<u8>);
+
+impl ledgercache::PayloadBuffer for Tracked {
+    fn as_slice(&self) -> &[u8] {
+        &self.1
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn dropping_the_manager_and_its_caches_frees_the_entries() {
+    let alive = Arc::new(());
+    let (m, _clock) = manager(&[]);
+    let cache = m.get_cache("ledger");
+    cache
+        .insert(p(0), Payload::new(Tracked(alive.clone(), vec![1; 8])), 0, None)
+        .unwrap();
+    drop(m);
+    // A handle that outlives its manager keeps working.
+    assert_eq!(cache.get(p(0)).unwrap().data(), &[1; 8]);
+    cache
+        .insert(p(1), Payload::new(Tracked(alive.clone(), vec![2; 8])), 1, None)
+        .unwrap();
+    assert_eq!(cache.len(), 2);
+    assert_eq!(Arc::strong_count(&alive), 3);
+    drop(cache);
+    assert_eq!(
+        Arc::strong_count(&alive),
+        1,
+        "every entry is freed with the last handle"
+    );
+
+    // A handle held past the manager's end does not keep the other caches' entries.
+    let alive = Arc::new(());
+    let (m, _clock) = manager(&[]);
+    for name in ["a", "b"] {
+        m.get_cache(name)
+            .insert(p(0), Payload::new(Tracked(alive.clone(), vec![4; 8])), 0, None)
+            .unwrap();
+    }
+    let kept = m.get_cache("b");
+    drop(m);
+    assert_eq!(Arc::strong_count(&alive), 2, "only the held cache's entry is left");
+    drop(kept);
+    assert_eq!(Arc::strong_count(&alive), 1);
+
+    // A manager dropped with caches it handed out, none held: everything goes at once.
+    let alive = Arc::new(());
+    let (m, _clock) = manager(&[]);
+    for name in ["a", "b"] {
+        m.get_cache(name)
+            .insert(p(0), Payload::new(Tracked(alive.clone(), vec![3; 8])), 0, None)
+            .unwrap();
+    }
+    assert_eq!(Arc::strong_count(&alive), 3);
+    drop(m);
+    assert_eq!(Arc::strong_count(&alive), 1);
+}

@@ -150,6 +150,25 @@ def test_eviction_releases_the_evicted_bytes(clock):
     assert [sys.getrefcount(b) for b in payloads] == before
 
 
+def test_dropping_the_manager_and_its_caches_releases_the_payloads(clock):
+    # The caches and the manager's table used to hold each other, so nothing was ever freed.
+    import sys
+
+    payload = bytes(range(64))
+    before = sys.getrefcount(payload)
+    m = make_manager(clock)
+    for name in ("a", "b"):
+        m.get_cache(name).insert(P(0, 0), payload)
+    kept = m.get_cache("c")
+    kept.insert(P(0, 0), payload)
+    assert sys.getrefcount(payload) == before + 3
+    del m
+    assert sys.getrefcount(payload) == before + 1, "the caches nobody holds are freed with the manager"
+    assert kept.get(P(0, 0)).data == payload, "a handle still held keeps working"
+    del kept
+    assert sys.getrefcount(payload) == before
+
+
 def test_run_eviction_and_background_thread(clock):
     m = lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=1000, eviction_interval_ms=1), clock=clock, background_eviction=True)
     c = m.get_cache("t")
