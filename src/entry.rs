@@ -1,7 +1,7 @@
 //! What the cache hands to readers: a copy of a cached entry that shares its payload and its
 //! expected-read counter with the cached original.
 
-pub use crate::payload::{Payload, PayloadBuffer};
+pub use crate::payload::{Payload, PayloadBuffer, PayloadGroup};
 use crate::position::Position;
 use crate::read_count::ReadCountHandler;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -176,7 +176,8 @@ impl Payload {
         self.0.is_none()
     }
 
-    /// The buffer, if this payload was made by `Payload::new` from a `T`.
+    /// The buffer, if this payload was made by `Payload::new` from a `T`, or cut from a `T` by a
+    /// [`PayloadGroup`] (then the whole buffer, of which the payload's bytes are a part).
     pub fn buffer<T: 'static>(&self) -> Option<&T> {
         let h = self.0?;
         // SAFETY: the vtable belongs to this allocation; the returned pointer is into it, alive as
@@ -269,6 +270,183 @@ impl<T: PayloadBuffer> External<T> {
     }
 }
 
+/// A payload cut from a buffer it shares with the other payloads of its [`PayloadGroup`]. Its
+/// header is one of the group's, so making it allocates nothing.
+#[repr(C)]
+struct Member {
+    header: Header,
+    group: NonNull<GroupHead>,
+}
+
+/// The start of a group's allocation, which holds the group's buffer after this head and then a
+/// [`Member`] per payload the group can make.
+#[repr(C)]
+struct GroupHead {
+    /// Members still referenced, plus one while the [`PayloadGroup`] itself lives; the last to go
+    /// frees the allocation (buffer included).
+    live: AtomicUsize,
+    members: usize,
+    release: unsafe fn(NonNull<GroupHead>),
+    buffer: unsafe fn(NonNull<GroupHead>) -> NonNull<dyn Any>,
+}
+
+/// Where a group's parts lie in its allocation.
+struct GroupLayout {
+    layout: Layout,
+    buffer_at: usize,
+    members_at: usize,
+}
+
+fn group_layout<T>(members: usize) -> Option<GroupLayout> {
+    let (layout, buffer_at) = Layout::new::<GroupHead>().extend(Layout::new::<T>()).ok()?;
+    let (layout, members_at) = layout.extend(Layout::array::<Member>(members).ok()?).ok()?;
+    Some(GroupLayout {
+        layout: layout.pad_to_align(),
+        buffer_at,
+        members_at,
+    })
+}
+
+/// Payloads that are ranges of one buffer, made without an allocation each: one allocation holds
+/// the buffer and the headers of up to `capacity` payloads, and is freed once the group and every
+/// payload made from it are gone. For a batch of entries cut from one buffer (the values of an
+/// Arrow binary array): it then costs one allocation, not one per entry. The buffer lives as long as
+/// any of its payloads does, as it would with one payload per slice.
+pub struct PayloadGroup {
+    head: NonNull<GroupHead>,
+    /// The buffer's bytes (they never move: the buffer is in the allocation).
+    bytes: *const u8,
+    bytes_len: usize,
+    members: NonNull<Member>,
+    capacity: usize,
+    made: usize,
+}
+
+// SAFETY: the group hands out payloads (themselves `Send + Sync`) and touches only members it has
+// not handed out yet; the buffer is `Send + Sync` (`PayloadBuffer`'s bounds).
+unsafe impl Send for PayloadGroup {}
+unsafe impl Sync for PayloadGroup {}
+
+impl PayloadGroup {
+    /// A group over `buffer` that can make up to `capacity` payloads; `None` if that many headers
+    /// do not fit in memory's address space.
+    pub fn new<T: PayloadBuffer>(buffer: T, capacity: usize) -> Option<Self> {
+        let parts = group_layout::<T>(capacity)?;
+        // SAFETY: the layout has a non-zero size (the head); the head and the buffer are written
+        // before anything reads them, and members only as payloads are made.
+        unsafe {
+            let raw = alloc(parts.layout);
+            let Some(base) = NonNull::new(raw) else {
+                handle_alloc_error(parts.layout)
+            };
+            let head = base.cast::<GroupHead>();
+            head.as_ptr().write(GroupHead {
+                live: AtomicUsize::new(capacity.saturating_add(1)),
+                members: capacity,
+                release: release_group::<T>,
+                buffer: group_buffer::<T>,
+            });
+            let at = raw.add(parts.buffer_at).cast::<T>();
+            at.write(buffer);
+            let bytes = (*at).as_slice();
+            Some(PayloadGroup {
+                head,
+                bytes: bytes.as_ptr(),
+                bytes_len: bytes.len(),
+                members: NonNull::new_unchecked(raw.add(parts.members_at).cast::<Member>()),
+                capacity,
+                made: 0,
+            })
+        }
+    }
+
+    /// The buffer's bytes `start..start + len` as a payload; `None` if the range is not in the
+    /// buffer or the group has made `capacity` payloads. An empty range is an empty payload.
+    pub fn slice(&mut self, start: usize, len: usize) -> Option<Payload> {
+        if start.checked_add(len)? > self.bytes_len {
+            return None;
+        }
+        if len == 0 {
+            return Some(Payload(None));
+        }
+        if self.made == self.capacity {
+            return None;
+        }
+        // SAFETY: member `made` is inside the allocation and not handed out yet; the bytes are in
+        // the buffer (checked above), which lives as long as the allocation.
+        unsafe {
+            let member = self.members.as_ptr().add(self.made);
+            member.write(Member {
+                header: Header {
+                    refs: AtomicUsize::new(1),
+                    vtable: &MEMBER_VTABLE,
+                    ptr: self.bytes.add(start),
+                    len,
+                },
+                group: self.head,
+            });
+            self.made += 1;
+            Some(Payload(Some(NonNull::new_unchecked(
+                member.cast::<Header>(),
+            ))))
+        }
+    }
+}
+
+impl Drop for PayloadGroup {
+    fn drop(&mut self) {
+        // The members never made were counted live from the start; they go now, with the group.
+        let going = self.capacity - self.made + 1;
+        // SAFETY: the group's own count keeps the allocation alive until this decrement.
+        unsafe { release_group_refs(self.head, going) }
+    }
+}
+
+/// Drops `n` of the group's live counts, freeing it when they were the last.
+///
+/// SAFETY: the caller holds `n` of the counts.
+unsafe fn release_group_refs(head: NonNull<GroupHead>, n: usize) {
+    let h = &*head.as_ptr();
+    if h.live.fetch_sub(n, Ordering::Release) != n {
+        return;
+    }
+    fence(Ordering::Acquire);
+    (h.release)(head);
+}
+
+/// SAFETY: `head` heads a group over a `T` with no live counts left.
+unsafe fn release_group<T>(head: NonNull<GroupHead>) {
+    let members = (*head.as_ptr()).members;
+    let parts = group_layout::<T>(members).expect("computed when the group was made");
+    let raw = head.as_ptr().cast::<u8>();
+    std::ptr::drop_in_place(raw.add(parts.buffer_at).cast::<T>());
+    dealloc(raw, parts.layout);
+}
+
+/// SAFETY: `head` heads a live group over a `T`.
+unsafe fn group_buffer<T: PayloadBuffer>(head: NonNull<GroupHead>) -> NonNull<dyn Any> {
+    let parts = group_layout::<T>((*head.as_ptr()).members).expect("computed when made");
+    let buffer = &*head.as_ptr().cast::<u8>().add(parts.buffer_at).cast::<T>();
+    NonNull::from(buffer.as_any())
+}
+
+static MEMBER_VTABLE: VTable = VTable {
+    release: release_member,
+    as_any: member_buffer,
+    overhead: std::mem::size_of::<Member>(),
+};
+
+/// SAFETY: `h` heads a member with no references left.
+unsafe fn release_member(h: NonNull<Header>) {
+    release_group_refs((*h.as_ptr().cast::<Member>()).group, 1);
+}
+
+/// SAFETY: `h` heads a live member, which keeps its group alive.
+unsafe fn member_buffer(h: NonNull<Header>) -> Option<NonNull<dyn Any>> {
+    let group = (*h.as_ptr().cast::<Member>()).group;
+    Some(((*group.as_ptr()).buffer)(group))
+}
+
 impl From<Bytes> for Payload {
     fn from(b: Bytes) -> Self {
         if b.len() <= COPY_UP_TO {
@@ -334,6 +512,87 @@ mod tests {
             1,
             "the buffer is dropped with the last reference"
         );
+    }
+
+    #[test]
+    fn a_group_frees_its_buffer_after_the_group_and_its_last_payload() {
+        struct Tracked(#[allow(dead_code)] Arc<()>, Vec<u8>);
+        impl PayloadBuffer for Tracked {
+            fn as_slice(&self) -> &[u8] {
+                &self.1
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+        let alive = Arc::new(());
+        let mut group = PayloadGroup::new(Tracked(alive.clone(), b"abcdef".to_vec()), 4).unwrap();
+        let a = group.slice(0, 2).unwrap();
+        let b = group.slice(2, 3).unwrap();
+        assert!(group.slice(0, 0).unwrap().is_empty(), "an empty range");
+        assert!(group.slice(4, 3).is_none(), "past the end");
+        assert!(group.slice(usize::MAX, 2).is_none(), "overflowing");
+        let c = group.slice(5, 1).unwrap();
+        let d = group.slice(0, 6).unwrap();
+        assert!(group.slice(0, 1).is_none(), "capacity used up");
+        assert_eq!(
+            (a.as_slice(), b.as_slice(), c.as_slice()),
+            (&b"ab"[..], &b"cde"[..], &b"f"[..])
+        );
+        assert_eq!(
+            b.as_slice().as_ptr(),
+            a.as_slice()[2..].as_ptr(),
+            "no copies"
+        );
+        assert_eq!(
+            a.buffer::<Tracked>().unwrap().1,
+            b"abcdef",
+            "the whole buffer"
+        );
+        assert_eq!(a.overhead_bytes(), std::mem::size_of::<Member>());
+        drop(group);
+        let a2 = a.clone();
+        drop((a, b, d));
+        assert_eq!(Arc::strong_count(&alive), 2, "c and a copy of a are left");
+        drop(c);
+        assert_eq!(a2.as_slice(), b"ab");
+        drop(a2);
+        assert_eq!(Arc::strong_count(&alive), 1, "freed with the last payload");
+
+        // A group that made nothing, or less than it could, frees everything when dropped.
+        let mut group = PayloadGroup::new(Tracked(alive.clone(), vec![1; 10]), 1000).unwrap();
+        drop(PayloadGroup::new(Tracked(alive.clone(), vec![1; 10]), 0).unwrap());
+        let one = group.slice(1, 1).unwrap();
+        drop(group);
+        assert_eq!(Arc::strong_count(&alive), 2);
+        drop(one);
+        assert_eq!(Arc::strong_count(&alive), 1);
+        assert!(PayloadGroup::new(Vec::<u8>::new(), usize::MAX).is_none());
+    }
+
+    #[test]
+    fn a_groups_payloads_dropped_on_many_threads_free_it_once() {
+        let alive = Arc::new(());
+        struct Held(#[allow(dead_code)] Arc<()>, Vec<u8>);
+        impl PayloadBuffer for Held {
+            fn as_slice(&self) -> &[u8] {
+                &self.1
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+        for _ in 0..20 {
+            let mut group = PayloadGroup::new(Held(alive.clone(), vec![3; 4000]), 4000).unwrap();
+            let payloads: Vec<Payload> = (0..4000).map(|i| group.slice(i, 1).unwrap()).collect();
+            let copies: Vec<Payload> = payloads.iter().map(Payload::clone).collect();
+            std::thread::scope(|s| {
+                s.spawn(move || drop(payloads));
+                s.spawn(move || drop(copies));
+                drop(group);
+            });
+            assert_eq!(Arc::strong_count(&alive), 1);
+        }
     }
 
     #[test]

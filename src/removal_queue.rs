@@ -168,6 +168,19 @@ impl RemovalQueue {
         }
     }
 
+    /// Appends `items` in order, as [`RemovalQueue::push`] of each would, looking at the lock once.
+    pub fn push_all(&self, items: &[QueueItem]) {
+        match self.order.try_lock() {
+            Some(mut staged) => {
+                if !self.ingest.is_empty() {
+                    move_ingested(&self.ingest, &mut staged);
+                }
+                staged.order.extend(items.iter().copied());
+            }
+            None => items.iter().for_each(|&item| self.ingest.push(item)),
+        }
+    }
+
     /// Becomes the evictor, waiting for the current one to finish.
     pub(crate) fn lock(&self) -> Evictor<'_> {
         Evictor {
@@ -305,6 +318,24 @@ mod tests {
         });
         assert_eq!(seen, vec![1, 2, 3, 1]);
         assert_eq!(e.len(), 0);
+    }
+
+    #[test]
+    fn push_all_keeps_order_with_an_evictor_running_or_not() {
+        let q = RemovalQueue::default();
+        q.push(item(0, 1));
+        q.push_all(&[item(0, 2), item(0, 3)]);
+        let mut seen = Vec::new();
+        q.lock().run(0, |it, _, _| {
+            seen.push(it.slot.slot);
+            if it.slot.slot == 1 {
+                // The evictor holds the queue: these go through the ingestion queue.
+                q.push_all(&[item(0, 4), item(0, 5)]);
+                q.push(item(0, 6));
+            }
+            EvictionResult::Remove
+        });
+        assert_eq!(seen, vec![1, 2, 3, 4, 5, 6]);
     }
 
     #[test]

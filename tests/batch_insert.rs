@@ -3,7 +3,7 @@
 
 mod support;
 
-use ledgercache::arrow_payload::ArrowSlice;
+use ledgercache::arrow_payload::{slices_of, ArrowValues};
 use ledgercache::{
     BatchEntry, CacheConfig, EntryCacheManager, ManualClock, Payload, Position, ReadCountHandler,
     SettingValue,
@@ -145,17 +145,21 @@ fn arrow_slices_are_cached_without_copying() {
     let values = arrow_buffer::Buffer::from_vec(b"abcdef".to_vec());
     let m = manager(&[]);
     let c = m.get_cache("ml");
+    let mut group = slices_of(values.clone(), 2).unwrap();
     let entries = [(0, 2), (2, 4)].map(|(start, len)| BatchEntry {
-        payload: Payload::new(ArrowSlice::new(values.clone(), start, len).unwrap()),
+        payload: group.slice(start, len).unwrap(),
         size: len as u32,
         read_count: None,
     });
     c.insert_batch(1, 0, entries).unwrap();
-    drop(values);
+    drop((values, group));
     let e = c.get(Position::new(1, 1)).unwrap();
     assert_eq!(e.data(), b"cdef");
-    let slice = e.payload().buffer::<ArrowSlice>().unwrap();
-    assert_eq!(e.data().as_ptr(), slice.values().as_slice()[2..].as_ptr());
+    let values = &e.payload().buffer::<ArrowValues>().unwrap().0;
+    assert_eq!(e.data().as_ptr(), values.as_slice()[2..].as_ptr());
+    // The buffer stays while any entry cut from it does.
+    c.remove_range(Position::new(1, 0), Position::new(1, 1), true);
+    assert_eq!(e.data(), b"cdef");
 }
 
 proptest! {

@@ -500,13 +500,23 @@ fn dropping_the_manager_and_its_caches_frees_the_entries() {
     let (m, _clock) = manager(&[]);
     let cache = m.get_cache("ledger");
     cache
-        .insert(p(0), Payload::new(Tracked(alive.clone(), vec![1; 8])), 0, None)
+        .insert(
+            p(0),
+            Payload::new(Tracked(alive.clone(), vec![1; 8])),
+            0,
+            None,
+        )
         .unwrap();
     drop(m);
     // A handle that outlives its manager keeps working.
     assert_eq!(cache.get(p(0)).unwrap().data(), &[1; 8]);
     cache
-        .insert(p(1), Payload::new(Tracked(alive.clone(), vec![2; 8])), 1, None)
+        .insert(
+            p(1),
+            Payload::new(Tracked(alive.clone(), vec![2; 8])),
+            1,
+            None,
+        )
         .unwrap();
     assert_eq!(cache.len(), 2);
     assert_eq!(Arc::strong_count(&alive), 3);
@@ -522,12 +532,21 @@ fn dropping_the_manager_and_its_caches_frees_the_entries() {
     let (m, _clock) = manager(&[]);
     for name in ["a", "b"] {
         m.get_cache(name)
-            .insert(p(0), Payload::new(Tracked(alive.clone(), vec![4; 8])), 0, None)
+            .insert(
+                p(0),
+                Payload::new(Tracked(alive.clone(), vec![4; 8])),
+                0,
+                None,
+            )
             .unwrap();
     }
     let kept = m.get_cache("b");
     drop(m);
-    assert_eq!(Arc::strong_count(&alive), 2, "only the held cache's entry is left");
+    assert_eq!(
+        Arc::strong_count(&alive),
+        2,
+        "only the held cache's entry is left"
+    );
     drop(kept);
     assert_eq!(Arc::strong_count(&alive), 1);
 
@@ -536,7 +555,12 @@ fn dropping_the_manager_and_its_caches_frees_the_entries() {
     let (m, _clock) = manager(&[]);
     for name in ["a", "b"] {
         m.get_cache(name)
-            .insert(p(0), Payload::new(Tracked(alive.clone(), vec![3; 8])), 0, None)
+            .insert(
+                p(0),
+                Payload::new(Tracked(alive.clone(), vec![3; 8])),
+                0,
+                None,
+            )
             .unwrap();
     }
     assert_eq!(Arc::strong_count(&alive), 3);

@@ -10,6 +10,9 @@ use crate::read_count::ReadCountHandler;
 use crate::removal_queue::QueueItem;
 use std::sync::atomic::Ordering;
 
+/// Queue items a batch pushes at once (bounds the batch's own memory, not the cache's).
+const QUEUE_CHUNK: usize = 4096;
+
 /// One entry of a batch: what [`EntryCache::insert_with_handler`] takes besides the position.
 #[derive(Debug, Clone)]
 pub struct BatchEntry {
@@ -58,6 +61,8 @@ impl EntryCache {
         };
         let mut entry_id = first_entry_id;
         let mut inserted_total = 0u64;
+        // This hold's queue items, pushed together before the cache lock is let go.
+        let mut queued = Vec::with_capacity(n.min(QUEUE_CHUNK));
         loop {
             let (mut inserted, mut bytes, mut crossed) = (0u64, 0u64, false);
             {
@@ -81,11 +86,14 @@ impl EntryCache {
                     else {
                         continue;
                     };
-                    // Under the cache lock, as in insert_with_handler, to keep serial order.
-                    shared.queue.push(QueueItem {
+                    queued.push(QueueItem {
                         cache: self.id,
                         slot,
                     });
+                    if queued.len() == QUEUE_CHUNK {
+                        shared.queue.push_all(&queued);
+                        queued.clear();
+                    }
                     inserted += 1;
                     bytes += entry.size as u64;
                     if base + bytes > trigger {
@@ -93,6 +101,9 @@ impl EntryCache {
                         break;
                     }
                 }
+                // Under the cache lock, as in insert_with_handler, to keep serial order.
+                shared.queue.push_all(&queued);
+                queued.clear();
             }
             if inserted > 0 {
                 shared.entry_count.fetch_add(inserted, Ordering::AcqRel);

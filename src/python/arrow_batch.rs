@@ -5,8 +5,8 @@
 
 use super::arrow_import::import_exported;
 use super::errors::raise;
-use crate::arrow_payload::{contiguous_run, ArrowSlice};
-use crate::entry::{CachedEntry, Payload};
+use crate::arrow_payload::{contiguous_run, slices_of};
+use crate::entry::{CachedEntry, PayloadGroup};
 use crate::manager::BatchEntry;
 use crate::read_count::ReadCountHandler;
 use arrow_array::ffi::to_ffi;
@@ -137,6 +137,8 @@ impl Chunk {
 pub(super) struct ArrowEntries {
     chunks: Vec<Chunk>,
     chunk: usize,
+    /// Cuts the current chunk's payloads (made when the chunk's first entry is taken).
+    group: Option<PayloadGroup>,
     in_chunk: usize,
     index: usize,
     len: usize,
@@ -151,17 +153,24 @@ impl Iterator for ArrowEntries {
         while self.in_chunk == self.chunks.get(self.chunk)?.len {
             self.chunk += 1;
             self.in_chunk = 0;
+            self.group = None;
         }
         let chunk = &self.chunks[self.chunk];
         let (start, end) = chunk.offsets.bounds(self.in_chunk);
+        let group = match &mut self.group {
+            Some(g) => g,
+            None => self.group.insert(
+                slices_of(chunk.values.clone(), chunk.len).expect("one header per element fits"),
+            ),
+        };
         let i = self.index;
         self.in_chunk += 1;
         self.index += 1;
         let len = end - start;
-        let slice = ArrowSlice::new(chunk.values.clone(), start, len)
-            .expect("bounds checked in Chunk::new");
         Some(BatchEntry {
-            payload: Payload::new(slice),
+            payload: group
+                .slice(start, len)
+                .expect("bounds checked in Chunk::new, one payload per element"),
             // Lengths were checked against u32 when no sizes were given.
             size: self.sizes.as_ref().map_or(len as u32, |s| s[i]),
             read_count: self.reads.handler(i),
@@ -375,6 +384,7 @@ pub(super) fn batch_entries(
     Ok(ArrowEntries {
         chunks,
         chunk: 0,
+        group: None,
         in_chunk: 0,
         index: 0,
         len: n,
