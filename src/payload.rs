@@ -478,6 +478,18 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// Holds a reference to a counter, so that a test sees when it is dropped.
+    struct Tracked(#[allow(dead_code)] Arc<()>, Vec<u8>);
+
+    impl PayloadBuffer for Tracked {
+        fn as_slice(&self) -> &[u8] {
+            &self.1
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+
     #[test]
     fn owned_and_external_payloads_share_on_clone_and_free_on_last_drop() {
         let owned = Payload::from(vec![1u8, 2, 3]);
@@ -488,16 +500,6 @@ mod tests {
         drop(owned);
         assert_eq!(copy.len(), 3);
 
-        /// Holds a reference to a counter, so that the test sees when it is dropped.
-        struct Tracked(#[allow(dead_code)] Arc<()>, Vec<u8>);
-        impl PayloadBuffer for Tracked {
-            fn as_slice(&self) -> &[u8] {
-                &self.1
-            }
-            fn as_any(&self) -> &dyn Any {
-                self
-            }
-        }
         let alive = Arc::new(());
         let external = Payload::new(Tracked(alive.clone(), vec![9; 10]));
         let other = external.clone();
@@ -516,15 +518,6 @@ mod tests {
 
     #[test]
     fn a_group_frees_its_buffer_after_the_group_and_its_last_payload() {
-        struct Tracked(#[allow(dead_code)] Arc<()>, Vec<u8>);
-        impl PayloadBuffer for Tracked {
-            fn as_slice(&self) -> &[u8] {
-                &self.1
-            }
-            fn as_any(&self) -> &dyn Any {
-                self
-            }
-        }
         let alive = Arc::new(());
         let mut group = PayloadGroup::new(Tracked(alive.clone(), b"abcdef".to_vec()), 4).unwrap();
         let a = group.slice(0, 2).unwrap();
@@ -573,17 +566,8 @@ mod tests {
     #[test]
     fn a_groups_payloads_dropped_on_many_threads_free_it_once() {
         let alive = Arc::new(());
-        struct Held(#[allow(dead_code)] Arc<()>, Vec<u8>);
-        impl PayloadBuffer for Held {
-            fn as_slice(&self) -> &[u8] {
-                &self.1
-            }
-            fn as_any(&self) -> &dyn Any {
-                self
-            }
-        }
         for _ in 0..20 {
-            let mut group = PayloadGroup::new(Held(alive.clone(), vec![3; 4000]), 4000).unwrap();
+            let mut group = PayloadGroup::new(Tracked(alive.clone(), vec![3; 4000]), 4000).unwrap();
             let payloads: Vec<Payload> = (0..4000).map(|i| group.slice(i, 1).unwrap()).collect();
             let copies: Vec<Payload> = payloads.iter().map(Payload::clone).collect();
             std::thread::scope(|s| {

@@ -494,6 +494,14 @@ impl ledgercache::PayloadBuffer for Tracked {
     }
 }
 
+/// One tracked entry in each of caches "a" and "b".
+fn fill(m: &EntryCacheManager, alive: &Arc<()>) {
+    for name in ["a", "b"] {
+        let payload = Payload::new(Tracked(alive.clone(), vec![4; 8]));
+        m.get_cache(name).insert(p(0), payload, 0, None).unwrap();
+    }
+}
+
 #[test]
 fn dropping_the_manager_and_its_caches_frees_the_entries() {
     let alive = Arc::new(());
@@ -530,16 +538,7 @@ fn dropping_the_manager_and_its_caches_frees_the_entries() {
     // A handle held past the manager's end does not keep the other caches' entries.
     let alive = Arc::new(());
     let (m, _clock) = manager(&[]);
-    for name in ["a", "b"] {
-        m.get_cache(name)
-            .insert(
-                p(0),
-                Payload::new(Tracked(alive.clone(), vec![4; 8])),
-                0,
-                None,
-            )
-            .unwrap();
-    }
+    fill(&m, &alive);
     let kept = m.get_cache("b");
     drop(m);
     assert_eq!(
@@ -553,16 +552,7 @@ fn dropping_the_manager_and_its_caches_frees_the_entries() {
     // A manager dropped with caches it handed out, none held: everything goes at once.
     let alive = Arc::new(());
     let (m, _clock) = manager(&[]);
-    for name in ["a", "b"] {
-        m.get_cache(name)
-            .insert(
-                p(0),
-                Payload::new(Tracked(alive.clone(), vec![3; 8])),
-                0,
-                None,
-            )
-            .unwrap();
-    }
+    fill(&m, &alive);
     assert_eq!(Arc::strong_count(&alive), 3);
     drop(m);
     assert_eq!(Arc::strong_count(&alive), 1);
