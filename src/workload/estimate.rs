@@ -23,7 +23,73 @@ pub struct Estimate {
     pub events: f64,
 }
 
+/// How one partition's entries come and are read, at steady state.
+struct PartitionFlow {
+    /// Messages in an entry.
+    messages_per_entry: f64,
+    entries_per_s: f64,
+    /// Reads a second of a cursor at the tail.
+    tail_reads_per_s: f64,
+    /// Entries a read of a cursor behind takes.
+    entries_per_read: f64,
+}
+
+impl PartitionFlow {
+    /// The rows of one cursor active for `active` seconds, `catching_up` of them behind the tail
+    /// at `speed` times the publish rate: its open, its reads, an ack a second, and the rows that
+    /// `redelivered` (a share of the entries read) adds.
+    fn cursor_events(&self, active: f64, catching_up: f64, speed: f64, redelivered: f64) -> f64 {
+        let catch_up_entries = catching_up * speed * self.entries_per_s;
+        let tail = active - catching_up;
+        let reads = catch_up_entries / self.entries_per_read + tail * self.tail_reads_per_s;
+        let entries_read = catch_up_entries + tail * self.entries_per_s;
+        1.0 + reads + active + entries_read * redelivered
+    }
+}
+
+/// Share of the entries read that a Shared or Key_Shared subscription sends round its replay
+/// queue again (overflow and hold-back), often when some consumers are slow.
+fn held_back_share(kind: SubscriptionType, slow: bool, several_consumers: bool, n: f64) -> f64 {
+    match kind {
+        SubscriptionType::KeyShared if slow => 0.2,
+        SubscriptionType::KeyShared => 0.03,
+        // A read behind the tail asks for up to `readBatchSize` entries whatever their size
+        // (permits count messages, the read counts entries), a consumer takes what its permits
+        // cover (about permits / n entries) and the rest goes round the replay queue again, read
+        // by read (docs/fidelity.md, Shared): the re-adds grow with n.
+        SubscriptionType::Shared if slow && several_consumers => (0.1 * n).max(0.2),
+        _ => 0.0,
+    }
+}
+
 impl WorkloadSpec {
+    /// A partition publishing `rate` messages of `message_size` bytes a second.
+    fn partition_flow(&self, rate: f64, message_size: u32) -> PartitionFlow {
+        let n = self.messages_per_entry_of(rate, message_size);
+        let entries_per_s = rate / n;
+        let check = self.managed_ledger_new_entries_check_delay_ms / 1000.0;
+        PartitionFlow {
+            messages_per_entry: n,
+            entries_per_s,
+            tail_reads_per_s: if check > 0.0 {
+                entries_per_s.min(1.0 / check)
+            } else {
+                entries_per_s
+            },
+            // A cursor behind reads what its consumer's permits allow: half a receiver queue.
+            entries_per_read: (self.receiver_queue_size as f64 / 2.0 / n)
+                .clamp(1.0, self.read_batch_size as f64),
+        }
+    }
+
+    /// The rows a subscription's seeks (each goes back and reads again) and churn (each closes,
+    /// reopens and catches up the downtime) add over `minutes`.
+    fn seek_and_churn_events(&self, flow: &PartitionFlow, minutes: f64) -> f64 {
+        let behind_reads = |seconds: f64| seconds * flow.entries_per_s / flow.entries_per_read;
+        self.seeks_per_minute * minutes * (1.0 + behind_reads(self.seek_back_seconds))
+            + self.churn_per_minute * minutes * (3.0 + behind_reads(self.churn_downtime_seconds))
+    }
+
     /// Messages in an entry, on average (a producer batch).
     fn messages_per_entry(&self, rate: f64) -> f64 {
         self.messages_per_entry_of(rate, self.message_size)
@@ -52,37 +118,22 @@ impl WorkloadSpec {
         let partitions = self.partitions() as f64;
         let total_rate = self.ingest().rate;
         let rate = total_rate / partitions; // messages/s of a partition
-        let n = self.messages_per_entry(rate);
-        let entries_per_s = rate / n;
-        let check = self.managed_ledger_new_entries_check_delay_ms / 1000.0;
-        let tail_reads_per_s = if check > 0.0 {
-            entries_per_s.min(1.0 / check)
-        } else {
-            entries_per_s
-        };
-        // A cursor behind reads what its consumer's permits allow: half a receiver queue.
-        let entries_per_read =
-            (self.receiver_queue_size as f64 / 2.0 / n).clamp(1.0, self.read_batch_size as f64);
+        let flow = self.partition_flow(rate, self.message_size);
+        let (n, entries_per_s) = (flow.messages_per_entry, flow.entries_per_s);
         let shared = matches!(
             self.subscription_type,
             SubscriptionType::Shared | SubscriptionType::KeyShared
         );
         // Share of the entries read that come back: negative acks, and for Shared and Key_Shared
-        // overflow and hold-back (often when some consumers are slow).
+        // overflow and hold-back.
         let nacked = 1.0 - (1.0 - self.redelivery_rate).powf(n);
         let slow = self.slow_consumer_fraction > 0.0 || self.consumer_headroom < 1.0;
-        let held_back = match self.subscription_type {
-            SubscriptionType::KeyShared if slow => 0.2,
-            SubscriptionType::KeyShared => 0.03,
-            // A read behind the tail asks for up to `readBatchSize` entries whatever their size
-            // (permits count messages, the read counts entries), a consumer takes what its
-            // permits cover (about permits / n entries) and the rest goes round the replay queue
-            // again, read by read (docs/fidelity.md, Shared): the re-adds grow with n.
-            SubscriptionType::Shared if slow && self.consumer_per_subscription > 1 => {
-                (0.1 * n).max(0.2)
-            }
-            _ => 0.0,
-        };
+        let held_back = held_back_share(
+            self.subscription_type,
+            slow,
+            self.consumer_per_subscription > 1,
+            n,
+        );
         let redelivered = if shared {
             2.0 * (nacked + held_back) // a `redeliver` and a `replay` row each
         } else {
@@ -104,11 +155,7 @@ impl WorkloadSpec {
             } else {
                 0.0
             };
-            let catch_up_entries = catching_up * speed * entries_per_s;
-            let tail = active - catching_up;
-            let reads = catch_up_entries / entries_per_read + tail * tail_reads_per_s;
-            let entries_read = catch_up_entries + tail * entries_per_s;
-            1.0 + reads + active + entries_read * redelivered
+            flow.cursor_events(active, catching_up, speed, redelivered)
         };
         let regular = if self.consumer_backlog_size_gb > 0.0 {
             let backlog = self.consumer_backlog_size_gb * 1e9
@@ -123,16 +170,9 @@ impl WorkloadSpec {
             (self.catch_up_behind_seconds * rate).min(self.catch_up_start_seconds * rate),
             self.catch_up_speed,
         );
-        let minutes = seconds / 60.0;
-        // A seek goes back and reads again; churn closes, reopens and catches up the downtime.
-        let seeks = self.seeks_per_minute
-            * minutes
-            * (1.0 + self.seek_back_seconds * entries_per_s / entries_per_read);
-        let churn = self.churn_per_minute
-            * minutes
-            * (3.0 + self.churn_downtime_seconds * entries_per_s / entries_per_read);
+        let seeks_and_churn = self.seek_and_churn_events(&flow, seconds / 60.0);
         let per_partition = entries_per_s * seconds
-            + self.subscriptions_per_topic as f64 * (regular + seeks + churn)
+            + self.subscriptions_per_topic as f64 * (regular + seeks_and_churn)
             + self.catch_up_readers as f64 * catch_up;
         Estimate {
             messages: total_rate * seconds,
@@ -460,19 +500,11 @@ impl WorkloadSpec {
     fn estimate_topics(&self, topics: &[TopicDetail]) -> Estimate {
         let seconds = self.simulated_minutes() * 60.0;
         let minutes = seconds / 60.0;
-        let check = self.managed_ledger_new_entries_check_delay_ms / 1000.0;
         let (mut messages, mut entries, mut events) = (0.0, 0.0, 0.0);
         for t in topics {
             let rate = t.producer_rate;
-            let n = self.messages_per_entry_of(rate, t.message_size);
-            let entries_per_s = rate / n;
-            let tail_reads_per_s = if check > 0.0 {
-                entries_per_s.min(1.0 / check)
-            } else {
-                entries_per_s
-            };
-            let entries_per_read =
-                (self.receiver_queue_size as f64 / 2.0 / n).clamp(1.0, self.read_batch_size as f64);
+            let flow = self.partition_flow(rate, t.message_size);
+            let (n, entries_per_s) = (flow.messages_per_entry, flow.entries_per_s);
             messages += rate * seconds;
             entries += entries_per_s * seconds;
             events += entries_per_s * seconds;
@@ -507,14 +539,8 @@ impl WorkloadSpec {
                     .fold(f64::INFINITY, f64::min);
                 let slow = speed < 1.0 || slowest * (s.consumer_rates.len() as f64) < rate;
                 let nacked = 1.0 - (1.0 - s.redelivery_rate).powf(n);
-                let held_back = match s.subscription_type {
-                    SubscriptionType::KeyShared if slow => 0.2,
-                    SubscriptionType::KeyShared => 0.03,
-                    SubscriptionType::Shared if slow && s.consumer_rates.len() > 1 => {
-                        (0.1 * n).max(0.2)
-                    }
-                    _ => 0.0,
-                };
+                let held_back =
+                    held_back_share(s.subscription_type, slow, s.consumer_rates.len() > 1, n);
                 let redelivered = 2.0 * (nacked + if single { 0.0 } else { held_back });
                 let start = s.start_seconds;
                 let active = (seconds - start).max(0.0);
@@ -535,17 +561,8 @@ impl WorkloadSpec {
                 } else {
                     0.0
                 };
-                let catch_up_entries = catching_up * speed.min(1e9) * entries_per_s;
-                let tail = active - catching_up;
-                let reads = catch_up_entries / entries_per_read + tail * tail_reads_per_s;
-                let entries_read = catch_up_entries + tail * entries_per_s;
-                events += 1.0 + reads + active + entries_read * redelivered;
-                events += self.seeks_per_minute
-                    * minutes
-                    * (1.0 + self.seek_back_seconds * entries_per_s / entries_per_read);
-                events += self.churn_per_minute
-                    * minutes
-                    * (3.0 + self.churn_downtime_seconds * entries_per_s / entries_per_read);
+                events += flow.cursor_events(active, catching_up, speed.min(1e9), redelivered);
+                events += self.seek_and_churn_events(&flow, minutes);
             }
         }
         Estimate {
