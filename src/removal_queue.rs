@@ -157,15 +157,7 @@ impl RemovalQueue {
     /// goes straight into the ordered queue; otherwise onto the lock-free ingestion queue, which the
     /// evictor (or the next direct push) moves over first, so insertion order is kept either way.
     pub fn push(&self, item: QueueItem) {
-        match self.order.try_lock() {
-            Some(mut staged) => {
-                if !self.ingest.is_empty() {
-                    move_ingested(&self.ingest, &mut staged);
-                }
-                staged.order.push_back(item);
-            }
-            None => self.ingest.push(item),
-        }
+        self.push_all(std::slice::from_ref(&item));
     }
 
     /// Appends `items` in order, as [`RemovalQueue::push`] of each would, looking at the lock once.
