@@ -104,8 +104,13 @@ fn floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
 
 fn main() {
     let rounds = support::rounds(5);
+    let allocator = if cfg!(feature = "mimalloc") {
+        "mimalloc, as in the Python wheel"
+    } else {
+        "the system allocator"
+    };
     println!(
-        "eviction: {ENTRIES} entries by time passes until empty (only the passes timed), best of {rounds}"
+        "eviction: {ENTRIES} entries by time passes until empty (only the passes timed), best of {rounds}; {allocator}"
     );
     for requeues in [true, false] {
         let pattern = pattern(requeues);

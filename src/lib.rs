@@ -2,6 +2,12 @@
 //!
 //! The core is free of Python; the PyO3 bindings live in [`python`] behind the `python` feature.
 
+/// With the `mimalloc` feature (the Python wheel's build), every Rust allocation of the process
+/// comes from mimalloc; see Cargo.toml for why.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 pub mod arrow_payload;
 pub mod clock;
 pub mod config;

@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 __version__: str
+# The global allocator the extension was built with: "mimalloc" (the wheel) or "system".
+_allocator: str
 
 _StrategyName = Literal["pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady"]
 _BytesLike = bytes | bytearray | memoryview | Any  # anything exporting a buffer (pyarrow.Buffer, ...)

@@ -21,6 +21,15 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Which global allocator the extension was built with (the `mimalloc` feature; checked by the tests).
+    m.add(
+        "_allocator",
+        if cfg!(feature = "mimalloc") {
+            "mimalloc"
+        } else {
+            "system"
+        },
+    )?;
     m.add_class::<position::PyPosition>()?;
     m.add_class::<clock::PyManualClock>()?;
     m.add_class::<clock::PySystemClock>()?;
