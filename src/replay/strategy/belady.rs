@@ -12,9 +12,9 @@
 //! are read are addressed through runs of consecutive entry ids, so memory and work are bounded by
 //! the number of reads, never by the values of the ids.
 
+use super::farthest_first::FarthestFirst;
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::fast_hash::FastMap;
-use std::collections::BTreeSet;
 
 /// The read stream, in order: per read, its (topic, ledger) group and its entry id.
 #[derive(Debug, Default, Clone)]
@@ -140,11 +140,10 @@ impl<I: ReadIndex> NextReads<I> {
         let mut runs = Vec::new();
         for g in 0..groups.len() {
             let reads = &mut order[bounds[g]..bounds[g + 1]];
-            // By entry id, then stream order (the index breaks ties: unstable sort is exact).
-            reads.sort_unstable_by_key(|&i| {
-                let i = i.get().expect("an index");
-                (read_entry[i], i)
-            });
+            // By entry id, then stream order: the group's reads are in stream order already, so a
+            // stable sort by entry id keeps it; and they come mostly in ascending runs (cursors
+            // reading forward), which the stable sort merges instead of partitioning.
+            reads.sort_by_key(|&i| read_entry[i.get().expect("an index")]);
             let group = u32::try_from(g).expect("group numbers are u32");
             let mut prev: Option<(i64, usize)> = None;
             for &r in reads.iter() {
@@ -201,13 +200,16 @@ impl<I: ReadIndex> NextReads<I> {
             .map_or(NEVER, |i| i as u64)
     }
 
-    /// `key` was read: its next unserved read is the one after.
-    fn advance(&mut self, key: &EntryKey) {
-        if let Some(s) = self.slot(key) {
-            if let Some(i) = self.cursors[s].get() {
-                self.cursors[s] = self.next[i];
-            }
+    /// `key` was read: its next unserved read is the one after, returned as [`Self::next_use`]
+    /// would (one lookup of the key instead of two).
+    fn advance(&mut self, key: &EntryKey) -> u64 {
+        let Some(s) = self.slot(key) else {
+            return NEVER;
+        };
+        if let Some(i) = self.cursors[s].get() {
+            self.cursors[s] = self.next[i];
         }
+        self.cursors[s].get().map_or(NEVER, |i| i as u64)
     }
 }
 
@@ -233,7 +235,7 @@ impl Future {
         }
     }
 
-    fn advance(&mut self, key: &EntryKey) {
+    fn advance(&mut self, key: &EntryKey) -> u64 {
         match self {
             Future::Narrow(f) => f.advance(key),
             Future::Wide(f) => f.advance(key),
@@ -246,7 +248,7 @@ pub struct Belady {
     used: u64,
     future: Future,
     cached: FastMap<EntryKey, (u32, u64)>,
-    by_next_use: BTreeSet<(u64, EntryKey)>,
+    by_next_use: FarthestFirst,
     counters: StrategyCounters,
     /// Entries removed since the memory model last asked (when it asks: see
     /// [`CacheStrategy::report_removals`]).
@@ -260,7 +262,7 @@ impl Belady {
             used: 0,
             future: Future::new(future),
             cached: FastMap::default(),
-            by_next_use: BTreeSet::new(),
+            by_next_use: FarthestFirst::default(),
             counters: StrategyCounters::default(),
             removed: None,
         }
@@ -276,23 +278,31 @@ impl Belady {
         }
         // Make room among the entries already cached, farthest next read first.
         while self.used + size as u64 > self.capacity {
-            let &(_, victim) = self
+            let cached = &self.cached;
+            let victim = self
                 .by_next_use
-                .iter()
-                .next_back()
+                .farthest(|k| cached.get(k).map(|&(_, next)| next))
                 .expect("over capacity means non-empty");
             self.evict(victim);
             self.counters.evicted_entries += 1;
         }
         let next = self.next_use(&key);
-        self.by_next_use.insert((next, key));
         self.cached.insert(key, (size, next));
+        self.order(key, next);
         self.used += size as u64;
     }
 
+    /// Puts `key` (cached, with next read `next`) in the victim order.
+    fn order(&mut self, key: EntryKey, next: u64) {
+        let cached = &self.cached;
+        self.by_next_use.set(next, key, cached.len(), || {
+            cached.iter().map(|(k, &(_, n))| (n, *k)).collect()
+        });
+    }
+
+    /// Forgets `key`; its item in the victim order goes stale.
     fn evict(&mut self, key: EntryKey) {
-        if let Some((size, next)) = self.cached.remove(&key) {
-            self.by_next_use.remove(&(next, key));
+        if let Some((size, _)) = self.cached.remove(&key) {
             self.used -= size as u64;
             if let Some(removed) = &mut self.removed {
                 removed.push(key);
@@ -307,13 +317,11 @@ impl CacheStrategy for Belady {
     }
 
     fn read(&mut self, _now: u64, key: EntryKey) -> bool {
-        self.future.advance(&key);
-        let next = self.next_use(&key);
-        match self.cached.get(&key).copied() {
-            Some((size, old)) => {
-                self.by_next_use.remove(&(old, key));
-                self.cached.insert(key, (size, next));
-                self.by_next_use.insert((next, key));
+        let next = self.future.advance(&key);
+        match self.cached.get_mut(&key) {
+            Some(entry) => {
+                entry.1 = next;
+                self.order(key, next);
                 true
             }
             None => false,
@@ -429,17 +437,19 @@ mod tests {
         for (i, k) in stream.iter().enumerate() {
             if xorshift(&mut rng) % 5 != 0 {
                 assert_eq!(future.next_use(k), queues.next_use(k), "before read {i}");
-                future.advance(k);
+                let next = future.advance(k);
                 queues.advance(k);
+                assert_eq!(next, queues.next_use(k), "advance's answer at read {i}");
             }
             assert_eq!(future.next_use(k), queues.next_use(k), "after read {i}");
             let other = stream[(xorshift(&mut rng) % stream.len() as u64) as usize];
             assert_eq!(future.next_use(&other), queues.next_use(&other));
         }
         for k in stream.iter().chain(&strangers) {
-            future.advance(k);
+            let next = future.advance(k);
             queues.advance(k);
             assert_eq!(future.next_use(k), queues.next_use(k));
+            assert_eq!(next, queues.next_use(k));
         }
     }
 

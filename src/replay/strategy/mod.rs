@@ -2,6 +2,7 @@
 //! (publishes, reads, redeliveries, who is active); a strategy decides what stays in memory.
 
 mod belady;
+mod farthest_first;
 mod legacy;
 mod lru;
 mod pip430;
