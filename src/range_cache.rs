@@ -132,17 +132,12 @@ impl RangeCache {
         size: u32,
         now_ns: u64,
     ) -> Option<SlotRef> {
-        if self.contains(position) {
-            return None;
-        }
-        let serial = self.next_serial;
-        self.next_serial = self.next_serial.wrapping_add(1);
         let reused = (self.free_head != NO_SLOT).then_some(self.free_head);
         let n = reused.unwrap_or(self.slots.len() as u32);
-        let chunk = self
-            .index
-            .insert(position, n)
-            .expect("checked absent above");
+        // The index says whether the position is cached already, in the same lookup that adds it.
+        let chunk = self.index.insert(position, n)?;
+        let serial = self.next_serial;
+        self.next_serial = self.next_serial.wrapping_add(1);
         let slot = Slot {
             payload,
             read_count,
