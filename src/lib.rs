@@ -17,6 +17,7 @@ pub mod error;
 mod fast_hash;
 pub mod ledger;
 pub mod manager;
+mod pages;
 mod payload;
 pub mod position;
 pub mod position_index;

@@ -3,6 +3,7 @@
 //! and serial instead of holding a pointer per queue slot.
 
 use crate::entry::{CachedEntry, Payload};
+use crate::pages::Pages;
 use crate::position::Position;
 use crate::position_index::PositionIndex;
 use crate::prefetch::prefetch;
@@ -77,7 +78,7 @@ pub(crate) struct SlotRef {
 }
 
 pub(crate) struct RangeCache {
-    slots: Vec<Slot>,
+    slots: Pages<Slot>,
     /// Head of the free list threaded through the vacated slots' `chunk` fields.
     free_head: u32,
     index: PositionIndex,
@@ -88,7 +89,7 @@ pub(crate) struct RangeCache {
 impl Default for RangeCache {
     fn default() -> Self {
         RangeCache {
-            slots: Vec::new(),
+            slots: Pages::default(),
             free_head: NO_SLOT,
             index: PositionIndex::default(),
             size_bytes: 0,
@@ -225,15 +226,14 @@ impl RangeCache {
         debug_assert!(self.slots.iter().all(|s| !s.is_live()));
         // SAFETY: vacated slots own nothing (no payload, no handler), so skipping their destructors
         // leaks nothing; it saves a pass over the whole slab.
-        unsafe { self.slots.set_len(0) };
-        self.slots = Vec::new();
+        unsafe { self.slots.forget_all() };
         self.free_head = NO_SLOT;
     }
 
     /// Hints the CPU to load slot `r` soon (the evictor looks ahead in its queue).
     #[inline]
     pub fn prefetch_slot(&self, r: SlotRef) {
-        let start = self.slots.as_ptr().wrapping_add(r.slot as usize) as *const u8;
+        let start = self.slots.addr(r.slot as usize) as *const u8;
         prefetch(start);
         // A 40-byte slot may straddle two cache lines.
         prefetch(start.wrapping_add(std::mem::size_of::<Slot>() - 1));
