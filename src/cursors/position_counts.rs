@@ -96,7 +96,7 @@ impl PositionCounts {
     fn find(&self, p: PositionKey, hint: Hint) -> Option<(usize, usize)> {
         let id = hint.chunk as usize;
         if let Some(chunk) = self.chunks.get(id) {
-            if chunk.keys().get(hint.index as usize) == Some(&p) {
+            if chunk.is_at(hint.index as usize, p) {
                 return Some((id, hint.index as usize));
             }
             if chunk.spans(p) {
@@ -112,9 +112,7 @@ impl PositionCounts {
         let p = PositionKey::of(p);
         self.total += 1;
         if self.order.is_empty() {
-            let mut chunk = Chunk::default();
-            chunk.push(p, 1);
-            return Hint::at(self.attach(0, chunk, 0), 0);
+            return Hint::at(self.attach(0, Chunk::with(p, 1), 0), 0);
         }
         let r = self.rank_of(p).unwrap_or(0);
         self.bases[r + 1..].iter_mut().for_each(|b| *b += 1);
@@ -202,15 +200,32 @@ impl PositionCounts {
                 self.firsts[r] = chunk.first();
                 Hint::at(id, if j > i { j - 1 } else { j })
             }
-            // The common short move: `from` empties and `to` is new, so only the entries between
-            // shift by one.
-            Err(j) if chunk.counts()[i] == 1 => {
-                let at = chunk.replace(i, j, to);
-                self.firsts[r] = chunk.first();
-                Hint::at(id, at)
-            }
-            Err(_) => {
+            Err(j) => {
+                // The common short move: `from` empties and `to` is new, so only the entries between
+                // shift by one.
+                if chunk.counts()[i] == 1 {
+                    if let Some(at) = chunk.replace(i, j, to) {
+                        self.firsts[r] = chunk.first();
+                        return Hint::at(id, at);
+                    }
+                }
+                // Others stay at `from`, or `to` is beyond the chunk's offsets: `from` goes, then
+                // `to` comes as any add (the chunk keeps its total, so the bases are right).
                 *chunk.count_mut(i) -= 1;
+                if chunk.counts()[i] == 0 {
+                    if chunk.len() == 1 {
+                        // Its only entry: the chunk takes `to` instead.
+                        let rank = chunk.rank;
+                        *chunk = Chunk::with(to, 1);
+                        chunk.rank = rank;
+                        self.firsts[r] = to;
+                        return Hint::at(id, 0);
+                    }
+                    chunk.remove(i);
+                    if i == 0 {
+                        self.firsts[r] = chunk.first();
+                    }
+                }
                 self.add_at(r, to)
             }
         }
@@ -237,41 +252,64 @@ impl PositionCounts {
         false
     }
 
-    /// Adds one at `p` in the chunk of rank `r`, splitting it if full; returns where `p` is. The
-    /// caller has made the bases right for `p` counted in that chunk (a split sets the base of the
-    /// new upper half).
+    /// Adds one at `p` in the chunk of rank `r` (or, if `p` is below every chunk, `r` = 0); returns
+    /// where `p` is. The caller has made the bases right for `p` counted in that chunk; new chunks
+    /// get theirs here.
     fn add_at(&mut self, r: usize, p: PositionKey) -> Hint {
         let id = self.order[r] as usize;
-        let i = match self.chunks[id].search(p) {
+        let chunk = &mut self.chunks[id];
+        let i = match chunk.search(p) {
             Ok(i) => {
-                *self.chunks[id].count_mut(i) += 1;
+                *chunk.count_mut(i) += 1;
                 return Hint::at(id, i);
             }
             Err(i) => i,
         };
-        if !self.chunks[id].is_full() {
-            self.chunks[id].insert(i, p, 1);
+        if !chunk.is_full() && chunk.can_hold(p) {
+            chunk.insert(i, p, 1);
             if i == 0 {
                 self.firsts[r] = p;
             }
             return Hint::at(id, i);
         }
-        let upper = self.chunks[id].split_off();
-        let half = self.chunks[id].len();
-        let upper_id = self.attach(r + 1, upper, 0);
-        let hint = if i <= half {
-            self.chunks[id].insert(i, p, 1);
+        let before = self.order.len();
+        let hint = self.add_with_new_chunks(r, i, p);
+        for k in r..r + (self.order.len() - before) {
+            self.bases[k + 1] = self.bases[k] + self.chunk_at(k).sum();
+        }
+        hint
+    }
+
+    /// [`Self::add_at`] where `p` (to be entry `i` of the chunk of rank `r`) needs one or two new
+    /// chunks: the chunk is full, or `p` is 2^32 or more away from its keys. The new chunks come at
+    /// ranks `r..`; the caller sets the bases after rank `r`.
+    fn add_with_new_chunks(&mut self, r: usize, i: usize, p: PositionKey) -> Hint {
+        let (mut r, mut i) = (r, i);
+        // The base of rank `r`: right for a chunk put there, a placeholder for those put after.
+        let base = self.bases[r];
+        if self.chunk_at(r).is_full() {
+            let id = self.order[r] as usize;
+            let half = self.chunks[id].len() / 2;
+            let upper = self.chunks[id].split_off(half);
+            self.attach(r + 1, upper, base);
+            if i > half {
+                (r, i) = (r + 1, i - half);
+            }
+        }
+        let id = self.order[r] as usize;
+        let chunk = &mut self.chunks[id];
+        if chunk.can_hold(p) {
+            chunk.insert(i, p, 1);
             if i == 0 {
                 self.firsts[r] = p;
             }
-            Hint::at(id, i)
-        } else {
-            // Not the upper half's first entry: that one was above `p`'s neighbour below.
-            self.chunks[upper_id].insert(i - half, p, 1);
-            Hint::at(upper_id, i - half)
-        };
-        self.bases[r + 1] = self.bases[r] + self.chunks[id].sum();
-        hint
+            return Hint::at(id, i);
+        }
+        // `p` is out of reach of the chunk's keys, so it is not between two of them (it would be in
+        // reach): it is below them all (only in the first chunk) or above. It takes a chunk of its
+        // own before or after (before, that chunk takes rank `r` and its base).
+        let at = if i == 0 { r } else { r + 1 };
+        Hint::at(self.attach(at, Chunk::with(p, 1), base), 0)
     }
 
     /// Puts `chunk` (not empty) in use at rank `r` with base `base`; returns its id.
@@ -314,18 +352,23 @@ impl PositionCounts {
     /// Replaces the contents with `runs`: (position, count) in increasing position order, counts > 0.
     pub fn rebuild(&mut self, runs: impl IntoIterator<Item = (Position, u32)>) {
         *self = PositionCounts::default();
-        let mut chunk = Chunk::default();
-        let mut base = 0;
+        // The chunk being filled, and its base.
+        let mut open: Option<(Chunk, u32)> = None;
         for (p, n) in runs {
-            if chunk.len() == CHUNK_FILL {
-                let rank = self.order.len();
-                self.attach(rank, std::mem::take(&mut chunk), base);
-                base = self.total;
+            let p = PositionKey::of(p);
+            match &mut open {
+                Some((chunk, _)) if chunk.len() < CHUNK_FILL && chunk.can_hold(p) => {
+                    chunk.push(p, n)
+                }
+                _ => {
+                    if let Some((chunk, base)) = open.replace((Chunk::with(p, n), self.total)) {
+                        self.attach(self.order.len(), chunk, base);
+                    }
+                }
             }
-            chunk.push(PositionKey::of(p), n);
             self.total += n;
         }
-        if !chunk.is_empty() {
+        if let Some((chunk, base)) = open {
             self.attach(self.order.len(), chunk, base);
         }
     }
@@ -334,11 +377,7 @@ impl PositionCounts {
     pub fn iter(&self) -> impl Iterator<Item = (Position, u32)> + '_ {
         self.order.iter().flat_map(|&id| {
             let chunk = &self.chunks[id as usize];
-            chunk
-                .keys()
-                .iter()
-                .zip(chunk.counts())
-                .map(|(k, &n)| (k.position(), n))
+            chunk.entries().map(|(k, n)| (k.position(), n))
         })
     }
 
@@ -370,7 +409,8 @@ impl PositionCounts {
             if self.bases[r] != seen {
                 return Err(format!("chunk {r} base {} != {seen}", self.bases[r]));
             }
-            for (&p, &n) in chunk.keys().iter().zip(chunk.counts()) {
+            chunk.check().map_err(|e| format!("chunk {r}: {e}"))?;
+            for (p, n) in chunk.entries() {
                 if last.is_some_and(|l| l >= p) {
                     return Err(format!("positions out of order at {}", p.position()));
                 }
@@ -392,44 +432,110 @@ impl PositionCounts {
 mod tests {
     use super::*;
 
-    fn at(e: i64) -> Position {
-        Position::new(0, e)
+    /// Random moves (and some removes, re-inserts and a rebuild) of 1000 elements at positions drawn
+    /// by `draw`, the counts checked against the plain list of positions.
+    fn exercise(draw: impl Fn(u64) -> Position) {
+        let mut x = 7u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 11
+        };
+        let mut c = PositionCounts::default();
+        let mut model: Vec<(Position, Hint)> = Vec::new();
+        for _ in 0..1000 {
+            let p = draw(next());
+            model.push((p, c.insert(p)));
+        }
+        c.check().unwrap();
+        for step in 0..5000 {
+            let i = next() as usize % model.len();
+            let to = draw(next());
+            let hint = match step % 10 {
+                0 => {
+                    c.remove(model[i].0, model[i].1);
+                    c.insert(to)
+                }
+                _ => c.move_one(model[i].0, to, model[i].1),
+            };
+            model[i] = (to, hint);
+            c.check().unwrap();
+            assert_eq!(
+                c.find(PositionKey::of(to), hint),
+                Some((hint.chunk as usize, hint.index as usize))
+            );
+            if step == 2500 {
+                let mut sorted: Vec<Position> = model.iter().map(|m| m.0).collect();
+                sorted.sort_unstable();
+                c.rebuild(
+                    sorted
+                        .chunk_by(|a, b| a == b)
+                        .map(|r| (r[0], r.len() as u32)),
+                );
+                c.check().unwrap();
+            }
+        }
+        let below = |p: Position| model.iter().filter(|m| m.0 <= p).count() as u32;
+        for &(m, hint) in &model {
+            assert_eq!(c.count_at(m, hint), below(m), "at {m}");
+            for probe in [m.entry_id.checked_sub(1), m.entry_id.checked_add(1)] {
+                let probe = Position::new(m.ledger_id, probe.unwrap_or(m.entry_id));
+                assert_eq!(c.count_at_or_before(probe), below(probe), "at {probe}");
+            }
+        }
+        for (m, hint) in model.drain(..) {
+            c.remove(m, hint);
+        }
+        c.check().unwrap();
+        assert_eq!((c.total(), c.first()), (0, None));
     }
 
     #[test]
     fn moves_across_many_chunks_keep_every_count() {
+        exercise(|x| Position::new(0, (x % 1500) as i64));
+    }
+
+    #[test]
+    fn a_position_out_of_reach_of_its_chunk_gets_one_of_its_own() {
+        let at = |e: i64| Position::new(0, e);
+        let (near, far, end) = (at(1 << 35), at(1 << 40), Position::new(5, 0));
         let mut c = PositionCounts::default();
-        let mut model: Vec<(i64, Hint)> = Vec::new();
-        for i in 0..1000 {
-            model.push((i * 3 % 1001, c.insert(at(i * 3 % 1001))));
-        }
-        let mut x = 7u64;
-        for _ in 0..5000 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let i = (x >> 33) as usize % model.len();
-            let to = ((x >> 13) % 1500) as i64;
-            let hint = c.move_one(at(model[i].0), at(to), model[i].1);
-            model[i] = (to, hint);
-            c.check().unwrap();
-            assert_eq!(
-                c.find(PositionKey::of(at(to)), hint),
-                Some((hint.chunk as usize, hint.index as usize))
-            );
-        }
-        for probe in -1..1501 {
-            let expected = model.iter().filter(|m| m.0 <= probe).count() as u32;
-            assert_eq!(c.count_at_or_before(at(probe)), expected, "at {probe}");
-        }
-        for &(m, hint) in &model {
-            let expected = model.iter().filter(|o| o.0 <= m).count() as u32;
-            assert_eq!(c.count_at(at(m), hint), expected, "at {m}");
-        }
-        for (m, hint) in model.drain(..) {
-            c.remove(at(m), hint);
-        }
+        let hint = c.insert(at(0));
+        c.insert(end);
+        // The only position of its chunk moves 2^40 up, still before the next chunk.
+        let far_hint = c.move_one(at(0), far, hint);
         c.check().unwrap();
-        assert_eq!((c.total(), c.first()), (0, None));
+        assert_eq!(c.count_at(far, far_hint), 1);
+        // Below every chunk and out of reach of the first: a chunk of its own before it.
+        let hint = c.insert(at(0));
+        c.insert(at(0));
+        c.check().unwrap();
+        // One of two leaves for a position out of reach of its chunk: a new chunk after it.
+        let near_hint = c.move_one(at(0), near, hint);
+        c.check().unwrap();
+        let hint = c.find(PositionKey::of(at(0)), Hint::default()).unwrap();
+        let hint = c.move_one(at(0), at(7), Hint::at(hint.0, hint.1));
+        c.check().unwrap();
+        assert_eq!(c.count_at(at(7), hint), 1);
+        assert_eq!(c.count_at(near, near_hint), 2);
+        assert_eq!(c.count_at(far, far_hint), 3);
+        assert_eq!(c.count_at_or_before(end), 4);
+        assert_eq!(c.first(), Some(at(7)));
+    }
+
+    /// Positions 2^31 and more apart, across ledgers and at the ends of the range: chunks only hold
+    /// positions less than 2^32 apart, so many hold one or two.
+    #[test]
+    fn far_apart_positions_keep_every_count() {
+        exercise(|x| {
+            let entry = match x % 16 {
+                0 => i64::MIN,
+                1 => i64::MAX,
+                2 => -1,
+                k => (k as i64 - 8) * (1 << 31) + ((x >> 4) % 8) as i64,
+            };
+            Position::new(((x >> 8) % 3) as i64 - 1, entry)
+        });
     }
 }

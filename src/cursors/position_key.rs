@@ -19,6 +19,16 @@ impl PositionKey {
         PositionKey(ledger << 64 | entry)
     }
 
+    /// How far `self` lies above `base`, if `base <= self` and the distance fits in a `u32`.
+    pub fn offset_from(self, base: PositionKey) -> Option<u32> {
+        u32::try_from(self.0.checked_sub(base.0)?).ok()
+    }
+
+    /// The key `offset` above `self`; the caller knows that it exists (it was a key's offset).
+    pub fn plus(self, offset: u32) -> PositionKey {
+        PositionKey(self.0 + u128::from(offset))
+    }
+
     pub fn position(self) -> Position {
         let ledger = ((self.0 >> 64) as u64 ^ SIGN) as i64;
         let entry = (self.0 as u64 ^ SIGN) as i64;
@@ -57,5 +67,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn offsets_fit_in_u32_only() {
+        let base = PositionKey::of(Position::new(3, 10));
+        let at = |l, e| PositionKey::of(Position::new(l, e));
+        assert_eq!(at(3, 10).offset_from(base), Some(0));
+        assert_eq!(
+            at(3, 10 + u32::MAX as i64).offset_from(base),
+            Some(u32::MAX)
+        );
+        assert_eq!(at(3, 11 + u32::MAX as i64).offset_from(base), None);
+        assert_eq!(at(3, 9).offset_from(base), None);
+        assert_eq!(at(4, 0).offset_from(base), None);
     }
 }
