@@ -92,12 +92,6 @@ impl Chunk {
         i < self.len() && p.offset_from(self.base) == Some(self.offsets[i])
     }
 
-    /// Whether `p` lies between the chunk's lowest and highest keys (so that, keys being distinct
-    /// across chunks, this is the only chunk that can hold it).
-    pub fn spans(&self, p: PositionKey) -> bool {
-        !self.is_empty() && self.first() <= p && p <= self.key(self.len() - 1)
-    }
-
     /// Where `p` is (`Ok`) or would go (`Err`).
     pub fn search(&self, p: PositionKey) -> Result<usize, usize> {
         if p < self.base {

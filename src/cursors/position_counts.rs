@@ -92,15 +92,16 @@ impl PositionCounts {
     }
 
     /// Chunk id and index of a present position: where the hint says if it is still there, else
-    /// searched in the hinted chunk if it spans the position, else searched everywhere.
+    /// searched in the hinted chunk (which holds it unless the chunk split or emptied since: a
+    /// position is in one chunk only), else searched everywhere.
     fn find(&self, p: PositionKey, hint: Hint) -> Option<(usize, usize)> {
         let id = hint.chunk as usize;
         if let Some(chunk) = self.chunks.get(id) {
             if chunk.is_at(hint.index as usize, p) {
                 return Some((id, hint.index as usize));
             }
-            if chunk.spans(p) {
-                return chunk.search(p).ok().map(|i| (id, i));
+            if let Ok(i) = chunk.search(p) {
+                return Some((id, i));
             }
         }
         let id = self.order[self.rank_of(p)?] as usize;
