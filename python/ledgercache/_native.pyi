@@ -14,6 +14,7 @@ import pyarrow as pa
 
 __all__ = [
     "__version__",
+    "_allocator",
     "Position",
     "ManualClock",
     "SystemClock",
