@@ -1,8 +1,9 @@
 """The active cursor container through Python: a seek and a count per op (random forward seeks of
-1..99 entries, as benches/cursor_container.rs), at 100 and 100,000 cursors, by name. Prints the
-per-op cost at each size and the 100,000/100 ratio beside the goal (<= 2: flat in the number of
-cursors), and, as the anchor, the same loop over a `dict` (Python's own cost of touching 100,000
-names). Run: .venv/bin/python benches/cursor_container.py"""
+1..99 entries, as benches/cursor_container.rs), at 100 and 100,000 cursors, through cursor handles
+(`CursorHandle.update` / `count_at_or_before`: the name looked up once) and by name. Prints the
+per-op cost at each size and the 100,000/100 ratio of the handle path beside the goal (<= 2: flat
+in the number of cursors), the same for the by-name path, and, as the anchor, the same loop over a
+`dict` (Python's own cost of touching 100,000 names). Run: .venv/bin/python benches/cursor_container.py"""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import ledgercache as lc
 
 OPS = 200_000
 GOAL_RATIO = 2.0
+
+# Runs the ops on a fresh container (or dict) of the given names; returns the time the ops took.
+Run = Callable[[list[str], list[tuple[str, lc.Position]]], float]
 
 
 def workload(n: int) -> tuple[list[str], list[tuple[str, lc.Position]]]:
@@ -29,41 +33,65 @@ def workload(n: int) -> tuple[list[str], list[tuple[str, lc.Position]]]:
     return names, ops
 
 
-def per_op_ns(n: int, make: Callable[[list[str]], tuple[Callable, Callable]], rounds: int = 5) -> float:
+def per_op_ns(n: int, run: Run, rounds: int = 5) -> float:
     names, ops = workload(n)
-    best = float("inf")
-    for _ in range(rounds):
-        update, count = make(names)
-        start = time.perf_counter()
-        for name, position in ops:
-            update(name, position)
-            count(name)
-        best = min(best, time.perf_counter() - start)
-    return best / OPS * 1e9
+    return min(run(names, ops) for _ in range(rounds)) / OPS * 1e9
 
 
-def container(names: list[str]) -> tuple[Callable, Callable]:
+def container(names: list[str]) -> lc.ActiveCursorContainer:
     c = lc.ActiveCursorContainer()
     for i, name in enumerate(names):
         c.add(name, lc.Position(0, i))
     c.count_at_or_before(names[0])
-    return c.update, c.count_at_or_before
+    return c
 
 
-def plain_dict(names: list[str]) -> tuple[Callable, Callable]:
+def by_name(names: list[str], ops: list[tuple[str, lc.Position]]) -> float:
+    c = container(names)
+    update, count = c.update, c.count_at_or_before
+    start = time.perf_counter()
+    for name, position in ops:
+        update(name, position)
+        count(name)
+    return time.perf_counter() - start
+
+
+def by_handle(names: list[str], ops: list[tuple[str, lc.Position]]) -> float:
+    c = container(names)
+    # A caller keeps each cursor's handle with the cursor: the ops carry handles, not names.
+    handles = {name: c.cursor(name) for name in names}
+    handle_ops = [(handles[name], position) for name, position in ops]
+    start = time.perf_counter()
+    for handle, position in handle_ops:
+        handle.update(position)
+        handle.count_at_or_before()
+    return time.perf_counter() - start
+
+
+def plain_dict(names: list[str], ops: list[tuple[str, lc.Position]]) -> float:
     d = {name: lc.Position(0, i) for i, name in enumerate(names)}
-    return d.__setitem__, d.get
+    update, count = d.__setitem__, d.get
+    start = time.perf_counter()
+    for name, position in ops:
+        update(name, position)
+        count(name)
+    return time.perf_counter() - start
 
 
 def main() -> None:
-    small, large = per_op_ns(100, container), per_op_ns(100_000, container)
+    small, large = per_op_ns(100, by_handle), per_op_ns(100_000, by_handle)
+    n_small, n_large = per_op_ns(100, by_name), per_op_ns(100_000, by_name)
     d_small, d_large = per_op_ns(100, plain_dict), per_op_ns(100_000, plain_dict)
     ratio = large / small
     print(
-        f"cursor container from Python, seek + count by name: {small:.0f} ns/op at 100 cursors, "
-        f"{large:.0f} at 100,000: ratio {ratio:.2f} (goal <= {GOAL_RATIO}: "
-        f"{'met' if ratio <= GOAL_RATIO else 'NOT met'}); anchor, the same loop over a dict: "
-        f"{d_small:.0f} and {d_large:.0f} ns/op, ratio {d_large / d_small:.2f}"
+        f"cursor container from Python, seek + count through CursorHandle: {small:.0f} ns/op at "
+        f"100 cursors, {large:.0f} at 100,000: ratio {ratio:.2f} (goal <= {GOAL_RATIO}: "
+        f"{'met' if ratio <= GOAL_RATIO else 'NOT met'})"
+    )
+    print(f"  by name: {n_small:.0f} and {n_large:.0f} ns/op, ratio {n_large / n_small:.2f}")
+    print(
+        f"  anchor, the same loop over a dict by name: {d_small:.0f} and {d_large:.0f} ns/op, "
+        f"ratio {d_large / d_small:.2f}"
     )
 
 

@@ -17,22 +17,34 @@ use std::borrow::Borrow;
 use std::cell::Cell;
 use std::hash::Hash;
 
+/// What a cursor slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    Live,
+    /// The cursor was removed; the slot waits for the next flush to take it out of the counts.
+    Removed,
+    /// On the free list.
+    Free,
+}
+
+/// What an operation on a cursor touches, without its name (kept apart, in `keys`): 64 bytes, one
+/// cache line, among many cursors that the one miss of a seek.
 #[derive(Debug, Clone)]
-struct CursorSlot<K> {
-    /// `None` once the cursor was removed (the slot waits for the next flush to leave its group).
-    key: Option<K>,
+struct CursorSlot {
     /// Where the cursor wants to be; `None` = untracked.
     target: Option<Position>,
     /// Where it is counted now (`None`: not counted).
     counted: Option<Position>,
     /// Where in the counts `counted` was last seen.
     hint: Hint,
-    /// The slot's id sits in `pending` (kept across slot reuse so an id is queued at most once).
-    queued: bool,
-    free: bool,
     /// Bumped when the slot is freed, so a stale [`CursorId`] matches nothing.
     generation: u32,
+    state: SlotState,
+    /// The slot's id sits in `pending` (kept across slot reuse so an id is queued at most once).
+    queued: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<CursorSlot>() <= 64);
 
 /// A handle to a registered cursor: the name lookup done once. Stale after the cursor is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,7 +61,9 @@ pub struct ActiveCursorContainer<K: Hash + Eq + Clone> {
     /// (move it, then ask for its count), and checking this guess against the slot's own name saves
     /// hashing the name and probing the map, two cache misses among many cursors.
     last_named: Cell<u32>,
-    cursors: Vec<CursorSlot<K>>,
+    cursors: Vec<CursorSlot>,
+    /// The name of the cursor in each slot (`None` once removed): read by name lookups only.
+    keys: Vec<Option<K>>,
     free_cursors: Vec<u32>,
     counts: PositionCounts,
     pending: Vec<u32>,
@@ -61,6 +75,7 @@ impl<K: Hash + Eq + Clone> Default for ActiveCursorContainer<K> {
             names: FastMap::default(),
             last_named: Cell::new(u32::MAX),
             cursors: Vec::new(),
+            keys: Vec::new(),
             free_cursors: Vec::new(),
             counts: PositionCounts::default(),
             pending: Vec::new(),
@@ -98,13 +113,12 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             return self.handle(id);
         }
         let slot = CursorSlot {
-            key: Some(key.clone()),
             target: position,
             counted: None,
             hint: Hint::default(),
-            queued: false,
-            free: false,
             generation: 0,
+            state: SlotState::Live,
+            queued: false,
         };
         let id = match self.free_cursors.pop() {
             Some(id) => {
@@ -115,10 +129,12 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
                     generation,
                     ..slot
                 };
+                self.keys[id as usize] = Some(key.clone());
                 id
             }
             None => {
                 self.cursors.push(slot);
+                self.keys.push(Some(key.clone()));
                 (self.cursors.len() - 1) as u32
             }
         };
@@ -153,9 +169,9 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     {
         let last = self.last_named.get();
         let guessed = self
-            .cursors
+            .keys
             .get(last as usize)
-            .and_then(|c| c.key.as_ref())
+            .and_then(|k| k.as_ref())
             .is_some_and(|k| k.borrow() == key);
         if guessed {
             return Some(last);
@@ -167,7 +183,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
 
     fn live_slot(&self, id: CursorId) -> Option<u32> {
         let c = self.cursors.get(id.slot as usize)?;
-        (!c.free && c.key.is_some() && c.generation == id.generation).then_some(id.slot)
+        (c.state == SlotState::Live && c.generation == id.generation).then_some(id.slot)
     }
 
     /// [`Self::update`] by handle; false for a stale handle.
@@ -219,8 +235,9 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         let Some(id) = self.names.remove(key) else {
             return false;
         };
+        self.keys[id as usize] = None;
         let slot = &mut self.cursors[id as usize];
-        slot.key = None;
+        slot.state = SlotState::Removed;
         slot.target = None;
         if slot.counted.is_none() {
             self.free_cursor(id);
@@ -286,9 +303,8 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
 
     fn free_cursor(&mut self, id: u32) {
         let slot = &mut self.cursors[id as usize];
-        slot.free = true;
+        slot.state = SlotState::Free;
         slot.generation = slot.generation.wrapping_add(1);
-        slot.key = None;
         slot.target = None;
         slot.counted = None;
         self.free_cursors.push(id);
@@ -316,12 +332,12 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     fn apply(&mut self, id: u32) {
         let slot = &mut self.cursors[id as usize];
         slot.queued = false;
-        if slot.free {
+        if slot.state == SlotState::Free {
             return;
         }
         let (from, to, hint) = (slot.counted, slot.target, slot.hint);
         slot.counted = to;
-        let removed = slot.key.is_none();
+        let removed = slot.state == SlotState::Removed;
         let hint = match (from, to) {
             (None, None) => hint,
             (None, Some(p)) => self.counts.insert(p),
@@ -342,16 +358,15 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         for id in std::mem::take(&mut self.pending) {
             let slot = &mut self.cursors[id as usize];
             slot.queued = false;
-            if !slot.free && slot.key.is_none() {
+            if slot.state == SlotState::Removed {
                 self.free_cursor(id);
             }
         }
         let mut tracked: Vec<Position> = Vec::new();
         for c in self.cursors.iter_mut() {
-            c.counted = if c.free || c.key.is_none() {
-                None
-            } else {
-                c.target
+            c.counted = match c.state {
+                SlotState::Live => c.target,
+                SlotState::Removed | SlotState::Free => None,
             };
             tracked.extend(c.counted);
         }

@@ -1,3 +1,5 @@
 pub mod active;
+mod chunk;
 pub mod heap;
 mod position_counts;
+mod position_key;

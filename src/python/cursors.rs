@@ -1,21 +1,22 @@
 use super::errors::raise;
 use super::position::PyPosition;
-use crate::cursors::active::ActiveCursorContainer;
+use crate::cursors::active::{ActiveCursorContainer, CursorId};
 use crate::cursors::heap::SlowestCursorHeap;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
 /// `Ok` if the container knew the cursor, else `UnknownCursorError` naming it.
 fn known(py: Python<'_>, name: &str, found: bool) -> PyResult<()> {
     if found {
         Ok(())
     } else {
-        Err(raise(
-            py,
-            "UnknownCursorError",
-            format!("unknown cursor {name:?}"),
-        ))
+        Err(unknown(py, name))
     }
+}
+
+fn unknown(py: Python<'_>, name: &str) -> PyErr {
+    raise(py, "UnknownCursorError", format!("unknown cursor {name:?}"))
 }
 
 /// ActiveCursorContainer(): active cursors sorted by position, answering "how many cursors are
@@ -31,10 +32,30 @@ impl PyActiveCursorContainer {
         PyActiveCursorContainer(Mutex::new(ActiveCursorContainer::new()))
     }
 
-    /// Registers cursor `name` at `position` (None: registered but not tracked); an existing name moves.
+    /// Registers cursor `name` at `position` (None: registered but not tracked); an existing name
+    /// moves. Returns the cursor's handle.
     #[pyo3(signature = (name, position))]
-    fn add(&self, name: String, position: Option<PyPosition>) {
-        self.0.lock().add(name, position.map(|p| p.0));
+    fn add(
+        slf: &Bound<'_, Self>,
+        name: Bound<'_, PyString>,
+        position: Option<PyPosition>,
+    ) -> PyResult<PyCursorHandle> {
+        let id = slf
+            .get()
+            .0
+            .lock()
+            .add(name.to_str()?.to_owned(), position.map(|p| p.0));
+        Ok(PyCursorHandle::new(slf, name, id))
+    }
+
+    /// The handle of cursor `name`: its calls skip the name lookup. Raises UnknownCursorError for an
+    /// unknown name.
+    fn cursor(slf: &Bound<'_, Self>, name: Bound<'_, PyString>) -> PyResult<PyCursorHandle> {
+        let id = slf.get().0.lock().id_of(name.to_str()?);
+        match id {
+            Some(id) => Ok(PyCursorHandle::new(slf, name, id)),
+            None => Err(unknown(slf.py(), name.to_str()?)),
+        }
     }
 
     /// Moves cursor `name` (None untracks it). Raises UnknownCursorError for an unknown name.
@@ -76,6 +97,74 @@ impl PyActiveCursorContainer {
 
     fn __repr__(&self) -> String {
         format!("ActiveCursorContainer(cursors={})", self.0.lock().len())
+    }
+}
+
+/// A cursor of an ActiveCursorContainer, from `add` or `cursor(name)`: the name looked up once. Stale
+/// once the cursor is removed (even if the name is added again, which makes a new cursor): then
+/// `update` raises UnknownCursorError and `count_at_or_before` returns 0, as for an unknown name.
+#[pyclass(name = "CursorHandle", module = "ledgercache", frozen)]
+pub struct PyCursorHandle {
+    container: Py<PyActiveCursorContainer>,
+    name: Py<PyString>,
+    id: CursorId,
+}
+
+impl PyCursorHandle {
+    fn new(
+        container: &Bound<'_, PyActiveCursorContainer>,
+        name: Bound<'_, PyString>,
+        id: CursorId,
+    ) -> Self {
+        PyCursorHandle {
+            container: container.clone().unbind(),
+            name: name.unbind(),
+            id,
+        }
+    }
+
+    fn cursors(&self) -> &Mutex<ActiveCursorContainer<String>> {
+        &self.container.get().0
+    }
+}
+
+#[pymethods]
+impl PyCursorHandle {
+    /// Moves the cursor (None untracks it). Raises UnknownCursorError if it was removed.
+    #[pyo3(signature = (position))]
+    fn update(&self, py: Python<'_>, position: Option<PyPosition>) -> PyResult<()> {
+        if self
+            .cursors()
+            .lock()
+            .update_by_id(self.id, position.map(|p| p.0))
+        {
+            Ok(())
+        } else {
+            Err(raise(
+                py,
+                "UnknownCursorError",
+                format!(
+                    "cursor {:?} was removed: its handle is stale",
+                    self.name.bind(py).to_str()?
+                ),
+            ))
+        }
+    }
+
+    /// Tracked cursors at or before this cursor's position, itself included; 0 if untracked or
+    /// removed.
+    fn count_at_or_before(&self) -> u32 {
+        self.cursors().lock().count_by_id(self.id)
+    }
+
+    /// The cursor's name.
+    #[getter]
+    fn name(&self, py: Python<'_>) -> Py<PyString> {
+        self.name.clone_ref(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!("CursorHandle({})", self.name.bind(py).repr()?))
     }
 }
 
