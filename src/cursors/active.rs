@@ -27,8 +27,8 @@ enum SlotState {
     Free,
 }
 
-/// What an operation on a cursor touches, without its name (kept apart, in `keys`): 64 bytes, one
-/// cache line, among many cursors that the one miss of a seek.
+/// What an operation on a cursor touches, without its name (kept apart, in `keys`): at most 64
+/// bytes, so that among many cursors a seek mostly misses the cache once for its slot, not twice.
 #[derive(Debug, Clone)]
 struct CursorSlot {
     /// Where the cursor wants to be; `None` = untracked.
