@@ -46,14 +46,18 @@ def container(names: list[str]) -> lc.ActiveCursorContainer:
     return c
 
 
-def by_name(names: list[str], ops: list[tuple[str, lc.Position]]) -> float:
-    c = container(names)
-    update, count = c.update, c.count_at_or_before
+def timed_by_name(update: Callable, count: Callable, ops: list[tuple[str, lc.Position]]) -> float:
+    """Seconds for the ops through a by-name `update` and `count` (the container's or a dict's)."""
     start = time.perf_counter()
     for name, position in ops:
         update(name, position)
         count(name)
     return time.perf_counter() - start
+
+
+def by_name(names: list[str], ops: list[tuple[str, lc.Position]]) -> float:
+    c = container(names)
+    return timed_by_name(c.update, c.count_at_or_before, ops)
 
 
 def by_handle(names: list[str], ops: list[tuple[str, lc.Position]]) -> float:
@@ -70,12 +74,7 @@ def by_handle(names: list[str], ops: list[tuple[str, lc.Position]]) -> float:
 
 def plain_dict(names: list[str], ops: list[tuple[str, lc.Position]]) -> float:
     d = {name: lc.Position(0, i) for i, name in enumerate(names)}
-    update, count = d.__setitem__, d.get
-    start = time.perf_counter()
-    for name, position in ops:
-        update(name, position)
-        count(name)
-    return time.perf_counter() - start
+    return timed_by_name(d.__setitem__, d.get, ops)
 
 
 def main() -> None:
