@@ -125,6 +125,7 @@ impl RangeCache {
     }
 
     /// Inserts if absent; `None` (and no change) if the position is already cached.
+    #[inline]
     pub fn insert(
         &mut self,
         position: Position,
