@@ -2,15 +2,15 @@
 //!
 //! Every cached entry holds a payload and eviction frees it, so its layout is on the hot path: owned
 //! bytes (`From<Vec<u8>>`, `From<Bytes>` of small sizes, private copies) live in a single allocation
-//! after a 32-byte header, so freeing one is one `free`; other buffers (`Payload::new`) sit after the
-//! same header, also in one allocation. A payload is one pointer wide, which keeps the cache's slot
+//! after a 16-byte header, so freeing one is one `free`; other buffers (`Payload::new`) sit after the
+//! same header and a vtable pointer, also in one allocation. A payload is one pointer wide, which keeps the cache's slot
 //! small. `Arc<dyn PayloadBuffer>` would be two words, and two allocations for a `Vec`.
 
 use bytes::Bytes;
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
 
 /// Memory that holds an entry's bytes: a Rust buffer, or (in the bindings) a Python object whose
 /// buffer is shared without copying. `as_any` lets the owner of a payload recover its own type, so
@@ -42,23 +42,42 @@ impl PayloadBuffer for Vec<u8> {
 /// free); larger ones are kept where they are, since copying them costs more than the second free.
 const COPY_UP_TO: usize = 4096;
 
-/// The start of every payload allocation. `ptr`/`len` describe the bytes wherever they are, so
-/// reading them never goes through the vtable.
+/// The start of every payload allocation, 16 bytes (it is per cached entry). `ptr`/`len` describe
+/// the bytes wherever they are, so reading them never goes through a vtable. Owned bytes follow the
+/// header directly (`ptr` is the address just past it); every other kind of payload has a
+/// [`Foreign`] there instead, whose vtable pointer occupies that address, so no buffer's bytes can
+/// start at it and the address tells the two apart.
 #[repr(C)]
 struct Header {
-    refs: AtomicUsize,
-    vtable: &'static VTable,
+    refs: AtomicU32,
+    /// The length, or [`LONG`] for an external buffer whose length does not fit (its vtable says).
+    len: u32,
     ptr: *const u8,
-    len: usize,
 }
+
+/// `Header::len` of a buffer of `u32::MAX` bytes or more.
+const LONG: u32 = u32::MAX;
+
+/// The start of a payload that does not own its bytes inline: the header and what to do with the
+/// rest of the allocation.
+#[repr(C)]
+struct Foreign {
+    header: Header,
+    vtable: &'static VTable,
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() == 16);
 
 struct VTable {
     /// Drops the contents and frees the allocation; called once the last reference is gone.
     release: unsafe fn(NonNull<Header>),
-    /// The buffer behind the bytes, for `Payload::buffer`; `None` for owned bytes.
+    /// The buffer behind the bytes, for `Payload::buffer`.
     as_any: unsafe fn(NonNull<Header>) -> Option<NonNull<dyn Any>>,
-    /// Bytes of the allocation that are not the payload's bytes: the header, and for an external
-    /// buffer its struct (a `Vec`'s pointer, capacity and length; a Python object's handle).
+    /// The length when the header says [`LONG`].
+    long_len: unsafe fn(NonNull<Header>) -> usize,
+    /// Bytes of the allocation that are not the payload's bytes: the header and vtable pointer, and
+    /// for an external buffer its struct (a `Vec`'s pointer, capacity and length; a Python object's
+    /// handle).
     overhead: usize,
 }
 
@@ -66,6 +85,7 @@ struct VTable {
 #[repr(C)]
 struct External<T> {
     header: Header,
+    vtable: &'static VTable,
     buffer: T,
 }
 
@@ -93,11 +113,11 @@ impl Payload {
         }
         let external = Box::new(External {
             header: Header {
-                refs: AtomicUsize::new(1),
-                vtable: &External::<T>::VTABLE,
-                ptr: std::ptr::null(),
+                refs: AtomicU32::new(1),
                 len: 0,
+                ptr: std::ptr::null(),
             },
+            vtable: &External::<T>::VTABLE,
             buffer,
         });
         let raw = Box::into_raw(external);
@@ -106,7 +126,7 @@ impl Payload {
         unsafe {
             let slice = (*raw).buffer.as_slice();
             (*raw).header.ptr = slice.as_ptr();
-            (*raw).header.len = slice.len();
+            (*raw).header.len = short_len(slice.len()).unwrap_or(LONG);
         }
         // `header` is the first field of a `repr(C)` struct, so the box's address is the header's.
         Payload(NonNull::new(raw.cast::<Header>()))
@@ -117,6 +137,10 @@ impl Payload {
         if bytes.is_empty() {
             return Payload(None);
         }
+        let Some(len) = short_len(bytes.len()) else {
+            // Too long for the header: an external buffer keeps its own length.
+            return Payload::new(bytes.to_vec());
+        };
         let layout = owned_layout(bytes.len());
         // SAFETY: the layout has a non-zero size (the header); the header and the bytes are
         // written before the pointer escapes, and `release_owned` frees with the same layout.
@@ -129,10 +153,9 @@ impl Payload {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
             let header = base.cast::<Header>();
             header.as_ptr().write(Header {
-                refs: AtomicUsize::new(1),
-                vtable: &OWNED_VTABLE,
+                refs: AtomicU32::new(1),
+                len,
                 ptr: data,
-                len: bytes.len(),
             });
             Payload(Some(header))
         }
@@ -145,8 +168,14 @@ impl Payload {
     /// Whether the bytes are owned by the payload itself (no external buffer): dropping the last
     /// reference then is one `free` and never runs foreign code.
     pub fn is_owned(&self) -> bool {
-        self.header()
-            .is_some_and(|h| std::ptr::eq(h.vtable, &OWNED_VTABLE))
+        self.0.is_some_and(is_inline)
+    }
+
+    /// The vtable of a payload that is not owned inline.
+    fn foreign_vtable(&self) -> Option<&'static VTable> {
+        let h = self.0.filter(|&h| !is_inline(h))?;
+        // SAFETY: a payload whose bytes are not inline is a `Foreign` (External, Member), alive.
+        Some(unsafe { (*h.as_ptr().cast::<Foreign>()).vtable })
     }
 
     /// Where the reference count lives, for prefetching before a drop; `None` if empty.
@@ -163,13 +192,28 @@ impl Payload {
         match self.header() {
             // SAFETY: `ptr`/`len` describe immutable bytes owned by the allocation (or by the
             // buffer in it), alive as long as this reference.
-            Some(h) => unsafe { std::slice::from_raw_parts(h.ptr, h.len) },
+            Some(h) => unsafe { std::slice::from_raw_parts(h.ptr, self.len()) },
             None => &[],
         }
     }
 
     pub fn len(&self) -> usize {
-        self.header().map_or(0, |h| h.len)
+        match self.0 {
+            None => 0,
+            Some(h) => {
+                // SAFETY: a non-empty payload holds a reference, so the allocation is alive.
+                let len = unsafe { (*h.as_ptr()).len };
+                if len != LONG {
+                    len as usize
+                } else {
+                    let vtable = self
+                        .foreign_vtable()
+                        .expect("only external buffers are long");
+                    // SAFETY: the vtable belongs to this live allocation.
+                    unsafe { (vtable.long_len)(h) }
+                }
+            }
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -180,9 +224,10 @@ impl Payload {
     /// [`PayloadGroup`] (then the whole buffer, of which the payload's bytes are a part).
     pub fn buffer<T: 'static>(&self) -> Option<&T> {
         let h = self.0?;
+        let vtable = self.foreign_vtable()?;
         // SAFETY: the vtable belongs to this allocation; the returned pointer is into it, alive as
         // long as `self`.
-        let any = unsafe { ((*h.as_ptr()).vtable.as_any)(h)? };
+        let any = unsafe { (vtable.as_any)(h)? };
         unsafe { &*any.as_ptr() }.downcast_ref::<T>()
     }
 
@@ -194,7 +239,11 @@ impl Payload {
 
     /// Bytes this payload's allocation takes beyond the payload bytes (its header), for accounting.
     pub fn overhead_bytes(&self) -> usize {
-        self.header().map_or(0, |h| h.vtable.overhead)
+        match (self.0, self.foreign_vtable()) {
+            (None, _) => 0,
+            (Some(_), None) => std::mem::size_of::<Header>(),
+            (Some(_), Some(vtable)) => vtable.overhead,
+        }
     }
 }
 
@@ -204,7 +253,9 @@ impl Clone for Payload {
             // Relaxed suffices for an increment, as in `Arc`: the clone is made from a live
             // reference, and passing it to another thread synchronises by other means.
             let old = h.refs.fetch_add(1, Ordering::Relaxed);
-            if old > isize::MAX as usize {
+            // As `Arc` does: a count this high means copies are leaked in a loop (2^31 live
+            // copies would take tens of GiB); stop before the count wraps and frees in use.
+            if old > i32::MAX as u32 {
                 std::process::abort();
             }
         }
@@ -222,9 +273,31 @@ impl Drop for Payload {
         }
         // Every other holder's uses happen before their decrements; see them before freeing.
         fence(Ordering::Acquire);
-        // SAFETY: this was the last reference; the vtable frees what built the allocation.
-        unsafe { (header.vtable.release)(h) }
+        match self.foreign_vtable() {
+            // SAFETY: this was the last reference; the vtable frees what built the allocation.
+            Some(vtable) => unsafe { (vtable.release)(h) },
+            // SAFETY: this was the last reference to an allocation made by `copy_from_slice`.
+            None => unsafe { release_owned(h) },
+        }
     }
+}
+
+/// Whether the payload at `h` owns its bytes inline, right after its header.
+#[inline]
+fn is_inline(h: NonNull<Header>) -> bool {
+    // SAFETY: callers pass the header of a live payload.
+    let ptr = unsafe { (*h.as_ptr()).ptr };
+    std::ptr::eq(
+        ptr,
+        h.as_ptr()
+            .cast::<u8>()
+            .wrapping_add(std::mem::size_of::<Header>()),
+    )
+}
+
+/// `len` as a header length, if it fits.
+fn short_len(len: usize) -> Option<u32> {
+    u32::try_from(len).ok().filter(|&l| l != LONG)
 }
 
 fn owned_layout(len: usize) -> Layout {
@@ -235,28 +308,24 @@ fn owned_layout(len: usize) -> Layout {
     .unwrap_or_else(|_| handle_alloc_error(Layout::new::<Header>()))
 }
 
-static OWNED_VTABLE: VTable = VTable {
-    release: release_owned,
-    as_any: no_buffer,
-    overhead: std::mem::size_of::<Header>(),
-};
-
 /// SAFETY: `h` heads an allocation made by `copy_from_slice` with no references left.
 unsafe fn release_owned(h: NonNull<Header>) {
-    let layout = owned_layout((*h.as_ptr()).len);
+    let layout = owned_layout((*h.as_ptr()).len as usize);
     dealloc(h.as_ptr().cast::<u8>(), layout);
-}
-
-unsafe fn no_buffer(_: NonNull<Header>) -> Option<NonNull<dyn Any>> {
-    None
 }
 
 impl<T: PayloadBuffer> External<T> {
     const VTABLE: VTable = VTable {
         release: Self::release,
         as_any: Self::as_any,
+        long_len: Self::long_len,
         overhead: std::mem::size_of::<External<T>>(),
     };
+
+    /// SAFETY: `h` heads a live `External<T>`.
+    unsafe fn long_len(h: NonNull<Header>) -> usize {
+        (*h.as_ptr().cast::<External<T>>()).buffer.as_slice().len()
+    }
 
     /// SAFETY: `h` heads an `External<T>` made by `Payload::new` with no references left.
     unsafe fn release(h: NonNull<Header>) {
@@ -275,6 +344,7 @@ impl<T: PayloadBuffer> External<T> {
 #[repr(C)]
 struct Member {
     header: Header,
+    vtable: &'static VTable,
     group: NonNull<GroupHead>,
 }
 
@@ -361,11 +431,13 @@ impl PayloadGroup {
     }
 
     /// The buffer's bytes `start..start + len` as a payload; `None` if the range is not in the
-    /// buffer or the group has made `capacity` payloads. An empty range is an empty payload.
+    /// buffer, is `u32::MAX` bytes or longer, or the group has made `capacity` payloads. An empty
+    /// range is an empty payload.
     pub fn slice(&mut self, start: usize, len: usize) -> Option<Payload> {
         if start.checked_add(len)? > self.bytes_len {
             return None;
         }
+        let short = short_len(len)?;
         if len == 0 {
             return Some(Payload(None));
         }
@@ -378,11 +450,11 @@ impl PayloadGroup {
             let member = self.members.as_ptr().add(self.made);
             member.write(Member {
                 header: Header {
-                    refs: AtomicUsize::new(1),
-                    vtable: &MEMBER_VTABLE,
+                    refs: AtomicU32::new(1),
+                    len: short,
                     ptr: self.bytes.add(start),
-                    len,
                 },
+                vtable: &MEMBER_VTABLE,
                 group: self.head,
             });
             self.made += 1;
@@ -433,8 +505,14 @@ unsafe fn group_buffer<T: PayloadBuffer>(head: NonNull<GroupHead>) -> NonNull<dy
 static MEMBER_VTABLE: VTable = VTable {
     release: release_member,
     as_any: member_buffer,
+    long_len: never_long,
     overhead: std::mem::size_of::<Member>(),
 };
+
+/// Members are never [`LONG`] (`slice` refuses such ranges).
+unsafe fn never_long(_: NonNull<Header>) -> usize {
+    unreachable!("a member's length always fits its header")
+}
 
 /// SAFETY: `h` heads a member with no references left.
 unsafe fn release_member(h: NonNull<Header>) {
@@ -577,6 +655,38 @@ mod tests {
             });
             assert_eq!(Arc::strong_count(&alive), 1);
         }
+    }
+
+    #[test]
+    fn headers_are_16_bytes_and_tell_inline_bytes_from_foreign_ones() {
+        assert_eq!(short_len(0), Some(0));
+        assert_eq!(short_len(u32::MAX as usize - 1), Some(u32::MAX - 1));
+        assert_eq!(short_len(u32::MAX as usize), None, "LONG is reserved");
+        assert_eq!(short_len(usize::MAX), None);
+        let owned = Payload::copy_from_slice(b"abc");
+        assert!(owned.is_owned());
+        assert_eq!(owned.overhead_bytes(), 16);
+        assert!(owned.buffer::<Vec<u8>>().is_none());
+        // A buffer that keeps its bytes inline, right after the vtable pointer.
+        struct Inline([u8; 8]);
+        impl PayloadBuffer for Inline {
+            fn as_slice(&self) -> &[u8] {
+                &self.0
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+        let external = Payload::new(Inline(*b"12345678"));
+        assert!(!external.is_owned());
+        assert_eq!(external.as_slice(), b"12345678");
+        assert_eq!(external.len(), 8);
+        assert_eq!(external.buffer::<Inline>().unwrap().0, *b"12345678");
+        assert_eq!(external.overhead_bytes(), 16 + 8 + 8);
+        let mut group = PayloadGroup::new(Vec::from(&b"xyz"[..]), 1).unwrap();
+        let member = group.slice(1, 2).unwrap();
+        assert!(!member.is_owned());
+        assert_eq!((member.as_slice(), member.len()), (&b"yz"[..], 2));
     }
 
     #[test]

@@ -174,7 +174,7 @@ impl Iterator for ArrowEntries {
             payload: group
                 .slice(start, len)
                 .expect("bounds checked in Chunk::new, one payload per element"),
-            // Lengths were checked against u32 when no sizes were given.
+            // Lengths were checked against u32 in `batch_entries`.
             size: self.sizes.as_ref().map_or(len as u32, |s| s[i]),
             read_count: self.reads.handler(i),
         })
@@ -345,6 +345,26 @@ pub(super) fn batch_entries(
         n += chunk.len;
         chunks.push(chunk);
     }
+    // Only large_binary elements can be that long; the cache's header keeps lengths in 32 bits.
+    let mut index = 0;
+    for chunk in &chunks {
+        let large = matches!(chunk.offsets, Offsets::Large(_));
+        for i in (0..chunk.len).filter(|_| large) {
+            let (start, end) = chunk.offsets.bounds(i);
+            if end - start >= u32::MAX as usize {
+                return Err(invalid(
+                    py,
+                    "data",
+                    format!(
+                        "{} bytes at index {} is more than an entry can hold",
+                        end - start,
+                        index + i
+                    ),
+                ));
+            }
+        }
+        index += chunk.len;
+    }
     let reads = ExpectedReads::from_arg(py, expected_reads, n)?;
     let sizes = match sizes {
         Some(sizes) => {
@@ -360,29 +380,7 @@ pub(super) fn batch_entries(
             });
             Some(checked.collect::<PyResult<Vec<u32>>>()?)
         }
-        None => {
-            let mut index = 0;
-            for chunk in &chunks {
-                // Only large_binary elements can be longer than 2^32 - 1 bytes.
-                let large = matches!(chunk.offsets, Offsets::Large(_));
-                for i in (0..chunk.len).filter(|_| large) {
-                    let (start, end) = chunk.offsets.bounds(i);
-                    if u32::try_from(end - start).is_err() {
-                        return Err(invalid(
-                            py,
-                            "data",
-                            format!(
-                                "{} bytes at index {} is more than an entry can hold",
-                                end - start,
-                                index + i
-                            ),
-                        ));
-                    }
-                }
-                index += chunk.len;
-            }
-            None
-        }
+        None => None,
     };
     Ok(ArrowEntries {
         chunks,
