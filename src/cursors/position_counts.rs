@@ -194,6 +194,12 @@ impl PositionCounts {
     /// every base stay as they are.
     fn move_in_chunk(&mut self, r: usize, id: usize, i: usize, to: PositionKey) -> Hint {
         let chunk = &mut self.chunks[id];
+        if chunk.counts()[i] == 1 && chunk.move_in_place(i, to) {
+            if i == 0 {
+                self.firsts[r] = to;
+            }
+            return Hint::at(id, i);
+        }
         match chunk.search(to) {
             Ok(j) => {
                 *chunk.count_mut(j) += 1;
