@@ -199,14 +199,29 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
 
     /// [`Self::count_at_or_before`] by handle; 0 for a stale handle.
     pub fn count_by_id(&mut self, id: CursorId) -> u32 {
-        self.flush();
         match self.live_slot(id) {
-            Some(slot) => self.group_count(slot),
-            None => 0,
+            Some(slot) => self.flush_and_count(slot),
+            None => {
+                self.flush();
+                0
+            }
         }
     }
 
-    fn group_count(&self, slot: u32) -> u32 {
+    /// Flushes, then counts at the position of live cursor `slot`.
+    fn flush_and_count(&mut self, slot: u32) -> u32 {
+        // The usual call comes right after the cursor's own move, the one change pending: applying
+        // it leaves the cursor's hint exact, so the count reads it without checking it against the
+        // position (a second look-up of the same entry).
+        if self.pending.len() == 1 && self.pending[0] == slot {
+            self.pending.clear();
+            self.apply(slot);
+            let c = &self.cursors[slot as usize];
+            return c
+                .counted
+                .map_or(0, |p| self.counts.count_at_hint(p, c.hint));
+        }
+        self.flush();
         let c = &self.cursors[slot as usize];
         c.counted.map_or(0, |p| self.counts.count_at(p, c.hint))
     }
@@ -254,10 +269,12 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.flush();
         match self.slot_named(key) {
-            Some(id) => self.group_count(id),
-            None => 0,
+            Some(id) => self.flush_and_count(id),
+            None => {
+                self.flush();
+                0
+            }
         }
     }
 
@@ -477,6 +494,42 @@ mod tests {
         c.update(&"c2".to_string(), pos(0));
         assert_eq!(counts(&mut c, 3), vec![2, 1, 3]);
         c.check_invariants().unwrap();
+    }
+
+    /// Handles moved and counted one at a time (the count applies that move alone and reads the
+    /// hint it leaves) and with other moves pending, against a brute-force count.
+    #[test]
+    fn counts_by_handle_after_own_and_other_moves() {
+        let mut c = ActiveCursorContainer::new();
+        let mut at: Vec<i64> = (0..300).map(|i| i * 7 % 301).collect();
+        let ids: Vec<CursorId> = at
+            .iter()
+            .enumerate()
+            .map(|(i, &e)| c.add(i, pos(e)))
+            .collect();
+        let mut x = 3u64;
+        for step in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let i = (x >> 33) as usize % at.len();
+            at[i] = ((x >> 13) % 400) as i64;
+            c.update_by_id(ids[i], pos(at[i]));
+            if step % 3 == 0 {
+                // Another cursor's move pending too.
+                let k = (i + 1) % at.len();
+                at[k] += 1;
+                c.update_by_id(ids[k], pos(at[k]));
+            }
+            let expected = at.iter().filter(|&&e| e <= at[i]).count() as u32;
+            assert_eq!(c.count_by_id(ids[i]), expected, "step {step}");
+        }
+        c.check_invariants().unwrap();
+        // A stale handle counts 0; a cursor moved below every other one counts itself.
+        c.remove(&0);
+        c.update_by_id(ids[1], pos(-1));
+        assert_eq!(c.count_by_id(ids[0]), 0);
+        assert_eq!(c.count_by_id(ids[1]), 1);
     }
 
     #[test]

@@ -185,6 +185,26 @@ impl Chunk {
         self.len -= 1;
     }
 
+    /// Entry `i` (holding one element) becomes `p` where it is, if `p` lies between its neighbours
+    /// and at or above the base; returns whether it did. Cursors mostly move a short way, past no
+    /// other cursor, and this answers that case with two comparisons against the neighbours (whose
+    /// branches the processor predicts), without a search of the chunk or a shift.
+    pub fn move_in_place(&mut self, i: usize, p: PositionKey) -> bool {
+        let Some(d) = p.offset_from(self.base) else {
+            return false;
+        };
+        // The slot after the last is `UNUSED`, above any `d` but `UNUSED` itself (left to the
+        // general path).
+        let below_next = self.offsets.get(i + 1).is_none_or(|&o| d < o);
+        let above_previous = i == 0 || self.offsets[i - 1] < d;
+        if below_next && above_previous {
+            self.offsets[i] = d;
+            true
+        } else {
+            false
+        }
+    }
+
     /// Entry `i` becomes `p` with a count of one, moved to where `p` belongs: `j` is the insertion
     /// point of `p` (absent) among the current keys, and the chunk must hold `p`. Shifts only the
     /// entries in between; returns `p`'s index.
@@ -231,5 +251,48 @@ impl Chunk {
             return Err("a slot past the end is in use".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::position::Position;
+
+    fn key(e: i64) -> PositionKey {
+        PositionKey::of(Position::new(0, e))
+    }
+
+    fn chunk(entries: &[i64]) -> Chunk {
+        let mut c = Chunk::with(key(entries[0]), 1);
+        for &e in &entries[1..] {
+            c.push(key(e), 1);
+        }
+        c
+    }
+
+    #[test]
+    fn moves_in_place_only_between_its_neighbours() {
+        let mut c = chunk(&[10, 20, 30]);
+        // Onto a neighbour or past one: refused, the chunk unchanged.
+        for (i, to) in [(1, 10), (1, 30), (1, 35), (0, 20), (2, 20)] {
+            assert!(!c.move_in_place(i, key(to)), "{i} -> {to}");
+            assert_eq!(
+                c.entries().map(|e| e.0).collect::<Vec<_>>(),
+                [key(10), key(20), key(30)]
+            );
+        }
+        // Below the base: refused (the chunk would need a rebase).
+        assert!(!c.move_in_place(0, key(5)));
+        assert!(c.move_in_place(1, key(29)));
+        assert!(c.move_in_place(0, key(11)));
+        // The last entry may go anywhere above its neighbour that fits in an offset.
+        assert!(c.move_in_place(2, key(10 + u32::MAX as i64 - 1)));
+        assert!(!c.move_in_place(2, key(10 + u32::MAX as i64)));
+        c.check().unwrap();
+        assert_eq!(
+            c.entries().map(|e| e.0).collect::<Vec<_>>(),
+            [key(11), key(29), key(10 + u32::MAX as i64 - 1)]
+        );
     }
 }

@@ -91,6 +91,15 @@ impl PositionCounts {
         }
     }
 
+    /// [`Self::count_at`] where `hint` is known to be where the position is (it was just returned
+    /// and nothing moved since).
+    pub fn count_at_hint(&self, p: Position, hint: Hint) -> u32 {
+        let chunk = &self.chunks[hint.chunk as usize];
+        let i = hint.index as usize;
+        debug_assert!(chunk.is_at(i, PositionKey::of(p)), "the hint is exact");
+        self.bases[chunk.rank as usize] + chunk.sum_to(i + 1)
+    }
+
     /// Chunk id and index of a present position: where the hint says if it is still there, else
     /// searched in the hinted chunk (which holds it unless the chunk split or emptied since: a
     /// position is in one chunk only), else searched everywhere.
@@ -194,6 +203,12 @@ impl PositionCounts {
     /// every base stay as they are.
     fn move_in_chunk(&mut self, r: usize, id: usize, i: usize, to: PositionKey) -> Hint {
         let chunk = &mut self.chunks[id];
+        if chunk.counts()[i] == 1 && chunk.move_in_place(i, to) {
+            if i == 0 {
+                self.firsts[r] = to;
+            }
+            return Hint::at(id, i);
+        }
         match chunk.search(to) {
             Ok(j) => {
                 *chunk.count_mut(j) += 1;
