@@ -3,8 +3,8 @@
 //! Every cached entry holds a payload and eviction frees it, so its layout is on the hot path: owned
 //! bytes (`From<Vec<u8>>`, `From<Bytes>` of small sizes, private copies) live in a single allocation
 //! after a 16-byte header, so freeing one is one `free`; other buffers (`Payload::new`) sit after the
-//! same header and a vtable pointer, also in one allocation. A payload is one pointer wide, which keeps the cache's slot
-//! small. `Arc<dyn PayloadBuffer>` would be two words, and two allocations for a `Vec`.
+//! same header and a vtable pointer, also in one allocation. A payload is one pointer wide, which
+//! keeps the cache's slot small. `Arc<dyn PayloadBuffer>` would be two words, and two allocations for a `Vec`.
 
 use bytes::Bytes;
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
@@ -57,6 +57,9 @@ struct Header {
 
 /// `Header::len` of a buffer of `u32::MAX` bytes or more.
 const LONG: u32 = u32::MAX;
+
+/// The longest range [`PayloadGroup::slice`] cuts (its length must fit the header).
+pub(crate) const MAX_SLICE_LEN: usize = LONG as usize - 1;
 
 /// The start of a payload that does not own its bytes inline: the header and what to do with the
 /// rest of the allocation.
@@ -431,8 +434,8 @@ impl PayloadGroup {
     }
 
     /// The buffer's bytes `start..start + len` as a payload; `None` if the range is not in the
-    /// buffer, is `u32::MAX` bytes or longer, or the group has made `capacity` payloads. An empty
-    /// range is an empty payload.
+    /// buffer, is `u32::MAX` bytes or longer (`MAX_SLICE_LEN`), or the group has made `capacity`
+    /// payloads. An empty range is an empty payload.
     pub fn slice(&mut self, start: usize, len: usize) -> Option<Payload> {
         if start.checked_add(len)? > self.bytes_len {
             return None;

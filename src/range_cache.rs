@@ -125,7 +125,6 @@ impl RangeCache {
     }
 
     /// Inserts if absent; `None` (and no change) if the position is already cached.
-    #[inline]
     pub fn insert(
         &mut self,
         position: Position,

@@ -83,21 +83,26 @@ impl PositionCounts {
     /// [`Self::count_at_or_before`] for a present position, found through its hint.
     pub fn count_at(&self, p: Position, hint: Hint) -> u32 {
         match self.find(PositionKey::of(p), hint) {
-            Some((id, i)) => {
-                let chunk = &self.chunks[id];
-                self.bases[chunk.rank as usize] + chunk.sum_to(i + 1)
-            }
+            Some((id, i)) => self.count_through(id, i),
             None => self.count_at_or_before(p),
         }
+    }
+
+    /// Elements up to and including entry `i` of chunk `id`.
+    fn count_through(&self, id: usize, i: usize) -> u32 {
+        let chunk = &self.chunks[id];
+        self.bases[chunk.rank as usize] + chunk.sum_to(i + 1)
     }
 
     /// [`Self::count_at`] where `hint` is known to be where the position is (it was just returned
     /// and nothing moved since).
     pub fn count_at_hint(&self, p: Position, hint: Hint) -> u32 {
-        let chunk = &self.chunks[hint.chunk as usize];
-        let i = hint.index as usize;
-        debug_assert!(chunk.is_at(i, PositionKey::of(p)), "the hint is exact");
-        self.bases[chunk.rank as usize] + chunk.sum_to(i + 1)
+        let (id, i) = (hint.chunk as usize, hint.index as usize);
+        debug_assert!(
+            self.chunks[id].is_at(i, PositionKey::of(p)),
+            "the hint is exact"
+        );
+        self.count_through(id, i)
     }
 
     /// Chunk id and index of a present position: where the hint says if it is still there, else

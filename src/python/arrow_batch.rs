@@ -8,6 +8,7 @@ use super::errors::raise;
 use crate::arrow_payload::{contiguous_run, slices_of};
 use crate::entry::{CachedEntry, PayloadGroup};
 use crate::manager::BatchEntry;
+use crate::payload::MAX_SLICE_LEN;
 use crate::read_count::ReadCountHandler;
 use arrow_array::ffi::to_ffi;
 use arrow_array::{
@@ -345,13 +346,13 @@ pub(super) fn batch_entries(
         n += chunk.len;
         chunks.push(chunk);
     }
-    // Only large_binary elements can be that long; the cache's header keeps lengths in 32 bits.
+    // Only large_binary elements can be that long: a group cuts no longer payloads.
     let mut index = 0;
     for chunk in &chunks {
         let large = matches!(chunk.offsets, Offsets::Large(_));
         for i in (0..chunk.len).filter(|_| large) {
             let (start, end) = chunk.offsets.bounds(i);
-            if end - start >= u32::MAX as usize {
+            if end - start > MAX_SLICE_LEN {
                 return Err(invalid(
                     py,
                     "data",
