@@ -300,7 +300,11 @@ fn is_inline(h: NonNull<Header>) -> bool {
 
 /// `len` as a header length, if it fits.
 fn short_len(len: usize) -> Option<u32> {
-    u32::try_from(len).ok().filter(|&l| l != LONG)
+    if len <= MAX_SLICE_LEN {
+        Some(len as u32)
+    } else {
+        None
+    }
 }
 
 fn owned_layout(len: usize) -> Layout {

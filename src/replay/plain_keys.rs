@@ -3,19 +3,31 @@
 //! exactly as it does for a dictionary's keys, instead of hashing and comparing every row's name
 //! against the interned names.
 //!
-//! A trace's names are few and long (`persistent://public/default/topic-7`) and differ at the end,
-//! so a small direct-mapped table indexed by the length and the last bytes finds almost every row's
-//! value with one comparison; the rest go through a map of the batch's distinct values.
+//! A trace's rows come in runs (one cursor's reads of one topic), so most rows repeat the previous
+//! row's value: one comparison. The others go to a small direct-mapped table indexed by a hash of
+//! the whole value (names such as `persistent://public/default/topic-7-partition-1` differ in the
+//! middle, so no part of a name alone tells them apart), then to a map of the batch's distinct
+//! values.
 
 use crate::fast_hash::FastMap;
 
 const SLOTS: usize = 64;
 
+/// A value seen in the batch, with what its lookups compare first.
+#[derive(Clone, Copy)]
+struct Seen<'a> {
+    value: &'a [u8],
+    tail: u64,
+    key: u32,
+}
+
 pub(super) struct PlainKeys<'a> {
-    /// A recent value, its key and its [`tail`], by [`slot`] of the value; `None` until used.
-    recent: [Option<(&'a str, u32, u64)>; SLOTS],
+    /// The previous row's value.
+    previous: Option<Seen<'a>>,
+    /// A recent value by [`slot`] of its hash; `None` until used.
+    recent: [Option<(Seen<'a>, u64)>; SLOTS],
     /// Every distinct value of the batch so far (bounded by the batch's rows).
-    all: FastMap<&'a str, u32>,
+    all: FastMap<&'a [u8], u32>,
 }
 
 /// The value's last (up to) 8 bytes as a word: for a value of 8 bytes or fewer, all of its bytes
@@ -41,24 +53,37 @@ fn word(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// Where a value goes in the recent table: its length and tail, mixed.
+/// A hash of the whole value: its length, tail and every word before the tail.
 #[inline]
-fn slot(n: usize, tail: u64) -> usize {
-    let mixed = (tail ^ (n as u64).rotate_left(56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (mixed >> (64 - SLOTS.trailing_zeros())) as usize
+fn hash(b: &[u8], tail: u64) -> u64 {
+    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let head = b.len().saturating_sub(8);
+    (0..head)
+        .step_by(8)
+        .fold(mix(b.len() as u64, tail), |h, at| mix(h, word(b, at)))
 }
 
-/// Whether two values with equal lengths and tails are equal: compares what the tail leaves out,
-/// a word at a time, inline (a `memcmp` call per row cost more than the rest of the lookup).
+/// The recent-table slot of a hash (its top bits, the best mixed).
 #[inline]
-fn same_head(a: &[u8], b: &[u8]) -> bool {
-    let head = a.len().saturating_sub(8);
-    (0..head).step_by(8).all(|at| word(a, at) == word(b, at))
+fn slot(hash: u64) -> usize {
+    (hash >> (64 - SLOTS.trailing_zeros())) as usize
+}
+
+/// Whether `seen` holds `b` (whose tail is `t`): lengths, then tails, then what the tail leaves
+/// out, a word at a time, inline (a `memcmp` call per row cost more than the rest of the lookup).
+#[inline]
+fn holds(seen: &Seen<'_>, b: &[u8], t: u64) -> bool {
+    let a = seen.value;
+    a.len() == b.len() && seen.tail == t && {
+        let head = a.len().saturating_sub(8);
+        (0..head).step_by(8).all(|at| word(a, at) == word(b, at))
+    }
 }
 
 impl<'a> PlainKeys<'a> {
     pub(super) fn new() -> Self {
         PlainKeys {
+            previous: None,
             recent: [None; SLOTS],
             all: FastMap::default(),
         }
@@ -69,16 +94,29 @@ impl<'a> PlainKeys<'a> {
     pub(super) fn key(&mut self, value: &'a str) -> usize {
         let bytes = value.as_bytes();
         let t = tail(bytes);
-        let at = slot(bytes.len(), t);
-        if let Some((v, k, vt)) = self.recent[at] {
-            if vt == t && v.len() == bytes.len() && same_head(v.as_bytes(), bytes) {
-                return k as usize;
+        if let Some(p) = &self.previous {
+            if holds(p, bytes, t) {
+                return p.key as usize;
             }
         }
-        let next = self.all.len() as u32;
-        let k = *self.all.entry(value).or_insert(next);
-        self.recent[at] = Some((value, k, t));
-        k as usize
+        let h = hash(bytes, t);
+        let at = slot(h);
+        let seen = match &self.recent[at] {
+            Some((seen, sh)) if *sh == h && holds(seen, bytes, t) => *seen,
+            _ => {
+                let next = self.all.len() as u32;
+                let key = *self.all.entry(bytes).or_insert(next);
+                let seen = Seen {
+                    value: bytes,
+                    tail: t,
+                    key,
+                };
+                self.recent[at] = Some((seen, h));
+                seen
+            }
+        };
+        self.previous = Some(seen);
+        seen.key as usize
     }
 }
 
@@ -118,17 +156,50 @@ mod tests {
         assert_eq!(keys.key("abc"), 207);
     }
 
+    #[test]
+    fn names_that_differ_only_in_the_middle() {
+        let mut keys = PlainKeys::new();
+        let names: Vec<String> = (0..50)
+            .flat_map(|t| {
+                (0..4).map(move |p| format!("persistent://public/default/t-{t}-partition-{p}"))
+            })
+            .collect();
+        for round in 0..3 {
+            for (i, n) in names.iter().enumerate() {
+                assert_eq!(keys.key(n), i, "round {round}");
+                assert_eq!(keys.key(n), i, "round {round}, repeated");
+            }
+        }
+    }
+
     proptest::proptest! {
-        /// Keys match a map of the values seen, for values that differ in few bytes anywhere (a
-        /// two-letter alphabet, lengths 0 to 40, so many share lengths and tails).
+        /// Keys match a map of the values seen, for values that differ from one another in one or
+        /// two bytes anywhere (variants of one name), drawn so that rows repeat, in runs and apart.
         #[test]
-        fn keys_are_first_appearance_order(values in proptest::collection::vec("[ab]{0,40}", 1..300)) {
+        fn keys_are_first_appearance_order(
+            base in "[ab]{0,40}",
+            flips in proptest::collection::vec((0usize..40, 0usize..40), 1..24),
+            picks in proptest::collection::vec((0usize..24, 1usize..4), 1..300),
+        ) {
+            let mut pool = vec![base.clone()];
+            for (i, j) in flips {
+                let mut v = base.clone().into_bytes();
+                if !v.is_empty() {
+                    let n = v.len();
+                    v[i % n] ^= 3; // 'a' <-> 'b'
+                    v[j % n] ^= 3;
+                }
+                pool.push(String::from_utf8(v).expect("ascii"));
+            }
             let mut keys = PlainKeys::new();
             let mut seen = std::collections::HashMap::new();
-            for v in &values {
-                let next = seen.len();
-                let expected = *seen.entry(v.as_str()).or_insert(next);
-                proptest::prop_assert_eq!(keys.key(v), expected);
+            for (pick, run) in picks {
+                let v = &pool[pick % pool.len()];
+                for _ in 0..run {
+                    let next = seen.len();
+                    let expected = *seen.entry(v.as_str()).or_insert(next);
+                    proptest::prop_assert_eq!(keys.key(v), expected);
+                }
             }
         }
     }

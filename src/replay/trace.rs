@@ -184,6 +184,15 @@ impl<'a> Strings<'a> {
         }
     }
 
+    /// Whether some row may be null (when not, the per-row checks are skipped).
+    fn has_nulls(&self) -> bool {
+        match self {
+            Strings::Plain(a, _) => a.null_count() > 0,
+            Strings::Dictionary(k, v) => k.null_count() > 0 || v.null_count() > 0,
+        }
+    }
+
+    #[inline]
     fn is_null(&self, i: usize) -> bool {
         match self {
             Strings::Plain(a, _) => a.is_null(i),
@@ -200,6 +209,7 @@ impl<'a> Strings<'a> {
 
     /// Row `i`'s key, for a non-null row: equal values of one batch have equal keys (a
     /// dictionary's key, checked to index the values; a plain value's key from [`PlainKeys`]).
+    #[inline]
     fn key(&mut self, i: usize) -> usize {
         match self {
             Strings::Plain(a, keys) => keys.key(a.value(i)),
@@ -316,31 +326,34 @@ impl TraceDecoder {
         out.reserve(batch.num_rows());
         let (mut broker_memo, mut topic_memo, mut op_memo) =
             (broker.memo(), topic.memo(), op.memo());
-        // Cursor names repeat across topics, so a cursor's id is memoized by (topic, key).
+        // Cursor names repeat across topics, so a cursor's id is memoized by (topic, key); rows
+        // come in runs of one cursor, so the previous row's is looked at first.
         let mut cursor_memo: FastMap<(u32, usize), u32> = FastMap::default();
+        let mut previous_cursor: Option<((u32, usize), u32)> = None;
+        // Columns without nulls (the usual case) skip the per-row checks.
+        let ts_nulls = ts.null_count() > 0;
+        let (broker_nulls, topic_nulls, op_nulls, cursor_nulls) = (
+            broker.has_nulls(),
+            topic.has_nulls(),
+            op.has_nulls(),
+            cursor.has_nulls(),
+        );
         for i in 0..batch.num_rows() {
             let row = match &row_numbers {
                 Some(r) => r.value(i) as u64,
                 None => self.rows + i as u64,
             };
-            let required = |a: &dyn Array, name: &str| {
-                if a.is_null(i) {
+            let required = |null: bool, name: &str| {
+                if null {
                     Err(row_error(row, name, "is null"))
                 } else {
                     Ok(())
                 }
             };
-            let required_string = |a: &Strings, name: &str| {
-                if a.is_null(i) {
-                    Err(row_error(row, name, "is null"))
-                } else {
-                    Ok(())
-                }
-            };
-            required(&ts, "ts_us")?;
-            required_string(&broker, "broker")?;
-            required_string(&topic, "topic")?;
-            required_string(&op, "op")?;
+            required(ts_nulls && ts.is_null(i), "ts_us")?;
+            required(broker_nulls && broker.is_null(i), "broker")?;
+            required(topic_nulls && topic.is_null(i), "topic")?;
+            required(op_nulls && op.is_null(i), "op")?;
             let ts_us = ts.value(i);
             // Names are looked at only when the key's memo has no id yet (or in an error).
             let broker_key = broker.key(i);
@@ -403,7 +416,7 @@ impl TraceDecoder {
                     id
                 }
             };
-            let cursor_id = if cursor.is_null(i) {
+            let cursor_id = if cursor_nulls && cursor.is_null(i) {
                 if kind.needs_cursor() {
                     return Err(row_error(
                         row,
@@ -414,14 +427,19 @@ impl TraceDecoder {
                 NO_CURSOR
             } else {
                 let memo_key = (topic_id, cursor.key(i));
-                match cursor_memo.get(&memo_key) {
-                    Some(&id) => id,
-                    None => {
-                        let id = self.names.cursor(topic_id, cursor.value(i));
-                        cursor_memo.insert(memo_key, id);
-                        id
-                    }
-                }
+                let id = match previous_cursor {
+                    Some((k, id)) if k == memo_key => id,
+                    _ => match cursor_memo.get(&memo_key) {
+                        Some(&id) => id,
+                        None => {
+                            let id = self.names.cursor(topic_id, cursor.value(i));
+                            cursor_memo.insert(memo_key, id);
+                            id
+                        }
+                    },
+                };
+                previous_cursor = Some((memo_key, id));
+                id
             };
             let position = (!ledger.is_null(i)).then(|| {
                 Position::new(
