@@ -12,7 +12,7 @@ use crate::removal_queue::{
     mark_requeued, EvictionPolicy, EvictionResult, Evictor, Lookahead, Pass, QueueItem,
     RemovalQueue,
 };
-use crate::stats::{CacheStats, Counters};
+use crate::stats::{CacheStats, Counters, Lookups};
 use parking_lot::{ArcMutexGuard, Condvar, Mutex, RawMutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -140,6 +140,9 @@ impl EntryCacheManager {
             let mut table = self.shared.caches.write();
             let cache = table.by_name.remove(name)?;
             table.by_id[cache.id as usize] = None;
+            self.shared
+                .counters
+                .retire(std::mem::take(&mut cache.state.lock().lookups));
             cache
         };
         let (removed, next_serial) = {
@@ -227,9 +230,17 @@ impl EntryCacheManager {
     }
 
     pub fn stats(&self) -> CacheStats {
+        // The table's read lock keeps a removal from moving a cache's lookups to the retired
+        // counters while they are summed (a removal does that under the write lock), so each
+        // lookup is counted once.
+        let table = self.shared.caches.read();
+        let mut live = Lookups::default();
+        for c in table.by_id.iter().flatten() {
+            live.add(c.lock().lookups);
+        }
         self.shared
             .counters
-            .snapshot(self.size_bytes(), self.entry_count())
+            .snapshot(self.size_bytes(), self.entry_count(), live)
     }
 
     /// Items in the removal queue, including stale ones not yet reached (for leak checks).
@@ -489,6 +500,11 @@ impl Drop for EntryCache {
     fn drop(&mut self) {
         let ours = {
             let mut table = self.shared.caches.write();
+            // The lookups this handle made (all of them, or those after a removal retired the
+            // rest) are kept: under the table's lock, as `stats` sums them.
+            self.shared
+                .counters
+                .retire(std::mem::take(&mut self.state.lock().lookups));
             match table.by_id.get_mut(self.id as usize) {
                 Some(slot) if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &self.state)) => {
                     *slot = None;
@@ -614,33 +630,25 @@ impl EntryCache {
 
     /// A reader's copy of the entry at `position`; marks it accessed.
     pub fn get(&self, position: Position) -> Option<CachedEntry> {
-        let found = self.state.lock().get(position);
-        let c = &self.shared.counters;
+        let mut state = self.state.lock();
+        let found = state.get(position);
         match &found {
-            Some(e) => {
-                c.hits.fetch_add(1, Ordering::Relaxed);
-                c.hit_bytes.fetch_add(e.size() as u64, Ordering::Relaxed);
-            }
-            None => {
-                c.misses.fetch_add(1, Ordering::Relaxed);
-            }
+            Some(e) => state.lookups.hit(u64::from(e.size())),
+            None => state.lookups.misses += 1,
         }
         found
     }
 
     /// Reader copies of the cached entries in `[first, last]` (both inclusive), in position order.
     pub fn get_range(&self, first: Position, last: Position) -> Vec<CachedEntry> {
-        let found = self.state.lock().get_range(first, last);
-        let c = &self.shared.counters;
-        c.hits.fetch_add(found.len() as u64, Ordering::Relaxed);
-        c.hit_bytes.fetch_add(
-            found.iter().map(|e| e.size() as u64).sum(),
-            Ordering::Relaxed,
-        );
+        let mut state = self.state.lock();
+        let found = state.get_range(first, last);
+        for e in &found {
+            state.lookups.hit(u64::from(e.size()));
+        }
         if first.ledger_id == last.ledger_id && last.entry_id >= first.entry_id {
             let wanted = (last.entry_id - first.entry_id) as u64 + 1;
-            c.misses
-                .fetch_add(wanted - found.len() as u64, Ordering::Relaxed);
+            state.lookups.misses += wanted - found.len() as u64;
         }
         found
     }
@@ -660,19 +668,14 @@ impl EntryCache {
         let mut state = self.state.lock();
         let complete = (first.entry_id..=last.entry_id)
             .all(|e| state.contains(Position::new(first.ledger_id, e)));
-        let c = &self.shared.counters;
         if !complete {
-            drop(state);
-            c.misses.fetch_add(wanted, Ordering::Relaxed);
+            state.lookups.misses += wanted;
             return None;
         }
         let found = state.get_range(first, last);
-        drop(state);
-        c.hits.fetch_add(found.len() as u64, Ordering::Relaxed);
-        c.hit_bytes.fetch_add(
-            found.iter().map(|e| e.size() as u64).sum(),
-            Ordering::Relaxed,
-        );
+        for e in &found {
+            state.lookups.hit(u64::from(e.size()));
+        }
         Some(found)
     }
 

@@ -8,6 +8,7 @@ use crate::position::Position;
 use crate::position_index::PositionIndex;
 use crate::prefetch::prefetch;
 use crate::read_count::ReadCountHandler;
+use crate::stats::Lookups;
 
 /// A cached entry and the removal queue's bookkeeping for it, in 40 bytes: its position is not
 /// stored but named by (index chunk, lane), since every slot is per-entry memory.
@@ -84,6 +85,8 @@ pub(crate) struct RangeCache {
     index: PositionIndex,
     size_bytes: u64,
     next_serial: u32,
+    /// Counted by the entry cache's reads (which hold this cache's lock); not reset by `clear`.
+    pub(crate) lookups: Lookups,
 }
 
 impl Default for RangeCache {
@@ -94,6 +97,7 @@ impl Default for RangeCache {
             index: PositionIndex::default(),
             size_bytes: 0,
             next_serial: 0,
+            lookups: Lookups::default(),
         }
     }
 }

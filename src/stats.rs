@@ -10,6 +10,7 @@ pub(crate) struct Counters {
     pub requeued: AtomicU64,
     pub invalidated: AtomicU64,
     pub invalidated_bytes: AtomicU64,
+    /// Lookups of caches that are gone (removed); a live cache keeps its own ([`Lookups`]).
     pub hits: AtomicU64,
     pub hit_bytes: AtomicU64,
     pub misses: AtomicU64,
@@ -65,8 +66,39 @@ impl CacheStats {
     }
 }
 
+/// One cache's lookup counts, kept under the cache's lock as plain integers: a read takes that lock
+/// anyway, while counters shared by every cache would add two atomic operations to each read, on a
+/// cache line every reading thread writes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Lookups {
+    pub hits: u64,
+    pub hit_bytes: u64,
+    pub misses: u64,
+}
+
+impl Lookups {
+    pub fn hit(&mut self, bytes: u64) {
+        self.hits += 1;
+        self.hit_bytes += bytes;
+    }
+
+    pub fn add(&mut self, other: Lookups) {
+        self.hits += other.hits;
+        self.hit_bytes += other.hit_bytes;
+        self.misses += other.misses;
+    }
+}
+
 impl Counters {
-    pub fn snapshot(&self, size_bytes: u64, entry_count: u64) -> CacheStats {
+    /// Keeps the lookups of a cache that is going away.
+    pub fn retire(&self, lookups: Lookups) {
+        self.hits.fetch_add(lookups.hits, Relaxed);
+        self.hit_bytes.fetch_add(lookups.hit_bytes, Relaxed);
+        self.misses.fetch_add(lookups.misses, Relaxed);
+    }
+
+    /// The counters, with `live`: the lookups of the caches that exist now.
+    pub fn snapshot(&self, size_bytes: u64, entry_count: u64, live: Lookups) -> CacheStats {
         CacheStats {
             inserted: self.inserted.load(Relaxed),
             evicted: self.evicted.load(Relaxed),
@@ -74,9 +106,9 @@ impl Counters {
             requeued: self.requeued.load(Relaxed),
             invalidated: self.invalidated.load(Relaxed),
             invalidated_bytes: self.invalidated_bytes.load(Relaxed),
-            hits: self.hits.load(Relaxed),
-            hit_bytes: self.hit_bytes.load(Relaxed),
-            misses: self.misses.load(Relaxed),
+            hits: self.hits.load(Relaxed) + live.hits,
+            hit_bytes: self.hit_bytes.load(Relaxed) + live.hit_bytes,
+            misses: self.misses.load(Relaxed) + live.misses,
             time_passes: self.time_passes.load(Relaxed),
             size_passes: self.size_passes.load(Relaxed),
             size_bytes,
