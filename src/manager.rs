@@ -632,10 +632,8 @@ impl EntryCache {
     pub fn get(&self, position: Position) -> Option<CachedEntry> {
         let mut state = self.state.lock();
         let found = state.get(position);
-        match &found {
-            Some(e) => state.lookups.hit(u64::from(e.size())),
-            None => state.lookups.misses += 1,
-        }
+        state.lookups.served(&found);
+        state.lookups.misses += u64::from(found.is_none());
         found
     }
 
@@ -643,9 +641,7 @@ impl EntryCache {
     pub fn get_range(&self, first: Position, last: Position) -> Vec<CachedEntry> {
         let mut state = self.state.lock();
         let found = state.get_range(first, last);
-        for e in &found {
-            state.lookups.hit(u64::from(e.size()));
-        }
+        state.lookups.served(&found);
         if first.ledger_id == last.ledger_id && last.entry_id >= first.entry_id {
             let wanted = (last.entry_id - first.entry_id) as u64 + 1;
             state.lookups.misses += wanted - found.len() as u64;
@@ -673,9 +669,7 @@ impl EntryCache {
             return None;
         }
         let found = state.get_range(first, last);
-        for e in &found {
-            state.lookups.hit(u64::from(e.size()));
-        }
+        state.lookups.served(&found);
         Some(found)
     }
 

@@ -1,5 +1,6 @@
 //! Counters of the entry cache manager.
 
+use crate::entry::CachedEntry;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 #[derive(Default, Debug)]
@@ -77,9 +78,12 @@ pub(crate) struct Lookups {
 }
 
 impl Lookups {
-    pub fn hit(&mut self, bytes: u64) {
-        self.hits += 1;
-        self.hit_bytes += bytes;
+    /// Counts the entries a lookup served.
+    pub fn served<'a>(&mut self, found: impl IntoIterator<Item = &'a CachedEntry>) {
+        for e in found {
+            self.hits += 1;
+            self.hit_bytes += u64::from(e.size());
+        }
     }
 
     pub fn add(&mut self, other: Lookups) {
