@@ -534,7 +534,7 @@ impl Replayer {
         e.position.ok_or_else(|| {
             Error::invalid(
                 "trace",
-                format!("row {}: {:?} needs a position", e.row, op_name(e.op)),
+                format!("row {}: {:?} needs a position", e.row, e.op.name()),
             )
         })
     }
@@ -550,7 +550,7 @@ impl Replayer {
             format!(
                 "row {}: {:?} on cursor {cursor:?}, which was never opened",
                 e.row,
-                op_name(e.op)
+                e.op.name()
             ),
         )
     }
@@ -1034,8 +1034,4 @@ fn first_after(at: u64, every: u64, now: u64) -> u64 {
     let every = every.max(1);
     let steps = (now - at) / every + 1;
     at.saturating_add(steps.saturating_mul(every))
-}
-
-fn op_name(op: Op) -> &'static str {
-    Op::NAMES[op as usize]
 }

@@ -90,15 +90,21 @@ impl<'a> PlainKeys<'a> {
     }
 
     /// The value's key: 0, 1, ... in order of first appearance in the batch.
-    #[inline]
-    pub(super) fn key(&mut self, value: &'a str) -> usize {
-        let bytes = value.as_bytes();
+    #[inline(always)]
+    pub(super) fn key(&mut self, bytes: &'a [u8]) -> u32 {
         let t = tail(bytes);
         if let Some(p) = &self.previous {
             if holds(p, bytes, t) {
-                return p.key as usize;
+                return p.key;
             }
         }
+        self.key_of_new_run(bytes, t)
+    }
+
+    /// [`Self::key`] for a value that differs from the previous row's (kept out of line: the
+    /// decoder inlines the repeat check into its row loop, not this).
+    #[inline(never)]
+    fn key_of_new_run(&mut self, bytes: &'a [u8], t: u64) -> u32 {
         let h = hash(bytes, t);
         let at = slot(h);
         let seen = match &self.recent[at] {
@@ -116,7 +122,7 @@ impl<'a> PlainKeys<'a> {
             }
         };
         self.previous = Some(seen);
-        seen.key as usize
+        seen.key
     }
 }
 
@@ -132,28 +138,28 @@ mod tests {
             .collect();
         for round in 0..3 {
             for (i, n) in names.iter().enumerate() {
-                assert_eq!(keys.key(n), i, "round {round}");
+                assert_eq!(keys.key(n.as_bytes()), i as u32, "round {round}");
             }
         }
         // Short values and values that differ only before their last 8 bytes.
-        assert_eq!(keys.key(""), 200);
-        assert_eq!(keys.key("a"), 201);
-        assert_eq!(keys.key("x-12345678"), 202);
-        assert_eq!(keys.key("y-12345678"), 203);
-        assert_eq!(keys.key("x-12345678"), 202);
-        assert_eq!(keys.key(""), 200);
+        assert_eq!(keys.key(b""), 200);
+        assert_eq!(keys.key(b"a"), 201);
+        assert_eq!(keys.key(b"x-12345678"), 202);
+        assert_eq!(keys.key(b"y-12345678"), 203);
+        assert_eq!(keys.key(b"x-12345678"), 202);
+        assert_eq!(keys.key(b""), 200);
         // Equal lengths and last 8 bytes, different heads (one word, and past two words).
-        assert_eq!(keys.key("a-12345678"), 204);
-        assert_eq!(keys.key("aaaaaaaaaaaaaaaaaaaaa-tail1234"), 205);
-        assert_eq!(keys.key("aaaaaaaaaaaaaaaaaaaab-tail1234"), 206);
-        assert_eq!(keys.key("aaaaaaaaaaaaaaaaaaaaa-tail1234"), 205);
-        assert_eq!(keys.key("a-12345678"), 204);
+        assert_eq!(keys.key(b"a-12345678"), 204);
+        assert_eq!(keys.key(b"aaaaaaaaaaaaaaaaaaaaa-tail1234"), 205);
+        assert_eq!(keys.key(b"aaaaaaaaaaaaaaaaaaaab-tail1234"), 206);
+        assert_eq!(keys.key(b"aaaaaaaaaaaaaaaaaaaaa-tail1234"), 205);
+        assert_eq!(keys.key(b"a-12345678"), 204);
         // Short values of every length, with equal bytes at the positions a short tail samples.
-        assert_eq!(keys.key("abc"), 207);
-        assert_eq!(keys.key("axc"), 208);
-        assert_eq!(keys.key("abcdefg"), 209);
-        assert_eq!(keys.key("abcXefg"), 210);
-        assert_eq!(keys.key("abc"), 207);
+        assert_eq!(keys.key(b"abc"), 207);
+        assert_eq!(keys.key(b"axc"), 208);
+        assert_eq!(keys.key(b"abcdefg"), 209);
+        assert_eq!(keys.key(b"abcXefg"), 210);
+        assert_eq!(keys.key(b"abc"), 207);
     }
 
     #[test]
@@ -166,8 +172,8 @@ mod tests {
             .collect();
         for round in 0..3 {
             for (i, n) in names.iter().enumerate() {
-                assert_eq!(keys.key(n), i, "round {round}");
-                assert_eq!(keys.key(n), i, "round {round}, repeated");
+                assert_eq!(keys.key(n.as_bytes()), i as u32, "round {round}");
+                assert_eq!(keys.key(n.as_bytes()), i as u32, "round {round}, repeated");
             }
         }
     }
@@ -197,8 +203,8 @@ mod tests {
                 let v = &pool[pick % pool.len()];
                 for _ in 0..run {
                     let next = seen.len();
-                    let expected = *seen.entry(v.as_str()).or_insert(next);
-                    proptest::prop_assert_eq!(keys.key(v), expected);
+                    let expected = *seen.entry(v.as_str()).or_insert(next) as u32;
+                    proptest::prop_assert_eq!(keys.key(v.as_bytes()), expected);
                 }
             }
         }

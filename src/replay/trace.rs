@@ -13,8 +13,10 @@ use crate::fast_hash::FastMap;
 use crate::position::Position;
 use crate::read_flow::RedeliveryReason;
 use arrow_array::cast::AsArray;
+use arrow_array::types::ArrowPrimitiveType;
 use arrow_array::types::{Int32Type, Int64Type};
-use arrow_array::{Array, DictionaryArray, Int32Array, RecordBatch, StringArray};
+use arrow_array::{Array, DictionaryArray, Int32Array, PrimitiveArray, RecordBatch, StringArray};
+use arrow_buffer::{ArrowNativeType, NullBuffer};
 use arrow_schema::DataType;
 
 /// What happened.
@@ -79,6 +81,11 @@ impl Op {
             "delete" => Op::Delete,
             _ => return None,
         })
+    }
+
+    /// The op's name in a trace.
+    pub fn name(self) -> &'static str {
+        Op::NAMES[self as usize]
     }
 
     fn needs_cursor(self) -> bool {
@@ -147,6 +154,42 @@ impl Names {
     }
 }
 
+/// A primitive column as its values and its validity, read per row without a call (the decode
+/// loop is too large for the compiler to inline arrow's accessors into it).
+struct Column<'a, T> {
+    values: &'a [T],
+    /// `None` when no row is null.
+    nulls: Option<&'a NullBuffer>,
+}
+
+impl<'a, T: ArrowNativeType> Column<'a, T> {
+    fn of<P: ArrowPrimitiveType<Native = T>>(a: &'a PrimitiveArray<P>) -> Self {
+        Column {
+            values: a.values().as_ref(),
+            nulls: a.nulls().filter(|n| n.null_count() > 0),
+        }
+    }
+
+    #[inline(always)]
+    fn is_null(&self, i: usize) -> bool {
+        self.nulls.is_some_and(|n| n.is_null(i))
+    }
+
+    #[inline(always)]
+    fn value(&self, i: usize) -> T {
+        self.values[i]
+    }
+
+    #[inline(always)]
+    fn get(&self, i: usize) -> Option<T> {
+        (!self.is_null(i)).then(|| self.values[i])
+    }
+}
+
+/// The key of a null row in [`Strings::keys`]. No column has this many distinct values: a
+/// dictionary's keys are non-negative i32s, and a plain column's values share at most 2^31 bytes.
+const NULL_KEY: u32 = u32::MAX;
+
 /// A string column: plain, or dictionary-encoded with int32 keys.
 enum Strings<'a> {
     /// Plain values get their keys per batch (see [`PlainKeys`]).
@@ -184,15 +227,7 @@ impl<'a> Strings<'a> {
         }
     }
 
-    /// Whether some row may be null (when not, the per-row checks are skipped).
-    fn has_nulls(&self) -> bool {
-        match self {
-            Strings::Plain(a, _) => a.null_count() > 0,
-            Strings::Dictionary(k, v) => k.null_count() > 0 || v.null_count() > 0,
-        }
-    }
-
-    #[inline]
+    /// Whether row `i` is null (for the rows the decoder looks at one by one).
     fn is_null(&self, i: usize) -> bool {
         match self {
             Strings::Plain(a, _) => a.is_null(i),
@@ -207,13 +242,48 @@ impl<'a> Strings<'a> {
         }
     }
 
-    /// Row `i`'s key, for a non-null row: equal values of one batch have equal keys (a
-    /// dictionary's key, checked to index the values; a plain value's key from [`PlainKeys`]).
-    #[inline]
-    fn key(&mut self, i: usize) -> usize {
+    /// Every row's key, in `out` (cleared first): equal values of one batch have equal keys (a
+    /// dictionary's key, checked to index the values; a plain value's key from [`PlainKeys`]);
+    /// [`NULL_KEY`] for a null row. A column at a time, so that the row loop reads a key per
+    /// column instead of comparing strings among everything else it keeps in registers.
+    fn keys(&mut self, out: &mut Vec<u32>) {
+        out.clear();
         match self {
-            Strings::Plain(a, keys) => keys.key(a.value(i)),
-            Strings::Dictionary(k, _) => k.value(i) as usize,
+            Strings::Plain(a, keys) => {
+                let (offsets, data) = (a.value_offsets(), a.value_data());
+                // Offsets of a valid array are in bounds and non-decreasing.
+                let value = |i: usize| &data[offsets[i] as usize..offsets[i + 1] as usize];
+                match a.nulls().filter(|n| n.null_count() > 0) {
+                    None => out.extend((0..a.len()).map(|i| keys.key(value(i)))),
+                    Some(nulls) => out.extend((0..a.len()).map(|i| {
+                        if nulls.is_null(i) {
+                            NULL_KEY
+                        } else {
+                            keys.key(value(i))
+                        }
+                    })),
+                }
+            }
+            Strings::Dictionary(k, v) => {
+                // Keys were checked to index the values: non-negative, so they fit a u32.
+                fn some(n: Option<&NullBuffer>) -> Option<&NullBuffer> {
+                    n.filter(|n| n.null_count() > 0)
+                }
+                match (some(k.nulls()), some(v.nulls())) {
+                    (None, None) => out.extend(k.values().iter().map(|&key| key as u32)),
+                    (knulls, vnulls) => {
+                        out.extend(k.values().iter().enumerate().map(|(i, &key)| {
+                            let is_null = knulls.is_some_and(|n| n.is_null(i))
+                                || vnulls.is_some_and(|n| n.is_null(key as usize));
+                            if is_null {
+                                NULL_KEY
+                            } else {
+                                key as u32
+                            }
+                        }))
+                    }
+                }
+            }
         }
     }
 
@@ -234,11 +304,15 @@ struct Memo(Vec<u32>);
 impl Memo {
     const UNSET: u32 = u32::MAX;
 
-    fn get(&self, key: usize) -> Option<u32> {
-        self.0.get(key).copied().filter(|&id| id != Self::UNSET)
+    fn get(&self, key: u32) -> Option<u32> {
+        self.0
+            .get(key as usize)
+            .copied()
+            .filter(|&id| id != Self::UNSET)
     }
 
-    fn set(&mut self, key: usize, id: u32) {
+    fn set(&mut self, key: u32, id: u32) {
+        let key = key as usize;
         if self.0.len() <= key {
             self.0.resize(key + 1, Self::UNSET);
         }
@@ -254,6 +328,8 @@ pub struct TraceDecoder {
     /// Brokers in order of first appearance, and each one's latest timestamp.
     brokers: Vec<(String, i64)>,
     broker_ids: FastMap<String, u32>,
+    /// Per batch, the keys of the broker, topic, op and cursor columns (kept to reuse the memory).
+    keys: [Vec<u32>; 4],
 }
 
 fn column_error(column: &str, reason: impl std::fmt::Display) -> Error {
@@ -323,20 +399,31 @@ impl TraceDecoder {
             Some(_) => Some(string(REASON_COLUMN)?),
             None => None,
         };
+        let (ts, ledger, entry, count, size) = (
+            Column::of(&ts),
+            Column::of(&ledger),
+            Column::of(&entry),
+            Column::of(&count),
+            Column::of(&size),
+        );
+        let row_numbers = row_numbers.as_ref().map(Column::of);
         out.reserve(batch.num_rows());
         let (mut broker_memo, mut topic_memo, mut op_memo) =
             (broker.memo(), topic.memo(), op.memo());
         // Cursor names repeat across topics, so a cursor's id is memoized by (topic, key); rows
         // come in runs of one cursor, so the previous row's is looked at first.
-        let mut cursor_memo: FastMap<(u32, usize), u32> = FastMap::default();
-        let mut previous_cursor: Option<((u32, usize), u32)> = None;
-        // Columns without nulls (the usual case) skip the per-row checks.
-        let ts_nulls = ts.null_count() > 0;
-        let (broker_nulls, topic_nulls, op_nulls, cursor_nulls) = (
-            broker.has_nulls(),
-            topic.has_nulls(),
-            op.has_nulls(),
-            cursor.has_nulls(),
+        let mut cursor_memo: FastMap<(u32, u32), u32> = FastMap::default();
+        let mut previous_cursor: Option<((u32, u32), u32)> = None;
+        let [broker_keys, topic_keys, op_keys, cursor_keys] = &mut self.keys;
+        broker.keys(broker_keys);
+        topic.keys(topic_keys);
+        op.keys(op_keys);
+        cursor.keys(cursor_keys);
+        let (broker_keys, topic_keys, op_keys, cursor_keys) = (
+            &broker_keys[..],
+            &topic_keys[..],
+            &op_keys[..],
+            &cursor_keys[..],
         );
         for i in 0..batch.num_rows() {
             let row = match &row_numbers {
@@ -350,13 +437,14 @@ impl TraceDecoder {
                     Ok(())
                 }
             };
-            required(ts_nulls && ts.is_null(i), "ts_us")?;
-            required(broker_nulls && broker.is_null(i), "broker")?;
-            required(topic_nulls && topic.is_null(i), "topic")?;
-            required(op_nulls && op.is_null(i), "op")?;
+            required(ts.is_null(i), "ts_us")?;
+            let (broker_key, topic_key, op_key, cursor_key) =
+                (broker_keys[i], topic_keys[i], op_keys[i], cursor_keys[i]);
+            required(broker_key == NULL_KEY, "broker")?;
+            required(topic_key == NULL_KEY, "topic")?;
+            required(op_key == NULL_KEY, "op")?;
             let ts_us = ts.value(i);
             // Names are looked at only when the key's memo has no id yet (or in an error).
-            let broker_key = broker.key(i);
             let broker_id = match broker_memo.get(broker_key) {
                 Some(id) => id,
                 None => {
@@ -386,7 +474,6 @@ impl TraceDecoder {
                 ));
             }
             *last = ts_us;
-            let op_key = op.key(i);
             let kind = match op_memo.get(op_key) {
                 Some(k) => Op::ALL[k as usize],
                 None => {
@@ -405,9 +492,6 @@ impl TraceDecoder {
                     kind
                 }
             };
-            // Only a known op gets here, so its name is the row's.
-            let op_name = Op::NAMES[kind as usize];
-            let topic_key = topic.key(i);
             let topic_id = match topic_memo.get(topic_key) {
                 Some(id) => id,
                 None => {
@@ -416,17 +500,17 @@ impl TraceDecoder {
                     id
                 }
             };
-            let cursor_id = if cursor_nulls && cursor.is_null(i) {
+            let cursor_id = if cursor_key == NULL_KEY {
                 if kind.needs_cursor() {
                     return Err(row_error(
                         row,
                         "cursor",
-                        format!("is null, but {op_name:?} needs a cursor"),
+                        format!("is null, but {:?} needs a cursor", kind.name()),
                     ));
                 }
                 NO_CURSOR
             } else {
-                let memo_key = (topic_id, cursor.key(i));
+                let memo_key = (topic_id, cursor_key);
                 let id = match previous_cursor {
                     Some((k, id)) if k == memo_key => id,
                     _ => match cursor_memo.get(&memo_key) {
@@ -441,12 +525,9 @@ impl TraceDecoder {
                 previous_cursor = Some((memo_key, id));
                 id
             };
-            let position = (!ledger.is_null(i)).then(|| {
-                Position::new(
-                    ledger.value(i),
-                    if entry.is_null(i) { 0 } else { entry.value(i) },
-                )
-            });
+            let position = ledger
+                .get(i)
+                .map(|l| Position::new(l, entry.get(i).unwrap_or(0)));
             let needs_position = matches!(
                 kind,
                 Op::Add | Op::Replay | Op::Redeliver | Op::Ack | Op::Seek | Op::Delete
@@ -455,7 +536,7 @@ impl TraceDecoder {
                 return Err(row_error(
                     row,
                     "ledger_id",
-                    format!("is null, but {op_name:?} needs a position"),
+                    format!("is null, but {:?} needs a position", kind.name()),
                 ));
             }
             if matches!(
@@ -466,7 +547,7 @@ impl TraceDecoder {
                 return Err(row_error(
                     row,
                     "entry_id",
-                    format!("is null, but {op_name:?} needs an entry"),
+                    format!("is null, but {:?} needs an entry", kind.name()),
                 ));
             }
             let reason = match &reasons {
@@ -487,8 +568,8 @@ impl TraceDecoder {
                 }
                 _ => RedeliveryReason::Unspecified,
             };
-            let n = if count.is_null(i) { 0 } else { count.value(i) };
-            let s = if size.is_null(i) { 0 } else { size.value(i) };
+            let n = count.get(i).unwrap_or(0);
+            let s = size.get(i).unwrap_or(0);
             if kind == Op::Read && n <= 0 {
                 return Err(row_error(
                     row,
