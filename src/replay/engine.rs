@@ -359,6 +359,9 @@ pub struct Replayer {
     publishes_since_forget: u32,
     /// A read's runs of entries, kept between reads so that a read allocates nothing.
     runs: Vec<(i64, i64, i64)>,
+    /// A read's misses, and where each contiguous run of them ends (kept likewise).
+    misses: Vec<(EntryKey, u32)>,
+    miss_run_ends: Vec<usize>,
 }
 
 impl Replayer {
@@ -383,6 +386,8 @@ impl Replayer {
             second: None,
             publishes_since_forget: 0,
             runs: Vec::new(),
+            misses: Vec::new(),
+            miss_run_ends: Vec::new(),
         }
     }
 
@@ -883,7 +888,10 @@ impl Replayer {
                     position: Position::new(ledger, entry),
                 })
             });
-        let mut miss_runs: Vec<Vec<(EntryKey, u32)>> = Vec::new();
+        let mut misses = std::mem::take(&mut self.misses);
+        let mut ends = std::mem::take(&mut self.miss_run_ends);
+        misses.clear();
+        ends.clear();
         let mut after_hit = true;
         for entry in first..=end {
             let key = EntryKey {
@@ -909,16 +917,23 @@ impl Replayer {
                 self.metrics.hits += 1;
             } else {
                 self.metrics.misses += 1;
-                if after_hit {
-                    miss_runs.push(Vec::new());
+                if after_hit && !misses.is_empty() {
+                    ends.push(misses.len());
                 }
-                miss_runs.last_mut().expect("pushed").push((key, size));
+                misses.push((key, size));
             }
             after_hit = hit;
         }
-        for mut run in miss_runs {
-            self.flush_misses(topic, cursor, kind, &mut run, now);
+        if !misses.is_empty() {
+            ends.push(misses.len());
         }
+        let mut start = 0;
+        for &end in &ends {
+            self.flush_misses(topic, cursor, kind, &misses[start..end], now);
+            start = end;
+        }
+        self.misses = misses;
+        self.miss_run_ends = ends;
         self.metrics.misses > misses_before
     }
 
@@ -983,7 +998,7 @@ impl Replayer {
         topic: u32,
         cursor: u32,
         kind: ReadKind,
-        run: &mut Vec<(EntryKey, u32)>,
+        run: &[(EntryKey, u32)],
         now: u64,
     ) {
         if run.is_empty() {
@@ -995,7 +1010,7 @@ impl Replayer {
         }
         let activity = &mut self.topics[topic as usize].activity;
         let admitted = self.flow.on_storage_read(kind, activity, cursor);
-        for (key, size) in run.drain(..) {
+        for &(key, size) in run {
             self.metrics.storage_read_bytes += size as u64;
             if let Some(expected) = admitted {
                 self.strategy.insert_read(now, key, size, expected);
