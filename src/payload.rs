@@ -271,11 +271,17 @@ impl Drop for Payload {
         let Some(h) = self.0 else { return };
         // SAFETY: this reference keeps the allocation alive until the decrement below.
         let header = unsafe { &*h.as_ptr() };
-        if header.refs.fetch_sub(1, Ordering::Release) != 1 {
-            return;
+        // The sole holder (the usual case: an evicted entry nobody is reading) has no one to race
+        // with: a copy is made only from a live reference, and this is the last, so a plain load
+        // decides. It skips the locked decrement, which would hold back every later memory access
+        // of an eviction pass until this header (seldom in cache) arrives. Acquire: the other
+        // holders' uses happen before their decrements; see them before freeing.
+        if header.refs.load(Ordering::Acquire) != 1 {
+            if header.refs.fetch_sub(1, Ordering::Release) != 1 {
+                return;
+            }
+            fence(Ordering::Acquire);
         }
-        // Every other holder's uses happen before their decrements; see them before freeing.
-        fence(Ordering::Acquire);
         match self.foreign_vtable() {
             // SAFETY: this was the last reference; the vtable frees what built the allocation.
             Some(vtable) => unsafe { (vtable.release)(h) },
