@@ -942,7 +942,9 @@ impl Replayer {
         if missed && self.read_latency_ns > 0 {
             read.due_ns = read.due_ns.saturating_add(self.read_latency_ns);
             self.in_flight.push_back(read);
-        } else {
+        } else if !read.positions.is_empty() {
+            // A read delivered as it starts is never stale (its epoch was just read), so one that
+            // carries no positions to check (reads are tracked only with latency) changes nothing.
             self.deliver(read);
         }
     }
