@@ -83,7 +83,7 @@ impl CacheStrategy for Pip430 {
 
     fn end_read(&mut self) {
         for e in self.delivered.drain(..) {
-            e.release();
+            e.release_owned();
         }
     }
 
