@@ -15,6 +15,7 @@ pub mod cursors;
 pub mod entry;
 pub mod error;
 mod fast_hash;
+mod holders;
 pub mod ledger;
 pub mod manager;
 mod pages;

@@ -6,11 +6,12 @@
 //! same header and a vtable pointer, also in one allocation. A payload is one pointer wide, which
 //! keeps the cache's slot small. `Arc<dyn PayloadBuffer>` would be two words, and two allocations for a `Vec`.
 
+use crate::holders::Holders;
 use bytes::Bytes;
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
 
 /// Memory that holds an entry's bytes: a Rust buffer, or (in the bindings) a Python object whose
 /// buffer is shared without copying. `as_any` lets the owner of a payload recover its own type, so
@@ -49,7 +50,7 @@ const COPY_UP_TO: usize = 4096;
 /// start at it and the address tells the two apart.
 #[repr(C)]
 struct Header {
-    refs: AtomicU32,
+    refs: Holders,
     /// The length, or [`LONG`] for an external buffer whose length does not fit (its vtable says).
     len: u32,
     ptr: *const u8,
@@ -116,7 +117,7 @@ impl Payload {
         }
         let external = Box::new(External {
             header: Header {
-                refs: AtomicU32::new(1),
+                refs: Holders::one(),
                 len: 0,
                 ptr: std::ptr::null(),
             },
@@ -156,7 +157,7 @@ impl Payload {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
             let header = base.cast::<Header>();
             header.as_ptr().write(Header {
-                refs: AtomicU32::new(1),
+                refs: Holders::one(),
                 len,
                 ptr: data,
             });
@@ -253,14 +254,7 @@ impl Payload {
 impl Clone for Payload {
     fn clone(&self) -> Self {
         if let Some(h) = self.header() {
-            // Relaxed suffices for an increment, as in `Arc`: the clone is made from a live
-            // reference, and passing it to another thread synchronises by other means.
-            let old = h.refs.fetch_add(1, Ordering::Relaxed);
-            // As `Arc` does: a count this high means copies are leaked in a loop (2^31 live
-            // copies would take tens of GiB); stop before the count wraps and frees in use.
-            if old > i32::MAX as u32 {
-                std::process::abort();
-            }
+            h.refs.add();
         }
         Payload(self.0)
     }
@@ -271,16 +265,8 @@ impl Drop for Payload {
         let Some(h) = self.0 else { return };
         // SAFETY: this reference keeps the allocation alive until the decrement below.
         let header = unsafe { &*h.as_ptr() };
-        // The sole holder (the usual case: an evicted entry nobody is reading) has no one to race
-        // with: a copy is made only from a live reference, and this is the last, so a plain load
-        // decides. It skips the locked decrement, which would hold back every later memory access
-        // of an eviction pass until this header (seldom in cache) arrives. Acquire: the other
-        // holders' uses happen before their decrements; see them before freeing.
-        if header.refs.load(Ordering::Acquire) != 1 {
-            if header.refs.fetch_sub(1, Ordering::Release) != 1 {
-                return;
-            }
-            fence(Ordering::Acquire);
+        if !header.refs.drop_one() {
+            return;
         }
         match self.foreign_vtable() {
             // SAFETY: this was the last reference; the vtable frees what built the allocation.
@@ -463,7 +449,7 @@ impl PayloadGroup {
             let member = self.members.as_ptr().add(self.made);
             member.write(Member {
                 header: Header {
-                    refs: AtomicU32::new(1),
+                    refs: Holders::one(),
                     len: short,
                     ptr: self.bytes.add(start),
                 },

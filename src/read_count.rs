@@ -1,11 +1,12 @@
 //! The expected read count of a cached entry (PIP-430's `EntryReadCountHandler`).
 
+use crate::holders::Holders;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// What the cached entry and its copies share: how many handles exist, and the count itself.
 struct Shared {
-    handles: AtomicU32,
+    handles: Holders,
     expected_reads: AtomicI32,
 }
 
@@ -13,8 +14,8 @@ struct Shared {
 /// every copy handed to readers. Created only for a positive initial count, so entries nobody is
 /// expected to read carry no handler at all.
 ///
-/// A handle counts its holders itself (like an `Arc` without weak references, in 32 bits): the
-/// shared allocation is 8 bytes, where `Arc<AtomicI32>`'s is 24, and every cached entry that
+/// A handle counts its holders itself ([`Holders`]: an `Arc` without weak references, in 32 bits):
+/// the shared allocation is 8 bytes, where `Arc<AtomicI32>`'s is 24, and every cached entry that
 /// expects a read carries one.
 pub struct ReadCountHandler(NonNull<Shared>);
 
@@ -31,7 +32,7 @@ impl ReadCountHandler {
     pub fn new(expected_reads: i32) -> Option<Self> {
         (expected_reads > 0).then(|| {
             let shared = Box::new(Shared {
-                handles: AtomicU32::new(1),
+                handles: Holders::one(),
                 expected_reads: AtomicI32::new(expected_reads),
             });
             ReadCountHandler(NonNull::from(Box::leak(shared)))
@@ -74,32 +75,17 @@ impl ReadCountHandler {
 
 impl Clone for ReadCountHandler {
     fn clone(&self) -> Self {
-        // Relaxed, as in `Arc`: a clone is made from a live handle, and handing it to another
-        // thread synchronises by other means.
-        let old = self.shared().handles.fetch_add(1, Ordering::Relaxed);
-        // As `Arc` does: this many live handles means they leak in a loop; stop before the count
-        // wraps and frees a counter in use.
-        if old > i32::MAX as u32 {
-            std::process::abort();
-        }
+        self.shared().handles.add();
         ReadCountHandler(self.0)
     }
 }
 
 impl Drop for ReadCountHandler {
     fn drop(&mut self) {
-        let handles = &self.shared().handles;
-        // The last handle (the usual case when an entry is evicted: its readers are done) has no
-        // one to race with, since a handle is cloned only from a live one: a plain acquire load
-        // decides, and the locked decrement is skipped (see `Payload`'s drop).
-        if handles.load(Ordering::Acquire) != 1 {
-            if handles.fetch_sub(1, Ordering::Release) != 1 {
-                return;
-            }
-            fence(Ordering::Acquire);
+        if self.shared().handles.drop_one() {
+            // SAFETY: this was the last handle; the allocation came from `Box::leak` in `new`.
+            drop(unsafe { Box::from_raw(self.0.as_ptr()) });
         }
-        // SAFETY: this was the last handle; the allocation came from `Box::leak` in `new`.
-        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
 }
 
