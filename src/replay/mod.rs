@@ -14,7 +14,7 @@ use crate::config::{CacheConfig, Strategy};
 use crate::error::{Error, Result};
 use arrow_array::RecordBatch;
 use std::time::{Duration, Instant};
-use strategy::{Belady, CacheStrategy, Legacy, Lru, Pip430, Segmented};
+use strategy::{Belady, CacheStrategy, Legacy, Lru, NoCache, Pip430, Segmented};
 
 /// The replayer of `config`'s read flow over `strategy`, without the memory model.
 fn bare_replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
@@ -46,7 +46,7 @@ fn first_pass(config: &CacheConfig) -> Result<Replayer> {
         Strategy::Lru => replayer(config, Box::new(Lru::new(config.cache_size_bytes))),
         // The recording pass caches nothing, so it has no buffers to model (and its measurements
         // give way to the deciding pass's).
-        Strategy::Belady => bare_replayer(config, Box::new(Lru::new(0))).recording(),
+        Strategy::Belady => bare_replayer(config, Box::new(NoCache)).recording(),
         Strategy::Legacy => replayer(config, Box::new(Legacy::new(config))),
         Strategy::Segmented => replayer(
             config,
@@ -83,8 +83,7 @@ impl Default for RequestRecorder {
     fn default() -> Self {
         RequestRecorder {
             decoder: TraceDecoder::new(),
-            replayer: Replayer::new(Box::new(Lru::new(0)), &request_log_config())
-                .logging_requests(),
+            replayer: Replayer::new(Box::new(NoCache), &request_log_config()).logging_requests(),
             events: Vec::new(),
         }
     }

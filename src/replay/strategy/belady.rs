@@ -15,6 +15,7 @@
 use super::farthest_first::FarthestFirst;
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::fast_hash::FastMap;
+use std::cell::Cell;
 
 /// The read stream, in order: per read, its (topic, ledger) group and its entry id.
 #[derive(Debug, Default, Clone)]
@@ -108,7 +109,14 @@ struct NextReads<I> {
     next: Vec<I>,
     /// Per distinct entry read (in run order): the index of its next read not yet served.
     cursors: Vec<I>,
+    /// Per topic: the ledger and the run of its last found entry. Reads and publishes of a topic
+    /// move along a few runs, so most lookups land in the remembered one and skip the map and the
+    /// search.
+    last_run: Vec<Cell<(i64, usize)>>,
 }
+
+/// `NextReads::last_run` of a topic not looked up yet.
+const NO_RUN: (i64, usize) = (0, usize::MAX);
 
 impl<I: ReadIndex> NextReads<I> {
     fn build(future: FutureReads) -> Self {
@@ -169,28 +177,56 @@ impl<I: ReadIndex> NextReads<I> {
         }
         cursors.shrink_to_fit();
         runs.shrink_to_fit();
+        // Bounded by the recording: one memo per topic that has a group.
+        let topics = groups
+            .keys()
+            .map(|&(t, _)| t as usize + 1)
+            .max()
+            .unwrap_or(0);
         NextReads {
             groups,
             runs,
             next,
             cursors,
+            last_run: vec![Cell::new(NO_RUN); topics],
         }
     }
 
     /// The cursor of `key`, if it is ever read.
     fn slot(&self, key: &EntryKey) -> Option<usize> {
-        let group = *self.groups.get(&(key.topic, key.position.ledger_id))?;
-        let entry = key.position.entry_id;
+        let (ledger, entry) = (key.position.ledger_id, key.position.entry_id);
+        let memo = self.last_run.get(key.topic as usize);
+        if let Some(last) = memo.map(Cell::get) {
+            if last.0 == ledger && last.1 != NO_RUN.1 {
+                if let Some(slot) = self.slot_in_run(last.1, entry) {
+                    return Some(slot);
+                }
+            }
+        }
+        let group = *self.groups.get(&(key.topic, ledger))?;
         let after = self
             .runs
             .partition_point(|r| (r.group, r.first) <= (group, entry));
-        let run = self.runs.get(after.checked_sub(1)?)?;
-        if run.group != group {
+        let run = after.checked_sub(1)?;
+        if self.runs[run].group != group {
             return None;
         }
-        let end = self.runs.get(after).map_or(self.cursors.len(), |r| r.start);
-        let offset = usize::try_from(entry.checked_sub(run.first)?).ok()?;
-        let slot = run.start.checked_add(offset)?;
+        let slot = self.slot_in_run(run, entry)?;
+        if let Some(memo) = memo {
+            memo.set((ledger, run));
+        }
+        Some(slot)
+    }
+
+    /// The cursor of `entry` if run `run` (of the entry's group) holds it.
+    fn slot_in_run(&self, run: usize, entry: i64) -> Option<usize> {
+        let r = self.runs[run];
+        let end = self
+            .runs
+            .get(run + 1)
+            .map_or(self.cursors.len(), |r| r.start);
+        let offset = usize::try_from(entry.checked_sub(r.first)?).ok()?;
+        let slot = r.start.checked_add(offset)?;
         (slot < end).then_some(slot)
     }
 

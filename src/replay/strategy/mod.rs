@@ -5,12 +5,14 @@ mod belady;
 mod farthest_first;
 mod legacy;
 mod lru;
+mod no_cache;
 mod pip430;
 mod segmented;
 
 pub use belady::{Belady, FutureReads};
 pub use legacy::Legacy;
 pub use lru::Lru;
+pub use no_cache::NoCache;
 pub use pip430::Pip430;
 pub use segmented::Segmented;
 
