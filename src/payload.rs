@@ -2,8 +2,8 @@
 //!
 //! Every cached entry holds a payload and eviction frees it, so its layout is on the hot path: owned
 //! bytes (`From<Vec<u8>>`, `From<Bytes>` of small sizes, private copies) live in a single allocation
-//! after a 16-byte header, so freeing one is one `free`; other buffers (`Payload::new`) sit after the
-//! same header and a vtable pointer, also in one allocation. A payload is one pointer wide, which
+//! after an 8-byte header, so freeing one is one `free`; other buffers (`Payload::new`) sit after the
+//! same header, a pointer to their bytes and a vtable pointer, also in one allocation. A payload is one pointer wide, which
 //! keeps the cache's slot small. `Arc<dyn PayloadBuffer>` would be two words, and two allocations for a `Vec`.
 
 use crate::holders::Holders;
@@ -43,34 +43,51 @@ impl PayloadBuffer for Vec<u8> {
 /// free); larger ones are kept where they are, since copying them costs more than the second free.
 const COPY_UP_TO: usize = 4096;
 
-/// The start of every payload allocation, 16 bytes (it is per cached entry). `ptr`/`len` describe
-/// the bytes wherever they are, so reading them never goes through a vtable. Owned bytes follow the
-/// header directly (`ptr` is the address just past it); every other kind of payload has a
-/// [`Foreign`] there instead, whose vtable pointer occupies that address, so no buffer's bytes can
-/// start at it and the address tells the two apart.
+/// The start of every payload allocation, 8 bytes (it is per cached entry). Owned bytes follow it
+/// directly; every other kind of payload continues as a [`Foreign`], which says where its bytes
+/// are, so reading them never goes through a vtable. The [`FOREIGN`] bit of `len` tells the two
+/// apart.
 #[repr(C)]
 struct Header {
     refs: Holders,
-    /// The length, or [`LONG`] for an external buffer whose length does not fit (its vtable says).
+    /// Owned: the length (below [`FOREIGN`]). Foreign: [`FOREIGN`] with the length in the low bits,
+    /// or [`LONG`] for a buffer whose length does not fit (its vtable says).
     len: u32,
-    ptr: *const u8,
 }
 
-/// `Header::len` of a buffer of `u32::MAX` bytes or more.
+/// The bit of `Header::len` that marks a payload whose bytes are not inline.
+const FOREIGN: u32 = 1 << 31;
+
+/// `Header::len` of a foreign buffer of `FOREIGN - 1` bytes or more.
 const LONG: u32 = u32::MAX;
 
-/// The longest range [`PayloadGroup::slice`] cuts (its length must fit the header).
-pub(crate) const MAX_SLICE_LEN: usize = LONG as usize - 1;
+/// The longest range [`PayloadGroup::slice`] cuts (its length must fit the header beside the
+/// [`FOREIGN`] bit; Pulsar's entries are `int`-sized too).
+pub(crate) const MAX_SLICE_LEN: usize = (LONG & !FOREIGN) as usize - 1;
 
-/// The start of a payload that does not own its bytes inline: the header and what to do with the
-/// rest of the allocation.
+/// The start of a payload that does not own its bytes inline: the header, where the bytes are, and
+/// what to do with the rest of the allocation.
 #[repr(C)]
 struct Foreign {
     header: Header,
+    ptr: *const u8,
     vtable: &'static VTable,
 }
 
-const _: () = assert!(std::mem::size_of::<Header>() == 16);
+impl Foreign {
+    fn new(len: usize, ptr: *const u8, vtable: &'static VTable) -> Self {
+        Foreign {
+            header: Header {
+                refs: Holders::one(),
+                len: short_len(len).map_or(LONG, |l| l | FOREIGN),
+            },
+            ptr,
+            vtable,
+        }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() == 8);
 
 struct VTable {
     /// Drops the contents and frees the allocation; called once the last reference is gone.
@@ -88,8 +105,7 @@ struct VTable {
 /// A buffer given to `Payload::new`, after its header.
 #[repr(C)]
 struct External<T> {
-    header: Header,
-    vtable: &'static VTable,
+    foreign: Foreign,
     buffer: T,
 }
 
@@ -116,12 +132,7 @@ impl Payload {
             return Payload(None);
         }
         let external = Box::new(External {
-            header: Header {
-                refs: Holders::one(),
-                len: 0,
-                ptr: std::ptr::null(),
-            },
-            vtable: &External::<T>::VTABLE,
+            foreign: Foreign::new(0, std::ptr::null(), &External::<T>::VTABLE),
             buffer,
         });
         let raw = Box::into_raw(external);
@@ -129,8 +140,7 @@ impl Payload {
         // which stays where it is (the box never moves) for as long as the allocation lives.
         unsafe {
             let slice = (*raw).buffer.as_slice();
-            (*raw).header.ptr = slice.as_ptr();
-            (*raw).header.len = short_len(slice.len()).unwrap_or(LONG);
+            (*raw).foreign = Foreign::new(slice.len(), slice.as_ptr(), &External::<T>::VTABLE);
         }
         // `header` is the first field of a `repr(C)` struct, so the box's address is the header's.
         Payload(NonNull::new(raw.cast::<Header>()))
@@ -145,6 +155,8 @@ impl Payload {
             // Too long for the header: an external buffer keeps its own length.
             return Payload::new(bytes.to_vec());
         };
+        // Only FOREIGN's own bit is out of a short length's reach.
+        debug_assert_eq!(len & FOREIGN, 0);
         let layout = owned_layout(bytes.len());
         // SAFETY: the layout has a non-zero size (the header); the header and the bytes are
         // written before the pointer escapes, and `release_owned` frees with the same layout.
@@ -159,7 +171,6 @@ impl Payload {
             header.as_ptr().write(Header {
                 refs: Holders::one(),
                 len,
-                ptr: data,
             });
             Payload(Some(header))
         }
@@ -175,11 +186,17 @@ impl Payload {
         self.0.is_some_and(is_inline)
     }
 
+    /// The rest of the header of a payload that is not owned inline.
+    fn foreign(&self) -> Option<&Foreign> {
+        let h = self.0.filter(|&h| !is_inline(h))?;
+        // SAFETY: a payload whose bytes are not inline is a `Foreign` (External, Member), alive
+        // as long as this reference.
+        Some(unsafe { &*h.as_ptr().cast::<Foreign>() })
+    }
+
     /// The vtable of a payload that is not owned inline.
     fn foreign_vtable(&self) -> Option<&'static VTable> {
-        let h = self.0.filter(|&h| !is_inline(h))?;
-        // SAFETY: a payload whose bytes are not inline is a `Foreign` (External, Member), alive.
-        Some(unsafe { (*h.as_ptr().cast::<Foreign>()).vtable })
+        self.foreign().map(|f| f.vtable)
     }
 
     /// Where the reference count lives, for prefetching before a drop; `None` if empty.
@@ -193,30 +210,29 @@ impl Payload {
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        match self.header() {
-            // SAFETY: `ptr`/`len` describe immutable bytes owned by the allocation (or by the
-            // buffer in it), alive as long as this reference.
-            Some(h) => unsafe { std::slice::from_raw_parts(h.ptr, self.len()) },
-            None => &[],
-        }
+        let Some(h) = self.0 else { return &[] };
+        let start = match self.foreign() {
+            Some(f) => f.ptr,
+            None => inline_bytes(h),
+        };
+        // SAFETY: the bytes are immutable and owned by the allocation (or by the buffer in it),
+        // alive as long as this reference; `len` is theirs.
+        unsafe { std::slice::from_raw_parts(start, self.len()) }
     }
 
     pub fn len(&self) -> usize {
-        match self.0 {
-            None => 0,
-            Some(h) => {
-                // SAFETY: a non-empty payload holds a reference, so the allocation is alive.
-                let len = unsafe { (*h.as_ptr()).len };
-                if len != LONG {
-                    len as usize
-                } else {
-                    let vtable = self
-                        .foreign_vtable()
-                        .expect("only external buffers are long");
-                    // SAFETY: the vtable belongs to this live allocation.
-                    unsafe { (vtable.long_len)(h) }
-                }
+        let Some(h) = self.0 else { return 0 };
+        // SAFETY: a non-empty payload holds a reference, so the allocation is alive.
+        let len = unsafe { (*h.as_ptr()).len };
+        match len {
+            LONG => {
+                let vtable = self
+                    .foreign_vtable()
+                    .expect("only external buffers are long");
+                // SAFETY: the vtable belongs to this live allocation.
+                unsafe { (vtable.long_len)(h) }
             }
+            len => (len & !FOREIGN) as usize,
         }
     }
 
@@ -281,16 +297,18 @@ impl Drop for Payload {
 #[inline]
 fn is_inline(h: NonNull<Header>) -> bool {
     // SAFETY: callers pass the header of a live payload.
-    let ptr = unsafe { (*h.as_ptr()).ptr };
-    std::ptr::eq(
-        ptr,
-        h.as_ptr()
-            .cast::<u8>()
-            .wrapping_add(std::mem::size_of::<Header>()),
-    )
+    unsafe { (*h.as_ptr()).len & FOREIGN == 0 }
 }
 
-/// `len` as a header length, if it fits.
+/// Where the bytes of an inline payload start.
+#[inline]
+fn inline_bytes(h: NonNull<Header>) -> *const u8 {
+    h.as_ptr()
+        .cast::<u8>()
+        .wrapping_add(std::mem::size_of::<Header>())
+}
+
+/// `len` as a header length (below [`FOREIGN`], with room for [`LONG`]), if it fits.
 fn short_len(len: usize) -> Option<u32> {
     if len <= MAX_SLICE_LEN {
         Some(len as u32)
@@ -342,8 +360,7 @@ impl<T: PayloadBuffer> External<T> {
 /// header is one of the group's, so making it allocates nothing.
 #[repr(C)]
 struct Member {
-    header: Header,
-    vtable: &'static VTable,
+    foreign: Foreign,
     group: NonNull<GroupHead>,
 }
 
@@ -430,7 +447,7 @@ impl PayloadGroup {
     }
 
     /// The buffer's bytes `start..start + len` as a payload; `None` if the range is not in the
-    /// buffer, is `u32::MAX` bytes or longer (`MAX_SLICE_LEN`), or the group has made `capacity`
+    /// buffer, is longer than [`MAX_SLICE_LEN`] (2 GiB - 2), or the group has made `capacity`
     /// payloads. An empty range is an empty payload.
     pub fn slice(&mut self, start: usize, len: usize) -> Option<Payload> {
         if start.checked_add(len)? > self.bytes_len {
@@ -448,12 +465,7 @@ impl PayloadGroup {
         unsafe {
             let member = self.members.as_ptr().add(self.made);
             member.write(Member {
-                header: Header {
-                    refs: Holders::one(),
-                    len: short,
-                    ptr: self.bytes.add(start),
-                },
-                vtable: &MEMBER_VTABLE,
+                foreign: Foreign::new(short as usize, self.bytes.add(start), &MEMBER_VTABLE),
                 group: self.head,
             });
             self.made += 1;
@@ -657,14 +669,19 @@ mod tests {
     }
 
     #[test]
-    fn headers_are_16_bytes_and_tell_inline_bytes_from_foreign_ones() {
+    fn headers_are_8_bytes_and_tell_inline_bytes_from_foreign_ones() {
         assert_eq!(short_len(0), Some(0));
-        assert_eq!(short_len(u32::MAX as usize - 1), Some(u32::MAX - 1));
-        assert_eq!(short_len(u32::MAX as usize), None, "LONG is reserved");
+        assert_eq!(short_len(MAX_SLICE_LEN), Some((1 << 31) - 2));
+        assert_eq!(
+            short_len(MAX_SLICE_LEN + 1),
+            None,
+            "FOREIGN | that would be LONG"
+        );
         assert_eq!(short_len(usize::MAX), None);
         let owned = Payload::copy_from_slice(b"abc");
         assert!(owned.is_owned());
-        assert_eq!(owned.overhead_bytes(), 16);
+        assert_eq!(owned.overhead_bytes(), 8);
+        assert_eq!(owned.as_slice(), b"abc");
         assert!(owned.buffer::<Vec<u8>>().is_none());
         // A buffer that keeps its bytes inline, right after the vtable pointer.
         struct Inline([u8; 8]);
@@ -681,7 +698,7 @@ mod tests {
         assert_eq!(external.as_slice(), b"12345678");
         assert_eq!(external.len(), 8);
         assert_eq!(external.buffer::<Inline>().unwrap().0, *b"12345678");
-        assert_eq!(external.overhead_bytes(), 16 + 8 + 8);
+        assert_eq!(external.overhead_bytes(), 8 + 8 + 8 + 8);
         let mut group = PayloadGroup::new(Vec::from(&b"xyz"[..]), 1).unwrap();
         let member = group.slice(1, 2).unwrap();
         assert!(!member.is_owned());
