@@ -3,8 +3,9 @@
 //! Every cached entry holds a payload and eviction frees it, so its layout is on the hot path: owned
 //! bytes (`From<Vec<u8>>`, `From<Bytes>` of small sizes, private copies) live in a single allocation
 //! after an 8-byte header, so freeing one is one `free`; other buffers (`Payload::new`) sit after the
-//! same header, a pointer to their bytes and a vtable pointer, also in one allocation. A payload is one pointer wide, which
-//! keeps the cache's slot small. `Arc<dyn PayloadBuffer>` would be two words, and two allocations for a `Vec`.
+//! same header, a pointer to their bytes and a vtable pointer, also in one allocation. A payload is
+//! one pointer wide, which keeps the cache's slot small. `Arc<dyn PayloadBuffer>` would be two
+//! words, and two allocations for a `Vec`.
 
 use crate::holders::Holders;
 use bytes::Bytes;
