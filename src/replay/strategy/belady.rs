@@ -177,12 +177,14 @@ impl<I: ReadIndex> NextReads<I> {
         }
         cursors.shrink_to_fit();
         runs.shrink_to_fit();
-        // Bounded by the recording: one memo per topic that has a group.
+        // A memo per topic id up to the number of groups: the decoder numbers topics densely, so
+        // that covers every topic read, and a caller's sparse ids cannot size the table.
         let topics = groups
             .keys()
             .map(|&(t, _)| t as usize + 1)
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .min(groups.len());
         NextReads {
             groups,
             runs,
@@ -497,6 +499,20 @@ mod tests {
     #[test]
     fn next_uses_agree_with_per_entry_queues_u64() {
         agrees_with_queues::<u64>();
+    }
+
+    #[test]
+    fn topic_ids_do_not_size_the_memo() {
+        let mut recorded = FutureReads::default();
+        recorded.record(key(u32::MAX, 1, 5));
+        recorded.record(key(u32::MAX, 1, 6));
+        recorded.record(key(u32::MAX, 1, 5));
+        let mut future = NextReads::<u32>::build(recorded);
+        assert!(future.last_run.len() <= 1);
+        assert_eq!(future.next_use(&key(u32::MAX, 1, 5)), 0);
+        assert_eq!(future.advance(&key(u32::MAX, 1, 5)), 2);
+        assert_eq!(future.next_use(&key(u32::MAX, 1, 6)), 1);
+        assert_eq!(future.next_use(&key(u32::MAX, 1, 7)), NEVER);
     }
 
     #[test]
