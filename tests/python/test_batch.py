@@ -171,6 +171,20 @@ def test_errors_name_the_argument(clock, call, message):
     assert len(c) == 0 and m.stats()["inserted"] == 0, "nothing is inserted when the batch is refused"
 
 
+def test_an_element_over_2_gib_is_refused_naming_its_index(clock):
+    """Entries cut from one buffer are at most 2 GiB - 2 bytes (as Pulsar's int-sized entries).
+    The buffer is calloc'd zeros, never touched, so the test costs no memory."""
+    import numpy as np
+    data = pa.py_buffer(np.zeros(2**31, dtype=np.uint8))
+    offsets = pa.py_buffer(np.array([0, 1, 2**31], dtype=np.int64))
+    array = pa.Array.from_buffers(pa.large_binary(), 2, [None, offsets, data])
+    m = make_manager(clock)
+    c = m.get_cache("t")
+    with pytest.raises(lc.InvalidArgumentError, match="2147483647 bytes at index 1 is more than an entry can hold"):
+        c.insert_batch(0, 0, array)
+    assert len(c) == 0
+
+
 def test_the_last_entry_id_may_be_the_largest(clock):
     c = make_manager(clock).get_cache("t")
     assert c.insert_batch(0, 2**63 - 2, pa.array([b"a", b"b"])) == 2
