@@ -115,7 +115,7 @@ struct NextReads<I> {
     last_run: Vec<Cell<(i64, usize)>>,
 }
 
-/// `NextReads::last_run` of a topic not looked up yet.
+/// `NextReads::last_run` of a topic not looked up yet: no run has this index.
 const NO_RUN: (i64, usize) = (0, usize::MAX);
 
 impl<I: ReadIndex> NextReads<I> {
@@ -198,9 +198,9 @@ impl<I: ReadIndex> NextReads<I> {
     fn slot(&self, key: &EntryKey) -> Option<usize> {
         let (ledger, entry) = (key.position.ledger_id, key.position.entry_id);
         let memo = self.last_run.get(key.topic as usize);
-        if let Some(last) = memo.map(Cell::get) {
-            if last.0 == ledger && last.1 != NO_RUN.1 {
-                if let Some(slot) = self.slot_in_run(last.1, entry) {
+        if let Some((last_ledger, run)) = memo.map(Cell::get) {
+            if last_ledger == ledger {
+                if let Some(slot) = self.slot_in_run(run, entry) {
                     return Some(slot);
                 }
             }
@@ -220,9 +220,9 @@ impl<I: ReadIndex> NextReads<I> {
         Some(slot)
     }
 
-    /// The cursor of `entry` if run `run` (of the entry's group) holds it.
+    /// The cursor of `entry` if run `run` (of the entry's group) exists and holds it.
     fn slot_in_run(&self, run: usize, entry: i64) -> Option<usize> {
-        let r = self.runs[run];
+        let r = *self.runs.get(run)?;
         let end = self
             .runs
             .get(run + 1)
