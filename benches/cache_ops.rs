@@ -77,7 +77,7 @@ fn main() {
                 let q = &q;
                 s.spawn(move || {
                     for i in 0..per_thread {
-                        q.push(QueueItem::new(th, i, i));
+                        q.push(QueueItem::new(th, i));
                     }
                 });
             }

@@ -28,12 +28,11 @@ type SharedRangeCache = Arc<Mutex<RangeCache>>;
 /// How many queue items the evictor handles before it lets other threads at the cache it holds.
 const FAIRNESS_BATCH: u32 = 256;
 
-/// Entry caches by id and by name. Ids are reused; a reused id's serials continue where the old
-/// cache's stopped, so stale queue items never match (see `RangeCache::with_first_serial`).
+/// Entry caches by id and by name. A removed cache keeps its id until no queue item names it (its
+/// tombstones have drained, see `RangeCache::is_drained`); then the id is reused.
 #[derive(Default)]
 struct CacheTable {
     by_id: Vec<Option<SharedRangeCache>>,
-    first_serial: Vec<u32>,
     free_ids: Vec<u32>,
     by_name: HashMap<String, Arc<EntryCache>>,
 }
@@ -114,13 +113,10 @@ impl EntryCacheManager {
             Some(id) => id,
             None => {
                 table.by_id.push(None);
-                table.first_serial.push(0);
                 (table.by_id.len() - 1) as u32
             }
         };
-        let state = Arc::new(Mutex::new(RangeCache::with_first_serial(
-            table.first_serial[id as usize],
-        )));
+        let state = Arc::new(Mutex::new(RangeCache::default()));
         table.by_id[id as usize] = Some(state.clone());
         let cache = Arc::new(EntryCache {
             id,
@@ -139,21 +135,21 @@ impl EntryCacheManager {
         let cache = {
             let mut table = self.shared.caches.write();
             let cache = table.by_name.remove(name)?;
-            table.by_id[cache.id as usize] = None;
             self.shared
                 .counters
                 .retire(std::mem::take(&mut cache.state.lock().lookups));
             cache
         };
-        let (removed, next_serial) = {
+        let (removed, drained) = {
             let mut state = cache.state.lock();
             cache.closed.store(true, Ordering::Release);
-            (state.clear(), state.next_serial())
+            state.retired = true;
+            (state.clear(), state.is_drained())
         };
         self.shared.account_invalidated(removed);
-        let mut table = self.shared.caches.write();
-        table.first_serial[cache.id as usize] = next_serial;
-        table.free_ids.push(cache.id);
+        if drained {
+            self.shared.release_drained_ids(&[cache.id]);
+        }
         Some(removed)
     }
 
@@ -386,6 +382,21 @@ impl Shared {
         }
     }
 
+    /// Frees the ids of removed caches that no queue item names any more, for new caches.
+    fn release_drained_ids(&self, ids: &[u32]) {
+        if ids.is_empty() {
+            return;
+        }
+        let mut table = self.caches.write();
+        for &id in ids {
+            let entry = &mut table.by_id[id as usize];
+            if entry.as_ref().is_some_and(|c| c.lock().is_drained()) {
+                *entry = None;
+                table.free_ids.push(id);
+            }
+        }
+    }
+
     fn account_invalidated(&self, (entries, bytes): Removed) {
         if entries == 0 {
             return;
@@ -414,6 +425,7 @@ impl Shared {
         let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
         let mut unpublished = (0u64, 0u64);
         let mut since_bump = 0u32;
+        let mut drained = Vec::new();
         evictor.run(
             policy.max_requeues,
             |item: QueueItem, ahead: Lookahead, requeue_allowed| {
@@ -446,13 +458,17 @@ impl Shared {
                 if let Some(near) = ahead.near.filter(|n| n.cache == item.cache) {
                     cache.prefetch_dependents(near.slot);
                 }
-                let Some(slot) = cache.slot_mut(item.slot) else {
+                let Some(slot) = cache.live_slot_mut(item.slot) else {
+                    cache.free_tombstone(item.slot);
+                    if cache.is_drained() {
+                        drained.push(item.cache);
+                    }
                     return EvictionResult::Missing;
                 };
                 let result = policy.decide(pass, slot, freed, requeue_allowed);
                 match result {
                     EvictionResult::Remove => {
-                        let (size, payload) = cache.remove_slot(item.slot.slot);
+                        let (size, payload) = cache.remove_slot(item.slot);
                         let size = u64::from(size);
                         // Owned bytes are freed on the spot, while their header is in cache; only
                         // external buffers (whose release may need the caller's context) go back.
@@ -475,6 +491,7 @@ impl Shared {
         );
         drop(held);
         self.publish_evicted(&mut unpublished);
+        self.release_drained_ids(&drained);
         self.counters.evicted.fetch_add(removed, Ordering::Relaxed);
         self.counters
             .evicted_bytes
@@ -505,8 +522,13 @@ impl Drop for EntryCache {
             self.shared
                 .counters
                 .retire(std::mem::take(&mut self.state.lock().lookups));
+            // A removed cache stays in the table until its tombstones drain (the evictor then
+            // frees its id), and was cleared already.
             match table.by_id.get_mut(self.id as usize) {
-                Some(slot) if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &self.state)) => {
+                Some(slot)
+                    if !self.is_closed()
+                        && slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &self.state)) =>
+                {
                     *slot = None;
                     true
                 }
@@ -615,16 +637,7 @@ impl EntryCache {
         let fresh = CachedEntry::new(position, payload.clone(), size, 0, handler.clone());
         match self.insert_with_handler(position, payload, handler, size) {
             Ok(true) | Err(_) => fresh,
-            Ok(false) => match self.state.lock().peek(position) {
-                Some(slot) => CachedEntry::new(
-                    position,
-                    slot.payload.clone(),
-                    slot.size,
-                    slot.requeue_count,
-                    slot.read_count.clone(),
-                ),
-                None => fresh,
-            },
+            Ok(false) => self.state.lock().peek_copy(position).unwrap_or(fresh),
         }
     }
 
@@ -731,5 +744,47 @@ impl EntryCache {
     /// Cached positions in order (for checks and debugging).
     pub fn positions(&self) -> Vec<Position> {
         self.state.lock().positions()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn manager() -> EntryCacheManager {
+        let mut config = CacheConfig::default();
+        config
+            .set("cache_size_bytes", crate::SettingValue::Int(1 << 20))
+            .unwrap();
+        EntryCacheManager::new(config, Arc::new(ManualClock::new(0)), false).unwrap()
+    }
+
+    fn ids(m: &EntryCacheManager) -> (usize, Vec<u32>) {
+        let table = m.shared.caches.read();
+        (table.by_id.len(), table.free_ids.clone())
+    }
+
+    #[test]
+    fn a_removed_cache_keeps_its_id_until_its_queue_items_are_gone() {
+        let m = manager();
+        let a = m.get_cache("a");
+        a.insert(Position::new(1, 0), Payload::from(vec![1; 4]), 0, None)
+            .unwrap();
+        m.remove_cache("a");
+        assert_eq!(ids(&m), (1, vec![]), "an item still names cache 0");
+        assert_eq!(m.get_cache("b").id, 1);
+        m.evict_bytes(1).unwrap();
+        assert_eq!(ids(&m), (2, vec![0]), "freed once the item was dropped");
+        assert_eq!(m.get_cache("c").id, 0, "and reused");
+        // A cache removed with nothing queued frees its id at once.
+        m.remove_cache("c");
+        assert_eq!(ids(&m), (2, vec![0]));
+        drop(a);
+        assert_eq!(
+            ids(&m),
+            (2, vec![0]),
+            "the last handle of a removed cache changes nothing"
+        );
     }
 }

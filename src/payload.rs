@@ -14,6 +14,9 @@ use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 
+mod sized;
+pub(crate) use sized::SizedPayload;
+
 /// Memory that holds an entry's bytes: a Rust buffer, or (in the bindings) a Python object whose
 /// buffer is shared without copying. `as_any` lets the owner of a payload recover its own type, so
 /// that bytes that came from Python go back to Python as the same object.

@@ -1,26 +1,31 @@
 //! One managed ledger's cached entries (Pulsar's `RangeCache`), without locking: the manager wraps
 //! each in a mutex. Entries live in a slab so that the removal queue can name them by slot number
-//! and serial instead of holding a pointer per queue slot.
+//! instead of holding a pointer per queue slot.
+//!
+//! Each occupied slot has exactly one removal-queue item, and a slot is reused only once its item
+//! has left the queue. An entry removed by other means (`remove_range`, `clear`) therefore leaves
+//! its slot behind as a tombstone, which the evictor frees when the item reaches the head (as
+//! Pulsar's removal queue drops an entry that was removed from its cache when it gets to it). So
+//! an item needs no serial to tell a stale reference from a new occupant.
 
 use crate::entry::{CachedEntry, Payload};
 use crate::pages::Pages;
+use crate::payload::SizedPayload;
 use crate::position::Position;
 use crate::position_index::PositionIndex;
 use crate::prefetch::prefetch;
 use crate::read_count::ReadCountHandler;
 use crate::stats::Lookups;
 
-/// A cached entry and the removal queue's bookkeeping for it, in 40 bytes: its position is not
-/// stored but named by (index chunk, lane), since every slot is per-entry memory.
+/// A cached entry and the removal queue's bookkeeping for it, in 32 bytes: its position is not
+/// stored but named by (index chunk, lane), and its size is carried by the payload word (see
+/// [`SizedPayload`]), since every slot is per-entry memory.
 #[derive(Debug)]
 pub(crate) struct Slot {
-    pub payload: Payload,
+    payload: SizedPayload,
     pub read_count: Option<ReadCountHandler>,
     /// When the entry was inserted or last requeued (the TTL counts from here).
     pub timestamp_ns: u64,
-    pub size: u32,
-    /// Which insert put the current occupant here; a queue item with another serial is stale.
-    pub serial: u32,
     /// Live: the index chunk holding this position (saves a tree lookup on removal). Free: the next
     /// free slot ([`NO_SLOT`] ends the list), so the free list needs no memory of its own and a
     /// removal never allocates.
@@ -28,30 +33,39 @@ pub(crate) struct Slot {
     pub requeue_count: u16,
     /// Read since the last eviction check.
     pub accessed: bool,
-    /// [`LIVE`] if occupied, and the position's lane in `chunk`.
-    lane_live: u8,
+    /// [`LIVE`], [`TOMBSTONE`] or neither (free), [`SIZE_ASIDE`], and the position's lane in
+    /// `chunk` (the low 4 bits).
+    state: u8,
 }
 
-/// The occupied bit of `Slot::lane_live` (lanes take the low 4 bits).
+/// Holds a cached entry.
 const LIVE: u8 = 0x80;
+/// Held an entry removed by other means; freed when its queue item reaches the head.
+const TOMBSTONE: u8 = 0x40;
+/// The accounted size is in `RangeCache::sizes_aside`, not carried by the payload word.
+const SIZE_ASIDE: u8 = 0x20;
+const LANE: u8 = 0x0f;
 
 /// The end of the free list.
 const NO_SLOT: u32 = u32::MAX;
 
 impl Slot {
-    /// Marks the slot free and hands over its payload (the caller decides where it is dropped).
+    /// Hands over the payload (the caller decides where it is dropped) and the counter.
     fn vacate(&mut self) -> Payload {
-        self.lane_live &= !LIVE;
         self.read_count = None;
-        std::mem::take(&mut self.payload)
+        self.payload.take()
     }
 
     pub fn is_live(&self) -> bool {
-        self.lane_live & LIVE != 0
+        self.state & LIVE != 0
+    }
+
+    fn is_tombstone(&self) -> bool {
+        self.state & TOMBSTONE != 0
     }
 
     fn lane(&self) -> u8 {
-        self.lane_live & !LIVE
+        self.state & LANE
     }
 
     pub fn has_expected_reads(&self) -> bool {
@@ -59,32 +73,24 @@ impl Slot {
             .as_ref()
             .is_some_and(|h| h.has_expected_reads())
     }
-
-    fn copy_for_reader(&self, position: Position) -> CachedEntry {
-        CachedEntry::new(
-            position,
-            self.payload.clone(),
-            self.size,
-            self.requeue_count,
-            self.read_count.clone(),
-        )
-    }
-}
-
-/// Where an insert put the entry, for the removal queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SlotRef {
-    pub slot: u32,
-    pub serial: u32,
 }
 
 pub(crate) struct RangeCache {
     slots: Pages<Slot>,
-    /// Head of the free list threaded through the vacated slots' `chunk` fields.
+    /// Head of the free list threaded through the free slots' `chunk` fields.
     free_head: u32,
     index: PositionIndex,
     size_bytes: u64,
-    next_serial: u32,
+    /// Slots whose entry is gone but whose queue item is not yet.
+    tombstones: usize,
+    /// Accounted sizes that the payload word cannot carry, by slot (see [`SIZE_ASIDE`]): empty
+    /// until the first such entry, then as long as the slab at most. An array, not a map, since
+    /// where overrides occur at all (a lab's or a benchmark's accounting) every entry tends to
+    /// have one.
+    sizes_aside: Pages<u32>,
+    /// Removed from its manager: takes no more entries, and its id is free once no tombstone is
+    /// left (until then queue items still name it).
+    pub(crate) retired: bool,
     /// Counted by the entry cache's reads (which hold this cache's lock); not reset by `clear`.
     pub(crate) lookups: Lookups,
 }
@@ -96,26 +102,15 @@ impl Default for RangeCache {
             free_head: NO_SLOT,
             index: PositionIndex::default(),
             size_bytes: 0,
-            next_serial: 0,
+            tombstones: 0,
+            sizes_aside: Pages::default(),
+            retired: false,
             lookups: Lookups::default(),
         }
     }
 }
 
 impl RangeCache {
-    /// A cache whose serials start at `first_serial`, so that queue items of an earlier cache that
-    /// had the same id can never match an entry of this one.
-    pub fn with_first_serial(first_serial: u32) -> Self {
-        RangeCache {
-            next_serial: first_serial,
-            ..Default::default()
-        }
-    }
-
-    pub fn next_serial(&self) -> u32 {
-        self.next_serial
-    }
-
     pub fn len(&self) -> usize {
         self.index.len()
     }
@@ -128,7 +123,13 @@ impl RangeCache {
         self.index.get(p).is_some()
     }
 
-    /// Inserts if absent; `None` (and no change) if the position is already cached.
+    /// Retired, and no queue item names this cache any more: its id may go to another cache.
+    pub fn is_drained(&self) -> bool {
+        self.retired && self.tombstones == 0
+    }
+
+    /// Inserts if absent and returns the slot, for the removal queue; `None` (and no change) if
+    /// the position is already cached.
     pub fn insert(
         &mut self,
         position: Position,
@@ -136,23 +137,29 @@ impl RangeCache {
         read_count: Option<ReadCountHandler>,
         size: u32,
         now_ns: u64,
-    ) -> Option<SlotRef> {
+    ) -> Option<u32> {
         let reused = (self.free_head != NO_SLOT).then_some(self.free_head);
         let n = reused.unwrap_or(self.slots.len() as u32);
         // The index says whether the position is cached already, in the same lookup that adds it.
         let chunk = self.index.insert(position, n)?;
-        let serial = self.next_serial;
-        self.next_serial = self.next_serial.wrapping_add(1);
+        let (payload, carried) = SizedPayload::new(payload, size);
+        let mut state = LIVE | PositionIndex::lane_of(position);
+        if !carried {
+            state |= SIZE_ASIDE;
+            // Bounded by the slab: `n` is at most its length.
+            while self.sizes_aside.len() <= n as usize {
+                self.sizes_aside.push(0);
+            }
+            self.sizes_aside[n as usize] = size;
+        }
         let slot = Slot {
             payload,
             read_count,
             timestamp_ns: now_ns,
-            size,
-            serial,
             chunk,
             requeue_count: 0,
             accessed: false,
-            lane_live: LIVE | PositionIndex::lane_of(position),
+            state,
         };
         match reused {
             Some(r) => {
@@ -163,15 +170,36 @@ impl RangeCache {
             None => self.slots.push(slot),
         }
         self.size_bytes += size as u64;
-        Some(SlotRef { slot: n, serial })
+        Some(n)
+    }
+
+    /// The accounted size of the entry in slot `n`.
+    #[inline]
+    fn size_of(&self, n: u32) -> u32 {
+        let slot = &self.slots[n as usize];
+        if slot.state & SIZE_ASIDE != 0 {
+            self.sizes_aside[n as usize]
+        } else {
+            slot.payload.carried_size()
+        }
+    }
+
+    fn copy_for_reader(&self, n: u32, position: Position) -> CachedEntry {
+        let slot = &self.slots[n as usize];
+        CachedEntry::new(
+            position,
+            slot.payload.payload().clone(),
+            self.size_of(n),
+            slot.requeue_count,
+            slot.read_count.clone(),
+        )
     }
 
     /// A reader's copy; marks the entry accessed.
     pub fn get(&mut self, p: Position) -> Option<CachedEntry> {
         let n = self.index.get(p)?;
-        let slot = &mut self.slots[n as usize];
-        slot.accessed = true;
-        Some(slot.copy_for_reader(p))
+        self.slots[n as usize].accessed = true;
+        Some(self.copy_for_reader(n, p))
     }
 
     /// Cached entries in `[first, last]`, in position order; marks them accessed.
@@ -180,11 +208,15 @@ impl RangeCache {
         found
             .into_iter()
             .map(|(p, n)| {
-                let slot = &mut self.slots[n as usize];
-                slot.accessed = true;
-                slot.copy_for_reader(p)
+                self.slots[n as usize].accessed = true;
+                self.copy_for_reader(n, p)
             })
             .collect()
+    }
+
+    /// A reader's copy without marking the entry accessed.
+    pub fn peek_copy(&self, p: Position) -> Option<CachedEntry> {
+        self.index.get(p).map(|n| self.copy_for_reader(n, p))
     }
 
     /// Looks an entry up without marking it accessed.
@@ -196,62 +228,97 @@ impl RangeCache {
         self.index.get(p).map(|n| &mut self.slots[n as usize])
     }
 
-    /// The live slot a queue item refers to, if the item is not stale.
-    pub fn slot_mut(&mut self, r: SlotRef) -> Option<&mut Slot> {
-        self.slots
-            .get_mut(r.slot as usize)
-            .filter(|s| s.is_live() && s.serial == r.serial)
+    /// The live entry in the slot a queue item names; `None` for a tombstone, which
+    /// [`Self::free_tombstone`] then frees.
+    #[inline]
+    pub fn live_slot_mut(&mut self, n: u32) -> Option<&mut Slot> {
+        self.slots.get_mut(n as usize).filter(|s| s.is_live())
     }
 
-    /// Removes the entry in slot `n` (which must be live); returns its size and its payload, which
-    /// the caller drops (or hands on to be dropped later, outside locks or under the GIL).
+    /// Frees slot `n` if it is a tombstone (its queue item has reached the head).
+    pub fn free_tombstone(&mut self, n: u32) {
+        if self.slots.get(n as usize).is_some_and(Slot::is_tombstone) {
+            self.tombstones -= 1;
+            self.free(n);
+        }
+    }
+
+    /// Removes the entry in slot `n` (which must be live) at the head of the removal queue, and
+    /// frees the slot; returns the entry's size and its payload, which the caller drops (or hands
+    /// on to be dropped later, outside locks or under the GIL).
+    #[inline]
     pub fn remove_slot(&mut self, n: u32) -> (u32, Payload) {
+        let removed = self.take_entry(n);
+        self.free(n);
+        removed
+    }
+
+    /// Takes the entry out of live slot `n`: index, size and payload; the slot holds nothing after.
+    #[inline]
+    fn take_entry(&mut self, n: u32) -> (u32, Payload) {
+        let size = self.size_of(n);
         let slot = &mut self.slots[n as usize];
         debug_assert!(slot.is_live());
         let payload = slot.vacate();
-        let (lane, size, chunk) = (slot.lane(), slot.size, slot.chunk);
+        let (lane, chunk) = (slot.lane(), slot.chunk);
+        slot.state = 0;
         let position = self.index.position_at(chunk, lane);
-        let slot = &mut self.slots[n as usize];
-        slot.chunk = self.free_head;
         self.index.remove_in(position, chunk);
         self.size_bytes -= size as u64;
-        if self.index.is_empty() {
-            // Give the slab's memory back; stale queue items then point past the end, which reads as
-            // missing, and serials keep counting so no old item can match a new entry.
-            self.release_slab();
-        } else {
-            self.free_head = n;
-        }
         (size, payload)
     }
 
-    /// Frees the slab once no slot is live.
+    /// Removes the entry in live slot `n` before its queue item reaches the head: the slot stays a
+    /// tombstone until then.
+    fn remove_early(&mut self, n: u32) -> u32 {
+        let (size, _dropped) = self.take_entry(n);
+        self.slots[n as usize].state = TOMBSTONE;
+        self.tombstones += 1;
+        size
+    }
+
+    /// Puts emptied slot `n` on the free list, or gives the slab's memory back once no slot is
+    /// live or a tombstone (no queue item names this cache then).
+    #[inline]
+    fn free(&mut self, n: u32) {
+        let slot = &mut self.slots[n as usize];
+        slot.state = 0;
+        if self.index.is_empty() && self.tombstones == 0 {
+            self.release_slab();
+        } else {
+            slot.chunk = self.free_head;
+            self.free_head = n;
+        }
+    }
+
+    /// Frees the slab once no slot is live or a tombstone.
     fn release_slab(&mut self) {
-        debug_assert!(self.slots.iter().all(|s| !s.is_live()));
+        debug_assert!(self.slots.iter().all(|s| s.state & (LIVE | TOMBSTONE) == 0));
         // SAFETY: vacated slots own nothing (no payload, no handler), so skipping their destructors
         // leaks nothing; it saves a pass over the whole slab.
         unsafe { self.slots.forget_all() };
+        self.sizes_aside = Pages::default();
         self.free_head = NO_SLOT;
     }
 
-    /// Hints the CPU to load slot `r` soon (the evictor looks ahead in its queue).
+    /// Hints the CPU to load slot `n` soon (the evictor looks ahead in its queue).
     #[inline]
-    pub fn prefetch_slot(&self, r: SlotRef) {
-        let start = self.slots.addr(r.slot as usize) as *const u8;
+    pub fn prefetch_slot(&self, n: u32) {
+        let start = self.slots.addr(n as usize) as *const u8;
         prefetch(start);
-        // A 40-byte slot may straddle two cache lines.
+        // A slot straddles two cache lines if its page is not 32-aligned.
         prefetch(start.wrapping_add(std::mem::size_of::<Slot>() - 1));
     }
 
-    /// Hints the CPU to load what removing or judging slot `r` touches besides the slot itself.
+    /// Hints the CPU to load what removing or judging slot `n` touches besides the slot itself.
     #[inline]
-    pub fn prefetch_dependents(&self, r: SlotRef) {
-        if let Some(slot) = self.slots.get(r.slot as usize) {
+    pub fn prefetch_dependents(&self, n: u32) {
+        if let Some(slot) = self.slots.get(n as usize) {
             prefetch(self.index.chunk_addr(slot.chunk));
             if let Some(h) = &slot.read_count {
                 prefetch(h.as_ptr());
             }
-            if let Some(p) = slot.payload.header_addr() {
+            if let Some(p) = slot.payload.payload().header_addr() {
                 prefetch(p);
             }
         }
@@ -269,7 +336,7 @@ impl RangeCache {
             if !last_inclusive && p == last {
                 continue;
             }
-            bytes += self.remove_slot(n).0 as u64;
+            bytes += u64::from(self.remove_early(n));
             entries += 1;
         }
         (entries, bytes)
@@ -278,12 +345,18 @@ impl RangeCache {
     /// Removes every entry; returns (entries, bytes) removed.
     pub fn clear(&mut self) -> (u64, u64) {
         let removed = (self.index.len() as u64, self.size_bytes);
-        self.slots.iter_mut().filter(|s| s.is_live()).for_each(|s| {
+        let mut now_tombstones = 0;
+        for s in self.slots.iter_mut().filter(|s| s.is_live()) {
             s.vacate();
-        });
-        self.release_slab();
+            s.state = TOMBSTONE;
+            now_tombstones += 1;
+        }
+        self.tombstones += now_tombstones;
         self.index.clear();
         self.size_bytes = 0;
+        if self.tombstones == 0 {
+            self.release_slab();
+        }
         removed
     }
 
@@ -308,14 +381,18 @@ impl RangeCache {
             .iter()
             .filter(|s| s.is_live())
             .map(|s| {
-                s.payload.overhead_bytes()
+                s.payload.payload().overhead_bytes()
                     + s.read_count
                         .as_ref()
                         .map_or(0, |_| ReadCountHandler::ALLOCATION_BYTES)
             })
             .sum();
-        self.slots.capacity() * std::mem::size_of::<Slot>() + self.index.heap_bytes() + per_entry
+        let aside = self.sizes_aside.capacity() * std::mem::size_of::<u32>();
+        self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.index.heap_bytes()
+            + aside
+            + per_entry
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Slot>() == 40);
+const _: () = assert!(std::mem::size_of::<Slot>() == 32);

@@ -3,29 +3,27 @@
 //! Producers (inserting threads) push lock-free onto an ingestion queue (crossbeam's `Injector`). The
 //! queue proper is a plain `VecDeque` owned by whoever holds the evictor lock, so one evictor runs at
 //! a time and walks the queue without atomics; it moves ingested items over in batches (one CAS per
-//! batch, not per item) before it looks at the tail. Items name an
-//! entry by (cache id, slot, serial) instead of holding a pointer, so the queue is 12 bytes per entry
-//! and an entry removed by other means is recognised as stale (MISSING) when it reaches the head.
+//! batch, not per item) before it looks at the tail. Items name an entry by (cache id, slot) instead
+//! of holding a pointer, so the queue is 8 bytes per entry. A slot whose entry was removed by other
+//! means stays a tombstone until its item reaches the head (MISSING), so an item never names a newer
+//! occupant (see `range_cache`).
 
-use crate::range_cache::{Slot, SlotRef};
+use crate::range_cache::Slot;
 use crossbeam_deque::{Injector, Steal, Worker};
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::VecDeque;
 
-/// One entry's place in the queue: which cache, which slot, which insert.
+/// One entry's place in the queue: which cache, which slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueItem {
     pub(crate) cache: u32,
-    pub(crate) slot: SlotRef,
+    pub(crate) slot: u32,
 }
 
 impl QueueItem {
-    /// An item naming slot `slot` of cache `cache`, filled by insert number `serial`.
-    pub fn new(cache: u32, slot: u32, serial: u32) -> Self {
-        QueueItem {
-            cache,
-            slot: SlotRef { slot, serial },
-        }
+    /// An item naming slot `slot` of cache `cache`.
+    pub fn new(cache: u32, slot: u32) -> Self {
+        QueueItem { cache, slot }
     }
 }
 
@@ -285,10 +283,7 @@ mod tests {
     use super::*;
 
     fn item(cache: u32, slot: u32) -> QueueItem {
-        QueueItem {
-            cache,
-            slot: SlotRef { slot, serial: 0 },
-        }
+        QueueItem::new(cache, slot)
     }
 
     #[test]
@@ -299,8 +294,8 @@ mod tests {
         let mut seen = Vec::new();
         let mut e = q.lock();
         e.run(5, |it, _, _| {
-            seen.push(it.slot.slot);
-            match it.slot.slot {
+            seen.push(it.slot);
+            match it.slot {
                 1 if seen.len() == 1 => {
                     q.push(item(0, 3));
                     EvictionResult::Requeue
@@ -319,8 +314,8 @@ mod tests {
         q.push_all(&[item(0, 2), item(0, 3)]);
         let mut seen = Vec::new();
         q.lock().run(0, |it, _, _| {
-            seen.push(it.slot.slot);
-            if it.slot.slot == 1 {
+            seen.push(it.slot);
+            if it.slot == 1 {
                 // The evictor holds the queue: these go through the ingestion queue.
                 q.push_all(&[item(0, 4), item(0, 5)]);
                 q.push(item(0, 6));
