@@ -82,6 +82,30 @@ fn run(background: bool, manual_clock: bool) {
             })
         })
         .collect();
+    // Caches made, filled and removed over and over: their entries' queue items outlive them, and
+    // their ids are reused only once those items are gone.
+    let churn = {
+        let (m, stop) = (m.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut round = 0i64;
+            // At least 20 rounds, however soon the writers are done.
+            while round < 20 || !stop.load(Ordering::Relaxed) {
+                let name = format!("churn-{}", round % 4);
+                let cache = m.get_cache(&name);
+                for e in 0..50 {
+                    let p = Position::new(100 + round % 4, e);
+                    let _ = cache.insert(p, payload(p), (e % 2) as i32, None);
+                }
+                if let Some(got) = cache.get(Position::new(100 + round % 4, 7)) {
+                    check_entry(&got);
+                }
+                if round % 3 != 0 {
+                    m.remove_cache(&name);
+                }
+                round += 1;
+            }
+        })
+    };
     let evictor = {
         let (m, stop) = (m.clone(), stop.clone());
         thread::spawn(move || {
@@ -102,6 +126,7 @@ fn run(background: bool, manual_clock: bool) {
         r.join().unwrap();
     }
     evictor.join().unwrap();
+    churn.join().unwrap();
 
     let (entries, bytes) = m.sum_of_cache_sizes();
     assert_eq!(
