@@ -253,7 +253,8 @@ impl RangeCache {
         removed
     }
 
-    /// Takes the entry out of live slot `n`: index, size and payload; the slot holds nothing after.
+    /// Takes the entry out of live slot `n`: index, size and payload. The caller gives the slot its
+    /// next state (free or tombstone).
     #[inline]
     fn take_entry(&mut self, n: u32) -> (u32, Payload) {
         let size = self.size_of(n);
@@ -261,7 +262,6 @@ impl RangeCache {
         debug_assert!(slot.is_live());
         let payload = slot.vacate();
         let (lane, chunk) = (slot.lane(), slot.chunk);
-        slot.state = 0;
         let position = self.index.position_at(chunk, lane);
         self.index.remove_in(position, chunk);
         self.size_bytes -= size as u64;
