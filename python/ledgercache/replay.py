@@ -143,7 +143,7 @@ def replay(
             "Table, a path, or a function that returns a new reader for each pass "
             "(e.g. lambda: lc.workload.stream(spec, seed))")
     with _trace.naming(trace):
-        summary, series = tables(run_session(lambda: _trace.batches(trace), configs))
+        summary, series = tables(run_session(lambda: _trace.batches(trace, keep_dictionaries=True), configs))
     return (summary, series) if with_timeseries else summary
 
 
@@ -166,7 +166,7 @@ def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path,
     recorder = RequestRecorder()
     brokers: set[str] = set()
     with _trace.naming(trace):
-        for batch in _trace.batches(trace):
+        for batch in _trace.batches(trace, keep_dictionaries=True):
             brokers.update(batch.column("broker").unique().drop_null().to_pylist())
             if len(brokers) > 1:
                 raise ValueError(f"export_requests takes one broker's trace; this one has {sorted(brokers)}")

@@ -87,22 +87,35 @@ _WIDER_OK = {
 }
 
 
-def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+# What the replay engine reads as it is: a string column dictionary-encoded with int32 indices.
+# The engine then tells names apart by their index, where plain strings are compared byte by byte.
+_ENGINE_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+
+
+def conform(batch: pa.RecordBatch, keep_dictionaries: bool = False) -> pa.RecordBatch:
     """The batch with the trace's columns, in order, with their exact types.
 
     Lossless conversions are made (narrower integers, large or dictionary-encoded strings); the
     optional columns (:data:`OPTIONAL`) are filled with nulls when absent; anything else raises
-    ``InvalidArgumentError`` naming the column.
+    ``InvalidArgumentError`` naming the column. With ``keep_dictionaries``, string columns encoded
+    as ``dictionary<int32, string>`` stay so (for the replay engine, which reads them faster than
+    plain strings); the batch's schema then says so.
     """
     columns = []
+    fields = []
     for field in SCHEMA:
         if field.name not in batch.schema.names:
             if field.name in OPTIONAL:
                 columns.append(pa.nulls(batch.num_rows, field.type))
+                fields.append(field)
                 continue
             raise InvalidArgumentError(f"invalid trace: column {field.name!r} is missing (columns: {batch.schema.names})")
         col = batch.column(field.name)
         t = col.type
+        if keep_dictionaries and t == _ENGINE_DICTIONARY:
+            columns.append(col)
+            fields.append(pa.field(field.name, t))
+            continue
         if pa.types.is_dictionary(t) and t.value_type in (pa.string(), pa.large_string()):
             col, t = col.dictionary_decode(), t.value_type
         if t != field.type:
@@ -111,14 +124,18 @@ def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
             else:
                 raise InvalidArgumentError(f"invalid trace: column {field.name!r} must be {field.type}, is {t}")
         columns.append(col)
-    return pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+        fields.append(field)
+    schema = SCHEMA if len(fields) == len(SCHEMA) and all(f is g for f, g in zip(fields, SCHEMA)) else pa.schema(fields)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def batches(source: TraceSource, batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
-    """The trace's record batches, conformed to :data:`SCHEMA`."""
-    for batch in _raw_batches(source, batch_rows):
+def batches(source: TraceSource, batch_rows: int = 65_536, keep_dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
+    """The trace's record batches, conformed to :data:`SCHEMA` (see :func:`conform` for
+    ``keep_dictionaries``; with it, Parquet files are also read with their string columns as
+    dictionaries, as they are stored, instead of as one string per row)."""
+    for batch in _raw_batches(source, batch_rows, keep_dictionaries):
         if batch.num_rows:
-            yield conform(batch)
+            yield conform(batch, keep_dictionaries)
 
 
 def is_one_shot(source: TraceSource) -> bool:
@@ -127,12 +144,12 @@ def is_one_shot(source: TraceSource) -> bool:
         not isinstance(source, (pa.Table, pa.RecordBatch)) and hasattr(source, "__arrow_c_stream__"))
 
 
-def _raw_batches(source: TraceSource, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _raw_batches(source: TraceSource, batch_rows: int, dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
     if callable(source) and not hasattr(source, "__arrow_c_stream__"):
         made = source()
         if callable(made) and not hasattr(made, "__arrow_c_stream__"):
             raise TypeError("a trace function must return a trace (a Table, reader or path), not another function")
-        yield from _raw_batches(made, batch_rows)
+        yield from _raw_batches(made, batch_rows, dictionaries)
     elif isinstance(source, pa.Table):
         yield from source.to_batches(max_chunksize=batch_rows)
     elif isinstance(source, pa.RecordBatch):
@@ -140,7 +157,7 @@ def _raw_batches(source: TraceSource, batch_rows: int) -> Iterator[pa.RecordBatc
     elif isinstance(source, pa.RecordBatchReader):
         yield from source
     elif isinstance(source, (str, os.PathLike)):
-        yield from _read_path(Path(source), batch_rows)
+        yield from _read_path(Path(source), batch_rows, dictionaries)
     elif hasattr(source, "__arrow_c_stream__"):
         yield from pa.RecordBatchReader.from_stream(source)
     else:
@@ -192,13 +209,17 @@ def naming(source: Any) -> Iterator[None]:
         raise type(exc)(f"{exc} (trace file {source})") from exc
 
 
-def _parquet_batches(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _parquet_batches(path: Path, batch_rows: int, dictionaries: bool) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
-    return pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
+    # Parquet stores the string columns dictionary-encoded: read that way, a batch holds each name
+    # once plus an index per row, not one string per row.
+    stored = pq.read_schema(path) if dictionaries else pa.schema([])
+    strings = [f.name for f in SCHEMA if f.name in stored.names and stored.field(f.name).type == pa.string()]
+    return pq.ParquetFile(path, read_dictionary=strings).iter_batches(batch_size=batch_rows)
 
 
-def _read_path(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _read_path(path: Path, batch_rows: int, dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
     if not path.exists():
         raise InvalidArgumentError(f"invalid trace: {path} does not exist")
     suffix = path.suffix.lower()
@@ -207,7 +228,7 @@ def _read_path(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
         if not files:
             raise InvalidArgumentError(f"invalid trace: no .parquet files under {path}")
         for f in files:
-            yield from _file_batches(f, functools.partial(_parquet_batches, f, batch_rows))
+            yield from _file_batches(f, functools.partial(_parquet_batches, f, batch_rows, dictionaries))
     elif suffix in (".arrow", ".feather", ".ipc", ".arrows"):
         import pyarrow.ipc as ipc
 

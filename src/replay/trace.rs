@@ -207,12 +207,15 @@ impl<'a> Strings<'a> {
             DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8 => {
                 let d: &DictionaryArray<Int32Type> = c.as_dictionary();
                 let values = d.values().as_string::<i32>();
-                if let Some(k) = d
-                    .keys()
-                    .iter()
-                    .flatten()
-                    .find(|&k| k < 0 || k as usize >= values.len())
-                {
+                let out_of_range = |k: i32| k < 0 || k as usize >= values.len();
+                let keys = d.keys();
+                // Without nulls, every key is checked in one branch-free pass over the values (a
+                // null row's key may be anything, so with nulls only the valid ones are).
+                let bad = match keys.nulls().filter(|n| n.null_count() > 0) {
+                    None if !keys.values().iter().any(|&k| out_of_range(k)) => None,
+                    _ => keys.iter().flatten().find(|&k| out_of_range(k)),
+                };
+                if let Some(k) = bad {
                     return Err(column_error(
                         column,
                         format!("dictionary key {k} is not below {}", values.len()),
