@@ -125,8 +125,7 @@ def conform(batch: pa.RecordBatch, keep_dictionaries: bool = False) -> pa.Record
                 raise InvalidArgumentError(f"invalid trace: column {field.name!r} must be {field.type}, is {t}")
         columns.append(col)
         fields.append(field)
-    schema = SCHEMA if len(fields) == len(SCHEMA) and all(f is g for f, g in zip(fields, SCHEMA)) else pa.schema(fields)
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields))
 
 
 def batches(source: TraceSource, batch_rows: int = 65_536, keep_dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
@@ -214,9 +213,13 @@ def _parquet_batches(path: Path, batch_rows: int, dictionaries: bool) -> Iterato
 
     # Parquet stores the string columns dictionary-encoded: read that way, a batch holds each name
     # once plus an index per row, not one string per row.
-    stored = pq.read_schema(path) if dictionaries else pa.schema([])
-    strings = [f.name for f in SCHEMA if f.name in stored.names and stored.field(f.name).type == pa.string()]
-    return pq.ParquetFile(path, read_dictionary=strings).iter_batches(batch_size=batch_rows)
+    file = pq.ParquetFile(path)
+    if dictionaries:
+        stored = file.schema_arrow
+        strings = [f.name for f in SCHEMA if f.name in stored.names and stored.field(f.name).type == pa.string()]
+        # The footer read above is handed over, not read again.
+        file = pq.ParquetFile(path, read_dictionary=strings, metadata=file.metadata)
+    return file.iter_batches(batch_size=batch_rows)
 
 
 def _read_path(path: Path, batch_rows: int, dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
