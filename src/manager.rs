@@ -650,6 +650,29 @@ impl EntryCache {
         found
     }
 
+    /// [`Self::get`] with the copy released at once, without making it (the replay's hits, whose
+    /// copies nothing reads). True if the entry was cached.
+    pub(crate) fn read_released(&self, position: Position) -> bool {
+        let mut state = self.state.lock();
+        let size = state.read_released(position);
+        match size {
+            Some(size) => state.lookups.hit(size),
+            None => state.lookups.misses += 1,
+        }
+        size.is_some()
+    }
+
+    /// Undoes [`Self::read_released`] of a still cached entry: gives its expected read back and
+    /// returns the reader's copy that [`Self::get`] would have made (not marked accessed again, not
+    /// counted as a lookup again). `None` if the entry is no longer cached.
+    pub(crate) fn unrelease(&self, position: Position) -> Option<CachedEntry> {
+        let copy = self.state.lock().peek_copy(position)?;
+        if let Some(h) = copy.read_count_handler() {
+            h.increment();
+        }
+        Some(copy)
+    }
+
     /// Reader copies of the cached entries in `[first, last]` (both inclusive), in position order.
     pub fn get_range(&self, first: Position, last: Position) -> Vec<CachedEntry> {
         let mut state = self.state.lock();

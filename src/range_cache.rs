@@ -202,6 +202,18 @@ impl RangeCache {
         Some(self.copy_for_reader(n, p))
     }
 
+    /// What [`Self::get`] and releasing its copy at once do: marks the entry accessed and consumes
+    /// one expected read, with no copy. The entry's size if it is cached.
+    pub fn read_released(&mut self, p: Position) -> Option<u32> {
+        let n = self.index.get(p)?;
+        let slot = &mut self.slots[n as usize];
+        slot.accessed = true;
+        if let Some(h) = &slot.read_count {
+            h.mark_read();
+        }
+        Some(self.size_of(n))
+    }
+
     /// Cached entries in `[first, last]`, in position order; marks them accessed.
     pub fn get_range(&mut self, first: Position, last: Position) -> Vec<CachedEntry> {
         let found = self.index.range(first, last);

@@ -81,9 +81,14 @@ impl Lookups {
     /// Counts the entries a lookup served.
     pub fn served<'a>(&mut self, found: impl IntoIterator<Item = &'a CachedEntry>) {
         for e in found {
-            self.hits += 1;
-            self.hit_bytes += u64::from(e.size());
+            self.hit(e.size());
         }
+    }
+
+    /// Counts one entry of `size` bytes served.
+    pub fn hit(&mut self, size: u32) {
+        self.hits += 1;
+        self.hit_bytes += u64::from(size);
     }
 
     pub fn add(&mut self, other: Lookups) {
