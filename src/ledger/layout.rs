@@ -17,7 +17,12 @@ pub struct Layout {
 
 impl Layout {
     fn index_of(&self, ledger_id: i64) -> Result<usize, usize> {
-        self.ledgers.binary_search_by_key(&ledger_id, |l| l.id)
+        // Appends and tailing reads, most lookups, are in the current ledger; a topic that has
+        // rolled over many ledgers would otherwise pay a search of all of them each time.
+        match self.ledgers.last() {
+            Some(l) if l.id == ledger_id => Ok(self.ledgers.len() - 1),
+            _ => self.ledgers.binary_search_by_key(&ledger_id, |l| l.id),
+        }
     }
 
     pub fn get(&self, ledger_id: i64) -> Option<&LedgerInfo> {
@@ -207,5 +212,17 @@ mod tests {
             7
         );
         assert_eq!(l.count_between(Position::new(3, 2), Position::new(7, 0)), 3);
+    }
+
+    #[test]
+    fn the_current_ledger_shortcut_finds_what_the_search_finds() {
+        let mut l = layout();
+        for _ in 0..2 {
+            for id in -1..12 {
+                let searched = l.ledgers.binary_search_by_key(&id, |x| x.id);
+                assert_eq!(l.index_of(id), searched, "ledger {id}");
+            }
+            l.ledgers.truncate(1); // one ledger: the current one is also the first
+        }
     }
 }
