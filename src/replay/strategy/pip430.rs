@@ -19,7 +19,8 @@ pub struct Pip430 {
     /// Copies delivered by the read in progress, released when it ends.
     delivered: Vec<CachedEntry>,
     /// Hits of the read in progress whose copies were released as they were taken, ahead of the
-    /// read's end: nothing sees an entry's expected reads while the read only reads, so this is
+    /// read's end: nothing sees an entry's expected reads while the read only reads (the manager
+    /// runs no background eviction here: its passes run inside inserts and ticks), so this is
     /// the same as holding the copy until the end, without making one (two atomic updates and a
     /// copy fewer per hit). Anything else that touches the cache first turns them back into held
     /// copies ([`Pip430::hold_released`]).
