@@ -195,10 +195,17 @@ impl RangeCache {
         )
     }
 
+    /// A reader got the entry in slot `n`: it counts as recently read at the next eviction check.
+    fn mark_accessed(&mut self, n: u32) -> &mut Slot {
+        let slot = &mut self.slots[n as usize];
+        slot.accessed = true;
+        slot
+    }
+
     /// A reader's copy; marks the entry accessed.
     pub fn get(&mut self, p: Position) -> Option<CachedEntry> {
         let n = self.index.get(p)?;
-        self.slots[n as usize].accessed = true;
+        self.mark_accessed(n);
         Some(self.copy_for_reader(n, p))
     }
 
@@ -206,9 +213,7 @@ impl RangeCache {
     /// one expected read, with no copy. The entry's size if it is cached.
     pub fn read_released(&mut self, p: Position) -> Option<u32> {
         let n = self.index.get(p)?;
-        let slot = &mut self.slots[n as usize];
-        slot.accessed = true;
-        if let Some(h) = &slot.read_count {
+        if let Some(h) = &self.mark_accessed(n).read_count {
             h.mark_read();
         }
         Some(self.size_of(n))
@@ -220,7 +225,7 @@ impl RangeCache {
         found
             .into_iter()
             .map(|(p, n)| {
-                self.slots[n as usize].accessed = true;
+                self.mark_accessed(n);
                 self.copy_for_reader(n, p)
             })
             .collect()
