@@ -13,7 +13,8 @@ use crate::removal_queue::{
     RemovalQueue,
 };
 use crate::stats::{CacheStats, Counters, Lookups};
-use parking_lot::{ArcMutexGuard, Condvar, Mutex, RawMutex, RwLock};
+use parking_lot::{ArcMutexGuard, Condvar, Mutex, MutexGuard, RawMutex, RwLock};
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -35,6 +36,41 @@ struct CacheTable {
     by_id: Vec<Option<SharedRangeCache>>,
     free_ids: Vec<u32>,
     by_name: HashMap<String, Arc<EntryCache>>,
+}
+
+/// The cache an eviction pass holds: one of the table it started with, or one added since.
+enum HeldCache<'a> {
+    Listed(MutexGuard<'a, RangeCache>),
+    Added(ArcMutexGuard<RawMutex, RangeCache>),
+}
+
+impl HeldCache<'_> {
+    /// Lets waiting threads at the cache, then takes it back.
+    fn bump(&mut self) {
+        match self {
+            HeldCache::Listed(g) => MutexGuard::bump(g),
+            HeldCache::Added(g) => ArcMutexGuard::bump(g),
+        }
+    }
+}
+
+impl std::ops::Deref for HeldCache<'_> {
+    type Target = RangeCache;
+    fn deref(&self) -> &RangeCache {
+        match self {
+            HeldCache::Listed(g) => g,
+            HeldCache::Added(g) => g,
+        }
+    }
+}
+
+impl std::ops::DerefMut for HeldCache<'_> {
+    fn deref_mut(&mut self) -> &mut RangeCache {
+        match self {
+            HeldCache::Listed(g) => g,
+            HeldCache::Added(g) => g,
+        }
+    }
 }
 
 struct Shared {
@@ -421,7 +457,13 @@ impl Shared {
     ) -> Removed {
         let now = self.clock.now_ns();
         let policy = EvictionPolicy::from_config(&self.config);
-        let mut held: Option<(u32, ArcMutexGuard<RawMutex, RangeCache>)> = None;
+        // Each cache the pass visits, looked up in the table once per pass: moving from one cache
+        // to another (items of many topics interleave) is then a lock, not a table lookup and two
+        // reference-count updates. Ids are freed only after a pass (`release_drained_ids`), and a
+        // cache that leaves the table was cleared first, so its items are tombstones either way; a
+        // cache added since the pass began is looked up in the table each time.
+        let listed: OnceCell<Vec<OnceCell<Option<SharedRangeCache>>>> = OnceCell::new();
+        let mut held: Option<(u32, HeldCache<'_>)> = None;
         let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
         let mut unpublished = (0u64, 0u64);
         let mut since_bump = 0u32;
@@ -432,14 +474,27 @@ impl Shared {
                 if held.as_ref().map(|(id, _)| *id) != Some(item.cache) {
                     held = None;
                     self.publish_evicted(&mut unpublished);
-                    let state = {
-                        let table = self.caches.read();
-                        table.by_id.get(item.cache as usize).and_then(|c| c.clone())
+                    let id = item.cache as usize;
+                    let listed = listed.get_or_init(|| {
+                        (0..self.caches.read().by_id.len())
+                            .map(|_| OnceCell::new())
+                            .collect()
+                    });
+                    let found = listed.get(id).and_then(|cell| {
+                        cell.get_or_init(|| self.caches.read().by_id.get(id).cloned().flatten())
+                            .as_ref()
+                    });
+                    let guard = match found {
+                        Some(state) => HeldCache::Listed(state.lock()),
+                        None => {
+                            let added = self.caches.read().by_id.get(id).and_then(|c| c.clone());
+                            let Some(state) = added else {
+                                return EvictionResult::Missing;
+                            };
+                            HeldCache::Added(state.lock_arc())
+                        }
                     };
-                    let Some(state) = state else {
-                        return EvictionResult::Missing;
-                    };
-                    held = Some((item.cache, state.lock_arc()));
+                    held = Some((item.cache, guard));
                     since_bump = 0;
                 } else {
                     since_bump += 1;
@@ -447,7 +502,7 @@ impl Shared {
                         since_bump = 0;
                         self.publish_evicted(&mut unpublished);
                         if let Some((_, guard)) = held.as_mut() {
-                            ArcMutexGuard::bump(guard);
+                            guard.bump();
                         }
                     }
                 }

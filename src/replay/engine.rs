@@ -881,7 +881,9 @@ impl Replayer {
         now: u64,
     ) -> bool {
         let misses_before = self.metrics.misses;
+        // A run of one entry is served or missed by its own read: no separate check first.
         let whole_run_missing = self.flow.all_or_nothing_ranges()
+            && first < end
             && !(first..=end).all(|entry| {
                 self.strategy.contains(EntryKey {
                     topic,
