@@ -26,11 +26,13 @@ SPEC = {
     "producerRate": 20000,
 }
 CACHE_BYTES = 64 << 20
+# pip430's goal in events/s (the issue's figure; the design does more per event than an LRU).
+PIP430_GOAL = 6e6
 # Each strategy's anchor in libCacheSim and the goal, as a fraction of the anchor's requests/s.
 GOALS = {
     "lru": ("LRU", 1.0),
     "pip430-fifo": ("LRU", 1.0),
-    "pip430": ("LRU", 0.75),  # >= 6 M events/s, about 3/4 of libCacheSim's LRU here
+    "pip430": ("LRU", None),  # its goal is a rate (PIP430_GOAL), not a ratio
     "legacy": ("LRU", None),
     "segmented": ("LRU", None),
     "belady": ("Belady", 0.5),
@@ -83,7 +85,12 @@ def main() -> None:
         engine = out["replay_seconds"]
         passes = 2 if strategy == "belady" else 1
         ratio = rate / anchors[anchor]
-        wanted = f"goal >= {goal:g}x" if goal is not None else "no goal"
+        if goal is not None:
+            wanted = f"goal >= {goal:g}x: {'met' if ratio >= goal else 'NOT met'}"
+        elif strategy == "pip430" and memory_model:
+            wanted = f"goal >= {PIP430_GOAL / 1e6:g} M events/s: {'met' if rate >= PIP430_GOAL else 'NOT met'}"
+        else:
+            wanted = "no goal"
         print(
             f"{strategy + ('' if memory_model else ' (memory_model=False)'):<12} {rate / 1e6:5.1f} M events/s vs libCacheSim {anchor} {anchors[anchor] / 1e6:5.1f} M/s: "
             f"{ratio:4.2f}x ({wanted}; {events * passes / engine / 1e6:5.1f} M/s in the engine"
