@@ -55,7 +55,7 @@ bench: build ## Benchmarks (Rust and Python, each beside its anchor), then the g
 	set -o pipefail; $(MAKE) --no-print-directory bench-all 2>&1 | tee target/bench.txt
 	@echo
 	@echo "Goals, each figure beside its anchor measured in this run (full output: target/bench.txt):"
-	@grep -E "goal" target/bench.txt
+	@grep -E "goal" target/bench.txt | grep -v "^cargo "
 
 bench-all: build
 	cargo bench --locked --features mimalloc --bench eviction > target/eviction.txt
