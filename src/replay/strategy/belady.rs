@@ -17,38 +17,46 @@ use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::fast_hash::FastMap;
 use std::cell::Cell;
 
-/// The read stream, in order: per read, its (topic, ledger) group and its entry id.
+/// The read stream, in order: per read, its entry id, and its (topic, ledger) group kept per run
+/// of reads of one group (reads come in runs of one ledger, so a group per read would mostly
+/// repeat itself: a third of the recording's memory, all of it written fresh).
 #[derive(Debug, Default, Clone)]
 pub struct FutureReads {
     groups: FastMap<(u32, i64), u32>,
-    /// The group of the last read (reads come in runs of one ledger).
+    /// The group of the last read.
     last: Option<((u32, i64), u32)>,
-    read_group: Vec<u32>,
+    /// Where each run of reads of one group starts in `read_entry`, and its group.
+    group_runs: Vec<(usize, u32)>,
     read_entry: Vec<i64>,
 }
 
 impl FutureReads {
     pub fn record(&mut self, key: EntryKey) {
         let ledger = (key.topic, key.position.ledger_id);
-        let group = match self.last {
-            Some((l, g)) if l == ledger => g,
-            _ => {
-                let fresh = u32::try_from(self.groups.len()).expect("fewer than 2^32 ledgers read");
-                let g = *self.groups.entry(ledger).or_insert(fresh);
-                self.last = Some((ledger, g));
-                g
-            }
-        };
-        self.read_group.push(group);
+        if !matches!(self.last, Some((l, _)) if l == ledger) {
+            let fresh = u32::try_from(self.groups.len()).expect("fewer than 2^32 ledgers read");
+            let g = *self.groups.entry(ledger).or_insert(fresh);
+            self.last = Some((ledger, g));
+            self.group_runs.push((self.read_entry.len(), g));
+        }
         self.read_entry.push(key.position.entry_id);
     }
 
     pub fn len(&self) -> u64 {
-        self.read_group.len() as u64
+        self.read_entry.len() as u64
     }
 
     pub fn is_empty(&self) -> bool {
-        self.read_group.is_empty()
+        self.read_entry.is_empty()
+    }
+
+    /// Each run of reads of one group: the reads' indices and the group.
+    fn runs(&self) -> impl Iterator<Item = (std::ops::Range<usize>, u32)> + '_ {
+        let ends = self.group_runs.iter().skip(1).map(|&(start, _)| start);
+        self.group_runs
+            .iter()
+            .zip(ends.chain([self.read_entry.len()]))
+            .map(|(&(start, g), end)| (start..end, g))
     }
 }
 
@@ -120,29 +128,28 @@ const NO_RUN: (i64, usize) = (0, usize::MAX);
 
 impl<I: ReadIndex> NextReads<I> {
     fn build(future: FutureReads) -> Self {
-        let FutureReads {
-            groups,
-            read_group,
-            read_entry,
-            ..
-        } = future;
-        let n = read_group.len();
+        let n = future.read_entry.len();
+        let groups = future.groups.len();
         // Reads by group (a counting sort, stable: in stream order within a group).
-        let mut bounds = vec![0usize; groups.len() + 1];
-        for &g in &read_group {
-            bounds[g as usize + 1] += 1;
+        let mut bounds = vec![0usize; groups + 1];
+        for (reads, g) in future.runs() {
+            bounds[g as usize + 1] += reads.len();
         }
-        for g in 0..groups.len() {
+        for g in 0..groups {
             bounds[g + 1] += bounds[g];
         }
         let mut fill = bounds.clone();
         let mut order = vec![I::NONE; n];
-        for (i, &g) in read_group.iter().enumerate() {
-            order[fill[g as usize]] = I::of(i);
-            fill[g as usize] += 1;
+        for (reads, g) in future.runs() {
+            for i in reads {
+                order[fill[g as usize]] = I::of(i);
+                fill[g as usize] += 1;
+            }
         }
         drop(fill);
-        drop(read_group);
+        let FutureReads {
+            groups, read_entry, ..
+        } = future;
         let mut next = vec![I::NONE; n];
         let mut cursors = Vec::new();
         let mut runs = Vec::new();
