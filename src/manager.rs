@@ -418,6 +418,11 @@ impl Shared {
         }
     }
 
+    /// The cache the table holds under `id` now, if any.
+    fn cache_by_id(&self, id: u32) -> Option<SharedRangeCache> {
+        self.caches.read().by_id.get(id as usize).cloned().flatten()
+    }
+
     /// Frees the ids of removed caches that no queue item names any more, for new caches.
     fn release_drained_ids(&self, ids: &[u32]) {
         if ids.is_empty() {
@@ -481,14 +486,12 @@ impl Shared {
                             .collect()
                     });
                     let found = listed.get(id).and_then(|cell| {
-                        cell.get_or_init(|| self.caches.read().by_id.get(id).cloned().flatten())
-                            .as_ref()
+                        cell.get_or_init(|| self.cache_by_id(item.cache)).as_ref()
                     });
                     let guard = match found {
                         Some(state) => HeldCache::Listed(state.lock()),
                         None => {
-                            let added = self.caches.read().by_id.get(id).and_then(|c| c.clone());
-                            let Some(state) = added else {
+                            let Some(state) = self.cache_by_id(item.cache) else {
                                 return EvictionResult::Missing;
                             };
                             HeldCache::Added(state.lock_arc())
