@@ -5,8 +5,9 @@
 //! ([`FutureReads`]) and then replays again. Optimal in hits for uniform sizes among caches that
 //! keep what they are offered; an upper bound to compare the online designs against.
 //!
-//! The future is kept compact: the recording holds, per read, a (topic, ledger) group number and the
-//! entry id (12 bytes); the deciding pass turns it into, per read, the index of the next read of
+//! The future is kept compact: the recording holds, per read, the low half of the entry id (4
+//! bytes), and a group (topic, ledger, high half of the id) per run of reads of one group; the
+//! deciding pass turns it into, per read, the index of the next read of
 //! the same entry, and per distinct entry the index of its next unserved read (a u32 each when the
 //! read count fits, else a u64). Distinct entries are found by sorting the reads, and entries that
 //! are read are addressed through runs of consecutive entry ids, so memory and work are bounded by
@@ -17,29 +18,41 @@ use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::fast_hash::FastMap;
 use std::cell::Cell;
 
-/// The read stream, in order: per read, its entry id, and its (topic, ledger) group kept per run
+/// Entries are grouped by topic, ledger and the high half of the entry id, and kept within their
+/// group by the low half: 4 bytes per read instead of 8, for every id.
+type GroupKey = (u32, i64, i32);
+
+/// `key`'s group and its place in the group.
+fn split(key: &EntryKey) -> (GroupKey, u32) {
+    let entry = key.position.entry_id;
+    // The high half of an i64 always fits an i32, and the low half a u32.
+    let (high, low) = ((entry >> 32) as i32, entry as u32);
+    ((key.topic, key.position.ledger_id, high), low)
+}
+
+/// The read stream, in order: per read, the low half of its entry id, and its group kept per run
 /// of reads of one group (reads come in runs of one ledger, so a group per read would mostly
-/// repeat itself: a third of the recording's memory, all of it written fresh).
+/// repeat itself). All of it is written fresh, and fresh pages cost more than the writes.
 #[derive(Debug, Default, Clone)]
 pub struct FutureReads {
-    groups: FastMap<(u32, i64), u32>,
+    groups: FastMap<GroupKey, u32>,
     /// The group of the last read.
-    last: Option<((u32, i64), u32)>,
+    last: Option<(GroupKey, u32)>,
     /// Where each run of reads of one group starts in `read_entry`, and its group.
     group_runs: Vec<(usize, u32)>,
-    read_entry: Vec<i64>,
+    read_entry: Vec<u32>,
 }
 
 impl FutureReads {
     pub fn record(&mut self, key: EntryKey) {
-        let ledger = (key.topic, key.position.ledger_id);
-        if !matches!(self.last, Some((l, _)) if l == ledger) {
-            let fresh = u32::try_from(self.groups.len()).expect("fewer than 2^32 ledgers read");
-            let g = *self.groups.entry(ledger).or_insert(fresh);
-            self.last = Some((ledger, g));
+        let (group, low) = split(&key);
+        if !matches!(self.last, Some((l, _)) if l == group) {
+            let fresh = u32::try_from(self.groups.len()).expect("fewer than 2^32 groups read");
+            let g = *self.groups.entry(group).or_insert(fresh);
+            self.last = Some((group, g));
             self.group_runs.push((self.read_entry.len(), g));
         }
-        self.read_entry.push(key.position.entry_id);
+        self.read_entry.push(low);
     }
 
     pub fn len(&self) -> u64 {
@@ -105,26 +118,26 @@ impl ReadIndex for u64 {
 #[derive(Debug, Clone, Copy)]
 struct Run {
     group: u32,
-    first: i64,
+    first: u32,
     start: usize,
 }
 
 /// The future in the form the deciding pass reads it.
 struct NextReads<I> {
-    groups: FastMap<(u32, i64), u32>,
+    groups: FastMap<GroupKey, u32>,
     runs: Vec<Run>,
     /// Per read: the index of the next read of the same entry.
     next: Vec<I>,
     /// Per distinct entry read (in run order): the index of its next read not yet served.
     cursors: Vec<I>,
-    /// Per topic: the ledger and the run of its last found entry. Reads and publishes of a topic
+    /// Per topic: the ledger, the high half and the run of its last found entry. Reads and publishes of a topic
     /// move along a few runs, so most lookups land in the remembered one and skip the map and the
     /// search.
-    last_run: Vec<Cell<(i64, usize)>>,
+    last_run: Vec<Cell<(i64, i32, usize)>>,
 }
 
 /// `NextReads::last_run` of a topic not looked up yet: no run has this index.
-const NO_RUN: (i64, usize) = (0, usize::MAX);
+const NO_RUN: (i64, i32, usize) = (0, 0, usize::MAX);
 
 impl<I: ReadIndex> NextReads<I> {
     fn build(future: FutureReads) -> Self {
@@ -160,7 +173,7 @@ impl<I: ReadIndex> NextReads<I> {
             // reading forward), which the stable sort merges instead of partitioning.
             reads.sort_by_key(|&i| read_entry[i.get().expect("an index")]);
             let group = u32::try_from(g).expect("group numbers are u32");
-            let mut prev: Option<(i64, usize)> = None;
+            let mut prev: Option<(u32, usize)> = None;
             for &r in reads.iter() {
                 let i = r.get().expect("an index");
                 let entry = read_entry[i];
@@ -188,7 +201,7 @@ impl<I: ReadIndex> NextReads<I> {
         // that covers every topic read, and a caller's sparse ids cannot size the table.
         let topics = groups
             .keys()
-            .map(|&(t, _)| t as usize + 1)
+            .map(|&(t, _, _)| t as usize + 1)
             .max()
             .unwrap_or(0)
             .min(groups.len());
@@ -203,16 +216,17 @@ impl<I: ReadIndex> NextReads<I> {
 
     /// The cursor of `key`, if it is ever read.
     fn slot(&self, key: &EntryKey) -> Option<usize> {
-        let (ledger, entry) = (key.position.ledger_id, key.position.entry_id);
+        let (group_key, entry) = split(key);
+        let (_, ledger, high) = group_key;
         let memo = self.last_run.get(key.topic as usize);
-        if let Some((last_ledger, run)) = memo.map(Cell::get) {
-            if last_ledger == ledger {
+        if let Some((last_ledger, last_high, run)) = memo.map(Cell::get) {
+            if (last_ledger, last_high) == (ledger, high) {
                 if let Some(slot) = self.slot_in_run(run, entry) {
                     return Some(slot);
                 }
             }
         }
-        let group = *self.groups.get(&(key.topic, ledger))?;
+        let group = *self.groups.get(&group_key)?;
         let after = self
             .runs
             .partition_point(|r| (r.group, r.first) <= (group, entry));
@@ -222,19 +236,20 @@ impl<I: ReadIndex> NextReads<I> {
         }
         let slot = self.slot_in_run(run, entry)?;
         if let Some(memo) = memo {
-            memo.set((ledger, run));
+            memo.set((ledger, high, run));
         }
         Some(slot)
     }
 
-    /// The cursor of `entry` if run `run` (of the entry's group) exists and holds it.
-    fn slot_in_run(&self, run: usize, entry: i64) -> Option<usize> {
+    /// The cursor of `entry` (the low half of its id) if run `run` (of the entry's group) exists
+    /// and holds it.
+    fn slot_in_run(&self, run: usize, entry: u32) -> Option<usize> {
         let r = *self.runs.get(run)?;
         let end = self
             .runs
             .get(run + 1)
             .map_or(self.cursors.len(), |r| r.start);
-        let offset = usize::try_from(entry.checked_sub(r.first)?).ok()?;
+        let offset = entry.checked_sub(r.first)? as usize;
         let slot = r.start.checked_add(offset)?;
         (slot < end).then_some(slot)
     }
