@@ -143,36 +143,69 @@ impl<I: ReadIndex> NextReads<I> {
     fn build(future: FutureReads) -> Self {
         let n = future.read_entry.len();
         let groups = future.groups.len();
-        // Reads by group (a counting sort, stable: in stream order within a group).
-        let mut bounds = vec![0usize; groups + 1];
+        // Per group: its reads, and the lowest and highest entry read.
+        let mut reads_of = vec![0usize; groups];
+        let mut span = vec![(u32::MAX, 0u32); groups];
         for (reads, g) in future.runs() {
-            bounds[g as usize + 1] += reads.len();
+            let g = g as usize;
+            reads_of[g] += reads.len();
+            for &e in &future.read_entry[reads] {
+                span[g] = (span[g].0.min(e), span[g].1.max(e));
+            }
         }
+        // A group is dense when its entries span at most twice its reads (cursors reading a
+        // ledger forward): its entries are then addressed directly, the few never read among
+        // them included, with no sort. Every group has a read, so its span is not empty.
+        let dense: Vec<bool> = (0..groups)
+            .map(|g| u64::from(span[g].1 - span[g].0) < 2 * reads_of[g] as u64)
+            .collect();
+        // The sparse groups' reads by group (a counting sort, stable: in stream order within a
+        // group).
+        let mut bounds = vec![0usize; groups + 1];
         for g in 0..groups {
-            bounds[g + 1] += bounds[g];
+            let sorted = if dense[g] { 0 } else { reads_of[g] };
+            bounds[g + 1] = bounds[g] + sorted;
         }
         let mut fill = bounds.clone();
-        let mut order = vec![I::NONE; n];
+        let mut order = vec![I::NONE; bounds[groups]];
         for (reads, g) in future.runs() {
-            for i in reads {
-                order[fill[g as usize]] = I::of(i);
-                fill[g as usize] += 1;
+            let g = g as usize;
+            if !dense[g] {
+                for i in reads {
+                    order[fill[g]] = I::of(i);
+                    fill[g] += 1;
+                }
             }
         }
         drop(fill);
-        let FutureReads {
-            groups, read_entry, ..
-        } = future;
         let mut next = vec![I::NONE; n];
-        let mut cursors = Vec::new();
+        let dense_slots: usize = (0..groups)
+            .filter(|&g| dense[g])
+            .map(|g| (span[g].1 - span[g].0) as usize + 1)
+            .sum();
+        let mut cursors = Vec::with_capacity(dense_slots + order.len());
         let mut runs = Vec::new();
-        for g in 0..groups.len() {
+        // Where each dense group's entries start among the cursors.
+        let mut dense_start = vec![0usize; groups];
+        let read_entry = &future.read_entry;
+        for g in 0..groups {
+            let group = u32::try_from(g).expect("group numbers are u32");
+            if dense[g] {
+                dense_start[g] = cursors.len();
+                runs.push(Run {
+                    group,
+                    first: span[g].0,
+                    start: cursors.len(),
+                });
+                let slots = (span[g].1 - span[g].0) as usize + 1;
+                cursors.resize(cursors.len() + slots, I::NONE);
+                continue;
+            }
             let reads = &mut order[bounds[g]..bounds[g + 1]];
             // By entry id, then stream order: the group's reads are in stream order already, so a
             // stable sort by entry id keeps it; and they come mostly in ascending runs (cursors
             // reading forward), which the stable sort merges instead of partitioning.
             reads.sort_by_key(|&i| read_entry[i.get().expect("an index")]);
-            let group = u32::try_from(g).expect("group numbers are u32");
             let mut prev: Option<(u32, usize)> = None;
             for &r in reads.iter() {
                 let i = r.get().expect("an index");
@@ -195,6 +228,24 @@ impl<I: ReadIndex> NextReads<I> {
                 prev = Some((entry, i));
             }
         }
+        drop(order);
+        // The dense groups' reads, backwards: a read's next read is the one of its entry seen
+        // last, and an entry's cursor ends at its first read.
+        let ends = future.group_runs.iter().skip(1).map(|&(start, _)| start);
+        let run_ends: Vec<usize> = ends.chain([n]).collect();
+        for (&(start, g), &end) in future.group_runs.iter().zip(&run_ends).rev() {
+            let g = g as usize;
+            if !dense[g] {
+                continue;
+            }
+            let (base, first) = (dense_start[g], span[g].0);
+            for i in (start..end).rev() {
+                let slot = &mut cursors[base + (read_entry[i] - first) as usize];
+                next[i] = *slot;
+                *slot = I::of(i);
+            }
+        }
+        let groups = future.groups;
         cursors.shrink_to_fit();
         runs.shrink_to_fit();
         // A memo per topic id up to the number of groups: the decoder numbers topics densely, so
