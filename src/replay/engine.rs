@@ -263,10 +263,9 @@ impl Topic {
         self.activity.moved(cursor, at)
     }
 
-    fn size_of(&self, p: Position) -> u32 {
-        self.entries
-            .get(&p.ledger_id)
-            .map_or(0, |l| l.size(p.entry_id))
+    /// The entries of `ledger` (for their sizes: a run of reads looks the ledger up once).
+    fn ledger(&self, ledger: i64) -> Option<&LedgerEntries> {
+        self.entries.get(&ledger)
     }
 
     /// Drops sizes no cursor will read again (unless it seeks back).
@@ -895,6 +894,7 @@ impl Replayer {
         misses.clear();
         ends.clear();
         let mut after_hit = true;
+        let entries = self.topics[topic as usize].ledger(ledger);
         for entry in first..=end {
             let key = EntryKey {
                 topic,
@@ -903,7 +903,7 @@ impl Replayer {
             if let Some(r) = &mut self.recorder {
                 r.record(key);
             }
-            let size = self.topics[topic as usize].size_of(key.position);
+            let size = entries.map_or(0, |l| l.size(entry));
             if let Some(log) = &mut self.requests {
                 let ts_us = self.origin_us.unwrap_or(0) + (now / 1_000) as i64;
                 log.record(ts_us, key, size, true);

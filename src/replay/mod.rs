@@ -14,7 +14,7 @@ use crate::config::{CacheConfig, Strategy};
 use crate::error::{Error, Result};
 use arrow_array::RecordBatch;
 use std::time::{Duration, Instant};
-use strategy::{Belady, CacheStrategy, Legacy, Lru, NoCache, Pip430, Segmented};
+use strategy::{belady, CacheStrategy, Legacy, Lru, NoCache, Pip430, Segmented};
 
 /// The replayer of `config`'s read flow over `strategy`, without the memory model.
 fn bare_replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
@@ -63,10 +63,7 @@ pub fn replay(events: &[Event], names: &Names, config: &CacheConfig) -> Result<R
     let mut r = first_pass(config)?;
     r.run(events, names)?;
     if let Some(future) = r.take_recording() {
-        r = replayer(
-            config,
-            Box::new(Belady::new(config.cache_size_bytes, future)),
-        );
+        r = replayer(config, belady(config.cache_size_bytes, future));
         r.run(events, names)?;
     }
     Ok(r.finish())
@@ -254,10 +251,7 @@ impl Session {
         self.decoder = TraceDecoder::new();
         for run in self.runs.iter_mut().flatten() {
             if let Some(future) = run.replayer.take_recording() {
-                run.replayer = replayer(
-                    &run.config,
-                    Box::new(Belady::new(run.config.cache_size_bytes, future)),
-                );
+                run.replayer = replayer(&run.config, belady(run.config.cache_size_bytes, future));
                 run.second_pass = true;
             }
         }

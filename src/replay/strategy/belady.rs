@@ -76,11 +76,17 @@ impl FutureReads {
 const NEVER: u64 = u64::MAX;
 
 /// An index into the read stream, or none (the type's maximum).
-trait ReadIndex: Copy {
+trait ReadIndex: Copy + Send + 'static {
     const NONE: Self;
+    /// A read index and a place, as one integer of twice the width ordered by the index: stored
+    /// and compared in one step.
+    type Item: Copy + Ord + Send;
     /// `i` as an index; panics if it does not fit (the caller chose the type by the read count).
     fn of(i: usize) -> Self;
     fn get(self) -> Option<usize>;
+    fn item(next: usize, place: u32) -> Self::Item;
+    fn next_of(item: Self::Item) -> usize;
+    fn place_of(item: Self::Item) -> u32;
 }
 
 impl ReadIndex for u32 {
@@ -93,6 +99,16 @@ impl ReadIndex for u32 {
     }
     fn get(self) -> Option<usize> {
         (self != u32::MAX).then_some(self as usize)
+    }
+    type Item = u64;
+    fn item(next: usize, place: u32) -> u64 {
+        (u64::from(Self::of(next)) << 32) | u64::from(place)
+    }
+    fn next_of(item: u64) -> usize {
+        (item >> 32) as usize
+    }
+    fn place_of(item: u64) -> u32 {
+        item as u32
     }
 }
 
@@ -110,6 +126,16 @@ impl ReadIndex for u64 {
         } else {
             Some(usize::try_from(self).expect("read index fits in usize"))
         }
+    }
+    type Item = u128;
+    fn item(next: usize, place: u32) -> u128 {
+        (u128::from(Self::of(next)) << 32) | u128::from(place)
+    }
+    fn next_of(item: u128) -> usize {
+        usize::try_from(item >> 32).expect("read index fits in usize")
+    }
+    fn place_of(item: u128) -> u32 {
+        item as u32
     }
 }
 
@@ -324,63 +350,79 @@ impl<I: ReadIndex> NextReads<I> {
     }
 }
 
-/// The read stream's next uses, in the narrowest index type that holds them.
-enum Future {
-    Narrow(NextReads<u32>),
-    Wide(NextReads<u64>),
+/// A cached entry, in its place.
+#[derive(Debug, Clone, Copy)]
+struct Cached {
+    key: EntryKey,
+    size: u32,
+    /// Its next read, or [`NEVER`] (also the mark of a free place).
+    next: u64,
 }
 
-impl Future {
-    fn new(future: FutureReads) -> Self {
-        if future.len() < u32::MAX as u64 {
-            Future::Narrow(NextReads::build(future))
-        } else {
-            Future::Wide(NextReads::build(future))
-        }
-    }
-
-    fn next_use(&self, key: &EntryKey) -> u64 {
-        match self {
-            Future::Narrow(f) => f.next_use(key),
-            Future::Wide(f) => f.next_use(key),
-        }
-    }
-
-    fn advance(&mut self, key: &EntryKey) -> u64 {
-        match self {
-            Future::Narrow(f) => f.advance(key),
-            Future::Wide(f) => f.advance(key),
-        }
+/// Belady's deciding pass over `future`, with the future in the narrowest index type that holds
+/// its reads.
+pub fn belady(capacity: u64, future: FutureReads) -> Box<dyn CacheStrategy> {
+    if future.len() < u32::MAX as u64 {
+        Box::new(Belady::<u32>::new(capacity, NextReads::build(future)))
+    } else {
+        Box::new(Belady::<u64>::new(capacity, NextReads::build(future)))
     }
 }
 
-pub struct Belady {
+/// The victim order is kept in two parts. An entry that will be read again is ordered by its next
+/// read, and no two entries share one (a read is of one entry), so its item is the next read and
+/// the entry's place, packed: 8 bytes for a `u32` future, stored and compared in one step. The entries never read
+/// again all tie there; they go first, largest key first, as in the single order of `(next read,
+/// key)` this replaces (so the victims, and every result, are the same).
+struct Belady<I: ReadIndex> {
     capacity: u64,
     used: u64,
-    future: Future,
-    cached: FastMap<EntryKey, (u32, u64)>,
-    by_next_use: FarthestFirst,
+    future: NextReads<I>,
+    /// The cached entries, by key: their place in `places`.
+    cached: FastMap<EntryKey, u32>,
+    places: Vec<Cached>,
+    /// Places free for reuse.
+    free: Vec<u32>,
+    /// Cached entries read again: their next read and place.
+    by_next_use: FarthestFirst<I::Item>,
+    /// Cached entries never read again.
+    never_again: FarthestFirst<EntryKey>,
     counters: StrategyCounters,
     /// Entries removed since the memory model last asked (when it asks: see
     /// [`CacheStrategy::report_removals`]).
     removed: Option<Vec<EntryKey>>,
 }
 
-impl Belady {
-    pub fn new(capacity: u64, future: FutureReads) -> Self {
+impl<I: ReadIndex> Belady<I> {
+    fn new(capacity: u64, future: NextReads<I>) -> Self {
         Belady {
             capacity,
             used: 0,
-            future: Future::new(future),
+            future,
             cached: FastMap::default(),
+            places: Vec::new(),
+            free: Vec::new(),
             by_next_use: FarthestFirst::default(),
+            never_again: FarthestFirst::default(),
             counters: StrategyCounters::default(),
             removed: None,
         }
     }
 
-    fn next_use(&self, key: &EntryKey) -> u64 {
-        self.future.next_use(key)
+    /// The cached entry whose next read is farthest (never read again first, largest key first).
+    fn farthest(&mut self) -> Option<EntryKey> {
+        let (cached, places) = (&self.cached, &self.places);
+        let never = self.never_again.farthest(|key| {
+            cached
+                .get(key)
+                .is_some_and(|&p| places[p as usize].next == NEVER)
+        });
+        if never.is_some() {
+            return never;
+        }
+        self.by_next_use
+            .farthest(|&item| places[I::place_of(item) as usize].next == I::next_of(item) as u64)
+            .map(|item| places[I::place_of(item) as usize].key)
     }
 
     fn admit(&mut self, key: EntryKey, size: u32) {
@@ -389,32 +431,63 @@ impl Belady {
         }
         // Make room among the entries already cached, farthest next read first.
         while self.used + size as u64 > self.capacity {
-            let cached = &self.cached;
-            let victim = self
-                .by_next_use
-                .farthest(|k| cached.get(k).map(|&(_, next)| next))
-                .expect("over capacity means non-empty");
+            let victim = self.farthest().expect("over capacity means non-empty");
             self.evict(victim);
             self.counters.evicted_entries += 1;
         }
-        let next = self.next_use(&key);
-        self.cached.insert(key, (size, next));
-        self.order(key, next);
+        let next = self.future.next_use(&key);
+        let entry = Cached { key, size, next };
+        let place = match self.free.pop() {
+            Some(p) => {
+                self.places[p as usize] = entry;
+                p
+            }
+            None => {
+                // Each place holds a cached entry of at least a byte, with its key and map
+                // slot: 2^32 of them would not fit in memory first.
+                let p = u32::try_from(self.places.len()).expect("fewer than 2^32 entries cached");
+                self.places.push(entry);
+                p
+            }
+        };
+        self.cached.insert(key, place);
+        self.order(place);
         self.used += size as u64;
     }
 
-    /// Puts `key` (cached, with next read `next`) in the victim order.
-    fn order(&mut self, key: EntryKey, next: u64) {
-        let cached = &self.cached;
-        self.by_next_use.set(next, key, cached.len(), || {
-            cached.iter().map(|(k, &(_, n))| (n, *k)).collect()
-        });
+    /// Puts the entry at `place` in the victim order, by its next read.
+    fn order(&mut self, place: u32) {
+        let entry = self.places[place as usize];
+        let (cached, places) = (&self.cached, &self.places);
+        if entry.next == NEVER {
+            self.never_again.set(entry.key, cached.len(), || {
+                cached
+                    .iter()
+                    .filter(|&(_, &p)| places[p as usize].next == NEVER)
+                    .map(|(k, _)| *k)
+                    .collect()
+            });
+        } else {
+            let item =
+                |next: u64, place| I::item(usize::try_from(next).expect("a read index"), place);
+            self.by_next_use
+                .set(item(entry.next, place), cached.len(), || {
+                    cached
+                        .values()
+                        .filter(|&&p| places[p as usize].next != NEVER)
+                        .map(|&p| item(places[p as usize].next, p))
+                        .collect()
+                });
+        }
     }
 
     /// Forgets `key`; its item in the victim order goes stale.
     fn evict(&mut self, key: EntryKey) {
-        if let Some((size, _)) = self.cached.remove(&key) {
-            self.used -= size as u64;
+        if let Some(place) = self.cached.remove(&key) {
+            let entry = &mut self.places[place as usize];
+            self.used -= entry.size as u64;
+            entry.next = NEVER;
+            self.free.push(place);
             if let Some(removed) = &mut self.removed {
                 removed.push(key);
             }
@@ -422,17 +495,17 @@ impl Belady {
     }
 }
 
-impl CacheStrategy for Belady {
+impl<I: ReadIndex> CacheStrategy for Belady<I> {
     fn insert(&mut self, _now: u64, key: EntryKey, size: u32, _expected: i32) {
         self.admit(key, size);
     }
 
     fn read(&mut self, _now: u64, key: EntryKey) -> bool {
         let next = self.future.advance(&key);
-        match self.cached.get_mut(&key) {
-            Some(entry) => {
-                entry.1 = next;
-                self.order(key, next);
+        match self.cached.get(&key) {
+            Some(&place) => {
+                self.places[place as usize].next = next;
+                self.order(place);
                 true
             }
             None => false,
@@ -590,7 +663,7 @@ mod tests {
 
     #[test]
     fn entries_never_read_are_still_cached() {
-        let mut b = Belady::new(10, FutureReads::default());
+        let mut b = belady(10, FutureReads::default());
         b.insert(0, key(0, 1, 1), 1, 0);
         assert!(b.read(0, key(0, 1, 1)));
         assert!(b.contains(key(0, 1, 1)));
@@ -598,12 +671,12 @@ mod tests {
 
     /// Records `reads` as the future, then reads them in order through a Belady of `capacity`
     /// entries of size 1, inserting each miss: the cache and whether each read hit.
-    fn read_through(capacity: u64, reads: &[EntryKey]) -> (Belady, Vec<bool>) {
+    fn read_through(capacity: u64, reads: &[EntryKey]) -> (Box<dyn CacheStrategy>, Vec<bool>) {
         let mut future = FutureReads::default();
         for &k in reads {
             future.record(k);
         }
-        let mut belady = Belady::new(capacity, future);
+        let mut belady = belady(capacity, future);
         let hits = reads
             .iter()
             .map(|&k| {

@@ -2,47 +2,49 @@
 //!
 //! A sorted set would do, but every read of a cached entry moves it (its next read changes), and a
 //! tree removal plus insertion per read was an eighth of a Belady replay. A binary heap with lazy
-//! deletion is cheaper: a move only pushes the new `(next read, key)`, and the old item stays behind
-//! as stale. Whoever asks for the farthest entry says what each key's current next read is; items
-//! that disagree are dropped as they surface. Since a key's current item is in the heap, the
-//! farthest current item is what the sorted set's last element was, ties broken the same way (by
-//! key). Stale items are bounded: when a push finds them outnumbering the current ones, the heap is
+//! deletion is cheaper: a move only pushes the entry's new item, and the old one stays behind as
+//! stale. Whoever asks for the farthest entry says which items are current; the others are dropped
+//! as they surface. Since an entry's current item is in the heap, the largest current item is what
+//! the sorted set's last element was. Stale items are bounded: when a push finds them outnumbering the current ones, the heap is
 //! rebuilt from the current ones, so it holds at most about twice the most entries ever cached at
 //! once, however long the trace.
 
-use super::EntryKey;
 use std::collections::BinaryHeap;
 
 /// Below this many items the heap is never compacted (rebuilding a small heap saves nothing).
 const COMPACT_FLOOR: usize = 1024;
 
-#[derive(Debug, Default)]
-pub(super) struct FarthestFirst {
-    heap: BinaryHeap<(u64, EntryKey)>,
+/// Items of type `T` (a next read, or a key, with what identifies the entry), largest first.
+#[derive(Debug)]
+pub(super) struct FarthestFirst<T> {
+    heap: BinaryHeap<T>,
 }
 
-impl FarthestFirst {
-    /// Records `key`'s next read. Any earlier item of `key` becomes stale; `current` (a key's next
-    /// read if cached) lets a compaction keep exactly the current items.
-    pub fn set(
-        &mut self,
-        next: u64,
-        key: EntryKey,
-        live: usize,
-        current: impl Fn() -> Vec<(u64, EntryKey)>,
-    ) {
-        self.heap.push((next, key));
+impl<T: Ord> Default for FarthestFirst<T> {
+    fn default() -> Self {
+        FarthestFirst {
+            heap: BinaryHeap::new(),
+        }
+    }
+}
+
+impl<T: Ord + Copy> FarthestFirst<T> {
+    /// Records `item`, an entry's place in the order. Any earlier item of the entry becomes
+    /// stale; `current` (the current items of every entry, `live` of them at most) lets a
+    /// compaction keep exactly those.
+    pub fn set(&mut self, item: T, live: usize, current: impl Fn() -> Vec<T>) {
+        self.heap.push(item);
         if self.heap.len() > COMPACT_FLOOR && self.heap.len() > 2 * live {
             self.heap = BinaryHeap::from(current());
         }
     }
 
-    /// The cached key whose next read is farthest: stale items on top are dropped on the way.
-    /// `current(key)` is the key's next read if it is cached, else `None`.
-    pub fn farthest(&mut self, current: impl Fn(&EntryKey) -> Option<u64>) -> Option<EntryKey> {
-        while let Some(&(next, key)) = self.heap.peek() {
-            if current(&key) == Some(next) {
-                return Some(key);
+    /// The largest current item: stale items on top are dropped on the way. `is_current(item)`
+    /// says whether the item's entry is still there, in that place.
+    pub fn farthest(&mut self, is_current: impl Fn(&T) -> bool) -> Option<T> {
+        while let Some(&item) = self.heap.peek() {
+            if is_current(&item) {
+                return Some(item);
             }
             self.heap.pop();
         }
@@ -60,6 +62,7 @@ impl FarthestFirst {
 mod tests {
     use super::*;
     use crate::position::Position;
+    use crate::replay::strategy::EntryKey;
     use std::collections::{BTreeSet, HashMap};
 
     fn key(e: i64) -> EntryKey {
@@ -100,13 +103,15 @@ mod tests {
                     }
                     set.insert((n, k));
                     let live = next.len();
-                    heap.set(n, k, live, || next.iter().map(|(k, n)| (*n, *k)).collect());
+                    heap.set((n, k), live, || {
+                        next.iter().map(|(k, n)| (*n, *k)).collect()
+                    });
                 }
                 // Evict the farthest.
                 2 => {
-                    let got = heap.farthest(|k| next.get(k).copied());
-                    assert_eq!(got, set.last().map(|&(_, k)| k));
-                    if let Some(k) = got {
+                    let got = heap.farthest(|&(n, k)| next.get(&k) == Some(&n));
+                    assert_eq!(got, set.last().copied());
+                    if let Some((_, k)) = got {
                         let n = next.remove(&k).expect("current");
                         set.remove(&(n, k));
                     }

@@ -9,7 +9,7 @@ mod no_cache;
 mod pip430;
 mod segmented;
 
-pub use belady::{Belady, FutureReads};
+pub use belady::{belady, FutureReads};
 pub use legacy::Legacy;
 pub use lru::Lru;
 pub use no_cache::NoCache;
