@@ -6,12 +6,13 @@
 //! keep what they are offered; an upper bound to compare the online designs against.
 //!
 //! The future is kept compact: the recording holds, per read, the low half of the entry id (4
-//! bytes), and a group (topic, ledger, high half of the id) per run of reads of one group; the
-//! deciding pass turns it into, per read, the index of the next read of
-//! the same entry, and per distinct entry the index of its next unserved read (a u32 each when the
-//! read count fits, else a u64). Distinct entries are found by sorting the reads, and entries that
-//! are read are addressed through runs of consecutive entry ids, so memory and work are bounded by
-//! the number of reads, never by the values of the ids.
+//! bytes), and a group (topic, ledger, high half of the id) per run of reads of one group. The
+//! deciding pass turns it into, per read, the index of the next read of the same entry, and per
+//! entry the index of its next unserved read (a u32 each when the read count fits, else a u64).
+//! A group whose reads cover its entries densely (cursors reading a ledger forward) addresses them
+//! directly, at most two slots per read; the other groups' entries are found by sorting their
+//! reads and addressed through runs of consecutive ids. Memory and work are bounded by the number
+//! of reads, never by the values of the ids.
 
 use super::farthest_first::FarthestFirst;
 use super::{CacheStrategy, EntryKey, StrategyCounters};
@@ -156,9 +157,9 @@ struct NextReads<I> {
     next: Vec<I>,
     /// Per distinct entry read (in run order): the index of its next read not yet served.
     cursors: Vec<I>,
-    /// Per topic: the ledger, the high half and the run of its last found entry. Reads and publishes of a topic
-    /// move along a few runs, so most lookups land in the remembered one and skip the map and the
-    /// search.
+    /// Per topic: the ledger, the high half and the run of its last found entry. Reads and
+    /// publishes of a topic move along a few runs, so most lookups land in the remembered one and
+    /// skip the map and the search.
     last_run: Vec<Cell<(i64, i32, usize)>>,
 }
 
@@ -371,9 +372,9 @@ pub fn belady(capacity: u64, future: FutureReads) -> Box<dyn CacheStrategy> {
 
 /// The victim order is kept in two parts. An entry that will be read again is ordered by its next
 /// read, and no two entries share one (a read is of one entry), so its item is the next read and
-/// the entry's place, packed: 8 bytes for a `u32` future, stored and compared in one step. The entries never read
-/// again all tie there; they go first, largest key first, as in the single order of `(next read,
-/// key)` this replaces (so the victims, and every result, are the same).
+/// the entry's place, packed: 8 bytes for a `u32` future, stored and compared in one step. The
+/// entries never read again all tie there; they go first, largest key first, as in the single
+/// order of `(next read, key)` this replaces (so the victims, and every result, are the same).
 struct Belady<I: ReadIndex> {
     capacity: u64,
     used: u64,

@@ -5,9 +5,9 @@
 //! deletion is cheaper: a move only pushes the entry's new item, and the old one stays behind as
 //! stale. Whoever asks for the farthest entry says which items are current; the others are dropped
 //! as they surface. Since an entry's current item is in the heap, the largest current item is what
-//! the sorted set's last element was. Stale items are bounded: when a push finds them outnumbering the current ones, the heap is
-//! rebuilt from the current ones, so it holds at most about twice the most entries ever cached at
-//! once, however long the trace.
+//! the sorted set's last element was. Stale items are bounded: when a push finds them outnumbering
+//! the current ones, the heap is rebuilt from the current ones, so it holds at most about twice the
+//! most entries ever cached at once, however long the trace.
 
 use std::collections::BinaryHeap;
 
