@@ -64,13 +64,16 @@ impl FutureReads {
         self.read_entry.is_empty()
     }
 
-    /// Each run of reads of one group: the reads' indices and the group.
-    fn runs(&self) -> impl Iterator<Item = (std::ops::Range<usize>, u32)> + '_ {
-        let ends = self.group_runs.iter().skip(1).map(|&(start, _)| start);
-        self.group_runs
-            .iter()
-            .zip(ends.chain([self.read_entry.len()]))
-            .map(|(&(start, g), end)| (start..end, g))
+    /// Each run of reads of one group: the reads' indices and the group (either way round).
+    fn runs(&self) -> impl DoubleEndedIterator<Item = (std::ops::Range<usize>, u32)> + '_ {
+        (0..self.group_runs.len()).map(|k| {
+            let (start, g) = self.group_runs[k];
+            let end = self
+                .group_runs
+                .get(k + 1)
+                .map_or(self.read_entry.len(), |&(next, _)| next);
+            (start..end, g)
+        })
     }
 }
 
@@ -183,8 +186,9 @@ impl<I: ReadIndex> NextReads<I> {
         // A group is dense when its entries span at most twice its reads (cursors reading a
         // ledger forward): its entries are then addressed directly, the few never read among
         // them included, with no sort. Every group has a read, so its span is not empty.
+        let width = |g: usize| (span[g].1 - span[g].0) as usize + 1;
         let dense: Vec<bool> = (0..groups)
-            .map(|g| u64::from(span[g].1 - span[g].0) < 2 * reads_of[g] as u64)
+            .map(|g| width(g) as u64 <= 2 * reads_of[g] as u64)
             .collect();
         // The sparse groups' reads by group (a counting sort, stable: in stream order within a
         // group).
@@ -206,10 +210,7 @@ impl<I: ReadIndex> NextReads<I> {
         }
         drop(fill);
         let mut next = vec![I::NONE; n];
-        let dense_slots: usize = (0..groups)
-            .filter(|&g| dense[g])
-            .map(|g| (span[g].1 - span[g].0) as usize + 1)
-            .sum();
+        let dense_slots: usize = (0..groups).filter(|&g| dense[g]).map(width).sum();
         let mut cursors = Vec::with_capacity(dense_slots + order.len());
         let mut runs = Vec::new();
         // Where each dense group's entries start among the cursors.
@@ -224,8 +225,7 @@ impl<I: ReadIndex> NextReads<I> {
                     first: span[g].0,
                     start: cursors.len(),
                 });
-                let slots = (span[g].1 - span[g].0) as usize + 1;
-                cursors.resize(cursors.len() + slots, I::NONE);
+                cursors.resize(cursors.len() + width(g), I::NONE);
                 continue;
             }
             let reads = &mut order[bounds[g]..bounds[g + 1]];
@@ -258,15 +258,13 @@ impl<I: ReadIndex> NextReads<I> {
         drop(order);
         // The dense groups' reads, backwards: a read's next read is the one of its entry seen
         // last, and an entry's cursor ends at its first read.
-        let ends = future.group_runs.iter().skip(1).map(|&(start, _)| start);
-        let run_ends: Vec<usize> = ends.chain([n]).collect();
-        for (&(start, g), &end) in future.group_runs.iter().zip(&run_ends).rev() {
+        for (reads, g) in future.runs().rev() {
             let g = g as usize;
             if !dense[g] {
                 continue;
             }
             let (base, first) = (dense_start[g], span[g].0);
-            for i in (start..end).rev() {
+            for i in reads.rev() {
                 let slot = &mut cursors[base + (read_entry[i] - first) as usize];
                 next[i] = *slot;
                 *slot = I::of(i);
