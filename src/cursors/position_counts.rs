@@ -17,6 +17,10 @@ use crate::position::Position;
 /// How full a rebuild packs the chunks, leaving room for inserts before the first split.
 const CHUNK_FILL: usize = 24;
 
+/// Chunks per block in the search for a position's chunk ([`PositionCounts::rank_of`]): 16 firsts
+/// are four cache lines.
+const RANK_BLOCK: usize = 16;
+
 /// Where a position was when last seen: its chunk's id and its index there. A guess, checked
 /// before use, that saves the searches when nothing moved it since.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,8 +66,29 @@ impl PositionCounts {
     }
 
     /// The rank of the chunk that holds `p` or would: the last one starting at or before it.
+    ///
+    /// Two steps: a binary search over the first chunk of each block of [`RANK_BLOCK`], then a count
+    /// over that block's firsts, which are side by side in memory and compared independently, where
+    /// the last steps of a plain binary search would each wait for the load before.
     fn rank_of(&self, p: PositionKey) -> Option<usize> {
-        self.firsts.partition_point(|f| *f <= p).checked_sub(1)
+        let firsts = &self.firsts;
+        // The last block starting at or before `p` (block 0 if none does)...
+        let (mut block, mut n) = (0, firsts.len().div_ceil(RANK_BLOCK));
+        while n > 1 {
+            let half = n / 2;
+            if firsts[(block + half) * RANK_BLOCK] <= p {
+                block += half;
+            }
+            n -= half;
+        }
+        // ...then how many of its chunks start at or before `p`.
+        let start = block * RANK_BLOCK;
+        let end = firsts.len().min(start + RANK_BLOCK);
+        let within: usize = firsts[start..end]
+            .iter()
+            .map(|f| usize::from(*f <= p))
+            .sum();
+        (start + within).checked_sub(1)
     }
 
     fn chunk_at(&self, rank: usize) -> &Chunk {
