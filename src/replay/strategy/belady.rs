@@ -15,6 +15,7 @@
 //! of reads, never by the values of the ids.
 
 use super::farthest_first::FarthestFirst;
+use super::largest_key_first::LargestKeyFirst;
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::fast_hash::FastMap;
 use std::cell::Cell;
@@ -385,7 +386,7 @@ struct Belady<I: ReadIndex> {
     /// Cached entries read again: their next read and place.
     by_next_use: FarthestFirst<I::Item>,
     /// Cached entries never read again.
-    never_again: FarthestFirst<EntryKey>,
+    never_again: LargestKeyFirst,
     counters: StrategyCounters,
     /// Entries removed since the memory model last asked (when it asks: see
     /// [`CacheStrategy::report_removals`]).
@@ -402,7 +403,7 @@ impl<I: ReadIndex> Belady<I> {
             places: Vec::new(),
             free: Vec::new(),
             by_next_use: FarthestFirst::default(),
-            never_again: FarthestFirst::default(),
+            never_again: LargestKeyFirst::default(),
             counters: StrategyCounters::default(),
             removed: None,
         }

@@ -14,7 +14,7 @@ use std::collections::BinaryHeap;
 /// Below this many items the heap is never compacted (rebuilding a small heap saves nothing).
 const COMPACT_FLOOR: usize = 1024;
 
-/// Items of type `T` (a next read, or a key, with what identifies the entry), largest first.
+/// Items of type `T` (a next read, with what identifies the entry), largest first.
 #[derive(Debug)]
 pub(super) struct FarthestFirst<T> {
     heap: BinaryHeap<T>,

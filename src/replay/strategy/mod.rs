@@ -3,6 +3,7 @@
 
 mod belady;
 mod farthest_first;
+mod largest_key_first;
 mod legacy;
 mod lru;
 mod no_cache;
