@@ -331,22 +331,32 @@ impl<I: ReadIndex> NextReads<I> {
         (slot < end).then_some(slot)
     }
 
-    fn next_use(&self, key: &EntryKey) -> u64 {
-        self.slot(key)
-            .and_then(|s| self.cursors[s].get())
-            .map_or(NEVER, |i| i as u64)
+    /// How many entries are ever read: slots are below this.
+    fn slots(&self) -> usize {
+        self.cursors.len()
     }
 
-    /// `key` was read: its next unserved read is the one after, returned as [`Self::next_use`]
-    /// would (one lookup of the key instead of two).
-    fn advance(&mut self, key: &EntryKey) -> u64 {
-        let Some(s) = self.slot(key) else {
-            return NEVER;
-        };
-        if let Some(i) = self.cursors[s].get() {
-            self.cursors[s] = self.next[i];
+    /// The next unserved read of the entry in `slot`.
+    fn next_at(&self, slot: usize) -> u64 {
+        self.cursors[slot].get().map_or(NEVER, |i| i as u64)
+    }
+
+    /// The entry in `slot` was read: its next unserved read is the one after, returned.
+    fn advance_at(&mut self, slot: usize) -> u64 {
+        if let Some(i) = self.cursors[slot].get() {
+            self.cursors[slot] = self.next[i];
         }
-        self.cursors[s].get().map_or(NEVER, |i| i as u64)
+        self.next_at(slot)
+    }
+
+    #[cfg(test)]
+    fn next_use(&self, key: &EntryKey) -> u64 {
+        self.slot(key).map_or(NEVER, |s| self.next_at(s))
+    }
+
+    #[cfg(test)]
+    fn advance(&mut self, key: &EntryKey) -> u64 {
+        self.slot(key).map_or(NEVER, |s| self.advance_at(s))
     }
 }
 
@@ -355,9 +365,19 @@ impl<I: ReadIndex> NextReads<I> {
 struct Cached {
     key: EntryKey,
     size: u32,
-    /// Its next read, or [`NEVER`] (also the mark of a free place).
+    /// Its next read, or [`NEVER`] (also a free place's, so that no stale item in the victim order
+    /// matches it).
     next: u64,
+    /// Its slot in the future, or [`UNREAD`] for an entry never read.
+    slot: usize,
+    live: bool,
 }
+
+/// [`Cached::slot`] of an entry that is never read (it has no slot).
+const UNREAD: usize = usize::MAX;
+
+/// [`Belady::place_by_slot`] of an entry not cached.
+const NO_PLACE: u32 = u32::MAX;
 
 /// Belady's deciding pass over `future`, with the future in the narrowest index type that holds
 /// its reads.
@@ -378,8 +398,13 @@ struct Belady<I: ReadIndex> {
     capacity: u64,
     used: u64,
     future: NextReads<I>,
-    /// The cached entries, by key: their place in `places`.
-    cached: FastMap<EntryKey, u32>,
+    /// Per entry ever read, by its slot in the future (which a read looks up anyway): its place
+    /// in `places` if cached, else [`NO_PLACE`]. So finding a cached entry hashes no key.
+    place_by_slot: Vec<u32>,
+    /// The cached entries never read, by key: their place.
+    unread: FastMap<EntryKey, u32>,
+    /// Cached entries.
+    live: usize,
     places: Vec<Cached>,
     /// Places free for reuse.
     free: Vec<u32>,
@@ -398,8 +423,10 @@ impl<I: ReadIndex> Belady<I> {
         Belady {
             capacity,
             used: 0,
+            place_by_slot: vec![NO_PLACE; future.slots()],
             future,
-            cached: FastMap::default(),
+            unread: FastMap::default(),
+            live: 0,
             places: Vec::new(),
             free: Vec::new(),
             by_next_use: FarthestFirst::default(),
@@ -409,24 +436,39 @@ impl<I: ReadIndex> Belady<I> {
         }
     }
 
-    /// The cached entry whose next read is farthest (never read again first, largest key first).
-    fn farthest(&mut self) -> Option<EntryKey> {
-        let (cached, places) = (&self.cached, &self.places);
-        let never = self.never_again.farthest(|key| {
-            cached
-                .get(key)
-                .is_some_and(|&p| places[p as usize].next == NEVER)
-        });
-        if never.is_some() {
-            return never;
+    /// The place of cached entry `key`, if it is cached.
+    fn place_of(&self, key: &EntryKey) -> Option<u32> {
+        match self.future.slot(key) {
+            Some(slot) => Some(self.place_by_slot[slot]).filter(|&p| p != NO_PLACE),
+            None => self.unread.get(key).copied(),
         }
+    }
+
+    /// The place of the cached entry whose next read is farthest (never read again first,
+    /// largest key first).
+    fn farthest(&mut self) -> Option<u32> {
+        let mut never_again = std::mem::take(&mut self.never_again);
+        let never = never_again.farthest(|key| {
+            self.place_of(key)
+                .is_some_and(|p| self.places[p as usize].next == NEVER)
+        });
+        self.never_again = never_again;
+        if let Some(key) = never {
+            return self.place_of(&key);
+        }
+        let places = &self.places;
         self.by_next_use
             .farthest(|&item| places[I::place_of(item) as usize].next == I::next_of(item) as u64)
-            .map(|item| places[I::place_of(item) as usize].key)
+            .map(I::place_of)
     }
 
     fn admit(&mut self, key: EntryKey, size: u32) {
-        if self.cached.contains_key(&key) || size as u64 > self.capacity {
+        let slot = self.future.slot(&key);
+        let cached = match slot {
+            Some(s) => self.place_by_slot[s] != NO_PLACE,
+            None => self.unread.contains_key(&key),
+        };
+        if cached || size as u64 > self.capacity {
             return;
         }
         // Make room among the entries already cached, farthest next read first.
@@ -435,22 +477,33 @@ impl<I: ReadIndex> Belady<I> {
             self.evict(victim);
             self.counters.evicted_entries += 1;
         }
-        let next = self.future.next_use(&key);
-        let entry = Cached { key, size, next };
+        let entry = Cached {
+            key,
+            size,
+            next: slot.map_or(NEVER, |s| self.future.next_at(s)),
+            slot: slot.unwrap_or(UNREAD),
+            live: true,
+        };
         let place = match self.free.pop() {
             Some(p) => {
                 self.places[p as usize] = entry;
                 p
             }
             None => {
-                // Each place holds a cached entry of at least a byte, with its key and map
-                // slot: 2^32 of them would not fit in memory first.
+                // Each place holds a cached entry of at least a byte, with its key: 2^32 of them
+                // would not fit in memory first.
                 let p = u32::try_from(self.places.len()).expect("fewer than 2^32 entries cached");
                 self.places.push(entry);
                 p
             }
         };
-        self.cached.insert(key, place);
+        match slot {
+            Some(s) => self.place_by_slot[s] = place,
+            None => {
+                self.unread.insert(key, place);
+            }
+        }
+        self.live += 1;
         self.order(place);
         self.used += size as u64;
     }
@@ -458,39 +511,47 @@ impl<I: ReadIndex> Belady<I> {
     /// Puts the entry at `place` in the victim order, by its next read.
     fn order(&mut self, place: u32) {
         let entry = self.places[place as usize];
-        let (cached, places) = (&self.cached, &self.places);
+        let places = &self.places;
         if entry.next == NEVER {
-            self.never_again.set(entry.key, cached.len(), || {
-                cached
+            self.never_again.set(entry.key, self.live, || {
+                places
                     .iter()
-                    .filter(|&(_, &p)| places[p as usize].next == NEVER)
-                    .map(|(k, _)| *k)
+                    .filter(|c| c.live && c.next == NEVER)
+                    .map(|c| c.key)
                     .collect()
             });
         } else {
             let item =
                 |next: u64, place| I::item(usize::try_from(next).expect("a read index"), place);
             self.by_next_use
-                .set(item(entry.next, place), cached.len(), || {
-                    cached
-                        .values()
-                        .filter(|&&p| places[p as usize].next != NEVER)
-                        .map(|&p| item(places[p as usize].next, p))
+                .set(item(entry.next, place), self.live, || {
+                    (0u32..)
+                        .zip(places)
+                        .filter(|(_, c)| c.live && c.next != NEVER)
+                        .map(|(p, c)| item(c.next, p))
                         .collect()
                 });
         }
     }
 
-    /// Forgets `key`; its item in the victim order goes stale.
-    fn evict(&mut self, key: EntryKey) {
-        if let Some(place) = self.cached.remove(&key) {
-            let entry = &mut self.places[place as usize];
-            self.used -= entry.size as u64;
-            entry.next = NEVER;
-            self.free.push(place);
-            if let Some(removed) = &mut self.removed {
-                removed.push(key);
+    /// Forgets the entry at `place` (which must be cached); its item in the victim order goes
+    /// stale.
+    fn evict(&mut self, place: u32) {
+        let entry = &mut self.places[place as usize];
+        debug_assert!(entry.live, "evicting a free place");
+        self.used -= entry.size as u64;
+        entry.next = NEVER;
+        entry.live = false;
+        match entry.slot {
+            UNREAD => {
+                self.unread.remove(&entry.key);
             }
+            slot => self.place_by_slot[slot] = NO_PLACE,
+        }
+        self.live -= 1;
+        self.free.push(place);
+        if let Some(removed) = &mut self.removed {
+            removed.push(entry.key);
         }
     }
 }
@@ -501,9 +562,19 @@ impl<I: ReadIndex> CacheStrategy for Belady<I> {
     }
 
     fn read(&mut self, _now: u64, key: EntryKey) -> bool {
-        let next = self.future.advance(&key);
-        match self.cached.get(&key) {
-            Some(&place) => {
+        let (next, place) = match self.future.slot(&key) {
+            Some(slot) => {
+                let next = self.future.advance_at(slot);
+                (
+                    next,
+                    Some(self.place_by_slot[slot]).filter(|&p| p != NO_PLACE),
+                )
+            }
+            // Not in the recording: read again never, as far as it knows.
+            None => (NEVER, self.unread.get(&key).copied()),
+        };
+        match place {
+            Some(place) => {
                 self.places[place as usize].next = next;
                 self.order(place);
                 true
@@ -513,14 +584,13 @@ impl<I: ReadIndex> CacheStrategy for Belady<I> {
     }
 
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
-        let doomed: Vec<EntryKey> = self
-            .cached
-            .keys()
-            .filter(|k| k.topic == topic && k.position.ledger_id == ledger)
-            .copied()
+        let doomed: Vec<u32> = (0u32..)
+            .zip(&self.places)
+            .filter(|(_, c)| c.live && c.key.topic == topic && c.key.position.ledger_id == ledger)
+            .map(|(p, _)| p)
             .collect();
-        for k in doomed {
-            self.evict(k);
+        for place in doomed {
+            self.evict(place);
         }
     }
 
@@ -533,7 +603,7 @@ impl<I: ReadIndex> CacheStrategy for Belady<I> {
     }
 
     fn contains(&self, key: EntryKey) -> bool {
-        self.cached.contains_key(&key)
+        self.place_of(&key).is_some()
     }
 
     fn report_removals(&mut self) -> bool {
@@ -667,6 +737,50 @@ mod tests {
         b.insert(0, key(0, 1, 1), 1, 0);
         assert!(b.read(0, key(0, 1, 1)));
         assert!(b.contains(key(0, 1, 1)));
+    }
+
+    /// A deleted ledger's entries leave, read or not, and their places serve later entries: the
+    /// rest of the cache keeps its order.
+    #[test]
+    fn a_deleted_ledger_leaves_and_its_places_are_reused() {
+        let reads = [
+            key(0, 1, 0),
+            key(0, 2, 0),
+            key(0, 1, 1),
+            key(0, 2, 1),
+            key(0, 1, 0),
+            key(0, 2, 0),
+        ];
+        let mut future = FutureReads::default();
+        for k in reads {
+            future.record(k);
+        }
+        let mut b = belady(10, future);
+        for &k in &reads[..4] {
+            b.insert(0, k, 1, 0);
+        }
+        let unread = key(0, 2, 9);
+        b.insert(0, unread, 1, 0);
+        assert_eq!(b.cached_bytes(), 5);
+        b.on_ledger_deleted(0, 2);
+        for gone in [key(0, 2, 0), key(0, 2, 1), unread] {
+            assert!(!b.contains(gone), "{gone:?}");
+        }
+        assert!(b.contains(key(0, 1, 0)) && b.contains(key(0, 1, 1)));
+        assert_eq!(b.cached_bytes(), 2);
+        // Entries never read fill the cache, then each one admitted evicts the largest before
+        // it; the entry read again stays.
+        for e in 0..20 {
+            b.insert(0, key(0, 3, e), 1, 0);
+        }
+        assert_eq!(b.cached_bytes(), 10);
+        assert!(b.contains(key(0, 1, 0)) && b.contains(key(0, 1, 1)));
+        assert!(b.contains(key(0, 3, 6)) && b.contains(key(0, 3, 19)));
+        assert!((7..19).all(|e| !b.contains(key(0, 3, e))));
+        assert!(b.read(0, key(0, 1, 0)));
+        // Re-inserted after the deletion: cached again.
+        b.insert(0, key(0, 2, 0), 1, 0);
+        assert!(b.contains(key(0, 2, 0)));
     }
 
     /// Records `reads` as the future, then reads them in order through a Belady of `capacity`
