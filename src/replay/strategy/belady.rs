@@ -447,6 +447,8 @@ impl<I: ReadIndex> Belady<I> {
     /// The place of the cached entry whose next read is farthest (never read again first,
     /// largest key first).
     fn farthest(&mut self) -> Option<u32> {
+        // Taken out for the call, so that the check can look places up through `self` (an empty
+        // order allocates nothing).
         let mut never_again = std::mem::take(&mut self.never_again);
         let never = never_again.farthest(|key| {
             self.place_of(key)
