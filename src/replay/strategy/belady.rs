@@ -370,6 +370,7 @@ struct Cached {
     next: u64,
     /// Its slot in the future, or [`UNREAD`] for an entry never read.
     slot: usize,
+    /// The place holds a cached entry (a freed one does not).
     live: bool,
 }
 
@@ -403,7 +404,7 @@ struct Belady<I: ReadIndex> {
     place_by_slot: Vec<u32>,
     /// The cached entries never read, by key: their place.
     unread: FastMap<EntryKey, u32>,
-    /// Cached entries.
+    /// How many entries are cached.
     live: usize,
     places: Vec<Cached>,
     /// Places free for reuse.
