@@ -623,6 +623,7 @@ impl<I: ReadIndex> CacheStrategy for Belady<I> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::xorshift;
     use super::*;
     use crate::position::Position;
     use std::collections::{HashMap, VecDeque};
@@ -650,13 +651,6 @@ mod tests {
                 q.pop_front();
             }
         }
-    }
-
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
     }
 
     /// Random reads over a few topics and ledgers with gaps, huge and negative ids; then serves

@@ -12,7 +12,12 @@
 use std::collections::BinaryHeap;
 
 /// Below this many items the heap is never compacted (rebuilding a small heap saves nothing).
-const COMPACT_FLOOR: usize = 1024;
+pub(super) const COMPACT_FLOOR: usize = 1024;
+
+/// Whether an order holding `held` items, `live` of them current, should drop its stale ones.
+pub(super) fn stale_outnumber_live(held: usize, live: usize) -> bool {
+    held > COMPACT_FLOOR && held > 2 * live
+}
 
 /// Items of type `T` (a next read, with what identifies the entry), largest first.
 #[derive(Debug)]
@@ -34,7 +39,7 @@ impl<T: Ord + Copy> FarthestFirst<T> {
     /// compaction keep exactly those.
     pub fn set(&mut self, item: T, live: usize, current: impl Fn() -> Vec<T>) {
         self.heap.push(item);
-        if self.heap.len() > COMPACT_FLOOR && self.heap.len() > 2 * live {
+        if stale_outnumber_live(self.heap.len(), live) {
             self.heap = BinaryHeap::from(current());
         }
     }
@@ -60,6 +65,7 @@ impl<T: Ord + Copy> FarthestFirst<T> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::xorshift;
     use super::*;
     use crate::position::Position;
     use crate::replay::strategy::EntryKey;
@@ -77,12 +83,7 @@ mod tests {
     #[test]
     fn agrees_with_a_sorted_set_and_stays_bounded() {
         let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut step = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut step = || xorshift(&mut rng);
         let mut heap = FarthestFirst::default();
         let mut set = BTreeSet::new();
         let mut next: HashMap<EntryKey, u64> = HashMap::new();

@@ -12,12 +12,10 @@
 //! [`super::farthest_first::FarthestFirst`]: dropped as they surface, and all of them at once
 //! when they outnumber the current ones.
 
+use super::farthest_first::stale_outnumber_live;
 use super::EntryKey;
 use crate::position::Position;
 use std::collections::{BTreeMap, BinaryHeap};
-
-/// Below this many keys the lanes are never compacted.
-const COMPACT_FLOOR: usize = 1024;
 
 /// One topic's keys.
 #[derive(Debug, Default)]
@@ -29,25 +27,28 @@ struct Lane {
 }
 
 impl Lane {
-    fn largest(&self) -> Option<Position> {
+    /// Whether the largest key is on the heap (else on the stack).
+    fn largest_is_in_rest(&self) -> bool {
         match (self.ascending.last(), self.rest.peek()) {
-            (Some(&a), Some(&r)) => Some(a.max(r)),
-            (a, r) => a.or(r).copied(),
+            (Some(a), Some(r)) => r > a,
+            (a, _) => a.is_none(),
+        }
+    }
+
+    fn largest(&self) -> Option<Position> {
+        if self.largest_is_in_rest() {
+            self.rest.peek().copied()
+        } else {
+            self.ascending.last().copied()
         }
     }
 
     /// Drops the largest key.
     fn pop(&mut self) {
-        match (self.ascending.last(), self.rest.peek()) {
-            (Some(a), Some(r)) if r > a => {
-                self.rest.pop();
-            }
-            (Some(_), _) => {
-                self.ascending.pop();
-            }
-            (None, _) => {
-                self.rest.pop();
-            }
+        if self.largest_is_in_rest() {
+            self.rest.pop();
+        } else {
+            self.ascending.pop();
         }
     }
 
@@ -76,7 +77,7 @@ impl LargestKeyFirst {
             lane.rest.push(key.position);
         }
         self.len += 1;
-        if self.len > COMPACT_FLOOR && self.len > 2 * live {
+        if stale_outnumber_live(self.len, live) {
             self.rebuild(current());
         }
     }
@@ -102,10 +103,7 @@ impl LargestKeyFirst {
             let mut top = self.lanes.last_entry()?;
             let topic = *top.key();
             let lane = top.get_mut();
-            let Some(position) = lane.largest() else {
-                top.remove();
-                continue;
-            };
+            let position = lane.largest().expect("a listed lane holds a key");
             let key = EntryKey { topic, position };
             if is_current(&key) {
                 return Some(key);
@@ -127,6 +125,8 @@ impl LargestKeyFirst {
 
 #[cfg(test)]
 mod tests {
+    use super::super::farthest_first::COMPACT_FLOOR;
+    use super::super::xorshift;
     use super::*;
     use std::collections::{BTreeSet, HashSet};
 
@@ -136,12 +136,7 @@ mod tests {
     #[test]
     fn agrees_with_a_sorted_set_and_stays_bounded() {
         let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut step = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut step = || xorshift(&mut rng);
         let mut order = LargestKeyFirst::default();
         let mut set = BTreeSet::new();
         let mut live: HashSet<EntryKey> = HashSet::new();

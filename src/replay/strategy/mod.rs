@@ -10,6 +10,15 @@ mod no_cache;
 mod pip430;
 mod segmented;
 
+/// A small deterministic generator for the strategies' randomized tests.
+#[cfg(test)]
+fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
 pub use belady::{belady, FutureReads};
 pub use legacy::Legacy;
 pub use lru::Lru;
