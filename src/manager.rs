@@ -9,8 +9,7 @@ use crate::position::Position;
 use crate::range_cache::RangeCache;
 use crate::read_count::ReadCountHandler;
 use crate::removal_queue::{
-    mark_requeued, EvictionPolicy, EvictionResult, Evictor, Lookahead, Pass, QueueItem,
-    RemovalQueue,
+    mark_requeued, EvictionPolicy, EvictionResult, Evictor, Pass, QueueItem, RemovalQueue, Requeues,
 };
 use crate::stats::{CacheStats, Counters, Lookups};
 use parking_lot::{ArcMutexGuard, Condvar, Mutex, MutexGuard, RawMutex, RwLock};
@@ -26,8 +25,10 @@ pub use batch::BatchEntry;
 
 type SharedRangeCache = Arc<Mutex<RangeCache>>;
 
-/// How many queue items the evictor handles before it lets other threads at the cache it holds.
-const FAIRNESS_BATCH: u32 = 256;
+/// How far ahead in a run the evictor prefetches: the slot at the far distance, what the slot points
+/// to at the near one (by then the slot is in cache).
+const LOOKAHEAD_FAR: usize = 16;
+const LOOKAHEAD_NEAR: usize = 6;
 
 /// Entry caches by id and by name. A removed cache keeps its id until no queue item names it (its
 /// tombstones have drained, see `RangeCache::is_drained`); then the id is reused.
@@ -42,16 +43,6 @@ struct CacheTable {
 enum HeldCache<'a> {
     Listed(MutexGuard<'a, RangeCache>),
     Added(ArcMutexGuard<RawMutex, RangeCache>),
-}
-
-impl HeldCache<'_> {
-    /// Lets waiting threads at the cache, then takes it back.
-    fn bump(&mut self) {
-        match self {
-            HeldCache::Listed(g) => MutexGuard::bump(g),
-            HeldCache::Added(g) => ArcMutexGuard::bump(g),
-        }
-    }
 }
 
 impl std::ops::Deref for HeldCache<'_> {
@@ -452,8 +443,8 @@ impl Shared {
             .fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Runs one pass over the removal queue. The evictor keeps the lock of the cache it is working in
-    /// across consecutive items of that cache, and publishes freed bytes when it moves on.
+    /// Runs one pass over the removal queue. The evictor takes a cache's lock once per run of that
+    /// cache's items (see `Evictor::run`) and publishes what the run freed when it lets go.
     fn run_pass(
         &self,
         evictor: &mut Evictor<'_>,
@@ -468,87 +459,75 @@ impl Shared {
         // cache that leaves the table was cleared first, so its items are tombstones either way; a
         // cache added since the pass began is looked up in the table each time.
         let listed: OnceCell<Vec<OnceCell<Option<SharedRangeCache>>>> = OnceCell::new();
-        let mut held: Option<(u32, HeldCache<'_>)> = None;
         let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
-        let mut unpublished = (0u64, 0u64);
-        let mut since_bump = 0u32;
         let mut drained = Vec::new();
         evictor.run(
             policy.max_requeues,
-            |item: QueueItem, ahead: Lookahead, requeue_allowed| {
-                if held.as_ref().map(|(id, _)| *id) != Some(item.cache) {
-                    held = None;
-                    self.publish_evicted(&mut unpublished);
-                    let id = item.cache as usize;
-                    let listed = listed.get_or_init(|| {
-                        (0..self.caches.read().by_id.len())
-                            .map(|_| OnceCell::new())
-                            .collect()
-                    });
-                    let found = listed.get(id).and_then(|cell| {
-                        cell.get_or_init(|| self.cache_by_id(item.cache)).as_ref()
-                    });
-                    let guard = match found {
-                        Some(state) => HeldCache::Listed(state.lock()),
-                        None => {
-                            let Some(state) = self.cache_by_id(item.cache) else {
-                                return EvictionResult::Missing;
-                            };
-                            HeldCache::Added(state.lock_arc())
-                        }
-                    };
-                    held = Some((item.cache, guard));
-                    since_bump = 0;
-                } else {
-                    since_bump += 1;
-                    if since_bump == FAIRNESS_BATCH {
-                        since_bump = 0;
-                        self.publish_evicted(&mut unpublished);
-                        if let Some((_, guard)) = held.as_mut() {
-                            guard.bump();
-                        }
-                    }
-                }
-                let cache = &mut held.as_mut().expect("held was just set").1;
-                if let Some(far) = ahead.far.filter(|n| n.cache == item.cache) {
-                    cache.prefetch_slot(far.slot);
-                }
-                if let Some(near) = ahead.near.filter(|n| n.cache == item.cache) {
-                    cache.prefetch_dependents(near.slot);
-                }
-                let Some(slot) = cache.live_slot_mut(item.slot) else {
-                    cache.free_tombstone(item.slot);
-                    if cache.is_drained() {
-                        drained.push(item.cache);
-                    }
-                    return EvictionResult::Missing;
+            |run: &[QueueItem], requeues: &mut Requeues| {
+                let id = run[0].cache;
+                let listed = listed.get_or_init(|| {
+                    (0..self.caches.read().by_id.len())
+                        .map(|_| OnceCell::new())
+                        .collect()
+                });
+                let found = listed
+                    .get(id as usize)
+                    .and_then(|cell| cell.get_or_init(|| self.cache_by_id(id)).as_ref());
+                let mut cache = match found {
+                    Some(state) => HeldCache::Listed(state.lock()),
+                    None => match self.cache_by_id(id) {
+                        Some(state) => HeldCache::Added(state.lock_arc()),
+                        // Every item of a cache that left the table is stale.
+                        None => return run.len(),
+                    },
                 };
-                let result = policy.decide(pass, slot, freed, requeue_allowed);
-                match result {
-                    EvictionResult::Remove => {
-                        let (size, payload) = cache.remove_slot(item.slot);
-                        let size = u64::from(size);
-                        // Owned bytes are freed on the spot, while their header is in cache; only
-                        // external buffers (whose release may need the caller's context) go back.
-                        if let Some(out) = released.as_deref_mut().filter(|_| !payload.is_owned()) {
-                            out.push(payload);
+                let (mut run_removed, mut run_freed) = (0u64, 0u64);
+                let mut handled = run.len();
+                for (k, &item) in run.iter().enumerate() {
+                    if let Some(far) = run.get(k + LOOKAHEAD_FAR) {
+                        cache.prefetch_slot(far.slot);
+                    }
+                    if let Some(near) = run.get(k + LOOKAHEAD_NEAR) {
+                        cache.prefetch_dependents(near.slot);
+                    }
+                    let Some(slot) = cache.live_slot_mut(item.slot) else {
+                        cache.free_tombstone(item.slot);
+                        if cache.is_drained() {
+                            drained.push(id);
                         }
-                        removed += 1;
-                        freed += size;
-                        unpublished.0 += 1;
-                        unpublished.1 += size;
+                        continue;
+                    };
+                    match policy.decide(pass, slot, freed + run_freed, requeues.allowed()) {
+                        EvictionResult::Remove => {
+                            let (size, payload) = cache.remove_slot(item.slot);
+                            // Owned bytes are freed on the spot, while their header is in cache; only
+                            // external buffers (whose release may need the caller's context) go back.
+                            if let Some(out) =
+                                released.as_deref_mut().filter(|_| !payload.is_owned())
+                            {
+                                out.push(payload);
+                            }
+                            run_removed += 1;
+                            run_freed += u64::from(size);
+                        }
+                        EvictionResult::Requeue => {
+                            mark_requeued(slot, now);
+                            requeues.push(item);
+                            requeued += 1;
+                        }
+                        EvictionResult::Stop => {
+                            handled = k;
+                            break;
+                        }
                     }
-                    EvictionResult::Requeue => {
-                        mark_requeued(slot, now);
-                        requeued += 1;
-                    }
-                    EvictionResult::Stop | EvictionResult::Missing => {}
                 }
-                result
+                drop(cache);
+                self.publish_evicted(run_removed, run_freed);
+                removed += run_removed;
+                freed += run_freed;
+                handled
             },
         );
-        drop(held);
-        self.publish_evicted(&mut unpublished);
         self.release_drained_ids(&drained);
         self.counters.evicted.fetch_add(removed, Ordering::Relaxed);
         self.counters
@@ -560,11 +539,11 @@ impl Shared {
         (removed, freed)
     }
 
-    fn publish_evicted(&self, unpublished: &mut (u64, u64)) {
-        if unpublished.0 > 0 {
-            self.entry_count.fetch_sub(unpublished.0, Ordering::AcqRel);
-            self.size_bytes.fetch_sub(unpublished.1, Ordering::AcqRel);
-            *unpublished = (0, 0);
+    /// Takes what a run evicted off the manager's totals.
+    fn publish_evicted(&self, entries: u64, bytes: u64) {
+        if entries > 0 {
+            self.entry_count.fetch_sub(entries, Ordering::AcqRel);
+            self.size_bytes.fetch_sub(bytes, Ordering::AcqRel);
         }
     }
 }

@@ -36,8 +36,6 @@ pub enum EvictionResult {
     Requeue,
     /// Leave it at the head and end the pass.
     Stop,
-    /// It was already removed by other means; drop the queue item.
-    Missing,
 }
 
 /// What kind of pass runs.
@@ -194,16 +192,31 @@ fn move_ingested(ingest: &Injector<QueueItem>, staged: &mut Staged) -> usize {
     order.len() - before
 }
 
-/// How far ahead of the head the evictor prefetches: the slot at the far distance, what the slot
-/// points to at the near one (by then the slot is in cache).
-pub(crate) const LOOKAHEAD_FAR: usize = 16;
-pub(crate) const LOOKAHEAD_NEAR: usize = 6;
+/// The most items of one cache a visitor gets at once. The manager holds that cache's lock for a
+/// run, so this bounds how long other threads wait for it; a longer stretch of one cache's items
+/// comes as several runs.
+pub(crate) const MAX_RUN: usize = 256;
 
-/// Queue items behind the head, for prefetching.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Lookahead {
-    pub far: Option<QueueItem>,
-    pub near: Option<QueueItem>,
+/// A pass's allowance of requeues, and the items requeued during the current run (they go to the
+/// tail when the run ends).
+pub(crate) struct Requeues {
+    budget: u64,
+    items: Vec<QueueItem>,
+}
+
+impl Requeues {
+    /// Whether the pass may still requeue (see [`Evictor::run`]).
+    #[inline]
+    pub fn allowed(&self) -> bool {
+        self.budget > 0
+    }
+
+    /// Moves `item` (the one being visited) to the tail.
+    #[inline]
+    pub fn push(&mut self, item: QueueItem) {
+        self.budget = self.budget.saturating_sub(1);
+        self.items.push(item);
+    }
 }
 
 /// Exclusive access to the queue for one eviction pass.
@@ -232,47 +245,53 @@ impl Evictor<'_> {
         self.staged.order.len()
     }
 
-    /// Runs one pass: `visit` decides for the head item (and performs the removal or the requeue
-    /// marking on the entry); the queue moves the item accordingly. Ends on STOP or an empty queue.
+    /// Runs one pass. `visit` gets the items at the head in runs: consecutive items of one cache,
+    /// at most [`MAX_RUN`]. For each item in order it decides and acts on the entry (removes it,
+    /// drops a stale item, or marks it requeued and pushes it onto `requeues`), and returns how
+    /// many items it handled; fewer than the run's length ends the pass, leaving the first
+    /// unhandled item at the head (STOP). The handled items leave the head; the requeued ones go
+    /// to the tail after everything inserted until then. Ends on STOP or an empty queue.
     ///
-    /// `visit` also gets whether a requeue is still allowed. Single-threaded, an entry is requeued at
-    /// most `max_requeues + 1` times per pass (once for an access, then for expected reads), so a pass
-    /// gets that many requeues per item it can see; only readers touching entries concurrently, over
-    /// and over, could exhaust it, and then the pass removes instead of cycling forever.
+    /// A requeue is allowed while the pass has budget. Single-threaded, an entry is requeued at
+    /// most `max_requeues + 1` times per pass (once for an access, then for expected reads), so a
+    /// pass gets that many requeues per item it can see; only readers touching entries
+    /// concurrently, over and over, could exhaust it, and then the pass removes instead of cycling
+    /// forever.
     pub fn run(
         &mut self,
         max_requeues: u32,
-        mut visit: impl FnMut(QueueItem, Lookahead, bool) -> EvictionResult,
+        mut visit: impl FnMut(&[QueueItem], &mut Requeues) -> usize,
     ) {
         self.take_ingested();
         let per_item = u64::from(max_requeues) + 1;
-        let mut requeue_budget = self.staged.order.len() as u64 * per_item;
+        let mut requeues = Requeues {
+            budget: self.staged.order.len() as u64 * per_item,
+            items: Vec::new(),
+        };
         loop {
-            let Some(&head) = self.staged.order.front() else {
+            let (head, _) = self.staged.order.as_slices();
+            let Some(first) = head.first() else {
                 let n = self.take_ingested();
                 if n == 0 {
                     break;
                 }
-                requeue_budget += n as u64 * per_item;
+                requeues.budget += n as u64 * per_item;
                 continue;
             };
-            let order = &self.staged.order;
-            let ahead = Lookahead {
-                far: order.get(LOOKAHEAD_FAR).copied(),
-                near: order.get(LOOKAHEAD_NEAR).copied(),
-            };
-            match visit(head, ahead, requeue_budget > 0) {
-                EvictionResult::Stop => break,
-                EvictionResult::Remove | EvictionResult::Missing => {
-                    self.staged.order.pop_front();
-                }
-                EvictionResult::Requeue => {
-                    self.staged.order.pop_front();
-                    // Everything inserted before this moment goes ahead of the requeued entry.
-                    requeue_budget += self.take_ingested() as u64 * per_item;
-                    requeue_budget = requeue_budget.saturating_sub(1);
-                    self.staged.order.push_back(head);
-                }
+            let len = head
+                .iter()
+                .take(MAX_RUN)
+                .take_while(|item| item.cache == first.cache)
+                .count();
+            let handled = visit(&head[..len], &mut requeues).min(len);
+            self.staged.order.drain(..handled);
+            if !requeues.items.is_empty() {
+                // Everything inserted before the run ended goes ahead of the requeued entries.
+                requeues.budget += self.take_ingested() as u64 * per_item;
+                self.staged.order.extend(requeues.items.drain(..));
+            }
+            if handled < len {
+                break;
             }
         }
     }
@@ -293,15 +312,15 @@ mod tests {
         q.push(item(0, 2));
         let mut seen = Vec::new();
         let mut e = q.lock();
-        e.run(5, |it, _, _| {
-            seen.push(it.slot);
-            match it.slot {
-                1 if seen.len() == 1 => {
+        e.run(5, |run, requeues| {
+            for &it in run {
+                seen.push(it.slot);
+                if it.slot == 1 && seen.len() == 1 {
                     q.push(item(0, 3));
-                    EvictionResult::Requeue
+                    requeues.push(it);
                 }
-                _ => EvictionResult::Remove,
             }
+            run.len()
         });
         assert_eq!(seen, vec![1, 2, 3, 1]);
         assert_eq!(e.len(), 0);
@@ -313,23 +332,64 @@ mod tests {
         q.push(item(0, 1));
         q.push_all(&[item(0, 2), item(0, 3)]);
         let mut seen = Vec::new();
-        q.lock().run(0, |it, _, _| {
-            seen.push(it.slot);
-            if it.slot == 1 {
-                // The evictor holds the queue: these go through the ingestion queue.
-                q.push_all(&[item(0, 4), item(0, 5)]);
-                q.push(item(0, 6));
+        q.lock().run(0, |run, _| {
+            for &it in run {
+                seen.push(it.slot);
+                if it.slot == 1 {
+                    // The evictor holds the queue: these go through the ingestion queue.
+                    q.push_all(&[item(0, 4), item(0, 5)]);
+                    q.push(item(0, 6));
+                }
             }
-            EvictionResult::Remove
+            run.len()
         });
         assert_eq!(seen, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn runs_are_one_cache_each_and_at_most_max_run_long() {
+        let q = RemovalQueue::default();
+        let caches = [0, 0, 1, 1, 1, 0];
+        for (slot, &cache) in caches.iter().enumerate() {
+            q.push(item(cache, slot as u32));
+        }
+        for slot in 0..(MAX_RUN as u32 + 44) {
+            q.push(item(2, slot));
+        }
+        let mut runs = Vec::new();
+        q.lock().run(0, |run, _| {
+            runs.push((run[0].cache, run.len()));
+            assert!(run.iter().all(|it| it.cache == run[0].cache));
+            run.len()
+        });
+        assert_eq!(runs, vec![(0, 2), (1, 3), (0, 1), (2, MAX_RUN), (2, 44)]);
+    }
+
+    #[test]
+    fn a_stop_inside_a_run_keeps_the_unhandled_items_and_the_requeued_ones() {
+        let q = RemovalQueue::default();
+        for slot in 0..4 {
+            q.push(item(0, slot));
+        }
+        let mut e = q.lock();
+        e.run(1, |run, requeues| {
+            requeues.push(run[0]);
+            1
+        });
+        // Item 0 went to the tail; items 1..3 stay, 1 at the head.
+        let mut seen = Vec::new();
+        e.run(0, |run, _| {
+            seen.extend(run.iter().map(|it| it.slot));
+            run.len()
+        });
+        assert_eq!(seen, vec![1, 2, 3, 0]);
     }
 
     #[test]
     fn stop_leaves_the_head_in_place() {
         let q = RemovalQueue::default();
         q.push(item(0, 1));
-        q.lock().run(0, |_, _, _| EvictionResult::Stop);
+        q.lock().run(0, |_, _| 0);
         assert_eq!(q.lock().len(), 1);
     }
 
@@ -340,13 +400,14 @@ mod tests {
             q.push(item(0, i));
         }
         let mut visits = 0;
-        q.lock().run(2, |_, _, allowed| {
-            visits += 1;
-            if allowed {
-                EvictionResult::Requeue
-            } else {
-                EvictionResult::Remove
+        q.lock().run(2, |run, requeues| {
+            for &it in run {
+                visits += 1;
+                if requeues.allowed() {
+                    requeues.push(it);
+                }
             }
+            run.len()
         });
         assert_eq!(visits, 10 * 3 + 10);
         assert_eq!(q.lock().len(), 0);
