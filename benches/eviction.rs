@@ -7,6 +7,10 @@
 //! eviction really frees: what a user pays. Beside them, in the same run, two anchors: the same
 //! scenario with empty payloads (the bookkeeping alone), and the floor, a queue of u32 indices the
 //! consumer owns, drained with the same requeue pattern (no cache at all). Compare the ratios.
+//!
+//! A broker caches many topics at once, and its removal queue interleaves their entries in publish
+//! order; a last line spreads the same entries round-robin over 100 topics (each topic's entry ids
+//! consecutive, as in its ledger), so that the evictor moves from cache to cache at every item.
 
 #[path = "support.rs"]
 mod support;
@@ -36,9 +40,13 @@ fn pattern(requeues: bool) -> Vec<(bool, bool)> {
         .collect()
 }
 
+/// Topics of the interleaved line.
+const TOPICS: usize = 100;
+
 fn filled(
     pattern: &[(bool, bool)],
     payload: impl Fn() -> Payload,
+    topics: usize,
 ) -> (EntryCacheManager, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(0));
     let mut cfg = CacheConfig::default();
@@ -47,9 +55,12 @@ fn filled(
     cfg.set("eviction_time_threshold_ms", SettingValue::Int(1))
         .unwrap();
     let m = EntryCacheManager::new(cfg, clock.clone(), false).unwrap();
-    let cache = m.get_cache("ledger");
+    let caches: Vec<_> = (0..topics)
+        .map(|t| m.get_cache(&format!("ledger-{t}")))
+        .collect();
     for (e, &(expected, accessed)) in pattern.iter().enumerate() {
-        let p = Position::new(0, e as i64);
+        let cache = &caches[e % topics];
+        let p = Position::new(0, (e / topics) as i64);
         cache
             .insert(p, payload(), i32::from(expected), Some(100))
             .unwrap();
@@ -120,11 +131,11 @@ fn main() {
             "no requeues"
         };
         println!("  {label}:");
-        let run = |payload: &dyn Fn() -> Payload| {
+        let run = |payload: &dyn Fn() -> Payload, topics: usize| {
             let mut best = f64::MAX;
             let mut passes = 0;
             for _ in 0..rounds {
-                let (m, clock) = filled(&pattern, payload);
+                let (m, clock) = filled(&pattern, payload, topics);
                 let (t, p) = evict_all(&m, &clock);
                 best = best.min(support::ns_per(t, ENTRIES as u64));
                 passes = p;
@@ -133,8 +144,9 @@ fn main() {
             }
             (best, passes)
         };
-        let (owned, passes) = run(&|| Payload::from(vec![7u8; PAYLOAD_BYTES]));
-        let (empty, _) = run(&Payload::empty);
+        let owned_payload = || Payload::from(vec![7u8; PAYLOAD_BYTES]);
+        let (owned, passes) = run(&owned_payload, 1);
+        let (empty, _) = run(&Payload::empty, 1);
         let (floor_ns, floor_passes) = (0..rounds)
             .map(|_| floor(&pattern))
             .map(|(t, p)| (support::ns_per(t, ENTRIES as u64), p))
@@ -150,6 +162,11 @@ fn main() {
         println!(
             "    floor: consumer's VecDeque<u32>   {floor_ns:>7.1} ns/entry (owned payloads cost {:.1}x the floor)",
             owned / floor_ns
+        );
+        let (interleaved, _) = run(&owned_payload, TOPICS);
+        println!(
+            "    owned payloads, {TOPICS} topics interleaved {interleaved:>7.1} ns/entry ({:.1}x one topic)",
+            interleaved / owned
         );
     }
 }

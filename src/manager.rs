@@ -9,7 +9,8 @@ use crate::position::Position;
 use crate::range_cache::RangeCache;
 use crate::read_count::ReadCountHandler;
 use crate::removal_queue::{
-    mark_requeued, EvictionPolicy, EvictionResult, Evictor, Pass, QueueItem, RemovalQueue, Requeues,
+    mark_requeued, EvictionPolicy, EvictionResult, Evictor, Pass, QueueItem, RemovalQueue,
+    Requeues, MAX_RUN,
 };
 use crate::stats::{CacheStats, Counters, Lookups};
 use parking_lot::{ArcMutexGuard, Condvar, Mutex, MutexGuard, RawMutex, RwLock};
@@ -460,6 +461,9 @@ impl Shared {
         // cache added since the pass began is looked up in the table each time.
         let listed: OnceCell<Vec<OnceCell<Option<SharedRangeCache>>>> = OnceCell::new();
         let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
+        // Evicted but not yet taken off the manager's totals: published every `MAX_RUN` entries
+        // and at the end, not per run (with topics interleaved, a run is often one item).
+        let mut unpublished = (0u64, 0u64);
         let mut drained = Vec::new();
         evictor.run(
             policy.max_requeues,
@@ -522,12 +526,16 @@ impl Shared {
                     }
                 }
                 drop(cache);
-                self.publish_evicted(run_removed, run_freed);
+                unpublished = (unpublished.0 + run_removed, unpublished.1 + run_freed);
+                if unpublished.0 >= MAX_RUN as u64 {
+                    self.publish_evicted(std::mem::take(&mut unpublished));
+                }
                 removed += run_removed;
                 freed += run_freed;
                 handled
             },
         );
+        self.publish_evicted(unpublished);
         self.release_drained_ids(&drained);
         self.counters.evicted.fetch_add(removed, Ordering::Relaxed);
         self.counters
@@ -539,8 +547,8 @@ impl Shared {
         (removed, freed)
     }
 
-    /// Takes what a run evicted off the manager's totals.
-    fn publish_evicted(&self, entries: u64, bytes: u64) {
+    /// Takes what a pass evicted off the manager's totals.
+    fn publish_evicted(&self, (entries, bytes): Removed) {
         if entries > 0 {
             self.entry_count.fetch_sub(entries, Ordering::AcqRel);
             self.size_bytes.fetch_sub(bytes, Ordering::AcqRel);
