@@ -8,13 +8,9 @@ use crate::error::{Error, Result};
 use crate::position::Position;
 use crate::range_cache::RangeCache;
 use crate::read_count::ReadCountHandler;
-use crate::removal_queue::{
-    mark_requeued, EvictionPolicy, EvictionResult, Evictor, Pass, QueueItem, RemovalQueue,
-    Requeues, MAX_RUN,
-};
+use crate::removal_queue::{Evictor, Pass, QueueItem, RemovalQueue};
 use crate::stats::{CacheStats, Counters, Lookups};
-use parking_lot::{ArcMutexGuard, Condvar, Mutex, MutexGuard, RawMutex, RwLock};
-use std::cell::OnceCell;
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -22,14 +18,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 mod batch;
+mod pass;
 pub use batch::BatchEntry;
 
 type SharedRangeCache = Arc<Mutex<RangeCache>>;
-
-/// How far ahead in a run the evictor prefetches: the slot at the far distance, what the slot points
-/// to at the near one (by then the slot is in cache).
-const LOOKAHEAD_FAR: usize = 16;
-const LOOKAHEAD_NEAR: usize = 6;
 
 /// Entry caches by id and by name. A removed cache keeps its id until no queue item names it (its
 /// tombstones have drained, see `RangeCache::is_drained`); then the id is reused.
@@ -38,31 +30,6 @@ struct CacheTable {
     by_id: Vec<Option<SharedRangeCache>>,
     free_ids: Vec<u32>,
     by_name: HashMap<String, Arc<EntryCache>>,
-}
-
-/// The cache an eviction pass holds: one of the table it started with, or one added since.
-enum HeldCache<'a> {
-    Listed(MutexGuard<'a, RangeCache>),
-    Added(ArcMutexGuard<RawMutex, RangeCache>),
-}
-
-impl std::ops::Deref for HeldCache<'_> {
-    type Target = RangeCache;
-    fn deref(&self) -> &RangeCache {
-        match self {
-            HeldCache::Listed(g) => g,
-            HeldCache::Added(g) => g,
-        }
-    }
-}
-
-impl std::ops::DerefMut for HeldCache<'_> {
-    fn deref_mut(&mut self) -> &mut RangeCache {
-        match self {
-            HeldCache::Listed(g) => g,
-            HeldCache::Added(g) => g,
-        }
-    }
 }
 
 struct Shared {
@@ -93,6 +60,16 @@ pub struct EntryCacheManager {
 
 /// (entries, bytes) removed by an operation.
 pub type Removed = (u64, u64);
+
+/// See [`EntryCacheManager::settled_accounting`]. Pairs are (entries, bytes).
+#[derive(Debug, Clone)]
+pub struct SettledAccounting {
+    /// The manager's `entry_count()` and `size_bytes()`.
+    pub accounted: (u64, u64),
+    /// The sum of the caches' own counts (`sum_of_cache_sizes`).
+    pub cached: (u64, u64),
+    pub stats: CacheStats,
+}
 
 impl EntryCacheManager {
     /// A manager for `config`. With `background_eviction`, size passes triggered by inserts and the
@@ -176,6 +153,10 @@ impl EntryCacheManager {
         };
         self.shared.account_invalidated(removed);
         if drained {
+            // Between passes only: a pass remembers which cache each id it met named, so an id
+            // freed (and taken by a new cache) during one would send the new cache's items to the
+            // old cache, where they look stale and are dropped, leaving the new entries unevictable.
+            let _between_passes = self.shared.queue.lock();
             self.shared.release_drained_ids(&[cache.id]);
         }
         Some(removed)
@@ -286,6 +267,20 @@ impl EntryCacheManager {
                 .sum()
         };
         per_cache + self.shared.queue.lock().capacity() * std::mem::size_of::<QueueItem>()
+    }
+
+    /// The manager's totals, its caches' own and its statistics, read together between eviction
+    /// passes (a pass publishes what it freed as it goes, and its counts at its end, so a reading
+    /// during one, even of a background evictor, can see them apart). With no insert or
+    /// invalidation running, `accounted == cached` and every inserted entry is cached, evicted or
+    /// invalidated.
+    pub fn settled_accounting(&self) -> SettledAccounting {
+        let _between_passes = self.shared.queue.lock();
+        SettledAccounting {
+            accounted: (self.entry_count(), self.size_bytes()),
+            cached: self.sum_of_cache_sizes(),
+            stats: self.stats(),
+        }
     }
 
     /// Sum of the caches' own sizes (must equal `size_bytes()` when no operation is running).
@@ -430,129 +425,25 @@ impl Shared {
         }
     }
 
+    /// Takes removed entries off the manager's totals.
+    fn take_off_totals(&self, (entries, bytes): Removed) {
+        if entries > 0 {
+            self.entry_count.fetch_sub(entries, Ordering::AcqRel);
+            self.size_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        }
+    }
+
     fn account_invalidated(&self, (entries, bytes): Removed) {
         if entries == 0 {
             return;
         }
-        self.size_bytes.fetch_sub(bytes, Ordering::AcqRel);
-        self.entry_count.fetch_sub(entries, Ordering::AcqRel);
+        self.take_off_totals((entries, bytes));
         self.counters
             .invalidated
             .fetch_add(entries, Ordering::Relaxed);
         self.counters
             .invalidated_bytes
             .fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    /// Runs one pass over the removal queue. The evictor takes a cache's lock once per run of that
-    /// cache's items (see `Evictor::run`) and publishes what the run freed when it lets go.
-    fn run_pass(
-        &self,
-        evictor: &mut Evictor<'_>,
-        pass: Pass,
-        released: &mut Released<'_>,
-    ) -> Removed {
-        let now = self.clock.now_ns();
-        let policy = EvictionPolicy::from_config(&self.config);
-        // Each cache the pass visits, looked up in the table once per pass: moving from one cache
-        // to another (items of many topics interleave) is then a lock, not a table lookup and two
-        // reference-count updates. Ids are freed only after a pass (`release_drained_ids`), and a
-        // cache that leaves the table was cleared first, so its items are tombstones either way; a
-        // cache added since the pass began is looked up in the table each time.
-        let listed: OnceCell<Vec<OnceCell<Option<SharedRangeCache>>>> = OnceCell::new();
-        let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
-        // Evicted but not yet taken off the manager's totals: published every `MAX_RUN` entries
-        // and at the end, not per run (with topics interleaved, a run is often one item).
-        let mut unpublished = (0u64, 0u64);
-        let mut drained = Vec::new();
-        evictor.run(
-            policy.max_requeues,
-            |run: &[QueueItem], requeues: &mut Requeues| {
-                let id = run[0].cache;
-                let listed = listed.get_or_init(|| {
-                    (0..self.caches.read().by_id.len())
-                        .map(|_| OnceCell::new())
-                        .collect()
-                });
-                let found = listed
-                    .get(id as usize)
-                    .and_then(|cell| cell.get_or_init(|| self.cache_by_id(id)).as_ref());
-                let mut cache = match found {
-                    Some(state) => HeldCache::Listed(state.lock()),
-                    None => match self.cache_by_id(id) {
-                        Some(state) => HeldCache::Added(state.lock_arc()),
-                        // Every item of a cache that left the table is stale.
-                        None => return run.len(),
-                    },
-                };
-                let (mut run_removed, mut run_freed) = (0u64, 0u64);
-                let mut handled = run.len();
-                for (k, &item) in run.iter().enumerate() {
-                    if let Some(far) = run.get(k + LOOKAHEAD_FAR) {
-                        cache.prefetch_slot(far.slot);
-                    }
-                    if let Some(near) = run.get(k + LOOKAHEAD_NEAR) {
-                        cache.prefetch_dependents(near.slot);
-                    }
-                    let Some(slot) = cache.live_slot_mut(item.slot) else {
-                        cache.free_tombstone(item.slot);
-                        if cache.is_drained() {
-                            drained.push(id);
-                        }
-                        continue;
-                    };
-                    match policy.decide(pass, slot, freed + run_freed, requeues.allowed()) {
-                        EvictionResult::Remove => {
-                            let (size, payload) = cache.remove_slot(item.slot);
-                            // Owned bytes are freed on the spot, while their header is in cache; only
-                            // external buffers (whose release may need the caller's context) go back.
-                            if let Some(out) =
-                                released.as_deref_mut().filter(|_| !payload.is_owned())
-                            {
-                                out.push(payload);
-                            }
-                            run_removed += 1;
-                            run_freed += u64::from(size);
-                        }
-                        EvictionResult::Requeue => {
-                            mark_requeued(slot, now);
-                            requeues.push(item);
-                            requeued += 1;
-                        }
-                        EvictionResult::Stop => {
-                            handled = k;
-                            break;
-                        }
-                    }
-                }
-                drop(cache);
-                unpublished = (unpublished.0 + run_removed, unpublished.1 + run_freed);
-                if unpublished.0 >= MAX_RUN as u64 {
-                    self.publish_evicted(std::mem::take(&mut unpublished));
-                }
-                removed += run_removed;
-                freed += run_freed;
-                handled
-            },
-        );
-        self.publish_evicted(unpublished);
-        self.release_drained_ids(&drained);
-        self.counters.evicted.fetch_add(removed, Ordering::Relaxed);
-        self.counters
-            .evicted_bytes
-            .fetch_add(freed, Ordering::Relaxed);
-        self.counters
-            .requeued
-            .fetch_add(requeued, Ordering::Relaxed);
-        (removed, freed)
-    }
-
-    /// Takes what a pass evicted off the manager's totals.
-    fn publish_evicted(&self, (entries, bytes): Removed) {
-        if entries > 0 {
-            self.entry_count.fetch_sub(entries, Ordering::AcqRel);
-            self.size_bytes.fetch_sub(bytes, Ordering::AcqRel);
-        }
     }
 }
 

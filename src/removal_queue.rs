@@ -197,6 +197,9 @@ fn move_ingested(ingest: &Injector<QueueItem>, staged: &mut Staged) -> usize {
 /// comes as several runs.
 pub(crate) const MAX_RUN: usize = 256;
 
+/// How many items after a run its visitor also sees, to prefetch what they will touch.
+pub(crate) const LOOKAHEAD: usize = 16;
+
 /// A pass's allowance of requeues, and the items requeued during the current run (they go to the
 /// tail when the run ends).
 pub(crate) struct Requeues {
@@ -246,7 +249,8 @@ impl Evictor<'_> {
     }
 
     /// Runs one pass. `visit` gets the items at the head in runs: consecutive items of one cache,
-    /// at most [`MAX_RUN`]. For each item in order it decides and acts on the entry (removes it,
+    /// at most [`MAX_RUN`], and up to [`LOOKAHEAD`] of the items after the run (to prefetch for;
+    /// they come again as runs of their own). For each item in order it decides and acts on the entry (removes it,
     /// drops a stale item, or marks it requeued and pushes it onto `requeues`), and returns how
     /// many items it handled; fewer than the run's length ends the pass, leaving the first
     /// unhandled item at the head (STOP). The handled items leave the head; the requeued ones go
@@ -260,7 +264,7 @@ impl Evictor<'_> {
     pub fn run(
         &mut self,
         max_requeues: u32,
-        mut visit: impl FnMut(&[QueueItem], &mut Requeues) -> usize,
+        mut visit: impl FnMut(&[QueueItem], &[QueueItem], &mut Requeues) -> usize,
     ) {
         self.take_ingested();
         let per_item = u64::from(max_requeues) + 1;
@@ -283,7 +287,8 @@ impl Evictor<'_> {
                 .take(MAX_RUN)
                 .take_while(|item| item.cache == first.cache)
                 .count();
-            let handled = visit(&head[..len], &mut requeues).min(len);
+            let ahead = &head[len..head.len().min(len + LOOKAHEAD)];
+            let handled = visit(&head[..len], ahead, &mut requeues).min(len);
             self.staged.order.drain(..handled);
             if !requeues.items.is_empty() {
                 // Everything inserted before the run ended goes ahead of the requeued entries.
@@ -312,7 +317,7 @@ mod tests {
         q.push(item(0, 2));
         let mut seen = Vec::new();
         let mut e = q.lock();
-        e.run(5, |run, requeues| {
+        e.run(5, |run, _, requeues| {
             for &it in run {
                 seen.push(it.slot);
                 if it.slot == 1 && seen.len() == 1 {
@@ -332,7 +337,7 @@ mod tests {
         q.push(item(0, 1));
         q.push_all(&[item(0, 2), item(0, 3)]);
         let mut seen = Vec::new();
-        q.lock().run(0, |run, _| {
+        q.lock().run(0, |run, _, _| {
             for &it in run {
                 seen.push(it.slot);
                 if it.slot == 1 {
@@ -357,12 +362,23 @@ mod tests {
             q.push(item(2, slot));
         }
         let mut runs = Vec::new();
-        q.lock().run(0, |run, _| {
-            runs.push((run[0].cache, run.len()));
+        q.lock().run(0, |run, ahead, _| {
+            runs.push((run[0].cache, run.len(), ahead.len()));
             assert!(run.iter().all(|it| it.cache == run[0].cache));
             run.len()
         });
-        assert_eq!(runs, vec![(0, 2), (1, 3), (0, 1), (2, MAX_RUN), (2, 44)]);
+        // Each run sees the items after it, up to LOOKAHEAD.
+        let after = |n: usize| n.min(LOOKAHEAD);
+        assert_eq!(
+            runs,
+            vec![
+                (0, 2, after(4 + MAX_RUN + 44)),
+                (1, 3, after(1 + MAX_RUN + 44)),
+                (0, 1, after(MAX_RUN + 44)),
+                (2, MAX_RUN, after(44)),
+                (2, 44, 0),
+            ]
+        );
     }
 
     #[test]
@@ -372,13 +388,13 @@ mod tests {
             q.push(item(0, slot));
         }
         let mut e = q.lock();
-        e.run(1, |run, requeues| {
+        e.run(1, |run, _, requeues| {
             requeues.push(run[0]);
             1
         });
         // Item 0 went to the tail; items 1..3 stay, 1 at the head.
         let mut seen = Vec::new();
-        e.run(0, |run, _| {
+        e.run(0, |run, _, _| {
             seen.extend(run.iter().map(|it| it.slot));
             run.len()
         });
@@ -389,7 +405,7 @@ mod tests {
     fn stop_leaves_the_head_in_place() {
         let q = RemovalQueue::default();
         q.push(item(0, 1));
-        q.lock().run(0, |_, _| 0);
+        q.lock().run(0, |_, _, _| 0);
         assert_eq!(q.lock().len(), 1);
     }
 
@@ -400,7 +416,7 @@ mod tests {
             q.push(item(0, i));
         }
         let mut visits = 0;
-        q.lock().run(2, |run, requeues| {
+        q.lock().run(2, |run, _, requeues| {
             for &it in run {
                 visits += 1;
                 if requeues.allowed() {

@@ -1,0 +1,238 @@
+//! One eviction pass over the removal queue: the manager's side of `Evictor::run`, which judges each
+//! item's entry with PIP-430's policy under its cache's lock.
+//!
+//! The queue interleaves the entries of every topic in publish order, so a pass moves from cache to
+//! cache at nearly every item. It keeps the locks it takes (for up to [`MAX_RUN`] items, then lets
+//! every waiting thread in), so that coming back to a cache costs no lock, and it looks into the
+//! caches of the items ahead to prefetch what judging them will touch.
+//!
+//! Why holding many caches at once cannot deadlock: other threads take a cache's lock either alone
+//! or after the table's (`remove_cache`, `stats`, a cache's drop), never a second cache's, and never
+//! wait for the queue while holding one (inserts push without waiting). So the pass lets go of every
+//! cache before it looks in the table, and otherwise waits only for caches, whose holders wait for
+//! nothing the pass holds.
+
+use super::{Released, Removed, Shared, SharedRangeCache};
+use crate::range_cache::RangeCache;
+use crate::removal_queue::{
+    mark_requeued, EvictionPolicy, EvictionResult, Evictor, Pass, QueueItem, Requeues, LOOKAHEAD,
+    MAX_RUN,
+};
+use parking_lot::{ArcMutexGuard, MutexGuard, RawMutex};
+use std::cell::OnceCell;
+use std::sync::atomic::Ordering;
+
+/// How far ahead the evictor prefetches: the slot at the far distance, what the slot points to at
+/// the near one (by then the slot is in cache).
+const LOOKAHEAD_FAR: usize = LOOKAHEAD;
+const LOOKAHEAD_NEAR: usize = 6;
+
+/// Each cache of the table a pass started with, looked up in the table the first time the pass
+/// meets it: moving from one cache to another is then no table lookup and no reference-count
+/// update. Ids are freed only after a pass (`release_drained_ids`), and a cache that leaves the
+/// table was cleared first, so its items are tombstones either way; an id with no cache when the
+/// pass met it (a new cache may take it) is looked up each time.
+type Listed = Vec<OnceCell<Option<SharedRangeCache>>>;
+
+/// Where a run's cache comes from.
+enum Found<'l> {
+    /// A listed cache, locked (held over from an earlier run, or locked now).
+    Held(MutexGuard<'l, RangeCache>),
+    /// A cache the pass's list does not have (added since it met the id), locked for this run
+    /// only.
+    Added(ArcMutexGuard<RawMutex, RangeCache>),
+    /// The cache is gone: every item naming it is stale.
+    Gone,
+}
+
+/// The locks a pass holds, by cache id.
+struct HeldCaches<'l> {
+    shared: &'l Shared,
+    listed: &'l OnceCell<Listed>,
+    guards: Vec<Option<MutexGuard<'l, RangeCache>>>,
+    /// The ids whose guards are held, to let go of them without a walk over every cache.
+    taken: Vec<u32>,
+    /// Items visited since the locks were last let go.
+    visited: usize,
+}
+
+impl<'l> HeldCaches<'l> {
+    fn listed(&mut self) -> &'l Listed {
+        let (shared, listed) = (self.shared, self.listed);
+        if listed.get().is_none() {
+            self.release_all();
+        }
+        let listed = listed.get_or_init(|| {
+            (0..shared.caches.read().by_id.len())
+                .map(|_| OnceCell::new())
+                .collect()
+        });
+        if self.guards.len() < listed.len() {
+            self.guards.resize_with(listed.len(), || None);
+        }
+        listed
+    }
+
+    /// Lets every waiting thread at the caches held.
+    fn release_all(&mut self) {
+        for id in self.taken.drain(..) {
+            self.guards[id as usize] = None;
+        }
+        self.visited = 0;
+    }
+
+    /// Cache `id`, locked, for a run of its items; its guard goes back with [`Self::put_back`].
+    fn take(&mut self, id: u32) -> Found<'l> {
+        let shared = self.shared;
+        if let Some(cell) = self.listed().get(id as usize) {
+            if let Some(guard) = self.guards[id as usize].take() {
+                return Found::Held(guard);
+            }
+            if cell.get().is_none() {
+                // The table is read with no cache held.
+                self.release_all();
+            }
+            if let Some(state) = cell.get_or_init(|| shared.cache_by_id(id)) {
+                self.taken.push(id);
+                return Found::Held(state.lock());
+            }
+        }
+        // Not in the table when the pass met it, or past its end: a cache may have taken the id
+        // since (the id of a cache that drained before the pass), so the table is read again.
+        self.release_all();
+        match shared.cache_by_id(id) {
+            Some(state) => Found::Added(state.lock_arc()),
+            None => Found::Gone,
+        }
+    }
+
+    fn put_back(&mut self, id: u32, guard: MutexGuard<'l, RangeCache>) {
+        self.guards[id as usize] = Some(guard);
+    }
+
+    /// Cache `id` if it is held, or free to take now without waiting (and known already), for
+    /// prefetching.
+    fn peek(&mut self, id: u32) -> Option<&RangeCache> {
+        let id = id as usize;
+        if self.guards.get(id)?.is_none() {
+            let state = self.listed.get()?.get(id)?.get()?.as_ref()?;
+            self.guards[id] = Some(state.try_lock()?);
+            self.taken.push(id as u32);
+        }
+        self.guards[id].as_deref()
+    }
+}
+
+impl Shared {
+    /// Runs one pass over the removal queue.
+    pub(super) fn run_pass(
+        &self,
+        evictor: &mut Evictor<'_>,
+        pass: Pass,
+        released: &mut Released<'_>,
+    ) -> Removed {
+        let now = self.clock.now_ns();
+        let policy = EvictionPolicy::from_config(&self.config);
+        let listed = OnceCell::new();
+        let mut held = HeldCaches {
+            shared: self,
+            listed: &listed,
+            guards: Vec::new(),
+            taken: Vec::new(),
+            visited: 0,
+        };
+        let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
+        // Evicted but not yet taken off the manager's totals: published when the locks are let go
+        // and at the end, not per run (with topics interleaved, a run is often one item).
+        let mut unpublished = (0u64, 0u64);
+        let mut drained = Vec::new();
+        evictor.run(
+            policy.max_requeues,
+            |run: &[QueueItem], ahead: &[QueueItem], requeues: &mut Requeues| {
+                let id = run[0].cache;
+                let mut listed_guard: Option<MutexGuard<'_, RangeCache>> = None;
+                let mut added_guard: Option<ArcMutexGuard<RawMutex, RangeCache>> = None;
+                let cache: &mut RangeCache = match held.take(id) {
+                    Found::Held(g) => listed_guard.insert(g),
+                    Found::Added(g) => added_guard.insert(g),
+                    Found::Gone => return run.len(),
+                };
+                // The item `k` places after the run's first, in this run or after it.
+                let item_at = |k: usize| run.get(k).or_else(|| ahead.get(k - run.len()));
+                let (mut run_removed, mut run_freed) = (0u64, 0u64);
+                let mut handled = run.len();
+                for (k, &item) in run.iter().enumerate() {
+                    if let Some(far) = item_at(k + LOOKAHEAD_FAR) {
+                        if far.cache == id {
+                            cache.prefetch_slot(far.slot);
+                        } else if let Some(other) = held.peek(far.cache) {
+                            other.prefetch_slot(far.slot);
+                        }
+                    }
+                    if let Some(near) = item_at(k + LOOKAHEAD_NEAR) {
+                        if near.cache == id {
+                            cache.prefetch_dependents(near.slot);
+                        } else if let Some(other) = held.peek(near.cache) {
+                            other.prefetch_dependents(near.slot);
+                        }
+                    }
+                    let Some(slot) = cache.live_slot_mut(item.slot) else {
+                        cache.free_tombstone(item.slot);
+                        if cache.is_drained() {
+                            drained.push(id);
+                        }
+                        continue;
+                    };
+                    match policy.decide(pass, slot, freed + run_freed, requeues.allowed()) {
+                        EvictionResult::Remove => {
+                            let (size, payload) = cache.remove_slot(item.slot);
+                            // Owned bytes are freed on the spot, while their header is in cache;
+                            // only external buffers (whose release may need the caller's context)
+                            // go back.
+                            if let Some(out) =
+                                released.as_deref_mut().filter(|_| !payload.is_owned())
+                            {
+                                out.push(payload);
+                            }
+                            run_removed += 1;
+                            run_freed += u64::from(size);
+                        }
+                        EvictionResult::Requeue => {
+                            mark_requeued(slot, now);
+                            requeues.push(item);
+                            requeued += 1;
+                        }
+                        EvictionResult::Stop => {
+                            handled = k;
+                            break;
+                        }
+                    }
+                }
+                if let Some(g) = listed_guard {
+                    held.put_back(id, g);
+                }
+                drop(added_guard);
+                unpublished = (unpublished.0 + run_removed, unpublished.1 + run_freed);
+                removed += run_removed;
+                freed += run_freed;
+                held.visited += run.len();
+                if held.visited >= MAX_RUN {
+                    held.release_all();
+                    self.take_off_totals(std::mem::take(&mut unpublished));
+                }
+                handled
+            },
+        );
+        held.release_all();
+        self.take_off_totals(unpublished);
+        self.release_drained_ids(&drained);
+        self.counters.evicted.fetch_add(removed, Ordering::Relaxed);
+        self.counters
+            .evicted_bytes
+            .fetch_add(freed, Ordering::Relaxed);
+        self.counters
+            .requeued
+            .fetch_add(requeued, Ordering::Relaxed);
+        (removed, freed)
+    }
+}
