@@ -142,9 +142,10 @@ impl Shared {
             visited: 0,
         };
         let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
-        // Evicted but not yet taken off the manager's totals: published when the locks are let go
-        // and at the end, not per run (with topics interleaved, a run is often one item).
+        // Evicted but not yet taken off the manager's totals: published every `MAX_RUN` items and
+        // at the end, not per run (with topics interleaved, a run is often one item).
         let mut unpublished = (0u64, 0u64);
+        let mut since_published = 0usize;
         let mut drained = Vec::new();
         evictor.run(
             policy.max_requeues,
@@ -218,6 +219,11 @@ impl Shared {
                 held.visited += run.len();
                 if held.visited >= MAX_RUN {
                     held.release_all();
+                }
+                // Counted apart from `visited`, which meeting a new cache resets too.
+                since_published += run.len();
+                if since_published >= MAX_RUN {
+                    since_published = 0;
                     self.take_off_totals(std::mem::take(&mut unpublished));
                 }
                 handled
