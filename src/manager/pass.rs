@@ -52,8 +52,6 @@ struct HeldCaches<'l> {
     guards: Vec<Option<MutexGuard<'l, RangeCache>>>,
     /// The ids whose guards are held, to let go of them without a walk over every cache.
     taken: Vec<u32>,
-    /// Items visited since the locks were last let go.
-    visited: usize,
 }
 
 impl<'l> HeldCaches<'l> {
@@ -78,7 +76,6 @@ impl<'l> HeldCaches<'l> {
         for id in self.taken.drain(..) {
             self.guards[id as usize] = None;
         }
-        self.visited = 0;
     }
 
     /// Cache `id`, locked, for a run of its items; its guard goes back with [`Self::put_back`].
@@ -123,6 +120,20 @@ impl<'l> HeldCaches<'l> {
     }
 }
 
+/// The cache of `item` if the pass can look into it now: the run's own (`run` is its id and
+/// cache), or one held or free to take.
+fn viewable<'a>(
+    held: &'a mut HeldCaches<'_>,
+    (run_id, run_cache): (u32, &'a RangeCache),
+    item: QueueItem,
+) -> Option<&'a RangeCache> {
+    if item.cache == run_id {
+        Some(run_cache)
+    } else {
+        held.peek(item.cache)
+    }
+}
+
 impl Shared {
     /// Runs one pass over the removal queue.
     pub(super) fn run_pass(
@@ -139,13 +150,13 @@ impl Shared {
             listed: &listed,
             guards: Vec::new(),
             taken: Vec::new(),
-            visited: 0,
         };
         let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
-        // Evicted but not yet taken off the manager's totals: published every `MAX_RUN` items and
-        // at the end, not per run (with topics interleaved, a run is often one item).
+        // Evicted but not yet taken off the manager's totals: published every `MAX_RUN` items
+        // (when the locks are let go) and at the end, not per run (with topics interleaved, a run
+        // is often one item).
         let mut unpublished = (0u64, 0u64);
-        let mut since_published = 0usize;
+        let mut since_release = 0usize;
         let mut drained = Vec::new();
         evictor.run(
             policy.max_requeues,
@@ -163,18 +174,14 @@ impl Shared {
                 let (mut run_removed, mut run_freed) = (0u64, 0u64);
                 let mut handled = run.len();
                 for (k, &item) in run.iter().enumerate() {
-                    if let Some(far) = item_at(k + LOOKAHEAD_FAR) {
-                        if far.cache == id {
-                            cache.prefetch_slot(far.slot);
-                        } else if let Some(other) = held.peek(far.cache) {
-                            other.prefetch_slot(far.slot);
+                    if let Some(&far) = item_at(k + LOOKAHEAD_FAR) {
+                        if let Some(c) = viewable(&mut held, (id, cache), far) {
+                            c.prefetch_slot(far.slot);
                         }
                     }
-                    if let Some(near) = item_at(k + LOOKAHEAD_NEAR) {
-                        if near.cache == id {
-                            cache.prefetch_dependents(near.slot);
-                        } else if let Some(other) = held.peek(near.cache) {
-                            other.prefetch_dependents(near.slot);
+                    if let Some(&near) = item_at(k + LOOKAHEAD_NEAR) {
+                        if let Some(c) = viewable(&mut held, (id, cache), near) {
+                            c.prefetch_dependents(near.slot);
                         }
                     }
                     let Some(slot) = cache.live_slot_mut(item.slot) else {
@@ -216,14 +223,12 @@ impl Shared {
                 unpublished = (unpublished.0 + run_removed, unpublished.1 + run_freed);
                 removed += run_removed;
                 freed += run_freed;
-                held.visited += run.len();
-                if held.visited >= MAX_RUN {
+                // Counted from the last periodic release, not from one `take` made to read the
+                // table, so that publishing keeps its period however often new caches turn up.
+                since_release += run.len();
+                if since_release >= MAX_RUN {
+                    since_release = 0;
                     held.release_all();
-                }
-                // Counted apart from `visited`, which meeting a new cache resets too.
-                since_published += run.len();
-                if since_published >= MAX_RUN {
-                    since_published = 0;
                     self.take_off_totals(std::mem::take(&mut unpublished));
                 }
                 handled
