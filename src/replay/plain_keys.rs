@@ -1,7 +1,7 @@
-//! Keys for the values of a plain (not dictionary-encoded) string column, within one batch: the
-//! same value always gets the same small key, so the decoder can memoize what a name decoded to
-//! exactly as it does for a dictionary's keys, instead of hashing and comparing every row's name
-//! against the interned names.
+//! Numbers for the values of a plain (not dictionary-encoded) string column, within one batch:
+//! every row of a value gets the number its first row was given (the id its name decodes to, or
+//! its key among the batch's distinct values), so the decoder hashes and compares a name against
+//! the interned names once per batch, not once per row.
 //!
 //! A trace's rows come in runs (one cursor's reads of one topic), so most rows repeat the previous
 //! row's value: one comparison. The others go to a small direct-mapped table indexed by a hash of
@@ -10,23 +10,22 @@
 //! values.
 
 use crate::fast_hash::FastMap;
+use arrow_array::{Array, StringArray};
 
 const SLOTS: usize = 64;
 
-/// A value seen in the batch, with what its lookups compare first.
+/// A value seen in the batch, with what its lookups compare first, and its number.
 #[derive(Clone, Copy)]
 struct Seen<'a> {
     value: &'a [u8],
     tail: u64,
-    key: u32,
+    number: u32,
 }
 
 pub(super) struct PlainKeys<'a> {
-    /// The previous row's value.
-    previous: Option<Seen<'a>>,
     /// A recent value by [`slot`] of its hash; `None` until used.
     recent: [Option<(Seen<'a>, u64)>; SLOTS],
-    /// Every distinct value of the batch so far (bounded by the batch's rows).
+    /// Every distinct value of the batch so far and its number (bounded by the batch's rows).
     all: FastMap<&'a [u8], u32>,
 }
 
@@ -53,14 +52,43 @@ fn word(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// A hash of the whole value: its length, tail and every word before the tail.
+#[inline(always)]
+fn chunk(b: &[u8], at: usize) -> u128 {
+    u128::from_le_bytes(b[at..at + 16].try_into().expect("16 bytes"))
+}
+
+/// A hash of the whole value: its length, tail and every 16 bytes before the tail, each chunk
+/// multiplied on its own (a chain of multiplies, one per word, cost more than the lookup).
 #[inline]
 fn hash(b: &[u8], tail: u64) -> u64 {
-    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let head = b.len().saturating_sub(8);
-    (0..head)
-        .step_by(8)
-        .fold(mix(b.len() as u64, tail), |h, at| mix(h, word(b, at)))
+    let fold = |x: u64, y: u64| {
+        let p = u128::from(x) * u128::from(y);
+        (p >> 64) as u64 ^ p as u64
+    };
+    let n = b.len();
+    let mut h = fold(
+        tail ^ 0x9E37_79B9_7F4A_7C15,
+        n as u64 ^ 0xD6E8_FEB8_6659_FD93,
+    );
+    if n > 8 {
+        // Chunks covering the bytes before the tail; the last one overlaps the one before it.
+        let last = n.saturating_sub(16);
+        let padded = |at: usize| {
+            if n >= 16 {
+                chunk(b, at.min(last))
+            } else {
+                u128::from(word(b, 0))
+            }
+        };
+        for at in (0..n - 8).step_by(16) {
+            let c = padded(at);
+            h = h.wrapping_add(fold(
+                c as u64 ^ 0xA076_1D64_78BD_642F,
+                (c >> 64) as u64 ^ 0xE703_7ED1_A0B4_28DB ^ at as u64,
+            ));
+        }
+    }
+    fold(h, 0x9E37_79B9_7F4A_7C15)
 }
 
 /// The recent-table slot of a hash (its top bits, the best mixed).
@@ -70,59 +98,92 @@ fn slot(hash: u64) -> usize {
 }
 
 /// Whether `seen` holds `b` (whose tail is `t`): lengths, then tails, then what the tail leaves
-/// out, a word at a time, inline (a `memcmp` call per row cost more than the rest of the lookup).
+/// out, 16 bytes at a time, inline (a `memcmp` call per row cost more than the rest of the lookup).
 #[inline]
 fn holds(seen: &Seen<'_>, b: &[u8], t: u64) -> bool {
     let a = seen.value;
-    a.len() == b.len() && seen.tail == t && {
-        let head = a.len().saturating_sub(8);
-        (0..head).step_by(8).all(|at| word(a, at) == word(b, at))
-    }
+    let n = b.len();
+    a.len() == n
+        && seen.tail == t
+        && match n {
+            // The tail holds every byte.
+            0..=8 => true,
+            9..=16 => word(a, 0) == word(b, 0),
+            _ => {
+                let last = n - 16;
+                (0..n - 8)
+                    .step_by(16)
+                    .all(|at| chunk(a, at.min(last)) == chunk(b, at.min(last)))
+            }
+        }
 }
 
 impl<'a> PlainKeys<'a> {
     pub(super) fn new() -> Self {
         PlainKeys {
-            previous: None,
             recent: [None; SLOTS],
             all: FastMap::default(),
         }
     }
 
-    /// The value's key: 0, 1, ... in order of first appearance in the batch.
-    #[inline(always)]
-    pub(super) fn key(&mut self, bytes: &'a [u8]) -> u32 {
-        let t = tail(bytes);
-        if let Some(p) = &self.previous {
-            if holds(p, bytes, t) {
-                return p.key;
+    /// Every row's value as a number in `out` (cleared first), `null` for a null row: for a value
+    /// not seen before in the batch, `first(row)` gives it, and the value's other rows repeat it.
+    /// The previous row's value is held in locals and compared first.
+    pub(super) fn map(
+        &mut self,
+        values: &'a StringArray,
+        null: u32,
+        out: &mut Vec<u32>,
+        mut first: impl FnMut(usize) -> u32,
+    ) {
+        out.clear();
+        // Offsets of a valid array are in bounds and non-decreasing.
+        let (offsets, data) = (values.value_offsets(), values.value_data());
+        let mut previous: Option<Seen<'a>> = None;
+        let mut number = |row: usize, w: &[i32]| {
+            let b = &data[w[0] as usize..w[1] as usize];
+            let t = tail(b);
+            match &previous {
+                Some(p) if holds(p, b, t) => p.number,
+                _ => {
+                    let seen = self.seen(b, t, || first(row));
+                    previous = Some(seen);
+                    seen.number
+                }
             }
+        };
+        let rows = offsets.windows(2).enumerate();
+        match values.nulls().filter(|n| n.null_count() > 0) {
+            None => out.extend(rows.map(|(row, w)| number(row, w))),
+            Some(nulls) => out.extend(rows.map(|(row, w)| {
+                if nulls.is_valid(row) {
+                    number(row, w)
+                } else {
+                    null
+                }
+            })),
         }
-        self.key_of_new_run(bytes, t)
     }
 
-    /// [`Self::key`] for a value that differs from the previous row's (kept out of line: the
-    /// decoder inlines the repeat check into its row loop, not this).
+    /// What a value that differs from the previous row's maps to (kept out of line: the loop in
+    /// [`Self::map`] inlines the repeat check, not this).
     #[inline(never)]
-    fn key_of_new_run(&mut self, bytes: &'a [u8], t: u64) -> u32 {
+    fn seen(&mut self, bytes: &'a [u8], t: u64, first: impl FnOnce() -> u32) -> Seen<'a> {
         let h = hash(bytes, t);
         let at = slot(h);
-        let seen = match &self.recent[at] {
+        match &self.recent[at] {
             Some((seen, sh)) if *sh == h && holds(seen, bytes, t) => *seen,
             _ => {
-                let next = self.all.len() as u32;
-                let key = *self.all.entry(bytes).or_insert(next);
+                let number = *self.all.entry(bytes).or_insert_with(first);
                 let seen = Seen {
                     value: bytes,
                     tail: t,
-                    key,
+                    number,
                 };
                 self.recent[at] = Some((seen, h));
                 seen
             }
-        };
-        self.previous = Some(seen);
-        seen.key
+        }
     }
 }
 
@@ -130,52 +191,101 @@ impl<'a> PlainKeys<'a> {
 mod tests {
     use super::*;
 
+    /// Each value's key among the distinct values of `values`, in order of first appearance, as
+    /// the decoder's `keys` numbers them.
+    fn keys_of<S: AsRef<str>>(values: &[S]) -> Vec<u32> {
+        let array = StringArray::from_iter_values(values.iter().map(AsRef::as_ref));
+        let (mut out, mut distinct) = (Vec::new(), 0);
+        PlainKeys::new().map(&array, u32::MAX, &mut out, |_| {
+            distinct += 1;
+            distinct - 1
+        });
+        out
+    }
+
     #[test]
     fn same_value_same_key_in_order_of_appearance() {
-        let mut keys = PlainKeys::new();
         let names: Vec<String> = (0..200)
             .map(|i| format!("persistent://t/topic-{i}"))
             .collect();
-        for round in 0..3 {
-            for (i, n) in names.iter().enumerate() {
-                assert_eq!(keys.key(n.as_bytes()), i as u32, "round {round}");
-            }
+        let (mut values, mut expected) = (Vec::new(), Vec::new());
+        for _round in 0..3 {
+            values.extend(names.iter().map(String::as_str));
+            expected.extend(0..200u32);
         }
-        // Short values and values that differ only before their last 8 bytes.
-        assert_eq!(keys.key(b""), 200);
-        assert_eq!(keys.key(b"a"), 201);
-        assert_eq!(keys.key(b"x-12345678"), 202);
-        assert_eq!(keys.key(b"y-12345678"), 203);
-        assert_eq!(keys.key(b"x-12345678"), 202);
-        assert_eq!(keys.key(b""), 200);
-        // Equal lengths and last 8 bytes, different heads (one word, and past two words).
-        assert_eq!(keys.key(b"a-12345678"), 204);
-        assert_eq!(keys.key(b"aaaaaaaaaaaaaaaaaaaaa-tail1234"), 205);
-        assert_eq!(keys.key(b"aaaaaaaaaaaaaaaaaaaab-tail1234"), 206);
-        assert_eq!(keys.key(b"aaaaaaaaaaaaaaaaaaaaa-tail1234"), 205);
-        assert_eq!(keys.key(b"a-12345678"), 204);
-        // Short values of every length, with equal bytes at the positions a short tail samples.
-        assert_eq!(keys.key(b"abc"), 207);
-        assert_eq!(keys.key(b"axc"), 208);
-        assert_eq!(keys.key(b"abcdefg"), 209);
-        assert_eq!(keys.key(b"abcXefg"), 210);
-        assert_eq!(keys.key(b"abc"), 207);
+        let checks: [(&str, u32); 17] = [
+            // Short values and values that differ only before their last 8 bytes.
+            ("", 200),
+            ("a", 201),
+            ("x-12345678", 202),
+            ("y-12345678", 203),
+            ("x-12345678", 202),
+            ("", 200),
+            // Equal lengths and last 8 bytes, different heads (one word, and past two words).
+            ("a-12345678", 204),
+            ("aaaaaaaaaaaaaaaaaaaaa-tail1234", 205),
+            ("aaaaaaaaaaaaaaaaaaaab-tail1234", 206),
+            ("aaaaaaaaaaaaaaaaaaaaa-tail1234", 205),
+            ("a-12345678", 204),
+            // Short values of every length, with equal bytes at the positions a short tail samples.
+            ("abc", 207),
+            ("axc", 208),
+            ("abcdefg", 209),
+            ("abcXefg", 210),
+            ("abc", 207),
+            // Longer than 16 bytes, differing only in the chunk the last one overlaps.
+            ("0123456789abcdefghij-tail1234", 211),
+        ];
+        for (v, k) in checks {
+            values.push(v);
+            expected.push(k);
+        }
+        assert_eq!(keys_of(&values), expected);
+        assert_eq!(
+            keys_of(&[
+                "0123456789abcdefghij-tail1234",
+                "0123456789abcdefghiX-tail1234"
+            ]),
+            [0, 1]
+        );
     }
 
     #[test]
     fn names_that_differ_only_in_the_middle() {
-        let mut keys = PlainKeys::new();
         let names: Vec<String> = (0..50)
             .flat_map(|t| {
                 (0..4).map(move |p| format!("persistent://public/default/t-{t}-partition-{p}"))
             })
             .collect();
-        for round in 0..3 {
+        let (mut values, mut expected) = (Vec::new(), Vec::new());
+        for _round in 0..3 {
             for (i, n) in names.iter().enumerate() {
-                assert_eq!(keys.key(n.as_bytes()), i as u32, "round {round}");
-                assert_eq!(keys.key(n.as_bytes()), i as u32, "round {round}, repeated");
+                values.extend([n.as_str(), n.as_str()]);
+                expected.extend([i as u32, i as u32]);
             }
         }
+        assert_eq!(keys_of(&values), expected);
+    }
+
+    #[test]
+    fn first_is_asked_once_per_value_with_its_first_row_and_nulls_get_the_null_number() {
+        let array = StringArray::from(vec![
+            Some("b"),
+            None,
+            Some("a"),
+            Some("b"),
+            None,
+            Some("a"),
+            Some("c"),
+        ]);
+        let mut asked = Vec::new();
+        let mut out = Vec::new();
+        PlainKeys::new().map(&array, 99, &mut out, |row| {
+            asked.push(row);
+            100 + row as u32
+        });
+        assert_eq!(asked, [0, 2, 6]);
+        assert_eq!(out, [100, 99, 102, 100, 99, 102, 106]);
     }
 
     proptest::proptest! {
@@ -197,16 +307,17 @@ mod tests {
                 }
                 pool.push(String::from_utf8(v).expect("ascii"));
             }
-            let mut keys = PlainKeys::new();
             let mut seen = std::collections::HashMap::new();
+            let (mut values, mut expected) = (Vec::new(), Vec::new());
             for (pick, run) in picks {
                 let v = &pool[pick % pool.len()];
                 for _ in 0..run {
                     let next = seen.len();
-                    let expected = *seen.entry(v.as_str()).or_insert(next) as u32;
-                    proptest::prop_assert_eq!(keys.key(v.as_bytes()), expected);
+                    expected.push(*seen.entry(v.as_str()).or_insert(next) as u32);
+                    values.push(v.as_str());
                 }
             }
+            proptest::prop_assert_eq!(keys_of(&values), expected);
         }
     }
 }

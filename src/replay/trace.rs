@@ -191,19 +191,16 @@ impl<'a, T: ArrowNativeType> Column<'a, T> {
 const NULL_KEY: u32 = u32::MAX;
 
 /// A string column: plain, or dictionary-encoded with int32 keys.
+#[derive(Clone, Copy)]
 enum Strings<'a> {
-    /// Plain values get their keys per batch (see [`PlainKeys`]).
-    Plain(&'a StringArray, Box<PlainKeys<'a>>),
+    Plain(&'a StringArray),
     Dictionary(&'a Int32Array, &'a StringArray),
 }
 
 impl<'a> Strings<'a> {
     fn of(c: &'a dyn Array, column: &str) -> Result<Self> {
         match c.data_type() {
-            DataType::Utf8 => Ok(Strings::Plain(
-                c.as_string::<i32>(),
-                Box::new(PlainKeys::new()),
-            )),
+            DataType::Utf8 => Ok(Strings::Plain(c.as_string::<i32>())),
             DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8 => {
                 let d: &DictionaryArray<Int32Type> = c.as_dictionary();
                 let values = d.values().as_string::<i32>();
@@ -233,39 +230,44 @@ impl<'a> Strings<'a> {
     /// Whether row `i` is null (for the rows the decoder looks at one by one).
     fn is_null(&self, i: usize) -> bool {
         match self {
-            Strings::Plain(a, _) => a.is_null(i),
+            Strings::Plain(a) => a.is_null(i),
             Strings::Dictionary(k, v) => k.is_null(i) || v.is_null(k.value(i) as usize),
         }
     }
 
     fn value(&self, i: usize) -> &'a str {
         match self {
-            Strings::Plain(a, _) => a.value(i),
+            Strings::Plain(a) => a.value(i),
             Strings::Dictionary(k, v) => v.value(k.value(i) as usize),
         }
     }
 
+    /// Every row's id, in `out`: `decode(row)` gives the id of a value on the first row it
+    /// appears on in the batch, and its other rows repeat it; [`NULL_KEY`] for a null row. A
+    /// column at a time, so that the row loop reads an id per column instead of comparing strings
+    /// among everything else it keeps in registers.
+    fn ids(&self, out: &mut Vec<u32>, decode: impl FnMut(usize) -> u32) {
+        match *self {
+            Strings::Plain(a) => PlainKeys::new().map(a, NULL_KEY, out, decode),
+            Strings::Dictionary(_, v) => {
+                self.keys(out);
+                resolve(out, Memo(vec![Memo::UNSET; v.len()]), decode);
+            }
+        }
+    }
+
     /// Every row's key, in `out` (cleared first): equal values of one batch have equal keys (a
-    /// dictionary's key, checked to index the values; a plain value's key from [`PlainKeys`]);
-    /// [`NULL_KEY`] for a null row. A column at a time, so that the row loop reads a key per
-    /// column instead of comparing strings among everything else it keeps in registers.
-    fn keys(&mut self, out: &mut Vec<u32>) {
+    /// dictionary's key, checked to index the values; a plain value's number in order of first
+    /// appearance); [`NULL_KEY`] for a null row.
+    fn keys(&self, out: &mut Vec<u32>) {
         out.clear();
-        match self {
-            Strings::Plain(a, keys) => {
-                let (offsets, data) = (a.value_offsets(), a.value_data());
-                // Offsets of a valid array are in bounds and non-decreasing.
-                let value = |i: usize| &data[offsets[i] as usize..offsets[i + 1] as usize];
-                match a.nulls().filter(|n| n.null_count() > 0) {
-                    None => out.extend((0..a.len()).map(|i| keys.key(value(i)))),
-                    Some(nulls) => out.extend((0..a.len()).map(|i| {
-                        if nulls.is_null(i) {
-                            NULL_KEY
-                        } else {
-                            keys.key(value(i))
-                        }
-                    })),
-                }
+        match *self {
+            Strings::Plain(a) => {
+                let mut distinct = 0;
+                PlainKeys::new().map(a, NULL_KEY, out, |_| {
+                    distinct += 1;
+                    distinct - 1
+                })
             }
             Strings::Dictionary(k, v) => {
                 // Keys were checked to index the values: non-negative, so they fit a u32.
@@ -289,13 +291,53 @@ impl<'a> Strings<'a> {
             }
         }
     }
+}
 
-    /// A memo with a slot per dictionary value (growing with the keys of a plain column).
-    fn memo(&self) -> Memo {
-        match self {
-            Strings::Plain(..) => Memo(Vec::new()),
-            Strings::Dictionary(_, v) => Memo(vec![Memo::UNSET; v.len()]),
+/// An op name that is none of [`Op::NAMES`] (its rows fail with the name).
+const UNKNOWN_OP: u32 = Op::ALL.len() as u32;
+
+/// Turns a column's keys into the ids they decode to, in place: `decode(row)` gives the id of the
+/// value first seen at `row`, and its other rows take it from the memo. Null rows keep
+/// [`NULL_KEY`]. Rows come in runs, so the previous row's key is compared first.
+fn resolve(keys: &mut [u32], mut memo: Memo, mut decode: impl FnMut(usize) -> u32) {
+    let mut previous = (NULL_KEY, NULL_KEY);
+    for (i, k) in keys.iter_mut().enumerate() {
+        let key = *k;
+        if key == NULL_KEY {
+            continue;
         }
+        if key != previous.0 {
+            let id = match memo.get(key) {
+                Some(id) => id,
+                None => {
+                    let id = decode(i);
+                    memo.set(key, id);
+                    id
+                }
+            };
+            previous = (key, id);
+        }
+        *k = previous.1;
+    }
+}
+
+/// [`resolve`] for the cursor column, whose names repeat across topics: a cursor's id is memoized
+/// by (topic id, key). A null cursor becomes [`NO_CURSOR`]; so does a row without a topic (it
+/// fails on its topic).
+fn resolve_cursors(keys: &mut [u32], topics: &[u32], mut decode: impl FnMut(usize, u32) -> u32) {
+    let mut memo: FastMap<(u32, u32), u32> = FastMap::default();
+    let mut previous = ((NULL_KEY, NULL_KEY), NO_CURSOR);
+    for (i, (k, &topic)) in keys.iter_mut().zip(topics).enumerate() {
+        if *k == NULL_KEY || topic == NULL_KEY {
+            *k = NO_CURSOR;
+            continue;
+        }
+        let memo_key = (topic, *k);
+        if memo_key != previous.0 {
+            let id = *memo.entry(memo_key).or_insert_with(|| decode(i, topic));
+            previous = (memo_key, id);
+        }
+        *k = previous.1;
     }
 }
 
@@ -331,7 +373,8 @@ pub struct TraceDecoder {
     /// Brokers in order of first appearance, and each one's latest timestamp.
     brokers: Vec<(String, i64)>,
     broker_ids: FastMap<String, u32>,
-    /// Per batch, the keys of the broker, topic, op and cursor columns (kept to reuse the memory).
+    /// Per batch, the keys of the broker, topic, op and cursor columns, then the ids they decode
+    /// to (kept to reuse the memory).
     keys: [Vec<u32>; 4],
 }
 
@@ -379,7 +422,7 @@ impl TraceDecoder {
             }
         };
         let string = |name: &'static str| Strings::of(col(name)?, name);
-        let (ts, mut broker, mut topic, mut op, mut cursor) = (
+        let (ts, broker, topic, op, cursor) = (
             int64("ts_us")?,
             string("broker")?,
             string("topic")?,
@@ -411,23 +454,30 @@ impl TraceDecoder {
         );
         let row_numbers = row_numbers.as_ref().map(Column::of);
         out.reserve(batch.num_rows());
-        let (mut broker_memo, mut topic_memo, mut op_memo) =
-            (broker.memo(), topic.memo(), op.memo());
-        // Cursor names repeat across topics, so a cursor's id is memoized by (topic, key); rows
-        // come in runs of one cursor, so the previous row's is looked at first.
-        let mut cursor_memo: FastMap<(u32, u32), u32> = FastMap::default();
-        let mut previous_cursor: Option<((u32, u32), u32)> = None;
-        let [broker_keys, topic_keys, op_keys, cursor_keys] = &mut self.keys;
-        broker.keys(broker_keys);
-        topic.keys(topic_keys);
-        op.keys(op_keys);
-        cursor.keys(cursor_keys);
-        let (broker_keys, topic_keys, op_keys, cursor_keys) = (
-            &broker_keys[..],
-            &topic_keys[..],
-            &op_keys[..],
-            &cursor_keys[..],
-        );
+        // Each string column's keys become the ids they decode to, a column at a time, so that the
+        // row loop below reads an id per column instead of holding four memos in its registers.
+        let [brokers, topics, ops, cursors] = &mut self.keys;
+        let (broker_ids, known) = (&mut self.broker_ids, &mut self.brokers);
+        broker.ids(brokers, |i| {
+            let b = broker.value(i);
+            if let Some(&id) = broker_ids.get(b) {
+                return id;
+            }
+            known.push((b.to_string(), i64::MIN));
+            let id = known.len() as u32 - 1;
+            broker_ids.insert(b.to_string(), id);
+            id
+        });
+        op.ids(ops, |i| {
+            Op::parse(op.value(i)).map_or(UNKNOWN_OP, |k| k as u32)
+        });
+        let names = &mut self.names;
+        topic.ids(topics, |i| names.topic(topic.value(i)));
+        cursor.keys(cursors);
+        resolve_cursors(cursors, topics, |i, topic_id| {
+            names.cursor(topic_id, cursor.value(i))
+        });
+        let (brokers, topics, ops, cursors) = (&brokers[..], &topics[..], &ops[..], &cursors[..]);
         for i in 0..batch.num_rows() {
             let row = match &row_numbers {
                 Some(r) => r.value(i) as u64,
@@ -441,30 +491,12 @@ impl TraceDecoder {
                 }
             };
             required(ts.is_null(i), "ts_us")?;
-            let (broker_key, topic_key, op_key, cursor_key) =
-                (broker_keys[i], topic_keys[i], op_keys[i], cursor_keys[i]);
-            required(broker_key == NULL_KEY, "broker")?;
-            required(topic_key == NULL_KEY, "topic")?;
-            required(op_key == NULL_KEY, "op")?;
+            let (broker_id, topic_id, op_id, cursor_id) =
+                (brokers[i], topics[i], ops[i], cursors[i]);
+            required(broker_id == NULL_KEY, "broker")?;
+            required(topic_id == NULL_KEY, "topic")?;
+            required(op_id == NULL_KEY, "op")?;
             let ts_us = ts.value(i);
-            // Names are looked at only when the key's memo has no id yet (or in an error).
-            let broker_id = match broker_memo.get(broker_key) {
-                Some(id) => id,
-                None => {
-                    let b = broker.value(i);
-                    let id = match self.broker_ids.get(b) {
-                        Some(&id) => id,
-                        None => {
-                            let id = self.brokers.len() as u32;
-                            self.brokers.push((b.to_string(), i64::MIN));
-                            self.broker_ids.insert(b.to_string(), id);
-                            id
-                        }
-                    };
-                    broker_memo.set(broker_key, id);
-                    id
-                }
-            };
             let last = &mut self.brokers[broker_id as usize].1;
             if ts_us < *last {
                 return Err(row_error(
@@ -477,57 +509,24 @@ impl TraceDecoder {
                 ));
             }
             *last = ts_us;
-            let kind = match op_memo.get(op_key) {
-                Some(k) => Op::ALL[k as usize],
-                None => {
-                    let op_name = op.value(i);
-                    let kind = Op::parse(op_name).ok_or_else(|| {
-                        row_error(
-                            row,
-                            "op",
-                            format!(
-                                "unknown op {op_name:?}; expected one of {}",
-                                Op::NAMES.join(", ")
-                            ),
-                        )
-                    })?;
-                    op_memo.set(op_key, kind as u32);
-                    kind
-                }
+            let Some(&kind) = Op::ALL.get(op_id as usize) else {
+                return Err(row_error(
+                    row,
+                    "op",
+                    format!(
+                        "unknown op {:?}; expected one of {}",
+                        op.value(i),
+                        Op::NAMES.join(", ")
+                    ),
+                ));
             };
-            let topic_id = match topic_memo.get(topic_key) {
-                Some(id) => id,
-                None => {
-                    let id = self.names.topic(topic.value(i));
-                    topic_memo.set(topic_key, id);
-                    id
-                }
-            };
-            let cursor_id = if cursor_key == NULL_KEY {
-                if kind.needs_cursor() {
-                    return Err(row_error(
-                        row,
-                        "cursor",
-                        format!("is null, but {:?} needs a cursor", kind.name()),
-                    ));
-                }
-                NO_CURSOR
-            } else {
-                let memo_key = (topic_id, cursor_key);
-                let id = match previous_cursor {
-                    Some((k, id)) if k == memo_key => id,
-                    _ => match cursor_memo.get(&memo_key) {
-                        Some(&id) => id,
-                        None => {
-                            let id = self.names.cursor(topic_id, cursor.value(i));
-                            cursor_memo.insert(memo_key, id);
-                            id
-                        }
-                    },
-                };
-                previous_cursor = Some((memo_key, id));
-                id
-            };
+            if cursor_id == NO_CURSOR && kind.needs_cursor() {
+                return Err(row_error(
+                    row,
+                    "cursor",
+                    format!("is null, but {:?} needs a cursor", kind.name()),
+                ));
+            }
             let position = ledger
                 .get(i)
                 .map(|l| Position::new(l, entry.get(i).unwrap_or(0)));
