@@ -359,7 +359,10 @@ pub struct Replayer {
     /// A read's runs of entries, kept between reads so that a read allocates nothing.
     runs: Vec<(i64, i64, i64)>,
     /// A read's misses, and where each contiguous run of them ends (kept likewise).
-    misses: Vec<(EntryKey, u32)>,
+    /// `read_run`'s missed entries (ids and sizes; one ledger of one topic). Ids only: a key
+    /// copied whole out of here is loaded as wider words than it was stored with, and such a load
+    /// waits for the stores to land.
+    misses: Vec<(i64, u32)>,
     miss_run_ends: Vec<usize>,
 }
 
@@ -922,7 +925,7 @@ impl Replayer {
                 if after_hit && !misses.is_empty() {
                     ends.push(misses.len());
                 }
-                misses.push((key, size));
+                misses.push((entry, size));
             }
             after_hit = hit;
         }
@@ -931,7 +934,7 @@ impl Replayer {
         }
         let mut start = 0;
         for &end in &ends {
-            self.flush_misses(topic, cursor, kind, &misses[start..end], now);
+            self.flush_misses(topic, ledger, cursor, kind, &misses[start..end], now);
             start = end;
         }
         self.misses = misses;
@@ -996,13 +999,15 @@ impl Replayer {
         }
     }
 
-    /// One storage read of the missed run; the read flow decides whether what it returns is cached.
+    /// One storage read of the missed run (entries of `ledger` and their sizes); the read flow
+    /// decides whether what it returns is cached.
     fn flush_misses(
         &mut self,
         topic: u32,
+        ledger: i64,
         cursor: u32,
         kind: ReadKind,
-        run: &[(EntryKey, u32)],
+        run: &[(i64, u32)],
         now: u64,
     ) {
         if run.is_empty() {
@@ -1010,13 +1015,17 @@ impl Replayer {
         }
         self.metrics.storage_read_ops += 1;
         if let Some(m) = &mut self.memory {
-            m.on_storage_read(run);
+            m.on_storage_read(topic, ledger, run);
         }
         let activity = &mut self.topics[topic as usize].activity;
         let admitted = self.flow.on_storage_read(kind, activity, cursor);
-        for &(key, size) in run {
+        for &(entry, size) in run {
             self.metrics.storage_read_bytes += size as u64;
             if let Some(expected) = admitted {
+                let key = EntryKey {
+                    topic,
+                    position: Position::new(ledger, entry),
+                };
                 self.strategy.insert_read(now, key, size, expected);
             }
         }

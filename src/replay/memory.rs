@@ -7,6 +7,7 @@
 
 use super::strategy::{CacheStrategy, EntryKey};
 use crate::fast_hash::FastMap;
+use crate::position::Position;
 
 /// Netty's `AdaptiveRecvByteBufAllocator` size table: 16..=496 by 16, then powers of two.
 fn size_table() -> Vec<u32> {
@@ -254,10 +255,14 @@ impl MemoryModel {
         self.topics[t] = topic;
     }
 
-    /// Entries one storage read brought back, in order.
-    pub fn on_storage_read(&mut self, entries: &[(EntryKey, u32)]) {
+    /// Entries of one ledger (ids and sizes) one storage read brought back, in order.
+    pub fn on_storage_read(&mut self, topic: u32, ledger: i64, entries: &[(i64, u32)]) {
         let mut current: Option<(usize, u64)> = None;
-        for &(key, size) in entries {
+        for &(entry, size) in entries {
+            let key = EntryKey {
+                topic,
+                position: Position::new(ledger, entry),
+            };
             let size = size as u64;
             let b = match current {
                 Some((b, room)) if room >= size => {
@@ -378,9 +383,10 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
+        const LEDGER: i64 = 1;
         let key = |topic: u32, e: i64| EntryKey {
             topic,
-            position: Position::new(1, e),
+            position: Position::new(LEDGER, e),
         };
         let mut next = [0i64; 3];
         for second in 0..200i64 {
@@ -402,13 +408,13 @@ mod tests {
                     let mut missed = Vec::new();
                     for e in from..(from + 5).min(next[t as usize]) {
                         if !lru.read(0, key(t, e)) {
-                            missed.push((key(t, e), 500));
+                            missed.push((e, 500));
                         }
                     }
-                    following.on_storage_read(&missed);
-                    full.on_storage_read(&missed);
-                    for &(k, size) in &missed {
-                        lru.insert(0, k, size, 1);
+                    following.on_storage_read(t, LEDGER, &missed);
+                    full.on_storage_read(t, LEDGER, &missed);
+                    for &(e, size) in &missed {
+                        lru.insert(0, key(t, e), size, 1);
                     }
                 }
             }
