@@ -64,18 +64,19 @@ impl FutureReads {
     pub fn is_empty(&self) -> bool {
         self.read_entry.is_empty()
     }
+}
 
-    /// Each run of reads of one group: the reads' indices and the group (either way round).
-    fn runs(&self) -> impl DoubleEndedIterator<Item = (std::ops::Range<usize>, u32)> + '_ {
-        (0..self.group_runs.len()).map(|k| {
-            let (start, g) = self.group_runs[k];
-            let end = self
-                .group_runs
-                .get(k + 1)
-                .map_or(self.read_entry.len(), |&(next, _)| next);
-            (start..end, g)
-        })
-    }
+/// Each run of reads of one group (`group_runs` of [`FutureReads`], over `reads` reads): the reads'
+/// indices and the group (either way round).
+fn reads_by_group(
+    group_runs: &[(usize, u32)],
+    reads: usize,
+) -> impl DoubleEndedIterator<Item = (std::ops::Range<usize>, u32)> + '_ {
+    (0..group_runs.len()).map(move |k| {
+        let (start, g) = group_runs[k];
+        let end = group_runs.get(k + 1).map_or(reads, |&(next, _)| next);
+        (start..end, g)
+    })
 }
 
 const NEVER: u64 = u64::MAX;
@@ -92,6 +93,53 @@ trait ReadIndex: Copy + Send + 'static {
     fn item(next: usize, place: u32) -> Self::Item;
     fn next_of(item: Self::Item) -> usize;
     fn place_of(item: Self::Item) -> u32;
+    /// Where [`NextReads::build`] turns each read's entry into its next read.
+    type Store: NextStore<Self>;
+    fn store(read_entry: Vec<u32>) -> Self::Store;
+}
+
+/// The recording's entry of each read, which [`NextReads::build`] replaces by the read's next read.
+/// It reads a read's entry only before it writes the read's next read, so a `u32` future is
+/// built in place, in the recording's own 4 bytes a read.
+trait NextStore<I> {
+    /// Read `i`'s entry (the low half of its id); only until its next read is set.
+    fn entry(&self, i: usize) -> u32;
+    fn set_next(&mut self, i: usize, next: I);
+    /// Every read's next read (each one was set).
+    fn into_next(self) -> Vec<I>;
+}
+
+/// A `u32` future: entries and next reads share the recording's vector.
+struct InPlace(Vec<u32>);
+
+impl NextStore<u32> for InPlace {
+    fn entry(&self, i: usize) -> u32 {
+        self.0[i]
+    }
+    fn set_next(&mut self, i: usize, next: u32) {
+        self.0[i] = next;
+    }
+    fn into_next(self) -> Vec<u32> {
+        self.0
+    }
+}
+
+/// A `u64` future (over 2^32 reads): the next reads beside the entries.
+struct Beside {
+    entries: Vec<u32>,
+    next: Vec<u64>,
+}
+
+impl NextStore<u64> for Beside {
+    fn entry(&self, i: usize) -> u32 {
+        self.entries[i]
+    }
+    fn set_next(&mut self, i: usize, next: u64) {
+        self.next[i] = next;
+    }
+    fn into_next(self) -> Vec<u64> {
+        self.next
+    }
 }
 
 impl ReadIndex for u32 {
@@ -114,6 +162,10 @@ impl ReadIndex for u32 {
     }
     fn place_of(item: u64) -> u32 {
         item as u32
+    }
+    type Store = InPlace;
+    fn store(read_entry: Vec<u32>) -> InPlace {
+        InPlace(read_entry)
     }
 }
 
@@ -141,6 +193,13 @@ impl ReadIndex for u64 {
     }
     fn place_of(item: u128) -> u32 {
         item as u32
+    }
+    type Store = Beside;
+    fn store(read_entry: Vec<u32>) -> Beside {
+        Beside {
+            next: vec![u64::NONE; read_entry.len()],
+            entries: read_entry,
+        }
     }
 }
 
@@ -172,15 +231,21 @@ const NO_RUN: (i64, i32, usize) = (0, 0, usize::MAX);
 
 impl<I: ReadIndex> NextReads<I> {
     fn build(future: FutureReads) -> Self {
-        let n = future.read_entry.len();
-        let groups = future.groups.len();
+        let FutureReads {
+            groups: group_keys,
+            group_runs,
+            read_entry,
+            ..
+        } = future;
+        let n = read_entry.len();
+        let groups = group_keys.len();
         // Per group: its reads, and the lowest and highest entry read.
         let mut reads_of = vec![0usize; groups];
         let mut span = vec![(u32::MAX, 0u32); groups];
-        for (reads, g) in future.runs() {
+        for (reads, g) in reads_by_group(&group_runs, n) {
             let g = g as usize;
             reads_of[g] += reads.len();
-            for &e in &future.read_entry[reads] {
+            for &e in &read_entry[reads] {
                 span[g] = (span[g].0.min(e), span[g].1.max(e));
             }
         }
@@ -200,7 +265,7 @@ impl<I: ReadIndex> NextReads<I> {
         }
         let mut fill = bounds.clone();
         let mut order = vec![I::NONE; bounds[groups]];
-        for (reads, g) in future.runs() {
+        for (reads, g) in reads_by_group(&group_runs, n) {
             let g = g as usize;
             if !dense[g] {
                 for i in reads {
@@ -210,13 +275,13 @@ impl<I: ReadIndex> NextReads<I> {
             }
         }
         drop(fill);
-        let mut next = vec![I::NONE; n];
+        // From here each read's entry is read once more, then replaced by its next read.
+        let mut store = I::store(read_entry);
         let dense_slots: usize = (0..groups).filter(|&g| dense[g]).map(width).sum();
         let mut cursors = Vec::with_capacity(dense_slots + order.len());
         let mut runs = Vec::new();
         // Where each dense group's entries start among the cursors.
         let mut dense_start = vec![0usize; groups];
-        let read_entry = &future.read_entry;
         for g in 0..groups {
             let group = u32::try_from(g).expect("group numbers are u32");
             if dense[g] {
@@ -233,14 +298,19 @@ impl<I: ReadIndex> NextReads<I> {
             // By entry id, then stream order: the group's reads are in stream order already, so a
             // stable sort by entry id keeps it; and they come mostly in ascending runs (cursors
             // reading forward), which the stable sort merges instead of partitioning.
-            reads.sort_by_key(|&i| read_entry[i.get().expect("an index")]);
+            reads.sort_by_key(|&i| store.entry(i.get().expect("an index")));
+            // Each read's next read is the following one of its entry, if any: set when that one
+            // comes, or to none when the next entry starts (and after the last read).
             let mut prev: Option<(u32, usize)> = None;
             for &r in reads.iter() {
                 let i = r.get().expect("an index");
-                let entry = read_entry[i];
+                let entry = store.entry(i);
                 match prev {
-                    Some((e, p)) if e == entry => next[p] = r,
+                    Some((e, p)) if e == entry => store.set_next(p, r),
                     _ => {
+                        if let Some((_, p)) = prev {
+                            store.set_next(p, I::NONE);
+                        }
                         let consecutive =
                             prev.is_some_and(|(e, _)| e.checked_add(1) == Some(entry));
                         if !consecutive {
@@ -255,23 +325,27 @@ impl<I: ReadIndex> NextReads<I> {
                 }
                 prev = Some((entry, i));
             }
+            if let Some((_, p)) = prev {
+                store.set_next(p, I::NONE);
+            }
         }
         drop(order);
         // The dense groups' reads, backwards: a read's next read is the one of its entry seen
         // last, and an entry's cursor ends at its first read.
-        for (reads, g) in future.runs().rev() {
+        for (reads, g) in reads_by_group(&group_runs, n).rev() {
             let g = g as usize;
             if !dense[g] {
                 continue;
             }
             let (base, first) = (dense_start[g], span[g].0);
             for i in reads.rev() {
-                let slot = &mut cursors[base + (read_entry[i] - first) as usize];
-                next[i] = *slot;
+                let slot = &mut cursors[base + (store.entry(i) - first) as usize];
+                store.set_next(i, *slot);
                 *slot = I::of(i);
             }
         }
-        let groups = future.groups;
+        let next = store.into_next();
+        let groups = group_keys;
         cursors.shrink_to_fit();
         runs.shrink_to_fit();
         // A memo per topic id up to the number of groups: the decoder numbers topics densely, so
