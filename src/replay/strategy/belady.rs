@@ -7,8 +7,9 @@
 //!
 //! The future is kept compact: the recording holds, per read, the low half of the entry id (4
 //! bytes), and a group (topic, ledger, high half of the id) per run of reads of one group. The
-//! deciding pass turns it into, per read, the index of the next read of the same entry, and per
-//! entry the index of its next unserved read (a u32 each when the read count fits, else a u64).
+//! deciding pass turns it into, per read, the index of the next read of the same entry (in place of
+//! the recorded entry), and per entry the index of its next unserved read (a u32 each when the read
+//! count fits, else a u64).
 //! A group whose reads cover its entries densely (cursors reading a ledger forward) addresses them
 //! directly, at most two slots per read; the other groups' entries are found by sorting their
 //! reads and addressed through runs of consecutive ids. Memory and work are bounded by the number
