@@ -358,11 +358,11 @@ pub struct Replayer {
     publishes_since_forget: u32,
     /// A read's runs of entries, kept between reads so that a read allocates nothing.
     runs: Vec<(i64, i64, i64)>,
-    /// A read's misses, and where each contiguous run of them ends (kept likewise).
-    /// `read_run`'s missed entries (ids and sizes; one ledger of one topic). Ids only: a key
-    /// copied whole out of here is loaded as wider words than it was stored with, and such a load
-    /// waits for the stores to land.
+    /// `read_run`'s missed entries (ids and sizes; one ledger of one topic), kept likewise. Ids
+    /// only: a key copied whole out of here is loaded as wider words than it was stored with, and
+    /// such a load waits for the stores to land.
     misses: Vec<(i64, u32)>,
+    /// Where each contiguous run of `misses` ends (kept likewise).
     miss_run_ends: Vec<usize>,
 }
 

@@ -186,8 +186,9 @@ impl<'a, T: ArrowNativeType> Column<'a, T> {
     }
 }
 
-/// The key of a null row in [`Strings::keys`]. No column has this many distinct values: a
-/// dictionary's keys are non-negative i32s, and a plain column's values share at most 2^31 bytes.
+/// The key (or id) of a null row in [`Strings::keys`] and [`Strings::ids`]. No column has this many
+/// distinct values: a dictionary's keys are non-negative i32s, and a plain column's values share at
+/// most 2^31 bytes. Ids count the brokers and topics of the whole trace, which stay far below.
 const NULL_KEY: u32 = u32::MAX;
 
 /// A string column: plain, or dictionary-encoded with int32 keys.
@@ -243,7 +244,9 @@ impl<'a> Strings<'a> {
     }
 
     /// Every row's id, in `out`: `decode(row)` gives the id of a value on the first row it
-    /// appears on in the batch, and its other rows repeat it; [`NULL_KEY`] for a null row. A
+    /// appears on in the batch (of a dictionary's key: a value the dictionary holds twice is
+    /// decoded once per key, to the same id), and its other rows repeat it; [`NULL_KEY`] for a
+    /// null row. A
     /// column at a time, so that the row loop reads an id per column instead of comparing strings
     /// among everything else it keeps in registers.
     fn ids(&self, out: &mut Vec<u32>, decode: impl FnMut(usize) -> u32) {
@@ -341,9 +344,9 @@ fn resolve_cursors(keys: &mut [u32], topics: &[u32], mut decode: impl FnMut(usiz
     }
 }
 
-/// Per batch and string column: the id each key decoded to, filled on its first row (so ids are
-/// still given in order of first appearance), so that the other rows look their id up by key
-/// instead of hashing and comparing the name.
+/// Per batch and dictionary column, a slot per dictionary value: the id its key decoded to,
+/// filled on its first row (so ids are still given in order of first appearance), so that the
+/// other rows look their id up by key instead of hashing and comparing the name.
 struct Memo(Vec<u32>);
 
 impl Memo {
@@ -357,11 +360,9 @@ impl Memo {
     }
 
     fn set(&mut self, key: u32, id: u32) {
-        let key = key as usize;
-        if self.0.len() <= key {
-            self.0.resize(key + 1, Self::UNSET);
+        if let Some(slot) = self.0.get_mut(key as usize) {
+            *slot = id;
         }
-        self.0[key] = id;
     }
 }
 
@@ -457,14 +458,14 @@ impl TraceDecoder {
         // Each string column's keys become the ids they decode to, a column at a time, so that the
         // row loop below reads an id per column instead of holding four memos in its registers.
         let [brokers, topics, ops, cursors] = &mut self.keys;
-        let (broker_ids, known) = (&mut self.broker_ids, &mut self.brokers);
+        let (broker_ids, brokers_seen) = (&mut self.broker_ids, &mut self.brokers);
         broker.ids(brokers, |i| {
             let b = broker.value(i);
             if let Some(&id) = broker_ids.get(b) {
                 return id;
             }
-            known.push((b.to_string(), i64::MIN));
-            let id = known.len() as u32 - 1;
+            brokers_seen.push((b.to_string(), i64::MIN));
+            let id = brokers_seen.len() as u32 - 1;
             broker_ids.insert(b.to_string(), id);
             id
         });

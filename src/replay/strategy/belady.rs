@@ -8,7 +8,7 @@
 //! The future is kept compact: the recording holds, per read, the low half of the entry id (4
 //! bytes), and a group (topic, ledger, high half of the id) per run of reads of one group. The
 //! deciding pass turns it into, per read, the index of the next read of the same entry (in place of
-//! the recorded entry), and per entry the index of its next unserved read (a u32 each when the read
+//! the recorded entry, for a u32 future), and per entry the index of its next unserved read (a u32 each when the read
 //! count fits, else a u64).
 //! A group whose reads cover its entries densely (cursors reading a ledger forward) addresses them
 //! directly, at most two slots per read; the other groups' entries are found by sorting their
@@ -276,7 +276,7 @@ impl<I: ReadIndex> NextReads<I> {
             }
         }
         drop(fill);
-        // From here each read's entry is read once more, then replaced by its next read.
+        // From here a read's entry is only read before its next read is written over it.
         let mut store = I::store(read_entry);
         let dense_slots: usize = (0..groups).filter(|&g| dense[g]).map(width).sum();
         let mut cursors = Vec::with_capacity(dense_slots + order.len());
@@ -346,19 +346,18 @@ impl<I: ReadIndex> NextReads<I> {
             }
         }
         let next = store.into_next();
-        let groups = group_keys;
         cursors.shrink_to_fit();
         runs.shrink_to_fit();
         // A memo per topic id up to the number of groups: the decoder numbers topics densely, so
         // that covers every topic read, and a caller's sparse ids cannot size the table.
-        let topics = groups
+        let topics = group_keys
             .keys()
             .map(|&(t, _, _)| t as usize + 1)
             .max()
             .unwrap_or(0)
-            .min(groups.len());
+            .min(group_keys.len());
         NextReads {
-            groups,
+            groups: group_keys,
             runs,
             next,
             cursors,
