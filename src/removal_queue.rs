@@ -250,10 +250,10 @@ impl Evictor<'_> {
 
     /// Runs one pass. `visit` gets the items at the head in runs: consecutive items of one cache,
     /// at most [`MAX_RUN`], and up to [`LOOKAHEAD`] of the items after the run (to prefetch for;
-    /// they come again as runs of their own). For each item in order it decides and acts on the entry (removes it,
-    /// drops a stale item, or marks it requeued and pushes it onto `requeues`), and returns how
-    /// many items it handled; fewer than the run's length ends the pass, leaving the first
-    /// unhandled item at the head (STOP). The handled items leave the head; the requeued ones go
+    /// they come again as runs of their own). For each item in order it decides and acts on the
+    /// entry (removes it, drops a stale item, or marks it requeued and pushes it onto
+    /// `requeues`), and returns how many items it handled; fewer than the run's length ends the
+    /// pass, leaving the first unhandled item at the head (STOP). The handled items leave the head; the requeued ones go
     /// to the tail after everything inserted until then. Ends on STOP or an empty queue.
     ///
     /// A requeue is allowed while the pass has budget. Single-threaded, an entry is requeued at

@@ -56,11 +56,10 @@ struct HeldCaches<'l> {
 
 impl<'l> HeldCaches<'l> {
     fn listed(&mut self) -> &'l Listed {
-        let (shared, listed) = (self.shared, self.listed);
-        if listed.get().is_none() {
-            self.release_all();
-        }
-        let listed = listed.get_or_init(|| {
+        let shared = self.shared;
+        // Made at the pass's first `take`, before it holds any cache, so the table is read with
+        // no cache held.
+        let listed = self.listed.get_or_init(|| {
             (0..shared.caches.read().by_id.len())
                 .map(|_| OnceCell::new())
                 .collect()
