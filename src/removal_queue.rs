@@ -253,8 +253,9 @@ impl Evictor<'_> {
     /// they come again as runs of their own). For each item in order it decides and acts on the
     /// entry (removes it, drops a stale item, or marks it requeued and pushes it onto
     /// `requeues`), and returns how many items it handled; fewer than the run's length ends the
-    /// pass, leaving the first unhandled item at the head (STOP). The handled items leave the head; the requeued ones go
-    /// to the tail after everything inserted until then. Ends on STOP or an empty queue.
+    /// pass, leaving the first unhandled item at the head (STOP). The handled items leave the
+    /// head; the requeued ones go to the tail after everything inserted until then. Ends on STOP
+    /// or an empty queue.
     ///
     /// A requeue is allowed while the pass has budget. Single-threaded, an entry is requeued at
     /// most `max_requeues + 1` times per pass (once for an access, then for expected reads), so a
