@@ -3,14 +3,16 @@
 //! its key among the batch's distinct values), so the decoder hashes and compares a name against
 //! the interned names once per batch, not once per row.
 //!
-//! A trace's rows come in runs (one cursor's reads of one topic), so most rows repeat the previous
-//! row's value: one comparison. The others go to a small direct-mapped table indexed by a hash of
+//! A trace's rows come in runs (one cursor's reads of one topic; a broker's stretch of reads), so
+//! most rows repeat the previous row's value, and a run is checked a block of rows at a time: the
+//! rows' lengths, then their bytes against the row before, as one comparison. The others go to a small direct-mapped table indexed by a hash of
 //! the whole value (names such as `persistent://public/default/topic-7-partition-1` differ in the
 //! middle, so no part of a name alone tells them apart), then to a map of the batch's distinct
 //! values.
 
 use crate::fast_hash::FastMap;
 use arrow_array::{Array, StringArray};
+use arrow_buffer::BooleanBuffer;
 
 const SLOTS: usize = 64;
 
@@ -119,6 +121,104 @@ fn holds(seen: &Seen<'_>, b: &[u8], t: u64) -> bool {
         }
 }
 
+/// How many rows [`repeats`] checks at once, first and at most: the blocks double while the run
+/// goes on, so a short run (a topic's few rows) costs a few rows' checks and a long one (an op's
+/// hundreds) a few blocks.
+const FIRST_BLOCK: usize = 4;
+const MAX_BLOCK: usize = 256;
+
+/// How many rows from `row` on (below `end`) hold `value`. Row `row` is compared with `value`;
+/// each later row, once the lengths say it has `value`'s length, with the row before it, which
+/// ends where it starts: a block of rows of one length is one comparison of two overlapping
+/// byte ranges, the second `value.len()` bytes after the first.
+fn repeats(offsets: &[i32], data: &[u8], row: usize, end: usize, value: &[u8]) -> usize {
+    let n = value.len();
+    let at = |r: usize| offsets[r] as usize;
+    let start = at(row);
+    if at(row + 1) - start != n || !same_bytes(&data[start..start + n], value) {
+        return 0;
+    }
+    let (mut same, mut block) = (1, FIRST_BLOCK);
+    while row + same < end {
+        let from = row + same;
+        block = block.min(end - from);
+        let of_length = (from..from + block)
+            .take_while(|&r| at(r + 1) - at(r) == n)
+            .count();
+        let s = at(from);
+        let len = of_length * n;
+        match first_difference(&data[s..s + len], &data[s - n..s - n + len]) {
+            Some(byte) => return same + byte / n,
+            None => same += of_length,
+        }
+        if of_length < block {
+            break;
+        }
+        block = (block * 2).min(MAX_BLOCK);
+    }
+    same
+}
+
+/// Whether two slices of equal length hold the same bytes.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    debug_assert_eq!(n, b.len());
+    match n {
+        0..=7 => a == b,
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => {
+            let last = n - 16;
+            (0..n)
+                .step_by(16)
+                .all(|at| chunk(a, at.min(last)) == chunk(b, at.min(last)))
+        }
+    }
+}
+
+/// The index of the first byte where `a` and `b` (of equal length) differ, compared 16 bytes at
+/// a time, inline (a `memcmp` call costs more than a short value's comparison); the last chunk
+/// is moved back to end with the slices, over bytes already found equal.
+#[inline]
+fn first_difference(a: &[u8], b: &[u8]) -> Option<usize> {
+    let n = a.len();
+    debug_assert_eq!(n, b.len());
+    if n < 16 {
+        return (0..n).find(|&i| a[i] != b[i]);
+    }
+    let differs_at = |at: usize| {
+        let (x, y) = (chunk(a, at), chunk(b, at));
+        (x != y).then(|| at + ((x ^ y).trailing_zeros() / 8) as usize)
+    };
+    let last = n - 16;
+    (0..n).step_by(16).find_map(|at| differs_at(at.min(last)))
+}
+
+/// The first row from `from` on whose validity bit is not `valid` (or the bits' end), a word of
+/// bits at a time.
+fn run_end(bits: &BooleanBuffer, from: usize, valid: bool) -> usize {
+    let (bytes, offset, len) = (bits.values(), bits.offset(), bits.len());
+    let mut row = from;
+    while row < len {
+        let bit = offset + row;
+        let byte = bit / 8;
+        let mut word = [0u8; 8];
+        let available = (bytes.len() - byte).min(8);
+        word[..available].copy_from_slice(&bytes[byte..byte + available]);
+        let mut w = u64::from_le_bytes(word) >> (bit % 8);
+        if !valid {
+            w = !w;
+        }
+        let usable = (64 - bit % 8).min(len - row);
+        let run = w.trailing_ones() as usize;
+        if run < usable {
+            return row + run;
+        }
+        row += usable;
+    }
+    len
+}
+
 impl<'a> PlainKeys<'a> {
     pub(super) fn new() -> Self {
         PlainKeys {
@@ -129,7 +229,10 @@ impl<'a> PlainKeys<'a> {
 
     /// Every row's value as a number in `out` (cleared first), `null` for a null row: for a value
     /// not seen before in the batch, `first(row)` gives it, and the value's other rows repeat it.
-    /// The previous row's value is held in locals and compared first.
+    ///
+    /// Rows come in runs, so the rows after a value's row are checked as a run (see [`repeats`]),
+    /// and a run of nulls is found a word of the validity bits at a time; only a row that starts
+    /// a new value is looked up on its own.
     pub(super) fn map(
         &mut self,
         values: &'a StringArray,
@@ -140,29 +243,37 @@ impl<'a> PlainKeys<'a> {
         out.clear();
         // Offsets of a valid array are in bounds and non-decreasing.
         let (offsets, data) = (values.value_offsets(), values.value_data());
+        let nulls = values.nulls().filter(|n| n.null_count() > 0);
+        let rows = values.len();
+        out.reserve(rows);
         let mut previous: Option<Seen<'a>> = None;
-        let mut number = |row: usize, w: &[i32]| {
-            let b = &data[w[0] as usize..w[1] as usize];
-            let t = tail(b);
-            match &previous {
-                Some(p) if holds(p, b, t) => p.number,
-                _ => {
-                    let seen = self.seen(b, t, || first(row));
-                    previous = Some(seen);
-                    seen.number
+        // The rows from the current one up to here are valid (all of them, without nulls).
+        let mut valid_end = if nulls.is_some() { 0 } else { rows };
+        let mut row = 0;
+        while row < rows {
+            if row >= valid_end {
+                let bits = nulls.expect("only with nulls").inner();
+                if !bits.value(row) {
+                    let end = run_end(bits, row, false);
+                    out.resize(out.len() + (end - row), null);
+                    row = end;
+                    continue;
+                }
+                valid_end = run_end(bits, row, true);
+            }
+            if let Some(p) = &previous {
+                let same = repeats(offsets, data, row, valid_end, p.value);
+                if same > 0 {
+                    out.resize(out.len() + same, p.number);
+                    row += same;
+                    continue;
                 }
             }
-        };
-        let rows = offsets.windows(2).enumerate();
-        match values.nulls().filter(|n| n.null_count() > 0) {
-            None => out.extend(rows.map(|(row, w)| number(row, w))),
-            Some(nulls) => out.extend(rows.map(|(row, w)| {
-                if nulls.is_valid(row) {
-                    number(row, w)
-                } else {
-                    null
-                }
-            })),
+            let b = &data[offsets[row] as usize..offsets[row + 1] as usize];
+            let seen = self.seen(b, tail(b), || first(row));
+            previous = Some(seen);
+            out.push(seen.number);
+            row += 1;
         }
     }
 
@@ -319,6 +430,54 @@ mod tests {
                 }
             }
             proptest::prop_assert_eq!(keys_of(&values), expected);
+        }
+
+        /// The same for long runs (past the largest block), nulls in runs and apart, and a slice
+        /// of a longer array (so offsets and validity bits start mid-buffer): each value's rows get
+        /// the number `first` gave at its first row, and `first` is asked once per value.
+        #[test]
+        fn runs_nulls_and_slices_match_a_map(
+            base in "[ab]{0,40}",
+            flips in proptest::collection::vec(0usize..40, 1..8),
+            picks in proptest::collection::vec((0usize..10, 1usize..600), 1..30),
+            skip in 0usize..70,
+        ) {
+            let mut pool: Vec<Option<String>> = vec![Some(base.clone()), None];
+            for i in flips {
+                let mut v = base.clone().into_bytes();
+                if !v.is_empty() {
+                    let n = v.len();
+                    v[i % n] ^= 3;
+                }
+                pool.push(Some(String::from_utf8(v).expect("ascii")));
+            }
+            let mut values: Vec<Option<&str>> = (0..skip)
+                .map(|i| pool[i % pool.len()].as_deref())
+                .collect();
+            for &(pick, run) in &picks {
+                values.extend(std::iter::repeat_n(pool[pick % pool.len()].as_deref(), run));
+            }
+            let whole = StringArray::from(values.clone());
+            let array = whole.slice(skip, values.len() - skip);
+            let (mut seen, mut expected_asked) = (std::collections::HashMap::new(), Vec::new());
+            let expected: Vec<u32> = values[skip..]
+                .iter()
+                .enumerate()
+                .map(|(row, v)| match v {
+                    None => u32::MAX,
+                    Some(v) => *seen.entry(*v).or_insert_with(|| {
+                        expected_asked.push(row);
+                        1000 + row as u32
+                    }),
+                })
+                .collect();
+            let (mut out, mut asked) = (Vec::new(), Vec::new());
+            PlainKeys::new().map(&array, u32::MAX, &mut out, |row| {
+                asked.push(row);
+                1000 + row as u32
+            });
+            proptest::prop_assert_eq!(out, expected);
+            proptest::prop_assert_eq!(asked, expected_asked);
         }
     }
 }
