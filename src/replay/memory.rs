@@ -8,6 +8,7 @@
 use super::strategy::{CacheStrategy, EntryKey};
 use crate::fast_hash::FastMap;
 use crate::position::Position;
+use std::collections::VecDeque;
 
 /// Netty's `AdaptiveRecvByteBufAllocator` size table: 16..=496 by 16, then powers of two.
 fn size_table() -> Vec<u32> {
@@ -30,42 +31,97 @@ struct AdaptiveRecv {
     decrease_now: bool,
 }
 
-/// A buffer's entries in arrival order; most buffers hold one, so the first is kept inline.
+/// What a socket read of `actual` bytes teaches the allocator about the next one.
+fn record(table: &[u32], a: &mut AdaptiveRecv, actual: u64) {
+    let smaller = table[a.index.saturating_sub(1).max(a.min_index)] as u64;
+    if actual <= smaller {
+        if a.decrease_now {
+            a.index = a.index.saturating_sub(1).max(a.min_index);
+            a.decrease_now = false;
+        } else {
+            a.decrease_now = true;
+        }
+    } else if actual >= table[a.index] as u64 {
+        a.index = (a.index + 4).min(a.max_index);
+        a.decrease_now = false;
+    }
+}
+
+/// Consecutive entries of one ledger of one topic, `first..=last`.
+#[derive(Debug, Clone, Copy)]
+struct KeyRun {
+    topic: u32,
+    ledger: i64,
+    first: i64,
+    last: i64,
+}
+
+impl KeyRun {
+    fn key(&self, entry: i64) -> EntryKey {
+        EntryKey {
+            topic: self.topic,
+            position: Position::new(self.ledger, entry),
+        }
+    }
+}
+
+/// A buffer's entries in arrival order, as runs of consecutive entries: a socket read brings a
+/// topic's next entries and a storage read a ledger's, so nearly every buffer holds one run,
+/// kept inline (no allocation, whatever the number of entries).
 #[derive(Default)]
 struct Keys {
-    first: Option<EntryKey>,
-    rest: Vec<EntryKey>,
+    first: Option<KeyRun>,
+    rest: VecDeque<KeyRun>,
 }
 
 impl Keys {
     fn push(&mut self, key: EntryKey) {
-        if self.first.is_none() && self.rest.is_empty() {
-            self.first = Some(key);
-        } else {
-            self.rest.push(key);
+        let (topic, ledger, entry) = (key.topic, key.position.ledger_id, key.position.entry_id);
+        let last = self.rest.back_mut().or(self.first.as_mut());
+        match last {
+            Some(run)
+                if run.topic == topic
+                    && run.ledger == ledger
+                    && run.last.checked_add(1) == Some(entry) =>
+            {
+                run.last = entry;
+            }
+            _ => {
+                let run = KeyRun {
+                    topic,
+                    ledger,
+                    first: entry,
+                    last: entry,
+                };
+                if self.first.is_none() {
+                    self.first = Some(run);
+                } else {
+                    self.rest.push_back(run);
+                }
+            }
         }
     }
 
     /// Drops the uncached entries in front (entries leave mostly oldest first) and says whether
     /// one is still cached.
     fn any_cached(&mut self, cache: &dyn CacheStrategy) -> bool {
-        if let Some(k) = self.first {
-            if cache.contains(k) {
-                return true;
+        while let Some(run) = &mut self.first {
+            loop {
+                if cache.contains(run.key(run.first)) {
+                    return true;
+                }
+                if run.first == run.last {
+                    break;
+                }
+                run.first += 1;
             }
-            self.first = None;
+            self.first = self.rest.pop_front();
         }
-        let gone = self
-            .rest
-            .iter()
-            .take_while(|k| !cache.contains(**k))
-            .count();
-        self.rest.drain(..gone);
-        !self.rest.is_empty()
+        false
     }
 
     fn front(&self) -> Option<EntryKey> {
-        self.first.or_else(|| self.rest.first().copied())
+        self.first.map(|run| run.key(run.first))
     }
 }
 
@@ -152,21 +208,6 @@ impl MemoryModel {
         self
     }
 
-    fn record(&self, a: &mut AdaptiveRecv, actual: u64) {
-        let smaller = self.table[a.index.saturating_sub(1).max(a.min_index)] as u64;
-        if actual <= smaller {
-            if a.decrease_now {
-                a.index = a.index.saturating_sub(1).max(a.min_index);
-                a.decrease_now = false;
-            } else {
-                a.decrease_now = true;
-            }
-        } else if actual >= self.table[a.index] as u64 {
-            a.index = (a.index + 4).min(a.max_index);
-            a.decrease_now = false;
-        }
-    }
-
     fn new_buffer(&mut self, capacity: u64) -> usize {
         let buffer = Buffer {
             capacity,
@@ -213,18 +254,13 @@ impl MemoryModel {
         }
         let ms = ts_us.div_euclid(1000);
         let size = size as u64;
-        let mut topic = std::mem::replace(
-            &mut self.topics[t],
-            TopicRecv {
-                recv: self.start.clone(),
-                burst_ms: 0,
-                burst_bytes: 0,
-                open: None,
-            },
-        );
+        // The topic is updated where it is: a copy taken out and put back would be stored field
+        // by field and loaded back whole, which waits for the stores.
+        let table = &self.table;
+        let topic = &mut self.topics[t];
         if topic.burst_ms != ms {
             if topic.burst_bytes > 0 {
-                self.record(&mut topic.recv, topic.burst_bytes);
+                record(table, &mut topic.recv, topic.burst_bytes);
             }
             topic.burst_ms = ms;
             topic.burst_bytes = 0;
@@ -237,22 +273,21 @@ impl MemoryModel {
                 b
             }
             previous => {
-                let guess = self.table[topic.recv.index] as u64;
+                let guess = table[topic.recv.index] as u64;
                 if previous.is_some() {
-                    self.record(&mut topic.recv, guess); // the last read filled its buffer
+                    record(table, &mut topic.recv, guess); // the last read filled its buffer
                 }
                 if size > guess {
                     topic.open = None;
                     self.new_buffer(size)
                 } else {
                     let b = self.new_buffer(guess);
-                    topic.open = Some((b, guess - size));
+                    self.topics[t].open = Some((b, guess - size));
                     b
                 }
             }
         };
         self.push(buffer, key);
-        self.topics[t] = topic;
     }
 
     /// Entries of one ledger (ids and sizes) one storage read brought back, in order.
