@@ -626,7 +626,7 @@ impl Replayer {
                     log.record(e.ts_us, key, e.size, false);
                 }
                 if let Some(m) = &mut self.memory {
-                    m.on_publish(e.ts_us, key, e.size);
+                    m.on_publish(e.ts_us, e.topic, p, e.size);
                 }
                 if let Some(expected) = admitted {
                     self.strategy.insert(now, key, e.size, expected);

@@ -75,8 +75,7 @@ struct Keys {
 }
 
 impl Keys {
-    fn push(&mut self, key: EntryKey) {
-        let (topic, ledger, entry) = (key.topic, key.position.ledger_id, key.position.entry_id);
+    fn push(&mut self, topic: u32, ledger: i64, entry: i64) {
         let last = self.rest.back_mut().or(self.first.as_mut());
         match last {
             Some(run)
@@ -229,9 +228,9 @@ impl MemoryModel {
         }
     }
 
-    fn push(&mut self, b: usize, key: EntryKey) {
+    fn push(&mut self, b: usize, topic: u32, ledger: i64, entry: i64) {
         let buffer = &mut self.buffers[b];
-        buffer.entries.push(key);
+        buffer.entries.push(topic, ledger, entry);
         if !buffer.dirty {
             buffer.dirty = true;
             self.dirty.push(b);
@@ -242,8 +241,8 @@ impl MemoryModel {
     /// in the same millisecond arrive in one socket read; the read fills buffers of the allocator's
     /// current guess, and an entry that does not fit the rest of a buffer is copied into one of its
     /// own by the frame decoder.
-    pub fn on_publish(&mut self, ts_us: i64, key: EntryKey, size: u32) {
-        let t = key.topic as usize;
+    pub fn on_publish(&mut self, ts_us: i64, topic: u32, position: Position, size: u32) {
+        let t = topic as usize;
         while self.topics.len() <= t {
             self.topics.push(TopicRecv {
                 recv: self.start.clone(),
@@ -257,28 +256,28 @@ impl MemoryModel {
         // The topic is updated where it is: a copy taken out and put back would be stored field
         // by field and loaded back whole, which waits for the stores.
         let table = &self.table;
-        let topic = &mut self.topics[t];
-        if topic.burst_ms != ms {
-            if topic.burst_bytes > 0 {
-                record(table, &mut topic.recv, topic.burst_bytes);
+        let recv = &mut self.topics[t];
+        if recv.burst_ms != ms {
+            if recv.burst_bytes > 0 {
+                record(table, &mut recv.recv, recv.burst_bytes);
             }
-            topic.burst_ms = ms;
-            topic.burst_bytes = 0;
-            topic.open = None;
+            recv.burst_ms = ms;
+            recv.burst_bytes = 0;
+            recv.open = None;
         }
-        topic.burst_bytes += size;
-        let buffer = match topic.open {
+        recv.burst_bytes += size;
+        let buffer = match recv.open {
             Some((b, room)) if room >= size => {
-                topic.open = Some((b, room - size));
+                recv.open = Some((b, room - size));
                 b
             }
             previous => {
-                let guess = table[topic.recv.index] as u64;
+                let guess = table[recv.recv.index] as u64;
                 if previous.is_some() {
-                    record(table, &mut topic.recv, guess); // the last read filled its buffer
+                    record(table, &mut recv.recv, guess); // the last read filled its buffer
                 }
                 if size > guess {
-                    topic.open = None;
+                    recv.open = None;
                     self.new_buffer(size)
                 } else {
                     let b = self.new_buffer(guess);
@@ -287,17 +286,13 @@ impl MemoryModel {
                 }
             }
         };
-        self.push(buffer, key);
+        self.push(buffer, topic, position.ledger_id, position.entry_id);
     }
 
     /// Entries of one ledger (ids and sizes) one storage read brought back, in order.
     pub fn on_storage_read(&mut self, topic: u32, ledger: i64, entries: &[(i64, u32)]) {
         let mut current: Option<(usize, u64)> = None;
         for &(entry, size) in entries {
-            let key = EntryKey {
-                topic,
-                position: Position::new(ledger, entry),
-            };
             let size = size as u64;
             let b = match current {
                 Some((b, room)) if room >= size => {
@@ -311,7 +306,7 @@ impl MemoryModel {
                     b
                 }
             };
-            self.push(b, key);
+            self.push(b, topic, ledger, entry);
         }
     }
 
@@ -432,8 +427,8 @@ mod tests {
                     let size = 100 + rand(900) as u32;
                     let k = key(t, next[t as usize]);
                     next[t as usize] += 1;
-                    following.on_publish(ts, k, size);
-                    full.on_publish(ts, k, size);
+                    following.on_publish(ts, t, k.position, size);
+                    full.on_publish(ts, t, k.position, size);
                     lru.insert(0, k, size, 1);
                 }
                 if rand(5) == 0 {
