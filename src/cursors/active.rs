@@ -107,13 +107,30 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
 
     /// Registers a cursor at `position` (`None`: registered but not tracked). Adding a name that
     /// exists moves it. Returns the cursor's handle.
+    #[inline(always)]
     pub fn add(&mut self, key: K, position: Option<Position>) -> CursorId {
-        if let Some(&id) = self.names.get(&key) {
-            self.set_target(id, position);
-            return self.handle(id);
-        }
+        // Inline, and the position not handed to the out-of-line registering of a new name (the
+        // rare case), so that it goes into the slot from where it was made: a position passed
+        // through memory is stored in parts and loaded back whole, which waits for the stores.
+        let id = match self.names.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = self.register(key);
+                if position.is_none() {
+                    return self.handle(id);
+                }
+                id
+            }
+        };
+        self.set_target(id, position);
+        self.handle(id)
+    }
+
+    /// A new cursor, untracked (its position, if any, is set by the caller, as a move).
+    #[inline(never)]
+    fn register(&mut self, key: K) -> u32 {
         let slot = CursorSlot {
-            target: position,
+            target: None,
             counted: None,
             hint: Hint::default(),
             generation: 0,
@@ -139,10 +156,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             }
         };
         self.names.insert(key, id);
-        if position.is_some() {
-            self.enqueue(id);
-        }
-        self.handle(id)
+        id
     }
 
     fn handle(&self, slot: u32) -> CursorId {
@@ -305,6 +319,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         self.cursors.len() - self.free_cursors.len()
     }
 
+    #[inline]
     fn set_target(&mut self, id: u32, position: Option<Position>) {
         self.cursors[id as usize].target = position;
         self.enqueue(id);
