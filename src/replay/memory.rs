@@ -103,10 +103,10 @@ impl Keys {
 
     /// Drops the uncached entries in front (entries leave mostly oldest first) and says whether
     /// one is still cached.
-    fn any_cached(&mut self, cache: &dyn CacheStrategy) -> bool {
+    fn any_cached(&mut self, cached: impl Fn(EntryKey) -> bool) -> bool {
         while let Some(run) = &mut self.first {
             loop {
-                if cache.contains(run.key(run.first)) {
+                if cached(run.key(run.first)) {
                     return true;
                 }
                 if run.first == run.last {
@@ -368,7 +368,7 @@ impl MemoryModel {
             if buffer.live {
                 continue; // only got entries: its front is still cached
             }
-            if buffer.entries.any_cached(cache) {
+            if buffer.entries.any_cached(|key| cache.contains(key)) {
                 buffer.live = true;
                 self.retained += buffer.capacity;
                 if let Some(by_front) = &mut self.by_front {
@@ -398,6 +398,44 @@ mod tests {
     use super::*;
     use crate::position::Position;
     use crate::replay::strategy::Lru;
+    use std::collections::HashSet;
+
+    proptest::proptest! {
+        /// A buffer's entries kept as runs answer as the list of its entries did: pushed in any
+        /// order (consecutive or not, across topics and ledgers, repeated), each check drops the
+        /// uncached entries in front, says whether one is left (cached) and which is first.
+        #[test]
+        fn runs_of_entries_answer_as_the_list_of_entries(
+            pushes in proptest::collection::vec((0u32..2, 0i64..3, 0i64..4), 1..60),
+            checks in proptest::collection::vec(proptest::collection::vec((0u32..2, 0i64..3, 0i64..24), 0..30), 1..6),
+        ) {
+            let key = |topic: u32, ledger: i64, entry: i64| EntryKey {
+                topic,
+                position: Position::new(ledger, entry),
+            };
+            let (mut runs, mut list) = (Keys::default(), Vec::new());
+            // Mostly the next entry of the last push, sometimes a jump, another ledger or topic.
+            let mut at = (0u32, 0i64, 0i64);
+            for (topic, ledger, step) in pushes {
+                at = match step {
+                    0 => (topic, ledger, at.2 + 1),
+                    1 => (at.0, at.1, at.2 + 2),
+                    2 => (at.0, at.1, at.2),
+                    _ => (at.0, at.1, at.2 + 1),
+                };
+                runs.push(at.0, at.1, at.2);
+                list.push(key(at.0, at.1, at.2));
+            }
+            for cached in checks {
+                let cached: HashSet<EntryKey> =
+                    cached.into_iter().map(|(t, l, e)| key(t, l, e)).collect();
+                let gone = list.iter().take_while(|k| !cached.contains(k)).count();
+                list.drain(..gone);
+                proptest::prop_assert_eq!(runs.any_cached(|k| cached.contains(&k)), !list.is_empty());
+                proptest::prop_assert_eq!(runs.front(), list.first().copied());
+            }
+        }
+    }
 
     /// The samples that check only changed buffers give what checking every buffer gives, second
     /// by second, with evictions, entries cached again from storage, and a ledger deleted.
