@@ -115,7 +115,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         let id = match self.names.get(&key) {
             Some(&id) => id,
             None => {
-                let id = self.register(key);
+                let id = self.register_untracked(key);
                 if position.is_none() {
                     return self.handle(id);
                 }
@@ -128,7 +128,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
 
     /// A new cursor, untracked (its position, if any, is set by the caller, as a move).
     #[inline(never)]
-    fn register(&mut self, key: K) -> u32 {
+    fn register_untracked(&mut self, key: K) -> u32 {
         let slot = CursorSlot {
             target: None,
             counted: None,

@@ -4,11 +4,12 @@
 //! the interned names once per batch, not once per row.
 //!
 //! A trace's rows come in runs (one cursor's reads of one topic; a broker's stretch of reads), so
-//! most rows repeat the previous row's value, and a run is checked a block of rows at a time: the
-//! rows' lengths, then their bytes against the row before, as one comparison. The others go to a small direct-mapped table indexed by a hash of
-//! the whole value (names such as `persistent://public/default/topic-7-partition-1` differ in the
-//! middle, so no part of a name alone tells them apart), then to a map of the batch's distinct
-//! values.
+//! most rows repeat the previous row's value: a row is compared with the value looked up last,
+//! and the rows after it a block at a time (their lengths, then their bytes against the row before
+//! each, as one comparison). A row with another value goes to a small direct-mapped table indexed
+//! by a hash of the whole value (names such as `persistent://public/default/topic-7-partition-1`
+//! differ in the middle, so no part of a name alone tells them apart), then to a map of the
+//! batch's distinct values.
 
 use crate::fast_hash::FastMap;
 use arrow_array::{Array, StringArray};
@@ -121,31 +122,27 @@ fn holds(seen: &Seen<'_>, b: &[u8], t: u64) -> bool {
         }
 }
 
-/// How many rows [`repeats`] checks at once, first and at most: the blocks double while the run
-/// goes on, so a short run (a topic's few rows) costs a few rows' checks and a long one (an op's
-/// hundreds) a few blocks.
+/// How many rows [`repeats_after`] checks at once, first and at most: the blocks double while the
+/// run goes on, so a short run (a topic's few rows) costs a few rows' checks and a long one (an
+/// op's hundreds) a few blocks.
 const FIRST_BLOCK: usize = 4;
+/// See [`FIRST_BLOCK`].
 const MAX_BLOCK: usize = 256;
 
-/// How many rows from `row` on (below `end`) hold `value`. Row `row` is compared with `value`;
-/// each later row, once the lengths say it has `value`'s length, with the row before it, which
-/// ends where it starts: a block of rows of one length is one comparison of two overlapping
-/// byte ranges, the second `value.len()` bytes after the first.
-fn repeats(offsets: &[i32], data: &[u8], row: usize, end: usize, value: &[u8]) -> usize {
-    let n = value.len();
+/// How many rows from `from` on (below `end`) repeat row `from - 1`, whose length is `n`: once the
+/// lengths say a row has that length, it is compared with the row before it, which ends where it
+/// starts, so a block of rows of one length is one comparison of two overlapping byte ranges, the
+/// second `n` bytes after the first.
+fn repeats_after(offsets: &[i32], data: &[u8], from: usize, end: usize, n: usize) -> usize {
     let at = |r: usize| offsets[r] as usize;
-    let start = at(row);
-    if at(row + 1) - start != n || !same_bytes(&data[start..start + n], value) {
-        return 0;
-    }
-    let (mut same, mut block) = (1, FIRST_BLOCK);
-    while row + same < end {
-        let from = row + same;
-        block = block.min(end - from);
-        let of_length = (from..from + block)
+    let (mut same, mut block) = (0, FIRST_BLOCK);
+    while from + same < end {
+        let next = from + same;
+        block = block.min(end - next);
+        let of_length = (next..next + block)
             .take_while(|&r| at(r + 1) - at(r) == n)
             .count();
-        let s = at(from);
+        let s = at(next);
         let len = of_length * n;
         match first_difference(&data[s..s + len], &data[s - n..s - n + len]) {
             Some(byte) => return same + byte / n,
@@ -157,23 +154,6 @@ fn repeats(offsets: &[i32], data: &[u8], row: usize, end: usize, value: &[u8]) -
         block = (block * 2).min(MAX_BLOCK);
     }
     same
-}
-
-/// Whether two slices of equal length hold the same bytes.
-#[inline]
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len();
-    debug_assert_eq!(n, b.len());
-    match n {
-        0..=7 => a == b,
-        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
-        _ => {
-            let last = n - 16;
-            (0..n)
-                .step_by(16)
-                .all(|at| chunk(a, at.min(last)) == chunk(b, at.min(last)))
-        }
-    }
 }
 
 /// The index of the first byte where `a` and `b` (of equal length) differ, compared 16 bytes at
@@ -230,9 +210,9 @@ impl<'a> PlainKeys<'a> {
     /// Every row's value as a number in `out` (cleared first), `null` for a null row: for a value
     /// not seen before in the batch, `first(row)` gives it, and the value's other rows repeat it.
     ///
-    /// Rows come in runs, so the rows after a value's row are checked as a run (see [`repeats`]),
-    /// and a run of nulls is found a word of the validity bits at a time; only a row that starts
-    /// a new value is looked up on its own.
+    /// Rows come in runs, so the rows after a row that repeats the value looked up last are checked
+    /// as a run (see [`repeats_after`]), and a run of nulls is found a word of the validity bits at
+    /// a time; only a row with another value is looked up on its own.
     pub(super) fn map(
         &mut self,
         values: &'a StringArray,
@@ -247,7 +227,7 @@ impl<'a> PlainKeys<'a> {
         let rows = values.len();
         out.reserve(rows);
         let mut previous: Option<Seen<'a>> = None;
-        // The rows from the current one up to here are valid (all of them, without nulls).
+        // Rows `row..valid_end` are valid.
         let mut valid_end = if nulls.is_some() { 0 } else { rows };
         let mut row = 0;
         while row < rows {
@@ -261,24 +241,23 @@ impl<'a> PlainKeys<'a> {
                 }
                 valid_end = run_end(bits, row, true);
             }
-            if let Some(p) = &previous {
-                let same = repeats(offsets, data, row, valid_end, p.value);
-                if same > 0 {
-                    out.resize(out.len() + same, p.number);
-                    row += same;
-                    continue;
-                }
-            }
             let b = &data[offsets[row] as usize..offsets[row + 1] as usize];
-            let seen = self.seen(b, tail(b), || first(row));
+            let t = tail(b);
+            if let Some(p) = previous.filter(|p| holds(p, b, t)) {
+                let same = 1 + repeats_after(offsets, data, row + 1, valid_end, b.len());
+                out.resize(out.len() + same, p.number);
+                row += same;
+                continue;
+            }
+            let seen = self.seen(b, t, || first(row));
             previous = Some(seen);
             out.push(seen.number);
             row += 1;
         }
     }
 
-    /// What a value that differs from the previous row's maps to (kept out of line: the loop in
-    /// [`Self::map`] inlines the repeat check, not this).
+    /// What a value other than the one looked up last maps to (kept out of line: the loop in
+    /// [`Self::map`] keeps the repeat checks, not this).
     #[inline(never)]
     fn seen(&mut self, bytes: &'a [u8], t: u64, first: impl FnOnce() -> u32) -> Seen<'a> {
         let h = hash(bytes, t);
@@ -400,6 +379,16 @@ mod tests {
         assert_eq!(out, [100, 99, 102, 100, 99, 102, 106]);
     }
 
+    /// A run of one value ends where a row's length differs, even when the bytes that follow read
+    /// the same (`a`, `b` after `ab`, `ab`).
+    #[test]
+    fn a_run_ends_at_a_row_of_another_length() {
+        assert_eq!(
+            keys_of(&["ab", "ab", "a", "b", "ab", "ab", "ab", "ab", "", "", "ab"]),
+            [0, 0, 1, 2, 0, 0, 0, 0, 3, 3, 0]
+        );
+    }
+
     proptest::proptest! {
         /// Keys match a map of the values seen, for values that differ from one another in one or
         /// two bytes anywhere (variants of one name), drawn so that rows repeat, in runs and apart.
@@ -439,10 +428,19 @@ mod tests {
         fn runs_nulls_and_slices_match_a_map(
             base in "[ab]{0,40}",
             flips in proptest::collection::vec(0usize..40, 1..8),
-            picks in proptest::collection::vec((0usize..10, 1usize..600), 1..30),
+            picks in proptest::collection::vec((0usize..13, 1usize..600), 1..30),
             skip in 0usize..70,
         ) {
-            let mut pool: Vec<Option<String>> = vec![Some(base.clone()), None];
+            // Values of other lengths too (one byte more, one less, empty), so that the lengths
+            // decide where some runs end.
+            let shorter = base.get(..base.len().saturating_sub(1)).unwrap_or("").to_string();
+            let mut pool: Vec<Option<String>> = vec![
+                Some(base.clone()),
+                None,
+                Some(format!("{base}a")),
+                Some(shorter),
+                Some(String::new()),
+            ];
             for i in flips {
                 let mut v = base.clone().into_bytes();
                 if !v.is_empty() {
