@@ -69,12 +69,12 @@ impl KeyRun {
 /// topic's next entries and a storage read a ledger's, so nearly every buffer holds one run,
 /// kept inline (no allocation, whatever the number of entries).
 #[derive(Default)]
-struct Keys {
+struct EntryRuns {
     first: Option<KeyRun>,
     rest: VecDeque<KeyRun>,
 }
 
-impl Keys {
+impl EntryRuns {
     fn push(&mut self, topic: u32, ledger: i64, entry: i64) {
         let last = self.rest.back_mut().or(self.first.as_mut());
         match last {
@@ -128,7 +128,7 @@ const NONE: usize = usize::MAX;
 
 struct Buffer {
     capacity: u64,
-    entries: Keys,
+    entries: EntryRuns,
     /// At the last sample its front entry was cached (it is counted in `retained`).
     live: bool,
     /// Entries arrived, or its front entry left the cache, since the last sample: check it.
@@ -210,7 +210,7 @@ impl MemoryModel {
     fn new_buffer(&mut self, capacity: u64) -> usize {
         let buffer = Buffer {
             capacity,
-            entries: Keys::default(),
+            entries: EntryRuns::default(),
             live: false,
             dirty: false,
             next_same_front: NONE,
@@ -388,7 +388,7 @@ impl MemoryModel {
 
     fn release(&mut self, b: usize) {
         let buffer = &mut self.buffers[b];
-        buffer.entries = Keys::default();
+        buffer.entries = EntryRuns::default();
         self.free_slots.push(b);
     }
 }
@@ -396,7 +396,6 @@ impl MemoryModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::position::Position;
     use crate::replay::strategy::Lru;
     use std::collections::HashSet;
 
@@ -416,7 +415,7 @@ mod tests {
                 topic,
                 position: Position::new(ledger, entry),
             };
-            let (mut runs, mut list) = (Keys::default(), Vec::new());
+            let (mut runs, mut list) = (EntryRuns::default(), Vec::new());
             // Mostly the next entry of the last push, sometimes a jump, another ledger or topic.
             let mut at = (0u32, 0i64, 0i64);
             for (topic, ledger, step) in pushes {

@@ -101,8 +101,8 @@ fn slot(hash: u64) -> usize {
     (hash >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
-/// Whether `seen` holds `b` (whose tail is `t`): lengths, then tails, then what the tail leaves
-/// out, 16 bytes at a time, inline (a `memcmp` call per row cost more than the rest of the lookup).
+/// Whether `seen` holds `b` (whose tail is `t`): lengths, then tails, then the rest (see
+/// [`first_difference`]).
 #[inline]
 fn holds(seen: &Seen<'_>, b: &[u8], t: u64) -> bool {
     let a = seen.value;
@@ -113,12 +113,7 @@ fn holds(seen: &Seen<'_>, b: &[u8], t: u64) -> bool {
             // The tail holds every byte.
             0..=8 => true,
             9..=16 => word(a, 0) == word(b, 0),
-            _ => {
-                let last = n - 16;
-                (0..n - 8)
-                    .step_by(16)
-                    .all(|at| chunk(a, at.min(last)) == chunk(b, at.min(last)))
-            }
+            _ => first_difference(a, b).is_none(),
         }
 }
 

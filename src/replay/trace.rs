@@ -246,9 +246,8 @@ impl<'a> Strings<'a> {
     /// Every row's id, in `out`: `decode(row)` gives the id of a value on the first row it
     /// appears on in the batch (of a dictionary's key: a value the dictionary holds twice is
     /// decoded once per key, to the same id), and its other rows repeat it; [`NULL_KEY`] for a
-    /// null row. A
-    /// column at a time, so that the row loop reads an id per column instead of comparing strings
-    /// among everything else it keeps in registers.
+    /// null row. A column at a time, so that the row loop reads an id per column instead of
+    /// comparing strings among everything else it keeps in registers.
     fn ids(&self, out: &mut Vec<u32>, decode: impl FnMut(usize) -> u32) {
         match *self {
             Strings::Plain(a) => PlainKeys::new().map(a, NULL_KEY, out, decode),
