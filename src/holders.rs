@@ -26,6 +26,12 @@ impl Holders {
         }
     }
 
+    /// Whether this is the only handle. Acquire: what the holders that went did before their
+    /// decrements is seen after this says they have gone.
+    pub(crate) fn is_only(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 1
+    }
+
     /// One handle goes; true if it was the last, and the caller frees the allocation.
     ///
     /// The last handle (the usual case: an evicted entry nobody reads) has no one to race with,
@@ -34,7 +40,7 @@ impl Holders {
     /// cached) count arrives, is skipped. Acquire either way: the other holders' uses happen before
     /// their decrements, and are seen before the free.
     pub(crate) fn drop_one(&self) -> bool {
-        if self.0.load(Ordering::Acquire) == 1 {
+        if self.is_only() {
             return true;
         }
         if self.0.fetch_sub(1, Ordering::Release) != 1 {

@@ -389,9 +389,15 @@ impl Shared {
         }
     }
 
-    /// Called after an insert grew the cache to `total` bytes.
-    fn after_insert(&self, total: u64) {
-        if total <= self.config.trigger_bytes() {
+    /// Whether an insert that grew the cache to `total` bytes calls for a size pass.
+    fn pass_due(&self, total: u64) -> bool {
+        total > self.config.trigger_bytes()
+    }
+
+    /// Called after an insert grew the cache to `total` bytes: the size pass (or the background
+    /// evictor's wake-up) if it is due.
+    fn after_insert(&self, total: u64, released: &mut Released<'_>) {
+        if !self.pass_due(total) {
             return;
         }
         match &self.wake_evictor {
@@ -400,7 +406,7 @@ impl Shared {
                 cv.notify_one();
             }
             None => {
-                self.evict_to_watermark_if_over_threshold(&mut self.queue.lock(), &mut None);
+                self.evict_to_watermark_if_over_threshold(&mut self.queue.lock(), released);
             }
         }
     }
@@ -478,6 +484,31 @@ impl Drop for EntryCache {
     }
 }
 
+/// What [`EntryCache::insert`]'s arguments make: the read-count handler (`expected_reads` > 0)
+/// and the accounted size (`size`, or the payload's length).
+pub(crate) fn handler_and_size(
+    payload: &Payload,
+    expected_reads: i32,
+    size: Option<u32>,
+) -> Result<(Option<ReadCountHandler>, u32)> {
+    if expected_reads < 0 {
+        return Err(Error::invalid(
+            "expected_reads",
+            format!("must be >= 0, got {expected_reads}"),
+        ));
+    }
+    let size = match size {
+        Some(s) => s,
+        None => u32::try_from(payload.len()).map_err(|_| {
+            Error::invalid(
+                "data",
+                format!("{} bytes is more than an entry can hold", payload.len()),
+            )
+        })?,
+    };
+    Ok((ReadCountHandler::new(expected_reads), size))
+}
+
 impl EntryCache {
     pub fn name(&self) -> &str {
         &self.name
@@ -497,27 +528,8 @@ impl EntryCache {
         expected_reads: i32,
         size: Option<u32>,
     ) -> Result<bool> {
-        if expected_reads < 0 {
-            return Err(Error::invalid(
-                "expected_reads",
-                format!("must be >= 0, got {expected_reads}"),
-            ));
-        }
-        let size = match size {
-            Some(s) => s,
-            None => u32::try_from(payload.len()).map_err(|_| {
-                Error::invalid(
-                    "data",
-                    format!("{} bytes is more than an entry can hold", payload.len()),
-                )
-            })?,
-        };
-        self.insert_with_handler(
-            position,
-            payload,
-            ReadCountHandler::new(expected_reads),
-            size,
-        )
+        let (handler, size) = handler_and_size(&payload, expected_reads, size)?;
+        self.insert_with_handler(position, payload, handler, size)
     }
 
     /// Caches an entry that shares `handler` with entries handed out elsewhere (the ledger's read
@@ -529,9 +541,27 @@ impl EntryCache {
         handler: Option<ReadCountHandler>,
         size: u32,
     ) -> Result<bool> {
+        let total = self.insert_leaving_pass(position, payload, handler, size)?;
+        if let Some(total) = total {
+            self.shared.after_insert(total, &mut None);
+        }
+        Ok(total.is_some())
+    }
+
+    /// [`Self::insert_with_handler`] up to its size pass, which is left to the caller
+    /// ([`Self::finish_insert_releasing`]): the Python binding inserts holding the GIL (letting go
+    /// of it and taking it back costs more than the insert) and runs a pass without it. The
+    /// manager's caches' total size afterwards if the entry was cached.
+    pub(crate) fn insert_leaving_pass(
+        &self,
+        position: Position,
+        payload: Payload,
+        handler: Option<ReadCountHandler>,
+        size: u32,
+    ) -> Result<Option<u64>> {
         let shared = &self.shared;
         if shared.config.cache_size_bytes == 0 {
-            return Ok(false);
+            return Ok(None);
         }
         let payload = if shared.config.copy_entries {
             payload.deep_copy()
@@ -545,7 +575,7 @@ impl EntryCache {
             }
             let Some(slot) = state.insert(position, payload, handler, size, shared.clock.now_ns())
             else {
-                return Ok(false);
+                return Ok(None);
             };
             // Pushed under the cache lock so this cache's items enter the queue in serial order.
             shared.queue.push(QueueItem {
@@ -556,8 +586,19 @@ impl EntryCache {
         shared.entry_count.fetch_add(1, Ordering::AcqRel);
         let total = shared.size_bytes.fetch_add(size as u64, Ordering::AcqRel) + size as u64;
         shared.counters.inserted.fetch_add(1, Ordering::Relaxed);
-        shared.after_insert(total);
-        Ok(true)
+        Ok(Some(total))
+    }
+
+    /// Whether an insert that left the manager's caches at `total` bytes (see
+    /// [`Self::insert_leaving_pass`]) calls for a size pass.
+    pub(crate) fn pass_due(&self, total: u64) -> bool {
+        self.shared.pass_due(total)
+    }
+
+    /// The rest of an insert that left the manager's caches at `total` bytes: its size pass, if
+    /// due, putting the payloads it evicts in `released` (see [`EntryCacheManager::evict_expired_releasing`]).
+    pub(crate) fn finish_insert_releasing(&self, total: u64, released: &mut Vec<Payload>) {
+        self.shared.after_insert(total, &mut Some(released));
     }
 
     /// Caches an entry read from storage unless it is cached already, and returns a reader's copy of
@@ -744,6 +785,42 @@ mod tests {
             ids(&m),
             (2, vec![0]),
             "the last handle of a removed cache changes nothing"
+        );
+    }
+
+    /// Reads that consume their expected read under the cache's lock with no copy made
+    /// (`read_released`, the replay's hits) while readers on other threads take copies and
+    /// release them: every read counts. The lock holder's decrement is a plain store only while
+    /// no copy exists, so if it took that path with copies out it would lose their releases.
+    #[test]
+    fn reads_under_the_lock_and_released_copies_all_count() {
+        const HOLDERS: i32 = 3;
+        const EACH: i32 = 20_000;
+        let m = manager();
+        let cache = m.get_cache("a");
+        let p = Position::new(1, 0);
+        let start = 4 * HOLDERS * EACH;
+        cache
+            .insert(p, Payload::from(vec![1; 8]), start, None)
+            .unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..HOLDERS {
+                s.spawn(|| {
+                    for _ in 0..EACH {
+                        let copy = cache.get(p).expect("cached");
+                        assert!(copy.release());
+                    }
+                });
+            }
+            s.spawn(|| {
+                for _ in 0..HOLDERS * EACH {
+                    assert!(cache.read_released(p));
+                }
+            });
+        });
+        assert_eq!(
+            cache.expected_reads(p),
+            Some(Some(start - 2 * HOLDERS * EACH))
         );
     }
 }

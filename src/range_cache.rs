@@ -214,7 +214,8 @@ impl RangeCache {
     pub fn read_released(&mut self, p: Position) -> Option<u32> {
         let n = self.index.get(p)?;
         if let Some(h) = &self.mark_accessed(n).read_count {
-            h.mark_read();
+            // `&mut self`: the caller holds this cache's lock.
+            h.mark_read_locked();
         }
         Some(self.size_of(n))
     }

@@ -58,6 +58,25 @@ impl ReadCountHandler {
         self.shared().expected_reads.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// [`Self::mark_read`] by the holder of the lock of the cache that holds this handle.
+    ///
+    /// A handle is made only from a live one, and the cached entry's handle is reached only under
+    /// its cache's lock, so while it is the only handle nothing else can change the count: a
+    /// plain load and store do, without the locked read-modify-write (a replay's hits consume
+    /// their reads this way, without copies). With copies out, they may mark reads concurrently,
+    /// and the decrement is atomic as usual.
+    pub(crate) fn mark_read_locked(&self) {
+        let shared = self.shared();
+        if shared.handles.is_only() {
+            let n = shared.expected_reads.load(Ordering::Relaxed);
+            shared
+                .expected_reads
+                .store(n.wrapping_sub(1), Ordering::Relaxed);
+        } else {
+            self.mark_read();
+        }
+    }
+
     pub fn has_expected_reads(&self) -> bool {
         self.expected_reads() >= 1
     }

@@ -113,7 +113,7 @@ impl EntryCache {
                     .inserted
                     .fetch_add(inserted, Ordering::Relaxed);
                 inserted_total += inserted;
-                shared.after_insert(total);
+                shared.after_insert(total, &mut None);
             }
             if !crossed {
                 return Ok(inserted_total);

@@ -5,7 +5,7 @@ use super::errors::{raise, IntoPyResult};
 use super::payload::{payload_arg, payload_to_py, release_evicted};
 use super::position::PyPosition;
 use crate::entry::CachedEntry;
-use crate::manager::{EntryCache, EntryCacheManager};
+use crate::manager::{handler_and_size, EntryCache, EntryCacheManager};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -208,9 +208,23 @@ impl PyEntryCache {
             })
             .transpose()?;
         let payload = payload_arg(data)?;
-        // Inline eviction may run here; it never needs the GIL.
-        py.detach(|| self.inner.insert(position.0, payload, expected_reads, size))
-            .py_err(py)
+        let (handler, size) = handler_and_size(&payload, expected_reads, size).py_err(py)?;
+        // The insert holds the GIL, as `get` does: letting go of it and taking it back would cost
+        // more than the insert. A size pass, if the insert calls for one, runs without it, and
+        // the `bytes` it evicts are released afterwards, with it.
+        let inserted = self
+            .inner
+            .insert_leaving_pass(position.0, payload, handler, size)
+            .py_err(py)?;
+        let Some(total) = inserted else {
+            return Ok(false);
+        };
+        if self.inner.pass_due(total) {
+            let mut released = Vec::new();
+            py.detach(|| self.inner.finish_insert_releasing(total, &mut released));
+            release_evicted(py, released);
+        }
+        Ok(true)
     }
 
     /// Caches the elements of ``data`` (an Arrow binary, large_binary, string or large_string

@@ -150,6 +150,51 @@ def test_eviction_releases_the_evicted_bytes(clock):
     assert [sys.getrefcount(b) for b in payloads] == before
 
 
+def test_an_inserts_size_pass_releases_the_evicted_bytes_before_it_returns(clock):
+    """The insert itself holds the GIL; the size pass it calls for runs without it and hands the
+    evicted ``bytes`` back to Python before ``insert`` returns."""
+    import sys
+
+    m = make_manager(clock, cache_size_bytes=200, eviction_watermark=0.5)
+    c = m.get_cache("t")
+    payloads = [bytes([i]) * 64 for i in range(4)]
+    before = [sys.getrefcount(b) for b in payloads]
+    for i in range(3):
+        assert c.insert(P(0, i), payloads[i])
+    assert m.size_bytes == 192
+    assert c.insert(P(0, 3), payloads[3]), "over the trigger: a pass down to the watermark (100)"
+    assert (m.size_bytes, c.positions()) == (64, [P(0, 3)])
+    assert [sys.getrefcount(b) for b in payloads] == before[:3] + [before[3] + 1]
+    assert not c.insert(P(0, 3), payloads[0]), "already cached: nothing changes"
+    assert sys.getrefcount(payloads[0]) == before[0], "and the refused bytes are not kept"
+
+
+def test_threads_insert_while_the_background_evictor_runs(clock):
+    """Inserts hold the GIL and take a cache's lock, while the background evictor takes the same
+    locks without the GIL and frees evicted ``bytes`` as it goes: no deadlock, and the totals
+    agree."""
+    config = lc.CacheConfig(cache_size_bytes=20_000, eviction_time_threshold_ms=1, eviction_interval_ms=1)
+    m = lc.EntryCacheManager(config, clock=clock, background_eviction=True)
+
+    def writer(t):
+        c = m.get_cache(f"t{t}")
+        for i in range(20_000):
+            c.insert(P(t, i), bytes([i % 256]) * 100, expected_reads=i % 2)
+            if i % 100 == 0:
+                clock.advance_ms(1)
+            c.get(P(t, i // 2))
+
+    threads = [threading.Thread(target=writer, args=(t,), daemon=True) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a writer is stuck"
+    m.run_eviction()
+    assert m.size_bytes == sum(m.get_cache(n).size_bytes for n in m.cache_names())
+    assert m.size_bytes <= 20_000
+
+
 def test_dropping_the_manager_and_its_caches_releases_the_payloads(clock):
     # The caches and the manager's table used to hold each other, so nothing was ever freed.
     import sys
