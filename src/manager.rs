@@ -145,12 +145,14 @@ impl EntryCacheManager {
                 .retire(std::mem::take(&mut cache.state.lock().lookups));
             cache
         };
+        let mut released = Vec::new();
         let (removed, drained) = {
             let mut state = cache.state.lock();
             cache.closed.store(true, Ordering::Release);
             state.retired = true;
-            (state.clear(), state.is_drained())
+            (state.clear(&mut released), state.is_drained())
         };
+        drop(released);
         self.shared.account_invalidated(removed);
         if drained {
             // Between passes only: a pass remembers which cache each id it met named, so an id
@@ -184,17 +186,18 @@ impl EntryCacheManager {
     /// One time pass: evicts entries stamped more than `eviction_time_threshold_ms` ago, extending
     /// the TTL of those that qualify; stops at the first entry that has not expired.
     pub fn evict_expired(&self) -> Removed {
-        self.shared
-            .evict_expired(&mut self.shared.queue.lock(), &mut None)
+        released_after(|released| self.evict_expired_releasing(released))
     }
 
     /// [`Self::evict_expired`], handing the evicted payloads that hold external buffers (those made
     /// by `Payload::new`) to `released` instead of dropping them, so that the caller drops them
     /// where that is cheapest: the Python bindings release Python objects in one go once they hold
     /// the GIL again, instead of one deferred decref each. Owned bytes are freed on the spot.
+    /// Either way, no external buffer is released while the pass holds a lock (see
+    /// `range_cache::set_aside`).
     pub fn evict_expired_releasing(&self, released: &mut Vec<Payload>) -> Removed {
         self.shared
-            .evict_expired(&mut self.shared.queue.lock(), &mut Some(released))
+            .evict_expired(&mut self.shared.queue.lock(), released)
     }
 
     /// One size pass freeing at least `bytes` (or everything), oldest first, honouring requeues.
@@ -202,9 +205,7 @@ impl EntryCacheManager {
         if bytes == 0 {
             return Err(Error::invalid("n", "must be > 0 bytes to free"));
         }
-        Ok(self
-            .shared
-            .evict_size(&mut self.shared.queue.lock(), bytes, &mut None))
+        released_after(|released| self.evict_bytes_releasing(bytes, released))
     }
 
     /// [`Self::evict_bytes`], handing the evicted payloads to `released` (see
@@ -219,19 +220,19 @@ impl EntryCacheManager {
         }
         Ok(self
             .shared
-            .evict_size(&mut self.shared.queue.lock(), bytes, &mut Some(released)))
+            .evict_size(&mut self.shared.queue.lock(), bytes, released))
     }
 
     /// What the broker's periodic task does: a time pass, then a size pass down to the watermark if
     /// the cache is above the trigger threshold. Returns the total removed.
     pub fn run_eviction(&self) -> Removed {
-        self.shared.run_eviction(&mut None)
+        released_after(|released| self.run_eviction_releasing(released))
     }
 
     /// [`Self::run_eviction`], handing the evicted payloads to `released` (see
     /// [`Self::evict_expired_releasing`]).
     pub fn run_eviction_releasing(&self, released: &mut Vec<Payload>) -> Removed {
-        self.shared.run_eviction(&mut Some(released))
+        self.shared.run_eviction(released)
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -333,24 +334,34 @@ fn spawn_background_evictor(shared: &Arc<Shared>) -> (Arc<AtomicBool>, JoinHandl
             if stop_flag.load(Ordering::Acquire) {
                 return;
             }
-            shared.run_eviction(&mut None);
+            released_after(|released| shared.run_eviction(released));
         })
         .expect("spawning the eviction thread");
     (stop, handle)
 }
 
-/// Where a pass puts the payloads it evicts: `None` drops them on the spot.
-type Released<'a> = Option<&'a mut Vec<Payload>>;
+/// Where a pass puts the evicted payloads that hold external buffers, to be released once the
+/// pass holds no lock (see `range_cache::set_aside`).
+type Released<'a> = &'a mut Vec<Payload>;
+
+/// Runs `f` with a buffer for the external payloads it removes, and releases them after it: by
+/// then `f` has let go of every lock it took.
+fn released_after<R>(f: impl FnOnce(&mut Vec<Payload>) -> R) -> R {
+    let mut released = Vec::new();
+    let out = f(&mut released);
+    drop(released);
+    out
+}
 
 impl Shared {
-    fn run_eviction(&self, released: &mut Released<'_>) -> Removed {
+    fn run_eviction(&self, released: Released<'_>) -> Removed {
         let mut evictor = self.queue.lock();
         let (n1, b1) = self.evict_expired(&mut evictor, released);
         let (n2, b2) = self.evict_to_watermark_if_over_threshold(&mut evictor, released);
         (n1 + n2, b1 + b2)
     }
 
-    fn evict_expired(&self, evictor: &mut Evictor<'_>, released: &mut Released<'_>) -> Removed {
+    fn evict_expired(&self, evictor: &mut Evictor<'_>, released: Released<'_>) -> Removed {
         let now = self.clock.now_ns();
         self.counters.time_passes.fetch_add(1, Ordering::Relaxed);
         match now.checked_sub(self.config.ttl_ns()) {
@@ -366,7 +377,7 @@ impl Shared {
         &self,
         evictor: &mut Evictor<'_>,
         bytes_to_free: u64,
-        released: &mut Released<'_>,
+        released: Released<'_>,
     ) -> Removed {
         self.counters.size_passes.fetch_add(1, Ordering::Relaxed);
         self.run_pass(evictor, Pass::Size { bytes_to_free }, released)
@@ -377,7 +388,7 @@ impl Shared {
     fn evict_to_watermark_if_over_threshold(
         &self,
         evictor: &mut Evictor<'_>,
-        released: &mut Released<'_>,
+        released: Released<'_>,
     ) -> Removed {
         let size = self.size_bytes.load(Ordering::Acquire);
         if size <= self.config.trigger_bytes() {
@@ -396,7 +407,7 @@ impl Shared {
 
     /// Called after an insert grew the cache to `total` bytes: the size pass (or the background
     /// evictor's wake-up) if it is due.
-    fn after_insert(&self, total: u64, released: &mut Released<'_>) {
+    fn after_insert(&self, total: u64, released: Released<'_>) {
         if !self.pass_due(total) {
             return;
         }
@@ -478,7 +489,7 @@ impl Drop for EntryCache {
             }
         };
         if ours {
-            let removed = self.state.lock().clear();
+            let removed = released_after(|released| self.state.lock().clear(released));
             self.shared.account_invalidated(removed);
         }
     }
@@ -543,7 +554,7 @@ impl EntryCache {
     ) -> Result<bool> {
         let total = self.insert_leaving_pass(position, payload, handler, size)?;
         if let Some(total) = total {
-            self.shared.after_insert(total, &mut None);
+            released_after(|released| self.shared.after_insert(total, released));
         }
         Ok(total.is_some())
     }
@@ -568,20 +579,28 @@ impl EntryCache {
         } else {
             payload
         };
-        {
+        let refused = {
             let mut state = self.state.lock();
             if self.is_closed() {
                 return Err(Error::Closed(format!("entry cache {:?}", self.name)));
             }
-            let Some(slot) = state.insert(position, payload, handler, size, shared.clock.now_ns())
-            else {
-                return Ok(None);
-            };
-            // Pushed under the cache lock so this cache's items enter the queue in serial order.
-            shared.queue.push(QueueItem {
-                cache: self.id,
-                slot,
-            });
+            match state.insert(position, payload, handler, size, shared.clock.now_ns()) {
+                Ok(slot) => {
+                    // Pushed under the cache lock so this cache's items enter the queue in serial
+                    // order.
+                    shared.queue.push(QueueItem {
+                        cache: self.id,
+                        slot,
+                    });
+                    None
+                }
+                Err(payload) => Some(payload),
+            }
+        };
+        if let Some(payload) = refused {
+            // Dropped here, with the lock let go (see `range_cache::set_aside`).
+            drop(payload);
+            return Ok(None);
         }
         shared.entry_count.fetch_add(1, Ordering::AcqRel);
         let total = shared.size_bytes.fetch_add(size as u64, Ordering::AcqRel) + size as u64;
@@ -591,14 +610,16 @@ impl EntryCache {
 
     /// Whether an insert that left the manager's caches at `total` bytes (see
     /// [`Self::insert_leaving_pass`]) calls for a size pass.
+    #[cfg(feature = "python")]
     pub(crate) fn pass_due(&self, total: u64) -> bool {
         self.shared.pass_due(total)
     }
 
     /// The rest of an insert that left the manager's caches at `total` bytes: its size pass, if
     /// due, putting the payloads it evicts in `released` (see [`EntryCacheManager::evict_expired_releasing`]).
+    #[cfg(feature = "python")]
     pub(crate) fn finish_insert_releasing(&self, total: u64, released: &mut Vec<Payload>) {
-        self.shared.after_insert(total, &mut Some(released));
+        self.shared.after_insert(total, released);
     }
 
     /// Caches an entry read from storage unless it is cached already, and returns a reader's copy of
@@ -717,14 +738,18 @@ impl EntryCache {
 
     /// Removes `[first, last]` (or `[first, last)`); returns (entries, bytes) removed.
     pub fn remove_range(&self, first: Position, last: Position, last_inclusive: bool) -> Removed {
-        let removed = self.state.lock().remove_range(first, last, last_inclusive);
+        let removed = released_after(|released| {
+            self.state
+                .lock()
+                .remove_range(first, last, last_inclusive, released)
+        });
         self.shared.account_invalidated(removed);
         removed
     }
 
     /// Removes every entry; returns (entries, bytes) removed.
     pub fn clear(&self) -> Removed {
-        let removed = self.state.lock().clear();
+        let removed = released_after(|released| self.state.lock().clear(released));
         self.shared.account_invalidated(removed);
         removed
     }

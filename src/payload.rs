@@ -190,6 +190,13 @@ impl Payload {
         self.0.is_some_and(is_inline)
     }
 
+    /// Whether the payload holds an external buffer (one made by `Payload::new`, or a slice of a
+    /// group): dropping its last reference runs the buffer's own release, which may run its
+    /// producer's code (a Python object's, an Arrow producer's).
+    pub fn is_foreign(&self) -> bool {
+        self.foreign().is_some()
+    }
+
     /// The rest of the header of a payload that is not owned inline.
     fn foreign(&self) -> Option<&Foreign> {
         let h = self.0.filter(|&h| !is_inline(h))?;

@@ -75,6 +75,19 @@ impl Slot {
     }
 }
 
+/// Where a payload removed under a cache's lock goes: an external buffer into `released`, which
+/// the caller drops once it holds none of the manager's locks; owned bytes are freed at once.
+///
+/// Dropping an external buffer runs its release, which may wait for a lock of its producer's: a
+/// Python object's needs the GIL, and so does pyarrow's release of a buffer that wraps a Python
+/// object. A thread holding the GIL may itself be waiting for this cache's lock (`get`), so such a
+/// release under the lock would wait for ever.
+pub(crate) fn set_aside(payload: Payload, released: &mut Vec<Payload>) {
+    if payload.is_foreign() {
+        released.push(payload);
+    }
+}
+
 pub(crate) struct RangeCache {
     slots: Pages<Slot>,
     /// Head of the free list threaded through the free slots' `chunk` fields.
@@ -128,8 +141,9 @@ impl RangeCache {
         self.retired && self.tombstones == 0
     }
 
-    /// Inserts if absent and returns the slot, for the removal queue; `None` (and no change) if
-    /// the position is already cached.
+    /// Inserts if absent and returns the slot, for the removal queue. If the position is already
+    /// cached nothing changes and the payload comes back, for the caller to drop once it has let
+    /// go of this cache's lock (see [`set_aside`]).
     pub fn insert(
         &mut self,
         position: Position,
@@ -137,11 +151,13 @@ impl RangeCache {
         read_count: Option<ReadCountHandler>,
         size: u32,
         now_ns: u64,
-    ) -> Option<u32> {
+    ) -> Result<u32, Payload> {
         let reused = (self.free_head != NO_SLOT).then_some(self.free_head);
         let n = reused.unwrap_or(self.slots.len() as u32);
         // The index says whether the position is cached already, in the same lookup that adds it.
-        let chunk = self.index.insert(position, n)?;
+        let Some(chunk) = self.index.insert(position, n) else {
+            return Err(payload);
+        };
         let (payload, carried) = SizedPayload::new(payload, size);
         let mut state = LIVE | PositionIndex::lane_of(position);
         if !carried {
@@ -170,7 +186,7 @@ impl RangeCache {
             None => self.slots.push(slot),
         }
         self.size_bytes += size as u64;
-        Some(n)
+        Ok(n)
     }
 
     /// The accounted size of the entry in slot `n`.
@@ -287,9 +303,10 @@ impl RangeCache {
     }
 
     /// Removes the entry in live slot `n` before its queue item reaches the head: the slot stays a
-    /// tombstone until then.
-    fn remove_early(&mut self, n: u32) -> u32 {
-        let (size, _dropped) = self.take_entry(n);
+    /// tombstone until then. Its payload goes to [`set_aside`].
+    fn remove_early(&mut self, n: u32, released: &mut Vec<Payload>) -> u32 {
+        let (size, payload) = self.take_entry(n);
+        set_aside(payload, released);
         self.slots[n as usize].state = TOMBSTONE;
         self.tombstones += 1;
         size
@@ -342,30 +359,32 @@ impl RangeCache {
         }
     }
 
-    /// Removes `[first, last]` or `[first, last)`; returns (entries, bytes) removed.
+    /// Removes `[first, last]` or `[first, last)`; returns (entries, bytes) removed. Their payloads
+    /// go to [`set_aside`].
     pub fn remove_range(
         &mut self,
         first: Position,
         last: Position,
         last_inclusive: bool,
+        released: &mut Vec<Payload>,
     ) -> (u64, u64) {
         let (mut entries, mut bytes) = (0, 0);
         for (p, n) in self.index.range(first, last) {
             if !last_inclusive && p == last {
                 continue;
             }
-            bytes += u64::from(self.remove_early(n));
+            bytes += u64::from(self.remove_early(n, released));
             entries += 1;
         }
         (entries, bytes)
     }
 
-    /// Removes every entry; returns (entries, bytes) removed.
-    pub fn clear(&mut self) -> (u64, u64) {
+    /// Removes every entry; returns (entries, bytes) removed. Their payloads go to [`set_aside`].
+    pub fn clear(&mut self, released: &mut Vec<Payload>) -> (u64, u64) {
         let removed = (self.index.len() as u64, self.size_bytes);
         let mut now_tombstones = 0;
         for s in self.slots.iter_mut().filter(|s| s.is_live()) {
-            s.vacate();
+            set_aside(s.vacate(), released);
             s.state = TOMBSTONE;
             now_tombstones += 1;
         }

@@ -6,6 +6,7 @@ use super::EntryCache;
 use crate::entry::Payload;
 use crate::error::{Error, Result};
 use crate::position::Position;
+use crate::range_cache::set_aside;
 use crate::read_count::ReadCountHandler;
 use crate::removal_queue::QueueItem;
 use std::sync::atomic::Ordering;
@@ -63,6 +64,9 @@ impl EntryCache {
         let mut inserted_total = 0u64;
         // This hold's queue items, pushed together before the cache lock is let go.
         let mut queued = Vec::with_capacity(n.min(QUEUE_CHUNK));
+        // External payloads let go of during a hold (refused, or replaced by a copy), released
+        // after it (see `range_cache::set_aside`), as are those a size pass evicts.
+        let mut released = Vec::new();
         loop {
             let (mut inserted, mut bytes, mut crossed) = (0u64, 0u64, false);
             {
@@ -77,15 +81,20 @@ impl EntryCache {
                     // Wraps only past the last entry, whose id was checked above.
                     entry_id = entry_id.wrapping_add(1);
                     let payload = if shared.config.copy_entries {
-                        entry.payload.deep_copy()
+                        let copy = entry.payload.deep_copy();
+                        set_aside(entry.payload, &mut released);
+                        copy
                     } else {
                         entry.payload
                     };
-                    let Some(slot) =
-                        state.insert(position, payload, entry.read_count, entry.size, now)
-                    else {
-                        continue;
-                    };
+                    let slot =
+                        match state.insert(position, payload, entry.read_count, entry.size, now) {
+                            Ok(slot) => slot,
+                            Err(refused) => {
+                                set_aside(refused, &mut released);
+                                continue;
+                            }
+                        };
                     queued.push(QueueItem {
                         cache: self.id,
                         slot,
@@ -113,8 +122,9 @@ impl EntryCache {
                     .inserted
                     .fetch_add(inserted, Ordering::Relaxed);
                 inserted_total += inserted;
-                shared.after_insert(total, &mut None);
+                shared.after_insert(total, &mut released);
             }
+            released.clear();
             if !crossed {
                 return Ok(inserted_total);
             }

@@ -13,7 +13,7 @@
 //! nothing the pass holds.
 
 use super::{Released, Removed, Shared, SharedRangeCache};
-use crate::range_cache::RangeCache;
+use crate::range_cache::{set_aside, RangeCache};
 use crate::removal_queue::{
     mark_requeued, EvictionPolicy, EvictionResult, Evictor, Pass, QueueItem, Requeues, LOOKAHEAD,
     MAX_RUN,
@@ -139,7 +139,7 @@ impl Shared {
         &self,
         evictor: &mut Evictor<'_>,
         pass: Pass,
-        released: &mut Released<'_>,
+        released: Released<'_>,
     ) -> Removed {
         let now = self.clock.now_ns();
         let policy = EvictionPolicy::from_config(&self.config);
@@ -194,13 +194,8 @@ impl Shared {
                         EvictionResult::Remove => {
                             let (size, payload) = cache.remove_slot(item.slot);
                             // Owned bytes are freed on the spot, while their header is in cache;
-                            // only external buffers (whose release may need the caller's context)
-                            // go back.
-                            if let Some(out) =
-                                released.as_deref_mut().filter(|_| !payload.is_owned())
-                            {
-                                out.push(payload);
-                            }
+                            // external buffers go back, to be released with no lock held.
+                            set_aside(payload, released);
                             run_removed += 1;
                             run_freed += u64::from(size);
                         }

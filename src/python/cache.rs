@@ -256,8 +256,10 @@ impl PyEntryCache {
         sizes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
         let entries = batch_entries(data, &expected_reads, sizes)?;
-        // Inline eviction may run here, and dropping skipped payloads may run the producer's
-        // release callback; neither needs the GIL.
+        // Inline eviction may run here, and what it evicts or the batch skips is released once
+        // the cache's lock is let go: a producer's release callback may take the GIL (pyarrow's
+        // does for memory that belongs to a Python object), which it then waits for like any
+        // thread.
         py.detach(|| self.inner.insert_batch(ledger_id, first_entry_id, entries))
             .py_err(py)
     }

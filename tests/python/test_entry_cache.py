@@ -169,30 +169,58 @@ def test_an_inserts_size_pass_releases_the_evicted_bytes_before_it_returns(clock
     assert sys.getrefcount(payloads[0]) == before[0], "and the refused bytes are not kept"
 
 
-def test_threads_insert_while_the_background_evictor_runs(clock):
-    """Inserts hold the GIL and take a cache's lock, while the background evictor takes the same
-    locks without the GIL and frees evicted ``bytes`` as it goes: no deadlock, and the totals
-    agree."""
-    config = lc.CacheConfig(cache_size_bytes=20_000, eviction_time_threshold_ms=1, eviction_interval_ms=1)
-    m = lc.EntryCacheManager(config, clock=clock, background_eviction=True)
+# Run in a process of its own, so that a hang fails the test instead of the whole run.
+_EVICTOR_RELEASES_PYTHON_MEMORY = """
+import threading, time
+import pyarrow as pa
+import ledgercache as lc
 
-    def writer(t):
-        c = m.get_cache(f"t{t}")
-        for i in range(20_000):
-            c.insert(P(t, i), bytes([i % 256]) * 100, expected_reads=i % 2)
-            if i % 100 == 0:
-                clock.advance_ms(1)
-            c.get(P(t, i // 2))
+clock = lc.ManualClock()
+config = lc.CacheConfig(cache_size_bytes=1 << 30, eviction_time_threshold_ms=1, eviction_interval_ms=1)
+m = lc.EntryCacheManager(config, clock=clock, background_eviction=True)
+c = m.get_cache("t")
+stop = False
 
-    threads = [threading.Thread(target=writer, args=(t,), daemon=True) for t in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a writer is stuck"
-    m.run_eviction()
-    assert m.size_bytes == sum(m.get_cache(n).size_bytes for n in m.cache_names())
-    assert m.size_bytes <= 20_000
+def reader():
+    i = 0
+    while not stop:
+        c.get(lc.Position(0, 0))
+        c.insert(lc.Position(1 << 20, i), b"x" * 16)
+        i += 1
+
+t = threading.Thread(target=reader)
+t.start()
+for ledger in range(200):
+    n = 1000
+    # A binary array whose values live in a Python bytes object (pyarrow wraps it in a buffer whose
+    # release takes the GIL): once the array is gone here, the cache's slices hold the last
+    # reference, and the evictor's release of them needs the GIL.
+    data = pa.py_buffer(bytes(range(256)) * 32)
+    offsets = pa.array([i * 8 for i in range(n + 1)], pa.int32()).buffers()[1]
+    c.insert_batch(ledger, 0, pa.Array.from_buffers(pa.binary(), n, [None, offsets, data]))
+    del data
+    clock.advance_ms(5)
+    time.sleep(0.001)
+stop = True
+t.join()
+print("done")
+"""
+
+
+def test_the_background_evictor_releases_python_memory_with_no_lock_held():
+    """The background evictor releases what it evicts once it holds no cache lock: released under
+    one, a buffer whose release takes the GIL waited for a thread that held the GIL and waited for
+    that lock (``get``, ``insert``), and both hung."""
+    import subprocess
+    import sys
+
+    try:
+        out = subprocess.run([sys.executable, "-c", _EVICTOR_RELEASES_PYTHON_MEMORY], capture_output=True,
+                             text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the evictor and a reader hung, each waiting for what the other holds")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "done"
 
 
 def test_dropping_the_manager_and_its_caches_releases_the_payloads(clock):
