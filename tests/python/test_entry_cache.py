@@ -151,8 +151,9 @@ def test_eviction_releases_the_evicted_bytes(clock):
 
 
 def test_an_inserts_size_pass_releases_the_evicted_bytes_before_it_returns(clock):
-    """The insert itself holds the GIL; the size pass it calls for runs without it and hands the
-    evicted ``bytes`` back to Python before ``insert`` returns."""
+    """The ``bytes`` that an insert's size pass evicts are given back to Python by the time
+    ``insert`` returns (the pass runs without the GIL and hands them back), and a refused
+    insert keeps nothing."""
     import sys
 
     m = make_manager(clock, cache_size_bytes=200, eviction_watermark=0.5)
