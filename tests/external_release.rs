@@ -94,6 +94,17 @@ impl Setup {
         })
     }
 
+    /// `n` entries of 100 bytes for `insert_batch`.
+    fn batch(&self, cache: &Arc<EntryCache>, n: usize) -> Vec<BatchEntry> {
+        (0..n)
+            .map(|_| BatchEntry {
+                payload: self.payload(cache, 100),
+                size: 100,
+                read_count: None,
+            })
+            .collect()
+    }
+
     /// Three 100-byte entries at (1, 0..3).
     fn fill(&self, cache: &Arc<EntryCache>) {
         for e in 0..3 {
@@ -151,15 +162,7 @@ fn an_inserts_size_pass_releases_with_no_lock_held() {
     assert!(cache.insert(Position::new(1, 3), p, 0, None).unwrap());
     s.released(3, "an insert over the trigger");
     // The third of these takes it over again: (1, 3), (2, 0) and (2, 1) go.
-    let batch = (0..4).map(|_| BatchEntry {
-        payload: s.payload(&cache, 100),
-        size: 100,
-        read_count: None,
-    });
-    assert_eq!(
-        cache.insert_batch(2, 0, batch.collect::<Vec<_>>()).unwrap(),
-        4
-    );
+    assert_eq!(cache.insert_batch(2, 0, s.batch(&cache, 4)).unwrap(), 4);
     s.released(6, "a batch over the trigger");
     assert_eq!(s.manager.stats().evicted, 6);
 }
@@ -209,16 +212,8 @@ fn refused_and_copied_payloads_are_released_with_no_lock_held() {
     let again = s.payload(&cache, 100);
     assert!(!cache.insert(Position::new(1, 0), again, 0, None).unwrap());
     s.released(1, "an insert of a cached position");
-    let batch = (0..4).map(|_| BatchEntry {
-        payload: s.payload(&cache, 100),
-        size: 100,
-        read_count: None,
-    });
     // Entries 0..3 of ledger 1 are cached: three of the four are refused.
-    assert_eq!(
-        cache.insert_batch(1, 0, batch.collect::<Vec<_>>()).unwrap(),
-        1
-    );
+    assert_eq!(cache.insert_batch(1, 0, s.batch(&cache, 4)).unwrap(), 1);
     s.released(4, "a batch's refused payloads");
 
     let copying = Setup::new(&[("copy_entries", SettingValue::Bool(true))], false);
@@ -226,13 +221,8 @@ fn refused_and_copied_payloads_are_released_with_no_lock_held() {
     let p = copying.payload(&cache, 100);
     assert!(cache.insert(Position::new(1, 0), p, 0, None).unwrap());
     copying.released(1, "an insert's original, replaced by its copy");
-    let batch = (0..2).map(|_| BatchEntry {
-        payload: copying.payload(&cache, 100),
-        size: 100,
-        read_count: None,
-    });
     assert_eq!(
-        cache.insert_batch(2, 0, batch.collect::<Vec<_>>()).unwrap(),
+        cache.insert_batch(2, 0, copying.batch(&cache, 2)).unwrap(),
         2
     );
     copying.released(3, "a batch's originals, replaced by their copies");
