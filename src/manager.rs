@@ -145,14 +145,12 @@ impl EntryCacheManager {
                 .retire(std::mem::take(&mut cache.state.lock().lookups));
             cache
         };
-        let mut released = Vec::new();
-        let (removed, drained) = {
+        let (removed, drained) = released_after(|released| {
             let mut state = cache.state.lock();
             cache.closed.store(true, Ordering::Release);
             state.retired = true;
-            (state.clear(&mut released), state.is_drained())
-        };
-        drop(released);
+            (state.clear(released), state.is_drained())
+        });
         self.shared.account_invalidated(removed);
         if drained {
             // Between passes only: a pass remembers which cache each id it met named, so an id
@@ -190,7 +188,7 @@ impl EntryCacheManager {
     }
 
     /// [`Self::evict_expired`], handing the evicted payloads that hold external buffers (those made
-    /// by `Payload::new`) to `released` instead of dropping them, so that the caller drops them
+    /// by `Payload::new`, and slices of a `PayloadGroup`) to `released` instead of dropping them, so that the caller drops them
     /// where that is cheapest: the Python bindings release Python objects in one go once they hold
     /// the GIL again, instead of one deferred decref each. Owned bytes are freed on the spot.
     /// Either way, no external buffer is released while the pass holds a lock (see
@@ -202,9 +200,6 @@ impl EntryCacheManager {
 
     /// One size pass freeing at least `bytes` (or everything), oldest first, honouring requeues.
     pub fn evict_bytes(&self, bytes: u64) -> Result<Removed> {
-        if bytes == 0 {
-            return Err(Error::invalid("n", "must be > 0 bytes to free"));
-        }
         released_after(|released| self.evict_bytes_releasing(bytes, released))
     }
 
@@ -635,7 +630,12 @@ impl EntryCache {
         let fresh = CachedEntry::new(position, payload.clone(), size, 0, handler.clone());
         match self.insert_with_handler(position, payload, handler, size) {
             Ok(true) | Err(_) => fresh,
-            Ok(false) => self.state.lock().peek_copy(position).unwrap_or(fresh),
+            Ok(false) => {
+                // The guard goes before `fresh` may: dropping the last copy of an external payload
+                // under the lock could wait for ever (see `range_cache::set_aside`).
+                let cached = self.state.lock().peek_copy(position);
+                cached.unwrap_or(fresh)
+            }
         }
     }
 

@@ -278,8 +278,8 @@ impl RangeCache {
     }
 
     /// Removes the entry in slot `n` (which must be live) at the head of the removal queue, and
-    /// frees the slot; returns the entry's size and its payload, which the caller drops (or hands
-    /// on to be dropped later, outside locks or under the GIL).
+    /// frees the slot; returns the entry's size and its payload, for the caller to drop or set
+    /// aside (see [`set_aside`]).
     #[inline]
     pub fn remove_slot(&mut self, n: u32) -> (u32, Payload) {
         let removed = self.take_entry(n);

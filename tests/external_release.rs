@@ -7,7 +7,7 @@
 //! its cache and past the evictor; released under either lock, it would wait in vain and is
 //! counted as stuck. The ways an entry leaves a cache are tried: time, size and background passes,
 //! an insert's own size pass, `remove_range`, `clear`, `remove_cache`, and the payloads an insert
-//! refuses or replaces with a copy, one by one and in a batch. (The last handle of a cache whose
+//! refuses or replaces with a copy, one by one, in a batch and for a reader. (The last handle of a cache whose
 //! manager is gone clears it the same way; these buffers hold the manager, so that is not tried.)
 
 use ledgercache::entry::PayloadBuffer;
@@ -29,8 +29,9 @@ struct Releases {
     stuck: AtomicUsize,
 }
 
-/// A buffer whose release needs another thread to look into `cache` and wait for any running
-/// eviction pass, as a Python object's release needs the GIL.
+/// A buffer whose release needs another thread to look into `cache`, wait for any running
+/// eviction pass and read the manager's table of caches, as a Python object's release needs the
+/// GIL.
 struct NeedsTheCache {
     bytes: Vec<u8>,
     cache: Arc<EntryCache>,
@@ -54,6 +55,7 @@ impl Drop for NeedsTheCache {
         std::thread::spawn(move || {
             cache.contains(Position::new(0, 0));
             manager.removal_queue_len();
+            manager.cache_names();
             let _ = tx.send(());
         });
         let counter = match rx.recv_timeout(PATIENCE) {
@@ -212,9 +214,16 @@ fn refused_and_copied_payloads_are_released_with_no_lock_held() {
     let again = s.payload(&cache, 100);
     assert!(!cache.insert(Position::new(1, 0), again, 0, None).unwrap());
     s.released(1, "an insert of a cached position");
+    // A storage read of a cached entry: the reader gets the cached copy, and the copy made of
+    // what the read returned goes.
+    let read = s.payload(&cache, 100);
+    let copy = cache.insert_for_reader(Position::new(1, 1), read, None, 100);
+    assert_eq!(copy.position(), Position::new(1, 1));
+    s.released(2, "insert_for_reader of a cached position");
+    drop(copy);
     // Entries 0..3 of ledger 1 are cached: three of the four are refused.
     assert_eq!(cache.insert_batch(1, 0, s.batch(&cache, 4)).unwrap(), 1);
-    s.released(4, "a batch's refused payloads");
+    s.released(5, "a batch's refused payloads");
 
     let copying = Setup::new(&[("copy_entries", SettingValue::Bool(true))], false);
     let cache = copying.manager.get_cache("a");

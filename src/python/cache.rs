@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 /// EntryCacheManager(config, clock=None, background_eviction=False): the broker-wide cache.
@@ -17,10 +18,22 @@ use std::sync::Arc;
 /// One size budget and one FIFO removal queue for the entry caches of all managed ledgers.
 #[pyclass(name = "EntryCacheManager", module = "ledgercache", frozen)]
 pub struct PyEntryCacheManager {
-    pub(super) inner: Arc<EntryCacheManager>,
+    /// Dropped without the GIL (see the `Drop` impl).
+    pub(super) inner: ManuallyDrop<Arc<EntryCacheManager>>,
     config: PyCacheConfig,
     /// The Python wrapper of each cache, so `get_cache` returns the same object for a name.
     wrappers: Mutex<HashMap<String, Py<PyEntryCache>>>,
+}
+
+impl Drop for PyEntryCacheManager {
+    /// The manager's last handle stops its background evictor and waits for it, and the evictor
+    /// may be waiting for the GIL (to release a pyarrow buffer of Python memory it evicted): the
+    /// handle goes without the GIL.
+    fn drop(&mut self) {
+        // SAFETY: the field is taken once, here, and not used afterwards.
+        let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
+        Python::attach(|py| py.detach(move || drop(inner)));
+    }
 }
 
 #[pymethods]
@@ -38,7 +51,7 @@ impl PyEntryCacheManager {
             EntryCacheManager::new(config.0.clone(), clock_arg(clock)?, background_eviction)
                 .py_err(py)?;
         Ok(PyEntryCacheManager {
-            inner: Arc::new(inner),
+            inner: ManuallyDrop::new(Arc::new(inner)),
             config,
             wrappers: Mutex::new(HashMap::new()),
         })

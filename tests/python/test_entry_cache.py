@@ -204,24 +204,90 @@ for ledger in range(200):
     time.sleep(0.001)
 stop = True
 t.join()
+m.run_eviction()
+# The manager's last handle stops the evictor and waits for it, without the GIL, which the
+# evictor may be waiting for.
+del c, m
 print("done")
 """
+
+
+_MANAGER_DROPPED_WHILE_ITS_EVICTOR_RELEASES = """
+import random, time
+import pyarrow as pa
+import ledgercache as lc
+
+for k in range(300):
+    clock = lc.ManualClock()
+    config = lc.CacheConfig(cache_size_bytes=1 << 30, eviction_time_threshold_ms=1, eviction_interval_ms=1)
+    m = lc.EntryCacheManager(config, clock=clock, background_eviction=True)
+    c = m.get_cache("t")
+    n = 2000
+    data = pa.py_buffer(bytes(range(256)) * 64)
+    offsets = pa.array([i * 8 for i in range(n + 1)], pa.int32()).buffers()[1]
+    c.insert_batch(0, 0, pa.Array.from_buffers(pa.binary(), n, [None, offsets, data]))
+    del data
+    clock.advance_ms(5)
+    # Dropped at a moment of the evictor's pass or of its release of what the pass evicted.
+    until = time.perf_counter() + random.random() * 0.002
+    while time.perf_counter() < until:
+        pass
+    del c, m
+print("done")
+"""
+
+
+def _runs_to_the_end(script: str, hang: str) -> None:
+    import subprocess
+    import sys
+
+    try:
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(hang)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "done"
 
 
 def test_the_background_evictor_releases_python_memory_with_no_lock_held():
     """The background evictor releases what it evicts once it holds no cache lock: released under
     one, a buffer whose release takes the GIL waited for a thread that held the GIL and waited for
     that lock (``get``, ``insert``), and both hung."""
-    import subprocess
-    import sys
+    _runs_to_the_end(_EVICTOR_RELEASES_PYTHON_MEMORY,
+                     "the evictor and a reader hung, each waiting for what the other holds")
 
-    try:
-        out = subprocess.run([sys.executable, "-c", _EVICTOR_RELEASES_PYTHON_MEMORY], capture_output=True,
-                             text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        pytest.fail("the evictor and a reader hung, each waiting for what the other holds")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "done"
+
+def test_the_last_manager_handle_waits_for_its_evictor_without_the_gil():
+    """Dropping a manager stops its background evictor and waits for it; the evictor may be
+    waiting for the GIL to release a pyarrow buffer of Python memory, so the wait lets go of the
+    GIL (holding it, both hung)."""
+    _runs_to_the_end(_MANAGER_DROPPED_WHILE_ITS_EVICTOR_RELEASES,
+                     "a dropped manager and its evictor hung, each waiting for the other")
+
+
+def test_threads_insert_while_the_background_evictor_runs(clock):
+    """Inserts (holding the GIL) and the background evictor (without it) take the same caches'
+    locks: the totals agree afterwards and stay within the budget."""
+    config = lc.CacheConfig(cache_size_bytes=20_000, eviction_time_threshold_ms=1, eviction_interval_ms=1)
+    m = lc.EntryCacheManager(config, clock=clock, background_eviction=True)
+
+    def writer(t):
+        c = m.get_cache(f"t{t}")
+        for i in range(20_000):
+            c.insert(P(t, i), bytes([i % 256]) * 100, expected_reads=i % 2)
+            if i % 100 == 0:
+                clock.advance_ms(1)
+            c.get(P(t, i // 2))
+
+    threads = [threading.Thread(target=writer, args=(t,), daemon=True) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a writer is stuck"
+    m.run_eviction()
+    assert m.size_bytes == sum(m.get_cache(n).size_bytes for n in m.cache_names())
+    assert m.size_bytes <= 20_000
 
 
 def test_dropping_the_manager_and_its_caches_releases_the_payloads(clock):
