@@ -188,11 +188,11 @@ impl EntryCacheManager {
     }
 
     /// [`Self::evict_expired`], handing the evicted payloads that hold external buffers (those made
-    /// by `Payload::new`, and slices of a `PayloadGroup`) to `released` instead of dropping them, so that the caller drops them
-    /// where that is cheapest: the Python bindings release Python objects in one go once they hold
-    /// the GIL again, instead of one deferred decref each. Owned bytes are freed on the spot.
-    /// Either way, no external buffer is released while the pass holds a lock (see
-    /// `range_cache::set_aside`).
+    /// by `Payload::new`, and slices of a `PayloadGroup`) to `released` instead of dropping them,
+    /// so that the caller drops them where that is cheapest: the Python bindings release Python
+    /// objects in one go once they hold the GIL again, instead of one deferred decref each. Owned
+    /// bytes are freed on the spot. Either way, no external buffer is released while the pass
+    /// holds a lock (see `range_cache::set_aside`).
     pub fn evict_expired_releasing(&self, released: &mut Vec<Payload>) -> Removed {
         self.shared
             .evict_expired(&mut self.shared.queue.lock(), released)

@@ -2,7 +2,7 @@ use super::arrow_batch::{batch_entries, entries_to_batch, to_pyarrow, ReadsArg};
 use super::clock::clock_arg;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
-use super::payload::{payload_arg, payload_to_py, release_evicted};
+use super::payload::{detached_releasing, payload_arg, payload_to_py};
 use super::position::PyPosition;
 use crate::entry::CachedEntry;
 use crate::manager::{handler_and_size, EntryCache, EntryCacheManager};
@@ -103,12 +103,7 @@ impl PyEntryCacheManager {
 
     /// One time pass; returns (entries, bytes) removed.
     fn evict_expired(&self, py: Python<'_>) -> (u64, u64) {
-        let mut released = Vec::new();
-        let removed = py.detach(|| self.inner.evict_expired_releasing(&mut released));
-        // Dropped here, holding the GIL: each `bytes` is released directly. Dropped inside
-        // `detach`, each would take a trip through PyO3's deferred-release pool (a global lock).
-        release_evicted(py, released);
-        removed
+        detached_releasing(py, |released| self.inner.evict_expired_releasing(released))
     }
 
     /// One size pass freeing at least `n` bytes oldest-first, honouring requeues.
@@ -120,18 +115,15 @@ impl PyEntryCacheManager {
                 format!("invalid n: must be > 0 bytes to free, got {n}"),
             ));
         }
-        let mut released = Vec::new();
-        let removed = py.detach(|| self.inner.evict_bytes_releasing(n as u64, &mut released));
-        release_evicted(py, released); // under the GIL, as in `evict_expired`
-        removed.py_err(py)
+        detached_releasing(py, |released| {
+            self.inner.evict_bytes_releasing(n as u64, released)
+        })
+        .py_err(py)
     }
 
     /// The periodic task: a time pass, then a size pass to the watermark if above the trigger.
     fn run_eviction(&self, py: Python<'_>) -> (u64, u64) {
-        let mut released = Vec::new();
-        let removed = py.detach(|| self.inner.run_eviction_releasing(&mut released));
-        release_evicted(py, released); // under the GIL, as in `evict_expired`
-        removed
+        detached_releasing(py, |released| self.inner.run_eviction_releasing(released))
     }
 
     /// Counters: inserted, evicted, requeued, hits, misses, and more.
@@ -233,9 +225,9 @@ impl PyEntryCache {
             return Ok(false);
         };
         if self.inner.pass_due(total) {
-            let mut released = Vec::new();
-            py.detach(|| self.inner.finish_insert_releasing(total, &mut released));
-            release_evicted(py, released);
+            detached_releasing(py, |released| {
+                self.inner.finish_insert_releasing(total, released)
+            });
         }
         Ok(true)
     }

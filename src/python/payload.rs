@@ -64,10 +64,24 @@ pub fn shared_bytes(bytes: Bound<'_, PyBytes>) -> Payload {
     })
 }
 
+/// Runs `evict` without the GIL, with a buffer for the external payloads it evicts, and drops
+/// them afterwards holding the GIL ([`release_evicted`]): dropped inside `detach`, each `bytes`
+/// would take a trip through PyO3's deferred-release pool (a global lock).
+pub fn detached_releasing<T, F>(py: Python<'_>, evict: F) -> T
+where
+    F: Send + FnOnce(&mut Vec<Payload>) -> T,
+    T: Send,
+{
+    let mut released = Vec::new();
+    let out = py.detach(|| evict(&mut released));
+    release_evicted(py, released);
+    out
+}
+
 /// Drops payloads an eviction pass handed back, holding the GIL, so that each `bytes` is released
 /// directly rather than through PyO3's deferred pool. The objects are cold by now, so the loop
 /// fetches a payload's header, then the object it holds, a few payloads ahead of the drop.
-pub fn release_evicted(_py: Python<'_>, mut released: Vec<Payload>) {
+fn release_evicted(_py: Python<'_>, mut released: Vec<Payload>) {
     const HEADER_AHEAD: usize = 16;
     const OBJECT_AHEAD: usize = 8;
     for i in 0..released.len() {
