@@ -91,7 +91,8 @@ fn main() {
 
     // Everything per entry the cache allocates that is not payload bytes: the slab slot (the slab's
     // whole capacity), the index, the removal queue (its capacity), the payload's allocation header,
-    // and the read-count handler of the half of the entries inserted with expected reads.
+    // and the read-count handler of the half of the entries inserted with expected reads (made when
+    // the gets above first share an entry's count with a reader's copy).
     let meta = m.metadata_bytes() as f64 / m.entry_count() as f64;
     println!(
         "  bookkeeping            {meta:>7.1} bytes/entry beyond the payload (goal <= 64): slab + index + queue + payload header + read-count handler (half the entries)"

@@ -42,5 +42,5 @@ pub use entry::{CachedEntry, Payload, PayloadBuffer, PayloadGroup};
 pub use error::{Error, Result};
 pub use manager::{BatchEntry, EntryCache, EntryCacheManager, SettledAccounting};
 pub use position::Position;
-pub use read_count::ReadCountHandler;
+pub use read_count::{ReadCount, ReadCountHandler};
 pub use stats::CacheStats;

@@ -7,7 +7,7 @@ use crate::entry::{CachedEntry, Payload};
 use crate::error::{Error, Result};
 use crate::position::Position;
 use crate::range_cache::RangeCache;
-use crate::read_count::ReadCountHandler;
+use crate::read_count::{ReadCount, ReadCountHandler};
 use crate::removal_queue::{Evictor, Pass, QueueItem, RemovalQueue};
 use crate::stats::{CacheStats, Counters, Lookups};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -490,13 +490,13 @@ impl Drop for EntryCache {
     }
 }
 
-/// What [`EntryCache::insert`]'s arguments make: the read-count handler (`expected_reads` > 0)
-/// and the accounted size (`size`, or the payload's length).
-pub(crate) fn handler_and_size(
+/// What [`EntryCache::insert`]'s arguments make: the read count (`expected_reads` > 0) and the
+/// accounted size (`size`, or the payload's length).
+pub(crate) fn count_and_size(
     payload: &Payload,
     expected_reads: i32,
     size: Option<u32>,
-) -> Result<(Option<ReadCountHandler>, u32)> {
+) -> Result<(ReadCount, u32)> {
     if expected_reads < 0 {
         return Err(Error::invalid(
             "expected_reads",
@@ -512,7 +512,7 @@ pub(crate) fn handler_and_size(
             )
         })?,
     };
-    Ok((ReadCountHandler::new(expected_reads), size))
+    Ok((ReadCount::expecting(expected_reads), size))
 }
 
 impl EntryCache {
@@ -525,8 +525,9 @@ impl EntryCache {
     }
 
     /// Caches an entry unless its position is already cached (or caching is disabled); returns
-    /// whether it was inserted. `expected_reads` > 0 gives the entry a read-count handler; `size`
-    /// overrides the accounted size (default: the payload length).
+    /// whether it was inserted. `expected_reads` > 0 counts the entry's expected reads (a
+    /// reader's copy shares the count); `size` overrides the accounted size (default: the payload
+    /// length).
     pub fn insert(
         &self,
         position: Position,
@@ -534,8 +535,8 @@ impl EntryCache {
         expected_reads: i32,
         size: Option<u32>,
     ) -> Result<bool> {
-        let (handler, size) = handler_and_size(&payload, expected_reads, size)?;
-        self.insert_with_handler(position, payload, handler, size)
+        let (count, size) = count_and_size(&payload, expected_reads, size)?;
+        self.insert_counted(position, payload, count, size)
     }
 
     /// Caches an entry that shares `handler` with entries handed out elsewhere (the ledger's read
@@ -547,14 +548,26 @@ impl EntryCache {
         handler: Option<ReadCountHandler>,
         size: u32,
     ) -> Result<bool> {
-        let total = self.insert_leaving_pass(position, payload, handler, size)?;
+        self.insert_counted(position, payload, ReadCount::from(handler), size)
+    }
+
+    /// Caches an entry with read count `count` and accounted size `size` (what [`Self::insert`]
+    /// and [`Self::insert_with_handler`] come to).
+    pub fn insert_counted(
+        &self,
+        position: Position,
+        payload: Payload,
+        count: ReadCount,
+        size: u32,
+    ) -> Result<bool> {
+        let total = self.insert_leaving_pass(position, payload, count, size)?;
         if let Some(total) = total {
             released_after(|released| self.shared.after_insert(total, released));
         }
         Ok(total.is_some())
     }
 
-    /// [`Self::insert_with_handler`] up to its size pass, which is left to the caller
+    /// [`Self::insert_counted`] up to its size pass, which is left to the caller
     /// ([`Self::finish_insert_releasing`]): the Python binding inserts holding the GIL (letting go
     /// of it and taking it back costs more than the insert) and runs a pass without it. The
     /// manager's caches' total size afterwards if the entry was cached.
@@ -562,7 +575,7 @@ impl EntryCache {
         &self,
         position: Position,
         payload: Payload,
-        handler: Option<ReadCountHandler>,
+        count: ReadCount,
         size: u32,
     ) -> Result<Option<u64>> {
         let shared = &self.shared;
@@ -579,7 +592,7 @@ impl EntryCache {
             if self.is_closed() {
                 return Err(Error::Closed(format!("entry cache {:?}", self.name)));
             }
-            match state.insert(position, payload, handler, size, shared.clock.now_ns()) {
+            match state.insert(position, payload, count, size, shared.clock.now_ns()) {
                 Ok(slot) => {
                     // Pushed under the cache lock so this cache's items enter the queue in serial
                     // order.
@@ -718,7 +731,7 @@ impl EntryCache {
         self.state
             .lock()
             .peek(position)
-            .map(|s| s.read_count.as_ref().map(|h| h.expected_reads()))
+            .map(|s| s.read_count.expected_reads())
     }
 
     /// One more reader will come for the cached entry at `position` (a replay-queue add): its
@@ -729,10 +742,7 @@ impl EntryCache {
         let Some(slot) = state.peek_mut(position) else {
             return false;
         };
-        match &slot.read_count {
-            Some(h) => h.increment(),
-            None => slot.read_count = ReadCountHandler::new(1),
-        }
+        slot.read_count.increment();
         true
     }
 

@@ -14,7 +14,7 @@ use crate::payload::SizedPayload;
 use crate::position::Position;
 use crate::position_index::PositionIndex;
 use crate::prefetch::prefetch;
-use crate::read_count::ReadCountHandler;
+use crate::read_count::ReadCount;
 use crate::stats::Lookups;
 
 /// A cached entry and the removal queue's bookkeeping for it, in 32 bytes: its position is not
@@ -23,7 +23,7 @@ use crate::stats::Lookups;
 #[derive(Debug)]
 pub(crate) struct Slot {
     payload: SizedPayload,
-    pub read_count: Option<ReadCountHandler>,
+    pub read_count: ReadCount,
     /// When the entry was inserted or last requeued (the TTL counts from here).
     pub timestamp_ns: u64,
     /// Live: the index chunk holding this position (saves a tree lookup on removal). Free: the next
@@ -52,7 +52,7 @@ const NO_SLOT: u32 = u32::MAX;
 impl Slot {
     /// Hands over the payload (the caller decides where it is dropped) and the counter.
     fn vacate(&mut self) -> Payload {
-        self.read_count = None;
+        self.read_count = ReadCount::UNCOUNTED;
         self.payload.take()
     }
 
@@ -69,9 +69,7 @@ impl Slot {
     }
 
     pub fn has_expected_reads(&self) -> bool {
-        self.read_count
-            .as_ref()
-            .is_some_and(|h| h.has_expected_reads())
+        self.read_count.has_expected_reads()
     }
 }
 
@@ -148,7 +146,7 @@ impl RangeCache {
         &mut self,
         position: Position,
         payload: Payload,
-        read_count: Option<ReadCountHandler>,
+        read_count: ReadCount,
         size: u32,
         now_ns: u64,
     ) -> Result<u32, Payload> {
@@ -200,14 +198,15 @@ impl RangeCache {
         }
     }
 
-    fn copy_for_reader(&self, n: u32, position: Position) -> CachedEntry {
-        let slot = &self.slots[n as usize];
+    fn copy_for_reader(&mut self, n: u32, position: Position) -> CachedEntry {
+        let size = self.size_of(n);
+        let slot = &mut self.slots[n as usize];
         CachedEntry::new(
             position,
             slot.payload.payload().clone(),
-            self.size_of(n),
+            size,
             slot.requeue_count,
-            slot.read_count.clone(),
+            slot.read_count.share(),
         )
     }
 
@@ -229,10 +228,8 @@ impl RangeCache {
     /// one expected read, with no copy. The entry's size if it is cached.
     pub fn read_released(&mut self, p: Position) -> Option<u32> {
         let n = self.index.get(p)?;
-        if let Some(h) = &self.mark_accessed(n).read_count {
-            // `&mut self`: the caller holds this cache's lock.
-            h.mark_read_locked();
-        }
+        // `&mut self`: the caller holds this cache's lock.
+        self.mark_accessed(n).read_count.mark_read_locked();
         Some(self.size_of(n))
     }
 
@@ -249,7 +246,7 @@ impl RangeCache {
     }
 
     /// A reader's copy without marking the entry accessed.
-    pub fn peek_copy(&self, p: Position) -> Option<CachedEntry> {
+    pub fn peek_copy(&mut self, p: Position) -> Option<CachedEntry> {
         self.index.get(p).map(|n| self.copy_for_reader(n, p))
     }
 
@@ -350,8 +347,8 @@ impl RangeCache {
     pub fn prefetch_dependents(&self, n: u32) {
         if let Some(slot) = self.slots.get(n as usize) {
             prefetch(self.index.chunk_addr(slot.chunk));
-            if let Some(h) = &slot.read_count {
-                prefetch(h.as_ptr());
+            if let Some(count) = slot.read_count.shared_addr() {
+                prefetch(count);
             }
             if let Some(p) = slot.payload.payload().header_addr() {
                 prefetch(p);
@@ -417,12 +414,7 @@ impl RangeCache {
             .slots
             .iter()
             .filter(|s| s.is_live())
-            .map(|s| {
-                s.payload.payload().overhead_bytes()
-                    + s.read_count
-                        .as_ref()
-                        .map_or(0, |_| ReadCountHandler::ALLOCATION_BYTES)
-            })
+            .map(|s| s.payload.payload().overhead_bytes() + s.read_count.allocation_bytes())
             .sum();
         let aside = self.sizes_aside.capacity() * std::mem::size_of::<u32>();
         self.slots.capacity() * std::mem::size_of::<Slot>()

@@ -1,6 +1,7 @@
 //! The expected read count of a cached entry (PIP-430's `EntryReadCountHandler`).
 
 use crate::holders::Holders;
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -30,13 +31,17 @@ impl ReadCountHandler {
 
     /// `None` for a count <= 0: such an entry has no expected reads and needs no shared state.
     pub fn new(expected_reads: i32) -> Option<Self> {
-        (expected_reads > 0).then(|| {
-            let shared = Box::new(Shared {
-                handles: Holders::one(),
-                expected_reads: AtomicI32::new(expected_reads),
-            });
-            ReadCountHandler(NonNull::from(Box::leak(shared)))
-        })
+        (expected_reads > 0).then(|| Self::with_count(expected_reads))
+    }
+
+    /// A handler whatever the count (a cached entry's count, which reads may have taken to 0 or
+    /// below, when a reader's copy comes to share it).
+    fn with_count(expected_reads: i32) -> Self {
+        let shared = Box::new(Shared {
+            handles: Holders::one(),
+            expected_reads: AtomicI32::new(expected_reads),
+        });
+        ReadCountHandler(NonNull::from(Box::leak(shared)))
     }
 
     fn shared(&self) -> &Shared {
@@ -108,6 +113,180 @@ impl Drop for ReadCountHandler {
     }
 }
 
+/// A cached entry's expected reads as its cache slot keeps them: not counted, the count itself, or
+/// a handle on a [`ReadCountHandler`]'s count shared with readers' copies.
+///
+/// The count stays in the slot until a reader's copy has to share it ([`ReadCount::share`]), so
+/// caching an entry that expects reads allocates nothing, and a read consumed under the cache's
+/// lock (a replay's hit) or an eviction check reads nothing outside the slot. An entry read with
+/// copies, and one cached with a handler made elsewhere (the ledger's read path), shares one.
+///
+/// One word, as the slot has room for: null when not counted; an odd value, not an address, for a
+/// count kept here (the count times two, plus one); otherwise a handle's address (even: its
+/// allocation is aligned to 4), and this value owns that handle.
+pub struct ReadCount(*mut Shared);
+
+// SAFETY: a count kept here is plain data; a handle is a `ReadCountHandler`, which is Send and Sync.
+unsafe impl Send for ReadCount {}
+// SAFETY: as above: `&ReadCount` reads the word, or the handle's atomics.
+unsafe impl Sync for ReadCount {}
+
+/// What a [`ReadCount`] holds, borrowed.
+enum Held {
+    Uncounted,
+    Here(i32),
+    /// The handle, not to be dropped (the `ReadCount` owns it).
+    Shared(ManuallyDrop<ReadCountHandler>),
+}
+
+/// The low bit of a count kept in the word.
+const HERE: usize = 1;
+
+impl ReadCount {
+    /// Not counted: the entry expects no reads and takes none off.
+    pub const UNCOUNTED: ReadCount = ReadCount(std::ptr::null_mut());
+
+    /// An entry expecting `expected_reads`, counted in the slot; not counted if it is <= 0 (as
+    /// [`ReadCountHandler::new`] makes no handler then).
+    pub fn expecting(expected_reads: i32) -> Self {
+        if expected_reads > 0 {
+            Self::here(expected_reads)
+        } else {
+            Self::UNCOUNTED
+        }
+    }
+
+    /// Count `n` in the word; a handle if it does not fit (only where a word is 32 bits).
+    fn here(n: i32) -> Self {
+        match (n as isize).checked_mul(2) {
+            Some(twice) => ReadCount(std::ptr::without_provenance_mut(twice as usize | HERE)),
+            None => Self::shared(ReadCountHandler::with_count(n)),
+        }
+    }
+
+    /// A count shared with whoever else holds a handle of `handler`.
+    pub fn shared(handler: ReadCountHandler) -> Self {
+        ReadCount(ManuallyDrop::new(handler).0.as_ptr())
+    }
+
+    fn held(&self) -> Held {
+        let word = self.0.addr();
+        if word == 0 {
+            Held::Uncounted
+        } else if word & HERE != 0 {
+            // The count was doubled into an `isize` that held it: the shift gives it back.
+            Held::Here(((word as isize) >> 1) as i32)
+        } else {
+            // SAFETY: an even non-null word is the address of a live handle's allocation, which
+            // this value owns one handle of (`shared`); the copy is never dropped.
+            Held::Shared(ManuallyDrop::new(ReadCountHandler(unsafe {
+                NonNull::new_unchecked(self.0)
+            })))
+        }
+    }
+
+    /// Whether the entry is counted at all.
+    pub fn is_counted(&self) -> bool {
+        !self.0.is_null()
+    }
+
+    /// The remaining expected reads; `None` if not counted.
+    pub fn expected_reads(&self) -> Option<i32> {
+        match self.held() {
+            Held::Uncounted => None,
+            Held::Here(n) => Some(n),
+            Held::Shared(h) => Some(h.expected_reads()),
+        }
+    }
+
+    pub fn has_expected_reads(&self) -> bool {
+        self.expected_reads().is_some_and(|n| n >= 1)
+    }
+
+    /// One more reader will come (a replay-queue add); an entry not counted starts at one.
+    pub fn increment(&mut self) {
+        match self.held() {
+            Held::Uncounted => *self = Self::here(1),
+            Held::Here(n) => *self = Self::here(n.wrapping_add(1)),
+            Held::Shared(h) => h.increment(),
+        }
+    }
+
+    /// One expected read delivered, by the holder of the lock of the cache whose slot holds this
+    /// (see [`ReadCountHandler::mark_read_locked`]).
+    pub(crate) fn mark_read_locked(&mut self) {
+        match self.held() {
+            Held::Uncounted => {}
+            Held::Here(n) => *self = Self::here(n.wrapping_sub(1)),
+            Held::Shared(h) => h.mark_read_locked(),
+        }
+    }
+
+    /// A handle for a reader's copy: the count moves out of the word into a handler the first
+    /// time. `None` if not counted.
+    pub fn share(&mut self) -> Option<ReadCountHandler> {
+        match self.held() {
+            Held::Uncounted => None,
+            Held::Here(n) => {
+                let handler = ReadCountHandler::with_count(n);
+                let copy = handler.clone();
+                *self = Self::shared(handler);
+                Some(copy)
+            }
+            Held::Shared(h) => Some(ReadCountHandler::clone(&h)),
+        }
+    }
+
+    /// The shared count's address, if there is one (for prefetching).
+    pub(crate) fn shared_addr(&self) -> Option<*const u8> {
+        match self.held() {
+            Held::Shared(h) => Some(h.as_ptr()),
+            Held::Uncounted | Held::Here(_) => None,
+        }
+    }
+
+    /// Heap bytes this count takes: a shared handler's allocation, or nothing.
+    pub fn allocation_bytes(&self) -> usize {
+        match self.held() {
+            Held::Shared(_) => ReadCountHandler::ALLOCATION_BYTES,
+            Held::Uncounted | Held::Here(_) => 0,
+        }
+    }
+}
+
+impl From<Option<ReadCountHandler>> for ReadCount {
+    fn from(handler: Option<ReadCountHandler>) -> Self {
+        handler.map_or(Self::UNCOUNTED, Self::shared)
+    }
+}
+
+impl Default for ReadCount {
+    fn default() -> Self {
+        Self::UNCOUNTED
+    }
+}
+
+impl Drop for ReadCount {
+    fn drop(&mut self) {
+        if let Held::Shared(h) = self.held() {
+            drop(ManuallyDrop::into_inner(h));
+        }
+    }
+}
+
+impl std::fmt::Debug for ReadCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.held() {
+            Held::Uncounted => f.write_str("ReadCount::Uncounted"),
+            Held::Here(n) => f.debug_tuple("ReadCount::Here").field(&n).finish(),
+            Held::Shared(h) => f
+                .debug_tuple("ReadCount::Shared")
+                .field(&h.expected_reads())
+                .finish(),
+        }
+    }
+}
+
 impl std::fmt::Debug for ReadCountHandler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("ReadCountHandler")
@@ -136,6 +315,80 @@ mod tests {
         assert!(h.same_as(&copy));
         assert!(!h.same_as(&ReadCountHandler::new(1).unwrap()));
         assert_eq!(ReadCountHandler::ALLOCATION_BYTES, 8);
+    }
+
+    #[test]
+    fn a_count_stays_in_the_word_until_a_copy_shares_it() {
+        assert!(!ReadCount::expecting(0).is_counted());
+        assert!(!ReadCount::expecting(-3).is_counted());
+        assert_eq!(ReadCount::UNCOUNTED.expected_reads(), None);
+
+        let mut c = ReadCount::expecting(2);
+        assert_eq!((c.expected_reads(), c.allocation_bytes()), (Some(2), 0));
+        assert!(c.shared_addr().is_none());
+        c.mark_read_locked();
+        c.increment();
+        c.mark_read_locked();
+        assert_eq!(c.expected_reads(), Some(1));
+        assert!(c.has_expected_reads());
+
+        // The first copy moves the count into a handler; later copies share the same one.
+        let first = c.share().unwrap();
+        let second = c.share().unwrap();
+        assert!(first.same_as(&second));
+        assert_eq!(c.allocation_bytes(), ReadCountHandler::ALLOCATION_BYTES);
+        assert_eq!(c.shared_addr(), Some(first.as_ptr()));
+        first.mark_read();
+        assert_eq!(c.expected_reads(), Some(0));
+        assert!(!c.has_expected_reads());
+        // Consumed under the lock with copies out: every holder sees it.
+        c.mark_read_locked();
+        c.increment();
+        c.increment();
+        assert_eq!(second.expected_reads(), 1);
+        drop((first, c));
+        assert_eq!(
+            second.expected_reads(),
+            1,
+            "the copy's handle outlives the slot's"
+        );
+    }
+
+    #[test]
+    fn counts_at_or_below_zero_and_at_the_ends_of_i32_round_trip() {
+        // Reads may take a kept count to zero and below; it stays counted, and a copy shares it.
+        let mut c = ReadCount::expecting(1);
+        c.mark_read_locked();
+        c.mark_read_locked();
+        assert_eq!(c.expected_reads(), Some(-1));
+        assert_eq!(c.share().unwrap().expected_reads(), -1);
+        for n in [i32::MAX, i32::MIN, -1, 0, 1] {
+            assert_eq!(ReadCount::here(n).expected_reads(), Some(n), "{n}");
+        }
+        // Past the top, the count wraps as the shared atomic's would.
+        let mut top = ReadCount::here(i32::MAX);
+        top.increment();
+        assert_eq!(top.expected_reads(), Some(i32::MIN));
+        top.mark_read_locked();
+        assert_eq!(top.expected_reads(), Some(i32::MAX));
+    }
+
+    #[test]
+    fn an_uncounted_entry_starts_at_one_and_a_given_handler_is_shared() {
+        let mut c = ReadCount::UNCOUNTED;
+        assert!(c.share().is_none());
+        c.mark_read_locked();
+        assert_eq!(c.expected_reads(), None);
+        c.increment();
+        assert_eq!((c.expected_reads(), c.allocation_bytes()), (Some(1), 0));
+
+        let outside = ReadCountHandler::new(3).unwrap();
+        let mut c = ReadCount::from(Some(outside.clone()));
+        assert_eq!(c.allocation_bytes(), ReadCountHandler::ALLOCATION_BYTES);
+        c.mark_read_locked();
+        assert_eq!(outside.expected_reads(), 2);
+        assert!(c.share().unwrap().same_as(&outside));
+        assert!(!ReadCount::from(None).is_counted());
     }
 
     /// Handles cloned, marked and dropped on several threads at once: every mark counts, and the

@@ -5,7 +5,7 @@ mod support;
 
 use ledgercache::arrow_payload::{slices_of, ArrowValues};
 use ledgercache::{
-    BatchEntry, CacheConfig, EntryCacheManager, ManualClock, Payload, Position, ReadCountHandler,
+    BatchEntry, CacheConfig, EntryCacheManager, ManualClock, Payload, Position, ReadCount,
     SettingValue,
 };
 use proptest::prelude::*;
@@ -23,7 +23,7 @@ fn entry(size: u32, reads: i32) -> BatchEntry {
     BatchEntry {
         payload: Payload::from(vec![size as u8; size as usize]),
         size,
-        read_count: ReadCountHandler::new(reads),
+        read_count: ReadCount::expecting(reads),
     }
 }
 
@@ -64,7 +64,7 @@ fn batch_equals_singles(settings: &[(&str, SettingValue)], preexisting: &[i64], 
     for (i, e) in entries.enumerate() {
         let p = Position::new(3, 5 + i as i64);
         one_by_one += c
-            .insert_with_handler(p, e.payload, e.read_count, e.size)
+            .insert_counted(p, e.payload, e.read_count, e.size)
             .unwrap() as u64;
     }
     assert_eq!(n, one_by_one);
@@ -149,7 +149,7 @@ fn arrow_slices_are_cached_without_copying() {
     let entries = [(0, 2), (2, 4)].map(|(start, len)| BatchEntry {
         payload: group.slice(start, len).unwrap(),
         size: len as u32,
-        read_count: None,
+        read_count: ReadCount::UNCOUNTED,
     });
     c.insert_batch(1, 0, entries).unwrap();
     drop((values, group));

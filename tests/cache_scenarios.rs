@@ -515,31 +515,41 @@ fn size_override_is_what_counts() {
 }
 
 /// What the cache allocates per entry beyond the payload bytes, counted in full: the slab slot, the
-/// index, the removal queue, the payload's header and, for entries with expected reads, the
-/// read-count handler. 2^17 entries, so that every vector is exactly full and the figure is the
-/// per-entry cost, not growth slack. Today's figure is 59.5 bytes for 64-byte payloads with half
-/// the entries holding a handler (8 bytes each): a 32-byte slot, an 8-byte queue item, the index,
+/// index, the removal queue, the payload's header and, for entries whose expected reads a reader's
+/// copy shares, the read-count handler (a count no copy shares stays in the slot). 2^17 entries,
+/// so that every vector is exactly full and the figure is the per-entry cost, not growth slack.
+/// Today's figure is 59.5 bytes for 64-byte payloads with half the entries expecting reads and
+/// read with a copy (a handler of 8 bytes each): a 32-byte slot, an 8-byte queue item, the index,
 /// an 8-byte payload header, and half a handler. The goal (issue 12, item 5) is 64.
 #[test]
 fn bookkeeping_per_entry_is_bounded_and_counts_headers_and_handlers() {
     const N: i64 = 1 << 17;
-    let per_entry = |payload: &dyn Fn() -> Payload, with_handlers: bool| {
+    let per_entry = |payload: &dyn Fn() -> Payload, with_reads: bool, copies: bool| {
         let (m, _) = manager(&[("cache_size_bytes", Int(1 << 40))]);
         let c = m.get_cache("t");
         for e in 0..N {
-            let expected = i32::from(with_handlers && e % 2 == 0);
+            let expected = i32::from(with_reads && e % 2 == 0);
             c.insert(p(e), payload(), expected, Some(64)).unwrap();
+        }
+        if copies {
+            for e in 0..N {
+                c.get(p(e)).unwrap();
+            }
         }
         m.metadata_bytes() as f64 / N as f64
     };
-    let bare = per_entry(&Payload::empty, false);
-    let full = per_entry(&|| bytes(64), true);
+    let bare = per_entry(&Payload::empty, false, false);
+    let counted = per_entry(&|| bytes(64), true, false);
+    let full = per_entry(&|| bytes(64), true, true);
     assert!(full <= 60.0, "{full} bytes of bookkeeping per entry");
-    // The difference is exactly the payload headers plus the handlers of half the entries.
-    let headers_and_handlers = full - bare;
-    let expected = bytes(64).overhead_bytes() as f64
-        + ledgercache::ReadCountHandler::ALLOCATION_BYTES as f64 / 2.0;
-    assert_eq!(headers_and_handlers, expected);
+    // Counts kept in their slots take nothing: the difference is exactly the payload headers...
+    let headers = bytes(64).overhead_bytes() as f64;
+    assert_eq!(counted - bare, headers);
+    // ...and a reader's copy of an entry that expects reads moves its count into a handler.
+    assert_eq!(
+        full - counted,
+        ledgercache::ReadCountHandler::ALLOCATION_BYTES as f64 / 2.0
+    );
     assert!(
         bare <= 48.0,
         "{bare} bytes per entry for slot, index and queue"

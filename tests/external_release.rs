@@ -13,7 +13,7 @@
 use ledgercache::entry::PayloadBuffer;
 use ledgercache::{
     BatchEntry, CacheConfig, EntryCache, EntryCacheManager, ManualClock, Payload, Position,
-    SettingValue,
+    ReadCount, SettingValue,
 };
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -102,7 +102,7 @@ impl Setup {
             .map(|_| BatchEntry {
                 payload: self.payload(cache, 100),
                 size: 100,
-                read_count: None,
+                read_count: ReadCount::UNCOUNTED,
             })
             .collect()
     }

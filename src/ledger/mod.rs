@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::manager::{EntryCache, EntryCacheManager};
 use crate::position::Position;
-use crate::read_count::ReadCountHandler;
+use crate::read_count::{ReadCount, ReadCountHandler};
 use crate::read_flow::{
     Context, CursorActivity, Invalidation, ReadFlow, ReadKind, RedeliveryReason,
 };
@@ -281,10 +281,10 @@ impl ManagedLedger {
         let position = Position::new(ledger, entry_id);
         if let Some(expected) = inner.flow.on_add(&st.activity, inner.clock.now_ns()) {
             let size = payload.len() as u32;
-            match inner.cache.insert_with_handler(
+            match inner.cache.insert_counted(
                 position,
                 payload,
-                ReadCountHandler::new(expected),
+                ReadCount::expecting(expected),
                 size,
             ) {
                 // The cache was removed while the entry was being stored: the entry is stored and

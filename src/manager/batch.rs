@@ -7,27 +7,29 @@ use crate::entry::Payload;
 use crate::error::{Error, Result};
 use crate::position::Position;
 use crate::range_cache::set_aside;
-use crate::read_count::ReadCountHandler;
+use crate::read_count::ReadCount;
 use crate::removal_queue::QueueItem;
 use std::sync::atomic::Ordering;
 
 /// Queue items a batch pushes at once (bounds the batch's own memory, not the cache's).
 const QUEUE_CHUNK: usize = 4096;
 
-/// One entry of a batch: what [`EntryCache::insert_with_handler`] takes besides the position.
-#[derive(Debug, Clone)]
+/// One entry of a batch: what [`EntryCache::insert_counted`] takes besides the position.
+#[derive(Debug)]
 pub struct BatchEntry {
     pub payload: Payload,
     /// The accounted size.
     pub size: u32,
-    pub read_count: Option<ReadCountHandler>,
+    /// [`ReadCount::expecting`] its expected reads, or a handler shared with readers
+    /// (`ReadCount::from(Some(handler))`).
+    pub read_count: ReadCount,
 }
 
 impl EntryCache {
     /// Caches `entries` at consecutive positions of ledger `ledger_id`, the first at entry
     /// `first_entry_id`, skipping positions that are cached already; returns how many were
     /// inserted. The cache ends up as if each entry had been passed to
-    /// [`insert_with_handler`](Self::insert_with_handler) in order, except that the batch shares
+    /// [`insert_counted`](Self::insert_counted) in order, except that the batch shares
     /// one timestamp per lock hold: the same entries, counters and removal-queue order, and a size
     /// pass runs (or the background evictor is woken) as soon as an entry takes the cache over its
     /// trigger threshold, so the batch is inserted in as many lock holds as it crosses the trigger.
@@ -110,7 +112,7 @@ impl EntryCache {
                         break;
                     }
                 }
-                // Under the cache lock, as in insert_with_handler, to keep serial order.
+                // Under the cache lock, as in insert_counted, to keep serial order.
                 shared.queue.push_all(&queued);
                 queued.clear();
             }

@@ -9,7 +9,7 @@ use crate::arrow_payload::{contiguous_run, slices_of};
 use crate::entry::{CachedEntry, PayloadGroup};
 use crate::manager::BatchEntry;
 use crate::payload::MAX_SLICE_LEN;
-use crate::read_count::ReadCountHandler;
+use crate::read_count::ReadCount;
 use arrow_array::ffi::to_ffi;
 use arrow_array::{
     Array, ArrayRef, BinaryArray, Int64Array, LargeBinaryArray, RecordBatch, StructArray,
@@ -177,7 +177,7 @@ impl Iterator for ArrowEntries {
                 .expect("bounds checked in Chunk::new, one payload per element"),
             // Lengths were checked against u32 in `batch_entries`.
             size: self.sizes.as_ref().map_or(len as u32, |s| s[i]),
-            read_count: self.reads.handler(i),
+            read_count: self.reads.count(i),
         })
     }
 
@@ -287,10 +287,10 @@ impl ExpectedReads {
         Ok(ExpectedReads::Each(each))
     }
 
-    fn handler(&self, i: usize) -> Option<ReadCountHandler> {
+    fn count(&self, i: usize) -> ReadCount {
         match self {
-            ExpectedReads::All(count) => ReadCountHandler::new(*count),
-            ExpectedReads::Each(each) => ReadCountHandler::new(each[i] as i32),
+            ExpectedReads::All(count) => ReadCount::expecting(*count),
+            ExpectedReads::Each(each) => ReadCount::expecting(each[i] as i32),
         }
     }
 }

@@ -5,7 +5,7 @@ use super::errors::{raise, IntoPyResult};
 use super::payload::{detached_releasing, payload_arg, payload_to_py};
 use super::position::PyPosition;
 use crate::entry::CachedEntry;
-use crate::manager::{handler_and_size, EntryCache, EntryCacheManager};
+use crate::manager::{count_and_size, EntryCache, EntryCacheManager};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -213,13 +213,13 @@ impl PyEntryCache {
             })
             .transpose()?;
         let payload = payload_arg(data)?;
-        let (handler, size) = handler_and_size(&payload, expected_reads, size).py_err(py)?;
+        let (count, size) = count_and_size(&payload, expected_reads, size).py_err(py)?;
         // The insert holds the GIL, as `get` does: letting go of it and taking it back would cost
         // more than the insert. A size pass, if the insert calls for one, runs without it, and
         // the `bytes` it evicts are released afterwards, with it.
         let inserted = self
             .inner
-            .insert_leaving_pass(position.0, payload, handler, size)
+            .insert_leaving_pass(position.0, payload, count, size)
             .py_err(py)?;
         let Some(total) = inserted else {
             return Ok(false);
