@@ -137,6 +137,16 @@ impl EntryCacheManager {
     /// Removes the cache named `name` and drops its entries; `None` if there is no such cache.
     /// Handles to it that callers still hold refuse inserts from now on.
     pub fn remove_cache(&self, name: &str) -> Option<Removed> {
+        released_after(|released| self.remove_cache_releasing(name, released))
+    }
+
+    /// [`Self::remove_cache`], handing the removed entries' external buffers to `released` (see
+    /// [`Self::evict_expired_releasing`]).
+    pub fn remove_cache_releasing(
+        &self,
+        name: &str,
+        released: &mut Vec<Payload>,
+    ) -> Option<Removed> {
         let cache = {
             let mut table = self.shared.caches.write();
             let cache = table.by_name.remove(name)?;
@@ -145,12 +155,12 @@ impl EntryCacheManager {
                 .retire(std::mem::take(&mut cache.state.lock().lookups));
             cache
         };
-        let (removed, drained) = released_after(|released| {
+        let (removed, drained) = {
             let mut state = cache.state.lock();
             cache.closed.store(true, Ordering::Release);
             state.retired = true;
             (state.clear(released), state.is_drained())
-        });
+        };
         self.shared.account_invalidated(removed);
         if drained {
             // Between passes only: a pass remembers which cache each id it met named, so an id
@@ -748,18 +758,37 @@ impl EntryCache {
 
     /// Removes `[first, last]` (or `[first, last)`); returns (entries, bytes) removed.
     pub fn remove_range(&self, first: Position, last: Position, last_inclusive: bool) -> Removed {
-        let removed = released_after(|released| {
-            self.state
-                .lock()
-                .remove_range(first, last, last_inclusive, released)
-        });
+        released_after(|released| {
+            self.remove_range_releasing(first, last, last_inclusive, released)
+        })
+    }
+
+    /// [`Self::remove_range`], handing the removed entries' external buffers to `released` (see
+    /// [`EntryCacheManager::evict_expired_releasing`]).
+    pub fn remove_range_releasing(
+        &self,
+        first: Position,
+        last: Position,
+        last_inclusive: bool,
+        released: &mut Vec<Payload>,
+    ) -> Removed {
+        let removed = self
+            .state
+            .lock()
+            .remove_range(first, last, last_inclusive, released);
         self.shared.account_invalidated(removed);
         removed
     }
 
     /// Removes every entry; returns (entries, bytes) removed.
     pub fn clear(&self) -> Removed {
-        let removed = released_after(|released| self.state.lock().clear(released));
+        released_after(|released| self.clear_releasing(released))
+    }
+
+    /// [`Self::clear`], handing the removed entries' external buffers to `released` (see
+    /// [`EntryCacheManager::evict_expired_releasing`]).
+    pub fn clear_releasing(&self, released: &mut Vec<Payload>) -> Removed {
+        let removed = self.state.lock().clear(released);
         self.shared.account_invalidated(removed);
         removed
     }

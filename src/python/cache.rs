@@ -72,8 +72,10 @@ impl PyEntryCacheManager {
     /// Removes the cache `name` and its entries; returns (entries, bytes) removed.
     fn remove_cache(&self, py: Python<'_>, name: &str) -> (u64, u64) {
         self.wrappers.lock().remove(name);
-        py.detach(|| self.inner.remove_cache(name))
-            .unwrap_or((0, 0))
+        detached_releasing(py, |released| {
+            self.inner.remove_cache_releasing(name, released)
+        })
+        .unwrap_or((0, 0))
     }
 
     /// Names of the caches that exist.
@@ -327,12 +329,15 @@ impl PyEntryCache {
         last: PyPosition,
         last_inclusive: bool,
     ) -> (u64, u64) {
-        py.detach(|| self.inner.remove_range(first.0, last.0, last_inclusive))
+        detached_releasing(py, |released| {
+            self.inner
+                .remove_range_releasing(first.0, last.0, last_inclusive, released)
+        })
     }
 
     /// Removes every entry; returns (entries, bytes).
     fn clear(&self, py: Python<'_>) -> (u64, u64) {
-        py.detach(|| self.inner.clear())
+        detached_releasing(py, |released| self.inner.clear_releasing(released))
     }
 
     /// Cached positions in order.

@@ -170,6 +170,29 @@ def test_an_inserts_size_pass_releases_the_evicted_bytes_before_it_returns(clock
     assert sys.getrefcount(payloads[0]) == before[0], "and the refused bytes are not kept"
 
 
+def test_removing_entries_gives_their_bytes_back_before_it_returns(clock):
+    """``remove_range``, ``clear`` and ``remove_cache`` release the removed ``bytes`` by the time
+    they return (released with the GIL once the cache's lock is let go), and keep the rest."""
+    import sys
+
+    m = make_manager(clock)
+    payloads = [bytes([i]) * 64 for i in range(6)]
+    before = [sys.getrefcount(b) for b in payloads]
+    c, d = m.get_cache("c"), m.get_cache("d")
+    for i in range(4):
+        assert c.insert(P(0, i), payloads[i])
+    for i in (4, 5):
+        assert d.insert(P(0, i), payloads[i])
+    assert c.remove_range(P(0, 0), P(0, 2), False) == (2, 128)
+    held = [x + 1 for x in before]
+    assert [sys.getrefcount(b) for b in payloads] == before[:2] + held[2:]
+    assert c.clear() == (2, 128)
+    assert [sys.getrefcount(b) for b in payloads] == before[:4] + held[4:]
+    assert m.remove_cache("d") == (2, 128)
+    assert [sys.getrefcount(b) for b in payloads] == before
+    assert (m.entry_count, m.size_bytes) == (0, 0)
+
+
 # Run in a process of its own, so that a hang fails the test instead of the whole run.
 _EVICTOR_RELEASES_PYTHON_MEMORY = """
 import threading, time
