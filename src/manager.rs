@@ -633,6 +633,13 @@ impl EntryCache {
         self.shared.pass_due(total)
     }
 
+    /// Whether size passes run on the manager's background evictor: the rest of an insert then
+    /// only wakes it, and evicts (so releases) nothing itself.
+    #[cfg(feature = "python")]
+    pub(crate) fn evicts_in_background(&self) -> bool {
+        self.shared.wake_evictor.is_some()
+    }
+
     /// The rest of an insert that left the manager's caches at `total` bytes: its size pass, if
     /// due, putting the payloads it evicts in `released` (see [`EntryCacheManager::evict_expired_releasing`]).
     #[cfg(feature = "python")]
@@ -736,7 +743,7 @@ impl EntryCache {
     }
 
     /// Remaining expected reads of the cached entry at `position`: `None` if absent, `Some(None)`
-    /// if it has no read-count handler.
+    /// if its expected reads are not counted.
     pub fn expected_reads(&self, position: Position) -> Option<Option<i32>> {
         self.state
             .lock()

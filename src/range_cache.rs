@@ -425,3 +425,35 @@ impl RangeCache {
 }
 
 const _: () = assert!(std::mem::size_of::<Slot>() == 32);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// However an entry leaves (eviction's `remove_slot`, `remove_range`, `clear`), the slot's
+    /// handle on a count that readers' copies share goes with it, and the copies keep counting.
+    #[test]
+    fn a_removed_entry_leaves_its_shared_count_to_the_copies_out() {
+        let p = |e| Position::new(1, e);
+        for how in ["remove_slot", "remove_range", "clear"] {
+            let mut cache = RangeCache::default();
+            let mut released = Vec::new();
+            let n = cache
+                .insert(p(0), Payload::empty(), ReadCount::expecting(2), 0, 0)
+                .unwrap();
+            let copy = cache.get(p(0)).unwrap();
+            let handle = copy.read_count_handler().unwrap();
+            assert!(!handle.is_only_handle(), "the slot shares it");
+            match how {
+                "remove_slot" => drop(cache.remove_slot(n)),
+                "remove_range" => {
+                    assert_eq!(cache.remove_range(p(0), p(0), true, &mut released), (1, 0))
+                }
+                _ => assert_eq!(cache.clear(&mut released), (1, 0)),
+            }
+            assert!(handle.is_only_handle(), "{how}");
+            assert!(copy.release());
+            assert_eq!(handle.expected_reads(), 1, "{how}");
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! The expected read count of a cached entry (PIP-430's `EntryReadCountHandler`).
 
 use crate::holders::Holders;
+use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -12,12 +13,12 @@ struct Shared {
 }
 
 /// How many more reads an entry still expects: one atomic integer shared by the cached entry and
-/// every copy handed to readers. Created only for a positive initial count, so entries nobody is
-/// expected to read carry no handler at all.
+/// every copy handed to readers. A cached entry's count moves into one when a reader's copy first
+/// needs to share it (see [`ReadCount`]), and the ledger's read path makes one for an entry it
+/// hands out as it caches it; `new` makes none for a count <= 0.
 ///
 /// A handle counts its holders itself ([`Holders`]: an `Arc` without weak references, in 32 bits):
-/// the shared allocation is 8 bytes, where `Arc<AtomicI32>`'s is 24, and every cached entry that
-/// expects a read carries one.
+/// the shared allocation is 8 bytes, where `Arc<AtomicI32>`'s is 24.
 pub struct ReadCountHandler(NonNull<Shared>);
 
 // SAFETY: the shared state is atomics only; a handle is a counted reference to it, as `Arc` is.
@@ -67,8 +68,8 @@ impl ReadCountHandler {
     ///
     /// A handle is made only from a live one, and the cached entry's handle is reached only under
     /// its cache's lock, so while it is the only handle nothing else can change the count: a
-    /// plain load and store do, without the locked read-modify-write (a replay's hits consume
-    /// their reads this way, without copies). With copies out, they may mark reads concurrently,
+    /// plain load and store do, without the locked read-modify-write (the last copy released
+    /// leaves the slot's handle alone again). With copies out, they may mark reads concurrently,
     /// and the decrement is atomic as usual.
     pub(crate) fn mark_read_locked(&self) {
         let shared = self.shared();
@@ -89,6 +90,12 @@ impl ReadCountHandler {
     /// The counter's address (for prefetching).
     pub(crate) fn as_ptr(&self) -> *const u8 {
         self.0.as_ptr() as *const u8
+    }
+
+    /// Whether no other handle shares this one's count (for tests of who holds what).
+    #[cfg(test)]
+    pub(crate) fn is_only_handle(&self) -> bool {
+        self.shared().handles.is_only()
     }
 
     /// True if both handles count the same entry.
@@ -131,16 +138,19 @@ unsafe impl Send for ReadCount {}
 // SAFETY: as above: `&ReadCount` reads the word, or the handle's atomics.
 unsafe impl Sync for ReadCount {}
 
-/// What a [`ReadCount`] holds, borrowed.
-enum Held {
+/// What a [`ReadCount`] holds, borrowed from it.
+enum Held<'a> {
     Uncounted,
     Here(i32),
-    /// The handle, not to be dropped (the `ReadCount` owns it).
-    Shared(ManuallyDrop<ReadCountHandler>),
+    /// The handle, not to be dropped (the `ReadCount` owns it), nor kept past the borrow.
+    Shared(ManuallyDrop<ReadCountHandler>, PhantomData<&'a ReadCount>),
 }
 
 /// The low bit of a count kept in the word.
 const HERE: usize = 1;
+
+// A handle's address has that bit clear.
+const _: () = assert!(std::mem::align_of::<Shared>() >= 2);
 
 impl ReadCount {
     /// Not counted: the entry expects no reads and takes none off.
@@ -160,16 +170,16 @@ impl ReadCount {
     fn here(n: i32) -> Self {
         match (n as isize).checked_mul(2) {
             Some(twice) => ReadCount(std::ptr::without_provenance_mut(twice as usize | HERE)),
-            None => Self::shared(ReadCountHandler::with_count(n)),
+            None => Self::from_handler(ReadCountHandler::with_count(n)),
         }
     }
 
     /// A count shared with whoever else holds a handle of `handler`.
-    pub fn shared(handler: ReadCountHandler) -> Self {
+    pub fn from_handler(handler: ReadCountHandler) -> Self {
         ReadCount(ManuallyDrop::new(handler).0.as_ptr())
     }
 
-    fn held(&self) -> Held {
+    fn held(&self) -> Held<'_> {
         let word = self.0.addr();
         if word == 0 {
             Held::Uncounted
@@ -179,9 +189,8 @@ impl ReadCount {
         } else {
             // SAFETY: an even non-null word is the address of a live handle's allocation, which
             // this value owns one handle of (`shared`); the copy is never dropped.
-            Held::Shared(ManuallyDrop::new(ReadCountHandler(unsafe {
-                NonNull::new_unchecked(self.0)
-            })))
+            let handle = ReadCountHandler(unsafe { NonNull::new_unchecked(self.0) });
+            Held::Shared(ManuallyDrop::new(handle), PhantomData)
         }
     }
 
@@ -195,7 +204,7 @@ impl ReadCount {
         match self.held() {
             Held::Uncounted => None,
             Held::Here(n) => Some(n),
-            Held::Shared(h) => Some(h.expected_reads()),
+            Held::Shared(h, _) => Some(h.expected_reads()),
         }
     }
 
@@ -208,7 +217,7 @@ impl ReadCount {
         match self.held() {
             Held::Uncounted => *self = Self::here(1),
             Held::Here(n) => *self = Self::here(n.wrapping_add(1)),
-            Held::Shared(h) => h.increment(),
+            Held::Shared(h, _) => h.increment(),
         }
     }
 
@@ -218,7 +227,7 @@ impl ReadCount {
         match self.held() {
             Held::Uncounted => {}
             Held::Here(n) => *self = Self::here(n.wrapping_sub(1)),
-            Held::Shared(h) => h.mark_read_locked(),
+            Held::Shared(h, _) => h.mark_read_locked(),
         }
     }
 
@@ -230,17 +239,17 @@ impl ReadCount {
             Held::Here(n) => {
                 let handler = ReadCountHandler::with_count(n);
                 let copy = handler.clone();
-                *self = Self::shared(handler);
+                *self = Self::from_handler(handler);
                 Some(copy)
             }
-            Held::Shared(h) => Some(ReadCountHandler::clone(&h)),
+            Held::Shared(h, _) => Some(ReadCountHandler::clone(&h)),
         }
     }
 
     /// The shared count's address, if there is one (for prefetching).
     pub(crate) fn shared_addr(&self) -> Option<*const u8> {
         match self.held() {
-            Held::Shared(h) => Some(h.as_ptr()),
+            Held::Shared(h, _) => Some(h.as_ptr()),
             Held::Uncounted | Held::Here(_) => None,
         }
     }
@@ -248,7 +257,7 @@ impl ReadCount {
     /// Heap bytes this count takes: a shared handler's allocation, or nothing.
     pub fn allocation_bytes(&self) -> usize {
         match self.held() {
-            Held::Shared(_) => ReadCountHandler::ALLOCATION_BYTES,
+            Held::Shared(..) => ReadCountHandler::ALLOCATION_BYTES,
             Held::Uncounted | Held::Here(_) => 0,
         }
     }
@@ -256,7 +265,7 @@ impl ReadCount {
 
 impl From<Option<ReadCountHandler>> for ReadCount {
     fn from(handler: Option<ReadCountHandler>) -> Self {
-        handler.map_or(Self::UNCOUNTED, Self::shared)
+        handler.map_or(Self::UNCOUNTED, Self::from_handler)
     }
 }
 
@@ -268,7 +277,7 @@ impl Default for ReadCount {
 
 impl Drop for ReadCount {
     fn drop(&mut self) {
-        if let Held::Shared(h) = self.held() {
+        if let Held::Shared(h, _) = self.held() {
             drop(ManuallyDrop::into_inner(h));
         }
     }
@@ -279,7 +288,7 @@ impl std::fmt::Debug for ReadCount {
         match self.held() {
             Held::Uncounted => f.write_str("ReadCount::Uncounted"),
             Held::Here(n) => f.debug_tuple("ReadCount::Here").field(&n).finish(),
-            Held::Shared(h) => f
+            Held::Shared(h, _) => f
                 .debug_tuple("ReadCount::Shared")
                 .field(&h.expected_reads())
                 .finish(),
@@ -352,6 +361,7 @@ mod tests {
             1,
             "the copy's handle outlives the slot's"
         );
+        assert!(second.is_only_handle(), "the slot's handle went with it");
     }
 
     #[test]
@@ -363,7 +373,11 @@ mod tests {
         assert_eq!(c.expected_reads(), Some(-1));
         assert_eq!(c.share().unwrap().expected_reads(), -1);
         for n in [i32::MAX, i32::MIN, -1, 0, 1] {
-            assert_eq!(ReadCount::here(n).expected_reads(), Some(n), "{n}");
+            let c = ReadCount::here(n);
+            assert_eq!(c.expected_reads(), Some(n), "{n}");
+            if cfg!(target_pointer_width = "64") {
+                assert_eq!(c.allocation_bytes(), 0, "every i32 fits in a 64-bit word");
+            }
         }
         // Past the top, the count wraps as the shared atomic's would.
         let mut top = ReadCount::here(i32::MAX);

@@ -227,9 +227,15 @@ impl PyEntryCache {
             return Ok(false);
         };
         if self.inner.pass_due(total) {
-            detached_releasing(py, |released| {
-                self.inner.finish_insert_releasing(total, released)
-            });
+            if self.inner.evicts_in_background() {
+                // A wake-up of the evictor thread, which releases what it evicts itself: letting go
+                // of the GIL for it would cost more than the insert.
+                self.inner.finish_insert_releasing(total, &mut Vec::new());
+            } else {
+                detached_releasing(py, |released| {
+                    self.inner.finish_insert_releasing(total, released)
+                });
+            }
         }
         Ok(true)
     }
