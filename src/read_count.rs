@@ -142,7 +142,9 @@ unsafe impl Sync for ReadCount {}
 enum Held<'a> {
     Uncounted,
     Here(i32),
-    /// The handle, not to be dropped (the `ReadCount` owns it), nor kept past the borrow.
+    /// The handle, not to be dropped (the `ReadCount` owns it). The lifetime keeps a `Held` from
+    /// outliving its `ReadCount`; the handle taken out of it carries none, so it is used only
+    /// inside the `match` that took it.
     Shared(ManuallyDrop<ReadCountHandler>, PhantomData<&'a ReadCount>),
 }
 

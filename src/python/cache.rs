@@ -230,7 +230,9 @@ impl PyEntryCache {
             if self.inner.evicts_in_background() {
                 // A wake-up of the evictor thread, which releases what it evicts itself: letting go
                 // of the GIL for it would cost more than the insert.
-                self.inner.finish_insert_releasing(total, &mut Vec::new());
+                let mut released = Vec::new();
+                self.inner.finish_insert_releasing(total, &mut released);
+                debug_assert!(released.is_empty(), "a wake-up evicts nothing");
             } else {
                 detached_releasing(py, |released| {
                     self.inner.finish_insert_releasing(total, released)
