@@ -196,11 +196,6 @@ impl ReadCount {
         }
     }
 
-    /// Whether the entry is counted at all.
-    pub fn is_counted(&self) -> bool {
-        !self.0.is_null()
-    }
-
     /// The remaining expected reads; `None` if not counted.
     pub fn expected_reads(&self) -> Option<i32> {
         match self.held() {
@@ -330,8 +325,8 @@ mod tests {
 
     #[test]
     fn a_count_stays_in_the_word_until_a_copy_shares_it() {
-        assert!(!ReadCount::expecting(0).is_counted());
-        assert!(!ReadCount::expecting(-3).is_counted());
+        assert_eq!(ReadCount::expecting(0).expected_reads(), None);
+        assert_eq!(ReadCount::expecting(-3).expected_reads(), None);
         assert_eq!(ReadCount::UNCOUNTED.expected_reads(), None);
 
         let mut c = ReadCount::expecting(2);
@@ -404,7 +399,7 @@ mod tests {
         c.mark_read_locked();
         assert_eq!(outside.expected_reads(), 2);
         assert!(c.share().unwrap().same_as(&outside));
-        assert!(!ReadCount::from(None).is_counted());
+        assert_eq!(ReadCount::from(None).expected_reads(), None);
     }
 
     /// Handles cloned, marked and dropped on several threads at once: every mark counts, and the
