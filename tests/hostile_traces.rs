@@ -418,3 +418,93 @@ proptest! {
         prop_assert!(ticks.load(Ordering::Relaxed) <= (events.len() as u64 + 1) * 1_000);
     }
 }
+
+/// The rows' batch with its `cursor` column dictionary-encoded over `names`, with these keys (`None`:
+/// a null row, whose key is then `99`, out of range: a null row's key may be anything).
+fn with_cursor_keys(rows: &[Row], names: &[&str], keys: &[Option<i32>]) -> RecordBatch {
+    use arrow_array::{DictionaryArray, Int32Array};
+    use arrow_buffer::{NullBuffer, ScalarBuffer};
+    let b = batch(rows);
+    let raw: Vec<i32> = keys.iter().map(|k| k.unwrap_or(99)).collect();
+    let valid = NullBuffer::from(keys.iter().map(Option::is_some).collect::<Vec<_>>());
+    let keys = Int32Array::new(ScalarBuffer::from(raw), Some(valid));
+    let values = Arc::new(StringArray::from(names.to_vec()));
+    // SAFETY: keys past the names are what this builds (a foreign producer's bug, which arrow's
+    // checked constructor refuses); only the decoder reads the array, and it checks every key it
+    // uses before indexing the names.
+    let column = unsafe { DictionaryArray::new_unchecked(keys, values) };
+    let at = b.schema().index_of("cursor").unwrap();
+    let mut columns = b.columns().to_vec();
+    columns[at] = Arc::new(column);
+    let fields = b
+        .schema()
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| arrow_schema::Field::new(f.name(), c.data_type().clone(), true))
+        .collect::<Vec<_>>();
+    RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns).unwrap()
+}
+
+#[test]
+fn a_dictionary_key_out_of_range_is_an_error_on_a_valid_row_only() {
+    let rows = [
+        open(0, "c", Some(0)),
+        add(1, 0, 10),
+        add(2, 1, 10),
+        read(3, "c", 2),
+    ];
+    let decode = |b: &RecordBatch| {
+        let mut events = Vec::new();
+        TraceDecoder::new().decode(b, &mut events).map(|_| events)
+    };
+    let plain = decode(&batch(&rows)).unwrap();
+    // The adds' keys (null rows) are out of range: ignored, as their rows are null.
+    let nulls_out_of_range = with_cursor_keys(&rows, &["c"], &[Some(0), None, None, Some(0)]);
+    assert_eq!(decode(&nulls_out_of_range).unwrap(), plain);
+    // A valid row's key out of range is the error, whatever the null rows hold; so is a negative
+    // key (which, read as unsigned, would be past any dictionary of fewer than 2^31 values).
+    for (bad, shown) in [(1, "1"), (-1, "-1"), (i32::MIN, "-2147483648")] {
+        let b = with_cursor_keys(&rows, &["c"], &[Some(0), None, None, Some(bad)]);
+        let err = decode(&b).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "column \"cursor\": dictionary key {shown} is not below 1"
+            )),
+            "{err}"
+        );
+    }
+}
+
+/// A dictionary column's null rows come in runs, read a run at a time: sliced anywhere (so that the
+/// validity bits start mid-byte), it decodes as the plain column does.
+#[test]
+fn a_sliced_dictionary_column_with_runs_of_nulls_decodes_as_the_plain_one() {
+    let mut rows = vec![open(0, "a", Some(0)), open(0, "b", Some(0))];
+    let mut keys = vec![Some(0), Some(1)];
+    for k in 0..12i64 {
+        // Runs of adds (null cursors) of 1 to 11 rows between reads of one cursor or the other.
+        for e in 0..(k % 11 + 1) {
+            rows.push(add(k + 1, k * 16 + e, 10));
+            keys.push(None);
+        }
+        rows.push(read(k + 1, if k % 3 == 0 { "b" } else { "a" }, 1));
+        keys.push(Some(if k % 3 == 0 { 1 } else { 0 }));
+    }
+    let (plain, dictionary) = (batch(&rows), with_cursor_keys(&rows, &["a", "b"], &keys));
+    let decode = |b: &RecordBatch| {
+        let mut events = Vec::new();
+        TraceDecoder::new().decode(b, &mut events).unwrap();
+        events
+    };
+    for start in 0..rows.len() {
+        for len in [rows.len() - start, (rows.len() - start) / 2] {
+            assert_eq!(
+                decode(&dictionary.slice(start, len)),
+                decode(&plain.slice(start, len)),
+                "rows {start}..{}",
+                start + len
+            );
+        }
+    }
+}

@@ -207,11 +207,20 @@ impl<'a> Strings<'a> {
                 let values = d.values().as_string::<i32>();
                 let out_of_range = |k: i32| k < 0 || k as usize >= values.len();
                 let keys = d.keys();
-                // Without nulls, every key is checked in one branch-free pass over the values (a
-                // null row's key may be anything, so with nulls only the valid ones are).
-                let bad = match keys.nulls().filter(|n| n.null_count() > 0) {
-                    None if !keys.values().iter().any(|&k| out_of_range(k)) => None,
-                    _ => keys.iter().flatten().find(|&k| out_of_range(k)),
+                // Every key, null rows' too, is checked first in one branch-free pass. A null row's
+                // key may be anything, so only when that pass finds one out of range are the valid
+                // rows' keys looked at one by one, for the one to report.
+                // As u32, a negative key is 2^31 or more: at or past `limit` either way (and no
+                // non-negative key is out of range of 2^31 values or more).
+                let limit = values.len().min(1 << 31) as u32;
+                let any_out = keys
+                    .values()
+                    .iter()
+                    .fold(false, |out, &k| out | (k as u32 >= limit));
+                let bad = if any_out {
+                    keys.iter().flatten().find(|&k| out_of_range(k))
+                } else {
+                    None
                 };
                 if let Some(k) = bad {
                     return Err(column_error(
@@ -278,6 +287,17 @@ impl<'a> Strings<'a> {
                 }
                 match (some(k.nulls()), some(v.nulls())) {
                     (None, None) => out.extend(k.values().iter().map(|&key| key as u32)),
+                    // Null rows come in runs (a cursor column is null on every add, a reason
+                    // column on all but redeliveries): filled a run of valid rows at a time.
+                    (Some(knulls), None) => {
+                        out.resize(k.len(), NULL_KEY);
+                        let keys = k.values();
+                        for (start, end) in knulls.valid_slices() {
+                            for (o, &key) in out[start..end].iter_mut().zip(&keys[start..end]) {
+                                *o = key as u32;
+                            }
+                        }
+                    }
                     (knulls, vnulls) => {
                         out.extend(k.values().iter().enumerate().map(|(i, &key)| {
                             let is_null = knulls.is_some_and(|n| n.is_null(i))
