@@ -56,6 +56,7 @@ fn seeks(n: u32) -> Vec<(u32, i64)> {
 /// `k % every` (a 64-bit division per op, about 5% of an op at 10,000 cursors, is the harness's
 /// cost, not the container's).
 fn counting_every(every: usize) -> impl FnMut() -> bool {
+    assert!(every > 0, "a count every 0 ops");
     let mut until = 0;
     move || {
         let now = until == 0;

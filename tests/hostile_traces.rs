@@ -420,19 +420,28 @@ proptest! {
 }
 
 /// The rows' batch with its `cursor` column dictionary-encoded over `names`, with these keys (`None`:
-/// a null row, whose key is then `99`, out of range: a null row's key may be anything).
-fn with_cursor_keys(rows: &[Row], names: &[&str], keys: &[Option<i32>]) -> RecordBatch {
+/// a null row, whose key is then `null_key`: a null row's key may be anything).
+fn with_cursor_keys(
+    rows: &[Row],
+    names: &[&str],
+    keys: &[Option<i32>],
+    null_key: i32,
+) -> RecordBatch {
     use arrow_array::{DictionaryArray, Int32Array};
     use arrow_buffer::{NullBuffer, ScalarBuffer};
     let b = batch(rows);
-    let raw: Vec<i32> = keys.iter().map(|k| k.unwrap_or(99)).collect();
+    let raw: Vec<i32> = keys.iter().map(|k| k.unwrap_or(null_key)).collect();
     let valid = NullBuffer::from(keys.iter().map(Option::is_some).collect::<Vec<_>>());
     let keys = Int32Array::new(ScalarBuffer::from(raw), Some(valid));
     let values = Arc::new(StringArray::from(names.to_vec()));
-    // SAFETY: keys past the names are what this builds (a foreign producer's bug, which arrow's
-    // checked constructor refuses); only the decoder reads the array, and it checks every key it
-    // uses before indexing the names.
-    let column = unsafe { DictionaryArray::new_unchecked(keys, values) };
+    let column = match DictionaryArray::try_new(keys.clone(), values.clone()) {
+        Ok(column) => column,
+        // SAFETY: a valid row's key past the names is what the caller asked for (a foreign
+        // producer's bug, which arrow's checked constructor refuses). Building the array only
+        // stores the keys; the one reader is the decoder, which checks every key of a valid row
+        // before it looks a name up.
+        Err(_) => unsafe { DictionaryArray::new_unchecked(keys, values) },
+    };
     let at = b.schema().index_of("cursor").unwrap();
     let mut columns = b.columns().to_vec();
     columns[at] = Arc::new(column);
@@ -459,21 +468,40 @@ fn a_dictionary_key_out_of_range_is_an_error_on_a_valid_row_only() {
         TraceDecoder::new().decode(b, &mut events).map(|_| events)
     };
     let plain = decode(&batch(&rows)).unwrap();
-    // The adds' keys (null rows) are out of range: ignored, as their rows are null.
-    let nulls_out_of_range = with_cursor_keys(&rows, &["c"], &[Some(0), None, None, Some(0)]);
-    assert_eq!(decode(&nulls_out_of_range).unwrap(), plain);
-    // A valid row's key out of range is the error, whatever the null rows hold; so is a negative
-    // key (which, read as unsigned, would be past any dictionary of fewer than 2^31 values).
-    for (bad, shown) in [(1, "1"), (-1, "-1"), (i32::MIN, "-2147483648")] {
-        let b = with_cursor_keys(&rows, &["c"], &[Some(0), None, None, Some(bad)]);
-        let err = decode(&b).unwrap_err().to_string();
-        assert!(
-            err.contains(&format!(
-                "column \"cursor\": dictionary key {shown} is not below 1"
-            )),
-            "{err}"
-        );
+    // The adds' keys (null rows) are out of range, or not: ignored either way.
+    for null_key in [99, -1, 0] {
+        let b = with_cursor_keys(&rows, &["c"], &[Some(0), None, None, Some(0)], null_key);
+        assert_eq!(decode(&b).unwrap(), plain, "null rows' key {null_key}");
     }
+    // A valid row's key out of range is the error, whatever the null rows hold: the first check
+    // (every key at once) finds it alone when the null rows' keys are in range (0), and the row
+    // by row search reports it when they are not (99). A negative key is out of range too.
+    for null_key in [0, 99] {
+        for (bad, shown) in [(1, "1"), (-1, "-1"), (i32::MIN, "-2147483648")] {
+            let b = with_cursor_keys(&rows, &["c"], &[Some(0), None, None, Some(bad)], null_key);
+            let err = decode(&b).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!(
+                    "column \"cursor\": dictionary key {shown} is not below 1"
+                )),
+                "null rows' key {null_key}: {err}"
+            );
+        }
+    }
+    // Without null rows at all.
+    let mut every_row = rows.to_vec();
+    every_row[1] = read(1, "c", 1);
+    every_row[2] = read(2, "c", 1);
+    let b = with_cursor_keys(
+        &every_row,
+        &["c"],
+        &[Some(0), Some(0), Some(0), Some(-1)],
+        0,
+    );
+    assert!(decode(&b)
+        .unwrap_err()
+        .to_string()
+        .contains("dictionary key -1 is not below 1"));
 }
 
 /// A dictionary column's null rows come in runs, read a run at a time: sliced anywhere (so that the
@@ -491,7 +519,10 @@ fn a_sliced_dictionary_column_with_runs_of_nulls_decodes_as_the_plain_one() {
         rows.push(read(k + 1, if k % 3 == 0 { "b" } else { "a" }, 1));
         keys.push(Some(if k % 3 == 0 { 1 } else { 0 }));
     }
-    let (plain, dictionary) = (batch(&rows), with_cursor_keys(&rows, &["a", "b"], &keys));
+    let (plain, dictionary) = (
+        batch(&rows),
+        with_cursor_keys(&rows, &["a", "b"], &keys, 99),
+    );
     let decode = |b: &RecordBatch| {
         let mut events = Vec::new();
         TraceDecoder::new().decode(b, &mut events).unwrap();
