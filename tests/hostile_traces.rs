@@ -445,14 +445,16 @@ fn with_cursor_keys(
     let at = b.schema().index_of("cursor").unwrap();
     let mut columns = b.columns().to_vec();
     columns[at] = Arc::new(column);
-    let fields = b
-        .schema()
-        .fields()
-        .iter()
-        .zip(&columns)
-        .map(|(f, c)| arrow_schema::Field::new(f.name(), c.data_type().clone(), true))
-        .collect::<Vec<_>>();
-    RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns).unwrap()
+    let schema = b.schema();
+    let names = schema.fields().iter().map(|f| f.name().clone());
+    RecordBatch::try_from_iter(names.zip(columns)).unwrap()
+}
+
+/// The events of one batch, decoded on their own.
+fn decoded(b: &RecordBatch) -> ledgercache::Result<Vec<ledgercache::replay::Event>> {
+    let mut events = Vec::new();
+    TraceDecoder::new().decode(b, &mut events)?;
+    Ok(events)
 }
 
 #[test]
@@ -463,15 +465,11 @@ fn a_dictionary_key_out_of_range_is_an_error_on_a_valid_row_only() {
         add(2, 1, 10),
         read(3, "c", 2),
     ];
-    let decode = |b: &RecordBatch| {
-        let mut events = Vec::new();
-        TraceDecoder::new().decode(b, &mut events).map(|_| events)
-    };
-    let plain = decode(&batch(&rows)).unwrap();
+    let plain = decoded(&batch(&rows)).unwrap();
     // The adds' keys (null rows) are out of range, or not: ignored either way.
     for null_key in [99, -1, 0] {
         let b = with_cursor_keys(&rows, &["c"], &[Some(0), None, None, Some(0)], null_key);
-        assert_eq!(decode(&b).unwrap(), plain, "null rows' key {null_key}");
+        assert_eq!(decoded(&b).unwrap(), plain, "null rows' key {null_key}");
     }
     // A valid row's key out of range is the error, whatever the null rows hold: the first check
     // (every key at once) finds it alone when the null rows' keys are in range (0), and the row
@@ -479,7 +477,7 @@ fn a_dictionary_key_out_of_range_is_an_error_on_a_valid_row_only() {
     for null_key in [0, 99] {
         for (bad, shown) in [(1, "1"), (-1, "-1"), (i32::MIN, "-2147483648")] {
             let b = with_cursor_keys(&rows, &["c"], &[Some(0), None, None, Some(bad)], null_key);
-            let err = decode(&b).unwrap_err().to_string();
+            let err = decoded(&b).unwrap_err().to_string();
             assert!(
                 err.contains(&format!(
                     "column \"cursor\": dictionary key {shown} is not below 1"
@@ -498,7 +496,7 @@ fn a_dictionary_key_out_of_range_is_an_error_on_a_valid_row_only() {
         &[Some(0), Some(0), Some(0), Some(-1)],
         0,
     );
-    assert!(decode(&b)
+    assert!(decoded(&b)
         .unwrap_err()
         .to_string()
         .contains("dictionary key -1 is not below 1"));
@@ -523,16 +521,11 @@ fn a_sliced_dictionary_column_with_runs_of_nulls_decodes_as_the_plain_one() {
         batch(&rows),
         with_cursor_keys(&rows, &["a", "b"], &keys, 99),
     );
-    let decode = |b: &RecordBatch| {
-        let mut events = Vec::new();
-        TraceDecoder::new().decode(b, &mut events).unwrap();
-        events
-    };
     for start in 0..rows.len() {
         for len in [rows.len() - start, (rows.len() - start) / 2] {
             assert_eq!(
-                decode(&dictionary.slice(start, len)),
-                decode(&plain.slice(start, len)),
+                decoded(&dictionary.slice(start, len)).unwrap(),
+                decoded(&plain.slice(start, len)).unwrap(),
                 "rows {start}..{}",
                 start + len
             );

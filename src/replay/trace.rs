@@ -205,18 +205,18 @@ impl<'a> Strings<'a> {
             DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8 => {
                 let d: &DictionaryArray<Int32Type> = c.as_dictionary();
                 let values = d.values().as_string::<i32>();
-                let out_of_range = |k: i32| k < 0 || k as usize >= values.len();
+                // As u32, a negative key is 2^31 or more: at or past `limit` either way (and no
+                // non-negative key is out of range of 2^31 values or more).
+                let limit = values.len().min(1 << 31) as u32;
+                let out_of_range = |k: i32| k as u32 >= limit;
                 let keys = d.keys();
                 // Every key, null rows' too, is checked first in one branch-free pass. A null row's
                 // key may be anything, so only when that pass finds one out of range are the valid
                 // rows' keys looked at one by one, for the one to report.
-                // As u32, a negative key is 2^31 or more: at or past `limit` either way (and no
-                // non-negative key is out of range of 2^31 values or more).
-                let limit = values.len().min(1 << 31) as u32;
                 let any_out = keys
                     .values()
                     .iter()
-                    .fold(false, |out, &k| out | (k as u32 >= limit));
+                    .fold(false, |out, &k| out | out_of_range(k));
                 let bad = if any_out {
                     keys.iter().flatten().find(|&k| out_of_range(k))
                 } else {
