@@ -29,7 +29,7 @@ const NO_CHUNK: u32 = u32::MAX;
 pub struct PositionIndex {
     chunks: Vec<Chunk>,
     /// Head of the list of unused chunks, threaded through their first lane, so that a sweep (which
-    /// runs inside eviction passes) never allocates.
+    /// runs inside eviction passes) allocates nothing per chunk.
     free_chunk_head: u32,
     by_key: BTreeMap<ChunkKey, u32>,
     /// The chunk touched last; runs of neighbouring positions skip the tree lookup.
@@ -38,6 +38,9 @@ pub struct PositionIndex {
     /// Chunks left in the tree with no entries. Removing them one by one would put a tree removal
     /// in the eviction loop every 16 entries; they are swept in bulk instead (see `sweep`).
     empty_chunks: usize,
+    /// Sweeps that walked the whole tree: tests check that eviction order needs none.
+    #[cfg(test)]
+    whole_tree_sweeps: usize,
 }
 
 impl Default for PositionIndex {
@@ -49,8 +52,16 @@ impl Default for PositionIndex {
             last: Cell::new(None),
             len: 0,
             empty_chunks: 0,
+            #[cfg(test)]
+            whole_tree_sweeps: 0,
         }
     }
+}
+
+/// Puts unused chunk `c` on the free list headed by `head`.
+fn free_chunk(chunks: &mut [Chunk], head: &mut u32, c: u32) {
+    chunks[c as usize].slots[0] = *head;
+    *head = c;
 }
 
 fn split(p: Position) -> (ChunkKey, usize) {
@@ -156,27 +167,59 @@ impl PositionIndex {
         self.len -= 1;
         if chunk.occupied == 0 {
             self.empty_chunks += 1;
-            if self.empty_chunks > 64 && self.empty_chunks > self.by_key.len() / 2 {
+            if self.too_many_empty() {
                 self.sweep();
             }
         }
         Some(slot)
     }
 
-    /// Drops the empty chunks from the tree in one linear pass.
+    /// Whether the empty chunks left in the tree are many enough to drop: more than half of it.
+    fn too_many_empty(&self) -> bool {
+        self.empty_chunks > 64 && self.empty_chunks > self.by_key.len() / 2
+    }
+
+    /// Drops empty chunks from the tree, in time proportional to the chunks dropped, until at most
+    /// half of it is empty.
     fn sweep(&mut self) {
-        let chunks = &mut self.chunks;
-        let head = &mut self.free_chunk_head;
-        self.by_key.retain(|_, c| {
-            let chunk = &mut chunks[*c as usize];
-            let keep = chunk.occupied != 0;
-            if !keep {
-                chunk.slots[0] = *head;
-                *head = *c;
+        // Eviction empties a ledger's chunks from its oldest entries up, so most empty chunks are
+        // usually the lowest keys: those are cut off in one split (the tree then drops them a node
+        // at a time, where removing them one by one rebalances it at each). A walk over the whole
+        // tree is left for the empty chunks elsewhere, when they alone are still too many.
+        let mut empty_front = 0;
+        let mut first_occupied = None;
+        for (&key, &c) in &self.by_key {
+            if self.chunks[c as usize].occupied != 0 {
+                first_occupied = Some(key);
+                break;
             }
-            keep
-        });
-        self.empty_chunks = 0;
+            empty_front += 1;
+        }
+        if empty_front > 0 {
+            let occupied = match first_occupied {
+                Some(key) => self.by_key.split_off(&key),
+                None => BTreeMap::new(),
+            };
+            for c in std::mem::replace(&mut self.by_key, occupied).into_values() {
+                free_chunk(&mut self.chunks, &mut self.free_chunk_head, c);
+            }
+            self.empty_chunks -= empty_front;
+        }
+        if self.too_many_empty() {
+            #[cfg(test)]
+            {
+                self.whole_tree_sweeps += 1;
+            }
+            let (chunks, head) = (&mut self.chunks, &mut self.free_chunk_head);
+            self.by_key.retain(|_, &mut c| {
+                let keep = chunks[c as usize].occupied != 0;
+                if !keep {
+                    free_chunk(chunks, head, c);
+                }
+                keep
+            });
+            self.empty_chunks = 0;
+        }
         self.last.set(None);
     }
 
@@ -244,6 +287,80 @@ mod tests {
         assert!(ix
             .range(Position::new(2, 0), Position::new(1, 0))
             .is_empty());
+    }
+
+    /// Empty chunks left in the tree, counted by looking (not the index's own count).
+    fn empty_in_tree(ix: &PositionIndex) -> usize {
+        ix.by_key
+            .values()
+            .filter(|&&c| ix.chunks[c as usize].occupied == 0)
+            .count()
+    }
+
+    /// Removes in `order`, checking after each removal what the sweeps keep: the map's contents,
+    /// the count of empty chunks, and that at most half of the tree (or 64 chunks) is empty.
+    fn remove_all_checked(ix: &mut PositionIndex, model: &mut Model<Position, u32>, order: &[i64]) {
+        for &e in order {
+            let p = Position::new(1, e);
+            assert_eq!(ix.remove(p), model.remove(&p), "remove {e}");
+            let empty = empty_in_tree(ix);
+            assert_eq!(empty, ix.empty_chunks, "after removing {e}");
+            assert!(
+                empty <= 64 || empty <= ix.by_key.len() / 2,
+                "{empty} of {} chunks empty after removing {e}",
+                ix.by_key.len()
+            );
+        }
+        let all = ix.range(Position::new(1, i64::MIN), Position::new(1, i64::MAX));
+        assert_eq!(all, model.iter().map(|(&p, &v)| (p, v)).collect::<Vec<_>>());
+    }
+
+    /// Eviction empties chunks from the lowest keys (the sweep cuts them off), with or without
+    /// chunks emptied elsewhere before (it walks the tree for those only when they are too many);
+    /// freed chunks are reused, so refilling takes no new ones.
+    #[test]
+    fn sweeps_keep_the_map_and_reuse_the_chunks_they_free() {
+        const N: i64 = 16 * 1000;
+        let evens_then_odds = |n: i64| (0..n).step_by(2).chain((1..n).step_by(2)).collect();
+        let scattered_chunks_first = |n: i64| {
+            let scattered = |e: &i64| (e >> SHIFT) % 7 == 3;
+            let (first, rest): (Vec<i64>, Vec<i64>) = (0..n).partition(scattered);
+            first.into_iter().chain(rest).collect()
+        };
+        // Each order, and whether its sweeps must get by without walking the whole tree.
+        let orders: [(&str, Vec<i64>, bool); 5] = [
+            ("front to back", (0..N).collect(), true),
+            ("back to front", (0..N).rev().collect(), false),
+            ("evens then odds", evens_then_odds(N), true),
+            ("scattered chunks first", scattered_chunks_first(N), true),
+            (
+                "all but the lowest chunk first",
+                (16..N).chain(0..16).collect(),
+                false,
+            ),
+        ];
+        for (name, order, no_whole_walk) in orders {
+            let mut ix = PositionIndex::default();
+            let mut model = Model::new();
+            for round in 0..2u32 {
+                for e in 0..N {
+                    assert!(ix.insert(Position::new(1, e), e as u32 ^ round).is_some());
+                    model.insert(Position::new(1, e), e as u32 ^ round);
+                }
+                let chunks = ix.chunks.len();
+                assert_eq!(chunks as i64, N / 16, "{name}: refilled from the free list");
+                remove_all_checked(&mut ix, &mut model, &order);
+                assert!(ix.is_empty() && model.is_empty(), "{name}");
+            }
+            if no_whole_walk {
+                assert_eq!(ix.whole_tree_sweeps, 0, "{name}");
+            } else {
+                assert!(
+                    ix.whole_tree_sweeps > 0,
+                    "{name}: the test reaches the walk"
+                );
+            }
+        }
     }
 
     proptest! {
