@@ -364,3 +364,29 @@ fn a_read_in_flight_during_a_seek_is_discarded_with_epochs_and_delivered_out_of_
     );
     assert_eq!(with.entries_read, without.entries_read);
 }
+
+/// Reads that span ledgers, start in an earlier one, or stay in the last: each entry is read once
+/// and counted at its own ledger's size (the last ledger is looked at first, the others searched).
+#[test]
+fn reads_across_ledgers_count_each_entry_at_its_own_ledgers_size() {
+    let add_to = |ts, ledger, e, size| (ts, "add", "t", None, Some(ledger), Some(e), 0, size);
+    let open_at = |ts, c, ledger, e| (ts, "open", "t", Some(c), Some(ledger), Some(e), 0, 0);
+    let mut rows: Vec<Row> = (0..3).map(|e| add_to(1, 1, e, 10)).collect();
+    rows.extend((0..3).map(|e| add_to(2, 2, e, 100)));
+    rows.extend([
+        open_at(3, "a", 1, 0),
+        read(4, "a", 6), // (1,0)..(1,2), then (2,0)..(2,2)
+        open_at(5, "b", 1, 1),
+        read(6, "b", 1), // (1,1): an earlier ledger's entry
+        open_at(7, "c", 2, 1),
+        read(8, "c", 5), // (2,1), (2,2): the rest of the last ledger
+    ]);
+    for strategy in ["lru", "pip430", "pip430-fifo", "legacy", "belady"] {
+        let m = run(&rows, &exact(strategy, 1 << 20));
+        assert_eq!(
+            (m.entries_read, m.read_bytes),
+            (6 + 1 + 2, 3 * 10 + 3 * 100 + 10 + 2 * 100),
+            "{strategy}: {m:?}"
+        );
+    }
+}

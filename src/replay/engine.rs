@@ -233,6 +233,13 @@ impl Topic {
     fn runs_from(&self, from: Position, n: u64, out: &mut Vec<(i64, i64, i64)>) {
         let from = self.layout.normalize(from);
         let mut left = n;
+        // A tailing read is in the topic's last ledger: nothing after it, so no range search.
+        if let Some((&ledger, l)) = self.entries.last_key_value() {
+            if ledger == from.ledger_id {
+                l.take(ledger, from.entry_id, &mut left, out);
+                return;
+            }
+        }
         for (&ledger, l) in self.entries.range(from.ledger_id..) {
             if left == 0 {
                 break;
@@ -265,7 +272,11 @@ impl Topic {
 
     /// The entries of `ledger` (for their sizes: a run of reads looks the ledger up once).
     fn ledger(&self, ledger: i64) -> Option<&LedgerEntries> {
-        self.entries.get(&ledger)
+        // Most reads are of the last ledger: a look at it before the tree's search.
+        match self.entries.last_key_value() {
+            Some((&last, l)) if last == ledger => Some(l),
+            _ => self.entries.get(&ledger),
+        }
     }
 
     /// Drops sizes no cursor will read again (unless it seeks back).
