@@ -29,7 +29,8 @@ const NO_CHUNK: u32 = u32::MAX;
 pub struct PositionIndex {
     chunks: Vec<Chunk>,
     /// Head of the list of unused chunks, threaded through their first lane, so that a sweep (which
-    /// runs inside eviction passes) allocates nothing per chunk.
+    /// runs inside eviction passes) allocates nothing per chunk (only the few nodes of one tree
+    /// split).
     free_chunk_head: u32,
     by_key: BTreeMap<ChunkKey, u32>,
     /// The chunk touched last; runs of neighbouring positions skip the tree lookup.
@@ -174,18 +175,27 @@ impl PositionIndex {
         Some(slot)
     }
 
-    /// Whether the empty chunks left in the tree are many enough to drop: more than half of it.
+    /// Whether the empty chunks left in the tree are many enough to drop: more than 64, and more
+    /// than half of it.
     fn too_many_empty(&self) -> bool {
         self.empty_chunks > 64 && self.empty_chunks > self.by_key.len() / 2
     }
 
-    /// Drops empty chunks from the tree, in time proportional to the chunks dropped, until at most
-    /// half of it is empty.
+    /// Drops empty chunks from the tree until no more than 64, or half of it, are left: those at
+    /// its low end first, then, if the rest are still too many, all of them.
     fn sweep(&mut self) {
-        // Eviction empties a ledger's chunks from its oldest entries up, so most empty chunks are
-        // usually the lowest keys: those are cut off in one split (the tree then drops them a node
-        // at a time, where removing them one by one rebalances it at each). A walk over the whole
-        // tree is left for the empty chunks elsewhere, when they alone are still too many.
+        self.drop_empty_front();
+        if self.too_many_empty() {
+            self.drop_all_empty();
+        }
+        self.last.set(None);
+    }
+
+    /// Drops the run of empty chunks at the low end of the tree, in time proportional to it (plus
+    /// one split). Eviction empties a ledger from its oldest entries up, so that is where its
+    /// empty chunks are; they go in one split, and the tree frees them a node at a time, where
+    /// removing them one by one would rebalance it at each.
+    fn drop_empty_front(&mut self) {
         let mut empty_front = 0;
         let mut first_occupied = None;
         for (&key, &c) in &self.by_key {
@@ -195,32 +205,34 @@ impl PositionIndex {
             }
             empty_front += 1;
         }
-        if empty_front > 0 {
-            let occupied = match first_occupied {
-                Some(key) => self.by_key.split_off(&key),
-                None => BTreeMap::new(),
-            };
-            for c in std::mem::replace(&mut self.by_key, occupied).into_values() {
-                free_chunk(&mut self.chunks, &mut self.free_chunk_head, c);
-            }
-            self.empty_chunks -= empty_front;
+        if empty_front == 0 {
+            return;
         }
-        if self.too_many_empty() {
-            #[cfg(test)]
-            {
-                self.whole_tree_sweeps += 1;
-            }
-            let (chunks, head) = (&mut self.chunks, &mut self.free_chunk_head);
-            self.by_key.retain(|_, &mut c| {
-                let keep = chunks[c as usize].occupied != 0;
-                if !keep {
-                    free_chunk(chunks, head, c);
-                }
-                keep
-            });
-            self.empty_chunks = 0;
+        let occupied = match first_occupied {
+            Some(key) => self.by_key.split_off(&key),
+            None => BTreeMap::new(),
+        };
+        for c in std::mem::replace(&mut self.by_key, occupied).into_values() {
+            free_chunk(&mut self.chunks, &mut self.free_chunk_head, c);
         }
-        self.last.set(None);
+        self.empty_chunks -= empty_front;
+    }
+
+    /// Drops every empty chunk, in one walk over the whole tree.
+    fn drop_all_empty(&mut self) {
+        #[cfg(test)]
+        {
+            self.whole_tree_sweeps += 1;
+        }
+        let (chunks, head) = (&mut self.chunks, &mut self.free_chunk_head);
+        self.by_key.retain(|_, &mut c| {
+            let keep = chunks[c as usize].occupied != 0;
+            if !keep {
+                free_chunk(chunks, head, c);
+            }
+            keep
+        });
+        self.empty_chunks = 0;
     }
 
     /// Address of what removing from chunk `c` reads, for prefetching.
@@ -297,12 +309,19 @@ mod tests {
             .count()
     }
 
-    /// Removes in `order`, checking after each removal what the sweeps keep: the map's contents,
-    /// the count of empty chunks, and that at most half of the tree (or 64 chunks) is empty.
+    /// Removes in `order`, checking what the sweeps keep whenever a removal empties a chunk (or
+    /// sweeps): the count of empty chunks, and that no more than 64, or half of the tree, are
+    /// empty. After a sweep, the position just removed goes back in and out again: its chunk may
+    /// be on the free list now, and the index must not write into it.
     fn remove_all_checked(ix: &mut PositionIndex, model: &mut Model<Position, u32>, order: &[i64]) {
         for &e in order {
             let p = Position::new(1, e);
-            assert_eq!(ix.remove(p), model.remove(&p), "remove {e}");
+            let before = (ix.by_key.len(), ix.empty_chunks);
+            let value = model.remove(&p);
+            assert_eq!(ix.remove(p), value, "remove {e}");
+            if (ix.by_key.len(), ix.empty_chunks) == before {
+                continue;
+            }
             let empty = empty_in_tree(ix);
             assert_eq!(empty, ix.empty_chunks, "after removing {e}");
             assert!(
@@ -310,6 +329,12 @@ mod tests {
                 "{empty} of {} chunks empty after removing {e}",
                 ix.by_key.len()
             );
+            if ix.by_key.len() < before.0 {
+                let value = value.expect("present");
+                assert!(ix.insert(p, value).is_some(), "re-insert {e}");
+                assert_eq!(ix.range(p, p), [(p, value)], "re-inserted {e}");
+                assert_eq!(ix.remove(p), Some(value), "remove {e} again");
+            }
         }
         let all = ix.range(Position::new(1, i64::MIN), Position::new(1, i64::MAX));
         assert_eq!(all, model.iter().map(|(&p, &v)| (p, v)).collect::<Vec<_>>());
@@ -327,9 +352,11 @@ mod tests {
             let (first, rest): (Vec<i64>, Vec<i64>) = (0..n).partition(scattered);
             first.into_iter().chain(rest).collect()
         };
-        // Each order, and whether its sweeps must get by without walking the whole tree.
-        let orders: [(&str, Vec<i64>, bool); 5] = [
+        // Each order, and whether its sweeps must get by without walking the whole tree. With 65
+        // chunks, the first sweep comes when every chunk is empty.
+        let orders: [(&str, Vec<i64>, bool); 6] = [
             ("front to back", (0..N).collect(), true),
+            ("front to back, 65 chunks", (0..16 * 65).collect(), true),
             ("back to front", (0..N).rev().collect(), false),
             ("evens then odds", evens_then_odds(N), true),
             ("scattered chunks first", scattered_chunks_first(N), true),
@@ -342,13 +369,14 @@ mod tests {
         for (name, order, no_whole_walk) in orders {
             let mut ix = PositionIndex::default();
             let mut model = Model::new();
+            let n = order.len() as i64;
             for round in 0..2u32 {
-                for e in 0..N {
+                for e in 0..n {
                     assert!(ix.insert(Position::new(1, e), e as u32 ^ round).is_some());
                     model.insert(Position::new(1, e), e as u32 ^ round);
                 }
                 let chunks = ix.chunks.len();
-                assert_eq!(chunks as i64, N / 16, "{name}: refilled from the free list");
+                assert_eq!(chunks as i64, n / 16, "{name}: refilled from the free list");
                 remove_all_checked(&mut ix, &mut model, &order);
                 assert!(ix.is_empty() && model.is_empty(), "{name}");
             }

@@ -233,12 +233,10 @@ impl Topic {
     fn runs_from(&self, from: Position, n: u64, out: &mut Vec<(i64, i64, i64)>) {
         let from = self.layout.normalize(from);
         let mut left = n;
-        // A tailing read is in the topic's last ledger: nothing after it, so no range search.
-        if let Some((&ledger, l)) = self.entries.last_key_value() {
-            if ledger == from.ledger_id {
-                l.take(ledger, from.entry_id, &mut left, out);
-                return;
-            }
+        // A tailing read is in the topic's newest ledger: nothing after it, so no range search.
+        if let Some(l) = self.newest(from.ledger_id) {
+            l.take(from.ledger_id, from.entry_id, &mut left, out);
+            return;
         }
         for (&ledger, l) in self.entries.range(from.ledger_id..) {
             if left == 0 {
@@ -272,11 +270,16 @@ impl Topic {
 
     /// The entries of `ledger` (for their sizes: a run of reads looks the ledger up once).
     fn ledger(&self, ledger: i64) -> Option<&LedgerEntries> {
-        // Most reads are of the last ledger: a look at it before the tree's search.
-        match self.entries.last_key_value() {
-            Some((&last, l)) if last == ledger => Some(l),
-            _ => self.entries.get(&ledger),
-        }
+        self.newest(ledger).or_else(|| self.entries.get(&ledger))
+    }
+
+    /// Ledger `ledger` if it is the topic's newest, where adds and nearly all reads go: found
+    /// without a search of the tree.
+    fn newest(&self, ledger: i64) -> Option<&LedgerEntries> {
+        self.entries
+            .last_key_value()
+            .filter(|(&last, _)| last == ledger)
+            .map(|(_, l)| l)
     }
 
     /// Drops sizes no cursor will read again (unless it seeks back).
@@ -616,11 +619,7 @@ impl Replayer {
                         bytes: u64::from(e.size),
                     }),
                 }
-                // Adds go to the topic's newest ledger: found without a search.
-                let newest = t
-                    .entries
-                    .last_key_value()
-                    .is_some_and(|(&l, _)| l == p.ledger_id);
+                let newest = t.newest(p.ledger_id).is_some();
                 let ledger = match t.entries.last_entry() {
                     Some(last) if newest => last.into_mut(),
                     _ => t.entries.entry(p.ledger_id).or_default(),
