@@ -111,6 +111,7 @@ def replay(
     with_timeseries: bool = False,
     publish_throttling: str | None = None,
     publish_limiter: PublishRateLimiter | None = None,
+    decode_ahead: bool = True,
 ) -> pa.Table | tuple[pa.Table, pa.Table]:
     """Replays a trace under each configuration and returns one row per (broker, configuration).
 
@@ -129,6 +130,10 @@ def replay(
     publishes first go through ``publish_limiter`` and every ``add`` moves to when the broker read
     it (see :mod:`ledgercache.publish`; the delays themselves come from
     :func:`ledgercache.publish.throttle_publishes`).
+
+    With ``decode_ahead=True`` (the default) a second thread decodes the next rows of a batch while
+    the engine replays the current ones, so a replay takes up to two cores; ``False`` keeps it on
+    the calling thread. The results are the same.
     """
     configs = _configs(configs)
     if publish_throttling is not None:
@@ -143,7 +148,8 @@ def replay(
             "Table, a path, or a function that returns a new reader for each pass "
             "(e.g. lambda: lc.workload.stream(spec, seed))")
     with _trace.naming(trace):
-        summary, series = tables(run_session(lambda: _trace.batches(trace, keep_dictionaries=True), configs))
+        session = ReplaySession(configs, decode_ahead=decode_ahead)
+        summary, series = tables(run_session(lambda: _trace.batches(trace, keep_dictionaries=True), session))
     return (summary, series) if with_timeseries else summary
 
 

@@ -89,8 +89,11 @@ impl<T> UntilFinished<T> {
 #[pymethods]
 impl PyReplaySession {
     #[new]
-    fn new(py: Python<'_>, configs: Vec<PyCacheConfig>) -> PyResult<Self> {
-        let session = Session::new(configs.into_iter().map(|c| c.0).collect()).py_err(py)?;
+    #[pyo3(signature = (configs, *, decode_ahead = true))]
+    fn new(py: Python<'_>, configs: Vec<PyCacheConfig>, decode_ahead: bool) -> PyResult<Self> {
+        let session = Session::new(configs.into_iter().map(|c| c.0).collect())
+            .py_err(py)?
+            .decode_ahead(decode_ahead);
         Ok(PyReplaySession(UntilFinished::new(
             session,
             "replay session is finished",

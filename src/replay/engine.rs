@@ -17,6 +17,49 @@ use crate::position::Position;
 use crate::read_flow::{Context, CursorActivity, Invalidation, ReadFlow, ReadKind};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+/// Why a replay stopped short of the events it was given.
+#[derive(Debug)]
+pub(crate) enum Stopped {
+    Failed(Error),
+    /// An event on a cursor its topic never opened; the error names the cursor, once the names
+    /// are at hand ([`Stopped::named`]).
+    UnknownCursor {
+        row: u64,
+        op: Op,
+        cursor: u32,
+    },
+}
+
+impl From<Error> for Stopped {
+    fn from(e: Error) -> Self {
+        Stopped::Failed(e)
+    }
+}
+
+impl Stopped {
+    /// The error, with the cursor's name from `names` (which have interned every cursor of the
+    /// events replayed so far).
+    pub(crate) fn named(self, names: &Names) -> Error {
+        match self {
+            Stopped::Failed(e) => e,
+            Stopped::UnknownCursor { row, op, cursor } => {
+                let cursor = names
+                    .cursors
+                    .get(cursor as usize)
+                    .map(|c| c.1.as_str())
+                    .unwrap_or("?");
+                Error::invalid(
+                    "trace",
+                    format!(
+                        "row {row}: {:?} on cursor {cursor:?}, which was never opened",
+                        op.name()
+                    ),
+                )
+            }
+        }
+    }
+}
+
 /// The entries the trace added to one ledger, and the sizes of those a cursor may still read.
 ///
 /// Both are kept as runs, never entry by entry across a gap: a trace that adds entry 0 and then
@@ -528,13 +571,19 @@ impl Replayer {
 
     /// Replays events in order.
     pub fn run(&mut self, events: &[Event], names: &Names) -> Result<()> {
+        self.run_unnamed(events).map_err(|s| s.named(names))
+    }
+
+    /// [`Replayer::run`] without the names at hand (they may be growing on another thread, see
+    /// [`super::Session`]): a cursor the trace never opened comes back by id, to be named later.
+    pub(crate) fn run_unnamed(&mut self, events: &[Event]) -> std::result::Result<(), Stopped> {
         for e in events {
             let now = self.now_ns(e)?;
             self.origin_us.get_or_insert(e.ts_us);
             self.roll_second(e.ts_us);
             self.advance(now);
             self.deliver_due(now);
-            self.apply(e, now, names)?;
+            self.apply(e, now)?;
             // Only an event adds to the cache; ticks and invalidations only take away.
             let cached = self.strategy.cached_bytes();
             self.metrics.peak_cache_bytes = self.metrics.peak_cache_bytes.max(cached);
@@ -543,11 +592,13 @@ impl Replayer {
         Ok(())
     }
 
-    /// The cursor an event names, or an error naming the row if it was never opened.
-    fn cursor_of<'t>(t: &'t mut Topic, e: &Event, names: &Names) -> Result<&'t mut Cursor> {
-        t.cursors
-            .get_mut(&e.cursor)
-            .ok_or_else(|| Self::unknown_cursor(e, names))
+    /// The cursor an event names, or the row if it was never opened.
+    fn cursor_of<'t>(t: &'t mut Topic, e: &Event) -> std::result::Result<&'t mut Cursor, Stopped> {
+        t.cursors.get_mut(&e.cursor).ok_or(Stopped::UnknownCursor {
+            row: e.row,
+            op: e.op,
+            cursor: e.cursor,
+        })
     }
 
     /// The position of an op that needs one (the decoder never makes such an event without it).
@@ -560,23 +611,7 @@ impl Replayer {
         })
     }
 
-    fn unknown_cursor(e: &Event, names: &Names) -> Error {
-        let cursor = names
-            .cursors
-            .get(e.cursor as usize)
-            .map(|c| c.1.as_str())
-            .unwrap_or("?");
-        Error::invalid(
-            "trace",
-            format!(
-                "row {}: {:?} on cursor {cursor:?}, which was never opened",
-                e.row,
-                e.op.name()
-            ),
-        )
-    }
-
-    fn apply(&mut self, e: &Event, now: u64, names: &Names) -> Result<()> {
+    fn apply(&mut self, e: &Event, now: u64) -> std::result::Result<(), Stopped> {
         match e.op {
             Op::Add => {
                 let p = Self::position_of(e)?;
@@ -611,7 +646,8 @@ impl Replayer {
                                 "row {}: add to ledger {} after ledger {}",
                                 e.row, p.ledger_id, l.id
                             ),
-                        ))
+                        )
+                        .into())
                     }
                     _ => t.layout.ledgers.push(LedgerInfo {
                         id: p.ledger_id,
@@ -673,7 +709,7 @@ impl Replayer {
             }
             Op::Close => {
                 let t = self.topic(e.topic);
-                Self::cursor_of(t, e, names)?.connected = false;
+                Self::cursor_of(t, e)?.connected = false;
                 if t.activity.deactivate(e.cursor, now) {
                     self.invalidate(e.topic);
                 }
@@ -682,7 +718,7 @@ impl Replayer {
                 let mut runs = std::mem::take(&mut self.runs);
                 runs.clear();
                 let t = self.topic(e.topic);
-                let c = Self::cursor_of(t, e, names)?;
+                let c = Self::cursor_of(t, e)?;
                 let (from, epoch) = (c.read_position, c.epoch);
                 t.runs_from(from, u64::from(e.count), &mut runs);
                 let mut last = None;
@@ -732,7 +768,7 @@ impl Replayer {
             Op::Replay => {
                 let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
-                let c = Self::cursor_of(t, e, names)?;
+                let c = Self::cursor_of(t, e)?;
                 c.replay.remove(&p);
                 let epoch = c.epoch;
                 if t.contains(p) {
@@ -762,7 +798,7 @@ impl Replayer {
             Op::Redeliver => {
                 let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
-                let c = Self::cursor_of(t, e, names)?;
+                let c = Self::cursor_of(t, e)?;
                 if c.replay.insert(p) && self.flow.redelivery_adds_read(e.reason) {
                     self.strategy.add_expected_read(EntryKey {
                         topic: e.topic,
@@ -774,7 +810,7 @@ impl Replayer {
                 let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
                 let next = t.layout.next_after(p);
-                let c = Self::cursor_of(t, e, names)?;
+                let c = Self::cursor_of(t, e)?;
                 c.replay = c
                     .replay
                     .split_off(&Position::new(p.ledger_id, p.entry_id.saturating_add(1)));
@@ -785,7 +821,7 @@ impl Replayer {
                 let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
                 let start = t.layout.normalize(p);
-                let c = Self::cursor_of(t, e, names)?;
+                let c = Self::cursor_of(t, e)?;
                 c.read_position = start;
                 c.replay.clear();
                 c.epoch = c.epoch.wrapping_add(1);

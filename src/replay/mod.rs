@@ -7,6 +7,7 @@ pub mod requests;
 pub mod strategy;
 pub mod trace;
 
+use engine::Stopped;
 pub use engine::{ReplayMetrics, Replayer};
 pub use trace::{Event, Names, Op, TraceDecoder};
 
@@ -133,9 +134,18 @@ struct Run {
 /// How many events a [`Session`] replays between two calls of its interrupt check.
 pub const CHECK_EVERY: usize = 16_384;
 
+/// With decoding ahead, how many rows of a batch are decoded at a time: the engine replays one
+/// slice while the next is decoded. Large enough that the hand-over costs nothing per row, small
+/// enough that the slices in flight stay in the CPU's caches.
+pub const DECODE_SLICE_ROWS: usize = 4_096;
+
 /// Replays a trace, fed batch by batch, under several configurations at once, each broker on its
 /// own; the trace is decoded once and never held in memory whole. Belady needs the trace twice:
 /// after the first feed, [`Session::needs_second_pass`] says whether to feed it again.
+///
+/// By default a batch of more than one [`DECODE_SLICE_ROWS`] slice is decoded on a second thread,
+/// a slice ahead of the replay ([`Session::decode_ahead`]). The decoder and each replay still see
+/// the events in trace order, so the results are the same either way; only the wall time differs.
 pub struct Session {
     decoder: TraceDecoder,
     configs: Vec<CacheConfig>,
@@ -144,61 +154,36 @@ pub struct Session {
     events: Vec<Event>,
     by_broker: Vec<Vec<Event>>,
     second: bool,
+    decode_ahead: bool,
 }
 
-impl Session {
-    pub fn new(configs: Vec<CacheConfig>) -> Result<Self> {
-        for c in &configs {
-            first_pass(c)?; // reject what cannot run before any work
-        }
-        Ok(Session {
-            decoder: TraceDecoder::new(),
-            configs,
-            runs: Vec::new(),
-            events: Vec::new(),
-            by_broker: Vec::new(),
-            second: false,
-        })
-    }
+/// What a [`Session`] replays decoded events with: everything but the decoder, so that the decoder
+/// can work on another thread meanwhile.
+struct Replays<'s> {
+    configs: &'s [CacheConfig],
+    runs: &'s mut Vec<Vec<Run>>,
+    by_broker: &'s mut Vec<Vec<Event>>,
+    second: bool,
+}
 
-    fn new_runs(&self) -> Result<Vec<Run>> {
-        self.configs
-            .iter()
-            .map(|config| {
-                Ok(Run {
-                    replayer: first_pass(config)?,
-                    config: config.clone(),
-                    second_pass: false,
-                    busy: Duration::ZERO,
-                })
-            })
-            .collect()
-    }
-
-    /// Decodes a batch and replays each broker's events under every configuration still running
-    /// this pass.
-    pub fn feed(&mut self, batch: &RecordBatch) -> Result<()> {
-        self.feed_checked(batch, &mut || Ok(()))
-    }
-
-    /// [`Session::feed`], calling `check` every [`CHECK_EVERY`] events of each run: an error from
-    /// it (an interrupt) ends the feed, so a long batch can be stopped.
-    pub fn feed_checked(
+impl Replays<'_> {
+    /// Replays `events` (decoded while the decoder had seen `brokers` brokers) under every
+    /// configuration still running this pass, each broker's events on their own.
+    fn replay(
         &mut self,
-        batch: &RecordBatch,
+        events: &[Event],
+        brokers: usize,
         check: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<()> {
-        self.events.clear();
-        self.decoder.decode(batch, &mut self.events)?;
-        for list in &mut self.by_broker {
+    ) -> std::result::Result<(), Stopped> {
+        for list in self.by_broker.iter_mut() {
             list.clear();
         }
         // One broker so far (the common case): its events are the batch, no need to split.
-        let single = self.decoder.brokers().count() == 1;
+        let single = brokers == 1;
         let brokers = if single {
             1
         } else {
-            for e in &self.events {
+            for e in events {
                 let b = e.broker as usize;
                 while self.by_broker.len() <= b {
                     self.by_broker.push(Vec::new());
@@ -212,17 +197,14 @@ impl Session {
                 return Err(Error::invalid(
                     "trace",
                     "the second pass holds a broker the first did not: feed the same trace",
-                ));
+                )
+                .into());
             }
-            let runs = self.new_runs()?;
+            let runs = new_runs(self.configs)?;
             self.runs.push(runs);
         }
         for b in 0..brokers {
-            let events = if single {
-                &self.events
-            } else {
-                &self.by_broker[b]
-            };
+            let events = if single { events } else { &self.by_broker[b] };
             if events.is_empty() {
                 continue;
             }
@@ -233,14 +215,95 @@ impl Session {
                 for chunk in events.chunks(CHECK_EVERY) {
                     check()?;
                     let start = Instant::now();
-                    run.replayer.run(chunk, &self.decoder.names)?;
+                    run.replayer.run_unnamed(chunk)?;
                     run.busy += start.elapsed();
                 }
             }
         }
         Ok(())
     }
+}
 
+fn new_runs(configs: &[CacheConfig]) -> Result<Vec<Run>> {
+    configs
+        .iter()
+        .map(|config| {
+            Ok(Run {
+                replayer: first_pass(config)?,
+                config: config.clone(),
+                second_pass: false,
+                busy: Duration::ZERO,
+            })
+        })
+        .collect()
+}
+
+/// A slice of a batch, decoded, with the number of brokers the decoder had seen by its end.
+type Decoded = Result<(Vec<Event>, usize)>;
+
+impl Session {
+    pub fn new(configs: Vec<CacheConfig>) -> Result<Self> {
+        for c in &configs {
+            first_pass(c)?; // reject what cannot run before any work
+        }
+        Ok(Session {
+            decoder: TraceDecoder::new(),
+            configs,
+            runs: Vec::new(),
+            events: Vec::new(),
+            by_broker: Vec::new(),
+            second: false,
+            decode_ahead: true,
+        })
+    }
+
+    /// Whether a large batch is decoded on a second thread while the replay runs (the default),
+    /// or decoded whole on the feeding thread before it replays. The results are the same.
+    pub fn decode_ahead(mut self, on: bool) -> Self {
+        self.decode_ahead = on;
+        self
+    }
+
+    /// Decodes a batch and replays each broker's events under every configuration still running
+    /// this pass.
+    pub fn feed(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.feed_checked(batch, &mut || Ok(()))
+    }
+
+    /// [`Session::feed`], calling `check` every [`CHECK_EVERY`] events of each run: an error from
+    /// it (an interrupt) ends the feed, so a long batch can be stopped.
+    ///
+    /// An error in a row of the batch ends the feed. Decoding ahead, the slices before the
+    /// failing one have been replayed by then; decoding on the feeding thread, none of the batch
+    /// has.
+    pub fn feed_checked(
+        &mut self,
+        batch: &RecordBatch,
+        check: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let mut replays = Replays {
+            configs: &self.configs,
+            runs: &mut self.runs,
+            by_broker: &mut self.by_broker,
+            second: self.second,
+        };
+        let decoder = &mut self.decoder;
+        let replayed = if self.decode_ahead && batch.num_rows() > DECODE_SLICE_ROWS {
+            std::thread::scope(|scope| {
+                let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Decoded>(1);
+                let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Event>>();
+                scope.spawn(move || decode_slices(decoder, batch, decoded_tx, spent_rx));
+                // Returning drops the receiver, which stops the decoder at its next slice, so
+                // the scope's join cannot wait for ever on an error.
+                replay_slices(&mut replays, decoded_rx, spent_tx, check)
+            })
+        } else {
+            self.events.clear();
+            decoder.decode(batch, &mut self.events)?;
+            replays.replay(&self.events, decoder.brokers().count(), check)
+        };
+        replayed.map_err(|s| s.named(&self.decoder.names))
+    }
     pub fn needs_second_pass(&self) -> bool {
         !self.second && self.configs.iter().any(|c| c.strategy == Strategy::Belady)
     }
@@ -273,4 +336,47 @@ impl Session {
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
     }
+}
+
+/// The decoding thread of [`Session::feed_checked`]: decodes `batch` a slice at a time, in order,
+/// into vectors the replay hands back, until the batch ends, a slice fails or the replay stops
+/// listening.
+fn decode_slices(
+    decoder: &mut TraceDecoder,
+    batch: &RecordBatch,
+    decoded: std::sync::mpsc::SyncSender<Decoded>,
+    spent: std::sync::mpsc::Receiver<Vec<Event>>,
+) {
+    let rows = batch.num_rows();
+    let mut offset = 0;
+    while offset < rows {
+        let len = DECODE_SLICE_ROWS.min(rows - offset);
+        let mut events = spent.try_recv().unwrap_or_default();
+        events.clear();
+        let slice = decoder
+            .decode(&batch.slice(offset, len), &mut events)
+            .map(|()| (events, decoder.brokers().count()));
+        let failed = slice.is_err();
+        if decoded.send(slice).is_err() || failed {
+            return;
+        }
+        offset += len;
+    }
+}
+
+/// The replaying side of [`Session::feed_checked`]: replays the slices in the order they were
+/// decoded, and hands their vectors back for the next slices.
+fn replay_slices(
+    replays: &mut Replays<'_>,
+    decoded: std::sync::mpsc::Receiver<Decoded>,
+    spent: std::sync::mpsc::Sender<Vec<Event>>,
+    check: &mut dyn FnMut() -> Result<()>,
+) -> std::result::Result<(), Stopped> {
+    for slice in decoded {
+        let (events, brokers) = slice?;
+        replays.replay(&events, brokers, check)?;
+        // The decoder may have finished already; then the vector is simply dropped.
+        let _ = spent.send(events);
+    }
+    Ok(())
 }

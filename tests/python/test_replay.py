@@ -110,3 +110,33 @@ def test_memory_model_off_changes_only_peak_retained_bytes():
     copied = lc.CacheConfig(strategy="lru", copy_entries=True)
     rows = [lc.replay(t, c).to_pylist()[0] for c in (copied, copied.replace(memory_model=False))]
     assert rows[0]["peak_retained_bytes"] == rows[1]["peak_retained_bytes"] == rows[0]["peak_cache_bytes"]
+
+
+def test_decoding_ahead_changes_nothing_but_the_wall_time():
+    """A second thread decodes each batch a slice ahead of the replay: every design's results and
+    series are those of a replay on the calling thread, a bad row is the same error, and the
+    argument is a keyword that must be a bool."""
+    spec = {**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.1, "brokers": 2, "topics": 2}
+    t = lc.workload.generate(spec, seed=3)
+    assert max(b.num_rows for b in t.to_batches()) > 3 * 4096, "batches of several slices"
+    configs = [lc.CacheConfig(strategy=s, cache_size_bytes=8 << 20)
+               for s in ("pip430", "pip430-fifo", "lru", "legacy", "segmented", "belady")]
+    (ahead, ahead_series), (serial, serial_series) = (
+        lc.replay(t, configs, with_timeseries=True, decode_ahead=d) for d in (True, False))
+    assert ahead.num_rows == 12
+    assert ahead.drop_columns(["replay_seconds"]).equals(serial.drop_columns(["replay_seconds"]))
+    assert ahead_series.equals(serial_series)
+    rows = t.to_pylist()
+    at = len(rows) - 10
+    rows[at]["op"] = "publish"
+    bad = pa.Table.from_pylist(rows, schema=t.schema)
+    errors = []
+    for d in (True, False):
+        with pytest.raises(lc.InvalidArgumentError, match=f"row {at}.*unknown op") as e:
+            lc.replay(bad, configs[0], decode_ahead=d)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+    with pytest.raises(TypeError):
+        lc._native.ReplaySession([configs[0]], decode_ahead="yes")
+    with pytest.raises(TypeError):
+        lc._native.ReplaySession([configs[0]], True)

@@ -1,0 +1,160 @@
+//! A replay session that decodes a batch on a second thread, a slice ahead of the replay, gives
+//! what decoding on the feeding thread gives: the same measurements for every design (Belady's two
+//! passes included) and brokers, and the same errors, naming the same row and cursor.
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use ledgercache::config::SettingValue;
+use ledgercache::replay::{Session, DECODE_SLICE_ROWS};
+use ledgercache::workload::{generate, WorkloadSpec};
+use ledgercache::CacheConfig;
+use std::sync::Arc;
+
+mod support;
+use support::trace_rows::{batch, config, open, read, Row};
+
+use SettingValue::{Float, Int, Str};
+
+/// A two-broker trace several slices long, with seeks and redeliveries.
+fn trace() -> RecordBatch {
+    let mut s = WorkloadSpec::default();
+    for (k, v) in [
+        ("test_duration_minutes", Float(1.0)),
+        ("brokers", Int(2)),
+        ("topics", Int(4)),
+        ("producer_rate", Int(4000)),
+        ("subscriptions_per_topic", Int(2)),
+        ("redelivery_rate", Float(0.01)),
+        ("seeks_per_minute", Float(4.0)),
+    ] {
+        s.set(k, &v).unwrap();
+    }
+    let b = generate(&s, 7).to_record_batch();
+    assert!(
+        b.num_rows() > 4 * DECODE_SLICE_ROWS,
+        "the trace spans several slices: {} rows",
+        b.num_rows()
+    );
+    b
+}
+
+fn configs() -> Vec<CacheConfig> {
+    [
+        "pip430",
+        "pip430-fifo",
+        "lru",
+        "legacy",
+        "segmented",
+        "belady",
+    ]
+    .into_iter()
+    .map(|strategy| {
+        config(&[
+            ("strategy", Str(strategy.into())),
+            ("cache_size_bytes", Int(2 << 20)),
+        ])
+    })
+    .collect()
+}
+
+/// Feeds `batches` (twice where Belady asks) and returns every run's measurements.
+fn replayed(batches: &[RecordBatch], decode_ahead: bool) -> Vec<String> {
+    let mut session = Session::new(configs()).unwrap().decode_ahead(decode_ahead);
+    for b in batches {
+        session.feed(b).unwrap();
+    }
+    if session.needs_second_pass() {
+        session.start_second_pass();
+        for b in batches {
+            session.feed(b).unwrap();
+        }
+    }
+    session
+        .finish()
+        .into_iter()
+        .map(|(broker, config, metrics, _)| format!("{broker} {:?} {metrics:?}", config.strategy))
+        .collect()
+}
+
+#[test]
+fn decoding_ahead_replays_as_decoding_on_the_feeding_thread() {
+    let whole = trace();
+    let serial = replayed(std::slice::from_ref(&whole), false);
+    assert_eq!(
+        serial.len(),
+        2 * configs().len(),
+        "two brokers, every design"
+    );
+    assert_eq!(replayed(std::slice::from_ref(&whole), true), serial);
+    // Batches of odd lengths: one slice and a bit, a short one, the rest.
+    let cuts = [DECODE_SLICE_ROWS + 17, 5];
+    let (mut at, mut parts) = (0, Vec::new());
+    for len in cuts {
+        parts.push(whole.slice(at, len));
+        at += len;
+    }
+    parts.push(whole.slice(at, whole.num_rows() - at));
+    assert_eq!(replayed(&parts, true), serial);
+}
+
+/// A trace of `rows` rows, long enough to be decoded ahead, that reads on a cursor its topic never
+/// opened at row `at`.
+fn reading_an_unopened_cursor(rows: usize, at: usize) -> RecordBatch {
+    let mut trace: Vec<Row> = vec![open(0, "c", None)];
+    trace.extend((1..rows).map(|i| read(i as i64, "c", 1)));
+    trace[at] = read(at as i64, "stranger", 1);
+    batch(&trace)
+}
+
+fn error_of(b: &RecordBatch, decode_ahead: bool) -> String {
+    let mut session = Session::new(configs()).unwrap().decode_ahead(decode_ahead);
+    session.feed(b).unwrap_err().to_string()
+}
+
+#[test]
+fn an_unopened_cursor_is_named_as_on_the_feeding_thread() {
+    let rows = 3 * DECODE_SLICE_ROWS + 10;
+    let at = 2 * DECODE_SLICE_ROWS + 3;
+    let b = reading_an_unopened_cursor(rows, at);
+    let serial = error_of(&b, false);
+    assert!(
+        serial.contains(&format!("row {at}")) && serial.contains("\"stranger\""),
+        "{serial}"
+    );
+    assert_eq!(error_of(&b, true), serial);
+}
+
+#[test]
+fn a_bad_row_in_a_later_slice_is_the_error_of_the_feed() {
+    let rows = 3 * DECODE_SLICE_ROWS + 10;
+    let plain = reading_an_unopened_cursor(rows, 1);
+    let at = 2 * DECODE_SLICE_ROWS + 5;
+    let ops: Vec<&str> = (0..rows)
+        .map(|i| match i {
+            0 => "open",
+            i if i == at => "fly",
+            _ => "read",
+        })
+        .collect();
+    let schema = plain.schema();
+    let columns: Vec<(&str, ArrayRef)> = schema
+        .fields()
+        .iter()
+        .zip(plain.columns())
+        .map(|(f, c)| match f.name().as_str() {
+            "op" => ("op", Arc::new(StringArray::from(ops.clone())) as ArrayRef),
+            name => (name, c.clone()),
+        })
+        .collect();
+    // Row 1 is fine now; row `at` has an op no trace has.
+    let mut columns = columns;
+    for (name, c) in columns.iter_mut() {
+        if *name == "cursor" {
+            let names: Vec<&str> = vec!["c"; rows];
+            *c = Arc::new(StringArray::from(names));
+        }
+    }
+    let b = RecordBatch::try_from_iter(columns).unwrap();
+    let serial = error_of(&b, false);
+    assert!(serial.contains(&format!("row {at}")), "{serial}");
+    assert_eq!(error_of(&b, true), serial);
+}
