@@ -13,6 +13,7 @@ pub use trace::{Event, Names, Op, TraceDecoder};
 
 use crate::config::{CacheConfig, Strategy};
 use crate::error::{Error, Result};
+use arrow_array::cast::AsArray;
 use arrow_array::RecordBatch;
 use std::time::{Duration, Instant};
 use strategy::{belady, CacheStrategy, Legacy, Lru, NoCache, Pip430, Segmented};
@@ -143,8 +144,9 @@ pub const DECODE_SLICE_ROWS: usize = 4_096;
 /// own; the trace is decoded once and never held in memory whole. Belady needs the trace twice:
 /// after the first feed, [`Session::needs_second_pass`] says whether to feed it again.
 ///
-/// By default a batch of more than one [`DECODE_SLICE_ROWS`] slice is decoded on a second thread,
-/// a slice ahead of the replay ([`Session::decode_ahead`]). The decoder and each replay still see
+/// By default a batch of more than one slice ([`DECODE_SLICE_ROWS`] rows, more for a batch with
+/// long dictionaries) is decoded on a second thread, a slice ahead of the replay
+/// ([`Session::decode_ahead`]). The decoder and each replay still see
 /// the events in trace order, so the results are the same either way; only the wall time differs.
 pub struct Session {
     decoder: TraceDecoder,
@@ -288,11 +290,13 @@ impl Session {
             second: self.second,
         };
         let decoder = &mut self.decoder;
-        let replayed = if self.decode_ahead && batch.num_rows() > DECODE_SLICE_ROWS {
+        let slice_rows = slice_rows(batch);
+        let replayed = if self.decode_ahead && batch.num_rows() > slice_rows {
             std::thread::scope(|scope| {
                 let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Decoded>(1);
                 let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Event>>();
-                scope.spawn(move || decode_slices(decoder, batch, decoded_tx, spent_rx));
+                scope
+                    .spawn(move || decode_slices(decoder, batch, slice_rows, decoded_tx, spent_rx));
                 // Returning drops the receiver, which stops the decoder at its next slice, so
                 // the scope's join cannot wait for ever on an error.
                 replay_slices(&mut replays, decoded_rx, spent_tx, check)
@@ -338,19 +342,35 @@ impl Session {
     }
 }
 
+/// How many rows of `batch` to decode at a time when decoding ahead: [`DECODE_SLICE_ROWS`], or
+/// four times the longest dictionary of its columns if that is more. Each slice of a dictionary
+/// column sets up a table as long as its dictionary, so a slice much shorter than the dictionary
+/// would make decoding a batch cost its rows times its dictionary's length.
+fn slice_rows(batch: &RecordBatch) -> usize {
+    let longest_dictionary = batch
+        .columns()
+        .iter()
+        .filter_map(|c| c.as_any_dictionary_opt())
+        .map(|d| d.values().len())
+        .max()
+        .unwrap_or(0);
+    DECODE_SLICE_ROWS.max(longest_dictionary.saturating_mul(4))
+}
+
 /// The decoding thread of [`Session::feed_checked`]: decodes `batch` a slice at a time, in order,
 /// into vectors the replay hands back, until the batch ends, a slice fails or the replay stops
 /// listening.
 fn decode_slices(
     decoder: &mut TraceDecoder,
     batch: &RecordBatch,
+    slice_rows: usize,
     decoded: std::sync::mpsc::SyncSender<Decoded>,
     spent: std::sync::mpsc::Receiver<Vec<Event>>,
 ) {
     let rows = batch.num_rows();
     let mut offset = 0;
     while offset < rows {
-        let len = DECODE_SLICE_ROWS.min(rows - offset);
+        let len = slice_rows.min(rows - offset);
         let mut events = spent.try_recv().unwrap_or_default();
         events.clear();
         let slice = decoder
@@ -379,4 +399,38 @@ fn replay_slices(
         let _ = spent.send(events);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::types::Int32Type;
+    use arrow_array::{ArrayRef, DictionaryArray, Int32Array, StringArray};
+    use std::sync::Arc;
+
+    fn batch_with_dictionary(values: usize, rows: usize) -> RecordBatch {
+        let names: Vec<String> = (0..values).map(|i| format!("c{i}")).collect();
+        let keys = Int32Array::from_iter_values((0..rows).map(|r| (r % values.max(1)) as i32));
+        let column = DictionaryArray::<Int32Type>::try_new(
+            keys,
+            Arc::new(StringArray::from_iter_values(&names)),
+        )
+        .unwrap();
+        let plain = StringArray::from_iter_values((0..rows).map(|_| "t"));
+        RecordBatch::try_from_iter([
+            ("topic", Arc::new(plain) as ArrayRef),
+            ("cursor", Arc::new(column) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn slices_are_never_much_shorter_than_a_dictionary() {
+        let short = batch_with_dictionary(10, 100_000);
+        assert_eq!(slice_rows(&short), DECODE_SLICE_ROWS);
+        // Each slice sets up a table as long as the dictionary: 4,096-row slices of a 50,000-name
+        // dictionary would cost 12 table entries per row.
+        let long = batch_with_dictionary(50_000, 300_000);
+        assert_eq!(slice_rows(&long), 200_000);
+    }
 }
