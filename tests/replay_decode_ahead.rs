@@ -158,3 +158,59 @@ fn a_bad_row_in_a_later_slice_is_the_error_of_the_feed() {
     assert!(serial.contains(&format!("row {at}")), "{serial}");
     assert_eq!(error_of(&b, true), serial);
 }
+
+/// `b` with column `name` replaced by the strings `values`.
+fn with_column(b: &RecordBatch, name: &str, values: Vec<&str>) -> RecordBatch {
+    let schema = b.schema();
+    let columns: Vec<(&str, ArrayRef)> = schema
+        .fields()
+        .iter()
+        .zip(b.columns())
+        .map(|(f, c)| {
+            if f.name() == name {
+                (
+                    name,
+                    Arc::new(StringArray::from(values.clone())) as ArrayRef,
+                )
+            } else {
+                (f.name().as_str(), c.clone())
+            }
+        })
+        .collect();
+    RecordBatch::try_from_iter(columns).unwrap()
+}
+
+#[test]
+fn a_bad_row_after_an_unopened_cursor_is_the_error_as_on_the_feeding_thread() {
+    // The one-thread path decodes the whole batch before replaying any of it.
+    let rows = 3 * DECODE_SLICE_ROWS + 10;
+    let b = reading_an_unopened_cursor(rows, 5);
+    let at = 2 * DECODE_SLICE_ROWS + 5;
+    let mut ops: Vec<&str> = (0..rows)
+        .map(|i| if i == 0 { "open" } else { "read" })
+        .collect();
+    ops[at] = "fly";
+    let b = with_column(&b, "op", ops);
+    let serial = error_of(&b, false);
+    assert!(serial.contains(&format!("row {at}")), "{serial}");
+    assert_eq!(error_of(&b, true), serial);
+}
+
+#[test]
+fn of_two_brokers_failing_the_first_brokers_error_is_reported_as_on_the_feeding_thread() {
+    // Broker b2 reads an unopened cursor in the first slice, broker b1 in the third: the one-thread
+    // path replays b1's events of the whole batch before b2's, so b1's error is the feed's.
+    let rows = 3 * DECODE_SLICE_ROWS + 10;
+    let mut trace: Vec<Row> = vec![open(0, "c", None), open(0, "c", None)];
+    trace.extend((2..rows).map(|i| read(i as i64, "c", 1)));
+    let (early, late) = (11, 2 * DECODE_SLICE_ROWS + 11);
+    trace[early] = read(early as i64, "stranger", 1);
+    trace[late] = read(late as i64, "stranger", 1);
+    let brokers: Vec<&str> = (0..rows)
+        .map(|i| if i == 1 || i == early { "b2" } else { "b1" })
+        .collect();
+    let b = with_column(&batch(&trace), "broker", brokers);
+    let serial = error_of(&b, false);
+    assert!(serial.contains(&format!("row {late}")), "{serial}");
+    assert_eq!(error_of(&b, true), serial);
+}

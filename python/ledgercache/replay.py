@@ -133,7 +133,7 @@ def replay(
 
     With ``decode_ahead=True`` (the default) a second thread decodes the next rows of a batch while
     the engine replays the current ones, so a replay takes up to two cores; ``False`` keeps it on
-    the calling thread. The results are the same.
+    the calling thread. The results, and the error a bad trace raises, are the same.
     """
     configs = _configs(configs)
     if publish_throttling is not None:

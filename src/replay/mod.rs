@@ -145,9 +145,9 @@ pub const DECODE_SLICE_ROWS: usize = 4_096;
 /// after the first feed, [`Session::needs_second_pass`] says whether to feed it again.
 ///
 /// By default a batch of more than one slice ([`DECODE_SLICE_ROWS`] rows, more for a batch with
-/// long dictionaries) is decoded on a second thread, a slice ahead of the replay
-/// ([`Session::decode_ahead`]). The decoder and each replay still see
-/// the events in trace order, so the results are the same either way; only the wall time differs.
+/// long dictionaries) is decoded on a second thread, up to two slices ahead of the replay
+/// ([`Session::decode_ahead`]). The decoder and each replay still see the events in trace order,
+/// so the results, and the error a bad batch ends with, are the same either way.
 pub struct Session {
     decoder: TraceDecoder,
     configs: Vec<CacheConfig>,
@@ -168,15 +168,37 @@ struct Replays<'s> {
     second: bool,
 }
 
+/// Why [`Replays::replay`] stopped, ranked as the one-thread path meets them: it checks the brokers
+/// of the whole batch first, then replays broker by broker.
+enum Failure {
+    /// `check` asked to stop (an interrupt): ends the feed at once.
+    Interrupted(Error),
+    /// The batch cannot be replayed at all (a broker the first pass did not have).
+    Batch(Stopped),
+    /// A broker's replay failed.
+    Broker(usize, Stopped),
+}
+
+impl Failure {
+    fn into_stopped(self) -> Stopped {
+        match self {
+            Failure::Interrupted(e) => Stopped::Failed(e),
+            Failure::Batch(s) | Failure::Broker(_, s) => s,
+        }
+    }
+}
+
 impl Replays<'_> {
     /// Replays `events` (decoded while the decoder had seen `brokers` brokers) under every
-    /// configuration still running this pass, each broker's events on their own.
+    /// configuration still running this pass, each broker's events on their own, the brokers
+    /// numbered `below` and up left out.
     fn replay(
         &mut self,
         events: &[Event],
         brokers: usize,
+        below: usize,
         check: &mut dyn FnMut() -> Result<()>,
-    ) -> std::result::Result<(), Stopped> {
+    ) -> std::result::Result<(), Failure> {
         for list in self.by_broker.iter_mut() {
             list.clear();
         }
@@ -196,16 +218,18 @@ impl Replays<'_> {
         };
         while self.runs.len() < brokers {
             if self.second {
-                return Err(Error::invalid(
-                    "trace",
-                    "the second pass holds a broker the first did not: feed the same trace",
-                )
-                .into());
+                return Err(Failure::Batch(
+                    Error::invalid(
+                        "trace",
+                        "the second pass holds a broker the first did not: feed the same trace",
+                    )
+                    .into(),
+                ));
             }
-            let runs = new_runs(self.configs)?;
+            let runs = new_runs(self.configs).map_err(|e| Failure::Batch(e.into()))?;
             self.runs.push(runs);
         }
-        for b in 0..brokers {
+        for b in 0..brokers.min(below) {
             let events = if single { events } else { &self.by_broker[b] };
             if events.is_empty() {
                 continue;
@@ -215,10 +239,11 @@ impl Replays<'_> {
                     continue;
                 }
                 for chunk in events.chunks(CHECK_EVERY) {
-                    check()?;
+                    check().map_err(Failure::Interrupted)?;
                     let start = Instant::now();
-                    run.replayer.run_unnamed(chunk)?;
+                    let replayed = run.replayer.run_unnamed(chunk);
                     run.busy += start.elapsed();
+                    replayed.map_err(|s| Failure::Broker(b, s))?;
                 }
             }
         }
@@ -272,12 +297,14 @@ impl Session {
         self.feed_checked(batch, &mut || Ok(()))
     }
 
-    /// [`Session::feed`], calling `check` every [`CHECK_EVERY`] events of each run: an error from
-    /// it (an interrupt) ends the feed, so a long batch can be stopped.
+    /// [`Session::feed`], calling `check` at most [`CHECK_EVERY`] events of each run apart
+    /// (decoding ahead, also once per slice): an error from it (an interrupt) ends the feed, so
+    /// a long batch can be stopped.
     ///
-    /// An error in a row of the batch ends the feed. Decoding ahead, the slices before the
-    /// failing one have been replayed by then; decoding on the feeding thread, none of the batch
-    /// has.
+    /// An error in the batch ends the feed with the same error either way (see
+    /// [`replay_slices`]), but not the same state: decoding on the feeding thread, a bad row
+    /// stops the feed before any of the batch is replayed; decoding ahead, the slices before it
+    /// have been.
     pub fn feed_checked(
         &mut self,
         batch: &RecordBatch,
@@ -295,8 +322,17 @@ impl Session {
             std::thread::scope(|scope| {
                 let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Decoded>(1);
                 let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Event>>();
-                scope
-                    .spawn(move || decode_slices(decoder, batch, slice_rows, decoded_tx, spent_rx));
+                std::thread::Builder::new()
+                    .name("ledgercache-decode".into())
+                    .spawn_scoped(scope, move || {
+                        decode_slices(decoder, batch, slice_rows, decoded_tx, spent_rx)
+                    })
+                    .map_err(|e| {
+                        Error::ResourceLimit(format!(
+                            "could not start the trace's decoding thread ({e}): replay with \
+                             decode_ahead off"
+                        ))
+                    })?;
                 // Returning drops the receiver, which stops the decoder at its next slice, so
                 // the scope's join cannot wait for ever on an error.
                 replay_slices(&mut replays, decoded_rx, spent_tx, check)
@@ -304,7 +340,10 @@ impl Session {
         } else {
             self.events.clear();
             decoder.decode(batch, &mut self.events)?;
-            replays.replay(&self.events, decoder.brokers().count(), check)
+            let brokers = decoder.brokers().count();
+            replays
+                .replay(&self.events, brokers, usize::MAX, check)
+                .map_err(Failure::into_stopped)
         };
         replayed.map_err(|s| s.named(&self.decoder.names))
     }
@@ -386,19 +425,38 @@ fn decode_slices(
 
 /// The replaying side of [`Session::feed_checked`]: replays the slices in the order they were
 /// decoded, and hands their vectors back for the next slices.
+///
+/// A failure ends the feed with the error the one-thread path would give, which decodes the whole
+/// batch before it replays any of it, and replays it broker by broker: so after a failure the rest
+/// of the batch is still decoded (a bad row anywhere wins), and a broker's failure lets the brokers
+/// before it go on replaying (the earliest broker's wins). Only an interrupt ends it at once.
 fn replay_slices(
     replays: &mut Replays<'_>,
     decoded: std::sync::mpsc::Receiver<Decoded>,
     spent: std::sync::mpsc::Sender<Vec<Event>>,
     check: &mut dyn FnMut() -> Result<()>,
 ) -> std::result::Result<(), Stopped> {
+    let mut failed: Option<Failure> = None;
     for slice in decoded {
         let (events, brokers) = slice?;
-        replays.replay(&events, brokers, check)?;
+        let below = match failed {
+            None => usize::MAX,
+            Some(Failure::Broker(b, _)) => b,
+            Some(_) => 0,
+        };
+        // After a broker's failure a later slice may still bring a broker the first pass did not
+        // have, which the one-thread path reports first: `replay` checks that before replaying.
+        if !matches!(failed, Some(Failure::Batch(_))) {
+            match replays.replay(&events, brokers, below, check) {
+                Ok(()) => {}
+                Err(Failure::Interrupted(e)) => return Err(e.into()),
+                Err(f) => failed = Some(f),
+            }
+        }
         // The decoder may have finished already; then the vector is simply dropped.
         let _ = spent.send(events);
     }
-    Ok(())
+    failed.map_or(Ok(()), |f| Err(f.into_stopped()))
 }
 
 #[cfg(test)]
