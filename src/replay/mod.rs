@@ -347,6 +347,7 @@ impl Session {
         };
         replayed.map_err(|s| s.named(&self.decoder.names))
     }
+
     pub fn needs_second_pass(&self) -> bool {
         !self.second && self.configs.iter().any(|c| c.strategy == Strategy::Belady)
     }
