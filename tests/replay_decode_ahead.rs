@@ -2,7 +2,8 @@
 //! what decoding on the feeding thread gives: the same measurements for every design (Belady's two
 //! passes included) and brokers, and the same errors, naming the same row and cursor.
 
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use ledgercache::config::SettingValue;
 use ledgercache::replay::{Session, DECODE_SLICE_ROWS};
 use ledgercache::workload::{generate, WorkloadSpec};
@@ -196,21 +197,99 @@ fn a_bad_row_after_an_unopened_cursor_is_the_error_as_on_the_feeding_thread() {
     assert_eq!(error_of(&b, true), serial);
 }
 
-#[test]
-fn of_two_brokers_failing_the_first_brokers_error_is_reported_as_on_the_feeding_thread() {
-    // Broker b2 reads an unopened cursor in the first slice, broker b1 in the third: the one-thread
-    // path replays b1's events of the whole batch before b2's, so b1's error is the feed's.
+/// Brokers b1 (the first the trace names) and b2 each read an unopened cursor, one in the first
+/// slice and the other in the third; the one-thread path replays b1's events of the whole batch
+/// before b2's, so b1's error is the feed's either way.
+fn two_brokers_failing(b1_fails_first: bool) {
     let rows = 3 * DECODE_SLICE_ROWS + 10;
     let mut trace: Vec<Row> = vec![open(0, "c", None), open(0, "c", None)];
     trace.extend((2..rows).map(|i| read(i as i64, "c", 1)));
     let (early, late) = (11, 2 * DECODE_SLICE_ROWS + 11);
     trace[early] = read(early as i64, "stranger", 1);
     trace[late] = read(late as i64, "stranger", 1);
+    let (b1_row, b2_row) = if b1_fails_first {
+        (early, late)
+    } else {
+        (late, early)
+    };
     let brokers: Vec<&str> = (0..rows)
-        .map(|i| if i == 1 || i == early { "b2" } else { "b1" })
+        .map(|i| if i == 1 || i == b2_row { "b2" } else { "b1" })
         .collect();
     let b = with_column(&batch(&trace), "broker", brokers);
     let serial = error_of(&b, false);
-    assert!(serial.contains(&format!("row {late}")), "{serial}");
+    assert!(serial.contains(&format!("row {b1_row}")), "{serial}");
     assert_eq!(error_of(&b, true), serial);
+}
+
+#[test]
+fn of_two_brokers_failing_the_first_brokers_error_is_reported_as_on_the_feeding_thread() {
+    two_brokers_failing(false);
+    two_brokers_failing(true);
+}
+
+#[test]
+fn a_dictionary_key_out_of_range_late_wins_over_an_earlier_bad_row() {
+    // Decoding a batch whole checks its dictionaries' keys before any row.
+    let rows = 3 * DECODE_SLICE_ROWS + 10;
+    let b = reading_an_unopened_cursor(rows, 1);
+    let bad_key = 2 * DECODE_SLICE_ROWS + 9;
+    // Row 1, in the first slice, has an op no trace has; row `bad_key`, in the third, a key past
+    // the dictionary's values.
+    let keys = Int32Array::from_iter_values((0..rows).map(|i| match i {
+        0 => 0,
+        1 => 2,
+        i if i == bad_key => 7,
+        _ => 1,
+    }));
+    let values = Arc::new(StringArray::from(vec!["open", "read", "fly"]));
+    // SAFETY: only the row `bad_key` holds a key past the values; the decoder must refuse it
+    // rather than read past them (what this test checks), and nothing else reads the array.
+    let ops = unsafe { DictionaryArray::<Int32Type>::new_unchecked(keys, values) };
+    let schema = b.schema();
+    let columns: Vec<(&str, ArrayRef)> = schema
+        .fields()
+        .iter()
+        .zip(b.columns())
+        .map(|(f, c)| match f.name().as_str() {
+            "op" => ("op", Arc::new(ops.clone()) as ArrayRef),
+            "cursor" => (
+                "cursor",
+                Arc::new(StringArray::from(vec!["c"; rows])) as ArrayRef,
+            ),
+            name => (name, c.clone()),
+        })
+        .collect();
+    let b = RecordBatch::try_from_iter(columns).unwrap();
+    let serial = error_of(&b, false);
+    assert!(serial.contains("dictionary key 7"), "{serial}");
+    assert_eq!(error_of(&b, true), serial);
+}
+
+#[test]
+fn a_new_broker_in_the_second_pass_wins_over_an_earlier_broker_failure() {
+    let rows = 3 * DECODE_SLICE_ROWS + 10;
+    let mut trace: Vec<Row> = vec![open(0, "c", None)];
+    trace.extend((1..rows).map(|i| read(i as i64, "c", 1)));
+    let good = batch(&trace);
+    trace[7] = read(7, "stranger", 1);
+    let newcomer = 2 * DECODE_SLICE_ROWS + 3;
+    let brokers: Vec<&str> = (0..rows)
+        .map(|i| if i == newcomer { "b9" } else { "b1" })
+        .collect();
+    let bad = with_column(&batch(&trace), "broker", brokers);
+    let error = |decode_ahead: bool| {
+        let belady = config(&[
+            ("strategy", Str("belady".into())),
+            ("cache_size_bytes", Int(1 << 20)),
+        ]);
+        let mut session = Session::new(vec![belady])
+            .unwrap()
+            .decode_ahead(decode_ahead);
+        session.feed(&good).unwrap();
+        session.start_second_pass();
+        session.feed(&bad).unwrap_err().to_string()
+    };
+    let serial = error(false);
+    assert!(serial.contains("second pass holds a broker"), "{serial}");
+    assert_eq!(error(true), serial);
 }

@@ -298,8 +298,8 @@ impl Session {
     }
 
     /// [`Session::feed`], calling `check` at most [`CHECK_EVERY`] events of each run apart
-    /// (decoding ahead, also once per slice): an error from it (an interrupt) ends the feed, so
-    /// a long batch can be stopped.
+    /// (decoding ahead, also at every slice): an error from it (an interrupt) ends the feed, so a
+    /// long batch can be stopped.
     ///
     /// An error in the batch ends the feed with the same error either way (see
     /// [`replay_slices`]), but not the same state: decoding on the feeding thread, a bad row
@@ -319,6 +319,8 @@ impl Session {
         let decoder = &mut self.decoder;
         let slice_rows = slice_rows(batch);
         let replayed = if self.decode_ahead && batch.num_rows() > slice_rows {
+            // Decoding it whole finds these before any row's error.
+            TraceDecoder::check_columns(batch)?;
             std::thread::scope(|scope| {
                 let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Decoded>(1);
                 let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Event>>();
@@ -430,7 +432,9 @@ fn decode_slices(
 /// A failure ends the feed with the error the one-thread path would give, which decodes the whole
 /// batch before it replays any of it, and replays it broker by broker: so after a failure the rest
 /// of the batch is still decoded (a bad row anywhere wins), and a broker's failure lets the brokers
-/// before it go on replaying (the earliest broker's wins). Only an interrupt ends it at once.
+/// before it go on replaying (the earliest broker's wins). The batch's column errors were checked
+/// before the first slice. Only an interrupt ends the feed at once, whatever error the rest of the
+/// batch holds.
 fn replay_slices(
     replays: &mut Replays<'_>,
     decoded: std::sync::mpsc::Receiver<Decoded>,
@@ -447,6 +451,7 @@ fn replay_slices(
         };
         // After a broker's failure a later slice may still bring a broker the first pass did not
         // have, which the one-thread path reports first: `replay` checks that before replaying.
+        check()?;
         if !matches!(failed, Some(Failure::Batch(_))) {
             match replays.replay(&events, brokers, below, check) {
                 Ok(()) => {}

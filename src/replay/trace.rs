@@ -406,6 +406,81 @@ fn row_error(row: u64, column: &str, reason: impl std::fmt::Display) -> Error {
     Error::invalid("trace", format!("row {row}, column {column:?}: {reason}"))
 }
 
+/// A batch's columns, checked as whole columns.
+struct Columns<'b> {
+    ts: PrimitiveArray<Int64Type>,
+    broker: Strings<'b>,
+    topic: Strings<'b>,
+    op: Strings<'b>,
+    cursor: Strings<'b>,
+    ledger: PrimitiveArray<Int64Type>,
+    entry: PrimitiveArray<Int64Type>,
+    count: PrimitiveArray<Int32Type>,
+    size: PrimitiveArray<Int32Type>,
+    row_numbers: Option<PrimitiveArray<Int64Type>>,
+    reasons: Option<Strings<'b>>,
+}
+
+/// The columns of `batch`, in the order [`TraceDecoder::decode`] checks them.
+fn columns(batch: &RecordBatch) -> Result<Columns<'_>> {
+    let col = |name: &str| {
+        batch
+            .column_by_name(name)
+            .ok_or_else(|| column_error(name, "is missing"))
+    };
+    let int64 = |name: &str| {
+        let c = col(name)?;
+        match c.data_type() {
+            DataType::Int64 => Ok(c.as_primitive::<Int64Type>().clone()),
+            t => Err(column_error(name, format!("must be int64, is {t}"))),
+        }
+    };
+    let int32 = |name: &str| {
+        let c = col(name)?;
+        match c.data_type() {
+            DataType::Int32 => Ok(c.as_primitive::<Int32Type>().clone()),
+            t => Err(column_error(name, format!("must be int32, is {t}"))),
+        }
+    };
+    let string = |name: &'static str| Strings::of(col(name)?, name);
+    let (ts, broker, topic, op, cursor) = (
+        int64("ts_us")?,
+        string("broker")?,
+        string("topic")?,
+        string("op")?,
+        string("cursor")?,
+    );
+    let (ledger, entry, count, size) = (
+        int64("ledger_id")?,
+        int64("entry_id")?,
+        int32("count")?,
+        int32("size")?,
+    );
+    // Row numbers of the whole trace when a caller split it (by broker) before feeding.
+    let row_numbers = match batch.column_by_name(ROW_COLUMN) {
+        Some(_) => Some(int64(ROW_COLUMN)?),
+        None => None,
+    };
+    // Optional: why a `redeliver` happened (traces written before it existed stay valid).
+    let reasons = match batch.column_by_name(REASON_COLUMN) {
+        Some(_) => Some(string(REASON_COLUMN)?),
+        None => None,
+    };
+    Ok(Columns {
+        ts,
+        broker,
+        topic,
+        op,
+        cursor,
+        ledger,
+        entry,
+        count,
+        size,
+        row_numbers,
+        reasons,
+    })
+}
+
 impl TraceDecoder {
     pub fn new() -> Self {
         Self::default()
@@ -420,51 +495,29 @@ impl TraceDecoder {
         self.rows
     }
 
+    /// The errors a batch has as whole columns (a column missing or of the wrong type, a
+    /// dictionary key out of range), without looking at its rows: [`TraceDecoder::decode`] finds
+    /// these before any row's, so a caller decoding the batch a slice at a time checks them first
+    /// to report what decoding it whole would.
+    pub fn check_columns(batch: &RecordBatch) -> Result<()> {
+        columns(batch).map(drop)
+    }
+
     /// Decodes one batch, appending its events to `out`.
     pub fn decode(&mut self, batch: &RecordBatch, out: &mut Vec<Event>) -> Result<()> {
-        let col = |name: &str| {
-            batch
-                .column_by_name(name)
-                .ok_or_else(|| column_error(name, "is missing"))
-        };
-        let int64 = |name: &str| {
-            let c = col(name)?;
-            match c.data_type() {
-                DataType::Int64 => Ok(c.as_primitive::<Int64Type>().clone()),
-                t => Err(column_error(name, format!("must be int64, is {t}"))),
-            }
-        };
-        let int32 = |name: &str| {
-            let c = col(name)?;
-            match c.data_type() {
-                DataType::Int32 => Ok(c.as_primitive::<Int32Type>().clone()),
-                t => Err(column_error(name, format!("must be int32, is {t}"))),
-            }
-        };
-        let string = |name: &'static str| Strings::of(col(name)?, name);
-        let (ts, broker, topic, op, cursor) = (
-            int64("ts_us")?,
-            string("broker")?,
-            string("topic")?,
-            string("op")?,
-            string("cursor")?,
-        );
-        let (ledger, entry, count, size) = (
-            int64("ledger_id")?,
-            int64("entry_id")?,
-            int32("count")?,
-            int32("size")?,
-        );
-        // Row numbers of the whole trace when a caller split it (by broker) before feeding.
-        let row_numbers = match batch.column_by_name(ROW_COLUMN) {
-            Some(_) => Some(int64(ROW_COLUMN)?),
-            None => None,
-        };
-        // Optional: why a `redeliver` happened (traces written before it existed stay valid).
-        let reasons = match batch.column_by_name(REASON_COLUMN) {
-            Some(_) => Some(string(REASON_COLUMN)?),
-            None => None,
-        };
+        let Columns {
+            ts,
+            broker,
+            topic,
+            op,
+            cursor,
+            ledger,
+            entry,
+            count,
+            size,
+            row_numbers,
+            reasons,
+        } = columns(batch)?;
         let (ts, ledger, entry, count, size) = (
             Column::of(&ts),
             Column::of(&ledger),
