@@ -7,9 +7,9 @@ subscriptions). Trace generation and the export of the request stream are not ti
 timed as users call it, decoding included: by default a second thread decodes the next rows
 while the engine replays (each line gives the cores that took, CPU over wall time), and each line
 also gives the rate with everything on one thread (`decode_ahead=False`), libCacheSim's setting.
-Timings on a shared machine are noisy: compare the ratios of one run; each timing is the best of ROUNDS runs, the anchors' too. Two lines replay with the
-memory model off (`memory_model=False`, hit ratios only); the last two read the trace from a Parquet
-file, as libCacheSim reads its own.
+Timings on a shared machine are noisy: compare the ratios of one run; each timing is the best of
+ROUNDS runs, the anchors' too. Two lines replay with the memory model off (`memory_model=False`,
+hit ratios only); the last two read the trace from a Parquet file, as libCacheSim reads its own.
 Run: .venv/bin/python benches/replay_throughput.py [minutes of trace, default 2.5]"""
 
 from __future__ import annotations

@@ -136,49 +136,31 @@ fn a_bad_row_in_a_later_slice_is_the_error_of_the_feed() {
             _ => "read",
         })
         .collect();
-    let schema = plain.schema();
-    let columns: Vec<(&str, ArrayRef)> = schema
-        .fields()
-        .iter()
-        .zip(plain.columns())
-        .map(|(f, c)| match f.name().as_str() {
-            "op" => ("op", Arc::new(StringArray::from(ops.clone())) as ArrayRef),
-            name => (name, c.clone()),
-        })
-        .collect();
     // Row 1 is fine now; row `at` has an op no trace has.
-    let mut columns = columns;
-    for (name, c) in columns.iter_mut() {
-        if *name == "cursor" {
-            let names: Vec<&str> = vec!["c"; rows];
-            *c = Arc::new(StringArray::from(names));
-        }
-    }
-    let b = RecordBatch::try_from_iter(columns).unwrap();
+    let b = with_column(&with_column(&plain, "op", ops), "cursor", vec!["c"; rows]);
     let serial = error_of(&b, false);
     assert!(serial.contains(&format!("row {at}")), "{serial}");
     assert_eq!(error_of(&b, true), serial);
 }
 
-/// `b` with column `name` replaced by the strings `values`.
-fn with_column(b: &RecordBatch, name: &str, values: Vec<&str>) -> RecordBatch {
+/// `b` with column `name` replaced by `array`.
+fn with_array(b: &RecordBatch, name: &str, array: ArrayRef) -> RecordBatch {
     let schema = b.schema();
     let columns: Vec<(&str, ArrayRef)> = schema
         .fields()
         .iter()
         .zip(b.columns())
         .map(|(f, c)| {
-            if f.name() == name {
-                (
-                    name,
-                    Arc::new(StringArray::from(values.clone())) as ArrayRef,
-                )
-            } else {
-                (f.name().as_str(), c.clone())
-            }
+            let c = if f.name() == name { &array } else { c };
+            (f.name().as_str(), c.clone())
         })
         .collect();
     RecordBatch::try_from_iter(columns).unwrap()
+}
+
+/// `b` with column `name` replaced by the strings `values`.
+fn with_column(b: &RecordBatch, name: &str, values: Vec<&str>) -> RecordBatch {
+    with_array(b, name, Arc::new(StringArray::from(values)))
 }
 
 #[test]
@@ -245,21 +227,11 @@ fn a_dictionary_key_out_of_range_late_wins_over_an_earlier_bad_row() {
     // SAFETY: only the row `bad_key` holds a key past the values; the decoder must refuse it
     // rather than read past them (what this test checks), and nothing else reads the array.
     let ops = unsafe { DictionaryArray::<Int32Type>::new_unchecked(keys, values) };
-    let schema = b.schema();
-    let columns: Vec<(&str, ArrayRef)> = schema
-        .fields()
-        .iter()
-        .zip(b.columns())
-        .map(|(f, c)| match f.name().as_str() {
-            "op" => ("op", Arc::new(ops.clone()) as ArrayRef),
-            "cursor" => (
-                "cursor",
-                Arc::new(StringArray::from(vec!["c"; rows])) as ArrayRef,
-            ),
-            name => (name, c.clone()),
-        })
-        .collect();
-    let b = RecordBatch::try_from_iter(columns).unwrap();
+    let b = with_column(
+        &with_array(&b, "op", Arc::new(ops)),
+        "cursor",
+        vec!["c"; rows],
+    );
     let serial = error_of(&b, false);
     assert!(serial.contains("dictionary key 7"), "{serial}");
     assert_eq!(error_of(&b, true), serial);

@@ -444,15 +444,14 @@ fn replay_slices(
     let mut failed: Option<Failure> = None;
     for slice in decoded {
         let (events, brokers) = slice?;
-        let below = match failed {
-            None => usize::MAX,
-            Some(Failure::Broker(b, _)) => b,
-            Some(_) => 0,
-        };
+        check()?;
         // After a broker's failure a later slice may still bring a broker the first pass did not
         // have, which the one-thread path reports first: `replay` checks that before replaying.
-        check()?;
         if !matches!(failed, Some(Failure::Batch(_))) {
+            let below = match failed {
+                Some(Failure::Broker(b, _)) => b,
+                _ => usize::MAX,
+            };
             match replays.replay(&events, brokers, below, check) {
                 Ok(()) => {}
                 Err(Failure::Interrupted(e)) => return Err(e.into()),
