@@ -1,14 +1,19 @@
 //! A replay session that decodes a batch on a second thread, a slice ahead of the replay, gives
 //! what decoding on the feeding thread gives: the same measurements for every design (Belady's two
-//! passes included) and brokers, and the same errors, naming the same row and cursor.
+//! passes included) and brokers, and the same errors, naming the same row and cursor. So does
+//! feeding all the batches of a source in one call (`Session::feed_all`), where the decoding runs
+//! on across the batches: a failed batch is still the last one replayed, and the source's own
+//! error comes after the batches before it.
 
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use ledgercache::config::SettingValue;
-use ledgercache::replay::{Session, DECODE_SLICE_ROWS};
+use ledgercache::replay::{FeedError, Session, DECODE_SLICE_ROWS};
 use ledgercache::workload::{generate, WorkloadSpec};
 use ledgercache::CacheConfig;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 mod support;
 use support::trace_rows::{batch, config, open, read, Row};
@@ -264,4 +269,169 @@ fn a_new_broker_in_the_second_pass_wins_over_an_earlier_broker_failure() {
     let serial = error(false);
     assert!(serial.contains("second pass holds a broker"), "{serial}");
     assert_eq!(error(true), serial);
+}
+
+/// Every run's measurements, as [`replayed`] gives them.
+fn measurements(session: Session) -> Vec<String> {
+    session
+        .finish()
+        .into_iter()
+        .map(|(broker, config, metrics, _)| format!("{broker} {:?} {metrics:?}", config.strategy))
+        .collect()
+}
+
+/// The batches as a source for `feed_all`, and how many it has given so far.
+fn source<'a>(
+    batches: &'a [RecordBatch],
+    taken: &'a AtomicUsize,
+) -> impl FnMut() -> Option<Result<RecordBatch, String>> + Send + 'a {
+    move || {
+        let i = taken.fetch_add(1, Ordering::SeqCst);
+        batches.get(i).cloned().map(Ok)
+    }
+}
+
+/// `whole` cut into batches of odd lengths: one slice and a bit, a short one, two slices, the rest.
+fn cut(whole: &RecordBatch) -> Vec<RecordBatch> {
+    let (mut at, mut parts) = (0, Vec::new());
+    for len in [DECODE_SLICE_ROWS + 17, 5, 1, 2 * DECODE_SLICE_ROWS] {
+        parts.push(whole.slice(at, len));
+        at += len;
+    }
+    parts.push(whole.slice(at, whole.num_rows() - at));
+    parts
+}
+
+#[test]
+fn feeding_all_batches_in_one_call_replays_as_feeding_each() {
+    let parts = cut(&trace());
+    let serial = replayed(&parts, false);
+    for decode_ahead in [true, false] {
+        let mut session = Session::new(configs()).unwrap().decode_ahead(decode_ahead);
+        let taken = AtomicUsize::new(0);
+        session
+            .feed_all(&mut source(&parts, &taken), &mut || Ok(()))
+            .unwrap();
+        assert!(session.needs_second_pass(), "Belady is among the designs");
+        session.start_second_pass();
+        let taken = AtomicUsize::new(0);
+        session
+            .feed_all(&mut source(&parts, &taken), &mut || Ok(()))
+            .unwrap();
+        assert_eq!(measurements(session), serial, "decode_ahead={decode_ahead}");
+    }
+}
+
+/// The error feeding `batches` one by one stops at, and the one `feed_all` ends with (decoding
+/// ahead), with how many batches the source gave it.
+fn errors_feeding_each_and_all(batches: &[RecordBatch]) -> (String, String, usize) {
+    let mut session = Session::new(configs()).unwrap().decode_ahead(false);
+    let each = batches
+        .iter()
+        .find_map(|b| session.feed(b).err())
+        .expect("a batch fails")
+        .to_string();
+    let mut session = Session::new(configs()).unwrap();
+    let taken = AtomicUsize::new(0);
+    let all = match session.feed_all(&mut source(batches, &taken), &mut || Ok(())) {
+        Err(FeedError::Replay(e)) => e.to_string(),
+        other => panic!("expected the replay's error, got {other:?}"),
+    };
+    (each, all, taken.load(Ordering::SeqCst))
+}
+
+/// Three batches of `rows` rows reading cursor "c" (opened at row 0), with a read of an unopened
+/// cursor and unknown ops at the given rows of the whole.
+fn three_batches(
+    rows: usize,
+    unopened: usize,
+    bad_ops: &[(usize, &'static str)],
+) -> Vec<RecordBatch> {
+    let whole = reading_an_unopened_cursor(3 * rows, unopened);
+    let mut ops: Vec<&str> = (0..3 * rows)
+        .map(|i| if i == 0 { "open" } else { "read" })
+        .collect();
+    for &(at, op) in bad_ops {
+        ops[at] = op;
+    }
+    let whole = with_column(&whole, "op", ops);
+    (0..3).map(|i| whole.slice(i * rows, rows)).collect()
+}
+
+#[test]
+fn a_failed_batch_is_the_last_feed_all_replays() {
+    let rows = 3 * DECODE_SLICE_ROWS + 10;
+    // The second batch reads an unopened cursor in its first slice and has an unknown op in its
+    // third; the third batch has an unknown op in its first row. Fed one by one, the second
+    // batch's bad op is the error (a batch is decoded whole before it replays).
+    let bad_op = rows + 2 * DECODE_SLICE_ROWS + 5;
+    let batches = three_batches(rows, rows + 5, &[(bad_op, "fly"), (2 * rows, "swim")]);
+    let (each, all, taken) = errors_feeding_each_and_all(&batches);
+    assert!(each.contains(&format!("row {bad_op}")), "{each}");
+    assert_eq!(all, each);
+    assert!(
+        taken <= 3,
+        "the source was asked past the failed batch's next: {taken}"
+    );
+
+    // A replay error alone in the second batch, and a bad row in the third: the replay error.
+    let batches = three_batches(rows, rows + 9, &[(2 * rows + 3, "swim")]);
+    let (each, all, _) = errors_feeding_each_and_all(&batches);
+    assert!(
+        each.contains(&format!("row {}", rows + 9)) && each.contains("\"stranger\""),
+        "{each}"
+    );
+    assert_eq!(all, each);
+}
+
+#[test]
+fn a_source_error_ends_feed_all_after_the_batches_before_it() {
+    let parts = cut(&trace());
+    let before = &parts[..3];
+    let serial = {
+        let mut session = Session::new(configs()).unwrap().decode_ahead(false);
+        for b in before {
+            session.feed(b).unwrap();
+        }
+        measurements(session)
+    };
+    for decode_ahead in [true, false] {
+        let mut session = Session::new(configs()).unwrap().decode_ahead(decode_ahead);
+        let mut given = before.iter().cloned();
+        let mut failing = move || Some(given.next().ok_or_else(|| "boom".to_string()));
+        match session.feed_all(&mut failing, &mut || Ok(())) {
+            Err(FeedError::Source(e)) => assert_eq!(e, "boom"),
+            other => panic!("expected the source's error, got {other:?}"),
+        }
+        assert_eq!(measurements(session), serial, "decode_ahead={decode_ahead}");
+    }
+}
+
+#[test]
+fn feed_all_checks_for_interrupts_while_the_source_is_slow() {
+    let b = trace().slice(0, 100);
+    let waiting = AtomicBool::new(false);
+    let mut given = 0;
+    // One batch, then a long wait before the end.
+    let mut slow = || {
+        given += 1;
+        if given == 1 {
+            return Some(Ok::<_, String>(b.clone()));
+        }
+        waiting.store(true, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(400));
+        None
+    };
+    let mut session = Session::new(configs()).unwrap();
+    let mut check = || {
+        if waiting.load(Ordering::SeqCst) {
+            Err(ledgercache::Error::Interrupted)
+        } else {
+            Ok(())
+        }
+    };
+    match session.feed_all(&mut slow, &mut check) {
+        Err(FeedError::Replay(ledgercache::Error::Interrupted)) => {}
+        other => panic!("an interrupt while the source was slow ends the feed: {other:?}"),
+    }
 }

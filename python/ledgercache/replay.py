@@ -58,12 +58,12 @@ def run_session(batches: Callable[[], Iterable[pa.RecordBatch]],
     second pass will come (``session.needs_second_pass()``, to keep a copy of a one-shot stream)
     makes the session itself."""
     session = configs if isinstance(configs, ReplaySession) else ReplaySession(configs)
-    for batch in batches():
-        session.feed(batch)
+    # One call for all the batches: decoding ahead, the next batch is taken (and conformed) on
+    # the decoding thread while the engine replays the current one.
+    session.feed_all(batches())
     if session.needs_second_pass():
         session.start_second_pass()
-        for batch in batches():
-            session.feed(batch)
+        session.feed_all(batches())
     return session
 
 

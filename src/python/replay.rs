@@ -4,7 +4,7 @@
 use super::arrow_import::import_exported;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
-use crate::replay::Session;
+use crate::replay::{FeedError, Session};
 use arrow_array::{RecordBatch, StructArray};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
@@ -106,6 +106,36 @@ impl PyReplaySession {
         let batch = import_batch(batch)?;
         self.0.with(py, |s| {
             checking_signals(py, |check| s.feed_checked(&batch, check))
+        })?
+    }
+
+    /// Replays every record batch of an iterable, in order: what `feed` of each would do, with
+    /// the same results and the same error. Decoding ahead, the decoding thread also takes the
+    /// next batch from the iterable (holding the GIL for it) while the engine replays, so the
+    /// source's own work overlaps the replay. An exception the iterable raises is raised as is,
+    /// after the batches before it have been replayed.
+    fn feed_all(&self, py: Python<'_>, batches: &Bound<'_, PyAny>) -> PyResult<()> {
+        let batches = batches.try_iter()?.unbind();
+        self.0.with(py, |s| {
+            let mut next = || {
+                Python::attach(|py| {
+                    let batch = batches.bind(py).clone().next()?;
+                    Some(batch.and_then(|b| import_batch(&b)))
+                })
+            };
+            let mut failed_source = None;
+            let replayed = checking_signals(py, |check| match s.feed_all(&mut next, check) {
+                Ok(()) => Ok(()),
+                Err(FeedError::Replay(e)) => Err(e),
+                Err(FeedError::Source(e)) => {
+                    failed_source = Some(e);
+                    Ok(())
+                }
+            });
+            match failed_source {
+                Some(e) => Err(e),
+                None => replayed,
+            }
         })?
     }
 

@@ -265,9 +265,6 @@ fn new_runs(configs: &[CacheConfig]) -> Result<Vec<Run>> {
         .collect()
 }
 
-/// A slice of a batch, decoded, with the number of brokers the decoder had seen by its end.
-type Decoded = Result<(Vec<Event>, usize)>;
-
 impl Session {
     pub fn new(configs: Vec<CacheConfig>) -> Result<Self> {
         for c in &configs {
@@ -316,38 +313,57 @@ impl Session {
             by_broker: &mut self.by_broker,
             second: self.second,
         };
-        let decoder = &mut self.decoder;
-        let slice_rows = slice_rows(batch);
-        let replayed = if self.decode_ahead && batch.num_rows() > slice_rows {
-            // Decoding it whole finds these before any row's error.
-            TraceDecoder::check_columns(batch)?;
-            std::thread::scope(|scope| {
-                let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Decoded>(1);
-                let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Event>>();
-                std::thread::Builder::new()
-                    .name("ledgercache-decode".into())
-                    .spawn_scoped(scope, move || {
-                        decode_slices(decoder, batch, slice_rows, decoded_tx, spent_rx)
-                    })
-                    .map_err(|e| {
-                        Error::ResourceLimit(format!(
-                            "could not start the trace's decoding thread ({e}): replay with \
-                             decode_ahead off"
-                        ))
-                    })?;
-                // Returning drops the receiver, which stops the decoder at its next slice, so
-                // the scope's join cannot wait for ever on an error.
-                replay_slices(&mut replays, decoded_rx, spent_tx, check)
-            })
+        let replayed = if self.decode_ahead && batch.num_rows() > slice_rows(batch) {
+            let mut once = Some(batch.clone());
+            let mut source = move || once.take().map(Ok::<_, std::convert::Infallible>);
+            match pipeline(&mut self.decoder, &mut replays, &mut source, check) {
+                Ok(()) => Ok(()),
+                Err(Stop::Replay(s)) => Err(s),
+                Err(Stop::Source(never)) => match never {},
+            }
         } else {
             self.events.clear();
-            decoder.decode(batch, &mut self.events)?;
-            let brokers = decoder.brokers().count();
+            self.decoder.decode(batch, &mut self.events)?;
+            let brokers = self.decoder.brokers().count();
             replays
                 .replay(&self.events, brokers, usize::MAX, check)
                 .map_err(Failure::into_stopped)
         };
         replayed.map_err(|s| s.named(&self.decoder.names))
+    }
+
+    /// Feeds every batch `batches` gives, in order, until it gives `None`: what
+    /// [`Session::feed_checked`] of each would do, with the same results and the same error, but
+    /// decoding ahead (when on) runs on across the batches, so the decoder thread also takes the
+    /// next batch from `batches` (and whatever work that is for the source) while the engine
+    /// replays the current one. An error of the source ends the feed as [`FeedError::Source`],
+    /// after every batch before it has been replayed.
+    ///
+    /// As with a feed per batch, a batch that fails is the last one replayed; decoding ahead, the
+    /// source may have given the next batch already.
+    pub fn feed_all<E: Send>(
+        &mut self,
+        batches: &mut Batches<'_, E>,
+        check: &mut dyn FnMut() -> Result<()>,
+    ) -> std::result::Result<(), FeedError<E>> {
+        if !self.decode_ahead {
+            while let Some(batch) = batches() {
+                let batch = batch.map_err(FeedError::Source)?;
+                self.feed_checked(&batch, check)
+                    .map_err(FeedError::Replay)?;
+            }
+            return Ok(());
+        }
+        let mut replays = Replays {
+            configs: &self.configs,
+            runs: &mut self.runs,
+            by_broker: &mut self.by_broker,
+            second: self.second,
+        };
+        pipeline(&mut self.decoder, &mut replays, batches, check).map_err(|stop| match stop {
+            Stop::Source(e) => FeedError::Source(e),
+            Stop::Replay(s) => FeedError::Replay(s.named(&self.decoder.names)),
+        })
     }
 
     pub fn needs_second_pass(&self) -> bool {
@@ -399,52 +415,152 @@ fn slice_rows(batch: &RecordBatch) -> usize {
     DECODE_SLICE_ROWS.max(longest_dictionary.saturating_mul(4))
 }
 
-/// The decoding thread of [`Session::feed_checked`]: decodes `batch` a slice at a time, in order,
-/// into vectors the replay hands back, until the batch ends, a slice fails or the replay stops
-/// listening.
-fn decode_slices(
+/// The batches [`Session::feed_all`] takes: the next one, or its source's error; `None` at the end.
+pub type Batches<'a, E> = dyn FnMut() -> Option<std::result::Result<RecordBatch, E>> + Send + 'a;
+
+/// Why [`Session::feed_all`] ended early.
+#[derive(Debug)]
+pub enum FeedError<E> {
+    /// The batches' source failed (its error, as it came).
+    Source(E),
+    /// A batch could not be replayed.
+    Replay(Error),
+}
+
+/// What the decoding thread hands the replay, in trace order.
+enum Decoded<E> {
+    /// A slice of a batch: its events, the brokers the decoder had seen by its end, and whether
+    /// it ends its batch.
+    Slice(Vec<Event>, usize, bool),
+    /// The batch cannot be decoded (a column, or a row of the slice that would come here).
+    Failed(Error),
+    /// The source failed before the next batch.
+    Source(E),
+}
+
+/// Why [`pipeline`] stopped: the source's error, or the replay's (a cursor still to be named).
+enum Stop<E> {
+    Source(E),
+    Replay(Stopped),
+}
+
+/// How long the replay waits for a slice before it runs the interrupt check, when the source is
+/// slow to give the next batch (a trace generated or read as it goes).
+const CHECK_WHILE_WAITING: Duration = Duration::from_millis(50);
+
+/// Decodes the batches of `batches` on a second thread, a slice at a time, up to two slices ahead
+/// of the replay ([`decode_slices`]), and replays them in order on this one ([`replay_slices`]).
+fn pipeline<E: Send>(
     decoder: &mut TraceDecoder,
-    batch: &RecordBatch,
-    slice_rows: usize,
-    decoded: std::sync::mpsc::SyncSender<Decoded>,
+    replays: &mut Replays<'_>,
+    batches: &mut Batches<'_, E>,
+    check: &mut dyn FnMut() -> Result<()>,
+) -> std::result::Result<(), Stop<E>> {
+    std::thread::scope(|scope| {
+        let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Decoded<E>>(1);
+        let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Event>>();
+        std::thread::Builder::new()
+            .name("ledgercache-decode".into())
+            .spawn_scoped(scope, move || {
+                decode_slices(decoder, batches, decoded_tx, spent_rx)
+            })
+            .map_err(|e| {
+                Stop::Replay(
+                    Error::ResourceLimit(format!(
+                        "could not start the trace's decoding thread ({e}): replay with \
+                         decode_ahead off"
+                    ))
+                    .into(),
+                )
+            })?;
+        // Returning drops the receiver, which stops the decoder at its next slice, so the
+        // scope's join cannot wait for ever on an error.
+        replay_slices(replays, decoded_rx, spent_tx, check)
+    })
+}
+
+/// The decoding thread of [`pipeline`]: takes the batches one by one and decodes each a slice at
+/// a time (see [`slice_rows`]), into vectors the replay hands back, until the batches end, one
+/// fails, or the replay stops listening.
+fn decode_slices<E>(
+    decoder: &mut TraceDecoder,
+    batches: &mut Batches<'_, E>,
+    decoded: std::sync::mpsc::SyncSender<Decoded<E>>,
     spent: std::sync::mpsc::Receiver<Vec<Event>>,
 ) {
-    let rows = batch.num_rows();
-    let mut offset = 0;
-    while offset < rows {
-        let len = slice_rows.min(rows - offset);
-        let mut events = spent.try_recv().unwrap_or_default();
-        events.clear();
-        let slice = decoder
-            .decode(&batch.slice(offset, len), &mut events)
-            .map(|()| (events, decoder.brokers().count()));
-        let failed = slice.is_err();
-        if decoded.send(slice).is_err() || failed {
+    while let Some(batch) = batches() {
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = decoded.send(Decoded::Source(e));
+                return;
+            }
+        };
+        // Decoding the batch whole would find these before any row's error.
+        if let Err(e) = TraceDecoder::check_columns(&batch) {
+            let _ = decoded.send(Decoded::Failed(e));
             return;
         }
-        offset += len;
+        let (rows, slice_rows) = (batch.num_rows(), slice_rows(&batch));
+        let mut offset = 0;
+        while offset < rows {
+            let len = slice_rows.min(rows - offset);
+            let mut events = spent.try_recv().unwrap_or_default();
+            events.clear();
+            let slice = match decoder.decode(&batch.slice(offset, len), &mut events) {
+                Ok(()) => Decoded::Slice(events, decoder.brokers().count(), offset + len == rows),
+                Err(e) => Decoded::Failed(e),
+            };
+            let failed = matches!(slice, Decoded::Failed(_));
+            if decoded.send(slice).is_err() || failed {
+                return;
+            }
+            offset += len;
+        }
     }
 }
 
-/// The replaying side of [`Session::feed_checked`]: replays the slices in the order they were
-/// decoded, and hands their vectors back for the next slices.
+/// The next item from the decoding thread, running `check` while it is slow to come; `None`
+/// when the decoder has finished.
+fn next_decoded<E>(
+    decoded: &std::sync::mpsc::Receiver<Decoded<E>>,
+    check: &mut dyn FnMut() -> Result<()>,
+) -> Result<Option<Decoded<E>>> {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        match decoded.recv_timeout(CHECK_WHILE_WAITING) {
+            Ok(item) => return Ok(Some(item)),
+            Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            Err(RecvTimeoutError::Timeout) => check()?,
+        }
+    }
+}
+
+/// The replaying side of [`pipeline`]: replays the slices in the order they were decoded, and
+/// hands their vectors back for the next slices.
 ///
-/// A failure ends the feed with the error the one-thread path would give, which decodes the whole
+/// A failure ends the feed with the error the one-thread path would give, which decodes a whole
 /// batch before it replays any of it, and replays it broker by broker: so after a failure the rest
-/// of the batch is still decoded (a bad row anywhere wins), and a broker's failure lets the brokers
-/// before it go on replaying (the earliest broker's wins). The batch's column errors were checked
-/// before the first slice. Only an interrupt ends the feed at once, whatever error the rest of the
-/// batch holds.
-fn replay_slices(
+/// of its batch is still decoded (a bad row anywhere in it wins), and a broker's failure lets the
+/// brokers before it go on replaying (the earliest broker's wins). The feed ends with that batch:
+/// the next batches are neither replayed nor looked at. A batch's column errors come before its
+/// first slice, and the source's error after the batches before it. Only an interrupt ends the
+/// feed at once, whatever error the rest of the batch holds.
+fn replay_slices<E>(
     replays: &mut Replays<'_>,
-    decoded: std::sync::mpsc::Receiver<Decoded>,
+    decoded: std::sync::mpsc::Receiver<Decoded<E>>,
     spent: std::sync::mpsc::Sender<Vec<Event>>,
     check: &mut dyn FnMut() -> Result<()>,
-) -> std::result::Result<(), Stopped> {
+) -> std::result::Result<(), Stop<E>> {
+    let interrupted = |e: Error| Stop::Replay(e.into());
     let mut failed: Option<Failure> = None;
-    for slice in decoded {
-        let (events, brokers) = slice?;
-        check()?;
+    while let Some(item) = next_decoded(&decoded, check).map_err(interrupted)? {
+        let (events, brokers, ends_batch) = match item {
+            Decoded::Slice(events, brokers, ends_batch) => (events, brokers, ends_batch),
+            Decoded::Failed(e) => return Err(Stop::Replay(e.into())),
+            Decoded::Source(e) => return Err(Stop::Source(e)),
+        };
+        check().map_err(interrupted)?;
         // After a broker's failure a later slice may still bring a broker the first pass did not
         // have, which the one-thread path reports first: `replay` checks that before replaying.
         if !matches!(failed, Some(Failure::Batch(_))) {
@@ -454,14 +570,20 @@ fn replay_slices(
             };
             match replays.replay(&events, brokers, below, check) {
                 Ok(()) => {}
-                Err(Failure::Interrupted(e)) => return Err(e.into()),
+                Err(Failure::Interrupted(e)) => return Err(interrupted(e)),
                 Err(f) => failed = Some(f),
             }
         }
         // The decoder may have finished already; then the vector is simply dropped.
         let _ = spent.send(events);
+        if ends_batch {
+            if let Some(f) = failed {
+                return Err(Stop::Replay(f.into_stopped()));
+            }
+        }
     }
-    failed.map_or(Ok(()), |f| Err(f.into_stopped()))
+    // A failed batch ends with its last slice, unless the decoder stopped first.
+    failed.map_or(Ok(()), |f| Err(Stop::Replay(f.into_stopped())))
 }
 
 #[cfg(test)]

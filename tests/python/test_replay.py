@@ -112,6 +112,45 @@ def test_memory_model_off_changes_only_peak_retained_bytes():
     assert rows[0]["peak_retained_bytes"] == rows[1]["peak_retained_bytes"] == rows[0]["peak_cache_bytes"]
 
 
+def test_feed_all_replays_as_feeding_each_batch_and_raises_the_sources_own_error():
+    """ReplaySession.feed_all (what lc.replay feeds with) gives what a feed per batch gives; an
+    exception the batches' iterator raises comes out as it was raised, after the batches before
+    it have been replayed; anything but a record batch among them is a TypeError."""
+    t = lc.workload.generate({**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.1}, seed=5)
+    batches = t.to_batches(max_chunksize=5000)
+    assert len(batches) > 3
+    config = lc.CacheConfig(strategy="pip430", cache_size_bytes=4 << 20)
+
+    def results(session: lc._native.ReplaySession) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "replay_seconds"} for r in session.finish()]
+
+    def fed_each(n: int) -> list[dict]:
+        session = lc._native.ReplaySession([config], decode_ahead=False)
+        for b in batches[:n]:
+            session.feed(b)
+        return results(session)
+
+    class SourceFailed(Exception):
+        pass
+
+    def failing():
+        yield from batches[:2]
+        raise SourceFailed("the source broke")
+
+    for decode_ahead in (True, False):
+        whole = lc._native.ReplaySession([config], decode_ahead=decode_ahead)
+        whole.feed_all(iter(batches))
+        assert results(whole) == fed_each(len(batches))
+        session = lc._native.ReplaySession([config], decode_ahead=decode_ahead)
+        with pytest.raises(SourceFailed, match="the source broke"):
+            session.feed_all(failing())
+        assert results(session) == fed_each(2)
+        with pytest.raises(TypeError, match="Arrow record batch"):
+            lc._native.ReplaySession([config], decode_ahead=decode_ahead).feed_all([batches[0], 5])
+    with pytest.raises(TypeError):
+        lc._native.ReplaySession([config]).feed_all(5)
+
+
 def test_decoding_ahead_changes_nothing_but_the_wall_time():
     """A second thread decodes each batch a slice ahead of the replay: every design's results and
     series are those of a replay on the calling thread, a bad row is the same error, and the
