@@ -313,10 +313,13 @@ impl Session {
             by_broker: &mut self.by_broker,
             second: self.second,
         };
-        let replayed = if self.decode_ahead && batch.num_rows() > slice_rows(batch) {
-            let mut once = Some(batch.clone());
-            let mut source = move || once.take().map(Ok::<_, std::convert::Infallible>);
-            match pipeline(&mut self.decoder, &mut replays, &mut source, check) {
+        let mut once = Some(batch.clone());
+        let mut source = move || once.take().map(Ok::<_, std::convert::Infallible>);
+        let ahead = (self.decode_ahead && batch.num_rows() > slice_rows(batch))
+            .then(|| pipeline(&mut self.decoder, &mut replays, &mut source, check))
+            .flatten();
+        let replayed = if let Some(replayed) = ahead {
+            match replayed {
                 Ok(()) => Ok(()),
                 Err(Stop::Replay(s)) => Err(s),
                 Err(Stop::Source(never)) => match never {},
@@ -346,24 +349,26 @@ impl Session {
         batches: &mut Batches<'_, E>,
         check: &mut dyn FnMut() -> Result<()>,
     ) -> std::result::Result<(), FeedError<E>> {
-        if !self.decode_ahead {
-            while let Some(batch) = batches() {
-                let batch = batch.map_err(FeedError::Source)?;
-                self.feed_checked(&batch, check)
-                    .map_err(FeedError::Replay)?;
+        if self.decode_ahead {
+            let mut replays = Replays {
+                configs: &self.configs,
+                runs: &mut self.runs,
+                by_broker: &mut self.by_broker,
+                second: self.second,
+            };
+            if let Some(replayed) = pipeline(&mut self.decoder, &mut replays, batches, check) {
+                return replayed.map_err(|stop| match stop {
+                    Stop::Source(e) => FeedError::Source(e),
+                    Stop::Replay(s) => FeedError::Replay(s.named(&self.decoder.names)),
+                });
             }
-            return Ok(());
         }
-        let mut replays = Replays {
-            configs: &self.configs,
-            runs: &mut self.runs,
-            by_broker: &mut self.by_broker,
-            second: self.second,
-        };
-        pipeline(&mut self.decoder, &mut replays, batches, check).map_err(|stop| match stop {
-            Stop::Source(e) => FeedError::Source(e),
-            Stop::Replay(s) => FeedError::Replay(s.named(&self.decoder.names)),
-        })
+        while let Some(batch) = batches() {
+            let batch = batch.map_err(FeedError::Source)?;
+            self.feed_checked(&batch, check)
+                .map_err(FeedError::Replay)?;
+        }
+        Ok(())
     }
 
     pub fn needs_second_pass(&self) -> bool {
@@ -450,12 +455,14 @@ const CHECK_WHILE_WAITING: Duration = Duration::from_millis(50);
 
 /// Decodes the batches of `batches` on a second thread, a slice at a time, up to two slices ahead
 /// of the replay ([`decode_slices`]), and replays them in order on this one ([`replay_slices`]).
+/// `None` if the OS refuses the thread (at a memory limit, say), before anything was taken from
+/// `batches`: the caller then does the work on its own thread, with the same results.
 fn pipeline<E: Send>(
     decoder: &mut TraceDecoder,
     replays: &mut Replays<'_>,
     batches: &mut Batches<'_, E>,
     check: &mut dyn FnMut() -> Result<()>,
-) -> std::result::Result<(), Stop<E>> {
+) -> Option<std::result::Result<(), Stop<E>>> {
     std::thread::scope(|scope| {
         let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Decoded<E>>(1);
         let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Event>>();
@@ -464,18 +471,10 @@ fn pipeline<E: Send>(
             .spawn_scoped(scope, move || {
                 decode_slices(decoder, batches, decoded_tx, spent_rx)
             })
-            .map_err(|e| {
-                Stop::Replay(
-                    Error::ResourceLimit(format!(
-                        "could not start the trace's decoding thread ({e}): replay with \
-                         decode_ahead off"
-                    ))
-                    .into(),
-                )
-            })?;
+            .ok()?;
         // Returning drops the receiver, which stops the decoder at its next slice, so the
         // scope's join cannot wait for ever on an error.
-        replay_slices(replays, decoded_rx, spent_tx, check)
+        Some(replay_slices(replays, decoded_rx, spent_tx, check))
     })
 }
 
