@@ -8,12 +8,12 @@
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use ledgercache::config::SettingValue;
-use ledgercache::replay::{FeedError, Session, DECODE_SLICE_ROWS};
+use ledgercache::replay::{FeedError, FeedStatus, Session, DECODE_SLICE_ROWS};
 use ledgercache::workload::{generate, WorkloadSpec};
 use ledgercache::CacheConfig;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod support;
 use support::trace_rows::{batch, config, open, read, Row};
@@ -284,8 +284,8 @@ fn measurements(session: Session) -> Vec<String> {
 fn source<'a>(
     batches: &'a [RecordBatch],
     taken: &'a AtomicUsize,
-) -> impl FnMut() -> Option<Result<RecordBatch, String>> + Send + 'a {
-    move || {
+) -> impl FnMut(&FeedStatus) -> Option<Result<RecordBatch, String>> + Send + 'a {
+    move |_| {
         let i = taken.fetch_add(1, Ordering::SeqCst);
         batches.get(i).cloned().map(Ok)
     }
@@ -398,7 +398,8 @@ fn a_source_error_ends_feed_all_after_the_batches_before_it() {
     for decode_ahead in [true, false] {
         let mut session = Session::new(configs()).unwrap().decode_ahead(decode_ahead);
         let mut given = before.iter().cloned();
-        let mut failing = move || Some(given.next().ok_or_else(|| "boom".to_string()));
+        let mut failing =
+            move |_: &FeedStatus| Some(given.next().ok_or_else(|| "boom".to_string()));
         match session.feed_all(&mut failing, &mut || Ok(())) {
             Err(FeedError::Source(e)) => assert_eq!(e, "boom"),
             other => panic!("expected the source's error, got {other:?}"),
@@ -407,21 +408,35 @@ fn a_source_error_ends_feed_all_after_the_batches_before_it() {
     }
 }
 
-#[test]
-fn feed_all_checks_for_interrupts_while_the_source_is_slow() {
-    let b = trace().slice(0, 100);
-    let waiting = AtomicBool::new(false);
-    let mut given = 0;
-    // One batch, then a long wait before the end.
-    let mut slow = || {
-        given += 1;
-        if given == 1 {
-            return Some(Ok::<_, String>(b.clone()));
+/// A source that gives `first`, then waits (up to 20 s) for the feed to stop taking batches,
+/// setting `waiting` while it waits and `saw_stop` if the feed stopped.
+fn waiting_after<'a>(
+    first: RecordBatch,
+    waiting: &'a AtomicBool,
+    saw_stop: &'a AtomicBool,
+) -> impl FnMut(&FeedStatus) -> Option<Result<RecordBatch, String>> + Send + 'a {
+    let mut first = Some(first);
+    move |status| {
+        if let Some(b) = first.take() {
+            return Some(Ok(b));
         }
         waiting.store(true, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(400));
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if status.stopped() {
+                saw_stop.store(true, Ordering::SeqCst);
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         None
-    };
+    }
+}
+
+#[test]
+fn an_interrupt_while_the_source_is_slow_ends_feed_all_at_once() {
+    let (waiting, saw_stop) = (AtomicBool::new(false), AtomicBool::new(false));
+    let mut slow = waiting_after(trace().slice(0, 100), &waiting, &saw_stop);
     let mut session = Session::new(configs()).unwrap();
     let mut check = || {
         if waiting.load(Ordering::SeqCst) {
@@ -430,8 +445,54 @@ fn feed_all_checks_for_interrupts_while_the_source_is_slow() {
             Ok(())
         }
     };
+    let start = Instant::now();
     match session.feed_all(&mut slow, &mut check) {
         Err(FeedError::Replay(ledgercache::Error::Interrupted)) => {}
         other => panic!("an interrupt while the source was slow ends the feed: {other:?}"),
     }
+    // Checked while waiting for the source, and the source was told, so the feed did not wait
+    // for it (20 s).
+    assert!(
+        saw_stop.load(Ordering::SeqCst),
+        "the source was told the feed stopped"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn after_a_failed_batch_the_source_is_not_drained() {
+    let rows = 3 * DECODE_SLICE_ROWS + 10;
+    let failing = reading_an_unopened_cursor(rows, 5);
+    // Batches of no rows send the replay nothing: the decoder must still stop taking them.
+    let taken = AtomicUsize::new(0);
+    let mut endless = |_: &FeedStatus| {
+        let i = taken.fetch_add(1, Ordering::SeqCst);
+        (i < 1_000_000).then(|| {
+            Ok::<_, String>(if i == 0 {
+                failing.clone()
+            } else {
+                failing.slice(0, 0)
+            })
+        })
+    };
+    let mut session = Session::new(configs()).unwrap();
+    match session.feed_all(&mut endless, &mut || Ok(())) {
+        Err(FeedError::Replay(e)) => assert!(e.to_string().contains("\"stranger\""), "{e}"),
+        other => panic!("expected the replay's error, got {other:?}"),
+    }
+    assert!(
+        taken.load(Ordering::SeqCst) < 1_000,
+        "batches taken: {taken:?}"
+    );
+
+    // A source waiting for its next batch after a failed one is told the feed stopped.
+    let (waiting, saw_stop) = (AtomicBool::new(false), AtomicBool::new(false));
+    let mut slow = waiting_after(failing, &waiting, &saw_stop);
+    let mut session = Session::new(configs()).unwrap();
+    assert!(session.feed_all(&mut slow, &mut || Ok(())).is_err());
+    assert!(saw_stop.load(Ordering::SeqCst) || !waiting.load(Ordering::SeqCst));
 }

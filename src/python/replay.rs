@@ -4,11 +4,11 @@
 use super::arrow_import::import_exported;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
-use crate::replay::{FeedError, Session};
+use crate::replay::{FeedError, FeedStatus, Session};
 use arrow_array::{RecordBatch, StructArray};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyIterator};
 
 /// Imports a record batch exported through `__arrow_c_array__` (pyarrow, polars, ...).
 pub(super) fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
@@ -53,36 +53,155 @@ fn checking_signals(
     }
 }
 
+/// A Python iterable of record batches as a source for `Session::feed_all`. Its code runs in
+/// the caller's `contextvars` context, whichever thread takes the next batch.
+///
+/// Decoding ahead, a thread of its own takes the batches, one ahead of the decoder, and the
+/// decoder waits for them while the feed listens: so an interrupt ends the feed even while the
+/// iterable is slow to give a batch (a thread waiting inside the iterable could not be joined
+/// before it returns). That thread ends once the feed is over and its current call returns.
+/// Otherwise the batches are taken on the calling thread, where Ctrl-C reaches the iterable
+/// itself.
+enum PythonBatches {
+    Direct(Py<PyIterator>, CallerContext),
+    Pulled(std::sync::mpsc::Receiver<Option<PyResult<RecordBatch>>>),
+}
+
+/// The caller's `contextvars` context, and the object `next` returns at the end.
+struct CallerContext {
+    context: Py<PyAny>,
+    next: Py<PyAny>,
+    end: Py<PyAny>,
+}
+
+impl CallerContext {
+    fn new(py: Python<'_>) -> PyResult<Self> {
+        let builtins = py.import("builtins")?;
+        Ok(CallerContext {
+            context: py
+                .import("contextvars")?
+                .call_method0("copy_context")?
+                .unbind(),
+            next: builtins.getattr("next")?.unbind(),
+            end: builtins.getattr("object")?.call0()?.unbind(),
+        })
+    }
+
+    /// The iterator's next batch, taken in the caller's context; `None` at its end.
+    fn next_batch(
+        &self,
+        py: Python<'_>,
+        iterator: &Py<PyIterator>,
+    ) -> Option<PyResult<RecordBatch>> {
+        let item = self
+            .context
+            .call_method1(py, "run", (&self.next, iterator, &self.end));
+        match item {
+            Ok(item) if item.is(&self.end) => None,
+            Ok(item) => Some(import_batch(item.bind(py))),
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+impl PythonBatches {
+    fn new(py: Python<'_>, iterator: Py<PyIterator>, pulled: bool) -> PyResult<Self> {
+        let caller = CallerContext::new(py)?;
+        if !pulled {
+            return Ok(PythonBatches::Direct(iterator, caller));
+        }
+        let (batches_tx, batches_rx) = std::sync::mpsc::sync_channel(1);
+        // Handed back if the thread cannot start, to take the batches on the calling thread.
+        let (back_tx, back_rx) = std::sync::mpsc::channel::<(Py<PyIterator>, CallerContext)>();
+        let _ = std::thread::Builder::new()
+            .name("ledgercache-batches".into())
+            .spawn(move || {
+                let Ok((iterator, caller)) = back_rx.recv() else {
+                    return;
+                };
+                loop {
+                    let batch = Python::attach(|py| caller.next_batch(py, &iterator));
+                    let last = !matches!(batch, Some(Ok(_)));
+                    if batches_tx.send(batch).is_err() || last {
+                        break;
+                    }
+                }
+                Python::attach(|_| drop((iterator, caller)));
+            });
+        // If the thread did not start, its end of the channel went with it: the batches are
+        // then taken on the calling thread.
+        match back_tx.send((iterator, caller)) {
+            Ok(()) => Ok(PythonBatches::Pulled(batches_rx)),
+            Err(std::sync::mpsc::SendError((iterator, caller))) => {
+                Ok(PythonBatches::Direct(iterator, caller))
+            }
+        }
+    }
+
+    fn next(&self, status: &FeedStatus) -> Option<PyResult<RecordBatch>> {
+        match self {
+            PythonBatches::Direct(iterator, caller) => {
+                Python::attach(|py| caller.next_batch(py, iterator))
+            }
+            PythonBatches::Pulled(batches) => loop {
+                match batches.recv_timeout(std::time::Duration::from_millis(50)) {
+                    Ok(batch) => return batch,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !status.stopped() => {}
+                    Err(_) => return None,
+                }
+            },
+        }
+    }
+}
+
 /// Replays one broker's trace under several configurations (see `ledgercache.replay`).
 #[pyclass(name = "ReplaySession", module = "ledgercache._native", frozen)]
 pub struct PyReplaySession(UntilFinished<Session>);
 
-/// A core object that a final call consumes; calls after it raise `ClosedError`.
+/// A core object that a final call consumes; calls after it raise `ClosedError`. One call at a
+/// time: a call while another runs (from the batches a feed is taking, or from another thread)
+/// raises `UnsupportedError`, where waiting for the lock while holding the GIL could wait for ever
+/// (the running call needs the GIL for its interrupt checks and its source).
 struct UntilFinished<T> {
     slot: Mutex<Option<T>>,
-    finished: &'static str,
+    /// What the object is, for the errors ("replay session").
+    what: &'static str,
 }
 
 impl<T> UntilFinished<T> {
-    fn new(value: T, finished: &'static str) -> Self {
+    fn new(value: T, what: &'static str) -> Self {
         UntilFinished {
             slot: Mutex::new(Some(value)),
-            finished,
+            what,
         }
     }
 
+    fn lock(&self, py: Python<'_>) -> PyResult<parking_lot::MutexGuard<'_, Option<T>>> {
+        self.slot.try_lock().ok_or_else(|| {
+            raise(
+                py,
+                "UnsupportedError",
+                format!(
+                    "the {} is busy with another call (one at a time: not from the batches it is \
+                     being fed, nor from another thread meanwhile)",
+                    self.what
+                ),
+            )
+        })
+    }
+
     fn closed(&self, py: Python<'_>) -> PyErr {
-        raise(py, "ClosedError", self.finished.into())
+        raise(py, "ClosedError", format!("the {} is finished", self.what))
     }
 
     fn with<R>(&self, py: Python<'_>, f: impl FnOnce(&mut T) -> R) -> PyResult<R> {
-        let mut guard = self.slot.lock();
+        let mut guard = self.lock(py)?;
         let value = guard.as_mut().ok_or_else(|| self.closed(py))?;
         Ok(f(value))
     }
 
     fn take(&self, py: Python<'_>) -> PyResult<T> {
-        self.slot.lock().take().ok_or_else(|| self.closed(py))
+        self.lock(py)?.take().ok_or_else(|| self.closed(py))
     }
 }
 
@@ -96,7 +215,7 @@ impl PyReplaySession {
             .decode_ahead(decode_ahead);
         Ok(PyReplaySession(UntilFinished::new(
             session,
-            "replay session is finished",
+            "replay session",
         )))
     }
 
@@ -110,19 +229,16 @@ impl PyReplaySession {
     }
 
     /// Replays every record batch of an iterable, in order: what `feed` of each would do, with
-    /// the same results and the same error. Decoding ahead, the decoding thread also takes the
-    /// next batch from the iterable (holding the GIL for it) while the engine replays, so the
+    /// the same results and the same error. Decoding ahead, the batches are taken from the
+    /// iterable on another thread (see [`PythonBatches`]) while the engine replays, so the
     /// source's own work overlaps the replay. An exception the iterable raises is raised as is,
     /// after the batches before it have been replayed.
     fn feed_all(&self, py: Python<'_>, batches: &Bound<'_, PyAny>) -> PyResult<()> {
-        let batches = batches.try_iter()?.unbind();
+        let iterator = batches.try_iter()?.unbind();
+        let decode_ahead = self.0.with(py, |s| s.decodes_ahead())?;
+        let source = PythonBatches::new(py, iterator, decode_ahead)?;
         self.0.with(py, |s| {
-            let mut next = || {
-                Python::attach(|py| {
-                    let batch = batches.bind(py).clone().next()?;
-                    Some(batch.and_then(|b| import_batch(&b)))
-                })
-            };
+            let mut next = move |status: &FeedStatus| source.next(status);
             let mut failed_source = None;
             let replayed = checking_signals(py, |check| match s.feed_all(&mut next, check) {
                 Ok(()) => Ok(()),
@@ -196,10 +312,7 @@ pub struct PyRequestRecorder(UntilFinished<crate::replay::RequestRecorder>);
 impl PyRequestRecorder {
     #[new]
     fn new() -> Self {
-        PyRequestRecorder(UntilFinished::new(
-            Default::default(),
-            "recorder is finished",
-        ))
+        PyRequestRecorder(UntilFinished::new(Default::default(), "request recorder"))
     }
 
     fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {

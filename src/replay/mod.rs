@@ -15,6 +15,7 @@ use crate::config::{CacheConfig, Strategy};
 use crate::error::{Error, Result};
 use arrow_array::cast::AsArray;
 use arrow_array::RecordBatch;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use strategy::{belady, CacheStrategy, Legacy, Lru, NoCache, Pip430, Segmented};
 
@@ -314,7 +315,7 @@ impl Session {
             second: self.second,
         };
         let mut once = Some(batch.clone());
-        let mut source = move || once.take().map(Ok::<_, std::convert::Infallible>);
+        let mut source = move |_: &FeedStatus| once.take().map(Ok::<_, std::convert::Infallible>);
         let ahead = (self.decode_ahead && batch.num_rows() > slice_rows(batch))
             .then(|| pipeline(&mut self.decoder, &mut replays, &mut source, check))
             .flatten();
@@ -343,7 +344,10 @@ impl Session {
     /// after every batch before it has been replayed.
     ///
     /// As with a feed per batch, a batch that fails is the last one replayed; decoding ahead, the
-    /// source may have given the next batch already.
+    /// source may have given the next batch already (an error it gave then is not reported).
+    /// Once the feed stops taking batches (a failure, an interrupt), the source is not called
+    /// again, and a call waiting for its next batch sees [`FeedStatus::stopped`]: the feed returns
+    /// when that call does.
     pub fn feed_all<E: Send>(
         &mut self,
         batches: &mut Batches<'_, E>,
@@ -363,12 +367,18 @@ impl Session {
                 });
             }
         }
-        while let Some(batch) = batches() {
+        let status = FeedStatus::default();
+        while let Some(batch) = batches(&status) {
             let batch = batch.map_err(FeedError::Source)?;
             self.feed_checked(&batch, check)
                 .map_err(FeedError::Replay)?;
         }
         Ok(())
+    }
+
+    /// Whether batches are decoded on a second thread ([`Session::decode_ahead`]).
+    pub fn decodes_ahead(&self) -> bool {
+        self.decode_ahead
     }
 
     pub fn needs_second_pass(&self) -> bool {
@@ -421,7 +431,25 @@ fn slice_rows(batch: &RecordBatch) -> usize {
 }
 
 /// The batches [`Session::feed_all`] takes: the next one, or its source's error; `None` at the end.
-pub type Batches<'a, E> = dyn FnMut() -> Option<std::result::Result<RecordBatch, E>> + Send + 'a;
+/// Each call is told whether the feed still takes batches ([`FeedStatus`]).
+pub type Batches<'a, E> =
+    dyn FnMut(&FeedStatus) -> Option<std::result::Result<RecordBatch, E>> + Send + 'a;
+
+/// What [`Session::feed_all`] tells its source at each call: whether the feed has stopped taking
+/// batches (a batch failed, or an interrupt came), so that a source that waits for its next batch
+/// can give up and return `None` instead of holding the feed up.
+#[derive(Debug, Default)]
+pub struct FeedStatus(AtomicBool);
+
+impl FeedStatus {
+    pub fn stopped(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    fn stop(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
 
 /// Why [`Session::feed_all`] ended early.
 #[derive(Debug)]
@@ -463,18 +491,23 @@ fn pipeline<E: Send>(
     batches: &mut Batches<'_, E>,
     check: &mut dyn FnMut() -> Result<()>,
 ) -> Option<std::result::Result<(), Stop<E>>> {
+    let status = FeedStatus::default();
     std::thread::scope(|scope| {
         let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Decoded<E>>(1);
         let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Event>>();
+        let listening = &status;
         std::thread::Builder::new()
             .name("ledgercache-decode".into())
             .spawn_scoped(scope, move || {
-                decode_slices(decoder, batches, decoded_tx, spent_rx)
+                decode_slices(decoder, batches, listening, decoded_tx, spent_rx)
             })
             .ok()?;
-        // Returning drops the receiver, which stops the decoder at its next slice, so the
-        // scope's join cannot wait for ever on an error.
-        Some(replay_slices(replays, decoded_rx, spent_tx, check))
+        let replayed = replay_slices(replays, decoded_rx, spent_tx, check);
+        // The receiver is gone now, which stops the decoder at its next slice, and the status
+        // stops it before its next batch (and tells the source), so that the scope's join does
+        // not wait for the rest of the source.
+        status.stop();
+        Some(replayed)
     })
 }
 
@@ -484,10 +517,12 @@ fn pipeline<E: Send>(
 fn decode_slices<E>(
     decoder: &mut TraceDecoder,
     batches: &mut Batches<'_, E>,
+    status: &FeedStatus,
     decoded: std::sync::mpsc::SyncSender<Decoded<E>>,
     spent: std::sync::mpsc::Receiver<Vec<Event>>,
 ) {
-    while let Some(batch) = batches() {
+    // Checked before each batch as well as at each send: a batch of no rows sends nothing.
+    while let Some(batch) = (!status.stopped()).then(|| batches(status)).flatten() {
         let batch = match batch {
             Ok(b) => b,
             Err(e) => {

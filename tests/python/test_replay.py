@@ -1,5 +1,7 @@
 """lc.replay and lc.trace: formats, errors that name the row, strategies side by side."""
 
+import time
+
 import pyarrow as pa
 import pytest
 
@@ -149,6 +151,58 @@ def test_feed_all_replays_as_feeding_each_batch_and_raises_the_sources_own_error
             lc._native.ReplaySession([config], decode_ahead=decode_ahead).feed_all([batches[0], 5])
     with pytest.raises(TypeError):
         lc._native.ReplaySession([config]).feed_all(5)
+
+
+def test_feed_all_with_a_slow_or_reentrant_source_neither_hangs_nor_loses_its_context():
+    """The iterable fed to feed_all: Ctrl-C ends the feed while the iterable is slow to give a
+    batch (it runs on another thread when decoding ahead); it runs in the caller's contextvars
+    context; a call back into the session from it raises UnsupportedError instead of waiting for
+    ever (the session is busy)."""
+    import contextvars
+    import signal
+
+    t = lc.workload.generate({**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.05}, seed=5)
+    batches = t.to_batches(max_chunksize=5000)
+    config = lc.CacheConfig(strategy="lru", cache_size_bytes=4 << 20)
+    for decode_ahead in (True, False):
+        def slow():
+            yield batches[0]
+            time.sleep(5)
+            yield from batches[1:]
+
+        session = lc._native.ReplaySession([config], decode_ahead=decode_ahead)
+        previous = signal.signal(signal.SIGALRM, signal.default_int_handler)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            start = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                session.feed_all(slow())
+            assert time.monotonic() - start < 2.5, (decode_ahead, time.monotonic() - start)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+        where = contextvars.ContextVar("where", default="unset")
+        where.set("caller")
+        seen = []
+
+        def looking():
+            for b in batches[:2]:
+                seen.append(where.get())
+                yield b
+
+        lc._native.ReplaySession([config], decode_ahead=decode_ahead).feed_all(looking())
+        assert seen == ["caller", "caller"], decode_ahead
+
+        session = lc._native.ReplaySession([config], decode_ahead=decode_ahead)
+
+        def calling_back():
+            yield batches[0]
+            session.needs_second_pass()
+            yield batches[1]
+
+        with pytest.raises(lc.UnsupportedError, match="busy"):
+            session.feed_all(calling_back())
 
 
 def test_decoding_ahead_changes_nothing_but_the_wall_time():
