@@ -144,10 +144,23 @@ impl PythonBatches {
                 Python::attach(|py| caller.next_batch(py, iterator))
             }
             PythonBatches::Pulled(batches) => loop {
+                use std::sync::mpsc::RecvTimeoutError;
                 match batches.recv_timeout(std::time::Duration::from_millis(50)) {
                     Ok(batch) => return batch,
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) if !status.stopped() => {}
-                    Err(_) => return None,
+                    Err(RecvTimeoutError::Timeout) if !status.stopped() => {}
+                    Err(RecvTimeoutError::Timeout) => return None,
+                    // The thread sends the end (or an error) before it goes, and nothing is
+                    // asked after that: gone without it, it failed, and the trace is not over.
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return Some(Err(Python::attach(|py| {
+                            raise(
+                                py,
+                                "LedgerCacheError",
+                                "the thread taking the trace's batches stopped before the end"
+                                    .into(),
+                            )
+                        })))
+                    }
                 }
             },
         }
