@@ -248,9 +248,10 @@ impl PyReplaySession {
     /// after the batches before it have been replayed.
     fn feed_all(&self, py: Python<'_>, batches: &Bound<'_, PyAny>) -> PyResult<()> {
         let iterator = batches.try_iter()?.unbind();
-        let decode_ahead = self.0.with(py, |s| s.decodes_ahead())?;
-        let source = PythonBatches::new(py, iterator, decode_ahead)?;
         self.0.with(py, |s| {
+            // Made with the session in hand: nothing is taken from the iterable for a call that
+            // fails at once (a busy or finished session).
+            let source = PythonBatches::new(py, iterator, s.decodes_ahead())?;
             let mut next = move |status: &FeedStatus| source.next(status);
             let mut failed_source = None;
             let replayed = checking_signals(py, |check| match s.feed_all(&mut next, check) {

@@ -203,6 +203,18 @@ def test_feed_all_with_a_slow_or_reentrant_source_neither_hangs_nor_loses_its_co
 
         with pytest.raises(lc.UnsupportedError, match="busy"):
             session.feed_all(calling_back())
+        # A call that fails at once takes nothing from the iterable (a one-shot stream stays whole).
+        session.finish()
+        taken = []
+
+        def counting():
+            for b in batches:
+                taken.append(b)
+                yield b
+
+        with pytest.raises(lc.ClosedError):
+            session.feed_all(counting())
+        assert taken == []
 
 
 def test_decoding_ahead_changes_nothing_but_the_wall_time():
