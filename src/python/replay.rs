@@ -145,7 +145,7 @@ impl PythonBatches {
             }
             PythonBatches::Pulled(batches) => loop {
                 use std::sync::mpsc::RecvTimeoutError;
-                match batches.recv_timeout(std::time::Duration::from_millis(50)) {
+                match batches.recv_timeout(crate::replay::CHECK_WHILE_WAITING) {
                     Ok(batch) => return batch,
                     Err(RecvTimeoutError::Timeout) if !status.stopped() => {}
                     Err(RecvTimeoutError::Timeout) => return None,

@@ -308,32 +308,15 @@ impl Session {
         batch: &RecordBatch,
         check: &mut dyn FnMut() -> Result<()>,
     ) -> Result<()> {
-        let mut replays = Replays {
-            configs: &self.configs,
-            runs: &mut self.runs,
-            by_broker: &mut self.by_broker,
-            second: self.second,
-        };
+        if !(self.decode_ahead && batch.num_rows() > slice_rows(batch)) {
+            return self.feed_here(batch, check);
+        }
         let mut once = Some(batch.clone());
         let mut source = move |_: &FeedStatus| once.take().map(Ok::<_, std::convert::Infallible>);
-        let ahead = (self.decode_ahead && batch.num_rows() > slice_rows(batch))
-            .then(|| pipeline(&mut self.decoder, &mut replays, &mut source, check))
-            .flatten();
-        let replayed = if let Some(replayed) = ahead {
-            match replayed {
-                Ok(()) => Ok(()),
-                Err(Stop::Replay(s)) => Err(s),
-                Err(Stop::Source(never)) => match never {},
-            }
-        } else {
-            self.events.clear();
-            self.decoder.decode(batch, &mut self.events)?;
-            let brokers = self.decoder.brokers().count();
-            replays
-                .replay(&self.events, brokers, usize::MAX, check)
-                .map_err(Failure::into_stopped)
-        };
-        replayed.map_err(|s| s.named(&self.decoder.names))
+        self.feed_all(&mut source, check).map_err(|e| match e {
+            FeedError::Replay(e) => e,
+            FeedError::Source(never) => match never {},
+        })
     }
 
     /// Feeds every batch `batches` gives, in order, until it gives `None`: what
@@ -354,13 +337,8 @@ impl Session {
         check: &mut dyn FnMut() -> Result<()>,
     ) -> std::result::Result<(), FeedError<E>> {
         if self.decode_ahead {
-            let mut replays = Replays {
-                configs: &self.configs,
-                runs: &mut self.runs,
-                by_broker: &mut self.by_broker,
-                second: self.second,
-            };
-            if let Some(replayed) = pipeline(&mut self.decoder, &mut replays, batches, check) {
+            let (decoder, mut replays) = self.parts();
+            if let Some(replayed) = pipeline(decoder, &mut replays, batches, check) {
                 return replayed.map_err(|stop| match stop {
                     Stop::Source(e) => FeedError::Source(e),
                     Stop::Replay(s) => FeedError::Replay(s.named(&self.decoder.names)),
@@ -370,10 +348,41 @@ impl Session {
         let status = FeedStatus::default();
         while let Some(batch) = batches(&status) {
             let batch = batch.map_err(FeedError::Source)?;
-            self.feed_checked(&batch, check)
-                .map_err(FeedError::Replay)?;
+            self.feed_here(&batch, check).map_err(FeedError::Replay)?;
         }
         Ok(())
+    }
+
+    /// Decodes `batch` whole on this thread, then replays it.
+    fn feed_here(
+        &mut self,
+        batch: &RecordBatch,
+        check: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        let decoded = self.decoder.decode(batch, &mut events);
+        let brokers = self.decoder.brokers().count();
+        let replayed = decoded.map_err(Stopped::from).and_then(|()| {
+            let (_, mut replays) = self.parts();
+            replays
+                .replay(&events, brokers, usize::MAX, check)
+                .map_err(Failure::into_stopped)
+        });
+        self.events = events;
+        replayed.map_err(|s| s.named(&self.decoder.names))
+    }
+
+    /// The decoder, and what replays the events it decodes: apart, so that each can work on
+    /// its own thread.
+    fn parts(&mut self) -> (&mut TraceDecoder, Replays<'_>) {
+        let replays = Replays {
+            configs: &self.configs,
+            runs: &mut self.runs,
+            by_broker: &mut self.by_broker,
+            second: self.second,
+        };
+        (&mut self.decoder, replays)
     }
 
     /// Whether batches are decoded on a second thread ([`Session::decode_ahead`]).
@@ -478,8 +487,9 @@ enum Stop<E> {
 }
 
 /// How long the replay waits for a slice before it runs the interrupt check, when the source is
-/// slow to give the next batch (a trace generated or read as it goes).
-const CHECK_WHILE_WAITING: Duration = Duration::from_millis(50);
+/// slow to give the next batch (a trace generated or read as it goes); also how often a source
+/// that waits should look at [`FeedStatus::stopped`].
+pub const CHECK_WHILE_WAITING: Duration = Duration::from_millis(50);
 
 /// Decodes the batches of `batches` on a second thread, a slice at a time, up to two slices ahead
 /// of the replay ([`decode_slices`]), and replays them in order on this one ([`replay_slices`]).

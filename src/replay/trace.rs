@@ -505,27 +505,16 @@ impl TraceDecoder {
 
     /// Decodes one batch, appending its events to `out`.
     pub fn decode(&mut self, batch: &RecordBatch, out: &mut Vec<Event>) -> Result<()> {
-        let Columns {
-            ts,
-            broker,
-            topic,
-            op,
-            cursor,
-            ledger,
-            entry,
-            count,
-            size,
-            row_numbers,
-            reasons,
-        } = columns(batch)?;
+        let c = columns(batch)?;
         let (ts, ledger, entry, count, size) = (
-            Column::of(&ts),
-            Column::of(&ledger),
-            Column::of(&entry),
-            Column::of(&count),
-            Column::of(&size),
+            Column::of(&c.ts),
+            Column::of(&c.ledger),
+            Column::of(&c.entry),
+            Column::of(&c.count),
+            Column::of(&c.size),
         );
-        let row_numbers = row_numbers.as_ref().map(Column::of);
+        let row_numbers = c.row_numbers.as_ref().map(Column::of);
+        let (broker, topic, op, cursor, reasons) = (c.broker, c.topic, c.op, c.cursor, c.reasons);
         out.reserve(batch.num_rows());
         // Each string column's keys become the ids they decode to, a column at a time, so that the
         // row loop below reads an id per column instead of holding four memos in its registers.
