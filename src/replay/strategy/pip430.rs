@@ -6,10 +6,11 @@ use crate::clock::ManualClock;
 use crate::config::CacheConfig;
 use crate::entry::{CachedEntry, Payload};
 use crate::error::Result;
-use crate::manager::{EntryCache, EntryCacheManager};
+use crate::manager::{EntryCache, EntryCacheManager, HeldCache};
 use crate::position::Position;
 use crate::read_count::ReadCountHandler;
 use crate::read_flow::Invalidation;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 pub struct Pip430 {
@@ -25,6 +26,12 @@ pub struct Pip430 {
     /// copy fewer per hit). Anything else that touches the cache first turns them back into held
     /// copies ([`Pip430::hold_released`]).
     released_early: Vec<EntryKey>,
+    /// Locks of the topic caches that reads and `contains` went to, kept until anything else
+    /// touches the manager (see [`HeldCache`]): between two publishes, the reads of each
+    /// subscription and the memory model's checks lock each cache once, not once per entry.
+    /// Every method but `read`, `end_read` and `contains` lets go of them first
+    /// ([`Pip430::let_go`]); `counters` does so through `&self`, hence the cell.
+    held: RefCell<HeldLocks>,
 }
 
 impl Pip430 {
@@ -38,10 +45,18 @@ impl Pip430 {
             caches: Vec::new(),
             delivered: Vec::new(),
             released_early: Vec::new(),
+            held: RefCell::default(),
         })
     }
 
+    /// Lets go of the locks held for reads, before anything but a read touches the manager.
+    fn let_go(&self) {
+        self.held.borrow_mut().let_go();
+    }
+
+    /// Topic `topic`'s cache, with no lock held for reads: anything may be done with it.
     fn cache(&mut self, topic: u32) -> &Arc<EntryCache> {
+        self.let_go();
         while self.caches.len() <= topic as usize {
             let id = self.caches.len();
             self.caches
@@ -54,6 +69,7 @@ impl Pip430 {
     /// the hits released early give their expected reads back and are held as copies until the
     /// read ends, as `get` leaves them. Each is still cached: only reads ran since it was taken.
     fn hold_released(&mut self) {
+        self.let_go();
         for key in self.released_early.drain(..) {
             if let Some(copy) = self.caches[key.topic as usize].unrelease(key.position) {
                 self.delivered.push(copy);
@@ -65,8 +81,16 @@ impl Pip430 {
         self.clock.advance_to(now_ns);
     }
 
-    pub fn manager(&self) -> &EntryCacheManager {
+    pub fn manager(&mut self) -> &EntryCacheManager {
+        self.let_go();
         &self.manager
+    }
+}
+
+impl Drop for Pip430 {
+    fn drop(&mut self) {
+        // Before the manager, which locks its caches as it goes.
+        self.let_go();
     }
 }
 
@@ -93,7 +117,15 @@ impl CacheStrategy for Pip430 {
 
     fn read(&mut self, now: u64, key: EntryKey) -> bool {
         self.at(now);
-        let hit = self.cache(key.topic).read_released(key.position);
+        if self.caches.len() <= key.topic as usize {
+            // A new cache is made with no lock held, as anywhere else.
+            self.cache(key.topic);
+        }
+        let held = self
+            .held
+            .get_mut()
+            .lock(key.topic, &self.caches[key.topic as usize]);
+        let hit = held.read_released(key.position);
         if hit {
             self.released_early.push(key);
         }
@@ -152,6 +184,7 @@ impl CacheStrategy for Pip430 {
     }
 
     fn counters(&self) -> StrategyCounters {
+        self.let_go();
         let s = self.manager.stats();
         StrategyCounters {
             evicted_entries: s.evicted,
@@ -160,9 +193,40 @@ impl CacheStrategy for Pip430 {
     }
 
     fn contains(&self, key: EntryKey) -> bool {
-        self.caches
-            .get(key.topic as usize)
-            .is_some_and(|c| c.contains(key.position))
+        self.caches.get(key.topic as usize).is_some_and(|cache| {
+            self.held
+                .borrow_mut()
+                .lock(key.topic, cache)
+                .contains(key.position)
+        })
+    }
+}
+
+/// The caches' locks a [`Pip430`] holds for reads, by topic.
+#[derive(Default)]
+struct HeldLocks {
+    by_topic: Vec<Option<HeldCache>>,
+    /// The topics whose locks are held, to let go without a walk over every topic.
+    taken: Vec<u32>,
+}
+
+impl HeldLocks {
+    /// The lock of `topic`'s cache, taken now unless held already.
+    fn lock(&mut self, topic: u32, cache: &EntryCache) -> &mut HeldCache {
+        let t = topic as usize;
+        if self.by_topic.len() <= t {
+            self.by_topic.resize_with(t + 1, || None);
+        }
+        self.by_topic[t].get_or_insert_with(|| {
+            self.taken.push(topic);
+            cache.hold()
+        })
+    }
+
+    fn let_go(&mut self) {
+        for topic in self.taken.drain(..) {
+            self.by_topic[topic as usize] = None;
+        }
     }
 }
 
@@ -221,6 +285,100 @@ mod tests {
             assert_eq!(expected(&mut s, 0), Some(Some(1)), "{what}");
             s.end_read();
             assert_eq!(expected(&mut s, 0), Some(Some(0)), "{what}");
+        }
+    }
+
+    /// What a strategy does, one step of a random sequence: `(op, topic, entry, size, expected)`.
+    type Step = (u8, u32, i64, u32, i32);
+
+    /// Runs `steps` on `s`, letting go of the held locks after each step if `let_go`; returns what
+    /// every step answered.
+    fn answers(s: &mut Pip430, steps: &[Step], let_go: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut now = 0;
+        for &(op, topic, entry, size, expected) in steps {
+            now += 300_000;
+            let key = EntryKey {
+                topic,
+                position: Position::new(1 + entry / 8, entry),
+            };
+            let answer = match op {
+                0 | 1 => {
+                    s.insert(now, key, size, expected);
+                    String::new()
+                }
+                2 => {
+                    s.insert_read(now, key, size, expected);
+                    String::new()
+                }
+                3..=5 => format!("read {}", s.read(now, key)),
+                6 => {
+                    s.end_read();
+                    String::new()
+                }
+                7 => format!("contains {}", s.contains(key)),
+                8 => {
+                    s.tick(now);
+                    format!("cached {}", s.cached_bytes())
+                }
+                9 => {
+                    s.add_expected_read(key);
+                    format!("{:?}", s.counters())
+                }
+                10 => {
+                    s.invalidate(topic, Invalidation::Before(key.position));
+                    String::new()
+                }
+                _ => {
+                    s.on_ledger_deleted(topic, key.position.ledger_id);
+                    String::new()
+                }
+            };
+            out.push(answer);
+            if let_go {
+                s.let_go();
+            }
+        }
+        s.end_read();
+        let stats = s.manager().stats();
+        out.push(format!("{stats:?}"));
+        out
+    }
+
+    fn twin_config() -> CacheConfig {
+        let mut config = CacheConfig::default();
+        for (key, value) in [
+            ("cache_size_bytes", 2_000),
+            ("eviction_time_threshold_ms", 1),
+        ] {
+            config
+                .set(key, crate::config::SettingValue::Int(value))
+                .expect("valid");
+        }
+        config
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Keeping the caches' locks from one read to the next changes no answer (hits, contents,
+        /// evictions, statistics) against a twin that lets go after every step, and no order of
+        /// calls waits for a lock the strategy holds itself (the sequence runs under a deadline).
+        #[test]
+        fn holding_locks_for_reads_changes_nothing(
+            steps in proptest::collection::vec((0u8..12, 0u32..3, 0i64..24, 1u32..400, 0i32..3), 1..120),
+        ) {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let run = steps.clone();
+            std::thread::spawn(move || {
+                let held = answers(&mut Pip430::new(twin_config()).expect("valid"), &run, false);
+                let twin = answers(&mut Pip430::new(twin_config()).expect("valid"), &run, true);
+                let _ = tx.send((held, twin));
+            });
+            let (held, twin) = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .expect("the sequence ends: no step waits for a lock the strategy holds");
+            proptest::prop_assert_eq!(held, twin);
         }
     }
 }
