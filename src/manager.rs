@@ -57,13 +57,38 @@ pub struct EntryCache {
 /// tenth of its time. Every other use of the cache waits while it is held, its holder's own
 /// included (the lock is not reentrant): the holder lets go before it calls anything else of the
 /// manager or of this cache.
-pub(crate) struct HeldCache(ArcMutexGuard<RawMutex, RangeCache>);
+pub(crate) struct HeldCache {
+    cache: Arc<EntryCache>,
+    state: ArcMutexGuard<RawMutex, RangeCache>,
+}
 
 impl HeldCache {
+    /// [`EntryCache::insert_leaving_pass`] under the held lock, of an entry with no bytes (the
+    /// replay's, which are sizes only; a refused payload is then nothing to drop): the manager's
+    /// caches' total size after it if the entry was cached. The caller lets go before the size
+    /// pass ([`EntryCache::finish_insert`]), if it is due ([`EntryCache::pass_due`]).
+    pub(crate) fn insert_sized(
+        &mut self,
+        position: Position,
+        count: ReadCount,
+        size: u32,
+    ) -> Result<Option<u64>> {
+        let cache = &self.cache;
+        let Some(payload) = cache.to_cache(Payload::empty()) else {
+            return Ok(None);
+        };
+        Ok(
+            match cache.insert_under(&mut self.state, position, payload, count, size)? {
+                Some(_refused) => None,
+                None => Some(cache.count_insert(size)),
+            },
+        )
+    }
+
     /// [`EntryCache::get`] with the copy released at once, without making it (the replay's hits,
     /// whose copies nothing reads). True if the entry was cached.
     pub(crate) fn read_released(&mut self, position: Position) -> bool {
-        let state = &mut self.0;
+        let state = &mut self.state;
         let size = state.read_released(position);
         match size {
             Some(size) => state.lookups.hit(size),
@@ -74,7 +99,7 @@ impl HeldCache {
 
     /// [`EntryCache::contains`] under the held lock.
     pub(crate) fn contains(&self, position: Position) -> bool {
-        self.0.contains(position)
+        self.state.contains(position)
     }
 }
 
@@ -614,47 +639,70 @@ impl EntryCache {
         count: ReadCount,
         size: u32,
     ) -> Result<Option<u64>> {
-        let shared = &self.shared;
-        if shared.config.cache_size_bytes == 0 {
+        let Some(payload) = self.to_cache(payload) else {
             return Ok(None);
-        }
-        let payload = if shared.config.copy_entries {
-            payload.deep_copy()
-        } else {
-            payload
         };
-        let refused = {
-            let mut state = self.state.lock();
-            if self.is_closed() {
-                return Err(Error::Closed(format!("entry cache {:?}", self.name)));
-            }
-            match state.insert(position, payload, count, size, shared.clock.now_ns()) {
-                Ok(slot) => {
-                    // Pushed under the cache lock so this cache's items enter the queue in serial
-                    // order.
-                    shared.queue.push(QueueItem {
-                        cache: self.id,
-                        slot,
-                    });
-                    None
-                }
-                Err(payload) => Some(payload),
-            }
-        };
+        let refused = self.insert_under(&mut self.state.lock(), position, payload, count, size)?;
         if let Some(payload) = refused {
             // Dropped here, with the lock let go (see `range_cache::set_aside`).
             drop(payload);
             return Ok(None);
         }
+        Ok(Some(self.count_insert(size)))
+    }
+
+    /// What this cache keeps of an inserted payload: `None` when caching is off, a private copy
+    /// with `copy_entries`.
+    fn to_cache(&self, payload: Payload) -> Option<Payload> {
+        let config = &self.shared.config;
+        if config.cache_size_bytes == 0 {
+            None
+        } else if config.copy_entries {
+            Some(payload.deep_copy())
+        } else {
+            Some(payload)
+        }
+    }
+
+    /// The part of an insert under this cache's lock (`state`): the payload comes back if the
+    /// position is cached already.
+    fn insert_under(
+        &self,
+        state: &mut RangeCache,
+        position: Position,
+        payload: Payload,
+        count: ReadCount,
+        size: u32,
+    ) -> Result<Option<Payload>> {
+        if self.is_closed() {
+            return Err(Error::Closed(format!("entry cache {:?}", self.name)));
+        }
+        let shared = &self.shared;
+        match state.insert(position, payload, count, size, shared.clock.now_ns()) {
+            Ok(slot) => {
+                // Pushed under the cache lock so this cache's items enter the queue in serial
+                // order.
+                shared.queue.push(QueueItem {
+                    cache: self.id,
+                    slot,
+                });
+                Ok(None)
+            }
+            Err(payload) => Ok(Some(payload)),
+        }
+    }
+
+    /// Counts an entry of `size` bytes in the manager's totals; the caches' total size after it.
+    fn count_insert(&self, size: u32) -> u64 {
+        let shared = &self.shared;
         shared.entry_count.fetch_add(1, Ordering::AcqRel);
         let total = shared.size_bytes.fetch_add(size as u64, Ordering::AcqRel) + size as u64;
         shared.counters.inserted.fetch_add(1, Ordering::Relaxed);
-        Ok(Some(total))
+        total
     }
 
     /// Whether an insert that left the manager's caches at `total` bytes (see
     /// [`Self::insert_leaving_pass`]) calls for a size pass.
-    #[cfg(feature = "python")]
     pub(crate) fn pass_due(&self, total: u64) -> bool {
         self.shared.pass_due(total)
     }
@@ -668,9 +716,13 @@ impl EntryCache {
 
     /// The rest of an insert that left the manager's caches at `total` bytes: its size pass, if
     /// due, putting the payloads it evicts in `released` (see [`EntryCacheManager::evict_expired_releasing`]).
-    #[cfg(feature = "python")]
     pub(crate) fn finish_insert_releasing(&self, total: u64, released: &mut Vec<Payload>) {
         self.shared.after_insert(total, released);
+    }
+
+    /// [`Self::finish_insert_releasing`], dropping what the pass evicts.
+    pub(crate) fn finish_insert(&self, total: u64) {
+        released_after(|released| self.finish_insert_releasing(total, released));
     }
 
     /// Caches an entry read from storage unless it is cached already, and returns a reader's copy of
@@ -705,8 +757,11 @@ impl EntryCache {
     }
 
     /// This cache's lock, to keep across a run of reads (see [`HeldCache`]).
-    pub(crate) fn hold(&self) -> HeldCache {
-        HeldCache(self.state.lock_arc())
+    pub(crate) fn hold(self: &Arc<Self>) -> HeldCache {
+        HeldCache {
+            cache: self.clone(),
+            state: self.state.lock_arc(),
+        }
     }
 
     /// Undoes [`HeldCache::read_released`] of a still cached entry: gives its expected read back and

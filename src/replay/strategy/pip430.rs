@@ -6,7 +6,7 @@ use crate::clock::ManualClock;
 use crate::config::CacheConfig;
 use crate::entry::{CachedEntry, Payload};
 use crate::error::Result;
-use crate::manager::{EntryCache, EntryCacheManager, HeldCache};
+use crate::manager::{count_and_size, EntryCache, EntryCacheManager, HeldCache};
 use crate::position::Position;
 use crate::read_count::ReadCountHandler;
 use crate::read_flow::Invalidation;
@@ -65,7 +65,15 @@ impl Pip430 {
         &self.caches[topic as usize]
     }
 
-    /// Before an insert (and its size pass), a tick, an invalidation or an added expected read:
+    /// Makes topic `topic`'s cache if it has none yet, with no lock held, as anywhere else; the
+    /// locks held for reads stay as they are otherwise.
+    fn ensure_cache(&mut self, topic: u32) {
+        if self.caches.len() <= topic as usize {
+            self.cache(topic);
+        }
+    }
+
+    /// Before an insert's size pass, a tick, an invalidation or an added expected read:
     /// the hits released early give their expected reads back and are held as copies until the
     /// read ends, as `get` leaves them. Each is still cached: only reads ran since it was taken.
     fn hold_released(&mut self) {
@@ -96,11 +104,22 @@ impl Drop for Pip430 {
 
 impl CacheStrategy for Pip430 {
     fn insert(&mut self, now: u64, key: EntryKey, size: u32, expected: i32) {
-        self.hold_released();
         self.at(now);
-        let _ = self
-            .cache(key.topic)
-            .insert(key.position, Payload::empty(), expected, Some(size));
+        let Ok((count, size)) = count_and_size(&Payload::empty(), expected, Some(size)) else {
+            return;
+        };
+        self.ensure_cache(key.topic);
+        let cache = &self.caches[key.topic as usize];
+        let held = self.held.get_mut().lock(key.topic, cache);
+        // Under the lock the reads hold: only a size pass needs them let go (and looks at the
+        // hits released early).
+        let Ok(Some(total)) = held.insert_sized(key.position, count, size) else {
+            return;
+        };
+        if cache.pass_due(total) {
+            self.hold_released();
+            self.caches[key.topic as usize].finish_insert(total);
+        }
     }
 
     fn insert_read(&mut self, now: u64, key: EntryKey, size: u32, expected: i32) {
@@ -117,14 +136,9 @@ impl CacheStrategy for Pip430 {
 
     fn read(&mut self, now: u64, key: EntryKey) -> bool {
         self.at(now);
-        if self.caches.len() <= key.topic as usize {
-            // A new cache is made with no lock held, as anywhere else.
-            self.cache(key.topic);
-        }
-        let held = self
-            .held
-            .get_mut()
-            .lock(key.topic, &self.caches[key.topic as usize]);
+        self.ensure_cache(key.topic);
+        let cache = &self.caches[key.topic as usize];
+        let held = self.held.get_mut().lock(key.topic, cache);
         let hit = held.read_released(key.position);
         if hit {
             self.released_early.push(key);
@@ -212,7 +226,7 @@ struct HeldLocks {
 
 impl HeldLocks {
     /// The lock of `topic`'s cache, taken now unless held already.
-    fn lock(&mut self, topic: u32, cache: &EntryCache) -> &mut HeldCache {
+    fn lock(&mut self, topic: u32, cache: &Arc<EntryCache>) -> &mut HeldCache {
         let t = topic as usize;
         if self.by_topic.len() <= t {
             self.by_topic.resize_with(t + 1, || None);
@@ -233,6 +247,7 @@ impl HeldLocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SettingValue;
 
     fn key(entry: i64) -> EntryKey {
         EntryKey {
@@ -267,18 +282,35 @@ mod tests {
         assert_eq!((stats.hits, stats.misses, stats.hit_bytes), (2, 1, 200));
     }
 
+    /// A cache of 200 bytes in which the size pass judges an entry by its expected reads alone
+    /// (no extension for an access), and extends an entry's TTL once.
+    fn judging_by_expected_reads() -> CacheConfig {
+        let mut config = CacheConfig::default();
+        for (key, value) in [
+            ("cache_size_bytes", SettingValue::Int(200)),
+            ("extend_ttl_max_times", SettingValue::Int(1)),
+            ("extend_ttl_of_recently_accessed", SettingValue::Bool(false)),
+        ] {
+            config.set(key, value).expect("valid");
+        }
+        config
+    }
+
+    /// Whatever looks at an entry's expected reads mid-read sees the hit's copy held. An insert
+    /// only does when its size pass runs: this one's pass keeps entry 0 for its expected read
+    /// (it would evict it with the read consumed) and evicts entry 5 instead.
     #[test]
     fn each_touch_of_the_cache_mid_read_holds_the_hits_as_copies() {
         type Touch = fn(&mut Pip430);
         let touches: [(&str, Touch); 5] = [
-            ("insert", |s| s.insert(1, key(5), 10, 0)),
+            ("insert and its size pass", |s| s.insert(1, key(5), 150, 0)),
             ("tick", |s| s.tick(2)),
             ("expected read", |s| s.add_expected_read(key(5))),
             ("invalidate", |s| s.invalidate(0, Invalidation::Nothing)),
             ("ledger deleted", |s| s.on_ledger_deleted(0, 7)),
         ];
         for (what, touch) in touches {
-            let mut s = Pip430::new(CacheConfig::default()).expect("valid config");
+            let mut s = Pip430::new(judging_by_expected_reads()).expect("valid config");
             s.insert(0, key(0), 100, 1);
             assert!(s.read(1, key(0)));
             touch(&mut s);
@@ -286,6 +318,11 @@ mod tests {
             s.end_read();
             assert_eq!(expected(&mut s, 0), Some(Some(0)), "{what}");
         }
+        let mut s = Pip430::new(judging_by_expected_reads()).expect("valid config");
+        s.insert(0, key(0), 100, 1);
+        assert!(s.read(1, key(0)));
+        s.insert(1, key(5), 150, 0);
+        assert_eq!(expected(&mut s, 5), None, "the pass evicted entry 5");
     }
 
     /// What a strategy does, one step of a random sequence: `(op, topic, entry, size, expected)`.
@@ -351,9 +388,7 @@ mod tests {
             ("cache_size_bytes", 2_000),
             ("eviction_time_threshold_ms", 1),
         ] {
-            config
-                .set(key, crate::config::SettingValue::Int(value))
-                .expect("valid");
+            config.set(key, SettingValue::Int(value)).expect("valid");
         }
         config
     }
