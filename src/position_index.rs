@@ -33,8 +33,10 @@ pub struct PositionIndex {
     /// split).
     free_chunk_head: u32,
     by_key: BTreeMap<ChunkKey, u32>,
-    /// The chunk touched last; runs of neighbouring positions skip the tree lookup.
-    last: Cell<Option<(ChunkKey, u32)>>,
+    /// Chunks looked up lately, by the low bits of their key ([`recent_way`]): runs of
+    /// neighbouring positions, and lookups that move among a few places (readers at different
+    /// positions of a ledger, its tail where entries are added), skip the tree lookup.
+    recent: [Cell<Option<(ChunkKey, u32)>>; RECENT],
     len: usize,
     /// Chunks left in the tree with no entries. Removing them one by one would put a tree removal
     /// in the eviction loop every 16 entries; they are swept in bulk instead (see `sweep`).
@@ -50,7 +52,7 @@ impl Default for PositionIndex {
             chunks: Vec::new(),
             free_chunk_head: NO_CHUNK,
             by_key: BTreeMap::new(),
-            last: Cell::new(None),
+            recent: Default::default(),
             len: 0,
             empty_chunks: 0,
             #[cfg(test)]
@@ -63,6 +65,15 @@ impl Default for PositionIndex {
 fn free_chunk(chunks: &mut [Chunk], head: &mut u32, c: u32) {
     chunks[c as usize].slots[0] = *head;
     *head = c;
+}
+
+/// Ways of the cache of recent chunks.
+const RECENT: usize = 8;
+
+/// The way of [`PositionIndex::recent`] that chunk `key` goes to: consecutive chunks of a ledger
+/// go to different ones.
+fn recent_way((ledger_id, chunk_no): ChunkKey) -> usize {
+    (chunk_no ^ ledger_id) as usize & (RECENT - 1)
 }
 
 fn split(p: Position) -> (ChunkKey, usize) {
@@ -82,14 +93,22 @@ impl PositionIndex {
     }
 
     fn chunk_of(&self, key: ChunkKey) -> Option<u32> {
-        if let Some((k, c)) = self.last.get() {
+        let way = &self.recent[recent_way(key)];
+        if let Some((k, c)) = way.get() {
             if k == key {
                 return Some(c);
             }
         }
         let c = *self.by_key.get(&key)?;
-        self.last.set(Some((key, c)));
+        way.set(Some((key, c)));
         Some(c)
+    }
+
+    /// Forgets the chunks looked up lately (their numbers may go to other keys).
+    fn forget_recent(&self) {
+        for way in &self.recent {
+            way.set(None);
+        }
     }
 
     /// The lane of `p` within its chunk (with the chunk, it names the position).
@@ -133,7 +152,7 @@ impl PositionIndex {
                     }
                 };
                 self.by_key.insert(key, c);
-                self.last.set(Some((key, c)));
+                self.recent[recent_way(key)].set(Some((key, c)));
                 self.empty_chunks += 1;
                 c
             }
@@ -188,7 +207,7 @@ impl PositionIndex {
         if self.too_many_empty() {
             self.drop_all_empty();
         }
-        self.last.set(None);
+        self.forget_recent();
     }
 
     /// Drops the run of empty chunks at the low end of the tree, in time proportional to it (plus
