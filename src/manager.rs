@@ -52,14 +52,16 @@ pub struct EntryCache {
     closed: AtomicBool,
 }
 
-/// An entry cache's lock kept by a single-threaded user across a run of reads: the replay holds
-/// the cache it reads from from one hit to the next, since a lock and an unlock per hit were a
-/// tenth of its time. Every other use of the cache waits while it is held, its holder's own
-/// included (the lock is not reentrant): the holder lets go before it calls anything else of the
-/// manager or of this cache.
+/// An entry cache's lock kept across many calls by the only thread that uses its manager: the
+/// replay holds the caches it reads from and inserts into from one call to the next, since a lock
+/// and an unlock per hit were a tenth of its time. Every other use of the cache waits while it is
+/// held, its holder's own included (the lock is not reentrant), so the holder lets go before
+/// anything that locks a cache: a size pass, a tick, an invalidation, statistics. Holding several
+/// caches at once is safe only with no other thread on the manager (see `manager/pass.rs`).
 pub(crate) struct HeldCache {
-    cache: Arc<EntryCache>,
+    // The guard goes first: dropping the last handle of the cache locks it.
     state: ArcMutexGuard<RawMutex, RangeCache>,
+    cache: Arc<EntryCache>,
 }
 
 impl HeldCache {
@@ -759,8 +761,8 @@ impl EntryCache {
     /// This cache's lock, to keep across a run of reads (see [`HeldCache`]).
     pub(crate) fn hold(self: &Arc<Self>) -> HeldCache {
         HeldCache {
-            cache: self.clone(),
             state: self.state.lock_arc(),
+            cache: self.clone(),
         }
     }
 

@@ -10,7 +10,8 @@
 //! or after the table's (`remove_cache`, `stats`, a cache's drop), never a second cache's, and never
 //! wait for the queue while holding one (inserts push without waiting). So the pass lets go of every
 //! cache before it looks in the table, and otherwise waits only for caches, whose holders wait for
-//! nothing the pass holds.
+//! nothing the pass holds. (The replay's `HeldCache`s hold several caches of a manager that no
+//! other thread uses, and let go of them all before a pass.)
 
 use super::{Released, Removed, Shared, SharedRangeCache};
 use crate::range_cache::{set_aside, RangeCache};
