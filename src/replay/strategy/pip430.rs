@@ -279,12 +279,14 @@ mod tests {
         assert_eq!((stats.hits, stats.misses, stats.hit_bytes), (2, 1, 200));
     }
 
-    /// A cache of 200 bytes in which the size pass judges an entry by its expected reads alone
-    /// (no extension for an access), and extends an entry's TTL once.
-    fn judging_by_expected_reads() -> CacheConfig {
+    /// A cache of `bytes` whose passes judge an entry by its expected reads alone (an access
+    /// extends nothing, expected reads once), with a TTL of 1 ms: a pass mid-read tells a hit held
+    /// as a copy from one consumed early.
+    fn judging_by_expected_reads(bytes: i64) -> CacheConfig {
         let mut config = CacheConfig::default();
         for (key, value) in [
-            ("cache_size_bytes", SettingValue::Int(200)),
+            ("cache_size_bytes", SettingValue::Int(bytes)),
+            ("eviction_time_threshold_ms", SettingValue::Int(1)),
             ("extend_ttl_max_times", SettingValue::Int(1)),
             ("extend_ttl_of_recently_accessed", SettingValue::Bool(false)),
         ] {
@@ -307,7 +309,7 @@ mod tests {
             ("ledger deleted", |s| s.on_ledger_deleted(0, 7)),
         ];
         for (what, touch) in touches {
-            let mut s = Pip430::new(judging_by_expected_reads()).expect("valid config");
+            let mut s = Pip430::new(judging_by_expected_reads(200)).expect("valid config");
             s.insert(0, key(0), 100, 1);
             assert!(s.read(1, key(0)));
             touch(&mut s);
@@ -315,7 +317,7 @@ mod tests {
             s.end_read();
             assert_eq!(expected(&mut s, 0), Some(Some(0)), "{what}");
         }
-        let mut s = Pip430::new(judging_by_expected_reads()).expect("valid config");
+        let mut s = Pip430::new(judging_by_expected_reads(200)).expect("valid config");
         s.insert(0, key(0), 100, 1);
         assert!(s.read(1, key(0)));
         s.insert(1, key(5), 150, 0);
@@ -405,20 +407,6 @@ mod tests {
             .expect("returns: no call waits for a lock the strategy holds")
     }
 
-    /// A small cache whose passes judge entries by their expected reads alone (an access extends
-    /// nothing), so that a pass mid-read tells a hit held as a copy from one consumed early.
-    fn twin_config() -> CacheConfig {
-        let mut config = CacheConfig::default();
-        for (key, value) in [
-            ("cache_size_bytes", SettingValue::Int(600)),
-            ("eviction_time_threshold_ms", SettingValue::Int(1)),
-            ("extend_ttl_of_recently_accessed", SettingValue::Bool(false)),
-        ] {
-            config.set(key, value).expect("valid");
-        }
-        config
-    }
-
     proptest::proptest! {
         // Few shrinking steps: a case that hangs costs the whole deadline each.
         #![proptest_config(proptest::prelude::ProptestConfig {
@@ -438,7 +426,7 @@ mod tests {
         ) {
             let [as_is, letting_go, holding_hits] = within_deadline(move || {
                 [Drive::AsIs, Drive::LettingGo, Drive::HoldingHitsBeforeInserts].map(|drive| {
-                    answers(&mut Pip430::new(twin_config()).expect("valid"), &steps, drive)
+                    answers(&mut Pip430::new(judging_by_expected_reads(600)).expect("valid"), &steps, drive)
                 })
             });
             proptest::prop_assert_eq!(&as_is, &letting_go);
