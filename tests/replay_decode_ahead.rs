@@ -484,8 +484,10 @@ fn after_a_failed_batch_the_source_is_not_drained() {
         Err(FeedError::Replay(e)) => assert!(e.to_string().contains("\"stranger\""), "{e}"),
         other => panic!("expected the replay's error, got {other:?}"),
     }
+    // The failed one, one waiting in the channel and one being sent when the replay stopped: the
+    // decoder is never further ahead, however long the replay of the failed batch takes.
     assert!(
-        taken.load(Ordering::SeqCst) < 1_000,
+        taken.load(Ordering::SeqCst) <= 3,
         "batches taken: {taken:?}"
     );
 

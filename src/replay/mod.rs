@@ -546,6 +546,16 @@ fn decode_slices<E>(
             return;
         }
         let (rows, slice_rows) = (batch.num_rows(), slice_rows(&batch));
+        if rows == 0 {
+            // Sent all the same, so that the decoder stays a slice ahead of the replay at most
+            // over a run of empty batches too, rather than taking them as fast as the source
+            // gives them while the replay is busy (with the slice that fails its batch, say).
+            let ends = Decoded::Slice(Vec::new(), decoder.brokers().count(), true);
+            if decoded.send(ends).is_err() {
+                return;
+            }
+            continue;
+        }
         let mut offset = 0;
         while offset < rows {
             let len = slice_rows.min(rows - offset);
