@@ -546,18 +546,12 @@ fn decode_slices<E>(
             return;
         }
         let (rows, slice_rows) = (batch.num_rows(), slice_rows(&batch));
-        if rows == 0 {
-            // Sent all the same, so that the decoder stays a slice ahead of the replay at most
-            // over a run of empty batches too, rather than taking them as fast as the source
-            // gives them while the replay is busy (with the slice that fails its batch, say).
-            let ends = Decoded::Slice(Vec::new(), decoder.brokers().count(), true);
-            if decoded.send(ends).is_err() {
-                return;
-            }
-            continue;
-        }
+        // Every batch sends at least one slice, a batch of no rows an empty one, so that the
+        // decoder stays a slice ahead of the replay at most over a run of empty batches too,
+        // rather than taking them as fast as the source gives them while the replay is busy
+        // (with the slice that fails its batch, say).
         let mut offset = 0;
-        while offset < rows {
+        loop {
             let len = slice_rows.min(rows - offset);
             let mut events = spent.try_recv().unwrap_or_default();
             events.clear();
@@ -570,6 +564,9 @@ fn decode_slices<E>(
                 return;
             }
             offset += len;
+            if offset == rows {
+                break;
+            }
         }
     }
 }

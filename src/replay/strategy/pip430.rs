@@ -67,12 +67,14 @@ impl Pip430 {
         &self.caches[topic as usize]
     }
 
-    /// Makes topic `topic`'s cache if it has none yet, with no lock held, as anywhere else; the
-    /// locks held for reads stay as they are otherwise.
-    fn ensure_cache(&mut self, topic: u32) {
+    /// Topic `topic`'s cache and its lock, taken now unless held already. The other locks held
+    /// stay as they are, unless the cache is new: it is made with none held, as anywhere else.
+    fn held_cache(&mut self, topic: u32) -> (&Arc<EntryCache>, &mut HeldCache) {
         if self.caches.len() <= topic as usize {
             self.cache(topic);
         }
+        let cache = &self.caches[topic as usize];
+        (cache, self.held.get_mut().lock(topic, cache))
     }
 
     /// Before an insert's size pass, a tick, an invalidation or an added expected read:
@@ -105,9 +107,7 @@ impl CacheStrategy for Pip430 {
         let Ok((count, size)) = count_and_size(&Payload::empty(), expected, Some(size)) else {
             return;
         };
-        self.ensure_cache(key.topic);
-        let cache = &self.caches[key.topic as usize];
-        let held = self.held.get_mut().lock(key.topic, cache);
+        let (cache, held) = self.held_cache(key.topic);
         // Under the lock the reads hold: only a size pass needs them let go (and looks at the
         // hits released early).
         let Ok(Some(total)) = held.insert_sized(key.position, count, size) else {
@@ -133,9 +133,7 @@ impl CacheStrategy for Pip430 {
 
     fn read(&mut self, now: u64, key: EntryKey) -> bool {
         self.at(now);
-        self.ensure_cache(key.topic);
-        let cache = &self.caches[key.topic as usize];
-        let held = self.held.get_mut().lock(key.topic, cache);
+        let (_, held) = self.held_cache(key.topic);
         let hit = held.read_released(key.position);
         if hit {
             self.released_early.push(key);
