@@ -17,9 +17,6 @@ type ChunkKey = (i64, i64);
 struct Chunk {
     slots: [u32; LANES],
     occupied: u16,
-    /// Which positions the chunk covers, so that a slot names its position by (chunk, lane) and
-    /// need not store it (16 bytes an entry, against 16 bytes a chunk here).
-    key: ChunkKey,
 }
 
 /// The end of the chunk free list.
@@ -116,19 +113,13 @@ impl PositionIndex {
         split(p).1 as u8
     }
 
-    /// The position at `lane` of chunk `c` (as returned by `insert`).
-    pub fn position_at(&self, c: u32, lane: u8) -> Position {
-        let (ledger_id, chunk_no) = self.chunks[c as usize].key;
-        Position::new(ledger_id, (chunk_no << SHIFT) | i64::from(lane))
-    }
-
     pub fn get(&self, p: Position) -> Option<u32> {
         let (key, lane) = split(p);
         let chunk = &self.chunks[self.chunk_of(key)? as usize];
         (chunk.occupied & (1 << lane) != 0).then(|| chunk.slots[lane])
     }
 
-    /// Maps `p` to `slot`; returns the chunk that holds it (a handle for [`Self::remove_in`]), or
+    /// Maps `p` to `slot`; returns the chunk that holds it (a handle for [`Self::remove_lane`]), or
     /// `None` (and no change) if `p` is already present.
     pub fn insert(&mut self, p: Position, slot: u32) -> Option<u32> {
         let (key, lane) = split(p);
@@ -138,7 +129,6 @@ impl PositionIndex {
                 let empty = Chunk {
                     slots: [0; LANES],
                     occupied: 0,
-                    key,
                 };
                 let c = match self.free_chunk_head {
                     NO_CHUNK => {
@@ -171,13 +161,17 @@ impl PositionIndex {
     }
 
     pub fn remove(&mut self, p: Position) -> Option<u32> {
-        let c = self.chunk_of(split(p).0)?;
-        self.remove_in(p, c)
+        let (key, lane) = split(p);
+        let c = self.chunk_of(key)?;
+        self.remove_lane(c, lane as u8)
     }
 
-    /// Removes `p` from chunk `c` (as returned by `insert`), skipping the tree lookup.
-    pub fn remove_in(&mut self, p: Position, c: u32) -> Option<u32> {
-        let lane = split(p).1;
+    /// Removes the position at `lane` of chunk `c` (as returned by `insert` and `lane_of`),
+    /// skipping the tree lookup: what eviction does per entry, so it is inline and its rare
+    /// part (a chunk left empty) is not.
+    #[inline]
+    pub fn remove_lane(&mut self, c: u32, lane: u8) -> Option<u32> {
+        let lane = lane as usize;
         let chunk = &mut self.chunks[c as usize];
         if chunk.occupied & (1 << lane) == 0 {
             return None;
@@ -186,12 +180,20 @@ impl PositionIndex {
         let slot = chunk.slots[lane];
         self.len -= 1;
         if chunk.occupied == 0 {
-            self.empty_chunks += 1;
-            if self.too_many_empty() {
-                self.sweep();
-            }
+            self.chunk_emptied();
         }
         Some(slot)
+    }
+
+    /// Counts a chunk left with no entries, and sweeps if they are too many (one removal in 16
+    /// at most, hence out of line).
+    #[cold]
+    #[inline(never)]
+    fn chunk_emptied(&mut self) {
+        self.empty_chunks += 1;
+        if self.too_many_empty() {
+            self.sweep();
+        }
     }
 
     /// Whether the empty chunks left in the tree are many enough to drop: more than 64, and more

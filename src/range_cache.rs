@@ -80,6 +80,7 @@ impl Slot {
 /// Python object's needs the GIL, and so does pyarrow's release of a buffer that wraps a Python
 /// object. A thread holding the GIL may itself be waiting for this cache's lock (`get`), so such a
 /// release under the lock would wait for ever.
+#[inline(always)]
 pub(crate) fn set_aside(payload: Payload, released: &mut Vec<Payload>) {
     if payload.is_foreign() {
         released.push(payload);
@@ -188,7 +189,7 @@ impl RangeCache {
     }
 
     /// The accounted size of the entry in slot `n`.
-    #[inline]
+    #[inline(always)]
     fn size_of(&self, n: u32) -> u32 {
         let slot = &self.slots[n as usize];
         if slot.state & SIZE_ASIDE != 0 {
@@ -293,8 +294,7 @@ impl RangeCache {
         debug_assert!(slot.is_live());
         let payload = slot.vacate();
         let (lane, chunk) = (slot.lane(), slot.chunk);
-        let position = self.index.position_at(chunk, lane);
-        self.index.remove_in(position, chunk);
+        self.index.remove_lane(chunk, lane);
         self.size_bytes -= size as u64;
         (size, payload)
     }
