@@ -15,6 +15,7 @@ use crate::position::Position;
 use crate::position_index::PositionIndex;
 use crate::prefetch::prefetch;
 use crate::read_count::ReadCount;
+use crate::removal_queue::EvictionResult;
 use crate::stats::Lookups;
 
 /// A cached entry and the removal queue's bookkeeping for it, in 32 bytes: its position is not
@@ -36,6 +37,16 @@ pub(crate) struct Slot {
     /// [`LIVE`], [`TOMBSTONE`] or neither (free), [`SIZE_ASIDE`], and the position's lane in
     /// `chunk` (the low 4 bits).
     state: u8,
+}
+
+/// What the evictor's visit of a slot came to (see [`RangeCache::visit`]).
+pub(crate) enum Visit {
+    /// No live entry: a tombstone, now freed.
+    Stale,
+    /// The entry stays: [`EvictionResult::Requeue`] or [`EvictionResult::Stop`].
+    Kept(EvictionResult),
+    /// The entry was removed: its size, and its payload for [`set_aside`].
+    Removed(u32, Payload),
 }
 
 /// Holds a cached entry.
@@ -71,6 +82,37 @@ impl Slot {
     pub fn has_expected_reads(&self) -> bool {
         self.read_count.has_expected_reads()
     }
+
+    /// The accounted size of the entry in this slot, number `n` of a cache whose sizes set aside
+    /// are `aside`.
+    #[inline(always)]
+    fn size(&self, n: u32, aside: &Pages<u32>) -> u32 {
+        if self.state & SIZE_ASIDE != 0 {
+            aside[n as usize]
+        } else {
+            self.payload.carried_size()
+        }
+    }
+}
+
+/// Takes the entry out of live `slot`, number `n` of a cache whose parts are the rest: out of its
+/// `index` and its `size_bytes`; returns the entry's size and payload. The caller gives the slot its
+/// next state (free or tombstone). The cache's parts rather than the cache, so that the evictor's
+/// visit, which holds the slot already, does not look it up again.
+#[inline(always)]
+fn take_entry(
+    slot: &mut Slot,
+    n: u32,
+    aside: &Pages<u32>,
+    index: &mut PositionIndex,
+    size_bytes: &mut u64,
+) -> (u32, Payload) {
+    debug_assert!(slot.is_live());
+    let size = slot.size(n, aside);
+    let payload = slot.vacate();
+    index.remove_lane(slot.chunk, slot.lane());
+    *size_bytes -= u64::from(size);
+    (size, payload)
 }
 
 /// Where a payload removed under a cache's lock goes: an external buffer into `released`, which
@@ -191,12 +233,7 @@ impl RangeCache {
     /// The accounted size of the entry in slot `n`.
     #[inline(always)]
     fn size_of(&self, n: u32) -> u32 {
-        let slot = &self.slots[n as usize];
-        if slot.state & SIZE_ASIDE != 0 {
-            self.sizes_aside[n as usize]
-        } else {
-            slot.payload.carried_size()
-        }
+        self.slots[n as usize].size(n, &self.sizes_aside)
     }
 
     fn copy_for_reader(&mut self, n: u32, position: Position) -> CachedEntry {
@@ -260,49 +297,47 @@ impl RangeCache {
         self.index.get(p).map(|n| &mut self.slots[n as usize])
     }
 
-    /// The live entry in the slot a queue item names; `None` for a tombstone, which
-    /// [`Self::free_tombstone`] then frees.
+    /// The evictor's visit of slot `n`, whose queue item has reached the head of the removal
+    /// queue: a tombstone is freed; a live entry is judged by `judge` (which may mark it, as a
+    /// requeue does), and on [`EvictionResult::Remove`] taken out and its slot freed. One slab
+    /// lookup serves all of it: this is the eviction loop's work per entry.
     #[inline]
-    pub fn live_slot_mut(&mut self, n: u32) -> Option<&mut Slot> {
-        self.slots.get_mut(n as usize).filter(|s| s.is_live())
-    }
-
-    /// Frees slot `n` if it is a tombstone (its queue item has reached the head).
-    pub fn free_tombstone(&mut self, n: u32) {
-        if self.slots.get(n as usize).is_some_and(Slot::is_tombstone) {
-            self.tombstones -= 1;
-            self.free(n);
+    pub fn visit(&mut self, n: u32, judge: impl FnOnce(&mut Slot) -> EvictionResult) -> Visit {
+        let Some(slot) = self.slots.get_mut(n as usize) else {
+            return Visit::Stale;
+        };
+        if !slot.is_live() {
+            if slot.is_tombstone() {
+                self.tombstones -= 1;
+                self.free(n);
+            }
+            return Visit::Stale;
         }
-    }
-
-    /// Removes the entry in slot `n` (which must be live) at the head of the removal queue, and
-    /// frees the slot; returns the entry's size and its payload, for the caller to drop or set
-    /// aside (see [`set_aside`]).
-    #[inline]
-    pub fn remove_slot(&mut self, n: u32) -> (u32, Payload) {
-        let removed = self.take_entry(n);
+        match judge(slot) {
+            EvictionResult::Remove => {}
+            kept => return Visit::Kept(kept),
+        }
+        let (size, payload) = take_entry(
+            slot,
+            n,
+            &self.sizes_aside,
+            &mut self.index,
+            &mut self.size_bytes,
+        );
         self.free(n);
-        removed
-    }
-
-    /// Takes the entry out of live slot `n`: index, size and payload. The caller gives the slot its
-    /// next state (free or tombstone).
-    #[inline]
-    fn take_entry(&mut self, n: u32) -> (u32, Payload) {
-        let size = self.size_of(n);
-        let slot = &mut self.slots[n as usize];
-        debug_assert!(slot.is_live());
-        let payload = slot.vacate();
-        let (lane, chunk) = (slot.lane(), slot.chunk);
-        self.index.remove_lane(chunk, lane);
-        self.size_bytes -= size as u64;
-        (size, payload)
+        Visit::Removed(size, payload)
     }
 
     /// Removes the entry in live slot `n` before its queue item reaches the head: the slot stays a
     /// tombstone until then. Its payload goes to [`set_aside`].
     fn remove_early(&mut self, n: u32, released: &mut Vec<Payload>) -> u32 {
-        let (size, payload) = self.take_entry(n);
+        let (size, payload) = take_entry(
+            &mut self.slots[n as usize],
+            n,
+            &self.sizes_aside,
+            &mut self.index,
+            &mut self.size_bytes,
+        );
         set_aside(payload, released);
         self.slots[n as usize].state = TOMBSTONE;
         self.tombstones += 1;
@@ -430,12 +465,12 @@ const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 mod tests {
     use super::*;
 
-    /// However an entry leaves (eviction's `remove_slot`, `remove_range`, `clear`), the slot's
+    /// However an entry leaves (eviction's `visit`, `remove_range`, `clear`), the slot's
     /// handle on a count that readers' copies share goes with it, and the copies keep counting.
     #[test]
     fn a_removed_entry_leaves_its_shared_count_to_the_copies_out() {
         let p = |e| Position::new(1, e);
-        for how in ["remove_slot", "remove_range", "clear"] {
+        for how in ["visit", "remove_range", "clear"] {
             let mut cache = RangeCache::default();
             let mut released = Vec::new();
             let n = cache
@@ -445,7 +480,10 @@ mod tests {
             let handle = copy.read_count_handler().unwrap();
             assert!(!handle.is_only_handle(), "the slot shares it");
             match how {
-                "remove_slot" => drop(cache.remove_slot(n)),
+                "visit" => assert!(matches!(
+                    cache.visit(n, |_| EvictionResult::Remove),
+                    Visit::Removed(0, _)
+                )),
                 "remove_range" => {
                     assert_eq!(cache.remove_range(p(0), p(0), true, &mut released), (1, 0))
                 }

@@ -14,7 +14,7 @@
 //! other thread uses, and let go of them all before a pass.)
 
 use super::{Released, Removed, Shared, SharedRangeCache};
-use crate::range_cache::{set_aside, RangeCache};
+use crate::range_cache::{set_aside, RangeCache, Visit};
 use crate::removal_queue::{
     mark_requeued, EvictionPolicy, EvictionResult, Evictor, Pass, QueueItem, Requeues, LOOKAHEAD,
     MAX_RUN,
@@ -184,28 +184,32 @@ impl Shared {
                             c.prefetch_dependents(near.slot);
                         }
                     }
-                    let Some(slot) = cache.live_slot_mut(item.slot) else {
-                        cache.free_tombstone(item.slot);
-                        if cache.is_drained() {
-                            drained.push(id);
+                    let judged = cache.visit(item.slot, |slot| {
+                        let decided =
+                            policy.decide(pass, slot, freed + run_freed, requeues.allowed());
+                        if decided == EvictionResult::Requeue {
+                            mark_requeued(slot, now);
                         }
-                        continue;
-                    };
-                    match policy.decide(pass, slot, freed + run_freed, requeues.allowed()) {
-                        EvictionResult::Remove => {
-                            let (size, payload) = cache.remove_slot(item.slot);
+                        decided
+                    });
+                    match judged {
+                        Visit::Stale => {
+                            if cache.is_drained() {
+                                drained.push(id);
+                            }
+                        }
+                        Visit::Removed(size, payload) => {
                             // Owned bytes are freed on the spot, while their header is in cache;
                             // external buffers go back, to be released with no lock held.
                             set_aside(payload, released);
                             run_removed += 1;
                             run_freed += u64::from(size);
                         }
-                        EvictionResult::Requeue => {
-                            mark_requeued(slot, now);
+                        Visit::Kept(EvictionResult::Requeue) => {
                             requeues.push(item);
                             requeued += 1;
                         }
-                        EvictionResult::Stop => {
+                        Visit::Kept(_) => {
                             handled = k;
                             break;
                         }
