@@ -72,16 +72,33 @@ where
     F: Send + FnOnce(&mut Vec<Payload>) -> T,
     T: Send,
 {
-    let mut released = Vec::new();
+    // Taken, not borrowed: a release that runs Python code which evicts again on this thread
+    // finds an empty buffer and grows its own.
+    let mut released = RELEASED.take();
     let out = py.detach(|| evict(&mut released));
-    release_evicted(py, released);
+    release_evicted(py, &mut released);
+    if released.capacity() <= KEPT_RELEASED {
+        RELEASED.set(released);
+    }
     out
 }
 
+thread_local! {
+    /// The buffer of [`detached_releasing`], empty between calls but with its capacity: a pass
+    /// that evicts many entries would otherwise grow a fresh one by doubling every time, copying
+    /// it and faulting in new pages (about 4 ns an evicted entry, 5% of a pass over a million
+    /// `bytes`).
+    static RELEASED: std::cell::Cell<Vec<Payload>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The largest buffer kept for the next pass: 2^20 payloads, 8 MiB a thread.
+const KEPT_RELEASED: usize = 1 << 20;
+
 /// Drops payloads an eviction pass handed back, holding the GIL, so that each `bytes` is released
 /// directly rather than through PyO3's deferred pool. The objects are cold by now, so the loop
-/// fetches a payload's header, then the object it holds, a few payloads ahead of the drop.
-fn release_evicted(_py: Python<'_>, mut released: Vec<Payload>) {
+/// fetches a payload's header, then the object it holds, a few payloads ahead of the drop. Leaves
+/// `released` empty, with its capacity.
+fn release_evicted(_py: Python<'_>, released: &mut Vec<Payload>) {
     const HEADER_AHEAD: usize = 16;
     const OBJECT_AHEAD: usize = 8;
     for i in 0..released.len() {
@@ -99,6 +116,7 @@ fn release_evicted(_py: Python<'_>, mut released: Vec<Payload>) {
         }
         drop(std::mem::take(&mut released[i]));
     }
+    released.clear();
 }
 
 pub fn payload_to_py(py: Python<'_>, payload: &Payload) -> Py<PyAny> {
