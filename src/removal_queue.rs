@@ -198,7 +198,7 @@ fn move_ingested(ingest: &Injector<QueueItem>, staged: &mut Staged) -> usize {
 pub(crate) const MAX_RUN: usize = 256;
 
 /// How many items after a run its visitor also sees, to prefetch what they will touch.
-pub(crate) const LOOKAHEAD: usize = 16;
+pub(crate) const LOOKAHEAD: usize = 32;
 
 /// A pass's allowance of requeues, and the items requeued during the current run (they go to the
 /// tail when the run ends).

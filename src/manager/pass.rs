@@ -24,9 +24,11 @@ use std::cell::OnceCell;
 use std::sync::atomic::Ordering;
 
 /// How far ahead the evictor prefetches: the slot at the far distance, what the slot points to at
-/// the near one (by then the slot is in cache).
+/// the near one (by then the slot is in cache). Measured (benches/eviction.rs' scenario, one topic
+/// and 100): 32/10 beat 16/6 and 24/8 by 5-10% on one topic and matched them on 100; 64/24 lost on
+/// 100 topics.
 const LOOKAHEAD_FAR: usize = LOOKAHEAD;
-const LOOKAHEAD_NEAR: usize = 6;
+const LOOKAHEAD_NEAR: usize = 10;
 
 /// Each cache of the table a pass started with, looked up in the table the first time the pass
 /// meets it: moving from one cache to another is then no table lookup and no reference-count
