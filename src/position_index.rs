@@ -108,7 +108,7 @@ impl PositionIndex {
         }
     }
 
-    /// The lane of `p` within its chunk (with the chunk, it names the position).
+    /// The lane of `p` within its chunk (with the chunk, it is the position's place in the index).
     pub fn lane_of(p: Position) -> u8 {
         split(p).1 as u8
     }
@@ -119,8 +119,9 @@ impl PositionIndex {
         (chunk.occupied & (1 << lane) != 0).then(|| chunk.slots[lane])
     }
 
-    /// Maps `p` to `slot`; returns the chunk that holds it (a handle for [`Self::remove_lane`]), or
-    /// `None` (and no change) if `p` is already present.
+    /// Maps `p` to `slot`; returns the number of the chunk that holds it (with [`Self::lane_of`],
+    /// where a removal finds it without a tree lookup), or `None` (and no change) if `p` is
+    /// already present.
     pub fn insert(&mut self, p: Position, slot: u32) -> Option<u32> {
         let (key, lane) = split(p);
         let c = match self.chunk_of(key) {
@@ -170,8 +171,12 @@ impl PositionIndex {
     /// skipping the tree lookup: what eviction does per entry, so it is inline and its rare
     /// part (a chunk left empty) is not.
     #[inline]
-    pub fn remove_lane(&mut self, c: u32, lane: u8) -> Option<u32> {
+    pub(crate) fn remove_lane(&mut self, c: u32, lane: u8) -> Option<u32> {
         let lane = lane as usize;
+        debug_assert!(
+            lane < LANES,
+            "lanes are the low {SHIFT} bits of an entry id"
+        );
         let chunk = &mut self.chunks[c as usize];
         if chunk.occupied & (1 << lane) == 0 {
             return None;
@@ -185,8 +190,8 @@ impl PositionIndex {
         Some(slot)
     }
 
-    /// Counts a chunk left with no entries, and sweeps if they are too many (one removal in 16
-    /// at most, hence out of line).
+    /// Counts a chunk left with no entries, and sweeps if they are too many. Out of line: where
+    /// entries are cached in runs (the common case) one removal in 16 comes here.
     #[cold]
     #[inline(never)]
     fn chunk_emptied(&mut self) {

@@ -19,8 +19,9 @@ use crate::removal_queue::EvictionResult;
 use crate::stats::Lookups;
 
 /// A cached entry and the removal queue's bookkeeping for it, in 32 bytes: its position is not
-/// stored but named by (index chunk, lane), and its size is carried by the payload word (see
-/// [`SizedPayload`]), since every slot is per-entry memory.
+/// stored (the slot's (index chunk, lane) finds its place in the index, which is all a removal
+/// needs), and its size is carried by the payload word (see [`SizedPayload`]), since every slot is
+/// per-entry memory.
 #[derive(Debug)]
 pub(crate) struct Slot {
     payload: SizedPayload,
@@ -43,8 +44,10 @@ pub(crate) struct Slot {
 pub(crate) enum Visit {
     /// No live entry: a tombstone, now freed.
     Stale,
-    /// The entry stays: [`EvictionResult::Requeue`] or [`EvictionResult::Stop`].
-    Kept(EvictionResult),
+    /// The entry stays, requeued (the judge marked it).
+    Requeued,
+    /// The entry stays, and the pass ends here.
+    Stopped,
     /// The entry was removed: its size, and its payload for [`set_aside`].
     Removed(u32, Payload),
 }
@@ -300,7 +303,8 @@ impl RangeCache {
     /// The evictor's visit of slot `n`, whose queue item has reached the head of the removal
     /// queue: a tombstone is freed; a live entry is judged by `judge` (which may mark it, as a
     /// requeue does), and on [`EvictionResult::Remove`] taken out and its slot freed. One slab
-    /// lookup serves all of it: this is the eviction loop's work per entry.
+    /// lookup serves the check, the judging and the taking out: this is the eviction loop's work
+    /// per entry.
     #[inline]
     pub fn visit(&mut self, n: u32, judge: impl FnOnce(&mut Slot) -> EvictionResult) -> Visit {
         let Some(slot) = self.slots.get_mut(n as usize) else {
@@ -315,7 +319,8 @@ impl RangeCache {
         }
         match judge(slot) {
             EvictionResult::Remove => {}
-            kept => return Visit::Kept(kept),
+            EvictionResult::Requeue => return Visit::Requeued,
+            EvictionResult::Stop => return Visit::Stopped,
         }
         let (size, payload) = take_entry(
             slot,
@@ -492,6 +497,138 @@ mod tests {
             assert!(handle.is_only_handle(), "{how}");
             assert!(copy.release());
             assert_eq!(handle.expected_reads(), 1, "{how}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod visit_model_tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::btree_map::Entry;
+    use std::collections::{BTreeMap, HashMap, VecDeque};
+
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum M {
+        Live(Position, u32),
+        Tomb,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// One cache and its queue items against a model: inserts (sizes carried or set aside),
+        /// reads, remove_range, clear, retire, and visits at the head that remove, requeue or
+        /// stop; tombstones interleave with requeued items.
+        #[test]
+        fn visit_matches_a_model(ops in prop::collection::vec((0u8..8, 0i64..48, 0i64..48, 0u8..3, 0usize..40), 1..300)) {
+            let mut cache = RangeCache::default();
+            let mut queue: VecDeque<u32> = VecDeque::new();
+            let mut slots: HashMap<u32, M> = HashMap::new();
+            let mut entries: BTreeMap<Position, (u32, u32)> = BTreeMap::new();
+            let mut released = Vec::new();
+            for (op, a, b, d, len) in ops {
+                let p = |e| Position::new(7, e);
+                match op {
+                    0..=2 if !cache.retired => {
+                        // The size: the bytes' length (carried by the payload word), another
+                        // (kept aside), or that of an entry without bytes (tagged in the word).
+                        let (payload, size) = match d {
+                            0 => (Payload::from(vec![1u8; len]), len as u32),
+                            1 => (Payload::from(vec![1u8; len + 1]), len as u32 + 1000),
+                            _ => (Payload::empty(), len as u32),
+                        };
+                        let r = cache.insert(p(a), payload, ReadCount::UNCOUNTED, size, 0);
+                        match entries.entry(p(a)) {
+                            Entry::Occupied(_) => prop_assert!(r.is_err()),
+                            Entry::Vacant(vacant) => {
+                                let n = r.ok().unwrap();
+                                prop_assert!(!queue.contains(&n), "slot {} reused while named", n);
+                                prop_assert!(!slots.contains_key(&n));
+                                slots.insert(n, M::Live(p(a), size));
+                                vacant.insert((n, size));
+                                queue.push_back(n);
+                            }
+                        }
+                    }
+                    3 => {
+                        let got = cache.get(p(a)).map(|c| c.size());
+                        prop_assert_eq!(got, entries.get(&p(a)).map(|&(_, s)| s));
+                    }
+                    4 => {
+                        let (lo, hi) = (a.min(b), a.max(b));
+                        let incl = d == 0;
+                        let gone: Vec<_> = entries
+                            .range(p(lo)..=p(hi))
+                            .filter(|(&q, _)| incl || q != p(hi))
+                            .map(|(&q, &v)| (q, v))
+                            .collect();
+                        let expect = (gone.len() as u64, gone.iter().map(|(_, (_, s))| u64::from(*s)).sum::<u64>());
+                        prop_assert_eq!(cache.remove_range(p(lo), p(hi), incl, &mut released), expect);
+                        for (q, (n, _)) in gone {
+                            entries.remove(&q);
+                            slots.insert(n, M::Tomb);
+                        }
+                    }
+                    5 if d == 0 => {
+                        let expect = (entries.len() as u64, entries.values().map(|&(_, s)| u64::from(s)).sum::<u64>());
+                        if a % 4 == 0 {
+                            cache.retired = true;
+                        }
+                        prop_assert_eq!(cache.clear(&mut released), expect);
+                        for (_, (n, _)) in std::mem::take(&mut entries) {
+                            slots.insert(n, M::Tomb);
+                        }
+                    }
+                    _ => {
+                        // Visit the head (several times for long runs of visits).
+                        for _ in 0..(1 + len % 4) {
+                            let Some(n) = queue.pop_front() else { break };
+                            let decision = match (d + len as u8) % 3 {
+                                0 => EvictionResult::Remove,
+                                1 => EvictionResult::Requeue,
+                                _ => EvictionResult::Stop,
+                            };
+                            let mut judged = false;
+                            let v = cache.visit(n, |_| { judged = true; decision });
+                            match (slots[&n], v) {
+                                (M::Tomb, Visit::Stale) => {
+                                    prop_assert!(!judged);
+                                    slots.remove(&n);
+                                }
+                                (M::Live(q, s), Visit::Removed(size, _)) => {
+                                    prop_assert_eq!(decision, EvictionResult::Remove);
+                                    prop_assert_eq!(size, s);
+                                    entries.remove(&q);
+                                    slots.remove(&n);
+                                }
+                                (M::Live(_, _), Visit::Requeued) => {
+                                    prop_assert_eq!(decision, EvictionResult::Requeue);
+                                    queue.push_back(n);
+                                }
+                                (M::Live(_, _), Visit::Stopped) => {
+                                    prop_assert_eq!(decision, EvictionResult::Stop);
+                                    queue.push_front(n);
+                                    break;
+                                }
+                                (m, _) => prop_assert!(false, "slot {} in state {:?}: wrong visit", n, m),
+                            }
+                        }
+                    }
+                }
+                // Invariants after every step.
+                prop_assert_eq!(cache.len(), entries.len());
+                prop_assert_eq!(cache.size_bytes(), entries.values().map(|&(_, s)| u64::from(s)).sum::<u64>());
+                prop_assert_eq!(cache.positions(), entries.keys().copied().collect::<Vec<_>>());
+                let tombs = slots.values().filter(|m| **m == M::Tomb).count();
+                prop_assert_eq!(cache.tombstones, tombs);
+                prop_assert_eq!(cache.is_drained(), cache.retired && queue.is_empty());
+                if queue.is_empty() {
+                    prop_assert_eq!(cache.slots.len(), 0, "slab released when nothing is named");
+                }
+                for (&q, &(n, _)) in &entries {
+                    prop_assert_eq!(cache.index.get(q), Some(n));
+                }
+            }
         }
     }
 }

@@ -207,11 +207,11 @@ impl Shared {
                             run_removed += 1;
                             run_freed += u64::from(size);
                         }
-                        Visit::Kept(EvictionResult::Requeue) => {
+                        Visit::Requeued => {
                             requeues.push(item);
                             requeued += 1;
                         }
-                        Visit::Kept(_) => {
+                        Visit::Stopped => {
                             handled = k;
                             break;
                         }

@@ -6,6 +6,7 @@ use crate::prefetch::prefetch;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::any::Any;
+use std::cell::Cell;
 
 /// A Python `bytes` object used as a payload without copying. `bytes` are immutable and their
 /// buffer lives as long as the object, which this holds.
@@ -74,11 +75,12 @@ where
 {
     // Taken, not borrowed: a release that runs Python code which evicts again on this thread
     // finds an empty buffer and grows its own.
-    let mut released = RELEASED.take();
+    let mut released = RELEASED.try_with(Cell::take).unwrap_or_default();
     let out = py.detach(|| evict(&mut released));
     release_evicted(py, &mut released);
     if released.capacity() <= KEPT_RELEASED {
-        RELEASED.set(released);
+        // Gone at thread exit (a thread-local's destructor evicting): the buffer just goes.
+        let _ = RELEASED.try_with(|kept| kept.set(released));
     }
     out
 }
@@ -88,7 +90,7 @@ thread_local! {
     /// that evicts many entries would otherwise grow a fresh one by doubling every time, copying
     /// it and faulting in new pages (about 4 ns an evicted entry, 5% of a pass over a million
     /// `bytes`).
-    static RELEASED: std::cell::Cell<Vec<Payload>> = const { std::cell::Cell::new(Vec::new()) };
+    static RELEASED: Cell<Vec<Payload>> = const { Cell::new(Vec::new()) };
 }
 
 /// The largest buffer kept for the next pass: 2^20 payloads, 8 MiB a thread.
