@@ -197,6 +197,9 @@ fn move_ingested(ingest: &Injector<QueueItem>, staged: &mut Staged) -> usize {
 /// comes as several runs.
 pub(crate) const MAX_RUN: usize = 256;
 
+/// At most how many items a pass handles between two updates of the queue (see [`Evictor::run`]).
+const STRETCH: usize = 4 * MAX_RUN;
+
 /// How many items after a run its visitor also sees, to prefetch what they will touch.
 pub(crate) const LOOKAHEAD: usize = 32;
 
@@ -254,8 +257,9 @@ impl Evictor<'_> {
     /// entry (removes it, drops a stale item, or marks it requeued and pushes it onto
     /// `requeues`), and returns how many items it handled; fewer than the run's length ends the
     /// pass, leaving the first unhandled item at the head (STOP). The handled items leave the
-    /// head; the requeued ones go to the tail after everything inserted until then. Ends on STOP
-    /// or an empty queue.
+    /// head, and the requeued ones go to the tail after everything inserted until then, at the
+    /// end of each stretch of at most [`STRETCH`] items (and at STOP). Ends on STOP or an empty
+    /// queue.
     ///
     /// A requeue is allowed while the pass has budget. Single-threaded, an entry is requeued at
     /// most `max_requeues + 1` times per pass (once for an access, then for expected reads), so a
@@ -273,31 +277,37 @@ impl Evictor<'_> {
             budget: self.staged.order.len() as u64 * per_item,
             items: Vec::new(),
         };
+        // Items handled but still at the head: they leave it, and the requeued ones join the tail,
+        // once per stretch of up to STRETCH items rather than after every run (with topics
+        // interleaved a run is often one item, and that update cost about as much as judging it).
+        // A requeued item is met again only after every item ahead of it either way, so nothing
+        // a single thread does changes order.
+        let mut done = 0;
         loop {
-            let (head, _) = self.staged.order.as_slices();
-            let Some(first) = head.first() else {
-                let n = self.take_ingested();
-                if n == 0 {
-                    break;
+            let head = &self.staged.order.as_slices().0[done..];
+            let (len, handled) = match head.first() {
+                Some(first) => {
+                    let len = head
+                        .iter()
+                        .take(MAX_RUN)
+                        .take_while(|item| item.cache == first.cache)
+                        .count();
+                    let ahead = &head[len..head.len().min(len + LOOKAHEAD)];
+                    (len, visit(&head[..len], ahead, &mut requeues).min(len))
                 }
-                requeues.budget += n as u64 * per_item;
-                continue;
+                None => (0, 0),
             };
-            let len = head
-                .iter()
-                .take(MAX_RUN)
-                .take_while(|item| item.cache == first.cache)
-                .count();
-            let ahead = &head[len..head.len().min(len + LOOKAHEAD)];
-            let handled = visit(&head[..len], ahead, &mut requeues).min(len);
-            self.staged.order.drain(..handled);
-            if !requeues.items.is_empty() {
-                // Everything inserted before the run ended goes ahead of the requeued entries.
+            done += handled;
+            let stop = handled < len;
+            if len == 0 || stop || done >= STRETCH {
+                self.staged.order.drain(..done);
+                done = 0;
+                // Everything inserted until now goes ahead of the requeued entries.
                 requeues.budget += self.take_ingested() as u64 * per_item;
                 self.staged.order.extend(requeues.items.drain(..));
-            }
-            if handled < len {
-                break;
+                if stop || self.staged.order.is_empty() {
+                    break;
+                }
             }
         }
     }
@@ -408,6 +418,64 @@ mod tests {
         q.push(item(0, 1));
         q.lock().run(0, |_, _, _| 0);
         assert_eq!(q.lock().len(), 1);
+    }
+
+    proptest::proptest! {
+        /// Passes over queues several stretches long (runs of any length, a quarter of the items
+        /// requeued, passes stopped now and then) visit items in the order of the plain model, a
+        /// queue that pops its head and pushes a requeued item onto its tail, and leave as many
+        /// items behind.
+        #[test]
+        fn passes_visit_in_the_order_of_a_plain_queue(
+            caches in proptest::collection::vec(0u32..3, 1..3 * STRETCH),
+            requeued in proptest::collection::vec(proptest::bool::weighted(0.25), 1..512),
+            stops in proptest::collection::btree_set(0usize..4 * STRETCH, 0..4),
+        ) {
+            let q = RemovalQueue::default();
+            let mut model: VecDeque<QueueItem> = VecDeque::new();
+            // A few items first, taken off the head, so that the ring buffer wraps.
+            for slot in 0..7 {
+                q.push(item(9, slot));
+            }
+            q.lock().run(0, |run, _, _| run.len());
+            for (slot, &cache) in caches.iter().enumerate() {
+                q.push(item(cache, slot as u32));
+                model.push_back(item(cache, slot as u32));
+            }
+            // The visit with index n: whether it requeues, whether a pass stops at it (once).
+            let requeue = |n: usize| requeued[n % requeued.len()];
+            let (mut seen, mut expected) = (Vec::new(), Vec::new());
+            let (mut stops_model, mut stops_real) = (stops.clone(), stops.clone());
+            let mut e = q.lock();
+            for _ in 0..=stops.len() {
+                let mut budget = model.len() as u64 * 2;
+                while let Some(&it) = model.front() {
+                    if stops_model.remove(&expected.len()) {
+                        break;
+                    }
+                    expected.push(it);
+                    model.pop_front();
+                    if requeue(expected.len()) && budget > 0 {
+                        budget -= 1;
+                        model.push_back(it);
+                    }
+                }
+                e.run(1, |run, _, requeues| {
+                    for (i, &it) in run.iter().enumerate() {
+                        if stops_real.remove(&seen.len()) {
+                            return i;
+                        }
+                        seen.push(it);
+                        if requeue(seen.len()) && requeues.allowed() {
+                            requeues.push(it);
+                        }
+                    }
+                    run.len()
+                });
+                proptest::prop_assert_eq!(&seen, &expected);
+            }
+            proptest::prop_assert_eq!(e.len(), model.len());
+        }
     }
 
     #[test]
