@@ -124,6 +124,7 @@ impl<'l> HeldCaches<'l> {
 
 /// The cache of `item` if the pass can look into it now: the run's own (`run` is its id and
 /// cache), or one held or free to take.
+#[inline(always)]
 fn viewable<'a>(
     held: &'a mut HeldCaches<'_>,
     (run_id, run_cache): (u32, &'a RangeCache),
