@@ -98,27 +98,25 @@ const KEPT_RELEASED: usize = 1 << 20;
 
 /// Drops payloads an eviction pass handed back, holding the GIL, so that each `bytes` is released
 /// directly rather than through PyO3's deferred pool. The objects are cold by now, so the loop
-/// fetches a payload's header, then the object it holds, a few payloads ahead of the drop. Leaves
-/// `released` empty, with its capacity.
+/// fetches a payload's header, then the object it holds, a few payloads ahead of the drop. Drains
+/// `released`, which keeps its capacity.
 fn release_evicted(_py: Python<'_>, released: &mut Vec<Payload>) {
     const HEADER_AHEAD: usize = 16;
     const OBJECT_AHEAD: usize = 8;
-    for i in 0..released.len() {
-        if let Some(h) = released
-            .get(i + HEADER_AHEAD)
-            .and_then(Payload::header_addr)
-        {
+    let mut payloads = released.drain(..);
+    while let Some(payload) = payloads.next() {
+        let after = payloads.as_slice();
+        if let Some(h) = after.get(HEADER_AHEAD - 1).and_then(Payload::header_addr) {
             prefetch(h);
         }
-        if let Some(b) = released
-            .get(i + OBJECT_AHEAD)
+        if let Some(b) = after
+            .get(OBJECT_AHEAD - 1)
             .and_then(|p| p.buffer::<PythonBytes>())
         {
             prefetch(b.object.as_ptr() as *const u8);
         }
-        drop(std::mem::take(&mut released[i]));
+        drop(payload);
     }
-    released.clear();
 }
 
 pub fn payload_to_py(py: Python<'_>, payload: &Payload) -> Py<PyAny> {
