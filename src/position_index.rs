@@ -1,16 +1,24 @@
 //! Sorted map from positions to slot numbers, in chunks of 16 consecutive entry ids.
 //!
 //! Entries of a ledger are cached mostly in runs (publishes, read batches), so a chunk holds up to 16
-//! neighbours: lookups and removals in a run hit the same chunk, which is remembered, and only a new
-//! chunk costs a tree operation. This is what keeps map removal out of the eviction hot loop.
+//! neighbours: lookups and removals in a run hit the same chunk, which is remembered.
+//!
+//! A ledger's entry ids are consecutive, so its chunks are found in a window: an array by chunk
+//! number, from the lowest cached to the highest. Adding a chunk at either end, or dropping the
+//! one a removal empties, costs no tree operation: eviction empties chunks from the front, where
+//! the window just moves up. A chunk far from its ledger's window (the window would grow out of
+//! proportion to the chunks it holds) goes to a sorted tree instead, and a window left mostly
+//! empty by removals gives its chunks to the tree, so that memory follows the chunks held, not
+//! the values of the positions.
 
 use crate::position::Position;
 use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 const SHIFT: u32 = 4;
 const LANES: usize = 1 << SHIFT;
 
+/// (ledger id, chunk number): a chunk's place in the order of positions.
 type ChunkKey = (i64, i64);
 
 #[derive(Clone, Copy)]
@@ -19,49 +27,98 @@ struct Chunk {
     occupied: u16,
 }
 
-/// The end of the chunk free list.
+/// Where a chunk is kept, read only when it empties (one removal in 16 where entries come in
+/// runs), so it lives apart from the chunks the eviction loop touches.
+#[derive(Clone, Copy)]
+struct Home {
+    key: ChunkKey,
+    /// The window holding it, or [`IN_TREE`].
+    window: u32,
+}
+
+/// A chunk kept in the tree, not a window.
+const IN_TREE: u32 = u32::MAX;
+
+/// The end of the chunk free list, and an empty place in a window.
 const NO_CHUNK: u32 = u32::MAX;
+
+/// One ledger's chunks by chunk number.
+#[derive(Default)]
+struct Window {
+    ledger_id: i64,
+    /// The chunk number of `chunks[0]`.
+    first: i64,
+    /// Chunk numbers from `first` on, [`NO_CHUNK`] where none is held; never [`NO_CHUNK`] at
+    /// either end. Empty when the ledger has no chunk left: the window stays, so that a ledger
+    /// whose every entry is removed as soon as it is added (a cache of a consumer that keeps up)
+    /// does not make and drop a window at each entry.
+    chunks: VecDeque<u32>,
+    /// How many places hold a chunk.
+    held: usize,
+}
+
+impl Window {
+    /// The place of chunk number `chunk_no`, if the window spans it.
+    fn place(&self, chunk_no: i64) -> Option<usize> {
+        let at = usize::try_from(chunk_no.checked_sub(self.first)?).ok()?;
+        (at < self.chunks.len()).then_some(at)
+    }
+
+    /// The last chunk number spanned (`first - 1` for an empty window).
+    fn last(&self) -> i64 {
+        self.first + (self.chunks.len() as i64 - 1)
+    }
+}
+
+/// Whether a window holding `held` chunks may span `len` places: in proportion to what it holds,
+/// with room for the gaps that reads out of order leave for a while.
+fn may_span(len: usize, held: usize) -> bool {
+    len <= 2 * held + 64
+}
+
+/// Whether a window spanning `len` places with `held` chunks is too sparse to keep (looser than
+/// [`may_span`], so that a window does not go back and forth between the two).
+fn too_sparse(len: usize, held: usize) -> bool {
+    len > 4 * held + 128
+}
 
 /// Position -> slot number, ordered by position.
 pub struct PositionIndex {
     chunks: Vec<Chunk>,
-    /// Head of the list of unused chunks, threaded through their first lane, so that a sweep (which
-    /// runs inside eviction passes) allocates nothing per chunk (only the few nodes of one tree
-    /// split).
+    homes: Vec<Home>,
+    /// Head of the list of unused chunks, threaded through their first lane.
     free_chunk_head: u32,
-    by_key: BTreeMap<ChunkKey, u32>,
+    windows: Vec<Window>,
+    /// Windows not in use (their number goes to the next ledger).
+    free_windows: Vec<u32>,
+    /// Ledger id -> its window.
+    window_of: BTreeMap<i64, u32>,
+    /// Windows left empty (see [`Window::chunks`]): dropped together once they are many.
+    empty_windows: usize,
+    /// Chunks that are in no window.
+    tree: BTreeMap<ChunkKey, u32>,
     /// Chunks looked up lately, by the low bits of their key ([`recent_way`]): runs of
     /// neighbouring positions, and lookups that move among a few places (readers at different
-    /// positions of a ledger, its tail where entries are added), skip the tree lookup.
+    /// positions of a ledger, its tail where entries are added), skip the window's lookup.
     recent: [Cell<Option<(ChunkKey, u32)>>; RECENT],
     len: usize,
-    /// Chunks left in the tree with no entries. Removing them one by one would put a tree removal
-    /// in the eviction loop every 16 entries; they are swept in bulk instead (see `sweep`).
-    empty_chunks: usize,
-    /// Sweeps that walked the whole tree: tests check that eviction order needs none.
-    #[cfg(test)]
-    whole_tree_sweeps: usize,
 }
 
 impl Default for PositionIndex {
     fn default() -> Self {
         PositionIndex {
             chunks: Vec::new(),
+            homes: Vec::new(),
             free_chunk_head: NO_CHUNK,
-            by_key: BTreeMap::new(),
+            windows: Vec::new(),
+            free_windows: Vec::new(),
+            window_of: BTreeMap::new(),
+            empty_windows: 0,
+            tree: BTreeMap::new(),
             recent: Default::default(),
             len: 0,
-            empty_chunks: 0,
-            #[cfg(test)]
-            whole_tree_sweeps: 0,
         }
     }
-}
-
-/// Puts unused chunk `c` on the free list headed by `head`.
-fn free_chunk(chunks: &mut [Chunk], head: &mut u32, c: u32) {
-    chunks[c as usize].slots[0] = *head;
-    *head = c;
 }
 
 /// Ways of the cache of recent chunks.
@@ -96,16 +153,21 @@ impl PositionIndex {
                 return Some(c);
             }
         }
-        let c = *self.by_key.get(&key)?;
+        let c = self.find(key)?;
         way.set(Some((key, c)));
         Some(c)
     }
 
-    /// Forgets the chunks looked up lately (their numbers may go to other keys).
-    fn forget_recent(&self) {
-        for way in &self.recent {
-            way.set(None);
+    /// The chunk of `key`, from its ledger's window or the tree.
+    fn find(&self, (ledger_id, chunk_no): ChunkKey) -> Option<u32> {
+        if let Some(&w) = self.window_of.get(&ledger_id) {
+            let window = &self.windows[w as usize];
+            if let Some(at) = window.place(chunk_no) {
+                // A window's span holds no chunk of the tree.
+                return Some(window.chunks[at]).filter(|&c| c != NO_CHUNK);
+            }
         }
+        self.tree.get(&(ledger_id, chunk_no)).copied()
     }
 
     /// The lane of `p` within its chunk (with the chunk, it is the position's place in the index).
@@ -120,45 +182,155 @@ impl PositionIndex {
     }
 
     /// Maps `p` to `slot`; returns the number of the chunk that holds it (with [`Self::lane_of`],
-    /// where a removal finds it without a tree lookup), or `None` (and no change) if `p` is
-    /// already present.
+    /// where a removal finds it without a lookup), or `None` (and no change) if `p` is already
+    /// present.
     pub fn insert(&mut self, p: Position, slot: u32) -> Option<u32> {
         let (key, lane) = split(p);
         let c = match self.chunk_of(key) {
             Some(c) => c,
-            None => {
-                let empty = Chunk {
-                    slots: [0; LANES],
-                    occupied: 0,
-                };
-                let c = match self.free_chunk_head {
-                    NO_CHUNK => {
-                        self.chunks.push(empty);
-                        (self.chunks.len() - 1) as u32
-                    }
-                    c => {
-                        self.free_chunk_head = self.chunks[c as usize].slots[0];
-                        self.chunks[c as usize] = empty;
-                        c
-                    }
-                };
-                self.by_key.insert(key, c);
-                self.recent[recent_way(key)].set(Some((key, c)));
-                self.empty_chunks += 1;
-                c
-            }
+            None => self.add_chunk(key),
         };
         let chunk = &mut self.chunks[c as usize];
         if chunk.occupied & (1 << lane) != 0 {
             return None;
         }
-        if chunk.occupied == 0 {
-            self.empty_chunks -= 1;
-        }
         chunk.occupied |= 1 << lane;
         chunk.slots[lane] = slot;
         self.len += 1;
         Some(c)
+    }
+
+    /// A new, empty chunk for `key`, placed in its ledger's window or the tree.
+    fn add_chunk(&mut self, key: ChunkKey) -> u32 {
+        let empty = Chunk {
+            slots: [0; LANES],
+            occupied: 0,
+        };
+        let home = Home {
+            key,
+            window: IN_TREE,
+        };
+        let c = match self.free_chunk_head {
+            NO_CHUNK => {
+                self.chunks.push(empty);
+                self.homes.push(home);
+                (self.chunks.len() - 1) as u32
+            }
+            c => {
+                self.free_chunk_head = self.chunks[c as usize].slots[0];
+                self.chunks[c as usize] = empty;
+                self.homes[c as usize] = home;
+                c
+            }
+        };
+        self.place_chunk(c, key);
+        self.recent[recent_way(key)].set(Some((key, c)));
+        c
+    }
+
+    /// Puts chunk `c` of `key` (in neither a window nor the tree) where lookups find it.
+    fn place_chunk(&mut self, c: u32, (ledger_id, chunk_no): ChunkKey) {
+        let Some(&w) = self.window_of.get(&ledger_id) else {
+            let w = self.new_window(ledger_id, chunk_no);
+            self.put_in_window(w, c, 0);
+            return;
+        };
+        let window = &mut self.windows[w as usize];
+        if window.chunks.is_empty() {
+            window.first = chunk_no;
+            window.chunks.push_back(NO_CHUNK);
+            self.empty_windows -= 1;
+        }
+        if let Some(at) = window.place(chunk_no) {
+            self.put_in_window(w, c, at);
+            return;
+        }
+        let (first, last) = (window.first.min(chunk_no), window.last().max(chunk_no));
+        // The span as a count of places, if it is one at all (positions span all of i64).
+        let span = last
+            .checked_sub(first)
+            .and_then(|d| usize::try_from(d).ok())
+            .and_then(|d| d.checked_add(1));
+        match span {
+            Some(len) if may_span(len, window.held + 1) => {
+                self.grow_window(w, first, last);
+                let at = self.windows[w as usize]
+                    .place(chunk_no)
+                    .expect("the window was grown to span it");
+                self.put_in_window(w, c, at);
+            }
+            _ => {
+                self.tree.insert((ledger_id, chunk_no), c);
+            }
+        }
+    }
+
+    fn new_window(&mut self, ledger_id: i64, first: i64) -> u32 {
+        let window = Window {
+            ledger_id,
+            first,
+            chunks: VecDeque::from([NO_CHUNK]),
+            held: 0,
+        };
+        let w = match self.free_windows.pop() {
+            Some(w) => {
+                self.windows[w as usize] = window;
+                w
+            }
+            None => {
+                self.windows.push(window);
+                (self.windows.len() - 1) as u32
+            }
+        };
+        self.window_of.insert(ledger_id, w);
+        w
+    }
+
+    fn put_in_window(&mut self, w: u32, c: u32, at: usize) {
+        let window = &mut self.windows[w as usize];
+        debug_assert_eq!(window.chunks[at], NO_CHUNK);
+        window.chunks[at] = c;
+        window.held += 1;
+        self.homes[c as usize].window = w;
+    }
+
+    /// Makes non-empty window `w` span `[first, last]` (which covers its span), taking in the chunks of the
+    /// tree there, so that no chunk of the tree is ever within a window's span.
+    fn grow_window(&mut self, w: u32, first: i64, last: i64) {
+        let window = &mut self.windows[w as usize];
+        let ledger_id = window.ledger_id;
+        let (old_first, old_last) = (window.first, window.last());
+        // Both differences are within the span, which fits a usize.
+        let before = (old_first - first) as usize;
+        let after = (last - old_last) as usize;
+        window.chunks.reserve(before + after);
+        for _ in 0..before {
+            window.chunks.push_front(NO_CHUNK);
+        }
+        window.chunks.extend(std::iter::repeat_n(NO_CHUNK, after));
+        window.first = first;
+        let mut taken = Vec::new();
+        if before > 0 {
+            taken.extend(
+                self.tree
+                    .range((ledger_id, first)..(ledger_id, old_first))
+                    .map(|(&k, &c)| (k, c)),
+            );
+        }
+        if after > 0 {
+            taken.extend(
+                self.tree
+                    .range((ledger_id, old_last + 1)..=(ledger_id, last))
+                    .map(|(&k, &c)| (k, c)),
+            );
+        }
+        for (key, c) in taken {
+            self.tree.remove(&key);
+            let at = self.windows[w as usize]
+                .place(key.1)
+                .expect("taken from within the span");
+            self.put_in_window(w, c, at);
+        }
     }
 
     pub fn remove(&mut self, p: Position) -> Option<u32> {
@@ -168,8 +340,8 @@ impl PositionIndex {
     }
 
     /// Removes the position at `lane` of chunk `c` (as returned by `insert` and `lane_of`),
-    /// skipping the tree lookup: what eviction does per entry, so it is inline and its rare
-    /// part (a chunk left empty) is not.
+    /// skipping the lookup: what eviction does per entry, so it is inline and its rare part (a
+    /// chunk left empty) is not.
     #[inline]
     pub(crate) fn remove_lane(&mut self, c: u32, lane: u8) -> Option<u32> {
         let lane = lane as usize;
@@ -185,86 +357,144 @@ impl PositionIndex {
         let slot = chunk.slots[lane];
         self.len -= 1;
         if chunk.occupied == 0 {
-            self.chunk_emptied();
+            self.chunk_emptied(c);
         }
         Some(slot)
     }
 
-    /// Counts a chunk left with no entries, and sweeps if they are too many. Out of line: where
+    /// Frees chunk `c`, left with no entries, from its window or the tree. Out of line: where
     /// entries are cached in runs (the common case) one removal in 16 comes here.
     #[cold]
     #[inline(never)]
-    fn chunk_emptied(&mut self) {
-        self.empty_chunks += 1;
-        if self.too_many_empty() {
-            self.sweep();
+    fn chunk_emptied(&mut self, c: u32) {
+        let Home { key, window: w } = self.homes[c as usize];
+        let way = &self.recent[recent_way(key)];
+        if way.get().is_some_and(|(k, _)| k == key) {
+            way.set(None);
         }
-    }
-
-    /// Whether the empty chunks left in the tree are many enough to drop: more than 64, and more
-    /// than half of it.
-    fn too_many_empty(&self) -> bool {
-        self.empty_chunks > 64 && self.empty_chunks > self.by_key.len() / 2
-    }
-
-    /// Drops empty chunks from the tree until no more than 64, or half of it, are left: those at
-    /// its low end first, then, if the rest are still too many, all of them.
-    fn sweep(&mut self) {
-        self.drop_empty_front();
-        if self.too_many_empty() {
-            self.drop_all_empty();
-        }
-        self.forget_recent();
-    }
-
-    /// Drops the run of empty chunks at the low end of the tree, in time proportional to it (plus
-    /// one split). Eviction empties a ledger from its oldest entries up, so that is where its
-    /// empty chunks are; they go in one split, and the tree frees them a node at a time, where
-    /// removing them one by one would rebalance it at each.
-    fn drop_empty_front(&mut self) {
-        let mut empty_front = 0;
-        let mut first_occupied = None;
-        for (&key, &c) in &self.by_key {
-            if self.chunks[c as usize].occupied != 0 {
-                first_occupied = Some(key);
-                break;
-            }
-            empty_front += 1;
-        }
-        if empty_front == 0 {
+        self.chunks[c as usize].slots[0] = self.free_chunk_head;
+        self.free_chunk_head = c;
+        if w == IN_TREE {
+            self.tree.remove(&key);
             return;
         }
-        let occupied = match first_occupied {
-            Some(key) => self.by_key.split_off(&key),
-            None => BTreeMap::new(),
-        };
-        for c in std::mem::replace(&mut self.by_key, occupied).into_values() {
-            free_chunk(&mut self.chunks, &mut self.free_chunk_head, c);
+        let window = &mut self.windows[w as usize];
+        let at = window.place(key.1).expect("a chunk is within its window");
+        window.chunks[at] = NO_CHUNK;
+        window.held -= 1;
+        // Eviction empties a ledger from its oldest entries up: the window moves up.
+        while window.chunks.front() == Some(&NO_CHUNK) {
+            window.chunks.pop_front();
+            window.first += 1;
         }
-        self.empty_chunks -= empty_front;
+        while window.chunks.back() == Some(&NO_CHUNK) {
+            window.chunks.pop_back();
+        }
+        if window.held == 0 {
+            // Kept for the ledger's next chunk, but not its memory if the span was long.
+            if window.chunks.capacity() > 64 {
+                window.chunks = VecDeque::new();
+            }
+            self.empty_windows += 1;
+            if self.empty_windows > 8 && self.empty_windows > self.window_of.len() / 2 {
+                self.drop_empty_windows();
+            }
+        } else if too_sparse(window.chunks.len(), window.held) {
+            self.window_to_tree(w);
+        }
     }
 
-    /// Drops every empty chunk, in one walk over the whole tree.
-    fn drop_all_empty(&mut self) {
-        #[cfg(test)]
-        {
-            self.whole_tree_sweeps += 1;
-        }
-        let (chunks, head) = (&mut self.chunks, &mut self.free_chunk_head);
-        self.by_key.retain(|_, &mut c| {
-            let keep = chunks[c as usize].occupied != 0;
+    /// Drops every empty window: as many as the ones kept, so the walk costs no more than
+    /// the removals that emptied them.
+    fn drop_empty_windows(&mut self) {
+        let (windows, free) = (&mut self.windows, &mut self.free_windows);
+        self.window_of.retain(|_, &mut w| {
+            let keep = windows[w as usize].held > 0;
             if !keep {
-                free_chunk(chunks, head, c);
+                windows[w as usize] = Window::default();
+                free.push(w);
             }
             keep
         });
-        self.empty_chunks = 0;
+        self.empty_windows = 0;
+    }
+
+    fn drop_window(&mut self, w: u32) {
+        let window = std::mem::take(&mut self.windows[w as usize]);
+        self.window_of.remove(&window.ledger_id);
+        self.free_windows.push(w);
+    }
+
+    /// Moves the chunks of window `w`, mostly empty places, to the tree. Its span was at most
+    /// [`may_span`] when it last grew and has lost at least half its chunks since, so this costs
+    /// no more than the removals that emptied them.
+    fn window_to_tree(&mut self, w: u32) {
+        let ledger_id = self.windows[w as usize].ledger_id;
+        let first = self.windows[w as usize].first;
+        let held: Vec<(i64, u32)> = self.windows[w as usize]
+            .chunks
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c != NO_CHUNK)
+            .map(|(at, &c)| (first + at as i64, c))
+            .collect();
+        for (chunk_no, c) in held {
+            self.tree.insert((ledger_id, chunk_no), c);
+            self.homes[c as usize].window = IN_TREE;
+        }
+        self.drop_window(w);
     }
 
     /// Address of what removing from chunk `c` reads, for prefetching.
     pub fn chunk_addr(&self, c: u32) -> *const u8 {
         (self.chunks.as_ptr().wrapping_add(c as usize) as *const u8)
             .wrapping_add(std::mem::offset_of!(Chunk, occupied))
+    }
+
+    /// The chunks with keys in `[lo, hi]`, in key order.
+    fn chunks_in(&self, lo: ChunkKey, hi: ChunkKey) -> Vec<(ChunkKey, u32)> {
+        let mut in_windows = Vec::new();
+        for (&ledger_id, &w) in self.window_of.range(lo.0..=hi.0) {
+            let window = &self.windows[w as usize];
+            let from = if ledger_id == lo.0 { lo.1 } else { i64::MIN };
+            let to = if ledger_id == hi.0 { hi.1 } else { i64::MAX };
+            let (from, to) = (from.max(window.first), to.min(window.last()));
+            if from > to {
+                continue;
+            }
+            // Both are within the span, which fits a usize.
+            let (a, b) = ((from - window.first) as usize, (to - window.first) as usize);
+            in_windows.extend(
+                window
+                    .chunks
+                    .range(a..=b)
+                    .enumerate()
+                    .filter(|&(_, &c)| c != NO_CHUNK)
+                    .map(|(i, &c)| ((ledger_id, from + i as i64), c)),
+            );
+        }
+        let in_tree: Vec<(ChunkKey, u32)> =
+            self.tree.range(lo..=hi).map(|(&k, &c)| (k, c)).collect();
+        if in_tree.is_empty() {
+            return in_windows;
+        }
+        let mut merged = Vec::with_capacity(in_windows.len() + in_tree.len());
+        let (mut a, mut b) = (
+            in_windows.into_iter().peekable(),
+            in_tree.into_iter().peekable(),
+        );
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
+                (Some(_), Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, _) => b.next(),
+            };
+            match next {
+                Some(kc) => merged.push(kc),
+                None => return merged,
+            }
+        }
     }
 
     /// Present positions in `[first, last]`, in order, with their slots.
@@ -275,7 +505,7 @@ impl PositionIndex {
         }
         let (lo, _) = split(first);
         let (hi, _) = split(last);
-        for (&(ledger_id, chunk_no), &c) in self.by_key.range(lo..=hi) {
+        for ((ledger_id, chunk_no), c) in self.chunks_in(lo, hi) {
             let chunk = &self.chunks[c as usize];
             let mut bits = chunk.occupied;
             while bits != 0 {
@@ -296,9 +526,18 @@ impl PositionIndex {
 
     /// Bytes held by the index itself, for memory accounting.
     pub fn heap_bytes(&self) -> usize {
+        let windows: usize = self
+            .windows
+            .iter()
+            .map(|w| w.chunks.capacity() * std::mem::size_of::<u32>())
+            .sum();
         self.chunks.capacity() * std::mem::size_of::<Chunk>()
+            + self.homes.capacity() * std::mem::size_of::<Home>()
+            + self.windows.capacity() * std::mem::size_of::<Window>()
+            + windows
             // a B-tree node holds up to 11 (key, value) pairs plus a header
-            + self.by_key.len() * (std::mem::size_of::<(ChunkKey, u32)>() + 8)
+            + self.tree.len() * (std::mem::size_of::<(ChunkKey, u32)>() + 8)
+            + self.window_of.len() * (std::mem::size_of::<(i64, u32)>() + 8)
     }
 }
 
@@ -327,50 +566,100 @@ mod tests {
             .is_empty());
     }
 
-    /// Empty chunks left in the tree, counted by looking (not the index's own count).
-    fn empty_in_tree(ix: &PositionIndex) -> usize {
-        ix.by_key
-            .values()
-            .filter(|&&c| ix.chunks[c as usize].occupied == 0)
-            .count()
+    /// Checks what the index keeps besides its answers: every chunk held is occupied and found
+    /// from its home, windows are trimmed, as dense as they must be, and hold no tree chunk in
+    /// their span; the free list holds the rest.
+    fn check(ix: &PositionIndex) {
+        let mut held = 0;
+        let mut occupied = 0;
+        let mut empty_windows = 0;
+        for (&ledger_id, &w) in &ix.window_of {
+            let window = &ix.windows[w as usize];
+            assert_eq!(window.ledger_id, ledger_id);
+            assert_ne!(
+                window.chunks.front(),
+                Some(&NO_CHUNK),
+                "trimmed at the front"
+            );
+            assert_ne!(window.chunks.back(), Some(&NO_CHUNK), "trimmed at the back");
+            let in_window: Vec<_> = window
+                .chunks
+                .iter()
+                .enumerate()
+                .filter(|&(_, &c)| c != NO_CHUNK)
+                .collect();
+            assert_eq!(window.held, in_window.len());
+            assert!(
+                !too_sparse(window.chunks.len(), window.held),
+                "{} places for {} chunks",
+                window.chunks.len(),
+                window.held
+            );
+            for (at, &c) in in_window {
+                let home = ix.homes[c as usize];
+                assert_eq!(home.window, w);
+                assert_eq!(home.key, (ledger_id, window.first + at as i64));
+                occupied += ix.chunks[c as usize].occupied.count_ones() as usize;
+                assert_ne!(ix.chunks[c as usize].occupied, 0, "an empty chunk is freed");
+            }
+            held += window.held;
+            if window.held == 0 {
+                assert!(window.chunks.is_empty());
+                empty_windows += 1;
+                continue;
+            }
+            assert_eq!(
+                ix.tree
+                    .range((ledger_id, window.first)..=(ledger_id, window.last()))
+                    .count(),
+                0,
+                "a tree chunk within a window's span"
+            );
+        }
+        assert_eq!(empty_windows, ix.empty_windows);
+        for (&key, &c) in &ix.tree {
+            let home = ix.homes[c as usize];
+            assert_eq!((home.key, home.window), (key, IN_TREE));
+            assert_ne!(ix.chunks[c as usize].occupied, 0, "an empty chunk is freed");
+            occupied += ix.chunks[c as usize].occupied.count_ones() as usize;
+        }
+        held += ix.tree.len();
+        assert_eq!(occupied, ix.len());
+        let mut free = 0;
+        let mut c = ix.free_chunk_head;
+        while c != NO_CHUNK {
+            free += 1;
+            c = ix.chunks[c as usize].slots[0];
+        }
+        assert_eq!(held + free, ix.chunks.len(), "every chunk is held or free");
     }
 
-    /// Removes in `order`, checking what the sweeps keep whenever a removal empties a chunk (or
-    /// sweeps): the count of empty chunks, and that no more than 64, or half of the tree, are
-    /// empty. After a sweep, the position just removed goes back in and out again: its chunk may
-    /// be on the free list now, and the index must not write into it.
+    /// Removes in `order`, checking the index whenever a removal empties a chunk. The position
+    /// just removed then goes back in and out again: its chunk is on the free list now, and the
+    /// index must not write into it.
     fn remove_all_checked(ix: &mut PositionIndex, model: &mut Model<Position, u32>, order: &[i64]) {
         for &e in order {
             let p = Position::new(1, e);
-            let before = (ix.by_key.len(), ix.empty_chunks);
+            let free_before = ix.free_chunk_head;
             let value = model.remove(&p);
             assert_eq!(ix.remove(p), value, "remove {e}");
-            if (ix.by_key.len(), ix.empty_chunks) == before {
+            if ix.free_chunk_head == free_before {
                 continue;
             }
-            let empty = empty_in_tree(ix);
-            assert_eq!(empty, ix.empty_chunks, "after removing {e}");
-            assert!(
-                empty <= 64 || empty <= ix.by_key.len() / 2,
-                "{empty} of {} chunks empty after removing {e}",
-                ix.by_key.len()
-            );
-            if ix.by_key.len() < before.0 {
-                let value = value.expect("present");
-                assert!(ix.insert(p, value).is_some(), "re-insert {e}");
-                assert_eq!(ix.range(p, p), [(p, value)], "re-inserted {e}");
-                assert_eq!(ix.remove(p), Some(value), "remove {e} again");
-            }
+            check(ix);
+            let value = value.expect("present");
+            assert!(ix.insert(p, value).is_some(), "re-insert {e}");
+            assert_eq!(ix.range(p, p), [(p, value)], "re-inserted {e}");
+            assert_eq!(ix.remove(p), Some(value), "remove {e} again");
         }
         let all = ix.range(Position::new(1, i64::MIN), Position::new(1, i64::MAX));
         assert_eq!(all, model.iter().map(|(&p, &v)| (p, v)).collect::<Vec<_>>());
     }
 
-    /// Eviction empties chunks from the lowest keys (the sweep cuts them off), with or without
-    /// chunks emptied elsewhere before (it walks the tree for those only when they are too many);
-    /// freed chunks are reused, so refilling takes no new ones.
+    /// Chunks emptied in any order are freed at once and reused, so refilling takes no new ones;
+    /// eviction's order (front to back) and its usual variations never touch the tree.
     #[test]
-    fn sweeps_keep_the_map_and_reuse_the_chunks_they_free() {
+    fn emptied_chunks_are_freed_and_reused_and_eviction_needs_no_tree() {
         const N: i64 = 16 * 1000;
         let evens_then_odds = |n: i64| (0..n).step_by(2).chain((1..n).step_by(2)).collect();
         let scattered_chunks_first = |n: i64| {
@@ -378,12 +667,11 @@ mod tests {
             let (first, rest): (Vec<i64>, Vec<i64>) = (0..n).partition(scattered);
             first.into_iter().chain(rest).collect()
         };
-        // Each order, and whether its sweeps must get by without walking the whole tree. With 65
-        // chunks, the first sweep comes when every chunk is empty.
-        let orders: [(&str, Vec<i64>, bool); 6] = [
+        // Each order, and whether the tree stays unused (the last one leaves one chunk at the
+        // front while the rest empty: the window gives its chunks to the tree when too sparse).
+        let orders: [(&str, Vec<i64>, bool); 5] = [
             ("front to back", (0..N).collect(), true),
-            ("front to back, 65 chunks", (0..16 * 65).collect(), true),
-            ("back to front", (0..N).rev().collect(), false),
+            ("back to front", (0..N).rev().collect(), true),
             ("evens then odds", evens_then_odds(N), true),
             ("scattered chunks first", scattered_chunks_first(N), true),
             (
@@ -392,34 +680,117 @@ mod tests {
                 false,
             ),
         ];
-        for (name, order, no_whole_walk) in orders {
+        for (name, order, no_tree) in orders {
             let mut ix = PositionIndex::default();
             let mut model = Model::new();
             let n = order.len() as i64;
+            let mut tree_used = false;
             for round in 0..2u32 {
                 for e in 0..n {
                     assert!(ix.insert(Position::new(1, e), e as u32 ^ round).is_some());
                     model.insert(Position::new(1, e), e as u32 ^ round);
                 }
+                check(&ix);
+                assert!(ix.tree.is_empty(), "{name}: appends go to the window");
                 let chunks = ix.chunks.len();
                 assert_eq!(chunks as i64, n / 16, "{name}: refilled from the free list");
-                remove_all_checked(&mut ix, &mut model, &order);
+                for &e in &order {
+                    let p = Position::new(1, e);
+                    assert_eq!(ix.remove(p), model.remove(&p), "{name}: remove {e}");
+                    tree_used |= !ix.tree.is_empty();
+                }
+                check(&ix);
                 assert!(ix.is_empty() && model.is_empty(), "{name}");
+                assert!(ix.windows.iter().all(|w| w.held == 0), "{name}");
+                assert!(ix.tree.is_empty(), "{name}");
             }
-            if no_whole_walk {
-                assert_eq!(ix.whole_tree_sweeps, 0, "{name}");
-            } else {
-                assert!(
-                    ix.whole_tree_sweeps > 0,
-                    "{name}: the test reaches the walk"
-                );
+            assert_eq!(tree_used, !no_tree, "{name}: whether the tree was used");
+            let mut ix = PositionIndex::default();
+            for e in 0..n {
+                ix.insert(Position::new(1, e), e as u32);
+                model.insert(Position::new(1, e), e as u32);
             }
+            remove_all_checked(&mut ix, &mut model, &order);
         }
+    }
+
+    /// A ledger whose every entry is removed as soon as it is added (a consumer that keeps up)
+    /// keeps its window, and ledgers that roll over leave no windows behind.
+    #[test]
+    fn emptied_ledgers_keep_their_window_until_many_are_empty() {
+        let mut ix = PositionIndex::default();
+        for e in 0..1000 {
+            ix.insert(Position::new(1, e), 0);
+            ix.remove(Position::new(1, e));
+            assert_eq!((ix.windows.len(), ix.window_of.len()), (1, 1));
+        }
+        for ledger_id in 2..1000 {
+            for e in 0..40 {
+                ix.insert(Position::new(ledger_id, e), 0);
+                ix.remove(Position::new(ledger_id, e));
+            }
+            check(&ix);
+            assert!(
+                ix.window_of.len() <= 2 * 9 + 1,
+                "{} windows",
+                ix.window_of.len()
+            );
+            assert!(
+                ix.windows.len() <= 2 * 9 + 1,
+                "{} windows",
+                ix.windows.len()
+            );
+        }
+    }
+
+    /// Memory follows the chunks held, not the positions' values: far-apart chunks of a ledger go
+    /// to the tree, and a window that removals leave sparse (one old entry stays while the ledger
+    /// moves on) gives its chunks to the tree instead of spanning the whole gap.
+    #[test]
+    fn memory_follows_the_chunks_held_not_the_positions() {
+        let mut ix = PositionIndex::default();
+        for e in [i64::MIN, -1 << 40, 0, 1 << 40, i64::MAX] {
+            assert!(ix.insert(Position::new(7, e), 1).is_some());
+        }
+        check(&ix);
+        assert!(ix.heap_bytes() < 4096, "{} bytes", ix.heap_bytes());
+        assert_eq!(
+            ix.range(Position::new(7, i64::MIN), Position::new(7, i64::MAX))
+                .len(),
+            5
+        );
+
+        let mut ix = PositionIndex::default();
+        ix.insert(Position::new(1, 0), 0);
+        let mut biggest = 0;
+        for e in 16..16 * 100_000 {
+            ix.insert(Position::new(1, e), 0);
+            if e >= 16 * 21 {
+                ix.remove(Position::new(1, e - 16 * 20));
+            }
+            biggest = biggest.max(ix.heap_bytes());
+        }
+        check(&ix);
+        // 21 chunks held at most: a few KiB, not the 400 KiB a window over 100,000 chunks takes.
+        assert!(biggest < 16 * 1024, "{biggest} bytes at most");
+        assert_eq!(ix.get(Position::new(1, 0)), Some(0));
+    }
+
+    /// Entry ids mostly in a small range (chunks that fill, share windows and empty), some far
+    /// apart (chunks in the tree, windows that must not span them), and the extremes.
+    fn entry_id() -> impl Strategy<Value = i64> {
+        prop_oneof![
+            6 => -40i64..80,
+            2 => (-3i64..3).prop_map(|k| k * 4096 + 7),
+            1 => any::<i64>(),
+            1 => Just(i64::MIN),
+            1 => Just(i64::MAX),
+        ]
     }
 
     proptest! {
         #[test]
-        fn behaves_like_a_sorted_map(ops in prop::collection::vec((0u8..3, 0i64..3, -40i64..80, any::<u32>()), 1..400)) {
+        fn behaves_like_a_sorted_map(ops in prop::collection::vec((0u8..4, 0i64..3, entry_id(), any::<u32>()), 1..400)) {
             let mut ix = PositionIndex::default();
             let mut model = Model::new();
             for (op, l, e, v) in ops {
@@ -430,10 +801,11 @@ mod tests {
                         prop_assert_eq!(ix.insert(p, v).is_some(), fresh);
                         model.entry(p).or_insert(v);
                     }
-                    1 => prop_assert_eq!(ix.remove(p), model.remove(&p)),
+                    1 | 2 => prop_assert_eq!(ix.remove(p), model.remove(&p)),
                     _ => prop_assert_eq!(ix.get(p), model.get(&p).copied()),
                 }
                 prop_assert_eq!(ix.len(), model.len());
+                check(&ix);
             }
             let all = ix.range(Position::new(i64::MIN, i64::MIN), Position::new(i64::MAX, i64::MAX));
             let expected: Vec<_> = model.into_iter().collect();
