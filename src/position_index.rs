@@ -293,8 +293,8 @@ impl PositionIndex {
         self.chunks[c as usize].window = w;
     }
 
-    /// Makes non-empty window `w` span `[first, last]` (which covers its span), taking in the chunks of the
-    /// tree there, so that no chunk of the tree is ever within a window's span.
+    /// Makes non-empty window `w` span `[first, last]` (which covers its span), taking in the
+    /// chunks of the tree there, so that no chunk of the tree is ever within a window's span.
     fn grow_window(&mut self, w: u32, first: i64, last: i64) {
         let window = &mut self.windows[w as usize];
         let ledger_id = window.ledger_id;
@@ -389,21 +389,21 @@ impl PositionIndex {
         while window.chunks.back() == Some(&NO_CHUNK) {
             window.chunks.pop_back();
         }
+        if window.held > 0 && too_sparse(window.chunks.len(), window.held) {
+            self.window_to_tree(w);
+            return;
+        }
+        if window.chunks.capacity() > 4 * window.chunks.len() + 64 {
+            // A trimmed array keeps its capacity: a ledger that held many chunks, of which eviction
+            // left a few (or none: an empty window is kept for the ledger's next chunk), would keep
+            // the memory of all of them. Paid for by the trims before.
+            window.chunks.shrink_to(2 * window.chunks.len());
+        }
         if window.held == 0 {
-            // Kept for the ledger's next chunk, but not its memory if the span was long.
-            if window.chunks.capacity() > 64 {
-                window.chunks = VecDeque::new();
-            }
             self.empty_windows += 1;
             if self.empty_windows > 8 && self.empty_windows > self.window_of.len() / 2 {
                 self.drop_empty_windows();
             }
-        } else if too_sparse(window.chunks.len(), window.held) {
-            self.window_to_tree(w);
-        } else if window.chunks.capacity() > 4 * window.chunks.len() + 64 {
-            // A trimmed array keeps its capacity: a ledger that held many chunks, of which eviction
-            // left a few, would keep the memory of all of them. Paid for by the trims before.
-            window.chunks.shrink_to(2 * window.chunks.len());
         }
     }
 
@@ -429,8 +429,8 @@ impl PositionIndex {
     }
 
     /// Moves the chunks of window `w`, mostly empty places, to the tree. Its span was at most
-    /// what [`may_grow`] allows when it last grew and has lost at least half its chunks since, so this costs
-    /// no more than the removals that emptied them.
+    /// what [`may_grow`] allows when it last grew and has lost at least half its chunks since, so
+    /// this costs no more than the removals that emptied them.
     fn window_to_tree(&mut self, w: u32) {
         let ledger_id = self.windows[w as usize].ledger_id;
         let first = self.windows[w as usize].first;
@@ -456,7 +456,7 @@ impl PositionIndex {
 
     /// The chunks with keys in `[lo, hi]`, in key order.
     fn chunks_in(&self, lo: ChunkKey, hi: ChunkKey) -> Vec<(ChunkKey, u32)> {
-        let mut in_windows = Vec::new();
+        let mut found = Vec::new();
         for (&ledger_id, &w) in self.window_of.range(lo.0..=hi.0) {
             let window = &self.windows[w as usize];
             let from = if ledger_id == lo.0 { lo.1 } else { i64::MIN };
@@ -467,7 +467,7 @@ impl PositionIndex {
             }
             // Both are within the span, which fits a usize.
             let (a, b) = ((from - window.first) as usize, (to - window.first) as usize);
-            in_windows.extend(
+            found.extend(
                 window
                     .chunks
                     .range(a..=b)
@@ -476,28 +476,13 @@ impl PositionIndex {
                     .map(|(i, &c)| ((ledger_id, from + i as i64), c)),
             );
         }
-        let in_tree: Vec<(ChunkKey, u32)> =
-            self.tree.range(lo..=hi).map(|(&k, &c)| (k, c)).collect();
-        if in_tree.is_empty() {
-            return in_windows;
+        let from_windows = found.len();
+        found.extend(self.tree.range(lo..=hi).map(|(&k, &c)| (k, c)));
+        if found.len() > from_windows {
+            // Two sorted runs: the stable sort finds them and merges them in one walk.
+            found.sort_by_key(|&(key, _)| key);
         }
-        let mut merged = Vec::with_capacity(in_windows.len() + in_tree.len());
-        let (mut a, mut b) = (
-            in_windows.into_iter().peekable(),
-            in_tree.into_iter().peekable(),
-        );
-        loop {
-            let next = match (a.peek(), b.peek()) {
-                (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
-                (Some(_), Some(_)) => b.next(),
-                (Some(_), None) => a.next(),
-                (None, _) => b.next(),
-            };
-            match next {
-                Some(kc) => merged.push(kc),
-                None => return merged,
-            }
-        }
+        found
     }
 
     /// Present positions in `[first, last]`, in order, with their slots.

@@ -168,8 +168,8 @@ impl Shared {
         };
         let (mut removed, mut freed, mut requeued) = (0u64, 0u64, 0u64);
         // Evicted but not yet taken off the manager's totals: published every `MAX_RUN` items
-        // (at each hand-over to waiters) and at the end, not per run (with topics interleaved, a run
-        // is often one item).
+        // (at each hand-over to waiters) and at the end, not per run (with topics interleaved, a
+        // run is often one item).
         let mut unpublished = (0u64, 0u64);
         let mut since_hand_over = 0usize;
         let mut drained = Vec::new();
