@@ -103,6 +103,17 @@ impl HeldCache {
     pub(crate) fn contains(&self, position: Position) -> bool {
         self.state.contains(position)
     }
+
+    /// Under the held lock: notes the removal of the entry at `position`, if it is cached, for
+    /// [`HeldCache::take_watched_gone`] (see [`RangeCache::watch_removal`]).
+    pub(crate) fn watch_removal(&mut self, position: Position) -> bool {
+        self.state.watch_removal(position)
+    }
+
+    /// Under the held lock: the watched entries removed since the last call, oldest first.
+    pub(crate) fn take_watched_gone(&mut self) -> impl Iterator<Item = Position> + '_ {
+        self.state.take_watched_gone()
+    }
 }
 
 /// The broker-wide cache manager.

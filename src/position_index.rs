@@ -338,6 +338,12 @@ impl PositionIndex {
         self.remove_lane(c, lane as u8)
     }
 
+    /// The position at `lane` of chunk `c` (as returned by `insert` and `lane_of`).
+    pub(crate) fn position_at(&self, c: u32, lane: u8) -> Position {
+        let (ledger_id, chunk_no) = self.chunks[c as usize].key;
+        Position::new(ledger_id, (chunk_no << SHIFT) | i64::from(lane))
+    }
+
     /// Removes the position at `lane` of chunk `c` (as returned by `insert` and `lane_of`),
     /// skipping the lookup: what eviction does per entry, so it is inline and its rare part (a
     /// chunk left empty) is not.

@@ -35,8 +35,8 @@ pub(crate) struct Slot {
     pub requeue_count: u16,
     /// Read since the last eviction check.
     pub accessed: bool,
-    /// [`LIVE`], [`TOMBSTONE`] or neither (free), [`SIZE_ASIDE`], and the position's lane in
-    /// `chunk` (the low 4 bits).
+    /// [`LIVE`], [`TOMBSTONE`] or neither (free), [`SIZE_ASIDE`], [`WATCHED`], and the
+    /// position's lane in `chunk` (the low 4 bits).
     state: u8,
 }
 
@@ -58,6 +58,8 @@ const LIVE: u8 = 0x80;
 const TOMBSTONE: u8 = 0x40;
 /// The accounted size is in `RangeCache::sizes_aside`, not carried by the payload word.
 const SIZE_ASIDE: u8 = 0x20;
+/// Its removal is noted in `RangeCache::watched_gone` (see [`RangeCache::watch_removal`]).
+const WATCHED: u8 = 0x10;
 const LANE: u8 = 0x0f;
 
 /// The end of the free list.
@@ -109,10 +111,14 @@ fn take_entry(
     aside: &Pages<u32>,
     index: &mut PositionIndex,
     size_bytes: &mut u64,
+    watched_gone: &mut Vec<Position>,
 ) -> (u32, Payload) {
     debug_assert!(slot.is_live());
     let size = slot.size(n, aside);
     let payload = slot.vacate();
+    if slot.state & WATCHED != 0 {
+        watched_gone.push(index.position_at(slot.chunk, slot.lane()));
+    }
     index.remove_lane(slot.chunk, slot.lane());
     *size_bytes -= u64::from(size);
     (size, payload)
@@ -150,6 +156,8 @@ pub(crate) struct RangeCache {
     pub(crate) retired: bool,
     /// Counted by the entry cache's reads (which hold this cache's lock); not reset by `clear`.
     pub(crate) lookups: Lookups,
+    /// Watched entries removed since the last [`RangeCache::take_watched_gone`].
+    watched_gone: Vec<Position>,
 }
 
 impl Default for RangeCache {
@@ -163,6 +171,7 @@ impl Default for RangeCache {
             sizes_aside: Pages::default(),
             retired: false,
             lookups: Lookups::default(),
+            watched_gone: Vec::new(),
         }
     }
 }
@@ -328,6 +337,7 @@ impl RangeCache {
             &self.sizes_aside,
             &mut self.index,
             &mut self.size_bytes,
+            &mut self.watched_gone,
         );
         self.free(n);
         Visit::Removed(size, payload)
@@ -342,6 +352,7 @@ impl RangeCache {
             &self.sizes_aside,
             &mut self.index,
             &mut self.size_bytes,
+            &mut self.watched_gone,
         );
         set_aside(payload, released);
         self.slots[n as usize].state = TOMBSTONE;
@@ -426,6 +437,10 @@ impl RangeCache {
         let removed = (self.index.len() as u64, self.size_bytes);
         let mut now_tombstones = 0;
         for s in self.slots.iter_mut().filter(|s| s.is_live()) {
+            if s.state & WATCHED != 0 {
+                self.watched_gone
+                    .push(self.index.position_at(s.chunk, s.lane()));
+            }
             set_aside(s.vacate(), released);
             s.state = TOMBSTONE;
             now_tombstones += 1;
@@ -437,6 +452,19 @@ impl RangeCache {
             self.release_slab();
         }
         removed
+    }
+
+    /// Asks to hear when the entry at `p` leaves the cache, however it goes (evicted, removed,
+    /// cleared): its position is then kept for [`RangeCache::take_watched_gone`]. For the lab's
+    /// memory model, which wants to know when the first entry of a network buffer goes, without
+    /// asking about every buffer each second. False if `p` is not cached.
+    pub fn watch_removal(&mut self, p: Position) -> bool {
+        self.peek_mut(p).map(|s| s.state |= WATCHED).is_some()
+    }
+
+    /// The watched entries removed since the last call, oldest first.
+    pub fn take_watched_gone(&mut self) -> std::vec::Drain<'_, Position> {
+        self.watched_gone.drain(..)
     }
 
     /// Positions and slots of every entry, for checks.
@@ -502,6 +530,70 @@ mod tests {
             assert!(handle.is_only_handle(), "{how}");
             assert!(copy.release());
             assert_eq!(handle.expected_reads(), 1, "{how}");
+        }
+    }
+
+    /// However a watched entry leaves, its position is noted, once; unwatched entries and a slot
+    /// reused after a watched one are not.
+    #[test]
+    fn the_removal_of_a_watched_entry_is_noted_however_it_goes() {
+        let positions = [
+            Position::new(1, 0),
+            Position::new(1, 17),
+            Position::new(-3, -1),
+            Position::new(i64::MIN, i64::MIN),
+            Position::new(i64::MAX, i64::MAX - 1),
+        ];
+        for how in ["visit", "remove_range", "clear"] {
+            let mut cache = RangeCache::default();
+            let mut released = Vec::new();
+            let insert = |cache: &mut RangeCache, p| {
+                cache
+                    .insert(p, Payload::empty(), ReadCount::UNCOUNTED, 10, 0)
+                    .unwrap()
+            };
+            let slots: Vec<u32> = positions.iter().map(|&p| insert(&mut cache, p)).collect();
+            let other = insert(&mut cache, Position::new(1, 1));
+            assert!(!cache.watch_removal(Position::new(1, 2)), "not cached");
+            for &p in &positions {
+                assert!(cache.watch_removal(p));
+            }
+            for (&p, &n) in positions.iter().zip(&slots) {
+                match how {
+                    "visit" => {
+                        assert!(matches!(
+                            cache.visit(n, |_| EvictionResult::Remove),
+                            Visit::Removed(10, _)
+                        ));
+                    }
+                    "remove_range" => {
+                        assert_eq!(cache.remove_range(p, p, true, &mut released), (1, 10));
+                    }
+                    _ => {}
+                }
+            }
+            if how == "clear" {
+                cache.clear(&mut released);
+            } else {
+                cache.visit(other, |_| EvictionResult::Remove);
+            }
+            let mut gone: Vec<Position> = cache.take_watched_gone().collect();
+            gone.sort();
+            let mut expected = positions.to_vec();
+            expected.sort();
+            assert_eq!(gone, expected, "{how}");
+            assert_eq!(cache.take_watched_gone().count(), 0, "{how}: noted once");
+            // A slot that held a watched entry holds an unwatched one next.
+            let mut cache = RangeCache::default();
+            let n = insert(&mut cache, positions[0]);
+            insert(&mut cache, positions[1]); // keeps the slab
+            cache.watch_removal(positions[0]);
+            cache.visit(n, |_| EvictionResult::Remove);
+            assert_eq!(cache.take_watched_gone().count(), 1);
+            let m = insert(&mut cache, positions[0]);
+            assert_eq!(m, n, "the slot is reused");
+            cache.visit(m, |_| EvictionResult::Remove);
+            assert_eq!(cache.take_watched_gone().count(), 0, "{how}");
         }
     }
 }

@@ -390,8 +390,8 @@ impl ReplayMetrics {
     }
 }
 
-pub struct Replayer {
-    strategy: Box<dyn CacheStrategy>,
+pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
+    strategy: Box<S>,
     flow: ReadFlow,
     topics: Vec<Topic>,
     /// Records the read stream (for Belady's first pass).
@@ -423,9 +423,9 @@ pub struct Replayer {
     miss_run_ends: Vec<usize>,
 }
 
-impl Replayer {
+impl<S: CacheStrategy + ?Sized> Replayer<S> {
     /// A replayer of `config`'s read flow (as the lab runs it) over `strategy`.
-    pub fn new(strategy: Box<dyn CacheStrategy>, config: &CacheConfig) -> Self {
+    pub fn new(strategy: Box<S>, config: &CacheConfig) -> Self {
         let flow = ReadFlow::new(config, Context::Lab);
         Replayer {
             next_backlog_check_ns: flow.backlog_check_interval_ns(),
@@ -1096,6 +1096,29 @@ impl Replayer {
         self.metrics.evicted_entries = c.evicted_entries;
         self.metrics.requeues = c.requeues;
         self.metrics
+    }
+}
+
+/// A [`Replayer`] of any strategy, as a [`super::Session`] holds its runs: the engine is compiled
+/// for each strategy, so that its calls into the strategy, several per event, are direct (and may
+/// be inlined) rather than through a vtable, and only a batch of events is dispatched dynamically.
+pub(crate) trait Replay: Send {
+    fn run_unnamed(&mut self, events: &[Event]) -> std::result::Result<(), Stopped>;
+    fn take_recording(&mut self) -> Option<FutureReads>;
+    fn finish(self: Box<Self>) -> ReplayMetrics;
+}
+
+impl<S: CacheStrategy + ?Sized> Replay for Replayer<S> {
+    fn run_unnamed(&mut self, events: &[Event]) -> std::result::Result<(), Stopped> {
+        Replayer::run_unnamed(self, events)
+    }
+
+    fn take_recording(&mut self) -> Option<FutureReads> {
+        Replayer::take_recording(self)
+    }
+
+    fn finish(self: Box<Self>) -> ReplayMetrics {
+        Replayer::finish(*self)
     }
 }
 

@@ -200,7 +200,7 @@ impl MemoryModel {
 
     /// Samples check only the buffers that changed, learning from `cache` what left it; for a
     /// design that cannot say, every buffer is checked (the result is the same).
-    pub fn following(mut self, cache: &mut dyn CacheStrategy) -> Self {
+    pub fn following<S: CacheStrategy + ?Sized>(mut self, cache: &mut S) -> Self {
         if cache.report_removals() {
             self.by_front = Some(FastMap::default());
         }
@@ -316,7 +316,7 @@ impl MemoryModel {
     /// then) stays cached, so only the buffers that got entries or lost their front are checked;
     /// the check drops a buffer's leading entries that are no longer cached, as a check of every
     /// buffer would.
-    pub fn sample(&mut self, cache: &mut dyn CacheStrategy) -> u64 {
+    pub fn sample<S: CacheStrategy + ?Sized>(&mut self, cache: &mut S) -> u64 {
         self.samples += 1;
         let now = self.samples;
         for t in &self.topics {
@@ -374,6 +374,7 @@ impl MemoryModel {
                 if let Some(by_front) = &mut self.by_front {
                     let front = buffer.entries.front().expect("a cached entry");
                     buffer.next_same_front = by_front.insert(front, b).unwrap_or(NONE);
+                    cache.watch_removal(front);
                 }
             } else if buffer.open_at == now {
                 idle.push(b);
@@ -396,7 +397,9 @@ impl MemoryModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::strategy::Lru;
+    use crate::config::{CacheConfig, SettingValue};
+    use crate::read_flow::Invalidation;
+    use crate::replay::strategy::{Legacy, Lru, Pip430, Segmented};
     use std::collections::HashSet;
 
     proptest::proptest! {
@@ -441,11 +444,11 @@ mod tests {
     }
 
     /// The samples that check only changed buffers give what checking every buffer gives, second
-    /// by second, with evictions, entries cached again from storage, and a ledger deleted.
-    #[test]
-    fn following_the_cache_samples_what_a_full_check_does() {
-        let mut lru = Lru::new(40_000);
-        let mut following = MemoryModel::new(64, 2048, 65536, 4096).following(&mut lru);
+    /// by second, with evictions (by size, and by time on the eviction task), entries cached
+    /// again from storage, invalidations, and a ledger deleted: for each design that reports
+    /// removals.
+    fn samples_as_a_full_check_does(what: &str, cache: &mut dyn CacheStrategy) {
+        let mut following = MemoryModel::new(64, 2048, 65536, 4096).following(cache);
         let mut full = MemoryModel::new(64, 2048, 65536, 4096);
         let mut seed = 7u64;
         let mut rand = move |n: u64| {
@@ -463,6 +466,7 @@ mod tests {
         for second in 0..200i64 {
             for ms in 0..50i64 {
                 let ts = second * 1_000_000 + ms * 1_000;
+                let now = ts as u64 * 1_000;
                 for _ in 0..rand(4) {
                     let t = rand(3) as u32;
                     let size = 100 + rand(900) as u32;
@@ -470,7 +474,7 @@ mod tests {
                     next[t as usize] += 1;
                     following.on_publish(ts, t, k.position, size);
                     full.on_publish(ts, t, k.position, size);
-                    lru.insert(0, k, size, 1);
+                    cache.insert(now, k, size, 1);
                 }
                 if rand(5) == 0 {
                     // A reader re-reads a few entries from behind: some come from storage.
@@ -478,27 +482,177 @@ mod tests {
                     let from = rand(next[t as usize].max(1) as u64) as i64;
                     let mut missed = Vec::new();
                     for e in from..(from + 5).min(next[t as usize]) {
-                        if !lru.read(0, key(t, e)) {
+                        if !cache.read(now, key(t, e)) {
                             missed.push((e, 500));
                         }
                     }
                     following.on_storage_read(t, LEDGER, &missed);
                     full.on_storage_read(t, LEDGER, &missed);
                     for &(e, size) in &missed {
-                        lru.insert(0, key(t, e), size, 1);
+                        cache.insert_read(now, key(t, e), size, 1);
                     }
+                    cache.end_read();
+                }
+                if ms % 10 == 0 {
+                    cache.tick(now);
+                }
+                match rand(400) {
+                    0..10 => {
+                        let t = rand(3) as u32;
+                        let before = rand(next[t as usize].max(1) as u64) as i64;
+                        cache.invalidate(t, Invalidation::Before(key(t, before).position));
+                    }
+                    10 => cache.invalidate(rand(3) as u32, Invalidation::All),
+                    _ => {}
                 }
             }
             if second == 120 {
-                lru.on_ledger_deleted(1, 1);
+                cache.on_ledger_deleted(1, LEDGER);
             }
             assert_eq!(
-                following.sample(&mut lru),
-                full.sample(&mut lru),
-                "second {second}"
+                following.sample(cache),
+                full.sample(cache),
+                "{what}, second {second}"
             );
         }
-        assert_eq!(following.peak_retained, full.peak_retained);
-        assert!(full.peak_retained > 0);
+        assert_eq!(following.peak_retained, full.peak_retained, "{what}");
+        assert!(full.peak_retained > 0, "{what}");
+    }
+
+    /// A design that counts the memory model's questions.
+    struct Counting<'c> {
+        inner: &'c mut dyn CacheStrategy,
+        contains: std::cell::Cell<u64>,
+    }
+
+    impl CacheStrategy for Counting<'_> {
+        fn insert(&mut self, now: u64, key: EntryKey, size: u32, expected: i32) {
+            self.inner.insert(now, key, size, expected)
+        }
+        fn read(&mut self, now: u64, key: EntryKey) -> bool {
+            self.inner.read(now, key)
+        }
+        fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
+            self.inner.on_ledger_deleted(topic, ledger)
+        }
+        fn tick(&mut self, now: u64) {
+            self.inner.tick(now)
+        }
+        fn cached_bytes(&self) -> u64 {
+            self.inner.cached_bytes()
+        }
+        fn counters(&self) -> crate::replay::strategy::StrategyCounters {
+            self.inner.counters()
+        }
+        fn contains(&self, key: EntryKey) -> bool {
+            self.contains.set(self.contains.get() + 1);
+            self.inner.contains(key)
+        }
+        fn report_removals(&mut self) -> bool {
+            self.inner.report_removals()
+        }
+        fn watch_removal(&mut self, key: EntryKey) {
+            self.inner.watch_removal(key)
+        }
+        fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+            self.inner.take_removed(out)
+        }
+    }
+
+    /// Following a design that reports removals, a sample asks about the buffers that changed
+    /// since the last one, not about every buffer that still backs a cached entry: over a cache
+    /// of many buffers that nothing touches, a second costs nothing, and one that removes a few
+    /// entries costs a few questions.
+    fn samples_ask_about_what_changed(what: &str, cache: &mut dyn CacheStrategy) {
+        const BUFFERS: i64 = 2_000;
+        let mut cache = Counting {
+            inner: cache,
+            contains: Default::default(),
+        };
+        let mut model = MemoryModel::new(64, 2048, 65536, 4096).following(&mut cache);
+        for e in 0..BUFFERS {
+            // One entry a millisecond, each in a buffer of its own.
+            let (ts, p) = (e * 1_000, Position::new(1, e));
+            model.on_publish(ts, 0, p, 100);
+            cache.insert(
+                ts as u64 * 1_000,
+                EntryKey {
+                    topic: 0,
+                    position: p,
+                },
+                100,
+                1,
+            );
+        }
+        assert!(model.sample(&mut cache) > 0, "{what}");
+        let asked = cache.contains.replace(0);
+        assert!(
+            asked >= BUFFERS as u64,
+            "{what}: the new buffers are checked ({asked})"
+        );
+        for _ in 0..3 {
+            model.sample(&mut cache);
+            assert_eq!(cache.contains.replace(0), 0, "{what}: nothing changed");
+        }
+        cache
+            .inner
+            .invalidate(0, Invalidation::Before(Position::new(1, 10)));
+        model.sample(&mut cache);
+        let asked = cache.contains.replace(0);
+        assert!(asked <= 20, "{what}: 10 entries left, {asked} questions");
+    }
+
+    #[test]
+    fn following_the_cache_samples_what_a_full_check_does() {
+        let pip430 = |strategy: &str, ttl_ms: i64| {
+            let mut config = CacheConfig::default();
+            for (key, value) in [
+                ("cache_size_bytes", SettingValue::Int(40_000)),
+                ("eviction_time_threshold_ms", SettingValue::Int(ttl_ms)),
+                ("strategy", SettingValue::Str(strategy.into())),
+            ] {
+                config.set(key, value).expect("valid");
+            }
+            Pip430::new(config).expect("valid config")
+        };
+        let mut legacy = CacheConfig::default();
+        for (key, value) in [
+            ("cache_size_bytes", SettingValue::Int(40_000)),
+            ("eviction_time_threshold_ms", SettingValue::Int(300)),
+        ] {
+            legacy.set(key, value).expect("valid");
+        }
+        let designs: [(&str, Box<dyn CacheStrategy>); 6] = [
+            ("lru", Box::new(Lru::new(40_000))),
+            ("pip430", Box::new(pip430("pip430", 1_000))),
+            ("pip430, short TTL", Box::new(pip430("pip430", 20))),
+            ("pip430-fifo", Box::new(pip430("pip430-fifo", 300))),
+            ("legacy", Box::new(Legacy::new(&legacy))),
+            ("segmented", Box::new(Segmented::new(40_000, 4))),
+        ];
+        for (what, mut cache) in designs {
+            assert!(cache.report_removals(), "{what}");
+            samples_as_a_full_check_does(what, cache.as_mut());
+        }
+    }
+
+    #[test]
+    fn a_sample_following_the_cache_asks_about_what_changed_only() {
+        let mut config = CacheConfig::default();
+        config
+            .set("eviction_time_threshold_ms", SettingValue::Int(1_000_000))
+            .expect("valid");
+        let designs: [(&str, Box<dyn CacheStrategy>); 4] = [
+            ("lru", Box::new(Lru::new(1 << 30))),
+            (
+                "pip430",
+                Box::new(Pip430::new(config.clone()).expect("valid config")),
+            ),
+            ("legacy", Box::new(Legacy::new(&config))),
+            ("segmented", Box::new(Segmented::new(1 << 30, 4))),
+        ];
+        for (what, mut cache) in designs {
+            samples_ask_about_what_changed(what, cache.as_mut());
+        }
     }
 }

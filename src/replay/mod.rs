@@ -7,7 +7,7 @@ pub mod requests;
 pub mod strategy;
 pub mod trace;
 
-use engine::Stopped;
+use engine::{Replay, Stopped};
 pub use engine::{ReplayMetrics, Replayer};
 pub use trace::{Event, Names, Op, TraceDecoder};
 
@@ -17,17 +17,17 @@ use arrow_array::cast::AsArray;
 use arrow_array::RecordBatch;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use strategy::{belady, CacheStrategy, Legacy, Lru, NoCache, Pip430, Segmented};
+use strategy::{belady, CacheStrategy, FutureReads, Legacy, Lru, NoCache, Pip430, Segmented};
 
 /// The replayer of `config`'s read flow over `strategy`, without the memory model.
-fn bare_replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
+fn bare_replayer<S: CacheStrategy + ?Sized>(config: &CacheConfig, strategy: Box<S>) -> Replayer<S> {
     Replayer::new(strategy, config).with_read_latency(
         config.storage_read_latency_ms.saturating_mul(1_000_000),
         config.cursor_epochs,
     )
 }
 
-fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer {
+fn replayer<S: CacheStrategy + ?Sized>(config: &CacheConfig, strategy: Box<S>) -> Replayer<S> {
     let r = bare_replayer(config, strategy);
     if config.copy_entries || !config.memory_model {
         return r;
@@ -41,33 +41,41 @@ fn replayer(config: &CacheConfig, strategy: Box<dyn CacheStrategy>) -> Replayer 
 }
 
 /// The replayer for an online strategy; Belady's first pass is a recorder.
-fn first_pass(config: &CacheConfig) -> Result<Replayer> {
+fn first_pass(config: &CacheConfig) -> Result<Box<dyn Replay>> {
     Ok(match config.strategy {
         Strategy::Pip430 | Strategy::Pip430Fifo => {
-            replayer(config, Box::new(Pip430::new(config.clone())?))
+            Box::new(replayer(config, Box::new(Pip430::new(config.clone())?)))
         }
-        Strategy::Lru => replayer(config, Box::new(Lru::new(config.cache_size_bytes))),
+        Strategy::Lru => Box::new(replayer(
+            config,
+            Box::new(Lru::new(config.cache_size_bytes)),
+        )),
         // The recording pass caches nothing, so it has no buffers to model (and its measurements
         // give way to the deciding pass's).
-        Strategy::Belady => bare_replayer(config, Box::new(NoCache)).recording(),
-        Strategy::Legacy => replayer(config, Box::new(Legacy::new(config))),
-        Strategy::Segmented => replayer(
+        Strategy::Belady => Box::new(bare_replayer(config, Box::new(NoCache)).recording()),
+        Strategy::Legacy => Box::new(replayer(config, Box::new(Legacy::new(config)))),
+        Strategy::Segmented => Box::new(replayer(
             config,
             Box::new(Segmented::new(
                 config.cache_size_bytes,
                 config.effective_segment_count(),
             )),
-        ),
+        )),
     })
+}
+
+/// Belady's deciding pass, over the reads its first pass recorded.
+fn second_pass(config: &CacheConfig, future: FutureReads) -> Box<dyn Replay> {
+    Box::new(replayer(config, belady(config.cache_size_bytes, future)))
 }
 
 /// Replays decoded events under `config` (both passes for Belady).
 pub fn replay(events: &[Event], names: &Names, config: &CacheConfig) -> Result<ReplayMetrics> {
     let mut r = first_pass(config)?;
-    r.run(events, names)?;
+    r.run_unnamed(events).map_err(|s| s.named(names))?;
     if let Some(future) = r.take_recording() {
-        r = replayer(config, belady(config.cache_size_bytes, future));
-        r.run(events, names)?;
+        r = second_pass(config, future);
+        r.run_unnamed(events).map_err(|s| s.named(names))?;
     }
     Ok(r.finish())
 }
@@ -75,7 +83,7 @@ pub fn replay(events: &[Event], names: &Names, config: &CacheConfig) -> Result<R
 /// Records the request stream of a trace (publishes and reads), batch by batch.
 pub struct RequestRecorder {
     decoder: TraceDecoder,
-    replayer: Replayer,
+    replayer: Replayer<NoCache>,
     events: Vec<Event>,
 }
 
@@ -127,7 +135,7 @@ impl RequestRecorder {
 
 struct Run {
     config: CacheConfig,
-    replayer: Replayer,
+    replayer: Box<dyn Replay>,
     /// Belady: the first pass (recording) is done and the second is running.
     second_pass: bool,
     busy: Duration,
@@ -400,7 +408,7 @@ impl Session {
         self.decoder = TraceDecoder::new();
         for run in self.runs.iter_mut().flatten() {
             if let Some(future) = run.replayer.take_recording() {
-                run.replayer = replayer(&run.config, belady(run.config.cache_size_bytes, future));
+                run.replayer = second_pass(&run.config, future);
                 run.second_pass = true;
             }
         }

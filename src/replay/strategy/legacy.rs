@@ -13,33 +13,53 @@
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::position::Position;
 use crate::read_flow::Invalidation;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 /// Pulsar's `MaxEntryCacheSizeToConsider`... the share of the total size whose caches are chosen.
 const SHARE_OF_SIZE_TO_CONSIDER: f64 = 0.5;
 
+/// A cached entry of a [`TopicCache`].
+struct Cached {
+    size: u32,
+    /// When it was cached (time eviction compares it).
+    inserted_ns: u64,
+    /// Its removal is noted (see [`CacheStrategy::watch_removal`]).
+    watched: bool,
+}
+
 #[derive(Default)]
 struct TopicCache {
-    entries: BTreeMap<Position, (u32, u64)>,
+    entries: BTreeMap<Position, Cached>,
     bytes: u64,
+    /// Watched entries removed since the memory model last asked.
+    watched_gone: Vec<Position>,
 }
 
 impl TopicCache {
     fn remove_front_while(
         &mut self,
-        mut keep_going: impl FnMut(&Position, &(u32, u64), u64) -> bool,
+        mut keep_going: impl FnMut(&Position, &Cached, u64) -> bool,
     ) -> (u64, u64) {
         let (mut n, mut freed) = (0, 0);
         while let Some((p, v)) = self.entries.first_key_value() {
             if !keep_going(p, v, freed) {
                 break;
             }
-            let (_, (size, _)) = self.entries.pop_first().expect("non-empty");
-            self.bytes -= size as u64;
-            freed += size as u64;
+            let (p, gone) = self.entries.pop_first().expect("non-empty");
+            freed += self.forget(p, gone);
             n += 1;
         }
         (n, freed)
+    }
+
+    /// Accounts for an entry taken out of `entries`; returns its size.
+    fn forget(&mut self, p: Position, gone: Cached) -> u64 {
+        if gone.watched {
+            self.watched_gone.push(p);
+        }
+        self.bytes -= u64::from(gone.size);
+        u64::from(gone.size)
     }
 }
 
@@ -78,7 +98,13 @@ impl Legacy {
             return;
         }
         let t = self.topic(key.topic);
-        if t.entries.insert(key.position, (size, now)).is_none() {
+        // An entry cached already stays as it is (`RangeCache.put` is a `putIfAbsent`).
+        if let Entry::Vacant(vacant) = t.entries.entry(key.position) {
+            vacant.insert(Cached {
+                size,
+                inserted_ns: now,
+                watched: false,
+            });
             t.bytes += size as u64;
             self.total += size as u64;
             if self.total > self.trigger {
@@ -144,9 +170,8 @@ impl CacheStrategy for Legacy {
             .collect();
         let mut freed = 0;
         for p in doomed {
-            let (size, _) = t.entries.remove(&p).expect("listed");
-            t.bytes -= size as u64;
-            freed += size as u64;
+            let gone = t.entries.remove(&p).expect("listed");
+            freed += t.forget(p, gone);
         }
         self.total -= freed;
     }
@@ -154,7 +179,7 @@ impl CacheStrategy for Legacy {
     fn tick(&mut self, now: u64) {
         if let Some(before) = now.checked_sub(self.ttl_ns) {
             for t in &mut self.topics {
-                let (n, freed) = t.remove_front_while(|_, (_, ts), _| *ts < before);
+                let (n, freed) = t.remove_front_while(|_, e, _| e.inserted_ns < before);
                 self.total -= freed;
                 self.counters.evicted_entries += n;
             }
@@ -180,5 +205,60 @@ impl CacheStrategy for Legacy {
         self.topics
             .get(key.topic as usize)
             .is_some_and(|t| t.entries.contains_key(&key.position))
+    }
+
+    fn report_removals(&mut self) -> bool {
+        true
+    }
+
+    fn watch_removal(&mut self, key: EntryKey) {
+        let cached = self.topics.get_mut(key.topic as usize);
+        if let Some(e) = cached.and_then(|t| t.entries.get_mut(&key.position)) {
+            e.watched = true;
+        }
+    }
+
+    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+        for (topic, t) in self.topics.iter_mut().enumerate() {
+            out.extend(t.watched_gone.drain(..).map(|position| EntryKey {
+                topic: topic as u32,
+                position,
+            }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CacheConfig, SettingValue};
+
+    fn k(e: i64) -> EntryKey {
+        EntryKey {
+            topic: 0,
+            position: Position::new(1, e),
+        }
+    }
+
+    /// An entry cached again (a range read from storage because part of it was missing) keeps
+    /// its first time: `RangeCache.put` is a `putIfAbsent`, so time eviction drops it when the
+    /// first copy expires, not later.
+    #[test]
+    fn an_entry_cached_again_keeps_its_first_time() {
+        let mut config = CacheConfig::default();
+        config
+            .set("eviction_time_threshold_ms", SettingValue::Int(100))
+            .expect("valid");
+        let mut legacy = Legacy::new(&config);
+        let ms = 1_000_000;
+        legacy.insert(0, k(0), 10, 0);
+        legacy.insert(90 * ms, k(0), 30, 0);
+        assert_eq!(legacy.cached_bytes(), 10, "the size stays the first one's");
+        legacy.tick(150 * ms);
+        assert!(
+            !legacy.contains(k(0)),
+            "expired 100 ms after it was first cached"
+        );
+        assert_eq!(legacy.cached_bytes(), 0);
     }
 }

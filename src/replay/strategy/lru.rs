@@ -13,6 +13,8 @@ struct Node {
     size: u32,
     prev: u32,
     next: u32,
+    /// Its removal is reported (see [`CacheStrategy::watch_removal`]).
+    watched: bool,
 }
 
 pub struct Lru {
@@ -28,8 +30,10 @@ pub struct Lru {
     head: u32,
     tail: u32,
     counters: StrategyCounters,
-    /// Entries removed since the memory model last asked (when it asks: see
-    /// [`CacheStrategy::report_removals`]).
+    /// Watched entries removed since the memory model last asked (when it asks: see
+    /// [`CacheStrategy::report_removals`]). Only the watched ones: the model wants the fronts of
+    /// its buffers, a few of the entries, and a report of every removal cost the LRU replay with
+    /// the model a tenth of its time (a key stored per removal, looked up at each sample).
     removed: Option<Vec<EntryKey>>,
 }
 
@@ -100,11 +104,11 @@ impl Lru {
         self.unlink(n);
         let node = &self.nodes[n as usize];
         self.used -= node.size as u64;
-        let key = node.key;
+        let (key, watched) = (node.key, node.watched);
         if let Ok(slot) = self.index.find_entry(hash_of(&key), |&m| m == n) {
             slot.remove();
         }
-        if let Some(removed) = &mut self.removed {
+        if let (true, Some(removed)) = (watched, &mut self.removed) {
             removed.push(key);
         }
         self.free.push(n);
@@ -123,6 +127,7 @@ impl Lru {
             size,
             prev: NIL,
             next: NIL,
+            watched: false,
         };
         let n = match self.free.pop() {
             Some(n) => {
@@ -196,6 +201,12 @@ impl CacheStrategy for Lru {
         true
     }
 
+    fn watch_removal(&mut self, key: EntryKey) {
+        if let Some(n) = self.find(&key) {
+            self.nodes[n as usize].watched = true;
+        }
+    }
+
     fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
         if let Some(removed) = &mut self.removed {
             out.append(removed);
@@ -230,5 +241,31 @@ mod tests {
         assert_eq!(lru.counters().evicted_entries, 4);
         lru.admit(k(5), 31); // larger than the cache: not admitted
         assert!(!lru.touch(k(5)));
+    }
+
+    #[test]
+    fn reports_the_removal_of_watched_entries_only() {
+        let mut lru = Lru::new(30);
+        assert!(lru.report_removals());
+        for e in 0..3 {
+            lru.admit(k(e), 10);
+        }
+        lru.watch_removal(k(1));
+        lru.watch_removal(k(9)); // not cached: nothing to watch
+        for e in 3..6 {
+            lru.admit(k(e), 10); // evicts 0, 1 and 2
+        }
+        let mut removed = Vec::new();
+        lru.take_removed(&mut removed);
+        assert_eq!(removed, [k(1)]);
+        // Cached again, the entry is a new one, unwatched until the model asks.
+        lru.admit(k(1), 10);
+        lru.on_ledger_deleted(0, 1);
+        removed.clear();
+        lru.take_removed(&mut removed);
+        assert!(
+            removed.is_empty(),
+            "nothing watched left since: {removed:?}"
+        );
     }
 }

@@ -84,6 +84,11 @@ pub trait CacheStrategy: Send {
     fn report_removals(&mut self) -> bool {
         false
     }
+    /// Once reporting: the memory model will want to hear when `key`, cached now, leaves (it is
+    /// the front entry of a live buffer). A design may then report only the entries it was asked
+    /// to watch, since the removal of any other concerns no buffer's front; reporting more changes
+    /// nothing but the work.
+    fn watch_removal(&mut self, _key: EntryKey) {}
     /// Moves the entries that left since the last call into `out` (once reporting).
     fn take_removed(&mut self, _out: &mut Vec<EntryKey>) {}
 }

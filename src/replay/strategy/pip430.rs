@@ -201,6 +201,28 @@ impl CacheStrategy for Pip430 {
         }
     }
 
+    fn report_removals(&mut self) -> bool {
+        true
+    }
+
+    fn watch_removal(&mut self, key: EntryKey) {
+        if (key.topic as usize) < self.caches.len() {
+            self.held_cache(key.topic).1.watch_removal(key.position);
+        }
+    }
+
+    /// The caches note the removal of the entries watched, however they go (the passes of ticks
+    /// and inserts, invalidations, deleted ledgers), so they are asked here, each under its lock.
+    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+        for topic in 0..self.caches.len() as u32 {
+            let (_, held) = self.held_cache(topic);
+            out.extend(
+                held.take_watched_gone()
+                    .map(|position| EntryKey { topic, position }),
+            );
+        }
+    }
+
     fn contains(&self, key: EntryKey) -> bool {
         self.caches.get(key.topic as usize).is_some_and(|cache| {
             self.held

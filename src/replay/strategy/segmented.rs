@@ -15,6 +15,11 @@ pub struct Segmented {
     current: usize,
     index: FastMap<EntryKey, (u32, u64)>,
     counters: StrategyCounters,
+    /// Per segment, the entries in it whose removal is noted (see
+    /// [`CacheStrategy::watch_removal`]): they all go when it is emptied.
+    watched: Vec<Vec<EntryKey>>,
+    /// Watched entries removed since the memory model last asked.
+    watched_gone: Vec<EntryKey>,
 }
 
 impl Segmented {
@@ -27,6 +32,8 @@ impl Segmented {
             current: 0,
             index: FastMap::default(),
             counters: StrategyCounters::default(),
+            watched: vec![Vec::new(); n],
+            watched_gone: Vec::new(),
         }
     }
 
@@ -45,6 +52,7 @@ impl Segmented {
             self.counters.evicted_entries += self.used[self.current].1;
             self.used[self.current] = (0, 0);
             self.generation[self.current] += 1;
+            self.watched_gone.append(&mut self.watched[self.current]);
             // Entries of emptied segments stay in the index as stale until overwritten; drop them
             // when they outnumber the valid ones so the index stays the size of the cache.
             if self.index.len() > 4 * self.used.iter().map(|u| u.1).sum::<u64>().max(1024) as usize
@@ -71,8 +79,12 @@ impl CacheStrategy for Segmented {
 
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
         // The ring does not free space early; deleted entries just stop being found.
-        self.index
-            .retain(|k, _| !(k.topic == topic && k.position.ledger_id == ledger));
+        let deleted = |k: &EntryKey| k.topic == topic && k.position.ledger_id == ledger;
+        self.index.retain(|k, _| !deleted(k));
+        for watched in &mut self.watched {
+            self.watched_gone
+                .extend(watched.extract_if(.., |k| deleted(k)));
+        }
     }
 
     fn cached_bytes(&self) -> u64 {
@@ -85,5 +97,21 @@ impl CacheStrategy for Segmented {
 
     fn contains(&self, key: EntryKey) -> bool {
         self.valid(&key)
+    }
+
+    fn report_removals(&mut self) -> bool {
+        true
+    }
+
+    fn watch_removal(&mut self, key: EntryKey) {
+        if let Some(&(segment, generation)) = self.index.get(&key) {
+            if self.generation[segment as usize] == generation {
+                self.watched[segment as usize].push(key);
+            }
+        }
+    }
+
+    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+        out.append(&mut self.watched_gone);
     }
 }
