@@ -161,11 +161,19 @@ pub struct MemoryModel {
     dirty: Vec<usize>,
     /// Buffers that back no cached entry but were still open at the last sample.
     idle: Vec<usize>,
-    /// With a strategy that reports what it removes: each live buffer by its front entry (a chain
-    /// through `next_same_front`), so that a sample checks only the buffers whose front left.
-    /// Without, every live buffer is checked each sample.
+    /// The design notes the removal of the entries the model watches (see
+    /// [`CacheStrategy::report_removals`]), so the model can follow it.
+    can_follow: bool,
+    /// While following: each live buffer by its front entry (a chain through
+    /// `next_same_front`), each front watched, so that a sample checks only the buffers whose
+    /// front left and those that got entries. Otherwise a sample checks every live buffer. Which
+    /// one costs less depends on how long buffers live ([`MemoryModel::choose_how_to_sample`]).
     by_front: Option<FastMap<EntryKey, usize>>,
     removed: Vec<EntryKey>,
+    /// Buffers live at the last sample.
+    live: usize,
+    /// Buffers that got entries since the last sample.
+    grown: usize,
     retained: u64,
     samples: u64,
     pub peak_retained: u64,
@@ -190,20 +198,22 @@ impl MemoryModel {
             free_slots: Vec::new(),
             dirty: Vec::new(),
             idle: Vec::new(),
+            can_follow: false,
             by_front: None,
             removed: Vec::new(),
+            live: 0,
+            grown: 0,
             retained: 0,
             samples: 0,
             peak_retained: 0,
         }
     }
 
-    /// Samples check only the buffers that changed, learning from `cache` what left it; for a
-    /// design that cannot say, every buffer is checked (the result is the same).
+    /// Samples may check only the buffers that changed, learning from `cache` what left it, when
+    /// that costs less than checking every live buffer; for a design that cannot say, every
+    /// buffer is checked. The result is the same either way.
     pub fn following<S: CacheStrategy + ?Sized>(mut self, cache: &mut S) -> Self {
-        if cache.report_removals() {
-            self.by_front = Some(FastMap::default());
-        }
+        self.can_follow = cache.report_removals();
         self
     }
 
@@ -234,6 +244,7 @@ impl MemoryModel {
         if !buffer.dirty {
             buffer.dirty = true;
             self.dirty.push(b);
+            self.grown += 1;
         }
     }
 
@@ -324,14 +335,19 @@ impl MemoryModel {
                 self.buffers[b].open_at = now;
             }
         }
+        if self.can_follow {
+            // Taken while not following too: the fronts watched when it followed last still
+            // leave, and are noted.
+            cache.take_removed(&mut self.removed);
+        }
         match &mut self.by_front {
             Some(by_front) => {
-                cache.take_removed(&mut self.removed);
                 for key in self.removed.drain(..) {
                     let mut b = by_front.remove(&key).unwrap_or(NONE);
                     while b != NONE {
                         let buffer = &mut self.buffers[b];
                         buffer.live = false;
+                        self.live -= 1;
                         self.retained -= buffer.capacity;
                         if !buffer.dirty {
                             buffer.dirty = true;
@@ -342,6 +358,8 @@ impl MemoryModel {
                 }
             }
             None => {
+                self.removed.clear();
+                self.live = 0;
                 for (b, buffer) in self.buffers.iter_mut().enumerate() {
                     if buffer.live {
                         buffer.live = false;
@@ -370,6 +388,7 @@ impl MemoryModel {
             }
             if buffer.entries.any_cached(|key| cache.contains(key)) {
                 buffer.live = true;
+                self.live += 1;
                 self.retained += buffer.capacity;
                 if let Some(by_front) = &mut self.by_front {
                     let front = buffer.entries.front().expect("a cached entry");
@@ -384,7 +403,52 @@ impl MemoryModel {
         }
         self.idle = idle;
         self.peak_retained = self.peak_retained.max(self.retained);
+        self.choose_how_to_sample(cache);
         self.retained
+    }
+
+    /// Whether the next samples follow the design's removals or check every live buffer.
+    ///
+    /// Checking every live buffer asks the design about each one, each sample. Following costs
+    /// a few times that per buffer that gets entries (a watch, a map entry, its front's removal
+    /// noted and looked up, a check), whatever its life. So a design whose entries live a second
+    /// or two (the default TTL) is cheaper to check, and one with a large cache whose entries live
+    /// long (a long TTL, LRU) is cheaper to follow: about one and a half times faster to replay
+    /// with a 2 GiB cache whose entries live 30 s (benches/replay_throughput.py). The switch
+    /// costs a pass over the buffers, and the two thresholds are apart so that it is rare.
+    fn choose_how_to_sample<S: CacheStrategy + ?Sized>(&mut self, cache: &mut S) {
+        /// Follow once the live buffers are this many times those that got entries...
+        const FOLLOW_ABOVE: usize = 8;
+        /// ... and at least this many.
+        const FOLLOW_FROM: usize = 256;
+        /// Check every buffer again once they are fewer than this many times.
+        const CHECK_BELOW: usize = 2;
+        let grown = std::mem::take(&mut self.grown);
+        match self.by_front {
+            None if self.can_follow
+                && self.live >= FOLLOW_FROM
+                && self.live > FOLLOW_ABOVE.saturating_mul(grown) =>
+            {
+                // Every live buffer was just checked: its front is cached.
+                let mut by_front = FastMap::default();
+                for (b, buffer) in self.buffers.iter_mut().enumerate() {
+                    if buffer.live {
+                        let front = buffer.entries.front().expect("a cached entry");
+                        buffer.next_same_front = by_front.insert(front, b).unwrap_or(NONE);
+                        cache.watch_removal(front);
+                    }
+                }
+                self.by_front = Some(by_front);
+            }
+            Some(_) if self.live < CHECK_BELOW.saturating_mul(grown) => self.by_front = None,
+            _ => {}
+        }
+    }
+
+    /// Whether the samples follow the design's removals now.
+    #[cfg(test)]
+    fn follows(&self) -> bool {
+        self.by_front.is_some()
     }
 
     fn release(&mut self, b: usize) {
@@ -445,9 +509,10 @@ mod tests {
 
     /// The samples that check only changed buffers give what checking every buffer gives, second
     /// by second, with evictions (by size, and by time on the eviction task), entries cached
-    /// again from storage, invalidations, and a ledger deleted: for each design that reports
-    /// removals.
-    fn samples_as_a_full_check_does(what: &str, cache: &mut dyn CacheStrategy) {
+    /// again from storage, invalidations, and ledgers deleted: for each design that reports
+    /// removals. Returns how often the model began and stopped following the design.
+    fn samples_as_a_full_check_does(what: &str, cache: &mut dyn CacheStrategy) -> (u32, u32) {
+        let mut switches = (0, 0);
         let mut following = MemoryModel::new(64, 2048, 65536, 4096).following(cache);
         let mut full = MemoryModel::new(64, 2048, 65536, 4096);
         let mut seed = 7u64;
@@ -509,14 +574,27 @@ mod tests {
             if second == 120 {
                 cache.on_ledger_deleted(1, LEDGER);
             }
+            if second == 150 {
+                // Everything goes: a model that followed has few live buffers left.
+                for t in 0..3 {
+                    cache.on_ledger_deleted(t, LEDGER);
+                }
+            }
+            let followed = following.follows();
             assert_eq!(
                 following.sample(cache),
                 full.sample(cache),
                 "{what}, second {second}"
             );
+            match (followed, following.follows()) {
+                (false, true) => switches.0 += 1,
+                (true, false) => switches.1 += 1,
+                _ => {}
+            }
         }
         assert_eq!(following.peak_retained, full.peak_retained, "{what}");
         assert!(full.peak_retained > 0, "{what}");
+        switches
     }
 
     /// A design that counts the memory model's questions.
@@ -559,10 +637,11 @@ mod tests {
         }
     }
 
-    /// Following a design that reports removals, a sample asks about the buffers that changed
-    /// since the last one, not about every buffer that still backs a cached entry: over a cache
-    /// of many buffers that nothing touches, a second costs nothing, and one that removes a few
-    /// entries costs a few questions.
+    /// Once it follows a design that reports removals (after a sample in which many buffers
+    /// lived and few got entries), a sample asks about the buffers that changed since the last
+    /// one, not about every buffer that still backs a cached entry: over a cache of many buffers
+    /// that nothing touches, a second costs nothing, and one that removes a few entries costs a
+    /// few questions.
     fn samples_ask_about_what_changed(what: &str, cache: &mut dyn CacheStrategy) {
         const BUFFERS: i64 = 2_000;
         let mut cache = Counting {
@@ -590,6 +669,10 @@ mod tests {
             asked >= BUFFERS as u64,
             "{what}: the new buffers are checked ({asked})"
         );
+        assert!(!model.follows(), "{what}: every live buffer is new");
+        model.sample(&mut cache);
+        assert!(model.follows(), "{what}: many live buffers, none new");
+        cache.contains.set(0);
         for _ in 0..3 {
             model.sample(&mut cache);
             assert_eq!(cache.contains.replace(0), 0, "{what}: nothing changed");
@@ -604,35 +687,52 @@ mod tests {
 
     #[test]
     fn following_the_cache_samples_what_a_full_check_does() {
-        let pip430 = |strategy: &str, ttl_ms: i64| {
+        let config = |strategy: &str, bytes: i64, ttl_ms: i64| {
             let mut config = CacheConfig::default();
             for (key, value) in [
-                ("cache_size_bytes", SettingValue::Int(40_000)),
+                ("cache_size_bytes", SettingValue::Int(bytes)),
                 ("eviction_time_threshold_ms", SettingValue::Int(ttl_ms)),
                 ("strategy", SettingValue::Str(strategy.into())),
             ] {
                 config.set(key, value).expect("valid");
             }
-            Pip430::new(config).expect("valid config")
+            config
         };
-        let mut legacy = CacheConfig::default();
-        for (key, value) in [
-            ("cache_size_bytes", SettingValue::Int(40_000)),
-            ("eviction_time_threshold_ms", SettingValue::Int(300)),
-        ] {
-            legacy.set(key, value).expect("valid");
-        }
-        let designs: [(&str, Box<dyn CacheStrategy>); 6] = [
-            ("lru", Box::new(Lru::new(40_000))),
-            ("pip430", Box::new(pip430("pip430", 1_000))),
-            ("pip430, short TTL", Box::new(pip430("pip430", 20))),
-            ("pip430-fifo", Box::new(pip430("pip430-fifo", 300))),
-            ("legacy", Box::new(Legacy::new(&legacy))),
-            ("segmented", Box::new(Segmented::new(40_000, 4))),
+        let pip430 = |strategy: &str, bytes: i64, ttl_ms: i64| {
+            Box::new(Pip430::new(config(strategy, bytes, ttl_ms)).expect("valid config"))
+        };
+        let legacy =
+            |bytes: i64, ttl_ms: i64| Box::new(Legacy::new(&config("legacy", bytes, ttl_ms)));
+        // Small caches, whose buffers live a second or less, and large ones that hold every
+        // entry for minutes: the model follows those.
+        const LARGE: i64 = 16 << 20;
+        let designs: [(&str, Box<dyn CacheStrategy>, bool); 11] = [
+            ("lru", Box::new(Lru::new(40_000)), false),
+            ("pip430", pip430("pip430", 40_000, 1_000), false),
+            ("pip430, short TTL", pip430("pip430", 40_000, 20), false),
+            ("pip430-fifo", pip430("pip430-fifo", 40_000, 300), false),
+            ("legacy", legacy(40_000, 300), false),
+            ("segmented", Box::new(Segmented::new(40_000, 4)), false),
+            ("large lru", Box::new(Lru::new(LARGE as u64)), true),
+            ("large pip430", pip430("pip430", LARGE, 1_000_000), true),
+            (
+                "large pip430-fifo",
+                pip430("pip430-fifo", LARGE, 1_000_000),
+                true,
+            ),
+            ("large legacy", legacy(LARGE, 1_000_000), true),
+            (
+                "large segmented",
+                Box::new(Segmented::new(LARGE as u64, 4)),
+                true,
+            ),
         ];
-        for (what, mut cache) in designs {
+        for (what, mut cache, large) in designs {
             assert!(cache.report_removals(), "{what}");
-            samples_as_a_full_check_does(what, cache.as_mut());
+            let (began, stopped) = samples_as_a_full_check_does(what, cache.as_mut());
+            if large {
+                assert!(began >= 1 && stopped >= 1, "{what}: {began} {stopped}");
+            }
         }
     }
 

@@ -32,8 +32,9 @@ pub struct Lru {
     counters: StrategyCounters,
     /// Watched entries removed since the memory model last asked (when it asks: see
     /// [`CacheStrategy::report_removals`]). Only the watched ones: the model wants the fronts of
-    /// its buffers, a few of the entries, and a report of every removal cost the LRU replay with
-    /// the model a tenth of its time (a key stored per removal, looked up at each sample).
+    /// its buffers, a few of the entries, and a report of every removal was about a twentieth of
+    /// the LRU replay's profile with the model (a key stored per removal, looked up at each
+    /// sample).
     removed: Option<Vec<EntryKey>>,
 }
 
