@@ -81,9 +81,15 @@ impl CacheStrategy for Segmented {
         // The ring does not free space early; deleted entries just stop being found.
         let deleted = |k: &EntryKey| k.topic == topic && k.position.ledger_id == ledger;
         self.index.retain(|k, _| !deleted(k));
+        let gone = &mut self.watched_gone;
         for watched in &mut self.watched {
-            self.watched_gone
-                .extend(watched.extract_if(.., |k| deleted(k)));
+            watched.retain(|k| {
+                let keep = !deleted(k);
+                if !keep {
+                    gone.push(*k);
+                }
+                keep
+            });
         }
     }
 
