@@ -111,7 +111,7 @@ fn take_entry(
     aside: &Pages<u32>,
     index: &mut PositionIndex,
     size_bytes: &mut u64,
-    watched_gone: &mut Option<Box<Vec<Position>>>,
+    watched_gone: &mut Option<Box<WatchedGone>>,
 ) -> (u32, Payload) {
     debug_assert!(slot.is_live());
     let size = slot.size(n, aside);
@@ -128,10 +128,15 @@ fn take_entry(
 /// lab watches entries, so this stays out of the eviction loop's code.
 #[cold]
 #[inline(never)]
-fn note_gone(slot: &Slot, index: &PositionIndex, watched_gone: &mut Option<Box<Vec<Position>>>) {
+fn note_gone(slot: &Slot, index: &PositionIndex, watched_gone: &mut Option<Box<WatchedGone>>) {
     let gone = watched_gone.get_or_insert_with(Box::default);
-    gone.push(index.position_at(slot.chunk, slot.lane()));
+    gone.0.push(index.position_at(slot.chunk, slot.lane()));
 }
+
+/// The positions of watched entries removed, oldest first, which a cache holds behind one
+/// pointer (see `RangeCache::watched_gone`).
+#[derive(Default)]
+struct WatchedGone(Vec<Position>);
 
 /// Where a payload removed under a cache's lock goes: an external buffer into `released`, which
 /// the caller drops once it holds none of the manager's locks; owned bytes are freed at once.
@@ -168,7 +173,7 @@ pub(crate) struct RangeCache {
     /// Watched entries removed since the last [`RangeCache::take_watched_gone`]; made by the
     /// first watch. Only the lab watches entries, and a larger cache struct was slower to evict
     /// from with topics interleaved (benches/eviction.rs, 100 topics: 3%).
-    watched_gone: Option<Box<Vec<Position>>>,
+    watched_gone: Option<Box<WatchedGone>>,
 }
 
 impl Default for RangeCache {
@@ -474,7 +479,9 @@ impl RangeCache {
 
     /// The watched entries removed since the last call, oldest first.
     pub fn take_watched_gone(&mut self) -> impl Iterator<Item = Position> + '_ {
-        self.watched_gone.iter_mut().flat_map(|gone| gone.drain(..))
+        self.watched_gone
+            .iter_mut()
+            .flat_map(|gone| gone.0.drain(..))
     }
 
     /// Positions and slots of every entry, for checks.
