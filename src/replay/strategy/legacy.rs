@@ -232,13 +232,7 @@ impl CacheStrategy for Legacy {
 mod tests {
     use super::*;
     use crate::config::{CacheConfig, SettingValue};
-
-    fn k(e: i64) -> EntryKey {
-        EntryKey {
-            topic: 0,
-            position: Position::new(1, e),
-        }
-    }
+    use crate::replay::strategy::test_key as k;
 
     /// An entry cached again (a range read from storage because part of it was missing) keeps
     /// its first time: `RangeCache.put` is a `putIfAbsent`, so time eviction drops it when the

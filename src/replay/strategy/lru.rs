@@ -218,14 +218,7 @@ impl CacheStrategy for Lru {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::position::Position;
-
-    fn k(e: i64) -> EntryKey {
-        EntryKey {
-            topic: 0,
-            position: Position::new(1, e),
-        }
-    }
+    use crate::replay::strategy::test_key as k;
 
     #[test]
     fn evicts_the_least_recently_used() {

@@ -10,6 +10,15 @@ mod no_cache;
 mod pip430;
 mod segmented;
 
+/// Entry `entry` of ledger 1 of topic 0, for the strategies' tests.
+#[cfg(test)]
+fn test_key(entry: i64) -> EntryKey {
+    EntryKey {
+        topic: 0,
+        position: Position::new(1, entry),
+    }
+}
+
 /// A small deterministic generator for the strategies' randomized tests.
 #[cfg(test)]
 fn xorshift(state: &mut u64) -> u64 {

@@ -265,13 +265,7 @@ impl HeldLocks {
 mod tests {
     use super::*;
     use crate::config::SettingValue;
-
-    fn key(entry: i64) -> EntryKey {
-        EntryKey {
-            topic: 0,
-            position: Position::new(1, entry),
-        }
-    }
+    use crate::replay::strategy::test_key as key;
 
     fn expected(s: &mut Pip430, entry: i64) -> Option<Option<i32>> {
         s.cache(0).expected_reads(key(entry).position)
