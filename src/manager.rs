@@ -110,8 +110,9 @@ impl HeldCache {
         self.state.watch_removal(position)
     }
 
-    /// Under the held lock: the watched entries removed since the last call, oldest first.
-    pub(crate) fn take_watched_gone(&mut self) -> impl Iterator<Item = Position> + '_ {
+    /// Under the held lock: the watched entries removed since the last call, in the order they
+    /// went.
+    pub(crate) fn take_watched_gone(&mut self) -> Vec<Position> {
         self.state.take_watched_gone()
     }
 }

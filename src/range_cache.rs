@@ -170,9 +170,9 @@ pub(crate) struct RangeCache {
     pub(crate) retired: bool,
     /// Counted by the entry cache's reads (which hold this cache's lock); not reset by `clear`.
     pub(crate) lookups: Lookups,
-    /// Watched entries removed since the last [`RangeCache::take_watched_gone`]; made by the
-    /// first watch. Only the lab watches entries, and a larger cache struct was slower to evict
-    /// from with topics interleaved (benches/eviction.rs, 100 topics: 3%).
+    /// Watched entries removed since the last [`RangeCache::take_watched_gone`]; made at the
+    /// first such removal. Only the lab watches entries, and a larger cache struct was slower to
+    /// evict from with topics interleaved (benches/eviction.rs, 100 topics: 3%).
     watched_gone: Option<Box<WatchedGone>>,
 }
 
@@ -477,11 +477,14 @@ impl RangeCache {
         self.peek_mut(p).map(|s| s.state |= WATCHED).is_some()
     }
 
-    /// The watched entries removed since the last call, oldest first.
-    pub fn take_watched_gone(&mut self) -> impl Iterator<Item = Position> + '_ {
+    /// The watched entries removed since the last call, in the order they went (a `clear`
+    /// takes them in slot order). The list goes with them, so that a large removal (a ledger
+    /// deleted) keeps no memory here.
+    pub fn take_watched_gone(&mut self) -> Vec<Position> {
         self.watched_gone
-            .iter_mut()
-            .flat_map(|gone| gone.0.drain(..))
+            .as_mut()
+            .map(|gone| std::mem::take(&mut gone.0))
+            .unwrap_or_default()
     }
 
     /// Positions and slots of every entry, for checks.
@@ -594,23 +597,23 @@ mod tests {
             } else {
                 cache.visit(other, |_| EvictionResult::Remove);
             }
-            let mut gone: Vec<Position> = cache.take_watched_gone().collect();
+            let mut gone = cache.take_watched_gone();
             gone.sort();
             let mut expected = positions.to_vec();
             expected.sort();
             assert_eq!(gone, expected, "{how}");
-            assert_eq!(cache.take_watched_gone().count(), 0, "{how}: noted once");
+            assert_eq!(cache.take_watched_gone().len(), 0, "{how}: noted once");
             // A slot that held a watched entry holds an unwatched one next.
             let mut cache = RangeCache::default();
             let n = insert(&mut cache, positions[0]);
             insert(&mut cache, positions[1]); // keeps the slab
             cache.watch_removal(positions[0]);
             cache.visit(n, |_| EvictionResult::Remove);
-            assert_eq!(cache.take_watched_gone().count(), 1);
+            assert_eq!(cache.take_watched_gone().len(), 1);
             let m = insert(&mut cache, positions[0]);
             assert_eq!(m, n, "the slot is reused");
             cache.visit(m, |_| EvictionResult::Remove);
-            assert_eq!(cache.take_watched_gone().count(), 0, "{how}");
+            assert_eq!(cache.take_watched_gone().len(), 0, "{how}");
         }
     }
 }

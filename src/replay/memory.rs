@@ -177,6 +177,9 @@ pub struct MemoryModel {
     retained: u64,
     samples: u64,
     pub peak_retained: u64,
+    /// Tests: start and stop following at random (this generator's state) instead of by cost.
+    #[cfg(test)]
+    switching_at_random: Option<u64>,
 }
 
 impl MemoryModel {
@@ -206,6 +209,8 @@ impl MemoryModel {
             retained: 0,
             samples: 0,
             peak_retained: 0,
+            #[cfg(test)]
+            switching_at_random: None,
         }
     }
 
@@ -424,11 +429,20 @@ impl MemoryModel {
         /// Check every buffer again once they are fewer than this many times.
         const CHECK_BELOW: usize = 2;
         let grown = std::mem::take(&mut self.grown);
-        match self.by_front {
-            None if self.can_follow
-                && self.live >= FOLLOW_FROM
-                && self.live > FOLLOW_ABOVE.saturating_mul(grown) =>
-            {
+        let follow = match self.by_front {
+            None => {
+                self.can_follow
+                    && self.live >= FOLLOW_FROM
+                    && self.live > FOLLOW_ABOVE.saturating_mul(grown)
+            }
+            Some(_) => self.live >= CHECK_BELOW.saturating_mul(grown),
+        };
+        #[cfg(test)]
+        let follow = self.switching_at_random.as_mut().map_or(follow, |state| {
+            crate::replay::strategy::xorshift(state) % 3 != 0 && self.can_follow
+        });
+        match (&self.by_front, follow) {
+            (None, true) => {
                 // Every live buffer was just checked: its front is cached.
                 let mut by_front = FastMap::default();
                 for (b, buffer) in self.buffers.iter_mut().enumerate() {
@@ -440,7 +454,7 @@ impl MemoryModel {
                 }
                 self.by_front = Some(by_front);
             }
-            Some(_) if self.live < CHECK_BELOW.saturating_mul(grown) => self.by_front = None,
+            (Some(_), false) => self.by_front = None,
             _ => {}
         }
     }
@@ -754,5 +768,158 @@ mod tests {
         for (what, mut cache) in designs {
             samples_ask_about_what_changed(what, cache.as_mut());
         }
+    }
+
+    impl MemoryModel {
+        /// The model's own bookkeeping: `live` counts the live buffers, and while following each
+        /// live buffer is in exactly one chain, under its front entry.
+        fn check_bookkeeping(&self) {
+            let live: Vec<usize> = (0..self.buffers.len())
+                .filter(|&b| self.buffers[b].live)
+                .collect();
+            assert_eq!(live.len(), self.live, "live buffers counted");
+            if let Some(by_front) = &self.by_front {
+                let mut chained = vec![0u32; self.buffers.len()];
+                for (front, &first) in by_front {
+                    let mut b = first;
+                    while b != NONE {
+                        chained[b] += 1;
+                        assert!(self.buffers[b].live, "a buffer in a chain is live");
+                        assert_eq!(self.buffers[b].entries.front(), Some(*front));
+                        b = self.buffers[b].next_same_front;
+                    }
+                }
+                for &b in &live {
+                    assert_eq!(chained[b], 1, "live buffer {b} in one chain");
+                }
+            }
+        }
+    }
+
+    /// Starting and stopping following at random samples (found by a review of the switch):
+    /// every sample gives what a full check gives, over ledgers that roll, storage reads of
+    /// entries still cached (an entry in two buffers, two buffers with one front), bursts,
+    /// invalidations and deleted ledgers, for each design with small and large caches.
+    #[test]
+    fn switching_at_any_sample_changes_nothing() {
+        const LARGE: i64 = 16 << 20;
+        let config = |strategy: &str, bytes: i64, ttl_ms: i64| {
+            let mut config = CacheConfig::default();
+            for (key, value) in [
+                ("cache_size_bytes", SettingValue::Int(bytes)),
+                ("eviction_time_threshold_ms", SettingValue::Int(ttl_ms)),
+                ("strategy", SettingValue::Str(strategy.into())),
+            ] {
+                config.set(key, value).expect("valid");
+            }
+            config
+        };
+        let pip430 = |strategy: &str, bytes: i64, ttl_ms: i64| {
+            Box::new(Pip430::new(config(strategy, bytes, ttl_ms)).expect("valid config"))
+        };
+        let legacy =
+            |bytes: i64, ttl_ms: i64| Box::new(Legacy::new(&config("legacy", bytes, ttl_ms)));
+        for seed in 1..=12u64 {
+            let designs: [(&str, Box<dyn CacheStrategy>); 11] = [
+                ("lru", Box::new(Lru::new(40_000))),
+                ("large lru", Box::new(Lru::new(LARGE as u64))),
+                ("pip430", pip430("pip430", 40_000, 1_000)),
+                ("pip430, short TTL", pip430("pip430", 40_000, 20)),
+                ("pip430-fifo", pip430("pip430-fifo", 40_000, 300)),
+                ("large pip430", pip430("pip430", LARGE, 1_000_000)),
+                ("legacy", legacy(40_000, 300)),
+                ("large legacy", legacy(LARGE, 1_000_000)),
+                ("segmented", Box::new(Segmented::new(40_000, 4))),
+                ("one segment", Box::new(Segmented::new(40_000, 1))),
+                ("large segmented", Box::new(Segmented::new(LARGE as u64, 4))),
+            ];
+            for (what, mut cache) in designs {
+                let switches = replay_switching_at_random(cache.as_mut(), seed);
+                assert!(switches > 20, "{what}, seed {seed}: {switches} switches");
+            }
+        }
+    }
+
+    /// [`switching_at_any_sample_changes_nothing`] for one design and seed; returns how often
+    /// the model started or stopped following.
+    fn replay_switching_at_random(cache: &mut dyn CacheStrategy, seed: u64) -> u32 {
+        use crate::replay::strategy::xorshift;
+        let mut following = MemoryModel::new(64, 2048, 65536, 4096).following(cache);
+        following.switching_at_random = Some(seed * 104_729 + 3);
+        let mut full = MemoryModel::new(64, 2048, 65536, 4096);
+        let mut state = (seed * 7_919) | 1;
+        let mut rand = move |n: u64| xorshift(&mut state) % n.max(1);
+        const TOPICS: usize = 3;
+        let (mut ledger, mut next) = ([1i64; TOPICS], [0i64; TOPICS]);
+        let key = |topic: u32, ledger: i64, entry: i64| EntryKey {
+            topic,
+            position: Position::new(ledger, entry),
+        };
+        let mut switches = 0;
+        for second in 0..150i64 {
+            let burst = rand(4) == 0;
+            for ms in 0..40i64 {
+                let ts = second * 1_000_000 + ms * 1_000;
+                let now = ts as u64 * 1_000;
+                for _ in 0..rand(if burst { 8 } else { 2 }) {
+                    let t = rand(TOPICS as u64) as usize;
+                    if rand(300) == 0 {
+                        ledger[t] += 1;
+                        next[t] = 0;
+                    }
+                    let size = 50 + rand(900) as u32;
+                    let k = key(t as u32, ledger[t], next[t]);
+                    next[t] += 1;
+                    following.on_publish(ts, t as u32, k.position, size);
+                    full.on_publish(ts, t as u32, k.position, size);
+                    cache.insert(now, k, size, rand(3) as i32);
+                }
+                if rand(4) == 0 {
+                    // A storage read, of entries missed and sometimes of entries still cached.
+                    let t = rand(TOPICS as u64) as usize;
+                    let l = ledger[t] - rand(2) as i64;
+                    let from = rand(next[t].max(1) as u64) as i64;
+                    let mut read = Vec::new();
+                    for e in from..(from + 1 + rand(6) as i64) {
+                        if !cache.read(now, key(t as u32, l, e)) || rand(3) == 0 {
+                            read.push((e, 50 + rand(900) as u32));
+                        }
+                    }
+                    following.on_storage_read(t as u32, l, &read);
+                    full.on_storage_read(t as u32, l, &read);
+                    for &(e, size) in &read {
+                        cache.insert_read(now, key(t as u32, l, e), size, 1);
+                    }
+                    cache.end_read();
+                }
+                if ms % 7 == 0 {
+                    cache.tick(now);
+                }
+                match rand(600) {
+                    0..10 => {
+                        let t = rand(TOPICS as u64) as usize;
+                        let before = rand(next[t].max(1) as u64) as i64;
+                        let p = key(t as u32, ledger[t], before).position;
+                        cache.invalidate(t as u32, Invalidation::Before(p));
+                    }
+                    10 => cache.invalidate(rand(TOPICS as u64) as u32, Invalidation::All),
+                    11..14 => {
+                        let t = rand(TOPICS as u64) as usize;
+                        cache.on_ledger_deleted(t as u32, ledger[t] - rand(3) as i64);
+                    }
+                    _ => {}
+                }
+            }
+            let followed = following.follows();
+            assert_eq!(
+                following.sample(cache),
+                full.sample(cache),
+                "second {second}"
+            );
+            following.check_bookkeeping();
+            switches += u32::from(followed != following.follows());
+        }
+        assert!(full.peak_retained > 0);
+        switches
     }
 }

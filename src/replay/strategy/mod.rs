@@ -19,9 +19,9 @@ fn test_key(entry: i64) -> EntryKey {
     }
 }
 
-/// A small deterministic generator for the strategies' randomized tests.
+/// A small deterministic generator for the strategies' and the memory model's randomized tests.
 #[cfg(test)]
-fn xorshift(state: &mut u64) -> u64 {
+pub(crate) fn xorshift(state: &mut u64) -> u64 {
     *state ^= *state << 13;
     *state ^= *state >> 7;
     *state ^= *state << 17;
@@ -87,9 +87,11 @@ pub trait CacheStrategy: Send {
     fn counters(&self) -> StrategyCounters;
     /// Whether the entry is cached (no side effects).
     fn contains(&self, key: EntryKey) -> bool;
-    /// Starts keeping every entry that leaves the cache (evicted, invalidated, deleted) for
-    /// [`CacheStrategy::take_removed`], so that the memory model checks only the buffers whose
-    /// entries left; false for designs that do not (the model then checks every buffer).
+    /// Starts noting the removal of the entries the memory model asks to watch
+    /// ([`CacheStrategy::watch_removal`]), however they leave the cache (evicted, invalidated,
+    /// deleted), for [`CacheStrategy::take_removed`], so that the model can check only the
+    /// buffers whose first entry left; false for designs that do not (the model then checks
+    /// every buffer).
     fn report_removals(&mut self) -> bool {
         false
     }

@@ -34,6 +34,9 @@ pub struct Pip430 {
     /// `Pip430` `Send` but not `Sync`). The manager is this strategy's own and no other thread
     /// uses it, which holding several caches at once needs.
     held: RefCell<HeldLocks>,
+    /// The memory model has asked to watch an entry's removal (see
+    /// [`CacheStrategy::watch_removal`]).
+    watching: bool,
 }
 
 impl Pip430 {
@@ -48,6 +51,7 @@ impl Pip430 {
             delivered: Vec::new(),
             released_early: Vec::new(),
             held: RefCell::default(),
+            watching: false,
         })
     }
 
@@ -207,17 +211,23 @@ impl CacheStrategy for Pip430 {
 
     fn watch_removal(&mut self, key: EntryKey) {
         if (key.topic as usize) < self.caches.len() {
+            self.watching = true;
             self.held_cache(key.topic).1.watch_removal(key.position);
         }
     }
 
     /// The caches note the removal of the entries watched, however they go (the passes of ticks
-    /// and inserts, invalidations, deleted ledgers), so they are asked here, each under its lock.
+    /// and inserts, invalidations, deleted ledgers), so they are asked here, each under its lock;
+    /// none until something is watched.
     fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+        if !self.watching {
+            return;
+        }
         for topic in 0..self.caches.len() as u32 {
             let (_, held) = self.held_cache(topic);
             out.extend(
                 held.take_watched_gone()
+                    .into_iter()
                     .map(|position| EntryKey { topic, position }),
             );
         }

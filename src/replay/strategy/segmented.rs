@@ -6,6 +6,15 @@
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::fast_hash::FastMap;
 
+/// Where an entry was written: its segment, and how often that segment had been emptied then (the
+/// entry is cached while the two agree).
+struct Place {
+    segment: u32,
+    generation: u64,
+    /// Listed in its segment's watched entries (see [`CacheStrategy::watch_removal`]).
+    watched: bool,
+}
+
 pub struct Segmented {
     segment_bytes: u64,
     /// Bytes written into each segment since it was last emptied, and how many entries.
@@ -13,7 +22,7 @@ pub struct Segmented {
     /// How many times each segment has been emptied; an entry is valid if it names the current one.
     generation: Vec<u64>,
     current: usize,
-    index: FastMap<EntryKey, (u32, u64)>,
+    index: FastMap<EntryKey, Place>,
     counters: StrategyCounters,
     /// Per segment, the entries in it whose removal is noted (see
     /// [`CacheStrategy::watch_removal`]): they all go when it is emptied.
@@ -40,7 +49,7 @@ impl Segmented {
     fn valid(&self, key: &EntryKey) -> bool {
         self.index
             .get(key)
-            .is_some_and(|&(s, g)| self.generation[s as usize] == g)
+            .is_some_and(|p| self.generation[p.segment as usize] == p.generation)
     }
 
     fn add(&mut self, key: EntryKey, size: u32) {
@@ -58,13 +67,18 @@ impl Segmented {
             if self.index.len() > 4 * self.used.iter().map(|u| u.1).sum::<u64>().max(1024) as usize
             {
                 let generation = self.generation.clone();
-                self.index.retain(|_, (s, g)| generation[*s as usize] == *g);
+                self.index
+                    .retain(|_, p| generation[p.segment as usize] == p.generation);
             }
         }
         self.used[self.current].0 += size as u64;
         self.used[self.current].1 += 1;
-        self.index
-            .insert(key, (self.current as u32, self.generation[self.current]));
+        let place = Place {
+            segment: self.current as u32,
+            generation: self.generation[self.current],
+            watched: false,
+        };
+        self.index.insert(key, place);
     }
 }
 
@@ -110,14 +124,52 @@ impl CacheStrategy for Segmented {
     }
 
     fn watch_removal(&mut self, key: EntryKey) {
-        if let Some(&(segment, generation)) = self.index.get(&key) {
-            if self.generation[segment as usize] == generation {
-                self.watched[segment as usize].push(key);
+        if let Some(p) = self.index.get_mut(&key) {
+            // Once: the model may ask again (a front shared by two buffers, or when it starts
+            // following again), and the list only empties when the segment does.
+            if self.generation[p.segment as usize] == p.generation && !p.watched {
+                p.watched = true;
+                self.watched[p.segment as usize].push(key);
             }
         }
     }
 
     fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
         out.append(&mut self.watched_gone);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replay::strategy::test_key as k;
+
+    /// An entry watched again (the memory model asks once per buffer it fronts, and again each
+    /// time it starts following) is listed once, and its removal noted once; so its segment's
+    /// list holds at most the segment's entries, however often the model asks.
+    #[test]
+    fn an_entry_watched_again_is_noted_once() {
+        let mut ring = Segmented::new(300, 3); // 100 bytes a segment
+        assert!(ring.report_removals());
+        ring.insert(0, k(0), 60, 0);
+        for _ in 0..5 {
+            ring.watch_removal(k(0));
+        }
+        assert_eq!(ring.watched.iter().map(Vec::len).sum::<usize>(), 1);
+        for e in 1..4 {
+            ring.insert(0, k(e), 60, 0); // each fills a segment: the third empties the first
+        }
+        assert!(!ring.contains(k(0)));
+        let mut removed = Vec::new();
+        ring.take_removed(&mut removed);
+        assert_eq!(removed, [k(0)]);
+        // Cached again, it is a new entry: watched anew, noted anew (here: its ledger deleted).
+        ring.insert(0, k(0), 60, 0);
+        ring.watch_removal(k(0));
+        ring.watch_removal(k(0));
+        ring.on_ledger_deleted(0, 1);
+        removed.clear();
+        ring.take_removed(&mut removed);
+        assert_eq!(removed, [k(0)]);
     }
 }
