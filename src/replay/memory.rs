@@ -699,8 +699,10 @@ mod tests {
         assert!(asked <= 20, "{what}: 10 entries left, {asked} questions");
     }
 
-    #[test]
-    fn following_the_cache_samples_what_a_full_check_does() {
+    /// Every design the model follows, with small caches, whose buffers live a second or less,
+    /// and with large ones that hold every entry for minutes (true: the model follows those).
+    fn designs() -> [(&'static str, Box<dyn CacheStrategy>, bool); 12] {
+        const LARGE: i64 = 16 << 20;
         let config = |strategy: &str, bytes: i64, ttl_ms: i64| {
             let mut config = CacheConfig::default();
             for (key, value) in [
@@ -717,16 +719,14 @@ mod tests {
         };
         let legacy =
             |bytes: i64, ttl_ms: i64| Box::new(Legacy::new(&config("legacy", bytes, ttl_ms)));
-        // Small caches, whose buffers live a second or less, and large ones that hold every
-        // entry for minutes: the model follows those.
-        const LARGE: i64 = 16 << 20;
-        let designs: [(&str, Box<dyn CacheStrategy>, bool); 11] = [
+        [
             ("lru", Box::new(Lru::new(40_000)), false),
             ("pip430", pip430("pip430", 40_000, 1_000), false),
             ("pip430, short TTL", pip430("pip430", 40_000, 20), false),
             ("pip430-fifo", pip430("pip430-fifo", 40_000, 300), false),
             ("legacy", legacy(40_000, 300), false),
             ("segmented", Box::new(Segmented::new(40_000, 4)), false),
+            ("one segment", Box::new(Segmented::new(40_000, 1)), false),
             ("large lru", Box::new(Lru::new(LARGE as u64)), true),
             ("large pip430", pip430("pip430", LARGE, 1_000_000), true),
             (
@@ -740,7 +740,12 @@ mod tests {
                 Box::new(Segmented::new(LARGE as u64, 4)),
                 true,
             ),
-        ];
+        ]
+    }
+
+    #[test]
+    fn following_the_cache_samples_what_a_full_check_does() {
+        let designs = designs();
         for (what, mut cache, large) in designs {
             assert!(cache.report_removals(), "{what}");
             let (began, stopped) = samples_as_a_full_check_does(what, cache.as_mut());
@@ -802,38 +807,8 @@ mod tests {
     /// invalidations and deleted ledgers, for each design with small and large caches.
     #[test]
     fn switching_at_any_sample_changes_nothing() {
-        const LARGE: i64 = 16 << 20;
-        let config = |strategy: &str, bytes: i64, ttl_ms: i64| {
-            let mut config = CacheConfig::default();
-            for (key, value) in [
-                ("cache_size_bytes", SettingValue::Int(bytes)),
-                ("eviction_time_threshold_ms", SettingValue::Int(ttl_ms)),
-                ("strategy", SettingValue::Str(strategy.into())),
-            ] {
-                config.set(key, value).expect("valid");
-            }
-            config
-        };
-        let pip430 = |strategy: &str, bytes: i64, ttl_ms: i64| {
-            Box::new(Pip430::new(config(strategy, bytes, ttl_ms)).expect("valid config"))
-        };
-        let legacy =
-            |bytes: i64, ttl_ms: i64| Box::new(Legacy::new(&config("legacy", bytes, ttl_ms)));
         for seed in 1..=12u64 {
-            let designs: [(&str, Box<dyn CacheStrategy>); 11] = [
-                ("lru", Box::new(Lru::new(40_000))),
-                ("large lru", Box::new(Lru::new(LARGE as u64))),
-                ("pip430", pip430("pip430", 40_000, 1_000)),
-                ("pip430, short TTL", pip430("pip430", 40_000, 20)),
-                ("pip430-fifo", pip430("pip430-fifo", 40_000, 300)),
-                ("large pip430", pip430("pip430", LARGE, 1_000_000)),
-                ("legacy", legacy(40_000, 300)),
-                ("large legacy", legacy(LARGE, 1_000_000)),
-                ("segmented", Box::new(Segmented::new(40_000, 4))),
-                ("one segment", Box::new(Segmented::new(40_000, 1))),
-                ("large segmented", Box::new(Segmented::new(LARGE as u64, 4))),
-            ];
-            for (what, mut cache) in designs {
+            for (what, mut cache, _) in designs() {
                 let switches = replay_switching_at_random(cache.as_mut(), seed);
                 assert!(switches > 20, "{what}, seed {seed}: {switches} switches");
             }
