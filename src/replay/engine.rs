@@ -571,7 +571,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 
     /// Replays events in order.
     pub fn run(&mut self, events: &[Event], names: &Names) -> Result<()> {
-        self.run_unnamed(events).map_err(|s| s.named(names))
+        Replay::run(self, events, names)
     }
 
     /// [`Replayer::run`] without the names at hand (they may be growing on another thread, see
@@ -1104,6 +1104,10 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 /// be inlined) rather than through a vtable, and only a batch of events is dispatched dynamically.
 pub(crate) trait Replay: Send {
     fn run_unnamed(&mut self, events: &[Event]) -> std::result::Result<(), Stopped>;
+    /// Replays events in order; a cursor the trace never opened is named from `names`.
+    fn run(&mut self, events: &[Event], names: &Names) -> Result<()> {
+        self.run_unnamed(events).map_err(|s| s.named(names))
+    }
     fn take_recording(&mut self) -> Option<FutureReads>;
     fn finish(self: Box<Self>) -> ReplayMetrics;
 }

@@ -396,9 +396,7 @@ impl MemoryModel {
                 self.live += 1;
                 self.retained += buffer.capacity;
                 if let Some(by_front) = &mut self.by_front {
-                    let front = buffer.entries.front().expect("a cached entry");
-                    buffer.next_same_front = by_front.insert(front, b).unwrap_or(NONE);
-                    cache.watch_removal(front);
+                    follow_front(by_front, buffer, b, cache);
                 }
             } else if buffer.open_at == now {
                 idle.push(b);
@@ -447,9 +445,7 @@ impl MemoryModel {
                 let mut by_front = FastMap::default();
                 for (b, buffer) in self.buffers.iter_mut().enumerate() {
                     if buffer.live {
-                        let front = buffer.entries.front().expect("a cached entry");
-                        buffer.next_same_front = by_front.insert(front, b).unwrap_or(NONE);
-                        cache.watch_removal(front);
+                        follow_front(&mut by_front, buffer, b, cache);
                     }
                 }
                 self.by_front = Some(by_front);
@@ -470,6 +466,19 @@ impl MemoryModel {
         buffer.entries = EntryRuns::default();
         self.free_slots.push(b);
     }
+}
+
+/// Chains live buffer `b` under its front entry, which is cached, and has `cache` watch that
+/// entry's removal: what following a buffer takes.
+fn follow_front<S: CacheStrategy + ?Sized>(
+    by_front: &mut FastMap<EntryKey, usize>,
+    buffer: &mut Buffer,
+    b: usize,
+    cache: &mut S,
+) {
+    let front = buffer.entries.front().expect("a cached entry");
+    buffer.next_same_front = by_front.insert(front, b).unwrap_or(NONE);
+    cache.watch_removal(front);
 }
 
 #[cfg(test)]

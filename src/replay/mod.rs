@@ -72,10 +72,10 @@ fn second_pass(config: &CacheConfig, future: FutureReads) -> Box<dyn Replay> {
 /// Replays decoded events under `config` (both passes for Belady).
 pub fn replay(events: &[Event], names: &Names, config: &CacheConfig) -> Result<ReplayMetrics> {
     let mut r = first_pass(config)?;
-    r.run_unnamed(events).map_err(|s| s.named(names))?;
+    r.run(events, names)?;
     if let Some(future) = r.take_recording() {
         r = second_pass(config, future);
-        r.run_unnamed(events).map_err(|s| s.named(names))?;
+        r.run(events, names)?;
     }
     Ok(r.finish())
 }
