@@ -714,13 +714,13 @@ mod tests {
         const LARGE: i64 = 16 << 20;
         let config = |strategy: &str, bytes: i64, ttl_ms: i64| {
             let mut config = CacheConfig::default();
-            for (key, value) in [
-                ("cache_size_bytes", SettingValue::Int(bytes)),
-                ("eviction_time_threshold_ms", SettingValue::Int(ttl_ms)),
-                ("strategy", SettingValue::Str(strategy.into())),
-            ] {
-                config.set(key, value).expect("valid");
-            }
+            config
+                .set_all([
+                    ("cache_size_bytes", SettingValue::Int(bytes)),
+                    ("eviction_time_threshold_ms", SettingValue::Int(ttl_ms)),
+                    ("strategy", SettingValue::Str(strategy.into())),
+                ])
+                .expect("valid");
             config
         };
         let pip430 = |strategy: &str, bytes: i64, ttl_ms: i64| {
