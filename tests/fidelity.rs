@@ -204,3 +204,98 @@ fn the_continue_caching_window_is_off_in_the_lab_unless_applied() {
     );
     assert_eq!((m.hits, m.misses), (1, 0), "{m:?}");
 }
+
+/// `ManagedCursorImpl.setAcknowledgedPosition` (both branches): a read position at or behind the
+/// new mark-delete position moves to the entry after it, so a cursor never reads what it has
+/// acknowledged.
+#[test]
+fn an_ack_past_the_read_position_moves_it() {
+    let mut rows = vec![open(0, "c", Some(0))];
+    rows.extend((0..10).map(|e| add(1 + e, e, 10)));
+    rows.extend([ack(20, "c", 9), add(21, 10, 10), read(22, "c", 5)]);
+    for strategy in ["pip430", "legacy"] {
+        let m = run(&rows, &design(strategy, &[]));
+        // Only entry 10 is left to read.
+        assert_eq!((m.hits, m.misses), (1, 0), "{strategy}: {m:?}");
+    }
+}
+
+/// 4.0 with `cacheEvictionByMarkDeletedPosition`: `activateCursor` and
+/// `onCursorMarkDeletePositionUpdated` track a cursor at its mark-delete position itself, and
+/// `RangeEntryCacheImpl.invalidateEntries` removes up to it exclusive, so the slowest cursor's last
+/// acknowledged entry stays cached (Pulsar's `ManagedLedgerTest
+/// .invalidateEntriesFromCacheByMarkDeletePosition`).
+#[test]
+fn by_mark_delete_the_last_acknowledged_entry_stays() {
+    let mut rows = vec![open(0, "a", None), open(0, "b", None)];
+    rows.extend((0..4).map(|e| add(1 + e, e, 10)));
+    rows.extend([
+        read(10, "a", 4),
+        read(11, "b", 4),
+        ack(12, "a", 1),
+        ack(13, "b", 3),
+        open(14, "c", Some(0)),
+    ]);
+    // One-entry reads: 4.0 serves a range only when all of it is cached.
+    rows.extend((0..4).map(|i| read(15 + i, "c", 1)));
+    let by_mark_delete = design(
+        "legacy",
+        &[("eviction_by_mark_deleted_position", Bool(true))],
+    );
+    let m = run(&rows, &by_mark_delete);
+    // a and b hit their 8; c misses entry 0 (gone) and hits 1 (a's mark-delete), 2 and 3.
+    assert_eq!((m.hits, m.misses), (11, 1), "{m:?}");
+}
+
+/// A seek is a reset (`ManagedCursorImpl.internalResetCursor`): the mark-delete position goes to
+/// the entry before the new read position, back as well as forward, so by mark-delete position a
+/// cursor that seeks back keeps the entries it will read again.
+#[test]
+fn by_mark_delete_a_seek_back_moves_the_mark_delete_back() {
+    let mut rows = vec![open(0, "a", None), open(0, "b", None)];
+    rows.extend((0..10).map(|e| add(1 + e, e, 10)));
+    rows.extend([
+        read(20, "a", 10),
+        ack(21, "a", 9),
+        read(22, "b", 5),
+        ack(23, "b", 4),
+        seek(24, "a", 6),
+        read(25, "b", 5),
+        ack(26, "b", 9),
+        read(27, "a", 4),
+    ]);
+    let by_mark_delete = design(
+        "legacy",
+        &[("eviction_by_mark_deleted_position", Bool(true))],
+    );
+    let m = run(&rows, &by_mark_delete);
+    assert_eq!((m.hits, m.misses), (24, 0), "{m:?}");
+}
+
+/// `PersistentTopic.checkBackloggedCursor`: 4.0 keeps a cursor active while it has fewer than
+/// `managedLedgerCursorBackloggedThreshold` entries to read (a negative threshold: never); master,
+/// with the expected-read count off, while it has at most that many (a negative one: always).
+#[test]
+fn the_backlogged_threshold_is_each_branchs_own() {
+    let mut rows: Vec<Row> = (0..1000).map(|e| add(e / 100, e, 10)).collect();
+    rows.push(open(20, "c", Some(0))); // exactly 1000 entries to read
+    rows.push(add(21, 1000, 10));
+    let legacy = run(&rows, &design("legacy", &[]));
+    assert_eq!(legacy.peak_cache_bytes, 0, "4.0: 1000 is not under 1000");
+    let expected_reads_off = [("eviction_by_expected_read_count", Bool(false))];
+    let master = run(&rows, &design("pip430", &expected_reads_off));
+    assert_eq!(master.peak_cache_bytes, 10, "master: 1000 is at most 1000");
+
+    let caught_up = [open(0, "c", None), add(1, 0, 10)];
+    let negative = ("cursor_backlogged_threshold", Int(-1));
+    let legacy = run(
+        &caught_up,
+        &design("legacy", std::slice::from_ref(&negative)),
+    );
+    assert_eq!(legacy.peak_cache_bytes, 0, "4.0: no backlog is under -1");
+    let master = run(
+        &caught_up,
+        &design("pip430", &[expected_reads_off[0].clone(), negative]),
+    );
+    assert_eq!(master.peak_cache_bytes, 10, "master: negative means always");
+}

@@ -165,7 +165,7 @@ impl Default for CacheConfig {
             cursor_epochs: true,
             min_backlog_cursors_for_caching: 0,
             min_backlog_entries_for_caching: 1000,
-            max_backlog_between_cursors_for_caching: 10_000,
+            max_backlog_between_cursors_for_caching: 1000,
             cursor_backlogged_threshold: 1000,
             backlog_check_interval_ms: 60_000,
             apply_continue_caching_window: None,

@@ -127,11 +127,8 @@ impl CursorState {
             self.replay = self.replay.split_off(&layout.next_after(p));
         }
         self.compact_acks(layout);
-        // Only a read position at or behind the mark-delete moves (Pulsar's
-        // `ManagedCursorImpl.setAcknowledgedPosition`): one at the end of a ledger is left as it is.
-        if self.read_position <= self.mark_delete {
-            self.read_position = layout.next_after(self.mark_delete);
-        }
+        self.read_position =
+            read_position_after_mark_delete(self.read_position, self.mark_delete, layout);
     }
 
     fn compact_acks(&mut self, layout: &Layout) {
@@ -178,6 +175,39 @@ impl CursorState {
             out_of_order_deliveries: self.out_of_order,
             discarded_reads: self.discarded_reads,
         }
+    }
+}
+
+/// Where a cursor reads next once its mark-delete position is `mark_delete`: only a read position
+/// at or behind it moves, to the entry after it (`ManagedCursorImpl.setAcknowledgedPosition`); one
+/// at the end of a ledger is left as it is. The library's cursors and the replay lab's share it.
+pub(crate) fn read_position_after_mark_delete(
+    read_position: Position,
+    mark_delete: Position,
+    layout: &Layout,
+) -> Position {
+    if read_position <= mark_delete {
+        layout.next_after(mark_delete)
+    } else {
+        read_position
+    }
+}
+
+/// A cursor's mark-delete position once ledger `deleted` is gone: one inside it moves to just before
+/// the cursor's (normalized) read position, or before the next entry that is left, whichever is
+/// lower.
+pub(crate) fn mark_delete_after_ledger_deleted(
+    mark_delete: Position,
+    read_position: Position,
+    deleted: i64,
+    layout: &Layout,
+) -> Position {
+    if mark_delete.ledger_id == deleted {
+        layout
+            .before(read_position)
+            .min(layout.before(layout.normalize(mark_delete)))
+    } else {
+        mark_delete
     }
 }
 

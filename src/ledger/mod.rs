@@ -19,7 +19,7 @@
 //! invalidated up to the slowest active cursor, backlogged cursors inactive, ranges served from the
 //! cache only when all of them is there).
 
-mod cursor;
+pub(crate) mod cursor;
 pub(crate) mod layout;
 
 pub use cursor::CursorStats;
@@ -36,7 +36,7 @@ use crate::read_flow::{
     Context, CursorActivity, Invalidation, ReadFlow, ReadKind, RedeliveryReason,
 };
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
-use cursor::CursorState;
+use cursor::{mark_delete_after_ledger_deleted, CursorState};
 use layout::Layout;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -367,11 +367,12 @@ impl ManagedLedger {
             c.read_position = layout.normalize(c.read_position);
             c.replay.retain(|p| p.ledger_id != ledger_id);
             c.acked.retain(|p| p.ledger_id != ledger_id);
-            if c.mark_delete.ledger_id == ledger_id {
-                c.mark_delete = layout
-                    .before(c.read_position)
-                    .min(layout.before(layout.normalize(c.mark_delete)));
-            }
+            c.mark_delete = mark_delete_after_ledger_deleted(
+                c.mark_delete,
+                c.read_position,
+                ledger_id,
+                &layout,
+            );
             self.track(&mut st, id);
         }
         Ok(())
@@ -422,7 +423,7 @@ impl ManagedLedger {
         let at = self
             .inner
             .flow
-            .tracked_position(c.read_position, st.layout.next_after(c.mark_delete));
+            .tracked_position(c.read_position, c.mark_delete);
         if st.activity.moved(id, at) {
             self.invalidate(st);
         }
@@ -436,7 +437,7 @@ impl ManagedLedger {
         };
         let flow = &self.inner.flow;
         if flow.active_with_backlog(c.active, c.entries_to_read(&st.layout)) {
-            let at = flow.tracked_position(c.read_position, st.layout.next_after(c.mark_delete));
+            let at = flow.tracked_position(c.read_position, c.mark_delete);
             st.activity.activate(id, at);
         } else if st.activity.deactivate(id, self.inner.clock.now_ns()) {
             self.invalidate(st);

@@ -86,6 +86,43 @@ pub enum Invalidation {
     All,
 }
 
+/// When a connected cursor counts as active, by its backlog (`PersistentTopic.checkBackloggedCursor`
+/// with `managedLedgerCursorBackloggedThreshold`). The two branches differ at the threshold and for
+/// a negative one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BacklogRule {
+    /// Whatever its backlog: no check (PIP-430, the other designs), or master with a negative
+    /// threshold.
+    Always,
+    /// 4.0 with a negative threshold: `getNumberOfEntries() < threshold` never holds.
+    Never,
+    /// 4.0: fewer entries than the threshold.
+    Below(u64),
+    /// master with the expected-read count off: at most the threshold.
+    AtMost(u64),
+}
+
+impl BacklogRule {
+    fn new(flow: Flow, config: &CacheConfig) -> Self {
+        let threshold = u64::try_from(config.cursor_backlogged_threshold).ok();
+        match (flow, config.strategy, threshold) {
+            (Flow::ActiveCursors, Strategy::Legacy, Some(t)) => BacklogRule::Below(t),
+            (Flow::ActiveCursors, Strategy::Legacy, None) => BacklogRule::Never,
+            (Flow::ActiveCursors, _, Some(t)) => BacklogRule::AtMost(t),
+            _ => BacklogRule::Always,
+        }
+    }
+
+    fn allows(self, backlog: u64) -> bool {
+        match self {
+            BacklogRule::Always => true,
+            BacklogRule::Never => false,
+            BacklogRule::Below(t) => backlog < t,
+            BacklogRule::AtMost(t) => backlog <= t,
+        }
+    }
+}
+
 /// The read-flow rules of one design under one configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadFlow {
@@ -93,7 +130,7 @@ pub struct ReadFlow {
     continue_caching_window_ns: u64,
     every_redelivery_counts: bool,
     track_mark_delete: bool,
-    backlogged_threshold: Option<u64>,
+    backlog_rule: BacklogRule,
     backlog_check_interval_ns: u64,
     min_backlog_cursors_for_caching: u32,
     min_backlog_entries_for_caching: u64,
@@ -113,9 +150,6 @@ impl ReadFlow {
         let window_applies = config
             .apply_continue_caching_window
             .unwrap_or(context == Context::Library);
-        let backlogged_threshold = (flow == Flow::ActiveCursors)
-            .then(|| u64::try_from(config.cursor_backlogged_threshold).ok())
-            .flatten();
         ReadFlow {
             flow,
             continue_caching_window_ns: if window_applies && flow == Flow::ExpectedReads {
@@ -128,7 +162,7 @@ impl ReadFlow {
             every_redelivery_counts: config.expected_read_on_every_redelivery,
             track_mark_delete: flow == Flow::ActiveCursors
                 && config.eviction_by_mark_deleted_position,
-            backlogged_threshold,
+            backlog_rule: BacklogRule::new(flow, config),
             backlog_check_interval_ns: config.backlog_check_interval_ms.saturating_mul(1_000_000),
             min_backlog_cursors_for_caching: config.min_backlog_cursors_for_caching,
             min_backlog_entries_for_caching: config.min_backlog_entries_for_caching,
@@ -194,14 +228,12 @@ impl ReadFlow {
     }
 
     /// The position a cursor is tracked at: its read position, or (4.0's
-    /// `cacheEvictionByMarkDeletedPosition`) the entry after its mark-delete position.
-    pub fn tracked_position(
-        &self,
-        read_position: Position,
-        after_mark_delete: Position,
-    ) -> Position {
+    /// `cacheEvictionByMarkDeletedPosition`) its mark-delete position itself, so that the
+    /// invalidation keeps the last acknowledged entry (`activateCursor`,
+    /// `onCursorMarkDeletePositionUpdated`, `invalidateEntries` removing up to it exclusive).
+    pub fn tracked_position(&self, read_position: Position, mark_delete: Position) -> Position {
         if self.track_mark_delete {
-            after_mark_delete
+            mark_delete
         } else {
             read_position
         }
@@ -221,9 +253,10 @@ impl ReadFlow {
     }
 
     /// Whether a cursor with consumers and this backlog (entries from its read position to the end)
-    /// counts as active (4.0's `checkBackloggedCursor`; master skips it under PIP-430).
+    /// counts as active (`checkBackloggedCursor`: 4.0's rule for `legacy`, master's for PIP-430's
+    /// cache with the expected-read count off; master skips it under PIP-430).
     pub fn active_with_backlog(&self, connected: bool, backlog: u64) -> bool {
-        connected && self.backlogged_threshold.is_none_or(|t| backlog < t)
+        connected && self.backlog_rule.allows(backlog)
     }
 
     /// How often the broker re-checks backlogged cursors and which cursors cache their reads (the

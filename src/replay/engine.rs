@@ -12,6 +12,7 @@ use super::trace::{Event, Names, Op};
 use crate::config::CacheConfig;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
+use crate::ledger::cursor::{mark_delete_after_ledger_deleted, read_position_after_mark_delete};
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
 use crate::read_flow::{Context, CursorActivity, Invalidation, ReadFlow, ReadKind};
@@ -216,8 +217,9 @@ struct Cursor {
     /// Has consumers (between `open` and `close`); whether it counts as active is the read flow's
     /// call (see [`CursorActivity`]).
     connected: bool,
-    /// The entry after everything acknowledged.
-    after_mark_delete: Position,
+    /// The last entry of the acknowledged prefix (the position before the first entry while
+    /// nothing is acknowledged).
+    mark_delete: Position,
     replay: BTreeSet<Position>,
     /// Bumped by every seek (PIP-269's cursor epoch).
     epoch: u32,
@@ -307,7 +309,7 @@ impl Topic {
         let Some(c) = self.cursors.get(&cursor) else {
             return false;
         };
-        let at = flow.tracked_position(c.read_position, c.after_mark_delete);
+        let at = flow.tracked_position(c.read_position, c.mark_delete);
         self.activity.moved(cursor, at)
     }
 
@@ -696,7 +698,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let c = t.cursors.entry(e.cursor).or_insert(Cursor {
                     read_position: start,
                     connected: false,
-                    after_mark_delete: start,
+                    mark_delete: t.layout.before(start),
                     replay: BTreeSet::new(),
                     epoch: 0,
                     delivered_high: None,
@@ -809,19 +811,25 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             Op::Ack => {
                 let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
-                let next = t.layout.next_after(p);
                 let c = Self::cursor_of(t, e)?;
                 c.replay = c
                     .replay
                     .split_off(&Position::new(p.ledger_id, p.entry_id.saturating_add(1)));
-                c.after_mark_delete = c.after_mark_delete.max(next);
+                c.mark_delete = c.mark_delete.max(p);
+                let (read, mark_delete) = (c.read_position, c.mark_delete);
+                let read = read_position_after_mark_delete(read, mark_delete, &t.layout);
+                Self::cursor_of(t, e)?.read_position = read;
                 self.cursor_moved(e.topic, e.cursor);
             }
             Op::Seek => {
                 let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
                 let start = t.layout.normalize(p);
+                let before_start = t.layout.before(start);
                 let c = Self::cursor_of(t, e)?;
+                // A seek is a reset (`ManagedCursorImpl.internalResetCursor`): the mark-delete
+                // position goes to the entry before the new read position, back or forward.
+                c.mark_delete = before_start;
                 c.read_position = start;
                 c.replay.clear();
                 c.epoch = c.epoch.wrapping_add(1);
@@ -836,7 +844,12 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let layout = t.layout.clone();
                 for c in t.cursors.values_mut() {
                     c.read_position = layout.normalize(c.read_position);
-                    c.after_mark_delete = layout.normalize(c.after_mark_delete);
+                    c.mark_delete = mark_delete_after_ledger_deleted(
+                        c.mark_delete,
+                        c.read_position,
+                        ledger,
+                        &layout,
+                    );
                     c.replay.retain(|p| p.ledger_id != ledger);
                 }
                 let ids: Vec<u32> = t.cursors.keys().copied().collect();
@@ -888,9 +901,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             let t = &mut self.topics[topic as usize];
             let c = &t.cursors[&id];
             if self.flow.active_with_backlog(c.connected, t.backlog(c)) {
-                let at = self
-                    .flow
-                    .tracked_position(c.read_position, c.after_mark_delete);
+                let at = self.flow.tracked_position(c.read_position, c.mark_delete);
                 t.activity.activate(id, at);
             } else if t.activity.deactivate(id, now) {
                 self.invalidate(topic);
@@ -1026,7 +1037,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             // entries the seek went back to are skipped) and delivers what it read.
             if let (false, Some(next)) = (read.replay, layout_next) {
                 c.read_position = next;
-                let at = self.flow.tracked_position(next, c.after_mark_delete);
+                let at = self.flow.tracked_position(next, c.mark_delete);
                 slowest_moved = t.activity.moved(read.cursor, at);
             }
         }

@@ -92,3 +92,41 @@ def test_the_pre_pip430_flow_keeps_a_backlogged_cursor_inactive_until_the_stats_
     assert (c.active, ml.active_cursor_count) == (True, 1)
     ml.add_entry(b"cached")
     assert len(ml.cache) == 1
+
+
+# The lines of Pulsar master's conf/broker.conf (as shipped) for the keys whose value a setting
+# takes; branch-4.0 ships the same values for the keys it has. Empty values
+# (managedLedgerCacheSizeMB, the continue-caching window) mean a computed default and are left out.
+PULSAR_BROKER_CONF = """
+managedLedgerCacheEvictionWatermark=0.9
+managedLedgerCacheEvictionTimeThresholdMillis=1000
+managedLedgerCacheEvictionIntervalMs=10
+cacheEvictionByExpectedReadCount=true
+managedLedgerCacheEvictionExtendTTLOfEntriesWithRemainingExpectedReadsMaxTimes=5
+managedLedgerCacheEvictionExtendTTLOfRecentlyAccessed=true
+cacheEvictionByMarkDeletedPosition=false
+managedLedgerCacheCopyEntries=false
+managedLedgerMinimumBacklogCursorsForCaching=0
+managedLedgerMinimumBacklogEntriesForCaching=1000
+managedLedgerMaxBacklogBetweenCursorsForCaching=1000
+managedLedgerCursorBackloggedThreshold=1000
+statsUpdateFrequencyInSecs=60
+"""
+
+
+def test_defaults_are_those_pulsar_ships_in_broker_conf(tmp_path):
+    path = tmp_path / "broker.conf"
+    path.write_text(PULSAR_BROKER_CONF)
+    shipped = lc.CacheConfig.from_broker_conf(path, extend_ttl_at_startup=True)
+    keyed = [r["name"] for r in lc.CacheConfig.settings() if r["broker_key"] is not None]
+    # Every key of the shipped lines is a setting's, and each default is the shipped value.
+    conf_keys = {line.split("=")[0] for line in PULSAR_BROKER_CONF.split()}
+    by_key = {r["broker_key"]: r["name"] for r in lc.CacheConfig.settings() if r["broker_key"]}
+    assert conf_keys <= set(by_key)
+    defaults = lc.CacheConfig().to_dict()
+    differing = {
+        name: (shipped.to_dict()[name], defaults[name])
+        for name in keyed
+        if shipped.to_dict()[name] != defaults[name]
+    }
+    assert differing == {}

@@ -129,3 +129,8 @@ pub fn redeliver(ts: i64, c: &'static str, e: i64) -> Row {
 pub fn replay_of(ts: i64, c: &'static str, e: i64) -> Row {
     (ts, "replay", "t", Some(c), Some(1), Some(e), 0, 0)
 }
+
+/// A cumulative acknowledgement: the cursor's mark-delete position moves to entry `e`.
+pub fn ack(ts: i64, c: &'static str, e: i64) -> Row {
+    (ts, "ack", "t", Some(c), Some(1), Some(e), 0, 0)
+}
