@@ -1269,3 +1269,32 @@ fn huge_time_knobs_mean_never_and_do_not_wrap() {
     assert!(count(&ev, "add") > 0);
     assert!(ev.ts_us.windows(2).all(|w| w[0] <= w[1]) && ev.ts_us.iter().all(|&t| t <= 3_000_000));
 }
+
+/// `Commands.resolveStickyKey` (since Pulsar PR #23219): a message without a key is keyed by
+/// `<producer name>-<sequence id>`, so on Key_Shared keyless entries spread over the consumers as
+/// keyed ones do (`NONE_KEY`, one hash for all, only for metadata with neither). OMB's default
+/// key distributor is NO_KEY.
+#[test]
+fn keyless_key_shared_entries_spread_over_the_consumers() {
+    let hold_backs = |distributor: &str| {
+        let s = spec(&[
+            ("subscription_type", Str("Key_Shared".into())),
+            ("consumer_per_subscription", Int(4)),
+            ("key_distributor", Str(distributor.into())),
+            ("producer_rate", Float(2000.0)),
+        ]);
+        let ev = generate(&s, 1);
+        let adds = count(&ev, "add");
+        (
+            reasons(&ev).get(REASON_HOLD_BACK).copied().unwrap_or(0),
+            adds,
+        )
+    };
+    let (keyless, adds) = hold_backs("NO_KEY");
+    let (keyed, _) = hold_backs("KEY_ROUND_ROBIN");
+    // With one hash for all, one consumer takes every entry and the others hold nearly all back.
+    assert!(
+        keyless <= 2 * keyed.max(adds / 50),
+        "{keyless} hold-backs without keys, {keyed} with, {adds} entries"
+    );
+}

@@ -35,12 +35,13 @@
 //! entries a cursor can still reach), not by the trace's length. `docs/fidelity.md` maps each behaviour to the Pulsar code it follows.
 
 use super::rng::Rng;
-use super::selector::{sticky_key_hash, ConsistentHashRing, NO_KEY};
+use super::selector::{sticky_key_hash, ConsistentHashRing};
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::fast_hash::FastMap;
 use crate::position::Position;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::io::Write;
 use std::ops::Range;
 
 /// `reason` of a `redeliver` row: the entry's consumer had no permits, or its key already
@@ -420,6 +421,7 @@ impl Sim {
 
     // ---- keys -------------------------------------------------------------------------------
 
+    /// The key of message `msg`, under a distributor that gives keys.
     fn key_id(&self, msg: u64) -> usize {
         match self.spec.key_distributor {
             KeyDistributor::NoKey => 0,
@@ -435,17 +437,30 @@ impl Sim {
     fn key_hash(&self, key: usize) -> u32 {
         match self.key_hashes.get(key) {
             Some(&h) => h,
-            None => key_hash_of(self.spec.key_distributor, key),
+            None => key_hash_of(key),
         }
     }
 
-    /// A Key_Shared entry's sticky-key hash (its first message's key) and the consumer that owns
+    /// A Key_Shared entry's sticky-key hash (see [`Sim::entry_hash`]) and the consumer that owns
     /// it.
     fn route(&self, p: usize, s: usize, idx: u64) -> (u32, usize) {
-        let part = &self.parts[p];
-        let hash = self.key_hash(self.key_id(part.first_message(idx)));
-        let owner = part.subs[s].ring.select(hash).unwrap_or(0);
+        let hash = self.entry_hash(p, idx);
+        let owner = self.parts[p].subs[s].ring.select(hash).unwrap_or(0);
         (hash, owner)
+    }
+
+    /// The sticky-key hash of entry `idx`: its first message's key (`Commands
+    /// .initBatchMessageMetadata` gives a batch its first message's metadata). A message without a
+    /// key is keyed by `<producer name>-<sequence id>` (`Commands.resolveStickyKey`, since Pulsar
+    /// PR #23219; `NONE_KEY` only for metadata with neither), so keyless entries spread over the
+    /// consumers. Each partition has one producer, whose sequence ids number its messages from 0.
+    fn entry_hash(&self, p: usize, idx: u64) -> u32 {
+        let part = &self.parts[p];
+        let first = part.first_message(idx);
+        match self.spec.key_distributor {
+            KeyDistributor::NoKey => fallback_key_hash(part.topic, first),
+            _ => self.key_hash(self.key_id(first)),
+        }
     }
 
     // ---- the replay queue -------------------------------------------------------------------
@@ -1253,12 +1268,20 @@ impl Sim {
     }
 }
 
-/// The sticky-key hash of a key id (the key `key-<id>`, or Pulsar's key for entries without one).
-fn key_hash_of(distributor: KeyDistributor, key: usize) -> u32 {
-    match distributor {
-        KeyDistributor::NoKey => sticky_key_hash(NO_KEY),
-        _ => sticky_key_hash(format!("key-{key}").as_bytes()),
-    }
+/// The sticky-key hash of a key id (the key `key-<id>`).
+fn key_hash_of(key: usize) -> u32 {
+    sticky_key_hash(format!("key-{key}").as_bytes())
+}
+
+/// The sticky-key hash of a keyless message: `<producer name>-<sequence id>`, the producer named
+/// after its partition's topic.
+fn fallback_key_hash(topic: u32, sequence_id: u64) -> u32 {
+    // "producer-" (9) + a u32 (at most 10) + "-" (1) + a u64 (at most 20): 40 bytes always do.
+    let mut key = [0u8; 40];
+    let mut w = std::io::Cursor::new(&mut key[..]);
+    let _ = write!(w, "producer-{topic}-{sequence_id}");
+    let len = w.position() as usize;
+    sticky_key_hash(&key[..len])
 }
 
 /// Generates the events of a workload, in memory; deterministic for a spec and a seed. For long
@@ -1570,10 +1593,8 @@ impl Sim {
         }
         let key_hashes = match spec.key_distributor {
             _ if !any_key_shared => Vec::new(),
-            KeyDistributor::NoKey => vec![key_hash_of(KeyDistributor::NoKey, 0)],
-            d if spec.keys <= 1 << 22 => {
-                (0..spec.keys as usize).map(|k| key_hash_of(d, k)).collect()
-            }
+            KeyDistributor::NoKey => Vec::new(),
+            _ if spec.keys <= 1 << 22 => (0..spec.keys as usize).map(key_hash_of).collect(),
             _ => Vec::new(),
         };
         let mut sim = Sim {
