@@ -233,10 +233,18 @@ fn legacy_evicts_a_newer_entry_from_the_largest_cache_while_an_older_one_survive
         ]);
         r
     };
-    // 110 bytes in a 100-byte cache: legacy frees 10 bytes from the big cache (its entry 0, newer
-    // than the small cache's entry); global FIFO frees the oldest, the small cache's entry.
-    let hits =
-        |strategy: &str, topic: &'static str| run(&read_back(topic), &exact(strategy, 100)).hits;
+    // 110 bytes offered to a 100-byte cache. Legacy, with Pulsar's trigger (98 bytes) and
+    // watermark (90): the last insert finds 100 bytes cached, is refused (at the maximum), and
+    // starts an eviction of 10 bytes, all from the big cache (its entry 0, newer than the small
+    // cache's entry). Global FIFO (exact thresholds) frees the oldest, the small cache's entry.
+    let cfg = |strategy: &str| match strategy {
+        "legacy" => config(&[
+            ("cache_size_bytes", Int(100)),
+            ("strategy", Str(strategy.into())),
+        ]),
+        _ => exact(strategy, 100),
+    };
+    let hits = |strategy: &str, topic: &'static str| run(&read_back(topic), &cfg(strategy)).hits;
     assert_eq!(
         (hits("legacy", "small"), hits("legacy", "big")),
         (1, 0),
@@ -247,8 +255,53 @@ fn legacy_evicts_a_newer_entry_from_the_largest_cache_while_an_older_one_survive
         (0, 1),
         "FIFO drops the oldest"
     );
-    let legacy = run(&read_back("small"), &exact("legacy", 100));
+    let legacy = run(&read_back("small"), &cfg("legacy"));
     assert_eq!(legacy.evicted_entries, 1);
+}
+
+/// `RangeEntryCacheImpl.insert` asks `RangeEntryCacheManagerImpl.hasSpaceInCache` first, with the
+/// size before the insert (4.0): over the trigger it starts a size eviction of the excess over the
+/// watermark, and at or over the maximum the entry is not cached.
+#[test]
+fn legacy_refuses_an_insert_at_the_maximum_and_evicts_after_it() {
+    let mut rows = vec![open(0, "c", None)];
+    rows.extend((0..11).map(|e| add(1 + e, e, 100)));
+    rows.extend([seek(20, "c", 9), read(21, "c", 2)]);
+    let cfg = config(&[
+        ("cache_size_bytes", Int(1000)),
+        ("strategy", Str("legacy".into())),
+    ]);
+    let m = run(&rows, &cfg);
+    // Entry 9 fills the cache to 1000 bytes; entry 10 is refused and evicts entry 0 (down to
+    // 900): the range 9..10 is not all cached, so it is read from storage whole.
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (0, 2, 1), "{m:?}");
+    assert_eq!(m.evicted_entries, 1, "{m:?}");
+    assert_eq!(m.peak_cache_bytes, 1000, "{m:?}");
+}
+
+/// `RangeCache.evictLEntriesBeforeTimestamp` (4.0) removes entries inserted at or before
+/// `now - managedLedgerCacheEvictionTimeThresholdMillis`; master's `RangeCacheRemovalQueue` only
+/// those before it.
+#[test]
+fn legacy_time_eviction_takes_an_entry_inserted_at_the_limit() {
+    let rows = [
+        open(0, "c", None),
+        add(10, 0, 10),
+        open(1015, "late", Some(0)),
+        read(1016, "late", 1),
+    ];
+    let m = run(&rows, &config(&[("strategy", Str("legacy".into()))]));
+    assert_eq!(
+        (m.hits, m.misses),
+        (0, 1),
+        "evicted by the tick at 1010 ms: {m:?}"
+    );
+    let m = run(&rows, &config(&[("strategy", Str("pip430-fifo".into()))]));
+    assert_eq!(
+        (m.hits, m.misses),
+        (1, 0),
+        "kept until the tick at 1020 ms: {m:?}"
+    );
 }
 
 #[test]

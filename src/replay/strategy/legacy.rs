@@ -2,12 +2,13 @@
 //!
 //! - A published entry is cached when the topic has an active cursor; a storage read when the
 //!   reader is active. No read counters.
-//! - Size eviction (`EntryCacheDefaultEvictionPolicy`): above the trigger, the largest caches
-//!   holding half the total size are chosen and each frees its share of the excess in proportion to
-//!   its size, lowest positions first. This can evict a newer entry from a big cache while an older
-//!   one survives in a small cache: the flaw PIP-430 describes.
-//! - Time eviction walks each cache from its lowest position and stops at the first entry that has
-//!   not expired (it assumes position order is time order).
+//! - Size eviction (`EntryCacheDefaultEvictionPolicy`), started by an insert that finds the cache
+//!   above the trigger: the largest caches holding half the total size are chosen and each frees
+//!   its share of the excess in proportion to its size, lowest positions first. This can evict a
+//!   newer entry from a big cache while an older one survives in a small cache: the flaw PIP-430
+//!   describes. An insert that finds the cache at or over its maximum is refused.
+//! - Time eviction (the timer's only eviction) walks each cache from its lowest position and stops
+//!   at the first entry that has not expired (it assumes position order is time order).
 //! - Entries behind the slowest active reader are invalidated as cursors move.
 
 use super::{CacheStrategy, EntryKey, StrategyCounters};
@@ -16,7 +17,8 @@ use crate::read_flow::Invalidation;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
-/// Pulsar's `MaxEntryCacheSizeToConsider`... the share of the total size whose caches are chosen.
+/// `EntryCacheDefaultEvictionPolicy.PercentOfSizeToConsiderForEviction`: the share of the total
+/// size whose caches are chosen.
 const SHARE_OF_SIZE_TO_CONSIDER: f64 = 0.5;
 
 /// A cached entry of a [`TopicCache`].
@@ -93,28 +95,37 @@ impl Legacy {
         &mut self.topics[t as usize]
     }
 
+    /// `RangeEntryCacheImpl.insert`, which first asks `RangeEntryCacheManagerImpl
+    /// .hasSpaceInCache` with the size before the insert: over the trigger, that starts a size
+    /// eviction of the excess over the watermark (on the broker's executor; here at once, after
+    /// this insert), and at or over the maximum the entry is not cached.
     fn add(&mut self, now: u64, key: EntryKey, size: u32) {
         if self.max == 0 {
             return;
         }
-        let t = self.topic(key.topic);
-        // An entry cached already stays as it is (`RangeCache.put` is a `putIfAbsent`).
-        if let Entry::Vacant(vacant) = t.entries.entry(key.position) {
-            vacant.insert(Cached {
-                size,
-                inserted_ns: now,
-                watched: false,
-            });
-            t.bytes += size as u64;
-            self.total += size as u64;
-            if self.total > self.trigger {
-                self.evict_to_watermark();
+        let before = self.total;
+        if before < self.max {
+            let t = self.topic(key.topic);
+            // An entry cached already stays as it is (`RangeCache.put` is a `putIfAbsent`).
+            if let Entry::Vacant(vacant) = t.entries.entry(key.position) {
+                vacant.insert(Cached {
+                    size,
+                    inserted_ns: now,
+                    watched: false,
+                });
+                t.bytes += size as u64;
+                self.total += size as u64;
             }
+        }
+        if before > self.trigger {
+            self.evict(before.saturating_sub(self.watermark));
         }
     }
 
-    fn evict_to_watermark(&mut self) {
-        let to_free = self.total.saturating_sub(self.watermark);
+    /// `EntryCacheDefaultEvictionPolicy.doEviction`: the largest caches that together hold half
+    /// the size each free their share of `to_free`, rounded down, lowest positions first
+    /// (`RangeCache.evictLeastAccessedEntries`).
+    fn evict(&mut self, to_free: u64) {
         if to_free == 0 {
             return;
         }
@@ -122,17 +133,20 @@ impl Legacy {
             .filter(|&i| self.topics[i].bytes > 0)
             .collect();
         order.sort_by_key(|&i| std::cmp::Reverse(self.topics[i].bytes));
+        let to_consider = (self.total as f64 * SHARE_OF_SIZE_TO_CONSIDER) as u64;
         let (mut chosen, mut considered) = (Vec::new(), 0u64);
         for i in order {
-            chosen.push(i);
-            considered += self.topics[i].bytes;
-            if considered as f64 >= self.total as f64 * SHARE_OF_SIZE_TO_CONSIDER {
+            if considered >= to_consider {
                 break;
             }
+            chosen.push(i);
+            considered += self.topics[i].bytes;
         }
         for i in chosen {
-            let share =
-                (to_free as f64 * self.topics[i].bytes as f64 / considered as f64).ceil() as u64;
+            let share = (to_free as f64 * (self.topics[i].bytes as f64 / considered as f64)) as u64;
+            if share == 0 {
+                continue;
+            }
             let (n, freed) = self.topics[i].remove_front_while(|_, _, freed| freed < share);
             self.total -= freed;
             self.counters.evicted_entries += n;
@@ -179,14 +193,15 @@ impl CacheStrategy for Legacy {
     fn tick(&mut self, now: u64) {
         if let Some(before) = now.checked_sub(self.ttl_ns) {
             for t in &mut self.topics {
-                let (n, freed) = t.remove_front_while(|_, e, _| e.inserted_ns < before);
+                // `RangeCache.evictLEntriesBeforeTimestamp` takes an entry inserted at the limit
+                // too (`<=`); master's removal queue does not.
+                let (n, freed) = t.remove_front_while(|_, e, _| e.inserted_ns <= before);
                 self.total -= freed;
                 self.counters.evicted_entries += n;
             }
         }
-        if self.total > self.trigger {
-            self.evict_to_watermark();
-        }
+        // The 4.0 timer (`ManagedLedgerFactoryImpl.doCacheEviction`) evicts by time only; size
+        // eviction starts from an insert.
     }
 
     fn tick_is_idle(&self) -> bool {
