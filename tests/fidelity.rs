@@ -299,3 +299,23 @@ fn the_backlogged_threshold_is_each_branchs_own() {
     );
     assert_eq!(master.peak_cache_bytes, 10, "master: negative means always");
 }
+
+/// With read latency, `RangeEntryCacheImpl.readFromStorage` caches what a storage read returns when
+/// it completes, and `PendingReadsManager.readEntries` lets a read that a storage read under way
+/// covers wait for that one instead of reading storage again: a second reader during the latency
+/// misses the cache and shares the first reader's storage read.
+#[test]
+fn with_read_latency_a_storage_read_is_cached_when_it_completes_and_shared_meanwhile() {
+    let mut rows: Vec<Row> = (0..5).map(|e| add(1 + e, e, 10)).collect(); // no cursor: not cached
+    rows.extend([
+        open(999, "a", Some(0)),
+        open(999, "b", Some(0)),
+        read(1_000, "a", 5),
+        read(1_050, "b", 5), // a's storage read completes at 1100
+        open(1_200, "c", Some(0)),
+        read(1_201, "c", 5), // cached by now, still expecting b's and c's reads
+    ]);
+    let cfg = design("pip430", &[("storage_read_latency_ms", Int(100))]);
+    let m = run(&rows, &cfg);
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (5, 10, 1), "{m:?}");
+}

@@ -237,6 +237,29 @@ struct InFlight {
     replay: bool,
 }
 
+/// A storage read under way (reads take time): what it returns is cached when it completes, as
+/// `RangeEntryCacheImpl.readFromStorage` inserts in the read's completion.
+struct PendingStorageRead {
+    due_ns: u64,
+    topic: u32,
+    ledger: i64,
+    /// The entries it reads (ids and sizes), in order.
+    entries: Vec<(i64, u32)>,
+    /// The expected-read count its entries are cached with (`None`: not cached).
+    admitted: Option<i32>,
+}
+
+impl PendingStorageRead {
+    /// Whether it reads all of `first..=last` of `ledger` (`PendingReadsManager.readEntries`: a
+    /// read that such a one covers waits for it instead of reading storage again).
+    fn covers(&self, topic: u32, ledger: i64, first: i64, last: i64) -> bool {
+        self.topic == topic
+            && self.ledger == ledger
+            && self.entries.first().is_some_and(|&(e, _)| e <= first)
+            && self.entries.last().is_some_and(|&(e, _)| e >= last)
+    }
+}
+
 struct Topic {
     layout: Layout,
     /// Per ledger of the layout: what the trace added to it.
@@ -406,6 +429,8 @@ pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
     read_latency_ns: u64,
     cursor_epochs: bool,
     in_flight: VecDeque<InFlight>,
+    /// Storage reads under way, in completion order (latency is constant).
+    storage_reads: VecDeque<PendingStorageRead>,
     eviction_interval_ns: u64,
     next_tick_ns: Option<u64>,
     /// The broker's stats task (backlogged cursors, cursors caching reads) runs next at this time.
@@ -440,6 +465,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             read_latency_ns: 0,
             cursor_epochs: true,
             in_flight: VecDeque::new(),
+            storage_reads: VecDeque::new(),
             eviction_interval_ns: config.eviction_interval_ms.max(1).saturating_mul(1_000_000),
             next_tick_ns: None,
             origin_us: None,
@@ -583,6 +609,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             let now = self.now_ns(e)?;
             self.origin_us.get_or_insert(e.ts_us);
             self.roll_second(e.ts_us);
+            self.complete_storage_reads(now);
             self.advance(now);
             self.deliver_due(now);
             self.apply(e, now)?;
@@ -853,6 +880,10 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     c.replay.retain(|p| p.ledger_id != ledger);
                 }
                 let ids: Vec<u32> = t.cursors.keys().copied().collect();
+                // The lab caches nothing of a ledger that is gone, so its storage reads under way
+                // are dropped (a broker deletes only ledgers every cursor has passed).
+                self.storage_reads
+                    .retain(|r| (r.topic, r.ledger) != (e.topic, ledger));
                 self.strategy.on_ledger_deleted(e.topic, ledger);
                 for id in ids {
                     self.cursor_moved(e.topic, id);
@@ -1057,7 +1088,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
     }
 
     /// One storage read of the missed run (entries of `ledger` and their sizes); the read flow
-    /// decides whether what it returns is cached.
+    /// decides whether what it returns is cached. With read latency, a run that a storage read
+    /// under way covers waits for that one, and what a storage read returns is cached when it
+    /// completes.
     fn flush_misses(
         &mut self,
         topic: u32,
@@ -1067,18 +1100,61 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         run: &[(i64, u32)],
         now: u64,
     ) {
-        if run.is_empty() {
+        let (Some(&(first, _)), Some(&(last, _))) = (run.first(), run.last()) else {
+            return;
+        };
+        let latency = self.read_latency_ns;
+        if latency > 0
+            && self
+                .storage_reads
+                .iter()
+                .any(|p| p.covers(topic, ledger, first, last))
+        {
             return;
         }
         self.metrics.storage_read_ops += 1;
-        if let Some(m) = &mut self.memory {
-            m.on_storage_read(topic, ledger, run);
-        }
+        self.metrics.storage_read_bytes += run.iter().map(|&(_, size)| size as u64).sum::<u64>();
         let activity = &mut self.topics[topic as usize].activity;
         let admitted = self.flow.on_storage_read(kind, activity, cursor);
-        for &(entry, size) in run {
-            self.metrics.storage_read_bytes += size as u64;
-            if let Some(expected) = admitted {
+        if latency > 0 {
+            self.storage_reads.push_back(PendingStorageRead {
+                due_ns: now.saturating_add(latency),
+                topic,
+                ledger,
+                entries: run.to_vec(),
+                admitted,
+            });
+        } else {
+            self.cache_storage_read(now, topic, ledger, run, admitted);
+        }
+    }
+
+    /// Completes the storage reads due by `now`, each after the periodic tasks due before it.
+    fn complete_storage_reads(&mut self, now: u64) {
+        while self.storage_reads.front().is_some_and(|r| r.due_ns <= now) {
+            let r = self.storage_reads.pop_front().expect("checked");
+            self.advance(r.due_ns);
+            self.cache_storage_read(r.due_ns, r.topic, r.ledger, &r.entries, r.admitted);
+            let cached = self.strategy.cached_bytes();
+            self.metrics.peak_cache_bytes = self.metrics.peak_cache_bytes.max(cached);
+        }
+    }
+
+    /// What a storage read of `entries` (ids and sizes) of `ledger` returned at `now`: its buffers,
+    /// and its entries if the read flow admitted them (with that expected-read count).
+    fn cache_storage_read(
+        &mut self,
+        now: u64,
+        topic: u32,
+        ledger: i64,
+        entries: &[(i64, u32)],
+        admitted: Option<i32>,
+    ) {
+        if let Some(m) = &mut self.memory {
+            m.on_storage_read(topic, ledger, entries);
+        }
+        if let Some(expected) = admitted {
+            for &(entry, size) in entries {
                 let key = EntryKey {
                     topic,
                     position: Position::new(ledger, entry),
