@@ -443,3 +443,27 @@ fn reads_across_ledgers_count_each_entry_at_its_own_ledgers_size() {
         );
     }
 }
+
+/// `RangeEntryCacheManagerImpl.entriesRemoved` counts every removal into the broker's
+/// `brk_ml_cache_evicted_entries_total`, invalidations too; the summary keeps the two apart, so
+/// that their sum compares with the broker's counter.
+#[test]
+fn invalidations_are_counted_apart_from_evictions() {
+    let mut rows = vec![open(0, "c", None)];
+    rows.extend((0..5).map(|e| add(1 + e, e, 10)));
+    rows.extend([read(10, "c", 5), delete_ledger(20)]);
+    for (strategy, invalidated) in [
+        ("legacy", 5), // behind the slowest active cursor once it read them
+        ("pip430", 5), // kept (read counts) until the ledger goes
+        ("lru", 5),
+        ("belady", 5),
+        ("segmented", 5),
+    ] {
+        let m = run(&rows, &config(&[("strategy", Str(strategy.into()))]));
+        assert_eq!(
+            (m.evicted_entries, m.invalidated_entries),
+            (0, invalidated),
+            "{strategy}: {m:?}"
+        );
+    }
+}

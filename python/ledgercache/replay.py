@@ -29,6 +29,7 @@ SUMMARY_COLUMNS = (
     "published_entries",
     "published_bytes",
     "evicted_entries",
+    "invalidated_entries",
     "requeues",
     "peak_cache_bytes",
     "peak_retained_bytes",

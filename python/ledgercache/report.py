@@ -41,7 +41,8 @@ def _rows(summary: pa.Table, scenario: str) -> list[dict]:
     for r in rows:
         key = (r["strategy"], r["cache_size_bytes"])
         m = merged.setdefault(key, {k: 0 for k in ("entries_read", "read_bytes", "hits", "storage_read_ops", "storage_read_bytes",
-                                                   "evicted_entries", "requeues", "peak_cache_bytes", "peak_retained_bytes",
+                                                   "evicted_entries", "invalidated_entries", "requeues", "peak_cache_bytes",
+                                                   "peak_retained_bytes",
                                                    "out_of_order_deliveries")} | {"strategy": key[0], "cache_size_bytes": key[1]})
         for k in m:
             if k not in ("strategy", "cache_size_bytes"):

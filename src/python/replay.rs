@@ -299,6 +299,7 @@ impl PyReplaySession {
                 d.set_item("published_entries", m.published_entries)?;
                 d.set_item("published_bytes", m.published_bytes)?;
                 d.set_item("evicted_entries", m.evicted_entries)?;
+                d.set_item("invalidated_entries", m.invalidated_entries)?;
                 d.set_item("requeues", m.requeues)?;
                 d.set_item("peak_cache_bytes", m.peak_cache_bytes)?;
                 // Not measured without the memory model (entries sliced from buffers, model off).

@@ -390,7 +390,12 @@ pub struct ReplayMetrics {
     pub storage_read_bytes: u64,
     pub published_entries: u64,
     pub published_bytes: u64,
+    /// Entries the design's eviction removed.
     pub evicted_entries: u64,
+    /// Entries invalidated (cursors passed them, the last active cursor left) or whose ledger was
+    /// deleted. A broker's `brk_ml_cache_evicted_entries_total` counts both kinds
+    /// (`RangeEntryCacheManagerImpl.entriesRemoved`).
+    pub invalidated_entries: u64,
     pub requeues: u64,
     pub peak_cache_bytes: u64,
     /// Bytes the cached entries' buffers really hold (see [`MemoryModel`]); the accounted size
@@ -1181,6 +1186,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         };
         let c = self.strategy.counters();
         self.metrics.evicted_entries = c.evicted_entries;
+        self.metrics.invalidated_entries = c.invalidated_entries;
         self.metrics.requeues = c.requeues;
         self.metrics
     }

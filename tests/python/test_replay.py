@@ -32,7 +32,8 @@ def test_replay_runs_every_strategy_and_reports_the_columns():
     out = lc.replay(fanout(), configs)
     assert out.num_rows == 4
     for column in ("broker", "strategy", "cache_size_bytes", "entries_read", "hits", "misses", "hit_ratio",
-                   "storage_read_ops", "storage_read_bytes", "evicted_entries", "requeues", "peak_cache_bytes",
+                   "storage_read_ops", "storage_read_bytes", "evicted_entries", "invalidated_entries", "requeues",
+                   "peak_cache_bytes",
                    "replay_seconds"):
         assert column in out.column_names
     rows = out.to_pylist()

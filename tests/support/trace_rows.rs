@@ -134,3 +134,8 @@ pub fn replay_of(ts: i64, c: &'static str, e: i64) -> Row {
 pub fn ack(ts: i64, c: &'static str, e: i64) -> Row {
     (ts, "ack", "t", Some(c), Some(1), Some(e), 0, 0)
 }
+
+/// The deletion of ledger 1 (the only ledger these rows add to).
+pub fn delete_ledger(ts: i64) -> Row {
+    (ts, "delete", "t", None, Some(1), Some(0), 0, 0)
+}

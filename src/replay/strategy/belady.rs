@@ -666,6 +666,7 @@ impl<I: ReadIndex> CacheStrategy for Belady<I> {
             .filter(|(_, c)| c.live && c.key.topic == topic && c.key.position.ledger_id == ledger)
             .map(|(p, _)| p)
             .collect();
+        self.counters.invalidated_entries += doomed.len() as u64;
         for place in doomed {
             self.evict(place);
         }

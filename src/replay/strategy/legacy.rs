@@ -167,12 +167,13 @@ impl CacheStrategy for Legacy {
 
     fn invalidate(&mut self, topic: u32, how: Invalidation) {
         let t = self.topic(topic);
-        let (_, freed) = match how {
+        let (n, freed) = match how {
             Invalidation::Nothing => (0, 0),
             Invalidation::Before(slowest) => t.remove_front_while(|p, _, _| *p < slowest),
             Invalidation::All => t.remove_front_while(|_, _, _| true),
         };
         self.total -= freed;
+        self.counters.invalidated_entries += n;
     }
 
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
@@ -182,12 +183,13 @@ impl CacheStrategy for Legacy {
             .range(Position::new(ledger, i64::MIN)..=Position::new(ledger, i64::MAX))
             .map(|(p, _)| *p)
             .collect();
-        let mut freed = 0;
+        let (mut freed, removed) = (0, doomed.len() as u64);
         for p in doomed {
             let gone = t.entries.remove(&p).expect("listed");
             freed += t.forget(p, gone);
         }
         self.total -= freed;
+        self.counters.invalidated_entries += removed;
     }
 
     fn tick(&mut self, now: u64) {

@@ -180,6 +180,7 @@ impl CacheStrategy for Lru {
                 k.topic == topic && k.position.ledger_id == ledger
             })
             .collect();
+        self.counters.invalidated_entries += doomed.len() as u64;
         for n in doomed {
             self.remove_node(n);
         }

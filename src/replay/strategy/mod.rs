@@ -48,7 +48,11 @@ pub struct EntryKey {
 /// Counters a strategy keeps of its own decisions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StrategyCounters {
+    /// Entries the design's eviction removed (time, size, or the design's own rule).
     pub evicted_entries: u64,
+    /// Entries removed because the read flow invalidated them (cursors passed them, the last
+    /// active cursor left) or their ledger was deleted.
+    pub invalidated_entries: u64,
     pub requeues: u64,
 }
 

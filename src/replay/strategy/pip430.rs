@@ -201,6 +201,7 @@ impl CacheStrategy for Pip430 {
         let s = self.manager.stats();
         StrategyCounters {
             evicted_entries: s.evicted,
+            invalidated_entries: s.invalidated,
             requeues: s.requeued,
         }
     }

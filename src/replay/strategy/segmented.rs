@@ -94,7 +94,9 @@ impl CacheStrategy for Segmented {
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
         // The ring does not free space early; deleted entries just stop being found.
         let deleted = |k: &EntryKey| k.topic == topic && k.position.ledger_id == ledger;
+        let before = self.index.len();
         self.index.retain(|k, _| !deleted(k));
+        self.counters.invalidated_entries += (before - self.index.len()) as u64;
         let gone = &mut self.watched_gone;
         for watched in &mut self.watched {
             watched.retain(|k| {
