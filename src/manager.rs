@@ -839,9 +839,9 @@ impl EntryCache {
             .map(|s| s.read_count.expected_reads())
     }
 
-    /// One more reader will come for the cached entry at `position` (a replay-queue add): its
-    /// expected reads go up by one, and an entry cached without a counter gets one. False if the
-    /// position is not cached.
+    /// One more reader will come for the cached entry at `position` (a Key_Shared hold-back): its
+    /// expected reads go up by one; an entry cached without a counter stays without, as Pulsar's
+    /// dispatcher skips an entry with no read-count handler. False if the position is not cached.
     pub fn increment_expected_reads(&self, position: Position) -> bool {
         let mut state = self.state.lock();
         let Some(slot) = state.peek_mut(position) else {

@@ -209,10 +209,13 @@ impl ReadCount {
         self.expected_reads().is_some_and(|n| n >= 1)
     }
 
-    /// One more reader will come (a replay-queue add); an entry not counted starts at one.
+    /// One more reader will come (a Key_Shared hold-back). An entry not counted stays so: the
+    /// dispatcher adds a read only to an entry with a read-count handler
+    /// (`PersistentStickyKeyDispatcherMultipleConsumers.filterAndGroupEntriesForDispatching`), and
+    /// one cached expecting no read has none (`EntryReadCountHandlerImpl.maybeCreate`).
     pub fn increment(&mut self) {
         match self.held() {
-            Held::Uncounted => *self = Self::here(1),
+            Held::Uncounted => {}
             Held::Here(n) => *self = Self::here(n.wrapping_add(1)),
             Held::Shared(h, _) => h.increment(),
         }
@@ -385,13 +388,13 @@ mod tests {
     }
 
     #[test]
-    fn an_uncounted_entry_starts_at_one_and_a_given_handler_is_shared() {
+    fn an_uncounted_entry_stays_uncounted_and_a_given_handler_is_shared() {
         let mut c = ReadCount::UNCOUNTED;
         assert!(c.share().is_none());
         c.mark_read_locked();
         assert_eq!(c.expected_reads(), None);
         c.increment();
-        assert_eq!((c.expected_reads(), c.allocation_bytes()), (Some(1), 0));
+        assert_eq!((c.expected_reads(), c.allocation_bytes()), (None, 0));
 
         let outside = ReadCountHandler::new(3).unwrap();
         let mut c = ReadCount::from(Some(outside.clone()));

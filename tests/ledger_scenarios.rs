@@ -426,6 +426,11 @@ fn continue_caching_window_after_the_last_active_cursor_leaves() {
         Some(None),
         "cached, with no reads expected"
     );
+    // A Key_Shared hold-back adds a read only to an entry with a read-count handler
+    // (`PersistentStickyKeyDispatcherMultipleConsumers.filterAndGroupEntriesForDispatching`): one
+    // cached expecting none has none, so it stays uncounted (and gets no TTL extensions).
+    c.add_to_replay(&[p], RedeliveryReason::HoldBack).unwrap();
+    assert_eq!(ml.cache().expected_reads(p), Some(None));
     f.clock.advance_ms(250);
     let q = publish(&ml, 1)[0];
     assert!(!ml.cache().contains(q));
