@@ -534,12 +534,15 @@ impl Sim {
     }
 
     /// The first entry nobody has acknowledged: the oldest entry still in a receiver queue or in
-    /// the replay queue, else the read position.
+    /// the replay queue, else the read position. A receiver queue is not in entry order (a
+    /// replayed entry comes after newer ones), so all of it is looked at: the mark-delete
+    /// position never passes an entry still to be acknowledged (`ManagedCursorImpl` moves it
+    /// over the acknowledged prefix only).
     fn first_unacked(&self, p: usize, s: usize) -> u64 {
         let sub = &self.parts[p].subs[s];
         sub.consumers
             .iter()
-            .filter_map(|c| c.queue.front().copied())
+            .filter_map(|c| c.queue.iter().min().copied())
             .chain(sub.replay.iter().filter_map(|r| r.first().copied()))
             .chain(sub.unhashed.first().copied())
             .min()
