@@ -22,8 +22,13 @@ fn fixture(settings: &[(&str, SettingValue)]) -> Fixture {
     fixture_with(settings, Arc::new(MemoryStorage::new()))
 }
 
+/// A manager over `store` with `settings`. The continue-caching window (which the library applies
+/// by default, from the ledger's load on) is off unless a setting turns it on, so that what a
+/// scenario publishes before its cursors are active stays uncached.
 fn fixture_with(settings: &[(&str, SettingValue)], store: Arc<dyn Storage>) -> Fixture {
     let mut cfg = CacheConfig::default();
+    cfg.set("apply_continue_caching_window", SettingValue::Bool(false))
+        .unwrap();
     for (k, v) in settings {
         cfg.set(k, v.clone()).unwrap();
     }
@@ -416,8 +421,18 @@ fn legacy_mode_by_mark_delete_keeps_unacknowledged_entries() {
 
 #[test]
 fn continue_caching_window_after_the_last_active_cursor_leaves() {
-    let f = fixture(&[("eviction_time_threshold_ms", SettingValue::Int(100))]); // window: 200 ms
+    let f = fixture(&[
+        ("eviction_time_threshold_ms", SettingValue::Int(100)), // window: 200 ms
+        ("apply_continue_caching_window", SettingValue::Bool(true)),
+    ]);
     let ml = f.ledger(LedgerConfig::default());
+    // Pulsar's container starts its window as the topic loads
+    // (`ActiveManagedCursorContainerImpl`'s constructor sets `cursorRemovedTimestampMillis`): a
+    // publish before any cursor was active is cached, uncounted, while the window lasts.
+    let loaded = publish(&ml, 1)[0];
+    assert_eq!(ml.cache().expected_reads(loaded), Some(None));
+    f.clock.advance_ms(250);
+    assert!(!ml.cache().contains(publish(&ml, 1)[0]), "window over");
     let c = ml.open_cursor("c", StartAt::Latest, true).unwrap();
     c.set_active(false).unwrap();
     let p = publish(&ml, 1)[0];

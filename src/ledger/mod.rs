@@ -171,11 +171,12 @@ impl ManagedLedger {
             })
             .collect();
         let flow = ReadFlow::new(manager.config(), Context::Library);
+        let loaded_ns = manager.clock().now_ns();
         let state = State {
             layout: Layout { ledgers },
             cursors: Vec::new(),
             by_name: FastMap::default(),
-            activity: CursorActivity::new(flow.counts_reads()),
+            activity: CursorActivity::new(flow.counts_reads(), loaded_ns),
             ops: FastMap::default(),
             next_op: 0,
             pending: Vec::new(),

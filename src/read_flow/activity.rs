@@ -29,8 +29,11 @@ pub struct CursorActivity {
 }
 
 impl CursorActivity {
-    /// `counting`: keep the counts of cursors at or before each one (PIP-430's container).
-    pub fn new(counting: bool) -> Self {
+    /// `counting`: keep the counts of cursors at or before each one (PIP-430's container). The
+    /// topic loads at `loaded_ns`, which counts as a time the last active cursor left: Pulsar's
+    /// container starts its continue-caching window there (`ActiveManagedCursorContainerImpl`'s
+    /// constructor sets `cursorRemovedTimestampMillis`).
+    pub fn new(counting: bool, loaded_ns: u64) -> Self {
         CursorActivity {
             tracker: if counting {
                 Tracker::Counting(ActiveCursorContainer::new())
@@ -39,7 +42,7 @@ impl CursorActivity {
             },
             flags: FastMap::default(),
             active: 0,
-            last_left_ns: None,
+            last_left_ns: Some(loaded_ns),
         }
     }
 
@@ -51,7 +54,8 @@ impl CursorActivity {
         self.active
     }
 
-    /// When the last active cursor left (`None` while one is active or none ever was).
+    /// When the last active cursor left, or the topic loaded if none ever was active (`None` while
+    /// one is active).
     pub fn last_left_ns(&self) -> Option<u64> {
         (self.active == 0).then_some(self.last_left_ns).flatten()
     }

@@ -319,7 +319,7 @@ mod tests {
         // ManagedLedgerImpl.checkCursorsToCacheEntries returns at once while
         // managedLedgerMinimumBacklogCursorsForCaching is 0, so isCacheReadEntry stays false.
         let f = flow("legacy", Context::Lab);
-        let mut a = CursorActivity::new(false);
+        let mut a = CursorActivity::new(false, 0);
         a.activate(1, Position::new(1, 0));
         assert_eq!(f.on_storage_read(ReadKind::Sequential, &mut a, 1), None);
         assert!(f.cursors_caching_reads(&[(1, 5000), (2, 5000)]).is_none());
@@ -328,7 +328,7 @@ mod tests {
     #[test]
     fn replay_reads_are_never_cached_except_by_reference_designs() {
         // RangeEntryCacheImpl.asyncReadEntry(lh, position, ...) supplies an expected read count of 0.
-        let mut a = CursorActivity::new(true);
+        let mut a = CursorActivity::new(true, 0);
         a.activate(1, Position::new(1, 0));
         for s in ["pip430", "legacy", "segmented"] {
             assert_eq!(
@@ -353,7 +353,7 @@ mod tests {
 
     #[test]
     fn continue_caching_window_is_library_only_by_default() {
-        let mut a = CursorActivity::new(true);
+        let mut a = CursorActivity::new(true, 0);
         a.activate(1, Position::new(1, 0));
         a.deactivate(1, 1_000);
         assert_eq!(flow("pip430", Context::Library).on_add(&a, 2_000), Some(0));

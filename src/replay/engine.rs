@@ -269,12 +269,13 @@ struct Topic {
 }
 
 impl Topic {
-    fn new(flow: &ReadFlow) -> Self {
+    /// A topic the trace first names at `now` (when the broker loads it, for the lab).
+    fn new(flow: &ReadFlow, now: u64) -> Self {
         Topic {
             layout: Layout::default(),
             entries: BTreeMap::new(),
             cursors: FastMap::default(),
-            activity: CursorActivity::new(flow.counts_reads()),
+            activity: CursorActivity::new(flow.counts_reads(), now),
         }
     }
 
@@ -441,6 +442,8 @@ pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
     /// The broker's stats task (backlogged cursors, cursors caching reads) runs next at this time.
     next_backlog_check_ns: Option<u64>,
     origin_us: Option<i64>,
+    /// Replay time of the event being replayed.
+    now: u64,
     metrics: ReplayMetrics,
     /// The trace second in progress: (second, reads, hits).
     second: Option<(i64, u64, u64)>,
@@ -474,6 +477,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             eviction_interval_ns: config.eviction_interval_ms.max(1).saturating_mul(1_000_000),
             next_tick_ns: None,
             origin_us: None,
+            now: 0,
             metrics: ReplayMetrics::default(),
             second: None,
             publishes_since_forget: 0,
@@ -519,7 +523,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 
     fn topic(&mut self, id: u32) -> &mut Topic {
         while self.topics.len() <= id as usize {
-            self.topics.push(Topic::new(&self.flow));
+            self.topics.push(Topic::new(&self.flow, self.now));
         }
         &mut self.topics[id as usize]
     }
@@ -613,6 +617,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         for e in events {
             let now = self.now_ns(e)?;
             self.origin_us.get_or_insert(e.ts_us);
+            self.now = now;
             self.roll_second(e.ts_us);
             self.complete_storage_reads(now);
             self.advance(now);

@@ -73,7 +73,10 @@ def test_async_reads_complete_on_the_clock_and_are_discarded_after_a_seek(world)
     clock, manager = world
     storage = lc.MemoryStorage()
     ml = lc.ManagedLedger("t", manager, storage, read_latency_ms=5)
-    ps = ml.add_entries([bytes([i]) for i in range(10)])  # no cursor yet: nothing cached
+    # No cursor yet, and past the continue-caching window that runs from the ledger's load (2 s,
+    # twice the TTL): nothing cached.
+    clock.advance_ms(3_000)
+    ps = ml.add_entries([bytes([i]) for i in range(10)])
     c = ml.open_cursor("c", start="earliest")
     h = c.read_entries_async(4)
     assert not h.done and ml.reads_in_flight == 1
