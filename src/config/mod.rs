@@ -78,6 +78,10 @@ pub enum SettingValue {
     Str(String),
 }
 
+/// The deprecated `broker.conf` key that, when positive, sets the eviction interval instead of
+/// `managedLedgerCacheEvictionIntervalMs`.
+const EVICTION_FREQUENCY_KEY: &str = "managedLedgerCacheEvictionFrequency";
+
 /// What reading a `broker.conf` did beyond the settings themselves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerConfReport {
@@ -399,8 +403,24 @@ impl CacheConfig {
     ) -> Result<(Self, BrokerConfReport)> {
         let mut config = CacheConfig::default();
         let mut report = BrokerConfReport::default();
+        let mut eviction_frequency = None;
         for (key, raw) in entries {
             let key = key.trim();
+            if key == EVICTION_FREQUENCY_KEY {
+                let raw = raw.trim();
+                let f: f64 = raw
+                    .parse()
+                    .ok()
+                    .filter(|f: &f64| f.is_finite())
+                    .ok_or_else(|| {
+                        Error::invalid(
+                            EVICTION_FREQUENCY_KEY,
+                            format!("broker.conf value {raw:?} is not a number"),
+                        )
+                    })?;
+                eviction_frequency = Some(f);
+                continue;
+            }
             if let Some((_, hint)) = sources::KEYS_PULSAR_DOES_NOT_HAVE
                 .iter()
                 .find(|(k, _)| *k == key)
@@ -434,6 +454,22 @@ impl CacheConfig {
             }
             config.assign(name, parse_conf_value(name, raw.trim(), scale)?)?;
             report.applied.push(key.to_string());
+        }
+        // `ServiceConfiguration.getManagedLedgerCacheEvictionIntervalMs`: the deprecated frequency,
+        // when positive, sets the interval (within 0.001..1000 passes a second); otherwise the
+        // interval is capped at 1,000,000 ms.
+        match eviction_frequency.filter(|f| *f > 0.0) {
+            Some(f) => {
+                let ms = (1000.0 / f.clamp(0.001, 1000.0)) as u64;
+                config.eviction_interval_ms = ms;
+                report.applied.push(EVICTION_FREQUENCY_KEY.to_string());
+                report.warnings.push(format!(
+                    "{EVICTION_FREQUENCY_KEY}: deprecated, but a broker still takes the eviction \
+                     interval from it when it is positive: {ms} ms, whatever \
+                     managedLedgerCacheEvictionIntervalMs says"
+                ));
+            }
+            None => config.eviction_interval_ms = config.eviction_interval_ms.min(1_000_000),
         }
         // Relations are checked once all keys are in, so the order of lines does not matter.
         config.validate()?;

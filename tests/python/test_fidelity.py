@@ -130,3 +130,21 @@ def test_defaults_are_those_pulsar_ships_in_broker_conf(tmp_path):
         if shipped.to_dict()[name] != defaults[name]
     }
     assert differing == {}
+
+
+def test_the_deprecated_eviction_frequency_sets_the_interval_as_a_broker_does():
+    # ServiceConfiguration.getManagedLedgerCacheEvictionIntervalMs: a positive frequency wins.
+    with pytest.warns(lc.BrokerConfWarning, match="managedLedgerCacheEvictionFrequency"):
+        c = lc.CacheConfig.from_broker_conf(
+            {"managedLedgerCacheEvictionFrequency": "20", "managedLedgerCacheEvictionIntervalMs": "5"}
+        )
+    assert c.eviction_interval_ms == 50
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # 0 (the shipped value) leaves the interval to its own key, capped at 1,000,000 ms.
+        c = lc.CacheConfig.from_broker_conf(
+            {"managedLedgerCacheEvictionFrequency": "0", "managedLedgerCacheEvictionIntervalMs": "5000000"}
+        )
+    assert c.eviction_interval_ms == 1_000_000
+    with pytest.raises(lc.InvalidArgumentError, match="managedLedgerCacheEvictionFrequency"):
+        lc.CacheConfig.from_broker_conf({"managedLedgerCacheEvictionFrequency": "often"})
