@@ -1,6 +1,9 @@
 """Publish throttling in the replay lab (PIP-385): what publishers wait, and who waits for whom.
 
-A trace may carry two more columns on its ``add`` rows (older traces stay valid without them):
+Message-rate quotas are charged the ``messages`` of each ``add`` (a batch counts each of its
+messages, as Pulsar's ``PublishRateLimiterImpl.handlePublishThrottling`` does; null or absent: 1),
+byte-rate quotas its ``size``. A trace may carry two more columns on its ``add`` rows (older traces
+stay valid without them):
 
 ========== ======== ==================================================================================
 column     type     meaning
@@ -133,6 +136,8 @@ def throttle_publishes(
                 "producer": pa.array(producer, pa.int64()),
                 "connection": pa.array(connection, pa.int64()),
                 "size": adds.column("size").combine_chunks().fill_null(0),
+                # A message-rate quota is charged each message of a batch (null: one message).
+                "messages": adds.column("messages").combine_chunks(),
             }
         )
         result = simulate_publishes(limiter, publishes, mode)

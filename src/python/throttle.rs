@@ -128,8 +128,10 @@ impl PyPublishRateLimiter {
             .py_err(py)
     }
 
-    /// Charges one publish; returns the breach it causes as a dict (`reason`, `pause_for_millis`,
-    /// `resume_at_ns`), or `None` when it is within every quota.
+    /// Charges one publish (an entry of `messages` messages, `size` bytes); returns the breach it
+    /// causes as a dict (`reason`, `pause_for_millis`, `resume_at_ns`), or `None` when it is
+    /// within every quota.
+    #[pyo3(signature = (now_ns, topic, connection, size, messages = 1))]
     fn on_publish<'py>(
         &self,
         py: Python<'py>,
@@ -137,14 +139,22 @@ impl PyPublishRateLimiter {
         topic: &str,
         connection: i64,
         size: i64,
+        messages: i64,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (now, conn, size) = (
             non_negative(py, "now_ns", now_ns)?,
             non_negative(py, "connection", connection)?,
             non_negative(py, "size", size)?,
         );
+        let messages = u32::try_from(messages).map_err(|_| {
+            raise(
+                py,
+                "InvalidArgumentError",
+                format!("messages must be in 0..={}, got {messages}", u32::MAX),
+            )
+        })?;
         self.0
-            .with(|l| l.on_publish(now, topic, conn, size))
+            .with(|l| l.on_publish(now, topic, conn, messages, size))
             .map(|b| breach_dict(py, b))
             .transpose()
     }
@@ -462,7 +472,8 @@ fn column<'a, T: 'static>(
 }
 
 /// Replays the publishes of `batch` (columns `ts_us` int64, `topic` string, `producer` int64,
-/// `connection` int64, `size` int32, in time order) through a copy of `limiter` under `mode`.
+/// `connection` int64, `size` int32, optional `messages` int32 (null or absent: 1), in time
+/// order) through a copy of `limiter` under `mode`.
 /// Returns `accepted_at_us` (little-endian int64 bytes, one per row: when the broker read it),
 /// `delays` (topic -> (publishes, p50, p99, max) in nanoseconds), `throttles` (reason -> count), `throttles_by_topic`,
 /// `connection_pauses` and `commands_sent`.
@@ -487,6 +498,10 @@ pub fn simulate_publishes<'py>(
     let producer = column::<Int64Array>(&batch, "producer").map_err(bad)?;
     let connection = column::<Int64Array>(&batch, "connection").map_err(bad)?;
     let size = column::<Int32Array>(&batch, "size").map_err(bad)?;
+    let messages = match batch.column_by_name("messages") {
+        Some(_) => Some(column::<Int32Array>(&batch, "messages").map_err(bad)?),
+        None => None,
+    };
     let mut publishes = Vec::with_capacity(batch.num_rows());
     let mut last = 0u64;
     for i in 0..batch.num_rows() {
@@ -518,6 +533,14 @@ pub fn simulate_publishes<'py>(
             topic: topic.value(i),
             producer: nonneg(producer.value(i), "producer").map_err(bad)?,
             connection: nonneg(connection.value(i), "connection").map_err(bad)?,
+            // A trace without the column, or a null, is an entry of one message. Negative counts
+            // are refused as Pulsar's token buckets refuse a negative charge.
+            messages: match messages {
+                Some(m) if m.is_valid(i) => u32::try_from(m.value(i))
+                    .map_err(|_| format!("row {i}: messages must be >= 0, got {}", m.value(i)))
+                    .map_err(bad)?,
+                _ => 1,
+            },
             bytes: nonneg(size.value(i) as i64, "size").map_err(bad)?,
         });
     }

@@ -52,10 +52,16 @@ impl Buckets {
         }
     }
 
-    /// Charges one message; `Some(resume_at)` if a quota is now breached.
-    fn charge(&mut self, now: u64, bytes: u64) -> Option<u64> {
+    /// Charges a publish of `messages` messages (an entry: a batch counts each of its messages, as
+    /// `Producer.publishMessage` passes its batch size down to
+    /// `PublishRateLimiterImpl.handlePublishThrottling`); `Some(resume_at)` if a quota is now
+    /// breached.
+    fn charge(&mut self, now: u64, messages: u32, bytes: u64) -> Option<u64> {
         let mut resume = None;
-        for (b, n) in [(&mut self.messages, 1.0), (&mut self.bytes, bytes as f64)] {
+        for (b, n) in [
+            (&mut self.messages, f64::from(messages)),
+            (&mut self.bytes, bytes as f64),
+        ] {
             if let Some(b) = b {
                 if !b.consume(now, n) {
                     let at = b.resume_at(now);
@@ -161,13 +167,16 @@ impl PublishRateLimiter {
         Ok(())
     }
 
-    /// Charges a publish of `bytes` to `topic` arriving on `connection` at `now_ns`; returns the
-    /// breach it causes, the first by precedence: connection limits, broker, resource group, topic.
+    /// Charges a publish (one entry of `messages` messages, `bytes` long) to `topic` arriving on
+    /// `connection` at `now_ns`; returns the breach it causes, the first by precedence: connection
+    /// limits, broker, resource group, topic. Message quotas are charged `messages` tokens, byte
+    /// quotas `bytes`; the connection limits count the entry as one pending request.
     pub fn on_publish(
         &mut self,
         now_ns: u64,
         topic: &str,
         connection: u64,
+        messages: u32,
         bytes: u64,
     ) -> Option<Breach> {
         let conn = self.connections.entry(connection).or_default();
@@ -194,7 +203,7 @@ impl PublishRateLimiter {
         if let Some(at) = self
             .broker
             .get_or_insert_with(|| Buckets::new(broker_rate, now_ns))
-            .charge(now_ns, bytes)
+            .charge(now_ns, messages, bytes)
         {
             breaches.push(Breach {
                 reason: ThrottlingReason::BrokerProduceQuotaExceeded,
@@ -207,7 +216,7 @@ impl PublishRateLimiter {
                 let rate = *rate;
                 if let Some(at) = buckets
                     .get_or_insert_with(|| Buckets::new(rate, now_ns))
-                    .charge(now_ns, bytes)
+                    .charge(now_ns, messages, bytes)
                 {
                     breaches.push(Breach {
                         reason: ThrottlingReason::ResourceGroupProduceQuotaExceeded,
@@ -226,7 +235,7 @@ impl PublishRateLimiter {
             .topics
             .entry(topic.to_string())
             .or_insert_with(|| Buckets::new(rate, now_ns));
-        if let Some(at) = buckets.charge(now_ns, bytes) {
+        if let Some(at) = buckets.charge(now_ns, messages, bytes) {
             breaches.push(Breach {
                 reason: ThrottlingReason::TopicProduceQuotaExceeded,
                 pause_for_millis: (at - now_ns).div_ceil(1_000_000),
@@ -269,7 +278,7 @@ mod tests {
         let mut l = PublishRateLimiter::new();
         l.set_topic_rate("hot", Rate::new(Some(5.0), None).unwrap());
         let results: Vec<_> = (0..7)
-            .map(|_| l.on_publish(300 * MS, "hot", 1, 100))
+            .map(|_| l.on_publish(300 * MS, "hot", 1, 1, 100))
             .collect();
         assert!(results[..5].iter().all(Option::is_none));
         let b = results[5].unwrap();
@@ -279,18 +288,36 @@ mod tests {
             (700, Some(1_000 * MS))
         );
         assert!(
-            l.on_publish(300 * MS, "cold", 1, 100).is_none(),
+            l.on_publish(300 * MS, "cold", 1, 1, 100).is_none(),
             "other topics are not limited"
         );
+    }
+
+    #[test]
+    fn a_batch_is_charged_one_token_per_message() {
+        let mut l = PublishRateLimiter::new();
+        l.set_topic_rate("t", Rate::new(Some(10.0), None).unwrap());
+        // Two entries of 4 messages fit a 10 msg/s quota; a third entry of 4 overdraws it even
+        // though only 3 entries were published.
+        assert!(l.on_publish(0, "t", 1, 4, 100).is_none());
+        assert!(l.on_publish(0, "t", 1, 4, 100).is_none());
+        assert_eq!(
+            l.on_publish(0, "t", 1, 4, 100).map(|b| b.reason),
+            Some(ThrottlingReason::TopicProduceQuotaExceeded)
+        );
+        // The byte quota is charged the entry's bytes, whatever its message count.
+        let mut l = PublishRateLimiter::new();
+        l.set_topic_rate("t", Rate::new(None, Some(1000.0)).unwrap());
+        assert!(l.on_publish(0, "t", 1, 500, 600).is_none());
     }
 
     #[test]
     fn connection_limits_are_connection_level_breaches() {
         let mut l = PublishRateLimiter::new();
         l.set_connection_limits(Some(2), None).unwrap();
-        assert!(l.on_publish(0, "t", 7, 10).is_none());
-        assert!(l.on_publish(0, "t", 7, 10).is_none());
-        let b = l.on_publish(0, "t", 7, 10).unwrap();
+        assert!(l.on_publish(0, "t", 7, 1, 10).is_none());
+        assert!(l.on_publish(0, "t", 7, 1, 10).is_none());
+        let b = l.on_publish(0, "t", 7, 1, 10).unwrap();
         assert_eq!(
             (b.reason, b.pause_for_millis),
             (ThrottlingReason::ConnectionPendingMessagesBreach, 0)
@@ -310,16 +337,16 @@ mod tests {
             Rate::new(None, Some(1000.0)).unwrap(),
             &["a1".into(), "a2".into()],
         );
-        assert!(l.on_publish(0, "a1", 1, 600).is_none());
-        let b = l.on_publish(0, "a2", 1, 600).unwrap();
+        assert!(l.on_publish(0, "a1", 1, 1, 600).is_none());
+        let b = l.on_publish(0, "a2", 1, 1, 600).unwrap();
         assert_eq!(
             b.reason,
             ThrottlingReason::ResourceGroupProduceQuotaExceeded
         );
         l.set_broker_rate(Rate::new(Some(1.0), None).unwrap());
-        assert!(l.on_publish(0, "x", 2, 1).is_none());
+        assert!(l.on_publish(0, "x", 2, 1, 1).is_none());
         assert_eq!(
-            l.on_publish(0, "x", 2, 1).unwrap().reason,
+            l.on_publish(0, "x", 2, 1, 1).unwrap().reason,
             ThrottlingReason::BrokerProduceQuotaExceeded
         );
         assert!(Rate::new(Some(-1.0), None).is_err());

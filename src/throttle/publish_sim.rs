@@ -40,6 +40,8 @@ pub struct Publish<'a> {
     pub topic: &'a str,
     pub producer: u64,
     pub connection: u64,
+    /// Messages in the entry (a producer's batch): what message-rate quotas are charged.
+    pub messages: u32,
     pub bytes: u64,
 }
 
@@ -108,7 +110,7 @@ pub fn simulate(
         if mode == ThrottlingMode::Off {
             continue;
         }
-        let breach = limiter.on_publish(at, p.topic, p.connection, p.bytes);
+        let breach = limiter.on_publish(at, p.topic, p.connection, p.messages, p.bytes);
         limiter.on_publish_persisted(p.connection, p.bytes);
         let Some(breach) = breach else { continue };
         *out.throttles.entry(breach.reason.name()).or_default() += 1;
@@ -155,6 +157,7 @@ mod tests {
                 topic: "hot",
                 producer: 1,
                 connection: 1,
+                messages: 1,
                 bytes: 100,
             });
         }
@@ -164,6 +167,7 @@ mod tests {
                 topic: "cold",
                 producer: 2,
                 connection: 1,
+                messages: 1,
                 bytes: 100,
             });
         }

@@ -112,3 +112,26 @@ def test_trace_files_keep_their_producer_columns(tmp_path) -> None:
     assert from_file["cold"]["p99_ms"] > 100.0, "the CSV's connection column still puts both topics on one connection"
     moved, delays = publish.throttle_publishes(trace.slice(0, 0), lc.PublishRateLimiter(), "off")
     assert moved.num_rows == 0 and delays.num_rows == 0
+
+
+def test_a_batch_is_charged_one_token_per_message() -> None:
+    # "hot" publishes 200 entries/s against a quota of 100 msg/s: entries of one message breach it,
+    # and so do entries of 10 messages at a tenth of the rate (20 entries, 200 messages a second).
+    trace = publish.noisy_neighbour(seconds=3, hot_rate=20)
+    is_hot_add = pc.and_(pc.equal(trace.column("topic"), "hot"), pc.equal(trace.column("op"), "add"))
+    single = delays_by_topic(publish.throttle_publishes(trace, publish.noisy_neighbour_limiter(), "throttle-producer")[1])
+    assert single["hot"]["throttles"] == 0, "20 single-message entries a second are within 100 msg/s"
+    batches = trace.append_column("messages", pc.if_else(is_hot_add, pa.scalar(10, pa.int32()), pa.scalar(None, pa.int32())))
+    batched = delays_by_topic(publish.throttle_publishes(batches, publish.noisy_neighbour_limiter(), "throttle-producer")[1])
+    assert batched["hot"]["throttles"] > 0 and batched["hot"]["p99_ms"] > 100.0
+    assert batched["cold"]["under_quota"], "a null count is one message"
+    limiter = lc.PublishRateLimiter()
+    limiter.set_topic_rate("t", messages_per_second=10)
+    assert limiter.on_publish(0, "t", 1, 100, messages=4) is None
+    assert limiter.on_publish(0, "t", 1, 100, messages=4) is None
+    assert limiter.on_publish(0, "t", 1, 100, messages=4)["reason"] == "TopicProduceQuotaExceeded"
+    with pytest.raises(lc.InvalidArgumentError, match="messages"):
+        limiter.on_publish(0, "t", 1, 100, messages=-1)
+    negative = batches.set_column(batches.column_names.index("messages"), "messages", pc.if_else(is_hot_add, pa.scalar(-1, pa.int32()), pa.scalar(None, pa.int32())))
+    with pytest.raises(lc.InvalidArgumentError, match="messages"):
+        publish.throttle_publishes(negative, publish.noisy_neighbour_limiter(), "throttle-producer")
