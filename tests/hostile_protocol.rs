@@ -41,20 +41,20 @@ fn a_pause_of_java_long_max_ms_throttles_forever() {
 }
 
 #[test]
-fn a_tiny_rate_resumes_at_a_computed_second_mark() {
-    // Before: the resume time was walked to one second at a time (10^10 steps for this debt).
-    let mut b = TokenBucket::new(1e-300, 0);
-    assert!(!b.consume(0, 1.0));
+fn a_slow_rate_resumes_at_a_computed_time() {
+    // The resume time is computed from the debt, never walked to a step at a time.
+    let mut b = TokenBucket::new(1, 0);
+    assert!(!b.consume(0, u64::MAX));
     // A refill beyond u64 nanoseconds: never.
     assert_eq!(b.resume_at(0), u64::MAX);
-    let mut b = TokenBucket::new(0.25, 0);
-    b.consume(0, 250_000.25);
-    // 10^6 seconds to refill: the first second mark after it.
-    assert_eq!(b.resume_at(0), 1_000_000 * 1_000_000_000);
-    // Debts that refill in time resume as before: at the first second mark after the refill.
-    let mut b = TokenBucket::new(10.0, 0);
-    b.consume(500 * MS, 25.0);
-    assert_eq!(b.resume_at(500 * MS), 2_000 * MS);
+    let mut b = TokenBucket::new(1, 0);
+    b.consume(0, 1_000_001);
+    // A debt of 10^6 tokens and the target (1 token) at 1/s: 10^6 + 1 seconds.
+    assert_eq!(b.resume_at(0), 1_000_001 * 1_000_000_000);
+    // At 10/s, a debt of 15 and the target of 1 token refill in 1.6 s, with no second mark.
+    let mut b = TokenBucket::new(10, 0);
+    b.consume(500 * MS, 25);
+    assert_eq!(b.resume_at(500 * MS), 2_100 * MS);
 }
 
 proptest! {

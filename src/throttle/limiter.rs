@@ -1,13 +1,17 @@
 //! The broker's publish throttling decisions: per-topic rates (messages and bytes per second),
 //! per-resource-group rates, the broker-wide rate, and the per-connection limits on pending
 //! publish requests and buffered bytes. Each breach has its reason and how long the client should
-//! pause (PIP-385): the rest of the second for topic and resource-group quotas, 0 for the
-//! connection-level breaches (the broker pauses the connection anyway).
+//! pause (PIP-385): for topic and resource-group quotas until the quota has its debt and a small
+//! target refilled (Pulsar's `AsyncTokenBucket.calculateThrottlingDuration`, see
+//! [`super::token_bucket`]), 0 for the connection-level breaches (the broker pauses the
+//! connection anyway).
 
 use super::protocol::ThrottlingReason;
-use super::token_bucket::TokenBucket;
+use super::token_bucket::{self, TokenBucket};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
+
+const MAX_RATE: f64 = 9_007_199_254_740_992.0;
 
 /// A rate in messages and bytes per second (either may be absent).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -23,10 +27,12 @@ impl Rate {
             ("bytes_per_second", bytes_per_second),
         ] {
             if let Some(v) = v {
-                if !(v.is_finite() && v > 0.0) {
+                // Pulsar's rates are whole numbers (Java ints and longs) and its token buckets
+                // count whole tokens; 2^53 keeps the value exact as a float.
+                if !(v.is_finite() && v >= 1.0 && v.fract() == 0.0 && v <= MAX_RATE) {
                     return Err(Error::invalid(
                         name,
-                        format!("must be a positive rate, got {v}"),
+                        format!("must be a whole number from 1 to 2^53 a second, got {v}"),
                     ));
                 }
             }
@@ -46,30 +52,40 @@ struct Buckets {
 
 impl Buckets {
     fn new(rate: Rate, now: u64) -> Self {
+        // Rate::new admits whole numbers up to 2^53 only: the casts are exact.
         Buckets {
-            messages: rate.messages_per_second.map(|r| TokenBucket::new(r, now)),
-            bytes: rate.bytes_per_second.map(|r| TokenBucket::new(r, now)),
+            messages: rate
+                .messages_per_second
+                .map(|r| TokenBucket::new(r as u64, now)),
+            bytes: rate
+                .bytes_per_second
+                .map(|r| TokenBucket::new(r as u64, now)),
         }
     }
 
     /// Charges a publish of `messages` messages (an entry: a batch counts each of its messages, as
-    /// `Producer.publishMessage` passes its batch size down to
-    /// `PublishRateLimiterImpl.handlePublishThrottling`); `Some(resume_at)` if a quota is now
-    /// breached.
+    /// `Producer.startPublishOperation` passes its batch size down to
+    /// `PublishRateLimiterImpl.handlePublishThrottling`); `Some(resume_at)` if it throttles. Both
+    /// buckets are charged; the resume time is when both have their debt and target back
+    /// (`PublishRateLimiterImpl.calculateThrottlingDurationNanos` takes the longer wait).
     fn charge(&mut self, now: u64, messages: u32, bytes: u64) -> Option<u64> {
-        let mut resume = None;
+        let mut throttled = false;
         for (b, n) in [
-            (&mut self.messages, f64::from(messages)),
-            (&mut self.bytes, bytes as f64),
+            (&mut self.messages, u64::from(messages)),
+            (&mut self.bytes, bytes),
         ] {
             if let Some(b) = b {
-                if !b.consume(now, n) {
-                    let at = b.resume_at(now);
-                    resume = Some(resume.map_or(at, |r: u64| r.max(at)));
-                }
+                throttled |= !b.consume(now, n);
             }
         }
-        resume
+        if !throttled {
+            return None;
+        }
+        let mut buckets: Vec<&mut TokenBucket> = [&mut self.messages, &mut self.bytes]
+            .into_iter()
+            .flatten()
+            .collect();
+        Some(token_bucket::resume_at(&mut buckets, now))
     }
 }
 
@@ -274,22 +290,39 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     #[test]
-    fn topic_quota_breach_pauses_for_the_rest_of_the_second() {
+    fn topic_quota_breach_pauses_until_the_debt_and_a_token_are_refilled() {
         let mut l = PublishRateLimiter::new();
         l.set_topic_rate("hot", Rate::new(Some(5.0), None).unwrap());
-        let results: Vec<_> = (0..7)
+        let results: Vec<_> = (0..6)
             .map(|_| l.on_publish(300 * MS, "hot", 1, 1, 100))
             .collect();
-        assert!(results[..5].iter().all(Option::is_none));
-        let b = results[5].unwrap();
+        // The 5th publish takes the last token and throttles (Pulsar throttles when no token is
+        // left, AsyncTokenBucket.consumeTokensAndCheckIfContainsTokens).
+        assert!(results[..4].iter().all(Option::is_none));
+        let b = results[4].unwrap();
         assert_eq!(b.reason, ThrottlingReason::TopicProduceQuotaExceeded);
-        assert_eq!(
-            (b.pause_for_millis, b.resume_at_ns),
-            (700, Some(1_000 * MS))
-        );
+        // The target after throttling is max(1, 5 / 100) = 1 token, 200 ms at 5/s: it resumes at
+        // 0.5 s. The lab used to wait for the next second (700 ms), Pulsar's rule before PIP-322.
+        assert_eq!((b.pause_for_millis, b.resume_at_ns), (200, Some(500 * MS)));
+        // A caller that publishes through the pause owes one more token: 400 ms.
+        let b = results[5].unwrap();
+        assert_eq!((b.pause_for_millis, b.resume_at_ns), (400, Some(700 * MS)));
         assert!(
             l.on_publish(300 * MS, "cold", 1, 1, 100).is_none(),
             "other topics are not limited"
+        );
+    }
+
+    #[test]
+    fn a_throttle_with_both_quotas_waits_for_the_slower_one() {
+        let mut l = PublishRateLimiter::new();
+        l.set_topic_rate("t", Rate::new(Some(10.0), Some(1000.0)).unwrap());
+        // 2 messages leave 8 tokens; 1500 bytes owe 500 and the byte target is 10 bytes: 510 ms.
+        let b = l.on_publish(0, "t", 1, 2, 1500).unwrap();
+        assert_eq!((b.pause_for_millis, b.resume_at_ns), (510, Some(510 * MS)));
+        assert!(
+            Rate::new(Some(1.5), None).is_err(),
+            "Pulsar's rates are whole numbers"
         );
     }
 
@@ -343,7 +376,7 @@ mod tests {
             b.reason,
             ThrottlingReason::ResourceGroupProduceQuotaExceeded
         );
-        l.set_broker_rate(Rate::new(Some(1.0), None).unwrap());
+        l.set_broker_rate(Rate::new(Some(2.0), None).unwrap());
         assert!(l.on_publish(0, "x", 2, 1, 1).is_none());
         assert_eq!(
             l.on_publish(0, "x", 2, 1, 1).unwrap().reason,

@@ -10,16 +10,20 @@ from ledgercache import protocol
 MS = 1_000_000
 
 
-def test_topic_quota_admits_the_rate_then_pauses_for_the_rest_of_the_second() -> None:
+def test_topic_quota_throttles_at_the_last_token_and_resumes_when_one_is_back() -> None:
     limiter = lc.PublishRateLimiter()
     limiter.set_topic_rate("t", messages_per_second=10)
-    breaches = [limiter.on_publish(100 * MS, "t", 1, 10) for _ in range(10)]
-    assert breaches == [None] * 10
+    breaches = [limiter.on_publish(100 * MS, "t", 1, 10) for _ in range(9)]
+    assert breaches == [None] * 9
+    # The 10th publish takes the last token: Pulsar throttles when none is left
+    # (AsyncTokenBucket.consumeTokensAndCheckIfContainsTokens is balance > 0).
     breach = limiter.on_publish(100 * MS, "t", 1, 10)
     assert breach is not None
     assert breach["reason"] == "TopicProduceQuotaExceeded"
-    assert breach["pause_for_millis"] == 900
-    assert breach["resume_at_ns"] == 1_000 * MS
+    # It resumes when the debt (none) and the target, max(1, 10 / 100) = 1 token, are refilled:
+    # 100 ms at 10/s (AsyncTokenBucket.calculateThrottlingDuration); before, the rest of the second.
+    assert breach["pause_for_millis"] == 100
+    assert breach["resume_at_ns"] == 200 * MS
     # Another topic on the same broker is not charged.
     assert limiter.on_publish(100 * MS, "other", 1, 10) is None
 
@@ -36,10 +40,11 @@ def test_connection_breach_has_no_pause_and_recovers_at_half() -> None:
     assert limiter.connection_recovered(7)
 
 
-@pytest.mark.parametrize("rate", [-1.0, 0.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("rate", [-1.0, 0.0, 0.5, 1.5, 2.0**53 + 2, float("nan"), float("inf")])
 def test_bad_rates_are_rejected_without_changing_the_limits(rate: float) -> None:
+    # Pulsar's rates are whole numbers: its token buckets count whole tokens.
     limiter = lc.PublishRateLimiter()
-    limiter.set_topic_rate("t", messages_per_second=1)
+    limiter.set_topic_rate("t", messages_per_second=2)
     with pytest.raises(lc.InvalidArgumentError, match="messages_per_second"):
         limiter.set_topic_rate("t", messages_per_second=rate)
     assert limiter.on_publish(0, "t", 1, 1) is None
@@ -130,11 +135,12 @@ def test_partitioned_producer_skips_throttled_partitions() -> None:
 def test_resource_group_and_broker_quotas_name_their_reason() -> None:
     limiter = lc.PublishRateLimiter()
     limiter.set_resource_group("tenant-a", ["a1", "a2"], messages_per_second=4)
-    assert [limiter.on_publish(0, t, 1, 1) for t in ("a1", "a2", "a1", "a2")] == [None] * 4
-    assert limiter.on_publish(250 * MS, "a1", 1, 1) is None, "a quarter second refills one token"
-    breach = limiter.on_publish(250 * MS, "a2", 1, 1)
-    assert breach == {"reason": "ResourceGroupProduceQuotaExceeded", "pause_for_millis": 750, "resume_at_ns": 1_000 * MS}
-    assert limiter.on_publish(250 * MS, "b", 1, 1) is None, "a topic outside the group is not charged"
+    assert [limiter.on_publish(0, t, 1, 1) for t in ("a1", "a2", "a1")] == [None] * 3
+    # The group's 4th message takes its last token; one token back takes a quarter second.
+    breach = limiter.on_publish(0, "a2", 1, 1)
+    assert breach == {"reason": "ResourceGroupProduceQuotaExceeded", "pause_for_millis": 250, "resume_at_ns": 250 * MS}
+    assert limiter.on_publish(0, "b", 1, 1) is None, "a topic outside the group is not charged"
+    assert limiter.on_publish(250 * MS, "a1", 1, 1)["pause_for_millis"] == 250, "the refilled token is taken: none left"
 
     broker = lc.PublishRateLimiter()
     broker.set_broker_rate(bytes_per_second=1000)
