@@ -108,14 +108,21 @@ impl PyPublishRateLimiter {
         Ok(())
     }
 
-    /// `maxPendingPublishRequestsPerConnection` and `maxMessagePublishBufferSizeInMB` (as bytes).
-    #[pyo3(signature = (max_pending_publish_requests = None, max_publish_buffer_bytes = None))]
+    /// `maxPendingPublishRequestsPerConnection`, `maxMessagePublishBufferSizeInMB` (as bytes, for
+    /// the broker: each of its `num_io_threads` IO threads gets an equal share, over all its
+    /// connections) and `numIOThreads` (None: keep it; 8 until set).
+    #[pyo3(signature = (max_pending_publish_requests = None, max_publish_buffer_bytes = None, num_io_threads = None))]
     fn set_connection_limits(
         &self,
         py: Python<'_>,
         max_pending_publish_requests: Option<i64>,
         max_publish_buffer_bytes: Option<i64>,
+        num_io_threads: Option<i64>,
     ) -> PyResult<()> {
+        if let Some(n) = num_io_threads {
+            let n = u32::try_from(non_negative(py, "num_io_threads", n)?).unwrap_or(u32::MAX);
+            self.0.with(|l| l.set_num_io_threads(n)).py_err(py)?;
+        }
         let pending = max_pending_publish_requests
             .map(|v| non_negative(py, "max_pending_publish_requests", v))
             .transpose()?
@@ -157,6 +164,14 @@ impl PyPublishRateLimiter {
             .with(|l| l.on_publish(now, topic, conn, messages, size))
             .map(|b| breach_dict(py, b))
             .transpose()
+    }
+
+    /// How long a publish stays pending after it is read (the bookies' add latency) when
+    /// `simulate_publishes` replays through this limiter; 0 (the default) persists it at once.
+    fn set_publish_persist_latency(&self, py: Python<'_>, latency_ns: i64) -> PyResult<()> {
+        let latency = non_negative(py, "latency_ns", latency_ns)?;
+        self.0.with(|l| l.set_persist_latency_ns(latency));
+        Ok(())
     }
 
     /// A publish of `size` bytes on `connection` was persisted: it no longer counts as pending.

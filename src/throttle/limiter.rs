@@ -1,6 +1,6 @@
 //! The broker's publish throttling decisions: per-topic rates (messages and bytes per second),
-//! per-resource-group rates, the broker-wide rate, and the per-connection limits on pending
-//! publish requests and buffered bytes. Each breach has its reason and how long the client should
+//! per-resource-group rates, the broker-wide rate, the per-connection limit on pending publish
+//! requests and the per-IO-thread share of the publish buffer. Each breach has its reason and how long the client should
 //! pause (PIP-385): for topic and resource-group quotas until the quota has its debt and a small
 //! target refilled (Pulsar's `AsyncTokenBucket.calculateThrottlingDuration`, see
 //! [`super::token_bucket`]), 0 for the connection-level breaches (the broker pauses the
@@ -114,8 +114,21 @@ impl Breach {
 #[derive(Debug, Default, Clone)]
 struct ConnectionUse {
     pending: u32,
-    buffered: u64,
+    io_thread: usize,
 }
+
+/// Publish bytes read and not yet persisted on one IO thread, over all its connections
+/// (`ServerCnx.PendingBytesPerThreadTracker`).
+#[derive(Debug, Default, Clone)]
+struct IoThreadUse {
+    buffered: u64,
+    limit_exceeded: bool,
+    connections: Vec<u64>,
+}
+
+/// Pulsar's `numIOThreads` default is 2 x the broker's processors; the lab has no broker host, so
+/// it takes a 4-processor broker's (set it to your brokers' for the buffer limit's share).
+pub const DEFAULT_NUM_IO_THREADS: u32 = 8;
 
 /// Publish throttling state of one broker.
 #[derive(Debug, Default, Clone)]
@@ -129,7 +142,12 @@ pub struct PublishRateLimiter {
     broker_rate: Rate,
     max_pending_per_connection: Option<u32>,
     max_publish_buffer_bytes: Option<u64>,
+    /// 0 until set: [`DEFAULT_NUM_IO_THREADS`].
+    num_io_threads: u32,
     connections: FastMap<u64, ConnectionUse>,
+    io_threads: Vec<IoThreadUse>,
+    /// How long the lab's simulation keeps a publish pending before it is persisted.
+    persist_latency_ns: u64,
 }
 
 impl PublishRateLimiter {
@@ -183,10 +201,83 @@ impl PublishRateLimiter {
         Ok(())
     }
 
+    /// The number of IO threads connections are spread over (`numIOThreads`); the publish buffer
+    /// limit is shared out among them. Forgets which connection is on which thread.
+    pub fn set_num_io_threads(&mut self, num_io_threads: u32) -> Result<()> {
+        if num_io_threads == 0 {
+            return Err(Error::invalid("num_io_threads", "must be at least 1"));
+        }
+        self.num_io_threads = num_io_threads;
+        self.connections.clear();
+        self.io_threads.clear();
+        Ok(())
+    }
+
+    pub fn num_io_threads(&self) -> u32 {
+        if self.num_io_threads == 0 {
+            DEFAULT_NUM_IO_THREADS
+        } else {
+            self.num_io_threads
+        }
+    }
+
+    /// How long a publish stays pending (read, not yet persisted: the bookies' add latency) in
+    /// [`super::publish_sim::simulate`]; 0, the default, persists it the moment it is read.
+    pub fn set_persist_latency_ns(&mut self, latency_ns: u64) {
+        self.persist_latency_ns = latency_ns;
+    }
+
+    pub fn persist_latency_ns(&self) -> u64 {
+        self.persist_latency_ns
+    }
+
+    /// Each IO thread's share of the publish buffer (`maxMessagePublishBufferSizeInMB` over
+    /// `numIOThreads`, rounded down, as `ServerCnx`'s constructor shares it); `None`: no limit.
+    /// A share of 0 (a buffer smaller than the thread count) is no limit either, as in Pulsar.
+    pub fn max_pending_bytes_per_thread(&self) -> Option<u64> {
+        self.max_publish_buffer_bytes
+            .map(|b| b / u64::from(self.num_io_threads()))
+            .filter(|&b| b > 0)
+    }
+
+    /// The IO thread of `connection`, assigned on its first publish in turn, as Netty's event
+    /// loop group hands each new channel to its next loop.
+    fn connection_use(&mut self, connection: u64) -> &mut ConnectionUse {
+        let threads = self.num_io_threads() as usize;
+        if self.io_threads.len() != threads {
+            self.io_threads.resize_with(threads, IoThreadUse::default);
+        }
+        let next = self.connections.len() % threads;
+        let io_threads = &mut self.io_threads;
+        self.connections.entry(connection).or_insert_with(|| {
+            io_threads[next].connections.push(connection);
+            ConnectionUse {
+                pending: 0,
+                io_thread: next,
+            }
+        })
+    }
+
+    /// The connections that share `connection`'s IO thread (itself included): a publish buffer
+    /// breach pauses them all. Empty for a connection never seen.
+    pub fn connections_on_io_thread_of(&self, connection: u64) -> &[u64] {
+        self.connections
+            .get(&connection)
+            .and_then(|c| self.io_threads.get(c.io_thread))
+            .map_or(&[], |t| t.connections.as_slice())
+    }
+
     /// Charges a publish (one entry of `messages` messages, `bytes` long) to `topic` arriving on
     /// `connection` at `now_ns`; returns the breach it causes, the first by precedence: connection
     /// limits, broker, resource group, topic. Message quotas are charged `messages` tokens, byte
     /// quotas `bytes`; the connection limits count the entry as one pending request.
+    ///
+    /// The pending-requests limit breaches when a publish brings the connection's pending
+    /// requests to the limit (`ServerCnx.increasePendingSendRequestsAndPublishBytes`:
+    /// `++pendingSendRequest == maxPendingSendRequests`). The buffer limit breaches when the
+    /// bytes pending on the connection's IO thread go over its share and were not over it
+    /// already (`PendingBytesPerThreadTracker.incrementPublishBytes`); every connection on that
+    /// thread is paused ([`Self::connections_on_io_thread_of`]).
     pub fn on_publish(
         &mut self,
         now_ns: u64,
@@ -195,22 +286,21 @@ impl PublishRateLimiter {
         messages: u32,
         bytes: u64,
     ) -> Option<Breach> {
-        let conn = self.connections.entry(connection).or_default();
-        conn.pending += 1;
-        conn.buffered += bytes;
+        let per_thread = self.max_pending_bytes_per_thread();
+        let max_pending = self.max_pending_per_connection;
+        let conn = self.connection_use(connection);
+        conn.pending = conn.pending.saturating_add(1);
+        let (pending, io_thread) = (conn.pending, conn.io_thread);
         let mut breaches = Vec::new();
-        if self
-            .max_pending_per_connection
-            .is_some_and(|m| conn.pending > m)
-        {
+        if max_pending == Some(pending) {
             breaches.push(Breach::connection_level(
                 ThrottlingReason::ConnectionPendingMessagesBreach,
             ));
         }
-        if self
-            .max_publish_buffer_bytes
-            .is_some_and(|m| conn.buffered > m)
-        {
+        let thread = &mut self.io_threads[io_thread];
+        thread.buffered = thread.buffered.saturating_add(bytes);
+        if per_thread.is_some_and(|m| thread.buffered > m) && !thread.limit_exceeded {
+            thread.limit_exceeded = true;
             breaches.push(Breach::connection_level(
                 ThrottlingReason::MessageBufferSizeBreach,
             ));
@@ -263,14 +353,25 @@ impl PublishRateLimiter {
 
     /// A publish of `bytes` on `connection` was persisted: it no longer counts as pending.
     pub fn on_publish_persisted(&mut self, connection: u64, bytes: u64) {
-        if let Some(c) = self.connections.get_mut(&connection) {
-            c.pending = c.pending.saturating_sub(1);
-            c.buffered = c.buffered.saturating_sub(bytes);
+        let resume_bytes = self.max_pending_bytes_per_thread().map(|m| m / 2);
+        let Some(c) = self.connections.get_mut(&connection) else {
+            return;
+        };
+        c.pending = c.pending.saturating_sub(1);
+        if let Some(t) = self.io_threads.get_mut(c.io_thread) {
+            t.buffered = t.buffered.saturating_sub(bytes);
+            // PendingBytesPerThreadTracker.decrementPublishBytes: the thread's connections resume
+            // at half the share.
+            if t.limit_exceeded && resume_bytes.is_none_or(|r| t.buffered <= r) {
+                t.limit_exceeded = false;
+            }
         }
     }
 
-    /// Whether a connection is within its limits again after a connection-level breach: Pulsar
-    /// resumes once half of the pending publishes or buffered bytes have drained.
+    /// Whether a connection is within its limits again after a connection-level breach: its
+    /// pending requests down to half the limit (`ServerCnx.completedSendOperation`:
+    /// `--pendingSendRequest == resumeReadsThreshold`, `maxPendingSendRequests / 2`), and its IO
+    /// thread's pending bytes down to half the thread's share.
     pub fn connection_recovered(&self, connection: u64) -> bool {
         let Some(c) = self.connections.get(&connection) else {
             return true;
@@ -278,8 +379,51 @@ impl PublishRateLimiter {
         self.max_pending_per_connection
             .is_none_or(|m| c.pending <= m / 2)
             && self
-                .max_publish_buffer_bytes
-                .is_none_or(|m| c.buffered <= m / 2)
+                .io_threads
+                .get(c.io_thread)
+                .is_none_or(|t| !t.limit_exceeded)
+    }
+
+    /// After which of `persisted` (publishes persisted in this order: connection, bytes)
+    /// `connection` recovers ([`Self::connection_recovered`]): `Some(0)` if it has already,
+    /// `Some(i)` after the i-th, `None` if not even after all of them. Computed on the side;
+    /// nothing changes.
+    pub fn recovers_after(
+        &self,
+        connection: u64,
+        persisted: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Option<usize> {
+        if self.connection_recovered(connection) {
+            return Some(0);
+        }
+        let c = self.connections.get(&connection)?;
+        let thread = self.io_threads.get(c.io_thread)?;
+        let resume_bytes = self.max_pending_bytes_per_thread().map(|m| m / 2);
+        let (mut pending, mut buffered, mut exceeded) =
+            (c.pending, thread.buffered, thread.limit_exceeded);
+        for (i, (conn, bytes)) in persisted.into_iter().enumerate() {
+            if conn == connection {
+                pending = pending.saturating_sub(1);
+            }
+            if self
+                .connections
+                .get(&conn)
+                .is_some_and(|o| o.io_thread == c.io_thread)
+            {
+                buffered = buffered.saturating_sub(bytes);
+                if exceeded && resume_bytes.is_none_or(|r| buffered <= r) {
+                    exceeded = false;
+                }
+            }
+            if !exceeded
+                && self
+                    .max_pending_per_connection
+                    .is_none_or(|m| pending <= m / 2)
+            {
+                return Some(i + 1);
+            }
+        }
+        None
     }
 }
 
@@ -345,21 +489,59 @@ mod tests {
     }
 
     #[test]
-    fn connection_limits_are_connection_level_breaches() {
+    fn the_pending_limit_breaches_at_the_limit_and_recovers_at_half() {
         let mut l = PublishRateLimiter::new();
-        l.set_connection_limits(Some(2), None).unwrap();
-        assert!(l.on_publish(0, "t", 7, 1, 10).is_none());
-        assert!(l.on_publish(0, "t", 7, 1, 10).is_none());
+        l.set_connection_limits(Some(4), None).unwrap();
+        for _ in 0..3 {
+            assert!(l.on_publish(0, "t", 7, 1, 10).is_none());
+        }
+        // The 4th pending request reaches the limit: ServerCnx pauses at the limit, not past it.
         let b = l.on_publish(0, "t", 7, 1, 10).unwrap();
         assert_eq!(
-            (b.reason, b.pause_for_millis),
-            (ThrottlingReason::ConnectionPendingMessagesBreach, 0)
+            (b.reason, b.pause_for_millis, b.resume_at_ns),
+            (ThrottlingReason::ConnectionPendingMessagesBreach, 0, None)
         );
         assert!(!l.connection_recovered(7));
+        // Two of this connection's persisted (another's in between) bring it to 4 / 2.
+        assert_eq!(l.recovers_after(7, [(7, 10), (8, 10), (7, 10)]), Some(3));
+        assert_eq!(l.recovers_after(7, [(7, 10)]), None);
         l.on_publish_persisted(7, 10);
+        assert!(!l.connection_recovered(7));
         l.on_publish_persisted(7, 10);
         assert!(l.connection_recovered(7));
+        assert_eq!(l.recovers_after(7, []), Some(0));
         assert!(l.set_connection_limits(Some(0), None).is_err());
+    }
+
+    #[test]
+    fn the_publish_buffer_is_shared_out_per_io_thread() {
+        let mut l = PublishRateLimiter::new();
+        l.set_connection_limits(None, Some(4000)).unwrap();
+        l.set_num_io_threads(2).unwrap();
+        assert_eq!(l.max_pending_bytes_per_thread(), Some(2000));
+        // Connections 1 and 3 share thread 0 (assigned in turn), 2 is on thread 1: 2100 bytes on
+        // thread 0 are over its 2000, though no connection has more than 1500.
+        assert!(l.on_publish(0, "t", 1, 1, 1500).is_none());
+        assert!(l.on_publish(0, "t", 2, 1, 1500).is_none());
+        let b = l.on_publish(0, "t", 3, 1, 600).unwrap();
+        assert_eq!(b.reason, ThrottlingReason::MessageBufferSizeBreach);
+        assert_eq!(l.connections_on_io_thread_of(3), &[1, 3]);
+        assert!(
+            l.on_publish(0, "t", 1, 1, 100).is_none(),
+            "a thread over its share breaches once"
+        );
+        assert!(!l.connection_recovered(1) && !l.connection_recovered(3));
+        assert!(l.connection_recovered(2), "the other thread goes on");
+        // Half the share, 1000 bytes, resumes the thread's connections.
+        assert_eq!(l.recovers_after(3, [(2, 1500), (1, 1500)]), Some(2));
+        l.on_publish_persisted(1, 1500);
+        assert!(l.connection_recovered(1) && l.connection_recovered(3));
+        // Pulsar's default is 2 x the processors (the lab: 8); a share of 0 bytes is no limit.
+        let mut l = PublishRateLimiter::new();
+        assert_eq!(l.num_io_threads(), DEFAULT_NUM_IO_THREADS);
+        l.set_connection_limits(None, Some(7)).unwrap();
+        assert_eq!(l.max_pending_bytes_per_thread(), None);
+        assert!(l.set_num_io_threads(0).is_err());
     }
 
     #[test]

@@ -7,9 +7,11 @@
 use super::exchange::{BrokerAction, ServerConnection};
 use super::limiter::PublishRateLimiter;
 use super::producer::Producer;
+use super::protocol::ThrottlingReason;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThrottlingMode {
@@ -71,8 +73,31 @@ impl PublishDelays {
     }
 }
 
+/// A publish read and not yet persisted: (persisted at, order read, connection, bytes).
+type Pending = Reverse<(u64, u64, u64, u64)>;
+
+/// When `connection` recovers from a connection-level breach: the persist time of the pending
+/// publish after which it is within its limits again (now, if it is already; never, if it is not
+/// even when all are persisted).
+fn recovery_time(
+    limiter: &PublishRateLimiter,
+    pending: &BinaryHeap<Pending>,
+    connection: u64,
+    now: u64,
+) -> u64 {
+    let mut in_order: Vec<(u64, u64, u64, u64)> = pending.iter().map(|Reverse(p)| *p).collect();
+    in_order.sort_unstable();
+    match limiter.recovers_after(connection, in_order.iter().map(|p| (p.2, p.3))) {
+        Some(0) => now,
+        Some(i) => in_order[i - 1].0.max(now),
+        None => u64::MAX,
+    }
+}
+
 /// Replays publishes (in request-time order) through `limiter` under `mode`. The client acks a
-/// throttle command at once (a receipt in time) when the mode is `throttle-producer`.
+/// throttle command at once (a receipt in time) when the mode is `throttle-producer`. A publish
+/// stays pending (counted by the connection limits) for the limiter's persist latency after it
+/// is read.
 pub fn simulate(
     publishes: &[Publish<'_>],
     mut limiter: PublishRateLimiter,
@@ -81,7 +106,9 @@ pub fn simulate(
     let mut out = PublishDelays::default();
     let mut connections: FastMap<u64, (ServerConnection, u64)> = FastMap::default();
     let mut producers: FastMap<u64, Producer> = FastMap::default();
-    for p in publishes {
+    let mut pending: BinaryHeap<Pending> = BinaryHeap::new();
+    let latency = limiter.persist_latency_ns();
+    for (order, p) in publishes.iter().enumerate() {
         let (conn, conn_ready) = connections.entry(p.connection).or_insert_with(|| {
             (
                 ServerConnection::new(mode == ThrottlingMode::ThrottleProducer, 100),
@@ -110,13 +137,26 @@ pub fn simulate(
         if mode == ThrottlingMode::Off {
             continue;
         }
+        while let Some(Reverse((persisted_at, _, c, bytes))) = pending.peek().copied() {
+            if persisted_at > at {
+                break;
+            }
+            pending.pop();
+            limiter.on_publish_persisted(c, bytes);
+        }
         let breach = limiter.on_publish(at, p.topic, p.connection, p.messages, p.bytes);
-        limiter.on_publish_persisted(p.connection, p.bytes);
+        pending.push(Reverse((
+            at.saturating_add(latency),
+            order as u64,
+            p.connection,
+            p.bytes,
+        )));
         let Some(breach) = breach else { continue };
         *out.throttles.entry(breach.reason.name()).or_default() += 1;
         *out.throttles_by_topic
             .entry(p.topic.to_string())
             .or_default() += 1;
+        let mut paused = Vec::new();
         for action in conn.on_breach(at, p.producer, breach) {
             match action {
                 BrokerAction::Send(cmd) => {
@@ -125,14 +165,29 @@ pub fn simulate(
                         conn.on_receipt(at, receipt.request_id);
                     }
                 }
-                BrokerAction::PauseConnection { until_ns, .. } => {
+                BrokerAction::PauseConnection { until_ns, reason } => {
                     out.connection_pauses += 1;
-                    // A connection-level pause lasts until the pending publishes drain; they are
-                    // persisted at once here, so it ends at the next message.
-                    let until = until_ns.unwrap_or(at);
-                    *conn_ready = (*conn_ready).max(until);
-                    conn.resume();
+                    match until_ns {
+                        Some(until) => *conn_ready = (*conn_ready).max(until),
+                        None => {
+                            // A connection-level pause lasts until the pending publishes drain
+                            // to the resume threshold; a publish buffer breach pauses every
+                            // connection on the IO thread.
+                            conn.resume();
+                            paused = if reason == ThrottlingReason::MessageBufferSizeBreach {
+                                limiter.connections_on_io_thread_of(p.connection).to_vec()
+                            } else {
+                                vec![p.connection]
+                            };
+                        }
+                    }
                 }
+            }
+        }
+        for c in paused {
+            let until = recovery_time(&limiter, &pending, c, at);
+            if let Some((_, ready)) = connections.get_mut(&c) {
+                *ready = (*ready).max(until);
             }
         }
     }
@@ -198,5 +253,75 @@ mod tests {
         assert_eq!(off.quantile("hot", 1.0), Some(0));
         assert!(told.throttles["TopicProduceQuotaExceeded"] > 0 && told.connection_pauses == 0);
         assert!(paused.connection_pauses > 0 && paused.commands_sent == 0);
+    }
+}
+
+#[cfg(test)]
+mod connection_limit_tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// `n` publishes a millisecond apart on each of `connections` (producer = connection).
+    fn every_ms(connections: &[(u64, u64)], n: u64) -> Vec<Publish<'static>> {
+        let mut v: Vec<_> = (0..n)
+            .flat_map(|i| {
+                connections.iter().map(move |&(c, bytes)| Publish {
+                    ts_ns: i * MS + c,
+                    topic: "t",
+                    producer: c,
+                    connection: c,
+                    messages: 1,
+                    bytes,
+                })
+            })
+            .collect();
+        v.sort_by_key(|p| p.ts_ns);
+        v
+    }
+
+    #[test]
+    fn the_pending_limit_fires_when_publishes_stay_pending() {
+        let publishes = every_ms(&[(1, 100)], 100);
+        let mut limiter = PublishRateLimiter::new();
+        limiter.set_connection_limits(Some(5), None).unwrap();
+        let at_once = simulate(&publishes, limiter.clone(), ThrottlingMode::PauseConnection);
+        assert!(at_once.throttles.is_empty(), "persisted at once: 1 pending");
+        // Persisted 10 ms after they are read: the 5th pending publish (read at 4 ms) pauses the
+        // connection until the 3rd is persisted (12 ms), leaving 2 = 5 / 2 pending.
+        limiter.set_persist_latency_ns(10 * MS);
+        let slow = simulate(&publishes, limiter, ThrottlingMode::PauseConnection);
+        assert!(slow.throttles["ConnectionPendingMessagesBreach"] > 0);
+        assert_eq!(slow.accepted_at_ns[4], 4 * MS + 1);
+        assert_eq!(slow.accepted_at_ns[5], 12 * MS + 1);
+        assert!(slow.quantile("t", 1.0).unwrap() > 0);
+    }
+
+    #[test]
+    fn a_publish_buffer_breach_pauses_the_connections_of_its_io_thread() {
+        // Connections 1 and 3 share IO thread 0 of 2; 2 is on thread 1. Each thread's share is
+        // 8000 bytes; at 10 ms from read to persisted, connection 1 keeps over 10,000 bytes
+        // pending; 3 publishes little but waits with it; 2 keeps about 1,000 and never waits.
+        let publishes = every_ms(&[(1, 1000), (2, 100), (3, 10)], 200);
+        let mut limiter = PublishRateLimiter::new();
+        limiter.set_connection_limits(None, Some(16_000)).unwrap();
+        limiter.set_num_io_threads(2).unwrap();
+        limiter.set_persist_latency_ns(10 * MS);
+        let out = simulate(&publishes, limiter, ThrottlingMode::PauseConnection);
+        assert!(out.throttles["MessageBufferSizeBreach"] > 0);
+        let waited = |c: u64| {
+            publishes
+                .iter()
+                .zip(&out.accepted_at_ns)
+                .filter(|(p, _)| p.connection == c)
+                .map(|(p, at)| at - p.ts_ns)
+                .max()
+                .unwrap()
+        };
+        assert!(
+            waited(1) > 0 && waited(3) > 0,
+            "thread 0's connections wait"
+        );
+        assert_eq!(waited(2), 0, "thread 1 is within its share");
     }
 }

@@ -31,13 +31,37 @@ def test_topic_quota_throttles_at_the_last_token_and_resumes_when_one_is_back() 
 def test_connection_breach_has_no_pause_and_recovers_at_half() -> None:
     limiter = lc.PublishRateLimiter()
     limiter.set_connection_limits(max_pending_publish_requests=4)
-    assert all(limiter.on_publish(0, "t", 7, 1) is None for _ in range(4))
+    assert all(limiter.on_publish(0, "t", 7, 1) is None for _ in range(3))
+    # ServerCnx pauses when the pending requests reach the limit (the 4th), not past it.
     breach = limiter.on_publish(0, "t", 7, 1)
     assert breach == {"reason": "ConnectionPendingMessagesBreach", "pause_for_millis": 0, "resume_at_ns": None}
     assert not limiter.connection_recovered(7)
-    for _ in range(3):
-        limiter.on_publish_persisted(7, 1)
-    assert limiter.connection_recovered(7)
+    limiter.on_publish_persisted(7, 1)
+    assert not limiter.connection_recovered(7)
+    limiter.on_publish_persisted(7, 1)
+    assert limiter.connection_recovered(7), "4 / 2 pending"
+
+
+def test_publish_buffer_is_shared_out_per_io_thread_and_pending_waits_for_persistence() -> None:
+    limiter = lc.PublishRateLimiter()
+    limiter.set_connection_limits(max_publish_buffer_bytes=4000, num_io_threads=2)
+    assert limiter.on_publish(0, "t", 1, 1500) is None
+    assert limiter.on_publish(0, "t", 2, 1500) is None, "connection 2 is on the other thread"
+    assert limiter.on_publish(0, "t", 3, 600)["reason"] == "MessageBufferSizeBreach", "1 and 3 share 2000 bytes"
+    assert not limiter.connection_recovered(1) and limiter.connection_recovered(2)
+    with pytest.raises(lc.InvalidArgumentError, match="num_io_threads"):
+        limiter.set_connection_limits(num_io_threads=0)
+    # In the simulation a publish is pending until persisted: 10 ms after it is read.
+    trace = lc.publish.noisy_neighbour(seconds=1)
+    limiter = lc.PublishRateLimiter()
+    limiter.set_connection_limits(max_pending_publish_requests=2)
+    _, delays = lc.publish.throttle_publishes(trace, limiter, "pause-connection")
+    assert lc.publish.throttle_counts(delays)["throttles"] == {}
+    limiter.set_publish_persist_latency(10 * MS)
+    _, delays = lc.publish.throttle_publishes(trace, limiter, "pause-connection")
+    assert lc.publish.throttle_counts(delays)["throttles"]["ConnectionPendingMessagesBreach"] > 0
+    with pytest.raises(lc.InvalidArgumentError, match="latency_ns"):
+        limiter.set_publish_persist_latency(-1)
 
 
 @pytest.mark.parametrize("rate", [-1.0, 0.0, 0.5, 1.5, 2.0**53 + 2, float("nan"), float("inf")])
