@@ -354,7 +354,7 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0, until_us: int | N
     return _stats.BrokerStats(topics=tuple(out))
 
 
-_CURSOR_OPS = pa.array(["open", "ack", "read", "replay", "seek"])
+_CURSOR_OPS = ("open", "ack", "read", "replay", "seek")
 
 
 def _cursor_rows(batch: pa.RecordBatch, is_add: pa.ChunkedArray | pa.Array,
@@ -363,7 +363,9 @@ def _cursor_rows(batch: pa.RecordBatch, is_add: pa.ChunkedArray | pa.Array,
     published by then."""
     import numpy as np
 
-    rows = pc.indices_nonzero(pc.is_in(batch.column("op"), _CURSOR_OPS))
+    # Made here, not at import: pyarrow's conversion of a Python list imports pandas (when
+    # installed), which would add a fifth of a second to every `import ledgercache`.
+    rows = pc.indices_nonzero(pc.is_in(batch.column("op"), pa.array(_CURSOR_OPS, pa.string())))
     if len(rows) == 0:
         return
     picked = batch.take(rows)

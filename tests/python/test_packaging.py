@@ -117,6 +117,18 @@ def test_import_ledgercache_loads_no_lab_module(tmp_path):
     )
 
 
+def test_import_ledgercache_with_the_lab_installed_loads_no_lab_module():
+    """pyarrow imports pandas (when installed) at its first conversion of Python objects, a fifth of
+    a second: nothing the library does at import time converts, so `import ledgercache` stays light
+    where the lab extra is installed too."""
+    code = "import sys, ledgercache; print(sorted({m.split('.')[0] for m in sys.modules} & %r))" % (
+        set(LAB_MODULES),
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize(
     "argv, blocked, needs",
     [
