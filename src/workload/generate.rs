@@ -676,14 +676,16 @@ impl Sim {
     // ---- reads ------------------------------------------------------------------------------
 
     /// Entries a read may ask for under `dispatcher_max_read_size_bytes`, estimated from the
-    /// average entry size.
+    /// average entry size plus BookKeeper's read overhead per entry, as
+    /// `EntryCountEstimator.estimateEntryCountByBytesSize` estimates.
     fn read_cap(&self, p: usize) -> u64 {
         let part = &self.parts[p];
         if part.published == 0 || part.bytes_published == 0 {
             return u64::MAX;
         }
         let average = (part.bytes_published / part.published).max(1);
-        (self.spec.dispatcher_max_read_size_bytes / average).max(1)
+        (self.spec.dispatcher_max_read_size_bytes / (average + BOOKKEEPER_READ_OVERHEAD_PER_ENTRY))
+            .max(1)
     }
 
     fn read_entries(&mut self, t: u64, p: usize, s: usize, n: u64) -> Range<u64> {
@@ -1270,6 +1272,10 @@ impl Sim {
         true
     }
 }
+
+/// `RangeEntryCacheImpl.BOOKKEEPER_READ_OVERHEAD_PER_ENTRY`: the bytes a storage read costs per
+/// entry beyond its payload, in Pulsar's estimate of how many entries a read's byte cap holds.
+const BOOKKEEPER_READ_OVERHEAD_PER_ENTRY: u64 = 64;
 
 /// The sticky-key hash of a key id (the key `key-<id>`).
 fn key_hash_of(key: usize) -> u32 {
