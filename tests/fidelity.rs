@@ -319,3 +319,27 @@ fn with_read_latency_a_storage_read_is_cached_when_it_completes_and_shared_meanw
     let m = run(&rows, &cfg);
     assert_eq!((m.hits, m.misses, m.storage_read_ops), (5, 10, 1), "{m:?}");
 }
+
+/// `ManagedCursorImpl.setReadPosition` takes only a position past the mark-delete position: a read
+/// that completes after an ack went past its entries leaves the read position where the ack put
+/// it (here a stale read, delivered because cursor epochs are off).
+#[test]
+fn a_read_completing_after_an_ack_past_it_does_not_move_the_cursor_back() {
+    let mut rows: Vec<Row> = (0..30).map(|e| add(1 + e, e, 10)).collect(); // no cursor: uncached
+    rows.extend([
+        open(999, "c", Some(0)),
+        read(1_000, "c", 10), // misses: in flight until 1100
+        seek(1_010, "c", 0),
+        ack(1_020, "c", 15), // the read position goes to 16
+        read(1_200, "c", 100),
+    ]);
+    let cfg = design(
+        "pip430",
+        &[
+            ("storage_read_latency_ms", Int(100)),
+            ("cursor_epochs", Bool(false)),
+        ],
+    );
+    let m = run(&rows, &cfg);
+    assert_eq!(m.entries_read, 10 + 14, "the last read starts at 16: {m:?}");
+}

@@ -345,6 +345,24 @@ fn overlapping_reads_in_flight_share_one_storage_read() {
     assert_eq!(b.read_position().unwrap(), ps[10]);
 }
 
+/// `ManagedCursorImpl.setReadPosition` takes only a position past the mark-delete position: a read
+/// completing after a mark-delete went past its entries leaves the read position after the
+/// mark-delete.
+#[test]
+fn a_read_completing_after_a_mark_delete_past_it_keeps_the_read_position() {
+    let f = fixture(&[]);
+    let ml = f.ledger(latency());
+    let ps = publish(&ml, 20);
+    let c = ml.open_cursor("c", StartAt::Earliest, true).unwrap();
+    let read = c.read_entries_async(10).unwrap();
+    c.mark_delete(ps[15]).unwrap();
+    assert_eq!(c.read_position().unwrap(), ps[16]);
+    f.clock.advance_ms(5);
+    assert_eq!(ml.poll(), 1);
+    assert_eq!(delivered(ml.take_read(read).unwrap().unwrap()).len(), 10);
+    assert_eq!(c.read_position().unwrap(), ps[16], "not back to ps[10]");
+}
+
 #[test]
 fn completions_follow_the_manual_clock() {
     let f = fixture(&[]);

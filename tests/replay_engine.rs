@@ -466,4 +466,23 @@ fn invalidations_are_counted_apart_from_evictions() {
             "{strategy}: {m:?}"
         );
     }
+    // The ring after rotations: each entry is counted once, evicted by a rotation or invalidated
+    // by the deletion, never both (two 20-byte segments).
+    let mut rows = vec![open(0, "c", None)];
+    rows.extend((0..5).map(|e| add(1 + e, e, 10))); // 0 and 1 go with the first rotation
+    rows.push(delete_ledger(10)); // 2, 3 and 4 are still cached
+    rows.extend((5..11).map(|e| add(11 + e, e, 10))); // into ledger 1 again: rotations
+    let ring = config(&[
+        ("strategy", Str("segmented".into())),
+        ("cache_size_bytes", Int(40)),
+        ("segment_count", Int(2)),
+    ]);
+    let m = run(&rows, &ring);
+    assert_eq!(m.invalidated_entries, 3, "{m:?}");
+    // 8, 9 and 10 are cached at the end.
+    assert_eq!(
+        m.evicted_entries + m.invalidated_entries,
+        11 - 3,
+        "every entry but the three still cached is counted once: {m:?}"
+    );
 }

@@ -178,6 +178,27 @@ impl CursorState {
     }
 }
 
+/// Where a cursor reads next once a read moves it on to `next`: only a position past the
+/// mark-delete position is taken (`ManagedCursorImpl.setReadPosition`), so an ack that went past
+/// the entries of a read under way keeps the read position it gave.
+pub(crate) fn read_position_after_read(
+    current: Position,
+    next: Position,
+    mark_delete: Position,
+) -> Position {
+    if next > mark_delete {
+        next
+    } else {
+        current
+    }
+}
+
+/// The mark-delete position a reset to `p` leaves: the entry before it, back or forward
+/// (`ManagedCursorImpl.internalResetCursor`).
+pub(crate) fn mark_delete_after_reset(p: Position, layout: &Layout) -> Position {
+    layout.before(p)
+}
+
 /// Where a cursor reads next once its mark-delete position is `mark_delete`: only a read position
 /// at or behind it moves, to the entry after it (`ManagedCursorImpl.setAcknowledgedPosition`); one
 /// at the end of a ledger is left as it is. The library's cursors and the replay lab's share it.

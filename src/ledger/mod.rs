@@ -36,7 +36,10 @@ use crate::read_flow::{
     Context, CursorActivity, Invalidation, ReadFlow, ReadKind, RedeliveryReason,
 };
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
-use cursor::{mark_delete_after_ledger_deleted, CursorState};
+use cursor::{
+    mark_delete_after_ledger_deleted, mark_delete_after_reset, read_position_after_read,
+    CursorState,
+};
 use layout::Layout;
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -750,7 +753,8 @@ impl ManagedLedger {
             ReadOutcome::Discarded
         } else {
             if let (ReadKind::Sequential, Some(last)) = (kind, entries.last()) {
-                c.read_position = layout.next_after(last.position());
+                let next = layout.next_after(last.position());
+                c.read_position = read_position_after_read(c.read_position, next, c.mark_delete);
             }
             for e in &entries {
                 c.record_delivery(e.position(), kind == ReadKind::Replay);
@@ -993,7 +997,8 @@ impl ManagedCursor {
             if epochs && c.is_epoch_outdated(expected_epoch) {
                 return Ok(false);
             }
-            c.read_position = layout.normalize(p);
+            let next = layout.normalize(p);
+            c.read_position = read_position_after_read(c.read_position, next, c.mark_delete);
             Ok(true)
         })?;
         if set {
@@ -1034,7 +1039,7 @@ impl ManagedCursor {
     pub fn reset(&self, p: Position) -> Result<()> {
         self.reposition(|c, layout| {
             let p = layout.normalize(p);
-            c.mark_delete = layout.before(p);
+            c.mark_delete = mark_delete_after_reset(p, layout);
             c.acked.clear();
             c.replay.clear();
             p

@@ -12,7 +12,10 @@ use super::trace::{Event, Names, Op};
 use crate::config::CacheConfig;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::ledger::cursor::{mark_delete_after_ledger_deleted, read_position_after_mark_delete};
+use crate::ledger::cursor::{
+    mark_delete_after_ledger_deleted, mark_delete_after_reset, read_position_after_mark_delete,
+    read_position_after_read,
+};
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
 use crate::read_flow::{Context, CursorActivity, Invalidation, ReadFlow, ReadKind};
@@ -797,10 +800,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 if let Some(last) = last {
                     let t = self.topic(e.topic);
                     let next = t.layout.next_after(last);
-                    t.cursors
-                        .get_mut(&e.cursor)
-                        .expect("checked above")
-                        .read_position = next;
+                    let c = t.cursors.get_mut(&e.cursor).expect("checked above");
+                    c.read_position =
+                        read_position_after_read(c.read_position, next, c.mark_delete);
                     self.cursor_moved(e.topic, e.cursor);
                 }
             }
@@ -862,7 +864,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
                 let start = t.layout.normalize(p);
-                let before_start = t.layout.before(start);
+                let before_start = mark_delete_after_reset(start, &t.layout);
                 let c = Self::cursor_of(t, e)?;
                 // A seek is a reset (`ManagedCursorImpl.internalResetCursor`): the mark-delete
                 // position goes to the entry before the new read position, back or forward.
@@ -1077,8 +1079,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             // Without epochs a stale sequential read moves the read position forward again (the
             // entries the seek went back to are skipped) and delivers what it read.
             if let (false, Some(next)) = (read.replay, layout_next) {
-                c.read_position = next;
-                let at = self.flow.tracked_position(next, c.mark_delete);
+                c.read_position = read_position_after_read(c.read_position, next, c.mark_delete);
+                let at = self.flow.tracked_position(c.read_position, c.mark_delete);
                 slowest_moved = t.activity.moved(read.cursor, at);
             }
         }

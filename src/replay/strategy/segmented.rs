@@ -93,10 +93,22 @@ impl CacheStrategy for Segmented {
 
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
         // The ring does not free space early; deleted entries just stop being found.
+        // Only entries still cached count as removed (stale ones went with their segment, which
+        // counted them), and their segment's rotation does not count them again.
         let deleted = |k: &EntryKey| k.topic == topic && k.position.ledger_id == ledger;
-        let before = self.index.len();
-        self.index.retain(|k, _| !deleted(k));
-        self.counters.invalidated_entries += (before - self.index.len()) as u64;
+        let (generation, used) = (&self.generation, &mut self.used);
+        let mut removed = 0;
+        self.index.retain(|k, p| {
+            if !deleted(k) {
+                return true;
+            }
+            if generation[p.segment as usize] == p.generation {
+                used[p.segment as usize].1 -= 1;
+                removed += 1;
+            }
+            false
+        });
+        self.counters.invalidated_entries += removed;
         let gone = &mut self.watched_gone;
         for watched in &mut self.watched {
             watched.retain(|k| {
