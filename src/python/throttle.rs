@@ -119,10 +119,11 @@ impl PyPublishRateLimiter {
         max_publish_buffer_bytes: Option<i64>,
         num_io_threads: Option<i64>,
     ) -> PyResult<()> {
-        if let Some(n) = num_io_threads {
-            let n = u32::try_from(non_negative(py, "num_io_threads", n)?).unwrap_or(u32::MAX);
-            self.0.with(|l| l.set_num_io_threads(n)).py_err(py)?;
-        }
+        // Every argument is checked before any is applied: a refused call changes nothing.
+        let threads = num_io_threads
+            .map(|n| non_negative(py, "num_io_threads", n))
+            .transpose()?
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
         let pending = max_pending_publish_requests
             .map(|v| non_negative(py, "max_pending_publish_requests", v))
             .transpose()?
@@ -131,7 +132,15 @@ impl PyPublishRateLimiter {
             .map(|v| non_negative(py, "max_publish_buffer_bytes", v))
             .transpose()?;
         self.0
-            .with(|l| l.set_connection_limits(pending, buffer))
+            .with(|l| {
+                let mut next = l.clone();
+                next.set_connection_limits(pending, buffer)?;
+                if let Some(n) = threads {
+                    next.set_num_io_threads(n)?;
+                }
+                *l = next;
+                Ok(())
+            })
             .py_err(py)
     }
 

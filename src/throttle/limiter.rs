@@ -244,10 +244,12 @@ impl PublishRateLimiter {
     /// loop group hands each new channel to its next loop.
     fn connection_use(&mut self, connection: u64) -> &mut ConnectionUse {
         let threads = self.num_io_threads() as usize;
-        if self.io_threads.len() != threads {
-            self.io_threads.resize_with(threads, IoThreadUse::default);
-        }
         let next = self.connections.len() % threads;
+        // Threads get their state as connections reach them: memory follows the connections, not
+        // the setting (which may be huge).
+        if self.io_threads.len() <= next {
+            self.io_threads.resize_with(next + 1, IoThreadUse::default);
+        }
         let io_threads = &mut self.io_threads;
         self.connections.entry(connection).or_insert_with(|| {
             io_threads[next].connections.push(connection);

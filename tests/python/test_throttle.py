@@ -51,6 +51,16 @@ def test_publish_buffer_is_shared_out_per_io_thread_and_pending_waits_for_persis
     assert not limiter.connection_recovered(1) and limiter.connection_recovered(2)
     with pytest.raises(lc.InvalidArgumentError, match="num_io_threads"):
         limiter.set_connection_limits(num_io_threads=0)
+    # A refused call changes nothing: two threads still share the 4000 bytes (one would take 2500).
+    limiter = lc.PublishRateLimiter()
+    limiter.set_connection_limits(max_publish_buffer_bytes=4000, num_io_threads=2)
+    with pytest.raises(lc.InvalidArgumentError, match="max_pending_publish_requests"):
+        limiter.set_connection_limits(max_pending_publish_requests=0, num_io_threads=1)
+    assert limiter.on_publish(0, "t", 1, 2500)["reason"] == "MessageBufferSizeBreach"
+    # Thread state follows the connections, not the setting: a huge thread count costs nothing.
+    huge = lc.PublishRateLimiter()
+    huge.set_connection_limits(max_publish_buffer_bytes=1 << 62, num_io_threads=2**40)
+    assert all(huge.on_publish(0, "t", c, 100) is None for c in range(1000))
     # In the simulation a publish is pending until persisted: 10 ms after it is read.
     trace = lc.publish.noisy_neighbour(seconds=1)
     limiter = lc.PublishRateLimiter()
