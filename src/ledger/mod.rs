@@ -33,7 +33,8 @@ use crate::manager::{EntryCache, EntryCacheManager};
 use crate::position::Position;
 use crate::read_count::{ReadCount, ReadCountHandler};
 use crate::read_flow::{
-    Context, CursorActivity, Invalidation, ReadFlow, ReadKind, RedeliveryReason,
+    storage_read_covers, Context, CursorActivity, Invalidation, ReadFlow, ReadKind,
+    RedeliveryReason,
 };
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
 use cursor::{
@@ -611,8 +612,7 @@ impl ManagedLedger {
     ) {
         if let Some(p) = st.pending.iter_mut().find(|p| {
             p.ledger == ledger
-                && p.first <= first
-                && p.last >= last
+                && storage_read_covers((p.first, p.last), (first, last))
                 && p.result.is_ok()
                 && (!now_only || p.complete_at <= now)
         }) {

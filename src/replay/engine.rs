@@ -18,7 +18,10 @@ use crate::ledger::cursor::{
 };
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
-use crate::read_flow::{Context, CursorActivity, Invalidation, ReadFlow, ReadKind};
+use crate::read_flow::{
+    storage_read_covers, Context, CursorActivity, Invalidation, ReadFlow, ReadKind,
+};
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Why a replay stopped short of the events it was given.
@@ -252,17 +255,6 @@ struct PendingStorageRead {
     admitted: Option<i32>,
 }
 
-impl PendingStorageRead {
-    /// Whether it reads all of `first..=last` of `ledger` (`PendingReadsManager.readEntries`: a
-    /// read that such a one covers waits for it instead of reading storage again).
-    fn covers(&self, topic: u32, ledger: i64, first: i64, last: i64) -> bool {
-        self.topic == topic
-            && self.ledger == ledger
-            && self.entries.first().is_some_and(|&(e, _)| e <= first)
-            && self.entries.last().is_some_and(|&(e, _)| e >= last)
-    }
-}
-
 struct Topic {
     layout: Layout,
     /// Per ledger of the layout: what the trace added to it.
@@ -440,6 +432,11 @@ pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
     in_flight: VecDeque<InFlight>,
     /// Storage reads under way, in completion order (latency is constant).
     storage_reads: VecDeque<PendingStorageRead>,
+    /// The (first, last) entries of those, per topic and ledger, in the same order: where a new
+    /// read looks for one that covers it.
+    storage_read_ranges: FastMap<(u32, i64), VecDeque<(i64, i64)>>,
+    /// Entry lists of completed storage reads, for the next ones.
+    spare_entry_lists: Vec<Vec<(i64, u32)>>,
     eviction_interval_ns: u64,
     next_tick_ns: Option<u64>,
     /// The broker's stats task (backlogged cursors, cursors caching reads) runs next at this time.
@@ -477,6 +474,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             cursor_epochs: true,
             in_flight: VecDeque::new(),
             storage_reads: VecDeque::new(),
+            storage_read_ranges: FastMap::default(),
+            spare_entry_lists: Vec::new(),
             eviction_interval_ns: config.eviction_interval_ms.max(1).saturating_mul(1_000_000),
             next_tick_ns: None,
             origin_us: None,
@@ -896,6 +895,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 // are dropped (a broker deletes only ledgers every cursor has passed).
                 self.storage_reads
                     .retain(|r| (r.topic, r.ledger) != (e.topic, ledger));
+                self.storage_read_ranges.remove(&(e.topic, ledger));
                 self.strategy.on_ledger_deleted(e.topic, ledger);
                 for id in ids {
                     self.cursor_moved(e.topic, id);
@@ -1118,9 +1118,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         let latency = self.read_latency_ns;
         if latency > 0
             && self
-                .storage_reads
-                .iter()
-                .any(|p| p.covers(topic, ledger, first, last))
+                .storage_read_ranges
+                .get(&(topic, ledger))
+                .is_some_and(|q| q.iter().any(|&r| storage_read_covers(r, (first, last))))
         {
             return;
         }
@@ -1129,11 +1129,17 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         let activity = &mut self.topics[topic as usize].activity;
         let admitted = self.flow.on_storage_read(kind, activity, cursor);
         if latency > 0 {
+            let mut entries = self.spare_entry_lists.pop().unwrap_or_default();
+            entries.extend_from_slice(run);
+            self.storage_read_ranges
+                .entry((topic, ledger))
+                .or_default()
+                .push_back((first, last));
             self.storage_reads.push_back(PendingStorageRead {
                 due_ns: now.saturating_add(latency),
                 topic,
                 ledger,
-                entries: run.to_vec(),
+                entries,
                 admitted,
             });
         } else {
@@ -1144,9 +1150,19 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
     /// Completes the storage reads due by `now`, each after the periodic tasks due before it.
     fn complete_storage_reads(&mut self, now: u64) {
         while self.storage_reads.front().is_some_and(|r| r.due_ns <= now) {
-            let r = self.storage_reads.pop_front().expect("checked");
+            let mut r = self.storage_reads.pop_front().expect("checked");
+            // Completions are in issue order, within each ledger too.
+            if let Entry::Occupied(mut ranges) = self.storage_read_ranges.entry((r.topic, r.ledger))
+            {
+                ranges.get_mut().pop_front();
+                if ranges.get().is_empty() {
+                    ranges.remove();
+                }
+            }
             self.advance(r.due_ns);
             self.cache_storage_read(r.due_ns, r.topic, r.ledger, &r.entries, r.admitted);
+            r.entries.clear();
+            self.spare_entry_lists.push(r.entries);
             let cached = self.strategy.cached_bytes();
             self.metrics.peak_cache_bytes = self.metrics.peak_cache_bytes.max(cached);
         }
