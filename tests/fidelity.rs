@@ -220,6 +220,17 @@ fn an_ack_past_the_read_position_moves_it() {
     }
 }
 
+/// `ManagedCursorImpl.asyncMarkDelete` fails a position past the last entry written ("Invalid mark
+/// deleted position"): such an ack changes nothing.
+#[test]
+fn an_ack_past_the_last_entry_changes_nothing() {
+    let mut rows = vec![open(0, "c", Some(0))];
+    rows.extend((0..5).map(|e| add(1 + e, e, 10)));
+    rows.extend([ack(10, "c", 9), add(11, 5, 10), read(12, "c", 10)]);
+    let m = run(&rows, &design("pip430", &[]));
+    assert_eq!((m.entries_read, m.hits), (6, 6), "{m:?}");
+}
+
 /// 4.0 with `cacheEvictionByMarkDeletedPosition`: `activateCursor` and
 /// `onCursorMarkDeletePositionUpdated` track a cursor at its mark-delete position itself, and
 /// `RangeEntryCacheImpl.invalidateEntries` removes up to it exclusive, so the slowest cursor's last

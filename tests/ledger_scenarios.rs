@@ -357,6 +357,16 @@ fn a_read_completing_after_a_mark_delete_past_it_keeps_the_read_position() {
     let read = c.read_entries_async(10).unwrap();
     c.mark_delete(ps[15]).unwrap();
     assert_eq!(c.read_position().unwrap(), ps[16]);
+    // Past the last entry written: refused (`asyncMarkDelete`'s "Invalid mark deleted position").
+    let past = Position::new(ps[19].ledger_id, ps[19].entry_id + 1);
+    assert!(matches!(
+        c.mark_delete(past),
+        Err(Error::InvalidArgument {
+            name: "position",
+            ..
+        })
+    ));
+    assert_eq!(c.mark_delete_position().unwrap(), ps[15]);
     f.clock.advance_ms(5);
     assert_eq!(ml.poll(), 1);
     assert_eq!(delivered(ml.take_read(read).unwrap().unwrap()).len(), 10);

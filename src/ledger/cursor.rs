@@ -178,6 +178,12 @@ impl CursorState {
     }
 }
 
+/// Whether a mark-delete to `p` is taken: not past the last entry written
+/// (`ManagedCursorImpl.asyncMarkDelete` fails it as an "Invalid mark deleted position").
+pub(crate) fn mark_delete_allowed(p: Position, layout: &Layout) -> bool {
+    layout.last_entry().is_some_and(|last| p <= last)
+}
+
 /// Where a cursor reads next once a read moves it on to `next`: only a position past the
 /// mark-delete position is taken (`ManagedCursorImpl.setReadPosition`), so an ack that went past
 /// the entries of a read under way keeps the read position it gave.

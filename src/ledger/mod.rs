@@ -38,8 +38,8 @@ use crate::read_flow::{
 };
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
 use cursor::{
-    mark_delete_after_ledger_deleted, mark_delete_after_reset, read_position_after_read,
-    CursorState,
+    mark_delete_after_ledger_deleted, mark_delete_after_reset, mark_delete_allowed,
+    read_position_after_read, CursorState,
 };
 use layout::Layout;
 use parking_lot::Mutex;
@@ -921,9 +921,16 @@ impl ManagedCursor {
         })
     }
 
-    /// Acknowledges every entry up to `p`.
+    /// Acknowledges every entry up to `p`; an error for a position past the last entry written,
+    /// which a broker fails as an invalid mark-delete position.
     pub fn mark_delete(&self, p: Position) -> Result<()> {
         self.after_ack(|c, l| {
+            if !mark_delete_allowed(p, l) {
+                return Err(Error::invalid(
+                    "position",
+                    format!("{p} is past the last entry written"),
+                ));
+            }
             c.mark_delete(p, l);
             Ok(())
         })

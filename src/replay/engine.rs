@@ -13,8 +13,8 @@ use crate::config::CacheConfig;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::ledger::cursor::{
-    mark_delete_after_ledger_deleted, mark_delete_after_reset, read_position_after_mark_delete,
-    read_position_after_read,
+    mark_delete_after_ledger_deleted, mark_delete_after_reset, mark_delete_allowed,
+    read_position_after_mark_delete, read_position_after_read,
 };
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
@@ -849,6 +849,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             Op::Ack => {
                 let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
+                if !mark_delete_allowed(p, &t.layout) {
+                    // A broker fails such a mark-delete: the cursor stays as it is.
+                    Self::cursor_of(t, e)?;
+                    return Ok(());
+                }
                 let c = Self::cursor_of(t, e)?;
                 c.replay = c
                     .replay

@@ -273,6 +273,9 @@ import ledgercache as lc
 sys.path.insert(0, sys.argv[1])
 from test_hostile import trace
 
+# pyarrow imports pandas (when installed) at its first conversion of Python objects, which
+# `import ledgercache` no longer makes: make one before the limit, which is for our allocations.
+pa.array(["warm-up"])
 limit = 1 << 30  # data segment and anonymous mappings: an allocation sized by a value fails here
 resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 cases = {
