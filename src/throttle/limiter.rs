@@ -361,13 +361,16 @@ impl PublishRateLimiter {
         };
         c.pending = c.pending.saturating_sub(1);
         if let Some(t) = self.io_threads.get_mut(c.io_thread) {
-            t.buffered = t.buffered.saturating_sub(bytes);
-            // PendingBytesPerThreadTracker.decrementPublishBytes: the thread's connections resume
-            // at half the share.
-            if t.limit_exceeded && resume_bytes.is_none_or(|r| t.buffered <= r) {
-                t.limit_exceeded = false;
-            }
+            persisted_on_thread(&mut t.buffered, &mut t.limit_exceeded, bytes, resume_bytes);
         }
+    }
+
+    /// Whether `pending` publishes are few enough for a paused connection to resume
+    /// (`ServerCnx.completedSendOperation`: `--pendingSendRequest == resumeReadsThreshold`,
+    /// `maxPendingSendRequests / 2`).
+    fn pending_recovered(&self, pending: u32) -> bool {
+        self.max_pending_per_connection
+            .is_none_or(|m| pending <= m / 2)
     }
 
     /// Whether a connection is within its limits again after a connection-level breach: its
@@ -378,8 +381,7 @@ impl PublishRateLimiter {
         let Some(c) = self.connections.get(&connection) else {
             return true;
         };
-        self.max_pending_per_connection
-            .is_none_or(|m| c.pending <= m / 2)
+        self.pending_recovered(c.pending)
             && self
                 .io_threads
                 .get(c.io_thread)
@@ -412,20 +414,28 @@ impl PublishRateLimiter {
                 .get(&conn)
                 .is_some_and(|o| o.io_thread == c.io_thread)
             {
-                buffered = buffered.saturating_sub(bytes);
-                if exceeded && resume_bytes.is_none_or(|r| buffered <= r) {
-                    exceeded = false;
-                }
+                persisted_on_thread(&mut buffered, &mut exceeded, bytes, resume_bytes);
             }
-            if !exceeded
-                && self
-                    .max_pending_per_connection
-                    .is_none_or(|m| pending <= m / 2)
-            {
+            if !exceeded && self.pending_recovered(pending) {
                 return Some(i + 1);
             }
         }
         None
+    }
+}
+
+/// An IO thread's pending bytes once a publish of `bytes` on it is persisted
+/// (`PendingBytesPerThreadTracker.decrementPublishBytes`): its connections resume once the bytes
+/// are down to `resume_bytes` (half the thread's share; `None`: no limit).
+fn persisted_on_thread(
+    buffered: &mut u64,
+    limit_exceeded: &mut bool,
+    bytes: u64,
+    resume_bytes: Option<u64>,
+) {
+    *buffered = buffered.saturating_sub(bytes);
+    if *limit_exceeded && resume_bytes.is_none_or(|r| *buffered <= r) {
+        *limit_exceeded = false;
     }
 }
 
