@@ -34,6 +34,11 @@ type; every row is checked when replayed, and an error names the column and the 
 A file that cannot be read (truncated, damaged, not the format its suffix says, bytes that are not
 text) raises :class:`~ledgercache.errors.InvalidArgumentError` naming the file.
 
+An ``ack`` is cumulative: the cursor's mark-delete position moves to its position (a read position
+at or behind it moves on to the next entry; an ``ack`` past the last ``add`` changes nothing, as a
+broker refuses it). A ``seek`` is a reset: the read position goes to its position and the
+mark-delete position to the entry before it, back or forward.
+
 Entry ids of ``add`` rows are 0..2^63-2, and ``ts_us`` may run up to 292 years past a broker's first
 event. Positions the trace never added (a gap, or entries before a ledger's first ``add``) hold no
 entry: a ``read`` passes over them, taking at most the entries that were added, whatever its
