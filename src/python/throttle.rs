@@ -119,7 +119,6 @@ impl PyPublishRateLimiter {
         max_publish_buffer_bytes: Option<i64>,
         num_io_threads: Option<i64>,
     ) -> PyResult<()> {
-        // Every argument is checked before any is applied: a refused call changes nothing.
         let threads = num_io_threads
             .map(|n| non_negative(py, "num_io_threads", n))
             .transpose()?
@@ -132,15 +131,7 @@ impl PyPublishRateLimiter {
             .map(|v| non_negative(py, "max_publish_buffer_bytes", v))
             .transpose()?;
         self.0
-            .with(|l| {
-                let mut next = l.clone();
-                next.set_connection_limits(pending, buffer)?;
-                if let Some(n) = threads {
-                    next.set_num_io_threads(n)?;
-                }
-                *l = next;
-                Ok(())
-            })
+            .with(|l| l.set_connection_limits(pending, buffer, threads))
             .py_err(py)
     }
 

@@ -635,7 +635,15 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 
     /// The cursor an event names, or the row if it was never opened.
     fn cursor_of<'t>(t: &'t mut Topic, e: &Event) -> std::result::Result<&'t mut Cursor, Stopped> {
-        t.cursors.get_mut(&e.cursor).ok_or(Stopped::UnknownCursor {
+        Self::cursor_in(&mut t.cursors, e)
+    }
+
+    /// [`Self::cursor_of`] among a topic's cursors alone, so that its layout can be read meanwhile.
+    fn cursor_in<'t>(
+        cursors: &'t mut FastMap<u32, Cursor>,
+        e: &Event,
+    ) -> std::result::Result<&'t mut Cursor, Stopped> {
+        cursors.get_mut(&e.cursor).ok_or(Stopped::UnknownCursor {
             row: e.row,
             op: e.op,
             cursor: e.cursor,
@@ -849,19 +857,17 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             Op::Ack => {
                 let p = Self::position_of(e)?;
                 let t = self.topic(e.topic);
+                let c = Self::cursor_in(&mut t.cursors, e)?;
                 if !mark_delete_allowed(p, &t.layout) {
                     // A broker fails such a mark-delete: the cursor stays as it is.
-                    Self::cursor_of(t, e)?;
                     return Ok(());
                 }
-                let c = Self::cursor_of(t, e)?;
                 c.replay = c
                     .replay
                     .split_off(&Position::new(p.ledger_id, p.entry_id.saturating_add(1)));
                 c.mark_delete = c.mark_delete.max(p);
-                let (read, mark_delete) = (c.read_position, c.mark_delete);
-                let read = read_position_after_mark_delete(read, mark_delete, &t.layout);
-                Self::cursor_of(t, e)?.read_position = read;
+                c.read_position =
+                    read_position_after_mark_delete(c.read_position, c.mark_delete, &t.layout);
                 self.cursor_moved(e.topic, e.cursor);
             }
             Op::Seek => {

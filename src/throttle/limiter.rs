@@ -179,34 +179,33 @@ impl PublishRateLimiter {
         self.broker = None;
     }
 
+    /// The per-connection pending limit, the broker's publish buffer and (if given) the number of
+    /// IO threads (see [`Self::set_num_io_threads`]). Every value is checked before any is
+    /// applied: a refused call changes nothing.
     pub fn set_connection_limits(
         &mut self,
         max_pending_publish_requests: Option<u32>,
         max_publish_buffer_bytes: Option<u64>,
+        num_io_threads: Option<u32>,
     ) -> Result<()> {
-        if max_pending_publish_requests == Some(0) {
-            return Err(Error::invalid(
-                "max_pending_publish_requests",
-                "must be at least 1",
-            ));
-        }
-        if max_publish_buffer_bytes == Some(0) {
-            return Err(Error::invalid(
-                "max_publish_buffer_bytes",
-                "must be at least 1",
-            ));
-        }
+        at_least_one(
+            "max_pending_publish_requests",
+            max_pending_publish_requests.map(u64::from),
+        )?;
+        at_least_one("max_publish_buffer_bytes", max_publish_buffer_bytes)?;
+        at_least_one("num_io_threads", num_io_threads.map(u64::from))?;
         self.max_pending_per_connection = max_pending_publish_requests;
         self.max_publish_buffer_bytes = max_publish_buffer_bytes;
+        if let Some(n) = num_io_threads {
+            self.set_num_io_threads(n)?;
+        }
         Ok(())
     }
 
     /// The number of IO threads connections are spread over (`numIOThreads`); the publish buffer
     /// limit is shared out among them. Forgets which connection is on which thread.
     pub fn set_num_io_threads(&mut self, num_io_threads: u32) -> Result<()> {
-        if num_io_threads == 0 {
-            return Err(Error::invalid("num_io_threads", "must be at least 1"));
-        }
+        at_least_one("num_io_threads", Some(u64::from(num_io_threads)))?;
         self.num_io_threads = num_io_threads;
         self.connections.clear();
         self.io_threads.clear();
@@ -424,6 +423,14 @@ impl PublishRateLimiter {
     }
 }
 
+/// A limit that must be at least 1 when given.
+fn at_least_one(name: &'static str, value: Option<u64>) -> Result<()> {
+    match value {
+        Some(0) => Err(Error::invalid(name, "must be at least 1")),
+        _ => Ok(()),
+    }
+}
+
 /// An IO thread's pending bytes once a publish of `bytes` on it is persisted
 /// (`PendingBytesPerThreadTracker.decrementPublishBytes`): its connections resume once the bytes
 /// are down to `resume_bytes` (half the thread's share; `None`: no limit).
@@ -503,7 +510,7 @@ mod tests {
     #[test]
     fn the_pending_limit_breaches_at_the_limit_and_recovers_at_half() {
         let mut l = PublishRateLimiter::new();
-        l.set_connection_limits(Some(4), None).unwrap();
+        l.set_connection_limits(Some(4), None, None).unwrap();
         for _ in 0..3 {
             assert!(l.on_publish(0, "t", 7, 1, 10).is_none());
         }
@@ -522,13 +529,13 @@ mod tests {
         l.on_publish_persisted(7, 10);
         assert!(l.connection_recovered(7));
         assert_eq!(l.recovers_after(7, []), Some(0));
-        assert!(l.set_connection_limits(Some(0), None).is_err());
+        assert!(l.set_connection_limits(Some(0), None, None).is_err());
     }
 
     #[test]
     fn the_publish_buffer_is_shared_out_per_io_thread() {
         let mut l = PublishRateLimiter::new();
-        l.set_connection_limits(None, Some(4000)).unwrap();
+        l.set_connection_limits(None, Some(4000), None).unwrap();
         l.set_num_io_threads(2).unwrap();
         assert_eq!(l.max_pending_bytes_per_thread(), Some(2000));
         // Connections 1 and 3 share thread 0 (assigned in turn), 2 is on thread 1: 2100 bytes on
@@ -551,7 +558,7 @@ mod tests {
         // Pulsar's default is 2 x the processors (the lab: 8); a share of 0 bytes is no limit.
         let mut l = PublishRateLimiter::new();
         assert_eq!(l.num_io_threads(), DEFAULT_NUM_IO_THREADS);
-        l.set_connection_limits(None, Some(7)).unwrap();
+        l.set_connection_limits(None, Some(7), None).unwrap();
         assert_eq!(l.max_pending_bytes_per_thread(), None);
         assert!(l.set_num_io_threads(0).is_err());
     }

@@ -284,7 +284,7 @@ mod connection_limit_tests {
     fn the_pending_limit_fires_when_publishes_stay_pending() {
         let publishes = every_ms(&[(1, 100)], 100);
         let mut limiter = PublishRateLimiter::new();
-        limiter.set_connection_limits(Some(5), None).unwrap();
+        limiter.set_connection_limits(Some(5), None, None).unwrap();
         let at_once = simulate(&publishes, limiter.clone(), ThrottlingMode::PauseConnection);
         assert!(at_once.throttles.is_empty(), "persisted at once: 1 pending");
         // Persisted 10 ms after they are read: the 5th pending publish (read at 4 ms) pauses the
@@ -304,7 +304,9 @@ mod connection_limit_tests {
         // pending; 3 publishes little but waits with it; 2 keeps about 1,000 and never waits.
         let publishes = every_ms(&[(1, 1000), (2, 100), (3, 10)], 200);
         let mut limiter = PublishRateLimiter::new();
-        limiter.set_connection_limits(None, Some(16_000)).unwrap();
+        limiter
+            .set_connection_limits(None, Some(16_000), None)
+            .unwrap();
         limiter.set_num_io_threads(2).unwrap();
         limiter.set_persist_latency_ns(10 * MS);
         let out = simulate(&publishes, limiter, ThrottlingMode::PauseConnection);
