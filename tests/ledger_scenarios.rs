@@ -209,6 +209,68 @@ fn rollover_reads_across_ledgers_in_order() {
     assert_eq!(c.backlog().unwrap(), 10);
 }
 
+/// A read that spans two ledgers moves its cursor's read position into the second ledger before it
+/// reads there (Pulsar's `OpReadEntry.updateReadPosition`, then `checkReadCompletion`), so the
+/// second ledger's storage read counts a cursor the reader passed in the first one.
+#[test]
+fn a_read_spanning_ledgers_counts_the_cursors_it_passed_in_the_first() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        max_entries_per_ledger: 4,
+        ..Default::default()
+    });
+    let ps = publish(&ml, 8); // no active cursor: nothing cached
+    let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
+    let b = ml.open_cursor("b", StartAt::At(ps[2]), true).unwrap();
+    let got = delivered(a.read_entries(8).unwrap());
+    assert_eq!(got.len(), 8);
+    assert_eq!(
+        ml.storage_stats().read_ops,
+        2,
+        "one storage read per ledger"
+    );
+    // In the first ledger only `a` is at or before `a`; in the second, `b` is too.
+    assert_eq!(ml.cache().expected_reads(ps[2]), Some(Some(1)));
+    assert_eq!(ml.cache().expected_reads(ps[4]), Some(Some(2)));
+    got.iter().for_each(|e| {
+        e.release();
+    });
+    assert_eq!(ml.cache().expected_reads(ps[4]), Some(Some(1)));
+    // `b` reads the second ledger's entries from the cache.
+    assert_eq!(read_all(&b, 6), ps[2..].to_vec());
+    assert_eq!(ml.storage_stats().read_ops, 2);
+}
+
+/// With read latency, a read spanning ledgers reads the second one only when the first one's
+/// storage read has completed, from the moved read position.
+#[test]
+fn with_latency_a_read_spanning_ledgers_reads_them_one_after_the_other() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        max_entries_per_ledger: 4,
+        ..latency()
+    });
+    let ps = publish(&ml, 8);
+    let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
+    let _b = ml.open_cursor("b", StartAt::At(ps[2]), true).unwrap();
+    let id = a.read_entries_async(8).unwrap();
+    assert_eq!(ml.storage_stats().read_ops, 1, "the second ledger waits");
+    f.clock.advance_ms(5);
+    ml.poll();
+    assert_eq!(ml.storage_stats().read_ops, 2);
+    assert_eq!(
+        a.read_position().unwrap(),
+        ps[4],
+        "moved into the second ledger"
+    );
+    assert!(!ml.is_read_done(id));
+    f.clock.advance_ms(5);
+    ml.poll();
+    let got = delivered(ml.take_read(id).unwrap().unwrap());
+    assert_eq!(got.iter().map(|e| e.position()).collect::<Vec<_>>(), ps);
+    assert_eq!(ml.cache().expected_reads(ps[4]), Some(Some(2)));
+}
+
 /// Entries 0..99 in storage; `cached` already in the cache; reading 0..99 must read exactly the
 /// missing sub-ranges, each once, and return all 100 in order.
 fn partial_hit_case(cached: &[i64]) {

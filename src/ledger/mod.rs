@@ -43,6 +43,7 @@ use cursor::{
 };
 use layout::Layout;
 use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Settings of a managed ledger (beyond the cache's).
@@ -99,6 +100,12 @@ struct ReadOp {
     waiting: usize,
     retried: bool,
     outcome: Option<Result<ReadOutcome>>,
+    /// The runs not read yet, in order: a sequential read reads one ledger's run at a time.
+    units: VecDeque<(i64, i64, i64)>,
+    /// The runs of the step under way: what a failed sub-read falls back to reading whole.
+    step: Vec<(i64, i64, i64)>,
+    /// Its storage reads complete at once and join no storage read that completes later.
+    now_only: bool,
 }
 
 /// A storage read in flight; several reads may wait for it.
@@ -523,7 +530,7 @@ impl ManagedLedger {
         };
         let op_id = st.next_op;
         st.next_op += 1;
-        let units = read_units(kind, &positions);
+        let units = read_units(kind, &positions).into();
         st.ops.insert(
             op_id,
             ReadOp {
@@ -532,68 +539,141 @@ impl ManagedLedger {
                 epoch,
                 entries: (0..positions.len()).map(|_| None).collect(),
                 positions,
-                // One for issuing: the read cannot finish while its units are being issued.
-                waiting: 1,
+                waiting: 0,
                 retried: false,
                 outcome: None,
+                units,
+                step: Vec::new(),
+                now_only,
             },
         );
-        let now = inner.clock.now_ns();
-        let all_or_nothing = inner.flow.all_or_nothing_ranges();
-        for (ledger, first, last) in units {
-            // Cache first; each contiguous gap becomes one storage read (the whole unit when the
-            // design serves ranges all or nothing and something is missing).
-            let (from, to) = (Position::new(ledger, first), Position::new(ledger, last));
-            let found = if all_or_nothing {
-                inner
-                    .cache
-                    .get_range_if_complete(from, to)
-                    .unwrap_or_default()
-            } else {
-                inner.cache.get_range(from, to)
-            };
-            let op = st.ops.get_mut(&op_id).expect("inserted above");
-            let base = op
-                .positions
-                .iter()
-                .position(|p| *p == from)
-                .expect("unit start is requested");
-            let mut gaps = Vec::new();
-            let mut found = found.into_iter().peekable();
-            let mut gap_start: Option<i64> = None;
-            for e in first..=last {
-                let slot = base + (e - first) as usize;
-                if found.peek().is_some_and(|x| x.position().entry_id == e) {
-                    op.entries[slot] = found.next();
-                    if let Some(g) = gap_start.take() {
-                        gaps.push((ledger, g, e - 1));
-                    }
-                } else if gap_start.is_none() {
-                    gap_start = Some(e);
+        self.continue_read(&mut st, op_id);
+        Ok(ReadId(op_id))
+    }
+
+    /// Takes a read on once its step under way has all its entries: issues the next step, or
+    /// finalizes the read when none is left. A sequential read reads one ledger's run at a time and
+    /// moves its cursor's read position past each before reading the next (Pulsar's `OpReadEntry`
+    /// sets the read position when a ledger's entries arrive, then `checkReadCompletion` reads the
+    /// next ledger), so the next ledger's lookup sees what this one's storage reads cached or
+    /// evicted, and its storage read counts the cursors at or before the moved reader. A replay read
+    /// issues all its positions at once, as `asyncReplayEntries` does.
+    fn continue_read(&self, st: &mut State, op_id: u64) {
+        let now = self.inner.clock.now_ns();
+        loop {
+            let op = st.ops.get_mut(&op_id).expect("continuing a known read");
+            if op.waiting > 0 || op.outcome.is_some() {
+                return;
+            }
+            if let Some(&(ledger, _, last)) = op.step.last() {
+                let through = Position::new(ledger, last);
+                let read = op
+                    .positions
+                    .iter()
+                    .position(|p| *p == through)
+                    .expect("a step reads requested positions");
+                if !op.entries[..=read].iter().all(Option::is_some) {
+                    // A storage read came back short: the read ends at the gap (see `finalize`).
+                    op.units.clear();
+                } else if op.kind == ReadKind::Sequential && !op.units.is_empty() {
+                    self.read_past(st, op_id, through);
                 }
             }
-            if let Some(g) = gap_start {
-                gaps.push((ledger, g, last));
+            let op = st.ops.get_mut(&op_id).expect("continuing a known read");
+            if op.units.is_empty() {
+                self.finalize(st, op_id);
+                return;
             }
-            op.waiting += gaps.len();
-            for (ledger, first, last) in gaps {
-                self.read_from_storage(
-                    &mut st, op_id, cursor, kind, ledger, first, last, now, now_only,
-                );
+            let step: Vec<_> = match op.kind {
+                ReadKind::Sequential => op.units.pop_front().into_iter().collect(),
+                ReadKind::Replay => op.units.drain(..).collect(),
+            };
+            op.retried = false;
+            // One for issuing: the step cannot finish while its units are being issued.
+            op.waiting += 1;
+            for &unit in &step {
+                self.read_unit(st, op_id, unit, now);
             }
-            // A read that spans ledgers reads them one after the other (Pulsar's `OpReadEntry`
-            // moves to the next ledger when one completes): what this ledger's storage reads
-            // cache, or evict, is seen by the next one's lookup.
-            if now_only && kind == ReadKind::Sequential {
-                self.complete_due(&mut st, now);
+            let op = st.ops.get_mut(&op_id).expect("continuing a known read");
+            op.step = step;
+            op.waiting -= 1;
+        }
+    }
+
+    /// Between the ledgers of a sequential read: its cursor's read position moves past `through`,
+    /// the last entry read so far. A read that its cursor's epoch outdated reads no further (it
+    /// will be discarded); without epochs it moves the cursor as a broker's read does.
+    fn read_past(&self, st: &mut State, op_id: u64, through: Position) {
+        let State {
+            cursors,
+            layout,
+            ops,
+            ..
+        } = &mut *st;
+        let op = ops.get_mut(&op_id).expect("known read");
+        let cursor = op.cursor;
+        let Some(c) = cursors.get_mut(cursor as usize).and_then(|c| c.as_mut()) else {
+            // Closed: `finalize` reports it.
+            op.units.clear();
+            return;
+        };
+        if self.inner.config.cursor_epochs && c.is_epoch_outdated(op.epoch) {
+            op.units.clear();
+            return;
+        }
+        let next = layout.next_after(through);
+        c.read_position = read_position_after_read(c.read_position, next, c.mark_delete);
+        self.track(st, cursor);
+    }
+
+    /// Reads one run of a read: its cached entries from the cache, then each contiguous gap as one
+    /// storage read (the whole run when the design serves ranges all or nothing and something is
+    /// missing).
+    fn read_unit(
+        &self,
+        st: &mut State,
+        op_id: u64,
+        (ledger, first, last): (i64, i64, i64),
+        now: u64,
+    ) {
+        let inner = &*self.inner;
+        let (from, to) = (Position::new(ledger, first), Position::new(ledger, last));
+        let found = if inner.flow.all_or_nothing_ranges() {
+            inner
+                .cache
+                .get_range_if_complete(from, to)
+                .unwrap_or_default()
+        } else {
+            inner.cache.get_range(from, to)
+        };
+        let op = st.ops.get_mut(&op_id).expect("reading for a known read");
+        let (cursor, kind, now_only) = (op.cursor, op.kind, op.now_only);
+        let base = op
+            .positions
+            .iter()
+            .position(|p| *p == from)
+            .expect("unit start is requested");
+        let mut gaps = Vec::new();
+        let mut found = found.into_iter().peekable();
+        let mut gap_start: Option<i64> = None;
+        for e in first..=last {
+            let slot = base + (e - first) as usize;
+            if found.peek().is_some_and(|x| x.position().entry_id == e) {
+                op.entries[slot] = found.next();
+                if let Some(g) = gap_start.take() {
+                    gaps.push((g, e - 1));
+                }
+            } else if gap_start.is_none() {
+                gap_start = Some(e);
             }
         }
-        let op = st.ops.get_mut(&op_id).expect("inserted above");
-        op.waiting -= 1;
-        if op.waiting == 0 && op.outcome.is_none() {
-            self.finalize(&mut st, op_id);
+        if let Some(g) = gap_start {
+            gaps.push((g, last));
         }
-        Ok(ReadId(op_id))
+        op.waiting += gaps.len();
+        for (first, last) in gaps {
+            self.read_from_storage(st, op_id, cursor, kind, ledger, first, last, now, now_only);
+        }
     }
 
     /// Issues (or joins) the storage read of `first..=last` for read `op_id`.
@@ -706,13 +786,20 @@ impl ManagedLedger {
                     op.waiting -= 1;
                 }
                 Err(_) if !op.retried => {
-                    // A failed sub-read falls back to one full read of everything the read wants.
+                    // A failed sub-read falls back to one full read of each run of the step (as
+                    // `RangeEntryCacheImpl` reads a ledger's whole range when a partial read fails).
                     op.retried = true;
-                    op.entries.iter_mut().for_each(|e| *e = None);
-                    let wanted = read_units(op.kind, &op.positions);
+                    let step = op.step.clone();
+                    for (slot, p) in op.positions.iter().enumerate() {
+                        if step.iter().any(|&(l, first, last)| {
+                            p.ledger_id == l && (first..=last).contains(&p.entry_id)
+                        }) {
+                            op.entries[slot] = None;
+                        }
+                    }
                     let (cursor, kind, waiting_others) = (op.cursor, op.kind, op.waiting - 1);
-                    op.waiting = waiting_others + wanted.len();
-                    for (ledger, first, last) in wanted {
+                    op.waiting = waiting_others + step.len();
+                    for (ledger, first, last) in step {
                         self.read_from_storage(
                             st, op_id, cursor, kind, ledger, first, last, now, true,
                         );
@@ -726,8 +813,10 @@ impl ManagedLedger {
                 }
             }
             if op.waiting == 0 && op.outcome.is_none() {
-                self.finalize(st, op_id);
-                finished += 1;
+                self.continue_read(st, op_id);
+                if st.ops.get(&op_id).is_some_and(|op| op.outcome.is_some()) {
+                    finished += 1;
+                }
             }
         }
         finished

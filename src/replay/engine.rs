@@ -770,7 +770,6 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let c = Self::cursor_of(t, e)?;
                 let (from, epoch) = (c.read_position, c.epoch);
                 t.runs_from(from, u64::from(e.count), &mut runs);
-                let mut last = None;
                 let mut missed = false;
                 // Without read latency nothing is ever in flight, so deliveries are in order and
                 // need no tracking.
@@ -789,7 +788,16 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     if track {
                         positions.extend((first..=end).map(|x| Position::new(ledger, x)));
                     }
-                    last = Some(Position::new(ledger, end));
+                    // The read position moves past each ledger's entries before the next ledger is
+                    // read and before the read is delivered (`OpReadEntry.updateReadPosition`), so
+                    // the next ledger's storage read counts the cursors at or before the new
+                    // position.
+                    let t = self.topic(e.topic);
+                    let next = t.layout.next_after(Position::new(ledger, end));
+                    let c = t.cursors.get_mut(&e.cursor).expect("checked above");
+                    c.read_position =
+                        read_position_after_read(c.read_position, next, c.mark_delete);
+                    self.cursor_moved(e.topic, e.cursor);
                 }
                 self.runs = runs;
                 self.strategy.end_read();
@@ -804,14 +812,6 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     },
                     missed,
                 );
-                if let Some(last) = last {
-                    let t = self.topic(e.topic);
-                    let next = t.layout.next_after(last);
-                    let c = t.cursors.get_mut(&e.cursor).expect("checked above");
-                    c.read_position =
-                        read_position_after_read(c.read_position, next, c.mark_delete);
-                    self.cursor_moved(e.topic, e.cursor);
-                }
             }
             Op::Replay => {
                 let p = Self::position_of(e)?;
