@@ -39,7 +39,8 @@ def write_topics(directory: str, topics: int = TOPICS, entries: int = ENTRIES) -
     manager = lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=0))
     storage = lc.FileStorage(directory)
     for t in range(topics):
-        ml = lc.ManagedLedger(topic_name(t), manager, storage, max_entries_per_ledger=500)
+        # Written at once, so the ledgers roll by entry count alone (no minimum rollover time).
+        ml = lc.ManagedLedger(topic_name(t), manager, storage, max_entries_per_ledger=500, min_rollover_ms=0)
         ml.add_entries([f"{t}:{i}:".encode().ljust(512, b".") for i in range(entries)])
 
 

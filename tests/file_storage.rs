@@ -42,6 +42,7 @@ fn ledger(dir: &Path, max_entries_per_ledger: u64) -> ledgercache::Result<Manage
         StorageHandle::new(Arc::new(store)),
         LedgerConfig {
             max_entries_per_ledger,
+            min_rollover_ms: 0,
             ..Default::default()
         },
     )

@@ -168,6 +168,7 @@ fn deleting_a_ledger_invalidates_its_entries_and_moves_cursors_on() {
     let f = fixture(&[]);
     let ml = f.ledger(LedgerConfig {
         max_entries_per_ledger: 10,
+        min_rollover_ms: 0,
         ..Default::default()
     });
     let c = ml.open_cursor("s", StartAt::Latest, true).unwrap();
@@ -195,6 +196,7 @@ fn rollover_reads_across_ledgers_in_order() {
     let f = fixture(&[]);
     let ml = f.ledger(LedgerConfig {
         max_entries_per_ledger: 7,
+        min_rollover_ms: 0,
         ..Default::default()
     });
     let ps = publish(&ml, 20);
@@ -217,6 +219,7 @@ fn a_read_spanning_ledgers_counts_the_cursors_it_passed_in_the_first() {
     let f = fixture(&[]);
     let ml = f.ledger(LedgerConfig {
         max_entries_per_ledger: 4,
+        min_rollover_ms: 0,
         ..Default::default()
     });
     let ps = publish(&ml, 8); // no active cursor: nothing cached
@@ -248,6 +251,7 @@ fn with_latency_a_read_spanning_ledgers_reads_them_one_after_the_other() {
     let f = fixture(&[]);
     let ml = f.ledger(LedgerConfig {
         max_entries_per_ledger: 4,
+        min_rollover_ms: 0,
         ..latency()
     });
     let ps = publish(&ml, 8);
@@ -548,6 +552,7 @@ fn file_storage_survives_reopening() {
         let f = fixture_with(&[], Arc::new(FileStorage::open(dir.path()).unwrap()));
         let ml = f.ledger(LedgerConfig {
             max_entries_per_ledger: 40,
+            min_rollover_ms: 0,
             ..Default::default()
         });
         publish(&ml, 100)
@@ -555,6 +560,7 @@ fn file_storage_survives_reopening() {
     let f = fixture_with(&[], Arc::new(FileStorage::open(dir.path()).unwrap()));
     let ml = f.ledger(LedgerConfig {
         max_entries_per_ledger: 40,
+        min_rollover_ms: 0,
         ..Default::default()
     });
     assert_eq!(ml.entry_count(), 100);
@@ -562,12 +568,56 @@ fn file_storage_survives_reopening() {
     let got = delivered(c.read_entries(100).unwrap());
     assert_eq!(got.iter().map(|e| e.position()).collect::<Vec<_>>(), ps);
     assert_eq!(got[42].data(), b"entry-42");
+    // A broker opening a managed ledger starts a new ledger (`ManagedLedgerImpl.initialize`).
     let next = ml.add_entry(Payload::from(b"more".to_vec())).unwrap();
+    assert!(next.ledger_id > ps[99].ledger_id, "{next:?}");
+    assert_eq!(next.entry_id, 0);
+    assert_eq!(ml.ledgers().len(), 4);
+}
+
+/// Pulsar's rollover: a ledger is full at `max_entries_per_ledger` only once it is older than the
+/// minimum rollover time, and it is full at the maximum rollover time whatever it holds; the
+/// entry that finds it full is its last, and the next ledger's age counts from then.
+#[test]
+fn a_ledger_rolls_over_by_entries_only_after_the_minimum_time_and_always_at_the_maximum() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        max_entries_per_ledger: 5,
+        min_rollover_ms: 60_000,
+        max_rollover_ms: 300_000,
+        ..Default::default()
+    });
+    let entries = |ml: &ManagedLedger| ml.ledgers().iter().map(|l| l.entries).collect::<Vec<_>>();
+    publish(&ml, 8);
     assert_eq!(
-        next,
-        Position::new(ps[99].ledger_id, 20),
-        "appends continue in the last ledger"
+        entries(&ml),
+        vec![8],
+        "younger than the minimum: no rollover"
     );
+    f.clock.advance_ms(60_001);
+    publish(&ml, 1);
+    assert_eq!(
+        entries(&ml),
+        vec![9],
+        "this entry found it full: it is the last"
+    );
+    publish(&ml, 6);
+    assert_eq!(entries(&ml), vec![9, 6], "the next ledger is young again");
+    f.clock.advance_ms(240_000);
+    publish(&ml, 1);
+    assert_eq!(entries(&ml), vec![9, 7]);
+    publish(&ml, 1);
+    assert_eq!(entries(&ml), vec![9, 7, 1]);
+    f.clock.advance_ms(299_999);
+    publish(&ml, 1);
+    assert_eq!(
+        entries(&ml),
+        vec![9, 7, 2],
+        "not full: under the entries, short of the age"
+    );
+    f.clock.advance_ms(1);
+    publish(&ml, 2);
+    assert_eq!(entries(&ml), vec![9, 7, 3, 1], "full by age alone");
 }
 
 #[test]

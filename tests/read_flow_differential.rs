@@ -137,6 +137,7 @@ impl Driver {
             StorageHandle::new(Arc::new(MemoryStorage::new())),
             LedgerConfig {
                 max_entries_per_ledger: 40,
+                min_rollover_ms: 0,
                 ..LedgerConfig::default()
             },
         )

@@ -843,6 +843,85 @@ impl Digest {
     }
 }
 
+/// Each ledger's (first add time, last add time, entries) in the trace's one topic.
+fn ledgers_of(ev: &EventColumns) -> Vec<(i64, i64, i64)> {
+    let mut out: Vec<(i64, i64, i64, i64)> = Vec::new();
+    for i in 0..ev.len() {
+        if ev.op[i] != "add" {
+            continue;
+        }
+        let (ledger, entry, t) = (
+            ev.ledger_id[i].unwrap(),
+            ev.entry_id[i].unwrap(),
+            ev.ts_us[i],
+        );
+        match out.last_mut() {
+            Some(l) if l.0 == ledger => {
+                assert_eq!(entry, l.3, "entries of a ledger are consecutive");
+                l.2 = t;
+                l.3 += 1;
+            }
+            _ => {
+                assert_eq!(entry, 0, "a ledger starts at entry 0");
+                if let Some(l) = out.last() {
+                    assert_eq!(ledger, l.0 + 1, "ledgers follow each other");
+                }
+                out.push((ledger, t, t, 1));
+            }
+        }
+    }
+    out.into_iter().map(|(_, a, b, n)| (a, b, n)).collect()
+}
+
+/// Pulsar rolls a ledger over at `managedLedgerMaxEntriesPerLedger` entries only once it is older
+/// than `managedLedgerMinLedgerRolloverTimeMinutes` (`ManagedLedgerImpl.currentLedgerIsFull`): at
+/// 2000 entries a second, a ledger holds far more than 50,000 entries.
+#[test]
+fn ledgers_roll_over_by_entries_only_after_the_minimum_time() {
+    let fast = [
+        ("producer_rate", Float(2000.0)),
+        ("batching_enabled", SettingValue::Bool(false)),
+        ("max_entries_per_ledger", Int(1000)),
+        ("test_duration_minutes", Float(2.0)),
+    ];
+    // The default minimum (10 minutes) is longer than the run: one ledger.
+    let ev = generate(&spec(&fast), 1);
+    let ledgers = ledgers_of(&ev);
+    assert_eq!(ledgers.len(), 1, "{ledgers:?}");
+    assert!(ledgers[0].2 > 200_000, "{ledgers:?}");
+    // A minimum of half a minute: each ledger closes with the first entry after 30 s.
+    let mut half = fast.to_vec();
+    half.push((
+        "managed_ledger_min_ledger_rollover_time_minutes",
+        Float(0.5),
+    ));
+    let ledgers = ledgers_of(&generate(&spec(&half), 1));
+    assert!((4..=5).contains(&ledgers.len()), "{ledgers:?}");
+    // A ledger's age counts from the previous one's last entry (its close), and its own last entry
+    // is the first one added after 30 s. The last ledger is cut by the end of the run.
+    for w in ledgers[..ledgers.len() - 1].windows(2) {
+        let span_us = w[1].1 - w[0].1;
+        assert!(
+            (30_000_000..30_010_000).contains(&span_us),
+            "{w:?}: {span_us}"
+        );
+    }
+    // No minimum: by entry count alone.
+    let mut none = fast.to_vec();
+    none.push(("managed_ledger_min_ledger_rollover_time_minutes", Int(0)));
+    let ledgers = ledgers_of(&generate(&spec(&none), 1));
+    assert!(ledgers[..ledgers.len() - 1].iter().all(|l| l.2 == 1000));
+    // The maximum time closes a ledger whatever it holds (after the minimum).
+    let mut aged = half.clone();
+    aged.push(("max_entries_per_ledger", Int(50_000_000)));
+    aged.push((
+        "managed_ledger_max_ledger_rollover_time_minutes",
+        Float(0.75),
+    ));
+    let ledgers = ledgers_of(&generate(&spec(&aged), 1));
+    assert!((2..=3).contains(&ledgers.len()), "{ledgers:?}");
+}
+
 fn digest_of_columns(ev: &EventColumns) -> (u64, u64) {
     let mut d = Digest::default();
     for i in 0..ev.len() {
@@ -908,6 +987,8 @@ fn golden_scenarios() -> Vec<(&'static str, WorkloadSpec, u64)> {
                 ("churn_downtime_seconds", Float(1.0)),
                 ("redelivery_rate", Float(0.01)),
                 ("max_entries_per_ledger", Int(500)),
+                // Rolls by entry count alone, as the golden was made.
+                ("managed_ledger_min_ledger_rollover_time_minutes", Int(0)),
             ]),
             7,
         ),

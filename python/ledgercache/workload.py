@@ -115,6 +115,15 @@ Broker dispatchers (Pulsar ``ServiceConfiguration`` keys, defaults as on ``maste
   after its active consumer is chosen.
 - ``managedLedgerNewEntriesCheckDelayInMillis`` (10): a read parked at the end of the topic looks for
   new entries again after this long (reading all that came), then waits to be woken by the next one.
+- ``maxEntriesPerLedger`` or ``managedLedgerMaxEntriesPerLedger`` (50000),
+  ``managedLedgerMaxSizePerLedgerMbytes`` (2048; 0: no limit),
+  ``managedLedgerMaxLedgerRolloverTimeMinutes`` (240; 0: no limit) and
+  ``managedLedgerMinLedgerRolloverTimeMinutes`` (10; fractions allowed): a ledger is full once it
+  holds that many entries or bytes, or is that old, and in every case only once it is older than
+  the minimum (``ManagedLedgerImpl.currentLedgerIsFull``); the entry that finds it full is its last,
+  and the next ledger's age counts from then. At OMB's rates a ledger therefore spans 10 minutes,
+  not 50000 entries. A topic that stops publishing keeps its ledger open (a broker closes it at the
+  maximum time).
 
 Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 
@@ -132,7 +141,6 @@ Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
   (60) behind the tail, reading ``catchUpSpeed`` (4) times the publish rate.
 - ``churnPerMinute`` (0) consumer disconnects per subscription, lasting ``churnDowntimeSeconds`` (5);
   a reconnect rewinds the cursor to the first unacknowledged entry.
-- ``maxEntriesPerLedger`` (50000): entries a ledger holds before the next one starts.
 - ``consumerHeadroom`` (1.2): a normal consumer's speed over its share of the publish rate.
 
 Per-topic workloads: ``topicDetails`` (``topic_details``) simulates a broker's topics, each
@@ -215,7 +223,9 @@ KNOWN = frozenset(
     "producers_per_topic producer_rate consumer_backlog_size_gb test_duration_minutes key_distributor keys "
     "brokers subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate seeks_per_minute "
     "seek_back_seconds catch_up_readers catch_up_start_seconds catch_up_behind_seconds catch_up_speed "
-    "churn_per_minute churn_downtime_seconds max_entries_per_ledger read_batch_size receiver_queue_size "
+    "churn_per_minute churn_downtime_seconds max_entries_per_ledger managed_ledger_max_entries_per_ledger "
+    "managed_ledger_max_size_per_ledger_mbytes managed_ledger_min_ledger_rollover_time_minutes "
+    "managed_ledger_max_ledger_rollover_time_minutes read_batch_size receiver_queue_size "
     "consumer_headroom batching_enabled batching_max_publish_delay_ms batching_max_bytes batching_max_messages "
     "dispatcher_max_round_robin_batch_size dispatcher_max_read_size_bytes dispatcher_max_read_batch_size "
     "key_shared_look_ahead_msg_in_replay_threshold_per_consumer "

@@ -21,6 +21,7 @@
 
 pub(crate) mod cursor;
 pub(crate) mod layout;
+pub mod rollover;
 
 pub use cursor::CursorStats;
 pub use layout::LedgerInfo;
@@ -43,6 +44,7 @@ use cursor::{
 };
 use layout::Layout;
 use parking_lot::Mutex;
+use rollover::Rollover;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -51,19 +53,37 @@ use std::sync::Arc;
 pub struct LedgerConfig {
     /// Roll over to a new ledger after this many entries (Pulsar's managedLedgerMaxEntriesPerLedger).
     pub max_entries_per_ledger: u64,
-    /// ... or this many bytes (0: no limit).
+    /// ... or this many bytes (0: no limit; Pulsar's managedLedgerMaxSizePerLedgerMbytes, 2048 MiB).
     pub max_bytes_per_ledger: u64,
+    /// ... or once the ledger is this old (0: no limit; managedLedgerMaxLedgerRolloverTimeMinutes,
+    /// 240 minutes), and in every case only once it is older than `min_rollover_ms`
+    /// (managedLedgerMinLedgerRolloverTimeMinutes, 10 minutes; 0: no minimum). See [`Rollover`].
+    pub max_rollover_ms: u64,
+    pub min_rollover_ms: u64,
     /// Discard reads whose cursor epoch moved on, and fail reads during an epoch increase (PIP-269).
     pub cursor_epochs: bool,
     /// Simulated storage read latency.
     pub read_latency: ReadLatency,
 }
 
+impl LedgerConfig {
+    fn rollover(&self) -> Rollover {
+        Rollover {
+            max_entries: self.max_entries_per_ledger,
+            max_bytes: self.max_bytes_per_ledger,
+            min_age_ms: self.min_rollover_ms,
+            max_age_ms: self.max_rollover_ms,
+        }
+    }
+}
+
 impl Default for LedgerConfig {
     fn default() -> Self {
         LedgerConfig {
-            max_entries_per_ledger: 50_000,
-            max_bytes_per_ledger: 0,
+            max_entries_per_ledger: rollover::MAX_ENTRIES,
+            max_bytes_per_ledger: rollover::MAX_BYTES,
+            max_rollover_ms: rollover::MAX_AGE_MS,
+            min_rollover_ms: rollover::MIN_AGE_MS,
             cursor_epochs: true,
             read_latency: ReadLatency::default(),
         }
@@ -122,8 +142,16 @@ struct PendingRead {
     waiters: Vec<u64>,
 }
 
+/// The ledger that takes appends: when it was created, and whether it is full (the next append
+/// starts a new one).
+struct CurrentLedger {
+    created_ns: u64,
+    full: bool,
+}
+
 struct State {
     layout: Layout,
+    current_ledger: CurrentLedger,
     cursors: Vec<Option<CursorState>>,
     by_name: FastMap<String, u32>,
     activity: CursorActivity,
@@ -183,8 +211,14 @@ impl ManagedLedger {
             .collect();
         let flow = ReadFlow::new(manager.config(), Context::Library);
         let loaded_ns = manager.clock().now_ns();
+        let layout = Layout { ledgers };
         let state = State {
-            layout: Layout { ledgers },
+            // A broker opening a managed ledger starts a new ledger (the ones before are closed).
+            current_ledger: CurrentLedger {
+                created_ns: loaded_ns,
+                full: layout.current().is_some(),
+            },
+            layout,
             cursors: Vec::new(),
             by_name: FastMap::default(),
             activity: CursorActivity::new(flow.counts_reads(), loaded_ns),
@@ -264,14 +298,9 @@ impl ManagedLedger {
                 inner.name
             )));
         }
+        let now = inner.clock.now_ns();
         let ledger = match st.layout.current() {
-            Some(l)
-                if l.entries < inner.config.max_entries_per_ledger
-                    && (inner.config.max_bytes_per_ledger == 0
-                        || l.bytes < inner.config.max_bytes_per_ledger) =>
-            {
-                l.id
-            }
+            Some(l) if !st.current_ledger.full => l.id,
             _ => {
                 let id = inner.storage.create_ledger(&inner.name)?;
                 st.layout.ledgers.push(LedgerInfo {
@@ -279,6 +308,7 @@ impl ManagedLedger {
                     entries: 0,
                     bytes: 0,
                 });
+                st.current_ledger.full = false;
                 id
             }
         };
@@ -290,8 +320,18 @@ impl ManagedLedger {
             .expect("the current ledger exists");
         info.entries += 1;
         info.bytes += payload.len() as u64;
+        let (entries, bytes) = (info.entries, info.bytes);
+        let age_ms = now.saturating_sub(st.current_ledger.created_ns) / 1_000_000;
+        if inner.config.rollover().is_full(entries, bytes, age_ms) {
+            // This entry is the ledger's last; Pulsar creates the next ledger as soon as the close
+            // completes, so its age counts from now.
+            st.current_ledger = CurrentLedger {
+                created_ns: now,
+                full: true,
+            };
+        }
         let position = Position::new(ledger, entry_id);
-        if let Some(expected) = inner.flow.on_add(&st.activity, inner.clock.now_ns()) {
+        if let Some(expected) = inner.flow.on_add(&st.activity, now) {
             let size = payload.len() as u32;
             match inner.cache.insert_counted(
                 position,

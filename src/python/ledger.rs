@@ -58,8 +58,11 @@ fn stats_dict<'py>(py: Python<'py>, s: &CursorStats) -> PyResult<Bound<'py, PyDi
 #[pymethods]
 impl PyManagedLedger {
     #[new]
-    #[pyo3(signature = (name, manager, storage, *, max_entries_per_ledger = 50_000, max_bytes_per_ledger = 0,
-                        cursor_epochs = true, read_latency_ms = 0.0, read_latency_per_entry_us = 0.0,
+    // The rollover defaults are `ledger::rollover`'s, written out so that the signature Python
+    // sees shows them (`test_managed_ledger_defaults_are_the_rollover_rules`).
+    #[pyo3(signature = (name, manager, storage, *, max_entries_per_ledger = 50_000,
+                        max_bytes_per_ledger = 2_147_483_648, min_rollover_ms = 600_000,
+                        max_rollover_ms = 14_400_000, cursor_epochs = true, read_latency_ms = 0.0, read_latency_per_entry_us = 0.0,
                         read_latency_per_kib_us = 0.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -69,6 +72,8 @@ impl PyManagedLedger {
         storage: Bound<'_, PyStorage>,
         max_entries_per_ledger: i64,
         max_bytes_per_ledger: i64,
+        min_rollover_ms: i64,
+        max_rollover_ms: i64,
         cursor_epochs: bool,
         read_latency_ms: f64,
         read_latency_per_entry_us: f64,
@@ -94,6 +99,8 @@ impl PyManagedLedger {
                 max_entries_per_ledger,
             )?,
             max_bytes_per_ledger: non_negative(py, "max_bytes_per_ledger", max_bytes_per_ledger)?,
+            min_rollover_ms: non_negative(py, "min_rollover_ms", min_rollover_ms)?,
+            max_rollover_ms: non_negative(py, "max_rollover_ms", max_rollover_ms)?,
             cursor_epochs,
             read_latency: ReadLatency {
                 fixed_ns: (read_latency_ms * 1e6) as u64,

@@ -343,16 +343,19 @@ impl WorkloadSpec {
         // all. A backlog is kept until its consumers pass it. A Shared/Key_Shared subscription
         // whose consumers are slower than the rate keeps the difference in its replay queue.
         let entries = entries_per_s * seconds;
+        // The index keeps a `u64` an entry, and where each ledger of the kept entries starts.
+        let index_bytes_per_entry =
+            INDEX_BYTES_PER_ENTRY + 8.0 / f64::from(self.max_entries_per_ledger.max(1));
         let mut growing = 0.0;
         if self.seeks_per_minute > 0.0 {
-            growing += p * entries * INDEX_BYTES_PER_ENTRY;
+            growing += p * entries * index_bytes_per_entry;
         } else if self.consumer_backlog_size_gb > 0.0 || self.catch_up_readers > 0 {
             let backlog = if self.consumer_backlog_size_gb > 0.0 {
                 entries
             } else {
                 self.catch_up_behind_seconds.min(seconds) * entries_per_s
             };
-            growing += p * backlog * INDEX_BYTES_PER_ENTRY;
+            growing += p * backlog * index_bytes_per_entry;
         }
         let slower = 1.0
             - self.consumer_headroom

@@ -38,6 +38,7 @@ use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing};
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::fast_hash::FastMap;
+use crate::ledger::rollover::Rollover;
 use crate::position::Position;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
@@ -265,7 +266,7 @@ struct Sub {
 struct Partition {
     topic: u32,
     broker: u32,
-    ledger_base: i64,
+    ledgers: Ledgers,
     /// Entries published.
     published: u64,
     /// Each entry's first message (messages are numbered per partition).
@@ -281,6 +282,76 @@ struct Partition {
     /// Messages in the batch that the next `Publish` closes.
     batch: u64,
     subs: Vec<Sub>,
+}
+
+/// A partition's ledgers: where each starts (in entries published), and the one taking appends.
+struct Ledgers {
+    /// The first entry of each ledger the simulation may still look at; the one at `starts[i]` is
+    /// ledger `first_id + i`.
+    starts: VecDeque<u64>,
+    first_id: i64,
+    /// The current ledger: when it was created, what it holds, and whether the last entry added
+    /// found it full (the next entry starts a new ledger).
+    created_us: u64,
+    entries: u64,
+    bytes: u64,
+    full: bool,
+}
+
+impl Ledgers {
+    fn new(first_id: i64) -> Self {
+        Ledgers {
+            starts: VecDeque::from([0]),
+            first_id,
+            created_us: 0,
+            entries: 0,
+            bytes: 0,
+            full: false,
+        }
+    }
+
+    /// The position of entry `idx` (published and not dropped, or the next one to be published).
+    fn position(&self, idx: u64) -> Position {
+        let i = self.starts.partition_point(|&s| s <= idx).saturating_sub(1);
+        let start = self.starts.get(i).copied().unwrap_or(0);
+        let entry = idx.saturating_sub(start);
+        if self.full && i + 1 == self.starts.len() && entry >= self.entries {
+            // Past a full ledger: the next one, which a broker creates as this one closes.
+            return Position::new(
+                self.first_id + self.starts.len() as i64,
+                (entry - self.entries) as i64,
+            );
+        }
+        Position::new(self.first_id + i as i64, entry as i64)
+    }
+
+    /// Entry `idx` of `bytes` is added at `t`: into a new ledger if the last one was full, and it
+    /// is that ledger's last if the rollover rule finds it full now.
+    fn add(&mut self, rollover: &Rollover, idx: u64, bytes: u64, t: u64) {
+        if self.full {
+            self.starts.push_back(idx);
+            self.entries = 0;
+            self.bytes = 0;
+            self.full = false;
+        }
+        self.entries += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        let age_ms = t.saturating_sub(self.created_us) / 1000;
+        if rollover.is_full(self.entries, self.bytes, age_ms) {
+            // The next ledger is created as soon as this one is closed.
+            self.full = true;
+            self.created_us = t;
+        }
+    }
+
+    /// Forgets the ledgers wholly before entry `low - 1` (a mark-delete position may name the
+    /// entry before the oldest one reachable).
+    fn drop_below(&mut self, low: u64) {
+        while self.starts.len() > 1 && self.starts[1] < low {
+            self.starts.pop_front();
+            self.first_id += 1;
+        }
+    }
 }
 
 /// Each entry's first message, from the oldest entry the simulation may still look at: entries
@@ -372,7 +443,7 @@ pub(super) struct Sim {
     parts: Vec<Partition>,
     pub(super) out: EventColumns,
     end_us: u64,
-    max_per_ledger: u64,
+    rollover: Rollover,
     /// Sticky-key hash of each key id (Key_Shared only).
     key_hashes: Vec<u32>,
     /// The FLOW threshold in messages (half the receiver queue).
@@ -393,10 +464,7 @@ impl Sim {
     }
 
     fn position(&self, p: usize, idx: u64) -> Position {
-        Position::new(
-            self.parts[p].ledger_base + (idx / self.max_per_ledger) as i64,
-            (idx % self.max_per_ledger) as i64,
-        )
+        self.parts[p].ledgers.position(idx)
     }
 
     fn emit(&mut self, t: u64, p: usize, row: Row) {
@@ -1088,6 +1156,7 @@ impl Sim {
             }
         }
         part.first_msg.drop_below(low);
+        part.ledgers.drop_below(low);
     }
 
     fn publish(&mut self, t: u64, p: usize) {
@@ -1103,6 +1172,7 @@ impl Sim {
         part.messages_published += n;
         part.bytes_published += size;
         part.published += 1;
+        part.ledgers.add(&self.rollover, idx, size, t);
         let row = Row {
             size: size.min(i32::MAX as u64) as i32,
             messages: Some(n.min(i32::MAX as u64) as i32),
@@ -1584,7 +1654,7 @@ impl Sim {
                 parts.push(Partition {
                     topic,
                     broker,
-                    ledger_base: (index as i64 + 1) * 1_000_000,
+                    ledgers: Ledgers::new((index as i64 + 1) * 1_000_000),
                     published: 0,
                     first_msg: MessageIndex {
                         check_at: INDEX_CHECK_ENTRIES,
@@ -1614,7 +1684,7 @@ impl Sim {
             parts,
             out,
             end_us: (spec.simulated_minutes() * 60e6) as u64,
-            max_per_ledger: spec.max_entries_per_ledger as u64,
+            rollover: spec.rollover(),
             key_hashes,
             flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
             prune_index: spec.seeks_per_minute == 0.0,

@@ -3,6 +3,7 @@
 
 use crate::config::SettingValue;
 use crate::error::{Error, Result};
+use crate::ledger::rollover::{self, Rollover};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubscriptionType {
@@ -78,7 +79,13 @@ pub struct WorkloadSpec {
     /// Consumer disconnects per subscription per minute, each lasting this long.
     pub churn_per_minute: f64,
     pub churn_downtime_seconds: f64,
+    /// When a ledger is full (Pulsar's managedLedgerMaxEntriesPerLedger,
+    /// managedLedgerMaxSizePerLedgerMbytes, managedLedgerMinLedgerRolloverTimeMinutes and
+    /// managedLedgerMaxLedgerRolloverTimeMinutes; see [`crate::ledger::rollover::Rollover`]).
     pub max_entries_per_ledger: u32,
+    pub max_ledger_size_mb: u32,
+    pub min_ledger_rollover_minutes: f64,
+    pub max_ledger_rollover_minutes: f64,
     /// Pulsar's dispatcherMaxReadBatchSize (entries a read asks for at most) and a consumer's
     /// receiverQueueSize (messages; the client sends FLOW once half of it is free).
     pub read_batch_size: u32,
@@ -206,7 +213,10 @@ impl Default for WorkloadSpec {
             catch_up_speed: 4.0,
             churn_per_minute: 0.0,
             churn_downtime_seconds: 5.0,
-            max_entries_per_ledger: 50_000,
+            max_entries_per_ledger: rollover::MAX_ENTRIES as u32,
+            max_ledger_size_mb: (rollover::MAX_BYTES >> 20) as u32,
+            min_ledger_rollover_minutes: (rollover::MIN_AGE_MS / 60_000) as f64,
+            max_ledger_rollover_minutes: (rollover::MAX_AGE_MS / 60_000) as f64,
             read_batch_size: 100,
             receiver_queue_size: 1000,
             consumer_headroom: 1.2,
@@ -322,7 +332,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 44] = [
+pub const SPEC_NAMES: [&str; 48] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -348,6 +358,10 @@ pub const SPEC_NAMES: [&str; 44] = [
     "churn_per_minute",
     "churn_downtime_seconds",
     "max_entries_per_ledger",
+    "managed_ledger_max_entries_per_ledger",
+    "managed_ledger_max_size_per_ledger_mbytes",
+    "managed_ledger_min_ledger_rollover_time_minutes",
+    "managed_ledger_max_ledger_rollover_time_minutes",
     "read_batch_size",
     "receiver_queue_size",
     "consumer_headroom",
@@ -395,6 +409,16 @@ fn conflict(shape: &str) -> Error {
 }
 
 impl WorkloadSpec {
+    /// When the simulated topics' ledgers roll over (a size or an age of 0: no limit).
+    pub fn rollover(&self) -> Rollover {
+        Rollover {
+            max_entries: u64::from(self.max_entries_per_ledger),
+            max_bytes: u64::from(self.max_ledger_size_mb) << 20,
+            min_age_ms: (self.min_ledger_rollover_minutes * 60_000.0) as u64,
+            max_age_ms: (self.max_ledger_rollover_minutes * 60_000.0) as u64,
+        }
+    }
+
     pub fn set(&mut self, key: &str, v: &SettingValue) -> Result<()> {
         if let Some(&shape) = SHAPE_SETTINGS.iter().find(|&&n| n == key) {
             if self.topic_details.is_some() {
@@ -457,7 +481,18 @@ impl WorkloadSpec {
             "catch_up_speed" => self.catch_up_speed = non_negative(key, v)?,
             "churn_per_minute" => self.churn_per_minute = non_negative(key, v)?,
             "churn_downtime_seconds" => self.churn_downtime_seconds = non_negative(key, v)?,
-            "max_entries_per_ledger" => self.max_entries_per_ledger = count(key, v, 1)?,
+            "max_entries_per_ledger" | "managed_ledger_max_entries_per_ledger" => {
+                self.max_entries_per_ledger = count(key, v, 1)?
+            }
+            "managed_ledger_max_size_per_ledger_mbytes" => {
+                self.max_ledger_size_mb = count(key, v, 0)?
+            }
+            "managed_ledger_min_ledger_rollover_time_minutes" => {
+                self.min_ledger_rollover_minutes = non_negative(key, v)?
+            }
+            "managed_ledger_max_ledger_rollover_time_minutes" => {
+                self.max_ledger_rollover_minutes = non_negative(key, v)?
+            }
             "read_batch_size" | "dispatcher_max_read_batch_size" => {
                 self.read_batch_size = count(key, v, 1)?
             }

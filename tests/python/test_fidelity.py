@@ -148,3 +148,28 @@ def test_the_deprecated_eviction_frequency_sets_the_interval_as_a_broker_does():
     assert c.eviction_interval_ms == 1_000_000
     with pytest.raises(lc.InvalidArgumentError, match="managedLedgerCacheEvictionFrequency"):
         lc.CacheConfig.from_broker_conf({"managedLedgerCacheEvictionFrequency": "often"})
+
+
+# Pulsar master's conf/broker.conf lines for ledger rollover (branch-4.0 ships the same).
+PULSAR_ROLLOVER_CONF = """
+managedLedgerMaxEntriesPerLedger=50000
+managedLedgerMinLedgerRolloverTimeMinutes=10
+managedLedgerMaxLedgerRolloverTimeMinutes=240
+managedLedgerMaxSizePerLedgerMbytes=2048
+"""
+
+
+def test_managed_ledger_defaults_are_the_rollover_rules():
+    import inspect
+
+    shipped = dict(line.split("=") for line in PULSAR_ROLLOVER_CONF.split())
+    params = inspect.signature(lc.ManagedLedger).parameters
+    assert params["max_entries_per_ledger"].default == int(shipped["managedLedgerMaxEntriesPerLedger"])
+    assert params["max_bytes_per_ledger"].default == int(shipped["managedLedgerMaxSizePerLedgerMbytes"]) << 20
+    assert params["min_rollover_ms"].default == int(shipped["managedLedgerMinLedgerRolloverTimeMinutes"]) * 60_000
+    assert params["max_rollover_ms"].default == int(shipped["managedLedgerMaxLedgerRolloverTimeMinutes"]) * 60_000
+    # The workload generator takes the same keys (camelCase, as in broker.conf).
+    from ledgercache import workload
+
+    for key in shipped:
+        assert key in workload.__doc__, key

@@ -152,7 +152,7 @@ def test_random_adds_crashes_and_reopens_keep_every_acknowledged_entry(tmp_path_
 
     def open_ledger():
         store = lc.FileStorage(directory)
-        return lc.ManagedLedger(TOPIC, fresh_manager(), store, max_entries_per_ledger=4), store
+        return lc.ManagedLedger(TOPIC, fresh_manager(), store, max_entries_per_ledger=4, min_rollover_ms=0), store
 
     (ml, store), acked = open_ledger(), []
     for op, data in ops:
@@ -192,7 +192,7 @@ def test_random_adds_crashes_and_reopens_keep_every_acknowledged_entry(tmp_path_
 
 
 def test_a_damaged_length_is_reported_to_the_reader_not_dropped(tmp_path):
-    ml = lc.ManagedLedger(TOPIC, fresh_manager(), lc.FileStorage(tmp_path), max_entries_per_ledger=10)
+    ml = lc.ManagedLedger(TOPIC, fresh_manager(), lc.FileStorage(tmp_path), max_entries_per_ledger=10, min_rollover_ms=0)
     ml.add_entries([f"entry-{i}".encode() for i in range(15)])  # ledgers of 10 and 5 entries
     del ml
     first = min(tmp_path.rglob("*.seg"), key=lambda p: int(p.stem))

@@ -31,7 +31,7 @@ def test_read_count_flow(world):
 
 def test_read_data_releases_at_once_and_backlog_moves(world):
     _, manager = world
-    ml = lc.ManagedLedger("t", manager, lc.MemoryStorage(), max_entries_per_ledger=3)
+    ml = lc.ManagedLedger("t", manager, lc.MemoryStorage(), max_entries_per_ledger=3, min_rollover_ms=0)
     c = ml.open_cursor("c", start="latest")
     ps = ml.add_entries([f"m{i}".encode() for i in range(7)])
     assert len(ml.ledgers) == 3
@@ -43,6 +43,16 @@ def test_read_data_releases_at_once_and_backlog_moves(world):
     c.ack(ps[6])
     assert c.backlog == 1
     assert c.read_position == ps[5]
+
+
+def test_ledgers_roll_over_by_entries_only_after_the_minimum_time(world):
+    clock, manager = world
+    ml = lc.ManagedLedger("t", manager, lc.MemoryStorage(), max_entries_per_ledger=3)
+    ml.add_entries([b"x"] * 7)
+    assert [entries for _, entries, _ in ml.ledgers] == [7], "Pulsar's 10 minutes have not passed"
+    clock.advance_ms(600_001)
+    ml.add_entries([b"x"] * 2)
+    assert [entries for _, entries, _ in ml.ledgers] == [8, 1]
 
 
 def test_replay_queue_and_epoch_operations(world):
@@ -148,6 +158,8 @@ def test_bad_arguments(world):
         lc.ManagedLedger("t", manager, lc.MemoryStorage(), max_entries_per_ledger=0)
     with pytest.raises(ValueError, match="read_latency_ms"):
         lc.ManagedLedger("t", manager, lc.MemoryStorage(), read_latency_ms=-1)
+    with pytest.raises(ValueError, match="min_rollover_ms"):
+        lc.ManagedLedger("t", manager, lc.MemoryStorage(), min_rollover_ms=-1)
     ml = lc.ManagedLedger("t", manager, lc.MemoryStorage())
     with pytest.raises(ValueError, match="start"):
         ml.open_cursor("c", start="middle")
