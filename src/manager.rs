@@ -739,9 +739,11 @@ impl EntryCache {
         released_after(|released| self.finish_insert_releasing(total, released));
     }
 
-    /// Caches an entry read from storage unless it is cached already, and returns a reader's copy of
-    /// whichever entry is cached at `position` afterwards, sharing its read counter; when caching is
-    /// off or the cache is closed, a copy of the given entry.
+    /// Caches an entry read from storage unless it is cached already, and returns the reader's
+    /// entry: it shares its read counter with the cached entry when this call cached it, and keeps
+    /// its own when the position was cached already (as Pulsar's `RangeEntryCacheImpl
+    /// .readFromStorage` returns the entry it created whether `insert` took it or not, so the
+    /// reader's release does not consume an expected read of an entry another read cached).
     pub fn insert_for_reader(
         &self,
         position: Position,
@@ -750,15 +752,10 @@ impl EntryCache {
         size: u32,
     ) -> CachedEntry {
         let fresh = CachedEntry::new(position, payload.clone(), size, 0, handler.clone());
-        match self.insert_with_handler(position, payload, handler, size) {
-            Ok(true) | Err(_) => fresh,
-            Ok(false) => {
-                // The guard goes before `fresh` may: dropping the last copy of an external payload
-                // under the lock could wait for ever (see `range_cache::set_aside`).
-                let cached = self.state.lock().peek_copy(position);
-                cached.unwrap_or(fresh)
-            }
-        }
+        // Whether it was taken or not (cached already, caching off, the cache closed), the reader
+        // keeps the entry it read.
+        let _ = self.insert_with_handler(position, payload, handler, size);
+        fresh
     }
 
     /// A reader's copy of the entry at `position`; marks it accessed.

@@ -214,13 +214,17 @@ fn refused_and_copied_payloads_are_released_with_no_lock_held() {
     let again = s.payload(&cache, 100);
     assert!(!cache.insert(Position::new(1, 0), again, 0, None).unwrap());
     s.released(1, "an insert of a cached position");
-    // A storage read of a cached entry: the reader gets the cached copy, and the copy made of
-    // what the read returned goes.
+    // A storage read of a cached entry: the reader keeps what the read returned (the cache
+    // refuses its copy), and releases it when done.
     let read = s.payload(&cache, 100);
     let copy = cache.insert_for_reader(Position::new(1, 1), read, None, 100);
     assert_eq!(copy.position(), Position::new(1, 1));
-    s.released(2, "insert_for_reader of a cached position");
+    s.released(
+        1,
+        "insert_for_reader of a cached position, while the reader holds it",
+    );
     drop(copy);
+    s.released(2, "the reader's entry of a cached position");
     // Entries 0..3 of ledger 1 are cached: three of the four are refused.
     assert_eq!(cache.insert_batch(1, 0, s.batch(&cache, 4)).unwrap(), 1);
     s.released(5, "a batch's refused payloads");

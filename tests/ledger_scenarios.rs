@@ -411,6 +411,38 @@ fn overlapping_reads_in_flight_share_one_storage_read() {
     assert_eq!(b.read_position().unwrap(), ps[10]);
 }
 
+/// Two storage reads in flight overlap without one covering the other: the second finds part of
+/// its range cached by the first. Its reader keeps the entries it read, with their own count
+/// (`RangeEntryCacheImpl.readFromStorage` returns what it created whether `insert` took it), so
+/// releasing them does not consume the expected reads of the entries the first read cached.
+#[test]
+fn a_storage_read_of_entries_cached_meanwhile_leaves_their_count() {
+    let f = fixture(&[]);
+    let ml = f.ledger(latency());
+    let ps = publish(&ml, 8);
+    let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
+    let b = ml.open_cursor("b", StartAt::At(ps[2]), true).unwrap();
+    let ra = a.read_entries_async(5).unwrap();
+    let rb = b.read_entries_async(5).unwrap();
+    f.clock.advance_ms(5);
+    assert_eq!(ml.poll(), 2);
+    assert_eq!(ml.storage_stats().read_ops, 2);
+    // `a`'s read cached 0..=4 for `a` alone (`b` was after it); `b`'s found 2..=4 cached.
+    assert_eq!(ml.cache().expected_reads(ps[2]), Some(Some(1)));
+    for e in delivered(ml.take_read(rb).unwrap().unwrap()) {
+        e.release();
+    }
+    assert_eq!(
+        ml.cache().expected_reads(ps[2]),
+        Some(Some(1)),
+        "still `a`'s"
+    );
+    for e in delivered(ml.take_read(ra).unwrap().unwrap()) {
+        e.release();
+    }
+    assert_eq!(ml.cache().expected_reads(ps[2]), Some(Some(0)));
+}
+
 /// `ManagedCursorImpl.setReadPosition` takes only a position past the mark-delete position: a read
 /// completing after a mark-delete went past its entries leaves the read position after the
 /// mark-delete.
