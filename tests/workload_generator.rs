@@ -843,6 +843,63 @@ impl Digest {
     }
 }
 
+/// Per topic: (messages, entries) published, and the 10 ms windows in which it was published.
+fn adds_by_topic(ev: &EventColumns) -> Vec<(i64, i64, std::collections::BTreeSet<i64>)> {
+    let mut out: Vec<(i64, i64, std::collections::BTreeSet<i64>)> =
+        vec![(0, 0, Default::default()); ev.topic_names.len()];
+    for i in 0..ev.len() {
+        if ev.op[i] == "add" {
+            let o = &mut out[ev.topic[i] as usize];
+            o.0 += ev.messages[i].unwrap() as i64;
+            o.1 += 1;
+            o.2.insert(ev.ts_us[i] / 10_000);
+        }
+    }
+    out
+}
+
+/// The Java client routes a producer's keyless batched messages to one partition at a time
+/// (`RoundRobinPartitionMessageRouterImpl`: each `partitionSwitchMs`, 10 publish delays): each
+/// partition gets the producer's whole rate a quarter of the time, in batches four times larger
+/// than an even split would make. Keyed messages go by their key and stay spread.
+#[test]
+fn keyless_batched_producers_send_to_one_partition_at_a_time() {
+    let base = [
+        ("partitions_per_topic", Int(4)),
+        ("producer_rate", Float(8000.0)),
+        ("test_duration_minutes", Float(0.5)),
+    ];
+    let ev = generate(&spec(&base), 1);
+    let adds = adds_by_topic(&ev);
+    let windows: i64 = 30_000 / 10;
+    for (messages, entries, busy) in &adds {
+        // Its share of the rate...
+        assert!((55_000..65_000).contains(messages), "{adds:?}");
+        // ...in batches of one millisecond of the whole topic's rate (8 messages)...
+        let per_entry = *messages as f64 / *entries as f64;
+        assert!((6.0..=9.0).contains(&per_entry), "{per_entry}");
+        // ...sent in about one window in four (a batch may close in the next window).
+        let share = busy.len() as f64 / windows as f64;
+        assert!((0.2..0.55).contains(&share), "{share}");
+    }
+    // Keyed: spread evenly, batches of one millisecond of a partition's rate (2 messages).
+    let mut keyed = base.to_vec();
+    keyed.push(("key_distributor", Str("KEY_ROUND_ROBIN".into())));
+    for (messages, entries, busy) in adds_by_topic(&generate(&spec(&keyed), 1)) {
+        let per_entry = messages as f64 / entries as f64;
+        assert!((1.5..=3.0).contains(&per_entry), "{per_entry}");
+        assert!(busy.len() as f64 / windows as f64 > 0.9);
+    }
+    // Four producers: each visits each partition one window in four at a quarter of the rate.
+    let mut four = base.to_vec();
+    four.push(("producers_per_topic", Int(4)));
+    for (messages, entries, _) in adds_by_topic(&generate(&spec(&four), 1)) {
+        assert!((55_000..65_000).contains(&messages));
+        let per_entry = messages as f64 / entries as f64;
+        assert!((1.5..=3.0).contains(&per_entry), "{per_entry}");
+    }
+}
+
 /// Each ledger's (first add time, last add time, entries) in the trace's one topic.
 fn ledgers_of(ev: &EventColumns) -> Vec<(i64, i64, i64)> {
     let mut out: Vec<(i64, i64, i64, i64)> = Vec::new();
@@ -1013,10 +1070,10 @@ fn golden_scenarios() -> Vec<(&'static str, WorkloadSpec, u64)> {
 /// since says which.
 const GOLDEN: [(&str, u64, u64); 5] = [
     ("default", 23043, 0x2fac5c40d1f3b9e8),
-    // The mark-delete position no longer passes a replayed entry queued behind newer ones (was
-    // 80497 rows, 0xa7e5d2bafc0678da).
-    ("shared-3-brokers", 80444, 0x54960b08676c8ca8),
-    // As shared-3-brokers (was 42676 rows, 0x99ebd8bbc84f58d0).
+    // Its keyless batched producers now route by time, one partition each 10 ms (was 80444
+    // rows, 0x54960b08676c8ca8, before that 80497 rows, 0xa7e5d2bafc0678da).
+    ("shared-3-brokers", 80471, 0xde20f166a65568c1),
+    // As shared-3-brokers' mark-delete change (was 42676 rows, 0x99ebd8bbc84f58d0).
     ("key-shared-slow", 42670, 0x75500e68ee9d9cae),
     ("knobs-2-brokers", 41604, 0xe18f94ba4c350f14),
     ("backlog-failover-4-brokers", 48185, 0xcbb8a039475aee16),

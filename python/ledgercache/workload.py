@@ -30,7 +30,10 @@ OMB's workload keys (``Workload.java``), all accepted:
 
 - ``topics``, ``partitionsPerTopic``, ``messageSize`` (at most 2^31 - 1, a Java ``int``),
   ``subscriptionsPerTopic``, ``consumerPerSubscription``, ``producersPerTopic``,
-  ``keyDistributor``, ``testDurationMinutes``: as OMB means them.
+  ``keyDistributor``, ``testDurationMinutes``: as OMB means them. Keyless batched messages to a
+  partitioned topic go as the Java client routes them: each producer sends to one partition at a
+  time, switching every 10 publish delays (``RoundRobinPartitionMessageRouterImpl``), so each
+  partition gets larger batches a share of the time; other messages are spread evenly.
 - ``producerRate``: messages per second over all partitions. ``0`` is OMB's "find the maximum
   sustainable rate" (OMB's ``RateController`` ramps the rate up until publishing or consuming falls
   behind): the lab simulates the rate a saturated broker ingests, the capacity below. A rate above

@@ -9,7 +9,7 @@
 //! Key_Shared hold-backs are counted as shares of the entries read. Within a factor of two of the
 //! generated trace on the bundled scenarios and OMB-like workloads (a test checks).
 
-use super::spec::{SubscriptionType, TopicDetail, WorkloadSpec};
+use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::error::{Error, Result};
 
 /// About how big a workload's trace is.
@@ -65,7 +65,7 @@ fn held_back_share(kind: SubscriptionType, slow: bool, several_consumers: bool, 
 impl WorkloadSpec {
     /// A partition publishing `rate` messages of `message_size` bytes a second.
     fn partition_flow(&self, rate: f64, message_size: u32) -> PartitionFlow {
-        let n = self.messages_per_entry_of(rate, message_size);
+        let n = self.messages_per_entry_of(self.batching_rate(rate), message_size);
         let entries_per_s = rate / n;
         let check = self.managed_ledger_new_entries_check_delay_ms / 1000.0;
         PartitionFlow {
@@ -90,9 +90,40 @@ impl WorkloadSpec {
             + self.churn_per_minute * minutes * (3.0 + behind_reads(self.churn_downtime_seconds))
     }
 
+    /// Whether the producers send keyless batched messages to a partitioned topic, which the
+    /// Java client routes by time (`RoundRobinPartitionMessageRouterImpl.choosePartition`: the
+    /// partition `(now_ms / partitionSwitchMs + startPtnIdx) % partitions`), so that each
+    /// partition gets a producer's whole rate one switch interval in `partitions`. Keyed messages
+    /// go by their key's hash and unbatched ones round robin, message by message: both spread
+    /// evenly enough to keep one even stream a partition.
+    pub(super) fn routes_by_time(&self) -> bool {
+        self.topic_details.is_none()
+            && self.partitions_per_topic > 1
+            && self.batching_enabled
+            && self.key_distributor == KeyDistributor::NoKey
+    }
+
+    /// The client's `partitionSwitchMs`: `batchingPartitionSwitchFrequencyByPublishDelay` (10)
+    /// publish delays, in whole milliseconds, at least 1 (`ProducerConfigurationData
+    /// .batchingPartitionSwitchFrequencyIntervalMicros`), in microseconds.
+    pub(super) fn partition_switch_us(&self) -> f64 {
+        let delay_us = (self.batching_max_publish_delay_ms * 1000.0) as u64;
+        (delay_us.saturating_mul(10) / 1000).max(1) as f64 * 1000.0
+    }
+
+    /// The rate a producer batch fills at, on a partition publishing `rate` messages a second: a
+    /// time-routed producer sends its whole share of the topic's rate to one partition at a time.
+    fn batching_rate(&self, rate: f64) -> f64 {
+        if self.routes_by_time() {
+            rate * self.partitions_per_topic as f64 / self.producers_per_topic as f64
+        } else {
+            rate
+        }
+    }
+
     /// Messages in an entry, on average (a producer batch).
     fn messages_per_entry(&self, rate: f64) -> f64 {
-        self.messages_per_entry_of(rate, self.message_size)
+        self.messages_per_entry_of(self.batching_rate(rate), self.message_size)
     }
 
     /// Messages in an entry of a partition publishing `rate` messages of `message_size` bytes a
@@ -220,6 +251,8 @@ pub const DEFAULT_MEMORY_BUDGET: u64 = 4 << 30;
 const BYTES_PER_PARTITION: f64 = 1400.0;
 const BYTES_PER_CURSOR: f64 = 350.0;
 const BYTES_PER_CONSUMER: f64 = 110.0;
+/// A producer's batch on one partition (its next arrival, batch and routing phase).
+const BYTES_PER_PRODUCER_STREAM: f64 = 24.0;
 /// The names every broker's simulation holds (a topic's, a cursor's), part of the above.
 const NAME_BYTES_PER_PARTITION: f64 = 80.0;
 const NAME_BYTES_PER_CURSOR: f64 = 32.0;
@@ -324,8 +357,14 @@ impl WorkloadSpec {
         // all of them); the rest of its state is fixed.
         let queued = (self.receiver_queue_size as f64 / self.messages_per_entry(rate))
             .min(entries_per_s.max(1.0) * 2.0);
+        // A time-routed topic's partition batches for each of its producers apart.
+        let producers = if self.routes_by_time() {
+            self.producers_per_topic as f64
+        } else {
+            1.0
+        };
         let mut bytes = BASE_BYTES
-            + p * BYTES_PER_PARTITION
+            + p * (BYTES_PER_PARTITION + producers * BYTES_PER_PRODUCER_STREAM)
             + c * BYTES_PER_CURSOR
             + k * (BYTES_PER_CONSUMER + queued * INDEX_BYTES_PER_ENTRY);
         let key_shared = self.subscription_type == SubscriptionType::KeyShared;

@@ -277,11 +277,39 @@ struct Partition {
     interval_us: f64,
     /// Bytes per message.
     message_size: u64,
-    /// When the next message not yet in a batch arrives.
-    next_arrival: f64,
-    /// Messages in the batch that the next `Publish` closes.
-    batch: u64,
+    /// The producers' batches on this partition: one, or one per producer of a topic whose
+    /// producers route by time ([`WorkloadSpec::routes_by_time`]).
+    producers: Vec<ProducerStream>,
+    /// Microseconds between one producer's messages while it sends here.
+    producer_interval_us: f64,
+    /// A time-routed producer sends here one switch interval in this many (1: always).
+    route_period: u64,
     subs: Vec<Sub>,
+}
+
+/// One producer's messages to one partition. Its arrivals run in the producer's own time on this
+/// partition (`tau`: the switch intervals it spends here, laid end to end), mapped onto the trace's
+/// time by [`Partition::arrival_us`], so a producer that visits one interval in `route_period`
+/// sends its whole rate here then and nothing in between.
+struct ProducerStream {
+    /// When the next message not yet in a batch arrives, in this stream's own time.
+    next_tau: f64,
+    /// Messages in the batch that this stream's next `Publish` closes.
+    batch: u64,
+    /// Which switch interval of each `route_period` is this partition's.
+    phase: u64,
+}
+
+impl Partition {
+    /// The trace time of a stream's own time `tau`.
+    fn arrival_us(&self, phase: u64, tau: f64, switch_us: f64) -> f64 {
+        if self.route_period == 1 {
+            return tau;
+        }
+        let visit = (tau / switch_us).floor();
+        let within = tau - visit * switch_us;
+        (visit * self.route_period as f64 + phase as f64) * switch_us + within
+    }
 }
 
 /// A partition's ledgers: where each starts (in entries published), and the one taking appends.
@@ -422,7 +450,8 @@ impl Partition {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Task {
-    Publish(u32),
+    /// A producer stream's batch is sent: (partition, stream).
+    Publish(u32, u32),
     Dispatch(u32, u32),
     /// A consumer's client may send FLOW: (partition, subscription, consumer).
     Flow(u32, u32, u32),
@@ -444,6 +473,8 @@ pub(super) struct Sim {
     pub(super) out: EventColumns,
     end_us: u64,
     rollover: Rollover,
+    /// The producers' `partitionSwitchMs`, in microseconds (time-routed topics).
+    switch_us: f64,
     /// Sticky-key hash of each key id (Key_Shared only).
     key_hashes: Vec<u32>,
     /// The FLOW threshold in messages (half the receiver queue).
@@ -1088,48 +1119,56 @@ impl Sim {
     /// The next batch from the partition's next message on: when it closes and how many messages
     /// it holds. A batch closes when its first message is the publish delay old, when the next
     /// message would not fit, or when it is full.
-    fn next_batch(&mut self, p: usize) -> (u64, u64) {
+    /// Closes producer stream `k`'s next batch on partition `p`: when it is sent and how many
+    /// messages it holds.
+    fn next_batch(&mut self, p: usize, k: usize) -> (u64, u64) {
         let Sim {
-            parts, rng, spec, ..
+            parts,
+            rng,
+            spec,
+            switch_us,
+            ..
         } = self;
         let part = &mut parts[p];
         let size = part.message_size;
-        let mut gap = || part.interval_us * (0.9 + 0.2 * rng.f64());
-        let first = part.next_arrival;
-        if !spec.batching_enabled {
-            part.next_arrival = first + gap();
-            return (first as u64, 1);
-        }
-        let (max_bytes, max_messages) = (
-            spec.batching_max_bytes as u64,
-            spec.batching_max_messages as u64,
-        );
-        let full = |n: u64, bytes: u64| bytes >= max_bytes || n >= max_messages;
-        let (mut n, mut bytes, mut last) = (1u64, size, first);
-        if full(n, bytes) {
-            part.next_arrival = first + gap();
-            return (first as u64, n);
-        }
-        let deadline = first + spec.batching_max_publish_delay_ms * 1000.0;
-        loop {
-            let next = last + gap();
-            if next > deadline {
-                part.next_arrival = next;
-                return (deadline as u64, n);
+        let interval = part.producer_interval_us;
+        let mut gap = || interval * (0.9 + 0.2 * rng.f64());
+        let phase = part.producers[k].phase;
+        let at = |tau: f64| part.arrival_us(phase, tau, *switch_us);
+        let first = part.producers[k].next_tau;
+        let (next_tau, sent, n) = 'batch: {
+            if !spec.batching_enabled {
+                break 'batch (first + gap(), at(first), 1);
             }
-            if bytes + size > max_bytes || n >= max_messages {
-                // The message does not fit: the batch goes now, the message starts the next one.
-                part.next_arrival = next;
-                return (next as u64, n);
-            }
-            n += 1;
-            bytes += size;
-            last = next;
+            let (max_bytes, max_messages) = (
+                spec.batching_max_bytes as u64,
+                spec.batching_max_messages as u64,
+            );
+            let full = |n: u64, bytes: u64| bytes >= max_bytes || n >= max_messages;
+            let (mut n, mut bytes, mut last) = (1u64, size, first);
             if full(n, bytes) {
-                part.next_arrival = last + gap();
-                return (last as u64, n);
+                break 'batch (first + gap(), at(first), n);
             }
-        }
+            let deadline = at(first) + spec.batching_max_publish_delay_ms * 1000.0;
+            loop {
+                let next = last + gap();
+                if at(next) > deadline {
+                    break 'batch (next, deadline, n);
+                }
+                if bytes + size > max_bytes || n >= max_messages {
+                    // The message does not fit: the batch goes now, the message starts the next one.
+                    break 'batch (next, at(next), n);
+                }
+                n += 1;
+                bytes += size;
+                last = next;
+                if full(n, bytes) {
+                    break 'batch (last + gap(), at(last), n);
+                }
+            }
+        };
+        part.producers[k].next_tau = next_tau;
+        (sent as u64, n)
     }
 
     /// Drops the message index's entries that no cursor can reach any more: below every
@@ -1159,14 +1198,14 @@ impl Sim {
         part.ledgers.drop_below(low);
     }
 
-    fn publish(&mut self, t: u64, p: usize) {
+    fn publish(&mut self, t: u64, p: usize, k: usize) {
         if self.prune_index
             && self.parts[p].first_msg.first.len() >= self.parts[p].first_msg.check_at
         {
             self.prune_index(p);
         }
         let part = &mut self.parts[p];
-        let (idx, n) = (part.published, part.batch);
+        let (idx, n) = (part.published, part.producers[k].batch);
         let size = n * part.message_size;
         part.first_msg.first.push(part.messages_published);
         part.messages_published += n;
@@ -1188,9 +1227,9 @@ impl Sim {
                 _ => {}
             }
         }
-        let (at, n) = self.next_batch(p);
-        self.parts[p].batch = n;
-        self.schedule(at.max(t), Task::Publish(p as u32));
+        let (at, n) = self.next_batch(p, k);
+        self.parts[p].producers[k].batch = n;
+        self.schedule(at.max(t), Task::Publish(p as u32, k as u32));
     }
 
     // ---- connections --------------------------------------------------------------------------
@@ -1285,7 +1324,7 @@ impl Sim {
             return false;
         };
         match task {
-            Task::Publish(p) => self.publish(t, p as usize),
+            Task::Publish(p, k) => self.publish(t, p as usize, k as usize),
             Task::Dispatch(p, s) => {
                 let (p, s) = (p as usize, s as usize);
                 if self.parts[p].subs[s].scheduled == Some(t) {
@@ -1457,7 +1496,40 @@ struct PartitionPlan {
     message_size: u32,
     /// A partitioned topic's partition index: picks a Failover subscription's active consumer.
     failover_index: Option<usize>,
+    /// (topic, partition index) when the topic's producers route by time.
+    routed: Option<(u64, u32)>,
     subs: Vec<SubPlan>,
+}
+
+/// A partition's producer streams, the interval between one producer's messages while it sends
+/// there, and its route period (see [`Partition::arrival_us`]).
+fn producer_streams(
+    spec: &WorkloadSpec,
+    seed: u64,
+    interval_us: f64,
+    routed: Option<(u64, u32)>,
+) -> (Vec<ProducerStream>, f64, u64) {
+    let stream = |phase| ProducerStream {
+        next_tau: 0.0,
+        batch: 1,
+        phase,
+    };
+    let Some((topic, partition)) = routed else {
+        return (vec![stream(0)], interval_us, 1);
+    };
+    let period = u64::from(spec.partitions_per_topic);
+    let producers = spec.producers_per_topic;
+    let streams = (0..producers)
+        .map(|k| {
+            // A producer's `startPtnIdx` is random (`PartitionedProducerImpl.getMessageRouter`),
+            // the same for every partition of its topic, whichever broker simulates them.
+            let key = topic.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(k).rotate_left(32);
+            let start = Rng::new(seed ^ key).next_u64() % period;
+            stream((u64::from(partition) + period - start) % period)
+        })
+        .collect();
+    let interval = interval_us * f64::from(producers) / period as f64;
+    (streams, interval, period)
 }
 
 /// The partition index in a Pulsar partition's name (`...-partition-<n>`).
@@ -1490,6 +1562,7 @@ fn detailed_plans(topics: &[TopicDetail]) -> impl Iterator<Item = PartitionPlan>
         },
         message_size: t.message_size,
         failover_index: partition_index_of(&t.name),
+        routed: None,
         subs: t
             .subscriptions
             .iter()
@@ -1580,6 +1653,7 @@ fn homogeneous_plans(spec: &WorkloadSpec) -> impl Iterator<Item = PartitionPlan>
                 interval_us,
                 message_size: spec.message_size,
                 failover_index: (spec.partitions_per_topic > 1).then_some(k as usize),
+                routed: spec.routes_by_time().then_some((u64::from(t), k)),
                 subs,
             }
         })
@@ -1651,6 +1725,8 @@ impl Sim {
                 });
             }
             if here {
+                let (producers, producer_interval_us, route_period) =
+                    producer_streams(spec, seed, plan.interval_us, plan.routed);
                 parts.push(Partition {
                     topic,
                     broker,
@@ -1664,8 +1740,9 @@ impl Sim {
                     bytes_published: 0,
                     interval_us: plan.interval_us,
                     message_size: plan.message_size as u64,
-                    next_arrival: 0.0,
-                    batch: 1,
+                    producers,
+                    producer_interval_us,
+                    route_period,
                     subs,
                 });
             }
@@ -1685,6 +1762,7 @@ impl Sim {
             out,
             end_us: (spec.simulated_minutes() * 60e6) as u64,
             rollover: spec.rollover(),
+            switch_us: spec.partition_switch_us(),
             key_hashes,
             flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
             prune_index: spec.seeks_per_minute == 0.0,
@@ -1726,12 +1804,14 @@ impl Sim {
                     sim.schedule(at, Task::OpenAtFirst(pi, s as u32));
                 }
             }
-            let interval_us = sim.parts[p].interval_us;
-            if interval_us.is_finite() {
-                sim.parts[p].next_arrival = sim.rng.f64() * interval_us;
-                let (at, n) = sim.next_batch(p);
-                sim.parts[p].batch = n;
-                sim.schedule(at, Task::Publish(pi));
+            if sim.parts[p].interval_us.is_finite() {
+                for k in 0..sim.parts[p].producers.len() {
+                    let interval = sim.parts[p].producer_interval_us;
+                    sim.parts[p].producers[k].next_tau = sim.rng.f64() * interval;
+                    let (at, n) = sim.next_batch(p, k);
+                    sim.parts[p].producers[k].batch = n;
+                    sim.schedule(at, Task::Publish(pi, k as u32));
+                }
             }
         }
         let names = Names {
