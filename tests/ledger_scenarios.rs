@@ -9,7 +9,7 @@ use ledgercache::{
     CacheConfig, CachedEntry, EntryCacheManager, Error, ManualClock, Payload, Position,
     SettingValue,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 struct Fixture {
@@ -273,6 +273,14 @@ fn with_latency_a_read_spanning_ledgers_reads_them_one_after_the_other() {
     let got = delivered(ml.take_read(id).unwrap().unwrap());
     assert_eq!(got.iter().map(|e| e.position()).collect::<Vec<_>>(), ps);
     assert_eq!(ml.cache().expected_reads(ps[4]), Some(Some(2)));
+    // The next ledger's read starts when the one before completed: one poll long after both
+    // latencies completes the whole read.
+    let c = ml.open_cursor("c", StartAt::Earliest, true).unwrap();
+    ml.cache().clear();
+    let id = c.read_entries_async(8).unwrap();
+    f.clock.advance_ms(100);
+    assert_eq!(ml.poll(), 1);
+    assert_eq!(delivered(ml.take_read(id).unwrap().unwrap()).len(), 8);
 }
 
 /// Entries 0..99 in storage; `cached` already in the cache; reading 0..99 must read exactly the
@@ -334,6 +342,67 @@ fn partial_hits_read_exactly_the_missing_sub_ranges() {
     ] {
         partial_hit_case(cached);
     }
+}
+
+/// Fails every read of one ledger (`-1`: none).
+struct LedgerFailingStorage {
+    inner: MemoryStorage,
+    failing: AtomicI64,
+}
+
+impl Storage for LedgerFailingStorage {
+    fn create_ledger(&self, owner: &str) -> ledgercache::Result<i64> {
+        self.inner.create_ledger(owner)
+    }
+    fn ledgers(&self, owner: &str) -> ledgercache::Result<Vec<(i64, u64)>> {
+        self.inner.ledgers(owner)
+    }
+    fn append(&self, ledger_id: i64, data: &[u8]) -> ledgercache::Result<i64> {
+        self.inner.append(ledger_id, data)
+    }
+    fn read(&self, ledger_id: i64, first: i64, last: i64) -> ledgercache::Result<Vec<Payload>> {
+        if self.failing.load(Ordering::Relaxed) == ledger_id {
+            return Err(Error::Storage(format!(
+                "injected failure reading ledger {ledger_id}"
+            )));
+        }
+        self.inner.read(ledger_id, first, last)
+    }
+    fn delete_ledger(&self, ledger_id: i64) -> ledgercache::Result<()> {
+        self.inner.delete_ledger(ledger_id)
+    }
+    fn describe(&self) -> String {
+        "failing one ledger".into()
+    }
+}
+
+/// A read whose second ledger cannot be read delivers the first ledger's entries and leaves the
+/// cursor at the second (`OpReadEntry.internalReadEntriesFailed`: `if (!entries.isEmpty())
+/// complete(ctx)`); one whose first ledger cannot be read fails.
+#[test]
+fn a_read_failing_in_its_second_ledger_delivers_the_first() {
+    let store = Arc::new(LedgerFailingStorage {
+        inner: MemoryStorage::new(),
+        failing: AtomicI64::new(-1),
+    });
+    let f = fixture_with(&[], store.clone());
+    let ml = f.ledger(LedgerConfig {
+        max_entries_per_ledger: 4,
+        min_rollover_ms: 0,
+        ..Default::default()
+    });
+    let ps = publish(&ml, 8);
+    let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
+    store.failing.store(ps[4].ledger_id, Ordering::Relaxed);
+    assert_eq!(read_all(&a, 8), ps[..4].to_vec());
+    assert_eq!(a.read_position().unwrap(), ps[4]);
+    assert!(
+        a.read_entries(8).is_err(),
+        "the first ledger of this read fails: the read fails"
+    );
+    assert_eq!(a.read_position().unwrap(), ps[4]);
+    store.failing.store(-1, Ordering::Relaxed);
+    assert_eq!(read_all(&a, 8), ps[4..].to_vec());
 }
 
 /// Fails reads that do not start at entry 0 (until disarmed).

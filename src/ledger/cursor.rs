@@ -45,6 +45,13 @@ pub struct CursorStats {
 }
 
 impl CursorState {
+    /// A sequential read has read through `last`: the read position moves past it (see
+    /// [`read_position_after_read`]).
+    pub(crate) fn read_through(&mut self, last: Position, layout: &Layout) {
+        let next = layout.next_after(last);
+        self.read_position = read_position_after_read(self.read_position, next, self.mark_delete);
+    }
+
     pub fn new(name: &str, read_position: Position, layout: &Layout, active: bool) -> Self {
         CursorState {
             name: name.to_string(),

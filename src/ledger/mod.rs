@@ -44,7 +44,7 @@ use cursor::{
 };
 use layout::Layout;
 use parking_lot::Mutex;
-use rollover::Rollover;
+use rollover::{OpenLedger, Rollover};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -126,6 +126,8 @@ struct ReadOp {
     step: Vec<(i64, i64, i64)>,
     /// Its storage reads complete at once and join no storage read that completes later.
     now_only: bool,
+    /// A storage read of the step under way failed after the retry (not the first step's).
+    step_failed: bool,
 }
 
 /// A storage read in flight; several reads may wait for it.
@@ -142,16 +144,10 @@ struct PendingRead {
     waiters: Vec<u64>,
 }
 
-/// The ledger that takes appends: when it was created, and whether it is full (the next append
-/// starts a new one).
-struct CurrentLedger {
-    created_ns: u64,
-    full: bool,
-}
-
 struct State {
     layout: Layout,
-    current_ledger: CurrentLedger,
+    /// The ledger taking appends, as far as rolling over goes.
+    open_ledger: OpenLedger,
     cursors: Vec<Option<CursorState>>,
     by_name: FastMap<String, u32>,
     activity: CursorActivity,
@@ -214,10 +210,7 @@ impl ManagedLedger {
         let layout = Layout { ledgers };
         let state = State {
             // A broker opening a managed ledger starts a new ledger (the ones before are closed).
-            current_ledger: CurrentLedger {
-                created_ns: loaded_ns,
-                full: layout.current().is_some(),
-            },
+            open_ledger: OpenLedger::new(loaded_ns / 1000, layout.current().is_some()),
             layout,
             cursors: Vec::new(),
             by_name: FastMap::default(),
@@ -300,7 +293,8 @@ impl ManagedLedger {
         }
         let now = inner.clock.now_ns();
         let ledger = match st.layout.current() {
-            Some(l) if !st.current_ledger.full => l.id,
+            // A ledger created for an append that then failed is still empty: it takes this one.
+            Some(l) if !st.open_ledger.is_full() || l.entries == 0 => l.id,
             _ => {
                 let id = inner.storage.create_ledger(&inner.name)?;
                 st.layout.ledgers.push(LedgerInfo {
@@ -308,7 +302,6 @@ impl ManagedLedger {
                     entries: 0,
                     bytes: 0,
                 });
-                st.current_ledger.full = false;
                 id
             }
         };
@@ -320,16 +313,9 @@ impl ManagedLedger {
             .expect("the current ledger exists");
         info.entries += 1;
         info.bytes += payload.len() as u64;
-        let (entries, bytes) = (info.entries, info.bytes);
-        let age_ms = now.saturating_sub(st.current_ledger.created_ns) / 1_000_000;
-        if inner.config.rollover().is_full(entries, bytes, age_ms) {
-            // This entry is the ledger's last; Pulsar creates the next ledger as soon as the close
-            // completes, so its age counts from now.
-            st.current_ledger = CurrentLedger {
-                created_ns: now,
-                full: true,
-            };
-        }
+        let rule = inner.config.rollover();
+        st.open_ledger
+            .added(&rule, payload.len() as u64, now / 1000);
         let position = Position::new(ledger, entry_id);
         if let Some(expected) = inner.flow.on_add(&st.activity, now) {
             let size = payload.len() as u32;
@@ -585,9 +571,11 @@ impl ManagedLedger {
                 units,
                 step: Vec::new(),
                 now_only,
+                step_failed: false,
             },
         );
-        self.continue_read(&mut st, op_id);
+        let now = self.inner.clock.now_ns();
+        self.continue_read(&mut st, op_id, now);
         Ok(ReadId(op_id))
     }
 
@@ -598,8 +586,9 @@ impl ManagedLedger {
     /// next ledger), so the next ledger's lookup sees what this one's storage reads cached or
     /// evicted, and its storage read counts the cursors at or before the moved reader. A replay read
     /// issues all its positions at once, as `asyncReplayEntries` does.
-    fn continue_read(&self, st: &mut State, op_id: u64) {
-        let now = self.inner.clock.now_ns();
+    /// `now` is when the step before completed: the next ledger's read starts then, so a read
+    /// spanning ledgers completes in one poll once the clock has passed all of their latencies.
+    fn continue_read(&self, st: &mut State, op_id: u64, now: u64) {
         loop {
             let op = st.ops.get_mut(&op_id).expect("continuing a known read");
             if op.waiting > 0 || op.outcome.is_some() {
@@ -612,7 +601,18 @@ impl ManagedLedger {
                     .iter()
                     .position(|p| *p == through)
                     .expect("a step reads requested positions");
-                if !op.entries[..=read].iter().all(Option::is_some) {
+                if op.step_failed {
+                    // A later ledger's storage read failed: the read delivers the ledgers before
+                    // it, as `OpReadEntry.internalReadEntriesFailed` completes with the entries
+                    // it has (the first ledger's failure fails the read).
+                    let first = op.step.first().map(|&(l, f, _)| Position::new(l, f));
+                    if let Some(from) =
+                        first.and_then(|f| op.positions.iter().position(|p| *p == f))
+                    {
+                        op.entries[from..].iter_mut().for_each(|e| *e = None);
+                    }
+                    op.units.clear();
+                } else if !op.entries[..=read].iter().all(Option::is_some) {
                     // A storage read came back short: the read ends at the gap (see `finalize`).
                     op.units.clear();
                 } else if op.kind == ReadKind::Sequential && !op.units.is_empty() {
@@ -661,8 +661,7 @@ impl ManagedLedger {
             op.units.clear();
             return;
         }
-        let next = layout.next_after(through);
-        c.read_position = read_position_after_read(c.read_position, next, c.mark_delete);
+        c.read_through(through, layout);
         self.track(st, cursor);
     }
 
@@ -766,7 +765,7 @@ impl ManagedLedger {
         let mut finished = 0;
         while let Some(i) = Self::next_due(st, now) {
             let p = st.pending.swap_remove(i);
-            finished += self.complete_storage_read(st, p, now);
+            finished += self.complete_storage_read(st, p);
         }
         finished
     }
@@ -782,8 +781,10 @@ impl ManagedLedger {
     }
 
     /// Caches what a storage read returned and hands copies to the reads waiting for it.
-    fn complete_storage_read(&self, st: &mut State, p: PendingRead, now: u64) -> usize {
+    fn complete_storage_read(&self, st: &mut State, p: PendingRead) -> usize {
         let inner = &*self.inner;
+        // What the reads waiting for it do next, they do when it completed.
+        let now = p.complete_at;
         let entries = match p.result {
             Ok(payloads) => {
                 let admitted = inner
@@ -847,13 +848,18 @@ impl ManagedLedger {
                     continue;
                 }
                 Err(err) => {
-                    op.outcome = Some(Err(err.clone()));
                     op.waiting -= 1;
-                    continue;
+                    let first_step = op.step.first().map(|&(l, f, _)| Position::new(l, f))
+                        == op.positions.first().copied();
+                    if first_step {
+                        op.outcome = Some(Err(err.clone()));
+                        continue;
+                    }
+                    op.step_failed = true;
                 }
             }
             if op.waiting == 0 && op.outcome.is_none() {
-                self.continue_read(st, op_id);
+                self.continue_read(st, op_id, now);
                 if st.ops.get(&op_id).is_some_and(|op| op.outcome.is_some()) {
                     finished += 1;
                 }
@@ -882,8 +888,7 @@ impl ManagedLedger {
             ReadOutcome::Discarded
         } else {
             if let (ReadKind::Sequential, Some(last)) = (kind, entries.last()) {
-                let next = layout.next_after(last.position());
-                c.read_position = read_position_after_read(c.read_position, next, c.mark_delete);
+                c.read_through(last.position(), &layout);
             }
             for e in &entries {
                 c.record_delivery(e.position(), kind == ReadKind::Replay);

@@ -46,6 +46,59 @@ impl Rollover {
     }
 }
 
+/// The ledger taking appends, as far as rolling over goes: when it was created, what it holds,
+/// and whether the last entry added found it full. Pulsar creates the next ledger as soon as a
+/// full one is closed, so the next ledger's age counts from that entry; the next append goes to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenLedger {
+    created_us: u64,
+    entries: u64,
+    bytes: u64,
+    full: bool,
+}
+
+impl OpenLedger {
+    /// A ledger created at `now_us`; `closed` says the next append starts a new one (a broker
+    /// opening a managed ledger starts a new ledger, the ones before it closed).
+    pub fn new(now_us: u64, closed: bool) -> Self {
+        OpenLedger {
+            created_us: now_us,
+            entries: 0,
+            bytes: 0,
+            full: closed,
+        }
+    }
+
+    /// Whether the next append starts a new ledger.
+    pub fn is_full(&self) -> bool {
+        self.full
+    }
+
+    /// Entries in the ledger taking appends (0 right after a full one: the next one is empty).
+    pub fn entries(&self) -> u64 {
+        if self.full {
+            0
+        } else {
+            self.entries
+        }
+    }
+
+    /// An entry of `bytes` was appended at `now_us`: to a new ledger if the one before was full.
+    /// Asks `rule` whether the ledger is full now.
+    pub fn added(&mut self, rule: &Rollover, bytes: u64, now_us: u64) {
+        if self.full {
+            *self = OpenLedger::new(self.created_us, false);
+        }
+        self.entries += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        let age_ms = now_us.saturating_sub(self.created_us) / 1000;
+        if rule.is_full(self.entries, self.bytes, age_ms) {
+            self.full = true;
+            self.created_us = now_us;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +120,30 @@ mod tests {
             ..no_minimum
         };
         assert!(!no_limits.is_full(1, u64::MAX, u64::MAX));
+    }
+
+    #[test]
+    fn the_next_ledger_is_young_from_the_entry_that_filled_the_last() {
+        let rule = Rollover {
+            max_entries: 2,
+            ..Rollover::default()
+        };
+        let mut l = OpenLedger::new(0, false);
+        l.added(&rule, 1, 0);
+        l.added(&rule, 1, 0);
+        assert!(!l.is_full(), "younger than the minimum");
+        let filled_at = (MIN_AGE_MS + 1) * 1000;
+        l.added(&rule, 1, filled_at);
+        assert!(l.is_full());
+        assert_eq!(l.entries(), 0);
+        l.added(&rule, 1, filled_at + 1);
+        l.added(&rule, 1, filled_at + MIN_AGE_MS * 1000);
+        assert!(
+            !l.is_full(),
+            "the new ledger is not older than the minimum yet"
+        );
+        assert_eq!(l.entries(), 2);
+        l.added(&rule, 1, filled_at + MIN_AGE_MS * 1000 + 1000);
+        assert!(l.is_full());
     }
 }

@@ -7,7 +7,7 @@ use super::position::PyPosition;
 use super::storage::PyStorage;
 use crate::error::{Error, Result};
 use crate::ledger::{
-    CursorStats, LedgerConfig, ManagedCursor, ManagedLedger, ReadId, ReadOutcome, StartAt,
+    rollover, CursorStats, LedgerConfig, ManagedCursor, ManagedLedger, ReadId, ReadOutcome, StartAt,
 };
 use crate::read_flow::RedeliveryReason;
 use crate::storage::ReadLatency;
@@ -55,11 +55,19 @@ fn stats_dict<'py>(py: Python<'py>, s: &CursorStats) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
+// The literal defaults of `PyManagedLedger::new`'s signature are the rollover rule's.
+const _: () = assert!(
+    rollover::MAX_ENTRIES == 50_000
+        && rollover::MAX_BYTES == 2_147_483_648
+        && rollover::MIN_AGE_MS == 600_000
+        && rollover::MAX_AGE_MS == 14_400_000
+);
+
 #[pymethods]
 impl PyManagedLedger {
     #[new]
-    // The rollover defaults are `ledger::rollover`'s, written out so that the signature Python
-    // sees shows them (`test_managed_ledger_defaults_are_the_rollover_rules`).
+    // The rollover defaults are `ledger::rollover`'s (checked below), written out so that the
+    // signature Python sees shows them.
     #[pyo3(signature = (name, manager, storage, *, max_entries_per_ledger = 50_000,
                         max_bytes_per_ledger = 2_147_483_648, min_rollover_ms = 600_000,
                         max_rollover_ms = 14_400_000, cursor_epochs = true, read_latency_ms = 0.0, read_latency_per_entry_us = 0.0,

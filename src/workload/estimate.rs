@@ -121,6 +121,18 @@ impl WorkloadSpec {
         }
     }
 
+    /// Entries a ledger holds, at least one, on a partition adding `entries_per_s` entries a
+    /// second: it is full at the maximum entries (or age), but not before the minimum age.
+    fn entries_per_ledger(&self, entries_per_s: f64) -> f64 {
+        let r = self.rollover();
+        let mut seconds = f64::from(self.max_entries_per_ledger) / entries_per_s.max(1e-9);
+        if r.max_age_ms > 0 {
+            seconds = seconds.min(r.max_age_ms as f64 / 1000.0);
+        }
+        seconds = seconds.max(r.min_age_ms as f64 / 1000.0);
+        (entries_per_s * seconds).max(1.0)
+    }
+
     /// Messages in an entry, on average (a producer batch).
     fn messages_per_entry(&self, rate: f64) -> f64 {
         self.messages_per_entry_of(self.batching_rate(rate), self.message_size)
@@ -251,8 +263,9 @@ pub const DEFAULT_MEMORY_BUDGET: u64 = 4 << 30;
 const BYTES_PER_PARTITION: f64 = 1400.0;
 const BYTES_PER_CURSOR: f64 = 350.0;
 const BYTES_PER_CONSUMER: f64 = 110.0;
-/// A producer's batch on one partition (its next arrival, batch and routing phase).
-const BYTES_PER_PRODUCER_STREAM: f64 = 24.0;
+/// A producer's batch on one partition: its next arrival, batch and routing phase, and its task
+/// in the simulation's queue (a heap that may hold twice its length).
+const BYTES_PER_PRODUCER_STREAM: f64 = 24.0 + 2.0 * 32.0;
 /// The names every broker's simulation holds (a topic's, a cursor's), part of the above.
 const NAME_BYTES_PER_PARTITION: f64 = 80.0;
 const NAME_BYTES_PER_CURSOR: f64 = 32.0;
@@ -384,7 +397,7 @@ impl WorkloadSpec {
         let entries = entries_per_s * seconds;
         // The index keeps a `u64` an entry, and where each ledger of the kept entries starts.
         let index_bytes_per_entry =
-            INDEX_BYTES_PER_ENTRY + 8.0 / f64::from(self.max_entries_per_ledger.max(1));
+            INDEX_BYTES_PER_ENTRY + 8.0 / self.entries_per_ledger(entries_per_s);
         let mut growing = 0.0;
         if self.seeks_per_minute > 0.0 {
             growing += p * entries * index_bytes_per_entry;

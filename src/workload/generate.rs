@@ -38,7 +38,7 @@ use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing};
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::fast_hash::FastMap;
-use crate::ledger::rollover::Rollover;
+use crate::ledger::rollover::{OpenLedger, Rollover};
 use crate::position::Position;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
@@ -318,12 +318,11 @@ struct Ledgers {
     /// ledger `first_id + i`.
     starts: VecDeque<u64>,
     first_id: i64,
-    /// The current ledger: when it was created, what it holds, and whether the last entry added
-    /// found it full (the next entry starts a new ledger).
-    created_us: u64,
-    entries: u64,
-    bytes: u64,
-    full: bool,
+    /// The partition's first ledger, where entry 0 is (a cursor opening at the first entry).
+    base_id: i64,
+    /// Entries published.
+    end: u64,
+    open: OpenLedger,
 }
 
 impl Ledgers {
@@ -331,45 +330,35 @@ impl Ledgers {
         Ledgers {
             starts: VecDeque::from([0]),
             first_id,
-            created_us: 0,
-            entries: 0,
-            bytes: 0,
-            full: false,
+            base_id: first_id,
+            end: 0,
+            open: OpenLedger::new(0, false),
         }
     }
 
-    /// The position of entry `idx` (published and not dropped, or the next one to be published).
+    /// The position of entry `idx`: one published and not dropped, the next one to be published,
+    /// or the first entry of all.
     fn position(&self, idx: u64) -> Position {
-        let i = self.starts.partition_point(|&s| s <= idx).saturating_sub(1);
-        let start = self.starts.get(i).copied().unwrap_or(0);
-        let entry = idx.saturating_sub(start);
-        if self.full && i + 1 == self.starts.len() && entry >= self.entries {
+        if idx < self.starts[0] {
+            debug_assert_eq!(idx, 0, "entry {idx} is in a ledger dropped");
+            return Position::new(self.base_id, 0);
+        }
+        let i = self.starts.partition_point(|&s| s <= idx) - 1;
+        let entry = idx - self.starts[i];
+        if idx >= self.end && self.open.is_full() {
             // Past a full ledger: the next one, which a broker creates as this one closes.
-            return Position::new(
-                self.first_id + self.starts.len() as i64,
-                (entry - self.entries) as i64,
-            );
+            return Position::new(self.first_id + i as i64 + 1, (idx - self.end) as i64);
         }
         Position::new(self.first_id + i as i64, entry as i64)
     }
 
-    /// Entry `idx` of `bytes` is added at `t`: into a new ledger if the last one was full, and it
-    /// is that ledger's last if the rollover rule finds it full now.
+    /// Entry `idx` of `bytes` is added at `t`: into a new ledger if the last one was full.
     fn add(&mut self, rollover: &Rollover, idx: u64, bytes: u64, t: u64) {
-        if self.full {
+        if self.open.is_full() {
             self.starts.push_back(idx);
-            self.entries = 0;
-            self.bytes = 0;
-            self.full = false;
         }
-        self.entries += 1;
-        self.bytes = self.bytes.saturating_add(bytes);
-        let age_ms = t.saturating_sub(self.created_us) / 1000;
-        if rollover.is_full(self.entries, self.bytes, age_ms) {
-            // The next ledger is created as soon as this one is closed.
-            self.full = true;
-            self.created_us = t;
-        }
+        self.open.added(rollover, bytes, t);
+        self.end = idx + 1;
     }
 
     /// Forgets the ledgers wholly before entry `low - 1` (a mark-delete position may name the
