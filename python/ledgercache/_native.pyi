@@ -38,6 +38,7 @@ __all__ = [
     "stream_workload",
     "estimate_workload",
     "check_workload",
+    "read_broker_conf",
     "PublishRateLimiter",
     "Producer",
     "PartitionedProducer",
@@ -483,6 +484,7 @@ def stream_workload(
 ) -> WorkloadStream: ...
 def estimate_workload(settings: dict[str, Any]) -> dict[str, float | str | None]: ...
 def check_workload(settings: dict[str, Any], broker: int | None = None, memory_budget: int = 4294967296) -> None: ...
+def read_broker_conf(source: str | PathLike[str] | Mapping[str, Any]) -> list[tuple[str, str]]: ...
 
 @final
 class ReplaySession:

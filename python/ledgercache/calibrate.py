@@ -13,7 +13,10 @@ against the current settings.
 Producers batch as the broker's numbers say (:func:`batching_from`: messages dispatched over
 entries read from the cache), so the lab reads as many entries as the broker does.
 
-The current settings are ``broker.conf``'s (:meth:`ledgercache.CacheConfig.from_broker_conf`);
+The current settings are ``broker.conf``'s (:meth:`ledgercache.CacheConfig.from_broker_conf`), and
+so are the dispatcher and ledger settings the simulated traffic takes
+(:func:`ledgercache.workload.settings_from_broker_conf`: ``dispatcherMaxReadBatchSize``,
+``managedLedgerMaxEntriesPerLedger``, ...);
 without one, the lab's defaults (a 1 GiB cache: pass the broker's ``broker.conf``, as
 ``managedLedgerCacheSizeMB`` defaults to a fifth of the broker's direct memory, which only the
 broker knows). The design is ``design`` (``pip430``, as on Pulsar's master; ``legacy`` for a 4.0
@@ -119,8 +122,10 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     if not designs or not sizes:
         raise InvalidArgumentError("invalid sweep: name at least one design and one cache size")
     batching = batching_from(stats, observed.cache)
+    # The broker's dispatcher and ledger settings shape its traffic as much as its cache's.
+    traffic = _workload.settings_from_broker_conf(broker_conf) if broker_conf is not None else {}
     spec, notes = _bw.workload_and_notes(stats, test_duration_minutes=test_duration_minutes,
-                                         max_backlog_minutes=max_backlog_minutes, settings=batching)
+                                         max_backlog_minutes=max_backlog_minutes, settings={**batching, **traffic})
     window = _bw.window_seconds(spec)
     # The memory model only adds peak retained bytes, which calibration does not report.
     config = config.replace(memory_model=False)

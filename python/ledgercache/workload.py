@@ -205,11 +205,21 @@ from . import _native
 from .errors import InvalidArgumentError, LedgerCacheError, ResourceLimitError, UnknownSettingError
 from .trace import SCHEMA, conform
 
-__all__ = ["OMB_PULSAR_DRIVER", "SCENARIOS", "SCENARIO_CACHE_SIZES", "Spec", "check", "estimate", "from_broker_stats",
-           "generate", "load_driver",
-           "load_spec", "normalize", "resolve", "stream"]
+__all__ = ["BROKER_CONF_KEYS", "OMB_PULSAR_DRIVER", "SCENARIOS", "SCENARIO_CACHE_SIZES", "Spec", "check", "estimate",
+           "from_broker_stats", "generate", "load_driver",
+           "load_spec", "normalize", "resolve", "settings_from_broker_conf", "stream"]
 
 DEFAULT_BATCH_ROWS = 65_536
+# The broker.conf keys (Pulsar ``ServiceConfiguration``) that shape the simulated traffic; a spec
+# takes each under the same name (see "Broker dispatchers" above).
+BROKER_CONF_KEYS = (
+    "dispatcherMaxReadBatchSize", "dispatcherMaxReadSizeBytes", "dispatcherMaxRoundRobinBatchSize",
+    "keySharedLookAheadMsgInReplayThresholdPerConsumer", "keySharedLookAheadMsgInReplayThresholdPerSubscription",
+    "subscriptionKeySharedConsistentHashingReplicaPoints", "activeConsumerFailoverDelayTimeMillis",
+    "managedLedgerNewEntriesCheckDelayInMillis", "managedLedgerMaxEntriesPerLedger",
+    "managedLedgerMaxSizePerLedgerMbytes", "managedLedgerMinLedgerRolloverTimeMinutes",
+    "managedLedgerMaxLedgerRolloverTimeMinutes",
+)
 # The memory a workload's simulation may take unless ``memory_budget`` says otherwise (4 GiB: a
 # laptop's share; OMB's largest files need about 1 GiB, see the README's "Workloads").
 DEFAULT_MEMORY_BUDGET = 4 << 30
@@ -444,6 +454,27 @@ def load_spec(spec: Spec) -> dict[str, Any]:
         return normalize(spec)
     path = Path(spec)
     return normalize(_read_mapping(path, "spec"), source=str(path))
+
+
+def settings_from_broker_conf(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, int | float]:
+    """The workload settings a broker's ``broker.conf`` gives (a path, or a mapping of its keys):
+    each of :data:`BROKER_CONF_KEYS` it sets, as a number. An empty value is the broker's default
+    (left out); one that is not a number is an :class:`~ledgercache.InvalidArgumentError` naming the
+    key. Pass them as a spec's settings (``calibrate`` does, with its ``broker_conf``)."""
+    pairs = dict(_native.read_broker_conf(source if isinstance(source, Mapping) else os.fspath(source)))
+    settings: dict[str, int | float] = {}
+    for key in BROKER_CONF_KEYS:
+        raw = pairs.get(key, "").strip()
+        if not raw:
+            continue
+        try:
+            settings[key] = int(raw)
+        except ValueError:
+            try:
+                settings[key] = float(raw)
+            except ValueError:
+                raise InvalidArgumentError(f"invalid broker.conf: {key}={raw!r} is not a number") from None
+    return settings
 
 
 def load_driver(driver: Spec) -> dict[str, Any]:

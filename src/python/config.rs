@@ -112,37 +112,7 @@ impl PyCacheConfig {
         source: &Bound<'_, PyAny>,
         extend_ttl_at_startup: bool,
     ) -> PyResult<Self> {
-        let pairs: Vec<(String, String)> = if let Ok(mapping) = source.cast::<PyMapping>() {
-            let mut pairs = Vec::new();
-            for item in mapping.items()?.iter() {
-                let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
-                let text = if v.is_instance_of::<PyBool>() {
-                    if v.extract::<bool>()? {
-                        "true".to_string()
-                    } else {
-                        "false".to_string()
-                    }
-                } else {
-                    v.str()?.to_string()
-                };
-                pairs.push((k, text));
-            }
-            pairs
-        } else {
-            let path: std::path::PathBuf = source.extract().map_err(|_| {
-                pyo3::exceptions::PyTypeError::new_err(
-                    "from_broker_conf takes a path or a mapping of broker.conf keys",
-                )
-            })?;
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                raise(
-                    py,
-                    "InvalidArgumentError",
-                    format!("invalid path: cannot read {}: {e}", path.display()),
-                )
-            })?;
-            parse_properties(&text)
-        };
+        let pairs = conf_pairs(py, source)?;
         let (config, report) = CacheConfig::from_broker_conf(
             pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             extend_ttl_at_startup,
@@ -228,6 +198,52 @@ impl PyCacheConfig {
     ) -> PyResult<(Bound<'py, PyTuple>, Bound<'py, PyDict>)> {
         Ok((PyTuple::empty(py), self.to_dict(py)?))
     }
+}
+
+/// The `key = value` pairs of a broker.conf file path, or of a mapping of key -> value (booleans
+/// as `true`/`false`, everything else as its `str`).
+fn conf_pairs(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
+    Ok(if let Ok(mapping) = source.cast::<PyMapping>() {
+        let mut pairs = Vec::new();
+        for item in mapping.items()?.iter() {
+            let (k, v): (String, Bound<'_, PyAny>) = item.extract()?;
+            let text = if v.is_instance_of::<PyBool>() {
+                if v.extract::<bool>()? {
+                    "true".to_string()
+                } else {
+                    "false".to_string()
+                }
+            } else {
+                v.str()?.to_string()
+            };
+            pairs.push((k, text));
+        }
+        pairs
+    } else {
+        let path: std::path::PathBuf = source.extract().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(
+                "a broker.conf is a path or a mapping of broker.conf keys",
+            )
+        })?;
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            raise(
+                py,
+                "InvalidArgumentError",
+                format!("invalid path: cannot read {}: {e}", path.display()),
+            )
+        })?;
+        parse_properties(&text)
+    })
+}
+
+/// The settings of a broker.conf (a path, or a mapping of key -> value), as written: what
+/// ``lc.workload.settings_from_broker_conf`` picks the traffic's keys from.
+#[pyfunction]
+pub fn read_broker_conf(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+) -> PyResult<Vec<(String, String)>> {
+    conf_pairs(py, source)
 }
 
 /// `key=value` lines of a Java properties file (the broker.conf format); `#`/`!` start comments.

@@ -234,3 +234,30 @@ def test_calibrate_refuses_a_metrics_file_without_cache_series(tmp_path):
     bad.write_text("# TYPE jvm_threads gauge\njvm_threads 12\n")
     r = _cli("calibrate", "--stats", str(DATA / "one-topic.stats.json"), "--metrics", str(bad), "--quiet")
     assert r.returncode == 2 and "pulsar_ml_cache" in r.stderr
+
+
+def test_the_broker_conf_shapes_the_traffic_as_well_as_the_cache(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "# a broker's own settings\n"
+        "managedLedgerCacheSizeMB=16\n"
+        "dispatcherMaxReadBatchSize=7\n"
+        "managedLedgerMaxEntriesPerLedger=1000\n"
+        "managedLedgerMinLedgerRolloverTimeMinutes=0\n"
+        "dispatcherMaxReadSizeBytes=\n"
+        "brokerServicePort=6650\n"
+    )
+    assert lc.workload.settings_from_broker_conf(conf) == {
+        "dispatcherMaxReadBatchSize": 7, "managedLedgerMaxEntriesPerLedger": 1000,
+        "managedLedgerMinLedgerRolloverTimeMinutes": 0}
+    with pytest.raises(lc.InvalidArgumentError, match="dispatcherMaxReadBatchSize"):
+        lc.workload.settings_from_broker_conf({"dispatcherMaxReadBatchSize": "many"})
+    stats, observed = bw.dump({"testDurationMinutes": 0.3, "topicDetails": [
+        {"name": "persistent://t/ns/a", "producerRate": 2000, "messageSize": 512, "subscriptions": [
+            {"name": "tail", "type": "Exclusive", "consumerRates": [2400]}]}]},
+        lc.CacheConfig(cache_size_bytes=16 * MIB), seed=3)
+    result = lc.calibrate.calibrate(stats, lc.metrics.BrokerMetrics(cache=observed, labels={}, samples=()),
+                                    broker_conf=conf, designs=["lru"], sizes=[16 * MIB], test_duration_minutes=0.3)
+    assert result.spec["dispatcherMaxReadBatchSize"] == 7
+    assert result.spec["managedLedgerMaxEntriesPerLedger"] == 1000
+    assert result.current.cache_size_bytes == 16 * MIB
