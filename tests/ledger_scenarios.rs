@@ -344,47 +344,12 @@ fn partial_hits_read_exactly_the_missing_sub_ranges() {
     }
 }
 
-/// Fails every read of one ledger (`-1`: none).
-struct LedgerFailingStorage {
-    inner: MemoryStorage,
-    failing: AtomicI64,
-}
-
-impl Storage for LedgerFailingStorage {
-    fn create_ledger(&self, owner: &str) -> ledgercache::Result<i64> {
-        self.inner.create_ledger(owner)
-    }
-    fn ledgers(&self, owner: &str) -> ledgercache::Result<Vec<(i64, u64)>> {
-        self.inner.ledgers(owner)
-    }
-    fn append(&self, ledger_id: i64, data: &[u8]) -> ledgercache::Result<i64> {
-        self.inner.append(ledger_id, data)
-    }
-    fn read(&self, ledger_id: i64, first: i64, last: i64) -> ledgercache::Result<Vec<Payload>> {
-        if self.failing.load(Ordering::Relaxed) == ledger_id {
-            return Err(Error::Storage(format!(
-                "injected failure reading ledger {ledger_id}"
-            )));
-        }
-        self.inner.read(ledger_id, first, last)
-    }
-    fn delete_ledger(&self, ledger_id: i64) -> ledgercache::Result<()> {
-        self.inner.delete_ledger(ledger_id)
-    }
-    fn describe(&self) -> String {
-        "failing one ledger".into()
-    }
-}
-
 /// A read whose second ledger cannot be read delivers the first ledger's entries and leaves the
 /// cursor at the second (`OpReadEntry.internalReadEntriesFailed`: `if (!entries.isEmpty())
 /// complete(ctx)`); one whose first ledger cannot be read fails.
 #[test]
 fn a_read_failing_in_its_second_ledger_delivers_the_first() {
-    let store = Arc::new(LedgerFailingStorage {
-        inner: MemoryStorage::new(),
-        failing: AtomicI64::new(-1),
-    });
+    let store = Arc::new(FailingStorage::new());
     let f = fixture_with(&[], store.clone());
     let ml = f.ledger(LedgerConfig {
         max_entries_per_ledger: 4,
@@ -393,7 +358,9 @@ fn a_read_failing_in_its_second_ledger_delivers_the_first() {
     });
     let ps = publish(&ml, 8);
     let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
-    store.failing.store(ps[4].ledger_id, Ordering::Relaxed);
+    store
+        .failing_ledger
+        .store(ps[4].ledger_id, Ordering::Relaxed);
     assert_eq!(read_all(&a, 8), ps[..4].to_vec());
     assert_eq!(a.read_position().unwrap(), ps[4]);
     assert!(
@@ -401,17 +368,29 @@ fn a_read_failing_in_its_second_ledger_delivers_the_first() {
         "the first ledger of this read fails: the read fails"
     );
     assert_eq!(a.read_position().unwrap(), ps[4]);
-    store.failing.store(-1, Ordering::Relaxed);
+    store.failing_ledger.store(-1, Ordering::Relaxed);
     assert_eq!(read_all(&a, 8), ps[4..].to_vec());
 }
 
-/// Fails reads that do not start at entry 0 (until disarmed).
-struct FlakyStorage {
+/// Fails reads that do not start at entry 0 (while armed), and every read of one ledger (`-1`:
+/// none).
+struct FailingStorage {
     inner: MemoryStorage,
     armed: AtomicBool,
+    failing_ledger: AtomicI64,
 }
 
-impl Storage for FlakyStorage {
+impl FailingStorage {
+    fn new() -> Self {
+        FailingStorage {
+            inner: MemoryStorage::new(),
+            armed: AtomicBool::new(false),
+            failing_ledger: AtomicI64::new(-1),
+        }
+    }
+}
+
+impl Storage for FailingStorage {
     fn create_ledger(&self, owner: &str) -> ledgercache::Result<i64> {
         self.inner.create_ledger(owner)
     }
@@ -422,6 +401,11 @@ impl Storage for FlakyStorage {
         self.inner.append(ledger_id, data)
     }
     fn read(&self, ledger_id: i64, first: i64, last: i64) -> ledgercache::Result<Vec<Payload>> {
+        if self.failing_ledger.load(Ordering::Relaxed) == ledger_id {
+            return Err(Error::Storage(format!(
+                "injected failure reading ledger {ledger_id}"
+            )));
+        }
         if self.armed.load(Ordering::Relaxed) && first != 0 {
             return Err(Error::Storage(format!(
                 "injected failure reading {first}..={last}"
@@ -433,16 +417,13 @@ impl Storage for FlakyStorage {
         self.inner.delete_ledger(ledger_id)
     }
     fn describe(&self) -> String {
-        "flaky".into()
+        "failing".into()
     }
 }
 
 #[test]
 fn a_failing_sub_read_falls_back_to_one_full_read() {
-    let store = Arc::new(FlakyStorage {
-        inner: MemoryStorage::new(),
-        armed: AtomicBool::new(false),
-    });
+    let store = Arc::new(FailingStorage::new());
     let f = fixture_with(&[], store.clone());
     let ml = f.ledger(LedgerConfig::default());
     let ps = publish(&ml, 100);
