@@ -586,6 +586,7 @@ impl ManagedLedger {
     /// next ledger), so the next ledger's lookup sees what this one's storage reads cached or
     /// evicted, and its storage read counts the cursors at or before the moved reader. A replay read
     /// issues all its positions at once, as `asyncReplayEntries` does.
+    ///
     /// `now` is when the step before completed: the next ledger's read starts then, so a read
     /// spanning ledgers completes in one poll once the clock has passed all of their latencies.
     fn continue_read(&self, st: &mut State, op_id: u64, now: u64) {
