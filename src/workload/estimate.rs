@@ -71,15 +71,36 @@ impl WorkloadSpec {
         PartitionFlow {
             messages_per_entry: n,
             entries_per_s,
-            tail_reads_per_s: if check > 0.0 {
-                entries_per_s.min(1.0 / check)
-            } else {
-                entries_per_s
-            },
+            tail_reads_per_s: self.tail_reads_per_s(entries_per_s, check),
             // A cursor behind reads what its consumer's permits allow: half a receiver queue.
             entries_per_read: (self.receiver_queue_size as f64 / 2.0 / n)
                 .clamp(1.0, self.read_batch_size as f64),
         }
+    }
+
+    /// Reads a second of a cursor at the tail of a partition adding `entries_per_s` entries: one
+    /// an entry, or one a new-entries check (`check` seconds) when entries come faster. Entries of
+    /// time-routed producers come in bursts (a switch interval's worth, each producer's visit one
+    /// interval in `partitions`): a burst takes one read and one a check after it.
+    fn tail_reads_per_s(&self, entries_per_s: f64, check: f64) -> f64 {
+        let steady = if check > 0.0 {
+            entries_per_s.min(1.0 / check)
+        } else {
+            entries_per_s
+        };
+        if !self.routes_by_time() {
+            return steady;
+        }
+        let switch_s = self.partition_switch_us() / 1e6;
+        let visits_per_s = (self.producers_per_topic as f64
+            / (self.partitions_per_topic as f64 * switch_s))
+            .min(1.0 / switch_s);
+        let per_visit = if check > 0.0 {
+            1.0 + switch_s / check
+        } else {
+            f64::INFINITY
+        };
+        steady.min(visits_per_s * per_visit)
     }
 
     /// The rows a subscription's seeks (each goes back and reads again) and churn (each closes,

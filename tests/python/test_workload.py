@@ -162,3 +162,14 @@ def test_check_refuses_what_stream_refuses_without_generating():
     with pytest.raises(lc.InvalidArgumentError, match="broker"):
         lc.workload.check({"brokers": 2}, broker=2)
     assert lc.workload.check("tailing-fan-out", broker=0) is None
+
+
+def test_the_estimate_follows_producers_routed_by_time():
+    # OMB's 1-topic-16-partitions-1kb: its producer's batches reach each partition in bursts, one
+    # switch interval in 16, and a tailing cursor reads a burst in about two reads.
+    spec = {"topics": 1, "partitionsPerTopic": 16, "messageSize": 1024, "subscriptionsPerTopic": 1,
+            "consumerPerSubscription": 1, "producersPerTopic": 1, "producerRate": 50000, "testDurationMinutes": 3}
+    for extra in ({}, {"producersPerTopic": 4}):
+        s = {**spec, **extra}
+        events = sum(b.num_rows for b in lc.workload.stream(s, seed=1))
+        assert 0.9 < events / lc.workload.estimate(s)["events"] < 1.1, extra
