@@ -80,6 +80,16 @@ fn read_all(c: &ManagedCursor, n: u64) -> Vec<Position> {
         .collect()
 }
 
+/// A ledger that rolls over every `entries` entries, with no minimum rollover time (the clock of
+/// these scenarios barely moves).
+fn rolling_every(entries: u64) -> LedgerConfig {
+    LedgerConfig {
+        max_entries_per_ledger: entries,
+        min_rollover_ms: 0,
+        ..Default::default()
+    }
+}
+
 fn latency() -> LedgerConfig {
     LedgerConfig {
         read_latency: ReadLatency {
@@ -166,11 +176,7 @@ fn a_replay_add_keeps_an_entry_through_a_size_pass_that_removes_its_neighbours()
 #[test]
 fn deleting_a_ledger_invalidates_its_entries_and_moves_cursors_on() {
     let f = fixture(&[]);
-    let ml = f.ledger(LedgerConfig {
-        max_entries_per_ledger: 10,
-        min_rollover_ms: 0,
-        ..Default::default()
-    });
+    let ml = f.ledger(rolling_every(10));
     let c = ml.open_cursor("s", StartAt::Latest, true).unwrap();
     let ps = publish(&ml, 25);
     assert_eq!(ml.ledgers().len(), 3);
@@ -194,11 +200,7 @@ fn deleting_a_ledger_invalidates_its_entries_and_moves_cursors_on() {
 #[test]
 fn rollover_reads_across_ledgers_in_order() {
     let f = fixture(&[]);
-    let ml = f.ledger(LedgerConfig {
-        max_entries_per_ledger: 7,
-        min_rollover_ms: 0,
-        ..Default::default()
-    });
+    let ml = f.ledger(rolling_every(7));
     let ps = publish(&ml, 20);
     let c = ml.open_cursor("s", StartAt::Earliest, true).unwrap();
     assert_eq!(read_all(&c, 100), ps);
@@ -217,11 +219,7 @@ fn rollover_reads_across_ledgers_in_order() {
 #[test]
 fn a_read_spanning_ledgers_counts_the_cursors_it_passed_in_the_first() {
     let f = fixture(&[]);
-    let ml = f.ledger(LedgerConfig {
-        max_entries_per_ledger: 4,
-        min_rollover_ms: 0,
-        ..Default::default()
-    });
+    let ml = f.ledger(rolling_every(4));
     let ps = publish(&ml, 8); // no active cursor: nothing cached
     let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
     let b = ml.open_cursor("b", StartAt::At(ps[2]), true).unwrap();
@@ -351,11 +349,7 @@ fn partial_hits_read_exactly_the_missing_sub_ranges() {
 fn a_read_failing_in_its_second_ledger_delivers_the_first() {
     let store = Arc::new(FailingStorage::new());
     let f = fixture_with(&[], store.clone());
-    let ml = f.ledger(LedgerConfig {
-        max_entries_per_ledger: 4,
-        min_rollover_ms: 0,
-        ..Default::default()
-    });
+    let ml = f.ledger(rolling_every(4));
     let ps = publish(&ml, 8);
     let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
     store
@@ -632,25 +626,17 @@ fn file_storage_survives_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let ps = {
         let f = fixture_with(&[], Arc::new(FileStorage::open(dir.path()).unwrap()));
-        let ml = f.ledger(LedgerConfig {
-            max_entries_per_ledger: 40,
-            min_rollover_ms: 0,
-            ..Default::default()
-        });
+        let ml = f.ledger(rolling_every(40));
         publish(&ml, 100)
     };
     let f = fixture_with(&[], Arc::new(FileStorage::open(dir.path()).unwrap()));
-    let ml = f.ledger(LedgerConfig {
-        max_entries_per_ledger: 40,
-        min_rollover_ms: 0,
-        ..Default::default()
-    });
+    let ml = f.ledger(rolling_every(40));
     assert_eq!(ml.entry_count(), 100);
     let c = ml.open_cursor("s", StartAt::Earliest, false).unwrap();
     let got = delivered(c.read_entries(100).unwrap());
     assert_eq!(got.iter().map(|e| e.position()).collect::<Vec<_>>(), ps);
     assert_eq!(got[42].data(), b"entry-42");
-    // A broker opening a managed ledger starts a new ledger (`ManagedLedgerImpl.initialize`).
+    // A broker opening a managed ledger starts a new ledger (`ManagedLedgerImpl.initializeBookKeeper`).
     let next = ml.add_entry(Payload::from(b"more".to_vec())).unwrap();
     assert!(next.ledger_id > ps[99].ledger_id, "{next:?}");
     assert_eq!(next.entry_id, 0);

@@ -27,6 +27,7 @@ builds the backlogs); the observed figures are the broker's, averaged over its l
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,8 +110,11 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
         raise InvalidArgumentError(f"invalid margin: expected a hit-ratio margin in [0, 1), got {margin!r}")
     stats = stats if isinstance(stats, _stats.BrokerStats) else _stats.read(stats)
     observed = metrics if isinstance(metrics, _metrics.BrokerMetrics) else _metrics.read(metrics, labels=labels)
+    conf: dict[str, str] = {}
     if broker_conf is not None:
-        config = lc.CacheConfig.from_broker_conf(broker_conf)
+        # Read once: the cache's settings and the traffic's come from the same lines.
+        conf = dict(lc._native.read_broker_conf(broker_conf if isinstance(broker_conf, Mapping) else os.fspath(broker_conf)))
+        config = lc.CacheConfig.from_broker_conf(conf)
         source = "broker.conf"
     else:
         config = lc.CacheConfig()
@@ -123,7 +127,7 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
         raise InvalidArgumentError("invalid sweep: name at least one design and one cache size")
     batching = batching_from(stats, observed.cache)
     # The broker's dispatcher and ledger settings shape its traffic as much as its cache's.
-    traffic = _workload.settings_from_broker_conf(broker_conf) if broker_conf is not None else {}
+    traffic = _workload.settings_from_broker_conf(conf)
     spec, notes = _bw.workload_and_notes(stats, test_duration_minutes=test_duration_minutes,
                                          max_backlog_minutes=max_backlog_minutes, settings={**batching, **traffic})
     window = _bw.window_seconds(spec)

@@ -48,8 +48,7 @@ impl CursorState {
     /// A sequential read has read through `last`: the read position moves past it (see
     /// [`read_position_after_read`]).
     pub(crate) fn read_through(&mut self, last: Position, layout: &Layout) {
-        let next = layout.next_after(last);
-        self.read_position = read_position_after_read(self.read_position, next, self.mark_delete);
+        self.read_position = read_position_past(self.read_position, last, self.mark_delete, layout);
     }
 
     pub fn new(name: &str, read_position: Position, layout: &Layout, active: bool) -> Self {
@@ -204,6 +203,17 @@ pub(crate) fn read_position_after_read(
     } else {
         current
     }
+}
+
+/// Where a cursor reads next once a sequential read has read through `last` (see
+/// [`read_position_after_read`]).
+pub(crate) fn read_position_past(
+    current: Position,
+    last: Position,
+    mark_delete: Position,
+    layout: &Layout,
+) -> Position {
+    read_position_after_read(current, layout.next_after(last), mark_delete)
 }
 
 /// The mark-delete position a reset to `p` leaves: the entry before it, back or forward

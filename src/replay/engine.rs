@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::ledger::cursor::{
     mark_delete_after_ledger_deleted, mark_delete_after_reset, mark_delete_allowed,
-    read_position_after_mark_delete, read_position_after_read,
+    read_position_after_mark_delete, read_position_past,
 };
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
@@ -793,10 +793,13 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     // the next ledger's storage read counts the cursors at or before the new
                     // position.
                     let t = self.topic(e.topic);
-                    let next = t.layout.next_after(Position::new(ledger, end));
                     let c = t.cursors.get_mut(&e.cursor).expect("checked above");
-                    c.read_position =
-                        read_position_after_read(c.read_position, next, c.mark_delete);
+                    c.read_position = read_position_past(
+                        c.read_position,
+                        Position::new(ledger, end),
+                        c.mark_delete,
+                        &t.layout,
+                    );
                     self.cursor_moved(e.topic, e.cursor);
                 }
                 self.runs = runs;
@@ -1077,7 +1080,6 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
     fn deliver(&mut self, read: InFlight) {
         let epochs = self.cursor_epochs;
         let t = &mut self.topics[read.topic as usize];
-        let layout_next = read.positions.last().map(|p| t.layout.next_after(*p));
         let Some(c) = t.cursors.get_mut(&read.cursor) else {
             return;
         };
@@ -1089,8 +1091,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             }
             // Without epochs a stale sequential read moves the read position forward again (the
             // entries the seek went back to are skipped) and delivers what it read.
-            if let (false, Some(next)) = (read.replay, layout_next) {
-                c.read_position = read_position_after_read(c.read_position, next, c.mark_delete);
+            if let (false, Some(&last)) = (read.replay, read.positions.last()) {
+                c.read_position =
+                    read_position_past(c.read_position, last, c.mark_delete, &t.layout);
                 let at = self.flow.tracked_position(c.read_position, c.mark_delete);
                 slowest_moved = t.activity.moved(read.cursor, at);
             }

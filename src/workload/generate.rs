@@ -320,8 +320,6 @@ struct Ledgers {
     first_id: i64,
     /// The partition's first ledger, where entry 0 is (a cursor opening at the first entry).
     base_id: i64,
-    /// Entries published.
-    end: u64,
     open: OpenLedger,
 }
 
@@ -331,23 +329,22 @@ impl Ledgers {
             starts: VecDeque::from([0]),
             first_id,
             base_id: first_id,
-            end: 0,
             open: OpenLedger::new(0, false),
         }
     }
 
-    /// The position of entry `idx`: one published and not dropped, the next one to be published,
-    /// or the first entry of all.
-    fn position(&self, idx: u64) -> Position {
+    /// The position of entry `idx` of a partition that has published `published` entries: one
+    /// published and not dropped, the next one to be published, or the first entry of all.
+    fn position(&self, idx: u64, published: u64) -> Position {
         if idx < self.starts[0] {
             debug_assert_eq!(idx, 0, "entry {idx} is in a ledger dropped");
             return Position::new(self.base_id, 0);
         }
         let i = self.starts.partition_point(|&s| s <= idx) - 1;
         let entry = idx - self.starts[i];
-        if idx >= self.end && self.open.is_full() {
+        if idx >= published && self.open.is_full() {
             // Past a full ledger: the next one, which a broker creates as this one closes.
-            return Position::new(self.first_id + i as i64 + 1, (idx - self.end) as i64);
+            return Position::new(self.first_id + i as i64 + 1, (idx - published) as i64);
         }
         Position::new(self.first_id + i as i64, entry as i64)
     }
@@ -358,7 +355,6 @@ impl Ledgers {
             self.starts.push_back(idx);
         }
         self.open.added(rollover, bytes, t);
-        self.end = idx + 1;
     }
 
     /// Forgets the ledgers wholly before entry `low - 1` (a mark-delete position may name the
@@ -484,7 +480,8 @@ impl Sim {
     }
 
     fn position(&self, p: usize, idx: u64) -> Position {
-        self.parts[p].ledgers.position(idx)
+        let part = &self.parts[p];
+        part.ledgers.position(idx, part.published)
     }
 
     fn emit(&mut self, t: u64, p: usize, row: Row) {
