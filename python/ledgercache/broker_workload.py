@@ -37,7 +37,9 @@ How each field of the stats becomes the workload (the rules are here, once):
   a subscription without a dispatcher; it is simulated as Exclusive). Exclusive and Failover subscriptions deliver to
   one consumer: the busiest one is listed first (the generator's active consumer) and gets the
   subscription's whole rate.
-- ``redeliveryRate`` is ``msgRateRedeliver / msgRateOut`` (at most 0.5).
+- ``redeliveryRate`` is ``msgRateRedeliver / msgRateOut`` (at most 0.5), redelivered after the
+  Java client's default ``negativeAckRedeliveryDelay`` (1 minute; the stats do not say the
+  clients' own; set ``negativeAckRedeliveryDelayMs`` in ``settings`` if they differ).
 - The run simulates the longest lag's start as warm-up (``warmupDurationMinutes``), then
   ``test_duration_minutes`` (2) of test; rates are measured over the test.
 - Producers are Pulsar clients with the client's batching defaults (``batchingMaxPublishDelayMs``

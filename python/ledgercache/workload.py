@@ -138,7 +138,10 @@ Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 - ``slowConsumerFraction`` (0) of consumers (spread evenly, exactly that share) run at
   ``slowConsumerSpeed`` (0.5) of normal speed.
 - ``redeliveryRate`` (0): share of delivered messages negatively acknowledged (an entry is
-  redelivered whole; on Exclusive/Failover a nack rewinds the cursor).
+  redelivered whole). On Shared and Key_Shared the consumer asks for it again
+  ``negativeAckRedeliveryDelayMs`` later (60000, the Java client's ``negativeAckRedeliveryDelay``;
+  at least its 100 ms minimum; due times in its 256 ms steps), and it stays unacknowledged until
+  then; on Exclusive/Failover a nack rewinds the cursor at once (the client's delay not simulated).
 - ``seeksPerMinute`` (0) per subscription, each ``seekBackSeconds`` (30) back.
 - ``catchUpReaders`` (0) per partition join at ``catchUpStartSeconds`` (30), ``catchUpBehindSeconds``
   (60) behind the tail, reading ``catchUpSpeed`` (4) times the publish rate.
@@ -234,8 +237,9 @@ Spec = Union[Mapping[str, Any], str, os.PathLike]
 KNOWN = frozenset(
     "topics partitions_per_topic message_size subscriptions_per_topic consumer_per_subscription "
     "producers_per_topic producer_rate consumer_backlog_size_gb test_duration_minutes key_distributor keys "
-    "brokers subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate seeks_per_minute "
-    "seek_back_seconds catch_up_readers catch_up_start_seconds catch_up_behind_seconds catch_up_speed "
+    "brokers subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate "
+    "negative_ack_redelivery_delay_ms seeks_per_minute seek_back_seconds catch_up_readers catch_up_start_seconds "
+    "catch_up_behind_seconds catch_up_speed "
     "churn_per_minute churn_downtime_seconds max_entries_per_ledger managed_ledger_max_entries_per_ledger "
     "managed_ledger_max_size_per_ledger_mbytes managed_ledger_min_ledger_rollover_time_minutes "
     "managed_ledger_max_ledger_rollover_time_minutes read_batch_size receiver_queue_size "

@@ -34,6 +34,7 @@
 //! made (`super::stream`); its state is bounded by the workload (queues, replay sets, the index of
 //! entries a cursor can still reach), not by the trace's length. `docs/fidelity.md` maps each behaviour to the Pulsar code it follows.
 
+use super::negative_acks::NegativeAcks;
 use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing};
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
@@ -191,6 +192,9 @@ struct Consumer {
     /// When `unflowed` reaches the FLOW threshold, if the queue holds enough to get there (reset
     /// when the queue is dropped, so the planned FLOW is ignored).
     flow_at: Option<u64>,
+    /// Shared, Key_Shared: processed entries negatively acknowledged, waiting for the client to
+    /// ask for their redelivery.
+    nacks: NegativeAcks,
 }
 
 impl Consumer {
@@ -205,6 +209,17 @@ impl Consumer {
             last_us: 0,
             carry: 0.0,
             flow_at: None,
+            nacks: NegativeAcks::default(),
+        }
+    }
+
+    /// The lowest entry this consumer holds unacknowledged: in its receiver queue (not in entry
+    /// order: a replayed entry comes after newer ones) or negatively acknowledged and waiting.
+    fn oldest_held(&self) -> Option<u64> {
+        let queued = self.queue.iter().min().copied();
+        match (queued, self.nacks.oldest()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -223,6 +238,7 @@ impl Consumer {
         self.unflowed = 0;
         self.carry = 0.0;
         self.flow_at = None;
+        self.nacks.clear();
     }
 }
 
@@ -440,6 +456,8 @@ enum Task {
     Dispatch(u32, u32),
     /// A consumer's client may send FLOW: (partition, subscription, consumer).
     Flow(u32, u32, u32),
+    /// A consumer's nack timer fires: (partition, subscription, consumer).
+    NegativeAcks(u32, u32, u32),
     Seek(u32, u32),
     Churn(u32, u32),
     Ack(u32, u32),
@@ -464,6 +482,8 @@ pub(super) struct Sim {
     key_hashes: Vec<u32>,
     /// The FLOW threshold in messages (half the receiver queue).
     flow_threshold: u64,
+    /// The clients' `negativeAckRedeliveryDelay`, at least the client's minimum.
+    nack_delay_ms: u64,
     /// Whether the message index drops entries no cursor can reach (see [`Sim::prune_index`]).
     prune_index: bool,
 }
@@ -618,16 +638,15 @@ impl Sim {
         sub.skip_next_replay = false;
     }
 
-    /// The first entry nobody has acknowledged: the oldest entry still in a receiver queue or in
-    /// the replay queue, else the read position. A receiver queue is not in entry order (a
-    /// replayed entry comes after newer ones), so all of it is looked at: the mark-delete
-    /// position never passes an entry still to be acknowledged (`ManagedCursorImpl` moves it
-    /// over the acknowledged prefix only).
+    /// The first entry nobody has acknowledged: the oldest entry a consumer holds (in its receiver
+    /// queue or negatively acknowledged) or in the replay queue, else the read position: the
+    /// mark-delete position never passes an entry still to be acknowledged (`ManagedCursorImpl`
+    /// moves it over the acknowledged prefix only).
     fn first_unacked(&self, p: usize, s: usize) -> u64 {
         let sub = &self.parts[p].subs[s];
         sub.consumers
             .iter()
-            .filter_map(|c| c.queue.iter().min().copied())
+            .filter_map(Consumer::oldest_held)
             .chain(sub.replay.iter().filter_map(|r| r.first().copied()))
             .chain(sub.unhashed.first().copied())
             .min()
@@ -638,11 +657,14 @@ impl Sim {
     // ---- consumers ----------------------------------------------------------------------------
 
     /// The consumers of a subscription process their queues up to `t`. A consumer that has freed
-    /// half its receiver queue sends FLOW. Negatively acknowledged entries go to the replay queue
-    /// (Shared, Key_Shared) or rewind the cursor (Exclusive, Failover). Returns whether the
-    /// dispatcher has new work (a FLOW, a redelivery, a rewind).
+    /// half its receiver queue sends FLOW. Negatively acknowledged entries wait in the consumer's
+    /// tracker for its redelivery request (Shared, Key_Shared; see [`Sim::redeliver_nacked`]) or
+    /// rewind the cursor at once (Exclusive, Failover). Returns whether the dispatcher has new
+    /// work (a FLOW, a rewind).
     fn consume(&mut self, t: u64, p: usize, s: usize) -> bool {
         let threshold = self.flow_threshold;
+        let delay_ms = self.nack_delay_ms;
+        let mut timers = Vec::new();
         let Sim { parts, rng, .. } = self;
         let part = &mut parts[p];
         let (first_msg, total) = (&part.first_msg, part.messages_published);
@@ -654,9 +676,8 @@ impl Sim {
             SubscriptionType::Exclusive | SubscriptionType::Failover
         );
         let mut wake = false;
-        let mut nacked = Vec::new();
         let mut rewind = None;
-        for c in sub.consumers.iter_mut() {
+        for (ci, c) in sub.consumers.iter_mut().enumerate() {
             let elapsed = t.saturating_sub(c.last_us) as f64;
             c.last_us = t;
             if c.queued == 0 {
@@ -686,7 +707,9 @@ impl Sim {
                         nacked_here = Some(idx);
                         break;
                     }
-                    nacked.push(idx);
+                    if let Some(at) = c.nacks.add(t, idx, delay_ms) {
+                        timers.push((ci, at));
+                    }
                 }
             }
             c.queued -= used;
@@ -719,14 +742,35 @@ impl Sim {
             sub.waiting = None;
             wake = true;
         }
-        for idx in nacked {
+        for (c, at) in timers {
+            self.schedule(at, Task::NegativeAcks(p as u32, s as u32, c as u32));
+        }
+        wake
+    }
+
+    /// A consumer's nack timer fires: the client asks for the redelivery of the entries due
+    /// (`NegativeAcksTracker.triggerRedelivery` -> `ConsumerImpl.redeliverUnacknowledgedMessages`
+    /// with their ids), and the dispatcher puts them in the replay queue
+    /// (`PersistentDispatcherMultipleConsumers.redeliverUnacknowledgedMessages`).
+    fn redeliver_nacked(&mut self, t: u64, p: usize, s: usize, c: usize) {
+        if !self.parts[p].subs[s].consumers[c].nacks.fires_at(t) {
+            return;
+        }
+        let mut wake = self.consume(t, p, s);
+        let (due, next) = self.parts[p].subs[s].consumers[c].nacks.fire(t);
+        if let Some(at) = next {
+            self.schedule(at, Task::NegativeAcks(p as u32, s as u32, c as u32));
+        }
+        for idx in due {
             // Pulsar's redelivery of positions does not know their sticky-key hash.
             if self.add_to_replay(p, s, idx, false) {
                 self.emit_redeliver(t, p, s, idx, REASON_NACK);
             }
             wake = true;
         }
-        wake
+        if wake {
+            self.schedule_dispatch(t, p, s);
+        }
     }
 
     /// Plans the FLOW of every consumer that has none planned and holds enough to send one.
@@ -1169,8 +1213,7 @@ impl Sim {
             low = low.min(sub.read_idx);
             if sub.active {
                 for c in &sub.consumers {
-                    // A Shared consumer's queue gets replayed entries after newer ones.
-                    low = c.queue.iter().fold(low, |m, &i| m.min(i));
+                    low = c.oldest_held().map_or(low, |i| low.min(i));
                 }
                 for r in &sub.replay {
                     low = r.first().map_or(low, |&i| low.min(i));
@@ -1329,6 +1372,9 @@ impl Sim {
                     }
                     self.plan_flows(t, p, s);
                 }
+            }
+            Task::NegativeAcks(p, s, c) => {
+                self.redeliver_nacked(t, p as usize, s as usize, c as usize)
             }
             Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
             Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
@@ -1751,6 +1797,7 @@ impl Sim {
             switch_us: spec.partition_switch_us(),
             key_hashes,
             flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
+            nack_delay_ms: spec.negative_ack_redelivery_delay_ms(),
             prune_index: spec.seeks_per_minute == 0.0,
         };
         for p in 0..sim.parts.len() {

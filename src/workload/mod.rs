@@ -3,6 +3,7 @@
 
 mod estimate;
 mod generate;
+mod negative_acks;
 mod rng;
 mod selector;
 mod spec;

@@ -1,6 +1,7 @@
 //! A workload: an OpenMessaging Benchmark workload file's settings plus the Pulsar knobs that
 //! shape a broker's cache traffic.
 
+use super::negative_acks;
 use crate::config::SettingValue;
 use crate::error::{Error, Result};
 use crate::ledger::rollover::{self, Rollover};
@@ -68,6 +69,10 @@ pub struct WorkloadSpec {
     pub slow_consumer_speed: f64,
     /// Share of delivered messages that are negatively acknowledged (redelivered).
     pub redelivery_rate: f64,
+    /// The Java client's `negativeAckRedeliveryDelay` (ms): a Shared or Key_Shared consumer asks
+    /// for a nacked message again this long after the nack (at least 100 ms, the client's
+    /// minimum; see [`WorkloadSpec::negative_ack_redelivery_delay_ms`]).
+    pub negative_ack_redelivery_delay_ms: f64,
     /// Seeks per subscription per minute, each going back this many seconds of messages.
     pub seeks_per_minute: f64,
     pub seek_back_seconds: f64,
@@ -205,6 +210,7 @@ impl Default for WorkloadSpec {
             slow_consumer_fraction: 0.0,
             slow_consumer_speed: 0.5,
             redelivery_rate: 0.0,
+            negative_ack_redelivery_delay_ms: negative_acks::DEFAULT_DELAY_MS as f64,
             seeks_per_minute: 0.0,
             seek_back_seconds: 30.0,
             catch_up_readers: 0,
@@ -332,7 +338,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 48] = [
+pub const SPEC_NAMES: [&str; 49] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -349,6 +355,7 @@ pub const SPEC_NAMES: [&str; 48] = [
     "slow_consumer_fraction",
     "slow_consumer_speed",
     "redelivery_rate",
+    "negative_ack_redelivery_delay_ms",
     "seeks_per_minute",
     "seek_back_seconds",
     "catch_up_readers",
@@ -419,6 +426,12 @@ impl WorkloadSpec {
         }
     }
 
+    /// The delay after which a nacked message is asked for again, as the client applies it: the
+    /// configured one raised to the client's minimum (`NegativeAcksTracker.MIN_NACK_DELAY_MS`).
+    pub fn negative_ack_redelivery_delay_ms(&self) -> u64 {
+        (self.negative_ack_redelivery_delay_ms as u64).max(negative_acks::MIN_DELAY_MS)
+    }
+
     pub fn set(&mut self, key: &str, v: &SettingValue) -> Result<()> {
         if let Some(&shape) = SHAPE_SETTINGS.iter().find(|&&n| n == key) {
             if self.topic_details.is_some() {
@@ -473,6 +486,9 @@ impl WorkloadSpec {
             "slow_consumer_fraction" => self.slow_consumer_fraction = fraction(key, v)?,
             "slow_consumer_speed" => self.slow_consumer_speed = non_negative(key, v)?,
             "redelivery_rate" => self.redelivery_rate = fraction(key, v)?,
+            "negative_ack_redelivery_delay_ms" => {
+                self.negative_ack_redelivery_delay_ms = non_negative(key, v)?
+            }
             "seeks_per_minute" => self.seeks_per_minute = non_negative(key, v)?,
             "seek_back_seconds" => self.seek_back_seconds = non_negative(key, v)?,
             "catch_up_readers" => self.catch_up_readers = count(key, v, 0)?,

@@ -107,7 +107,8 @@ def test_pulsar_and_omb_knobs_under_camel_case_and_snake_case(tmp_path):
 
 
 def test_adds_carry_messages_and_redeliveries_their_reason():
-    spec = {**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.3, "messageSize": 100}
+    spec = {**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.3, "messageSize": 100,
+            "negativeAckRedeliveryDelayMs": 1000}
     t = lc.workload.generate(spec, seed=1).to_pydict()
     adds = [(m, s) for op, m, s in zip(t["op"], t["messages"], t["size"]) if op == "add"]
     assert all(m >= 1 and s == 100 * m for m, s in adds)
