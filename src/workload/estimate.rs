@@ -190,7 +190,7 @@ impl WorkloadSpec {
         );
         // Share of the entries read that come back: negative acks, and for Shared and Key_Shared
         // overflow and hold-back.
-        let nacked = 1.0 - (1.0 - self.redelivery_rate).powf(n);
+        let nacked = self.nacks_redelivered(self.redelivery_rate, n, shared, seconds);
         let slow = self.slow_consumer_fraction > 0.0 || self.consumer_headroom < 1.0;
         let held_back = held_back_share(
             self.subscription_type,
@@ -306,6 +306,18 @@ impl WorkloadSpec {
             Some(topics) => topics.len() as u64,
             None => self.topics as u64 * self.partitions_per_topic as u64,
         }
+    }
+
+    /// Share of the entries read whose nack is redelivered within the run: an entry of `n`
+    /// messages is nacked if any of them is; on Shared and Key_Shared only the nacks older than
+    /// the client's redelivery delay by the end of `seconds` are redelivered.
+    fn nacks_redelivered(&self, rate: f64, n: f64, delayed: bool, seconds: f64) -> f64 {
+        let nacked = 1.0 - (1.0 - rate).powf(n);
+        if !delayed || seconds <= 0.0 {
+            return nacked;
+        }
+        let delay = self.negative_ack_redelivery_delay_ms() as f64 / 1000.0;
+        nacked * (1.0 - delay / seconds).max(0.0)
     }
 
     /// Minutes simulated: the warm-up, then the test.
@@ -614,7 +626,7 @@ impl WorkloadSpec {
                     .copied()
                     .fold(f64::INFINITY, f64::min);
                 let slow = speed < 1.0 || slowest * (s.consumer_rates.len() as f64) < rate;
-                let nacked = 1.0 - (1.0 - s.redelivery_rate).powf(n);
+                let nacked = self.nacks_redelivered(s.redelivery_rate, n, !single, seconds);
                 let held_back =
                     held_back_share(s.subscription_type, slow, s.consumer_rates.len() > 1, n);
                 let redelivered = 2.0 * (nacked + if single { 0.0 } else { held_back });
