@@ -132,9 +132,9 @@ Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 
 - ``brokers`` (1): topic partitions are placed round-robin over the brokers.
 - ``subscriptionType`` (``Exclusive``): ``Exclusive``, ``Failover``, ``Shared`` or ``Key_Shared``
-  (OMB's ``pulsar.yaml`` sets it per driver as ``consumer.subscriptionType``); ``keys`` (1024)
-  distinct keys for ``keyDistributor`` ``KEY_ROUND_ROBIN`` / ``RANDOM_NANO`` (an entry's key is its
-  first message's).
+  (OMB's ``pulsar.yaml`` sets it per driver as ``consumer.subscriptionType``); ``keys`` (10000,
+  OMB's ``KeyDistributor`` count) distinct keys for ``keyDistributor`` ``KEY_ROUND_ROBIN`` /
+  ``RANDOM_NANO`` (an entry's key is its first message's).
 - ``slowConsumerFraction`` (0) of consumers (spread evenly, exactly that share) run at
   ``slowConsumerSpeed`` (0.5) of normal speed.
 - ``redeliveryRate`` (0): share of delivered messages negatively acknowledged (an entry is

@@ -29,6 +29,10 @@ pub const DEFAULT_BROKER_INGEST_BYTES_PER_SECOND: f64 = 312.5e6;
 /// per-message work with batching on (not a measurement; set your brokers' measured figure).
 pub const DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND: f64 = 1.0e6;
 
+/// How many keys OMB's `KeyDistributor` generates (`UNIQUE_COUNT`): `KEY_ROUND_ROBIN` cycles
+/// through them and `RANDOM_NANO` draws from them.
+pub const OMB_KEYS: u32 = 10_000;
+
 /// The largest `messageSize`, `batchingMaxBytes` and so entry size: OMB and Pulsar's client hold
 /// them in a Java `int`, and the trace's `size` column is an int32.
 pub const MAX_ENTRY_BYTES: u32 = i32::MAX as u32;
@@ -60,7 +64,8 @@ pub struct WorkloadSpec {
     pub broker_ingest_bytes_per_second: f64,
     pub broker_ingest_messages_per_second: f64,
     pub key_distributor: KeyDistributor,
-    /// Distinct keys for Key_Shared routing.
+    /// Distinct keys a keyed producer cycles through or draws from (OMB's `KeyDistributor`
+    /// holds 10,000).
     pub keys: u32,
     pub brokers: u32,
     pub subscription_type: SubscriptionType,
@@ -204,7 +209,7 @@ impl Default for WorkloadSpec {
             broker_ingest_bytes_per_second: DEFAULT_BROKER_INGEST_BYTES_PER_SECOND,
             broker_ingest_messages_per_second: DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND,
             key_distributor: KeyDistributor::NoKey,
-            keys: 1024,
+            keys: OMB_KEYS,
             brokers: 1,
             subscription_type: SubscriptionType::Exclusive,
             slow_consumer_fraction: 0.0,
