@@ -81,7 +81,7 @@ fn key_shared_slow_consumer_fills_the_replay_queue() {
 }
 
 #[test]
-fn catch_up_backlog_seek_and_churn_knobs_show_up() {
+fn catch_up_seek_and_churn_knobs_show_up() {
     let ev = generate(
         &spec(&[
             ("catch_up_readers", Int(1)),
@@ -97,12 +97,6 @@ fn catch_up_backlog_seek_and_churn_knobs_show_up() {
         .collect();
     assert_eq!(opens.len(), 1);
     assert!(ev.ts_us[opens[0]] >= 20_000_000 && ev.entry_id[opens[0]].unwrap() > 0);
-    let ev = generate(&spec(&[("consumer_backlog_size_gb", Float(0.01))]), 1);
-    let first_open = ev.op.iter().position(|o| *o == "open").unwrap();
-    assert!(
-        ev.ts_us[first_open] > 5_000_000,
-        "consumers wait for the backlog"
-    );
     let ev = generate(
         &spec(&[
             ("seeks_per_minute", Float(10.0)),
@@ -112,6 +106,60 @@ fn catch_up_backlog_seek_and_churn_knobs_show_up() {
         1,
     );
     assert!(count(&ev, "seek") >= 1 && count(&ev, "close") >= 1);
+}
+
+/// OMB's backlog test (`WorkloadGenerator.run` / `buildAndDrainBacklog`): consumers read during
+/// the warm-up, pause at its end until the backlog (GiB, over the subscriptions) is built, looked
+/// at once a second, resume, and the test runs `testDurationMinutes` past the drain.
+#[test]
+fn omb_backlog_test_pauses_builds_drains_then_runs_its_minutes() {
+    let run = |extra: &[(&str, SettingValue)]| {
+        let mut settings = vec![
+            // 0.01 GiB of 1 KiB messages at 1000 msg/s: 10,486 messages, 11 s to build.
+            ("consumer_backlog_size_gb", Float(0.01)),
+            ("warmup_duration_minutes", Float(0.1)),
+            ("test_duration_minutes", Float(0.5)),
+        ];
+        settings.extend_from_slice(extra);
+        let s = spec(&settings);
+        let ev = generate(&s, 1);
+        let reads: Vec<i64> = (0..ev.len())
+            .filter(|&i| ev.op[i] == "read")
+            .map(|i| ev.ts_us[i])
+            .collect();
+        let gap = reads
+            .windows(2)
+            .map(|w| (w[1] - w[0], w[0], w[1]))
+            .max()
+            .unwrap();
+        (gap, *ev.ts_us.last().unwrap(), s.simulated_minutes() * 60e6)
+    };
+    let ((_, paused_at, resumed_at), end, expected_end) = run(&[]);
+    // Reads during the warm-up, until the receiver queue's permits run out after the pause.
+    assert!((6_000_000..8_000_000).contains(&paused_at), "{paused_at}");
+    // Resumed at the first whole second after the pause with the backlog built: 6 s + 11 s.
+    assert!(
+        (17_000_000..17_100_000).contains(&resumed_at),
+        "{resumed_at}"
+    );
+    // Drained at 1.2x the rate ((10,486 - 1000) / 200 = 47 s), then 30 s of test: the run
+    // goes well past warm-up plus test (36 s), and about as long as the estimate says.
+    assert!(end > 80_000_000, "{end}");
+    let ratio = end as f64 / expected_end;
+    assert!((0.9..1.1).contains(&ratio), "{end} against {expected_end}");
+    // Drained to half the backlog (5243 messages, not 1000), the test ends about 21 s sooner.
+    let (_, half, _) = run(&[("backlog_drain_ratio", Float(0.5))]);
+    assert!(
+        (end - half - 21_000_000).abs() < 3_000_000,
+        "{half} against {end}"
+    );
+    // Consumers slower than the publish rate never drain it: the lab stops waiting after
+    // backlogMaxWaitMinutes, then runs the test's minutes.
+    let (_, capped, _) = run(&[
+        ("consumer_headroom", Float(0.9)),
+        ("backlog_max_wait_minutes", Float(1.0)),
+    ]);
+    assert!((95_000_000..=96_000_000).contains(&capped), "{capped}");
 }
 
 #[test]
@@ -1134,7 +1182,10 @@ const GOLDEN: [(&str, u64, u64); 5] = [
     // 0x99ebd8bbc84f58d0).
     ("key-shared-slow", 36934, 0xa6bec7f6b294f412),
     ("knobs-2-brokers", 41604, 0xe18f94ba4c350f14),
-    ("backlog-failover-4-brokers", 48185, 0xcbb8a039475aee16),
+    // OMB's backlog test: consumers read from the start, pause to build the backlog, drain it,
+    // and the test runs its minutes after the drain, 61 s in all, not 30 (was 48185 rows,
+    // 0xcbb8a039475aee16, consumers starting at the backlog built from time 0).
+    ("backlog-failover-4-brokers", 107978, 0x96fb40bdcdd3fca1),
 ];
 
 #[test]

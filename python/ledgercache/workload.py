@@ -42,15 +42,20 @@ OMB's workload keys (``Workload.java``), all accepted:
 - ``warmupDurationMinutes``: OMB runs the warm-up, then the test, with the same producers and
   consumers, so the warm-up is traffic too: the lab simulates warm-up plus test. OMB's default of
   1 applies to OMB workload files; mappings and ``.json`` specs default to 0.
-- ``consumerBacklogSizeGB``: consumers wait until this much backlog (GB, 10^9 bytes, over all
-  partitions) exists, then read it from the start while publishing goes on. OMB counts GiB summed
-  over subscriptions and pauses consumers that were reading during the warm-up; the lab keeps its
-  own reading (the bundled scenarios depend on it) and builds the backlog from time 0.
+- ``consumerBacklogSizeGB`` and ``backlogDrainRatio`` (1.0): OMB's backlog test
+  (``WorkloadGenerator.buildAndDrainBacklog``), as OMB runs it. Consumers read during the warm-up;
+  at its end they pause (no more FLOW: they process what they hold) until the backlog, messages
+  published times subscriptions less messages received, is ``consumerBacklogSizeGB`` GiB (looked
+  at once a second); then they resume and drain it, and the test runs until the backlog is down to
+  ``1 - backlogDrainRatio`` of it (at least 1000 messages; looked at every 100 ms), then
+  ``testDurationMinutes`` more. So the run is longer than warm-up plus test: :func:`estimate`
+  gives ``simulated_seconds`` and ``backlog_start_seconds`` (when the consumers resume). Consumers
+  no faster than the publish rate never drain it: the lab waits at most ``backlogMaxWaitMinutes``
+  (240, lab-only) after the warm-up, then runs the test's minutes. Each broker of a multi-broker
+  spec looks at its own partitions' share of the backlog (OMB sums over all of them).
 - Ignored because they do not change what a broker's cache sees: ``name``; ``payloadFile``,
   ``useRandomizedPayloads``, ``randomBytesRatio``, ``randomizedPayloadPoolSize`` (payload bytes;
-  only ``messageSize`` matters); ``backlogDrainRatio`` (OMB uses it only to decide when the drained
-  backlog lets its test end; consumers resume at the backlog size regardless, and the lab's
-  duration is ``warmupDurationMinutes + testDurationMinutes``).
+  only ``messageSize`` matters).
 
 Broker ingest capacity (lab-only knobs; the rule is the Rust ``WorkloadSpec::ingest``):
 
@@ -236,7 +241,8 @@ Spec = Union[Mapping[str, Any], str, os.PathLike]
 
 KNOWN = frozenset(
     "topics partitions_per_topic message_size subscriptions_per_topic consumer_per_subscription "
-    "producers_per_topic producer_rate consumer_backlog_size_gb test_duration_minutes key_distributor keys "
+    "producers_per_topic producer_rate consumer_backlog_size_gb backlog_drain_ratio backlog_max_wait_minutes "
+    "test_duration_minutes key_distributor keys "
     "brokers subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate "
     "negative_ack_redelivery_delay_ms seeks_per_minute seek_back_seconds catch_up_readers catch_up_start_seconds "
     "catch_up_behind_seconds catch_up_speed "
@@ -265,7 +271,7 @@ SHAPE_SETTINGS = frozenset(
 # OMB workload keys that do not change what a broker's cache sees (the module docstring says why).
 IGNORED = frozenset(
     "name payload_file use_randomized_payloads random_bytes_ratio randomized_payload_pool_size "
-    "producer_start_delay_ms consumer_start_delay_ms backlog_drain_ratio".split()
+    "producer_start_delay_ms consumer_start_delay_ms".split()
 )
 
 # OMB's Pulsar driver file, ``driver-pulsar/pulsar.yaml`` (openmessaging/benchmark, Apache-2.0,
@@ -642,8 +648,9 @@ def estimate(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:
     with ``requested_rate``, ``ingest_capacity`` and ``capped_by`` (``"bytes"``, ``"messages"``
     or None: see ``brokerIngestBytesPerSecond``), and the simulation's memory, ``memory_bytes``
     (``memory_growing_bytes`` of it grow with the duration); ``simulated_seconds`` (warm-up plus
-    test) and ``backlog_start_seconds`` (when backlog-first consumers start; None without a
-    backlog).
+    test, plus the backlog's build and drain with ``consumerBacklogSizeGB``),
+    ``backlog_start_seconds`` (when the paused consumers resume to drain the backlog; None without
+    one) and ``backlog_wait_capped`` (the backlog is not drained within ``backlogMaxWaitMinutes``).
     """
     return _estimate(resolve(spec, driver), _source(spec))
 

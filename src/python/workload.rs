@@ -204,5 +204,10 @@ pub fn estimate_workload<'py>(
         "backlog_start_seconds",
         spec.backlog_start_us().map(|us| us / 1e6),
     )?;
+    d.set_item(
+        "backlog_wait_capped",
+        spec.backlog_phases()
+            .is_some_and(|(build, drain)| build + drain >= spec.backlog_max_wait_minutes * 60.0),
+    )?;
     Ok(d)
 }

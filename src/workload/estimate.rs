@@ -221,11 +221,9 @@ impl WorkloadSpec {
             };
             flow.cursor_events(active, catching_up, speed, redelivered)
         };
-        let regular = if self.consumer_backlog_size_gb > 0.0 {
-            let backlog = self.consumer_backlog_size_gb * 1e9
-                / partitions
-                / (self.message_size.max(1) as f64);
-            cursor(backlog / rate, backlog, self.consumer_headroom)
+        let regular = if let Some((build, _)) = self.backlog_phases() {
+            // Paused while the backlog builds (it reads nothing then), then behind by it.
+            cursor(build, build * rate, self.consumer_headroom)
         } else {
             cursor(0.0, 0.0, self.consumer_headroom)
         };
@@ -320,9 +318,48 @@ impl WorkloadSpec {
         nacked * (1.0 - delay / seconds).max(0.0)
     }
 
-    /// Minutes simulated: the warm-up, then the test.
+    /// Minutes simulated: the warm-up, then the test; with a backlog (OMB's backlog test) the
+    /// test goes on while the backlog builds and drains, as expected from the rates
+    /// ([`WorkloadSpec::backlog_phases`]).
     pub fn simulated_minutes(&self) -> f64 {
-        self.warmup_duration_minutes + self.test_duration_minutes
+        let backlog = self
+            .backlog_phases()
+            .map_or(0.0, |(build, drain)| build + drain);
+        self.warmup_duration_minutes + backlog / 60.0 + self.test_duration_minutes
+    }
+
+    /// The backlog OMB builds (`consumerBacklogSizeGB` GiB summed over the subscriptions), in
+    /// messages, and the backlog at or below which it is drained: `1 - backlogDrainRatio` of it,
+    /// at least 1000 messages (`WorkloadGenerator.buildAndDrainBacklog`). None without one.
+    pub fn backlog_messages(&self) -> Option<(f64, f64)> {
+        if self.consumer_backlog_size_gb <= 0.0 || self.topic_details.is_some() {
+            return None;
+        }
+        let requested = self.consumer_backlog_size_gb * (1u64 << 30) as f64;
+        let capacity = (requested / self.message_size.max(1) as f64).floor();
+        let empty = ((1.0 - self.backlog_drain_ratio) * capacity)
+            .floor()
+            .max(1000.0);
+        Some((requested / self.message_size.max(1) as f64, empty))
+    }
+
+    /// Seconds the backlog takes to build after the warm-up (checked once a second, as OMB does)
+    /// and then to drain, from the rates: the drain at the normal consumers' speed over the
+    /// publish rate. Both within `backlog_max_wait_minutes` together. None without a backlog.
+    pub fn backlog_phases(&self) -> Option<(f64, f64)> {
+        let (build_to, drained_at) = self.backlog_messages()?;
+        let limit = self.backlog_max_wait_minutes * 60.0;
+        let subscribed = self.ingest().rate * self.subscriptions_per_topic as f64;
+        if subscribed <= 0.0 {
+            return Some((limit, 0.0));
+        }
+        let build = (build_to / subscribed).ceil().min(limit);
+        let drain = if self.consumer_headroom > 1.0 {
+            (build_to - drained_at).max(0.0) / (subscribed * (self.consumer_headroom - 1.0))
+        } else {
+            f64::INFINITY
+        };
+        Some((build, drain.min(limit - build)))
     }
 
     /// The rate simulated. OMB's producers spread their rate evenly over the partitions, which
@@ -366,18 +403,12 @@ impl WorkloadSpec {
         }
     }
 
-    /// When backlog-first consumers (`consumer_backlog_size_gb` > 0) start, in microseconds: once
-    /// each partition holds its share of the backlog (GB of 10^9 bytes over all partitions).
-    /// None without a backlog. The generator schedules them at this time.
+    /// When the paused consumers resume to drain the backlog, in microseconds, as expected from
+    /// the rates (the generator resumes them when the backlog it simulates is built). None
+    /// without a backlog.
     pub fn backlog_start_us(&self) -> Option<f64> {
-        if self.consumer_backlog_size_gb <= 0.0 {
-            return None;
-        }
-        let partitions = self.partitions() as f64;
-        let interval_us = 1e6 / (self.ingest().rate / partitions);
-        let bytes_per_partition = self.consumer_backlog_size_gb * 1e9 / partitions;
-        let messages = bytes_per_partition / self.message_size.max(1) as f64;
-        Some(messages * interval_us)
+        let (build, _) = self.backlog_phases()?;
+        Some((self.warmup_duration_minutes * 60.0 + build) * 1e6)
     }
 
     /// What simulating this spec holds in memory, roughly: state per partition, cursor and
@@ -506,7 +537,7 @@ impl WorkloadSpec {
             return Err(Error::invalid(
                 "spec",
                 format!(
-                    "warmupDurationMinutes + testDurationMinutes = {} minutes: past what the trace's int64 microsecond timestamps hold",
+                    "warmupDurationMinutes + testDurationMinutes (+ the backlog's build and drain) = {} minutes: past what the trace's int64 microsecond timestamps hold",
                     self.simulated_minutes()
                 ),
             ));

@@ -277,6 +277,13 @@ struct Sub {
     redelivery_rate: f64,
     /// How the cursor starts.
     start: SubStart,
+    /// One of OMB's consumers, paused to build a backlog ([`BacklogTest`]).
+    pauses_for_backlog: bool,
+    /// Its consumers process nothing (OMB's paused worker holds each message listener), so they
+    /// free no permits and send no FLOW; the broker sends until their permits run out.
+    paused: bool,
+    /// Messages its consumers processed (OMB's `messagesReceived`).
+    received: u64,
 }
 
 struct Partition {
@@ -458,6 +465,8 @@ enum Task {
     Flow(u32, u32, u32),
     /// A consumer's nack timer fires: (partition, subscription, consumer).
     NegativeAcks(u32, u32, u32),
+    /// OMB's backlog test looks at the backlog ([`Sim::backlog_test`]).
+    Backlog,
     Seek(u32, u32),
     Churn(u32, u32),
     Ack(u32, u32),
@@ -484,6 +493,8 @@ pub(super) struct Sim {
     flow_threshold: u64,
     /// The clients' `negativeAckRedeliveryDelay`, at least the client's minimum.
     nack_delay_ms: u64,
+    /// OMB's backlog test, while it runs.
+    backlog: Option<BacklogTest>,
     /// Whether the message index drops entries no cursor can reach (see [`Sim::prune_index`]).
     prune_index: bool,
 }
@@ -671,6 +682,8 @@ impl Sim {
         let messages = |idx: u64| first_msg.messages(idx, total);
         let sub = &mut part.subs[s];
         let nack = sub.redelivery_rate;
+        let paused = sub.paused;
+        let mut received = 0;
         let single = matches!(
             sub.kind,
             SubscriptionType::Exclusive | SubscriptionType::Failover
@@ -680,7 +693,7 @@ impl Sim {
         for (ci, c) in sub.consumers.iter_mut().enumerate() {
             let elapsed = t.saturating_sub(c.last_us) as f64;
             c.last_us = t;
-            if c.queued == 0 {
+            if c.queued == 0 || paused {
                 c.carry = 0.0;
                 continue;
             }
@@ -714,6 +727,7 @@ impl Sim {
             }
             c.queued -= used;
             c.unflowed += used;
+            received += used;
             c.carry = if c.queued > 0 && nacked_here.is_none() {
                 (budget - used as f64).max(0.0)
             } else {
@@ -735,6 +749,7 @@ impl Sim {
                 wake = true;
             }
         }
+        sub.received += received;
         if let Some(idx) = rewind {
             self.emit_cursor(t, p, s, "seek", Some(idx));
             let sub = &mut self.parts[p].subs[s];
@@ -776,6 +791,9 @@ impl Sim {
     /// Plans the FLOW of every consumer that has none planned and holds enough to send one.
     fn plan_flows(&mut self, t: u64, p: usize, s: usize) {
         let threshold = self.flow_threshold;
+        if self.parts[p].subs[s].paused {
+            return;
+        }
         for c in 0..self.parts[p].subs[s].consumers.len() {
             let con = &self.parts[p].subs[s].consumers[c];
             if con.flow_at.is_some() || con.speed <= 0.0 {
@@ -1347,11 +1365,75 @@ impl Sim {
         self.schedule(t + 1_000_000, Task::Ack(p as u32, s as u32));
     }
 
+    /// OMB's backlog test (`WorkloadGenerator.buildAndDrainBacklog`), one look at a time: at the
+    /// end of the warm-up it pauses its consumers, looks once a second until the backlog (messages
+    /// published times subscriptions, less messages received) reaches the size asked for, resumes
+    /// them, looks every 100 ms until the backlog is drained, and lets the test end
+    /// `testDurationMinutes` after that. OMB sums over all topics; each broker's simulation looks
+    /// at its own partitions' share, which is the same for all of them.
+    fn backlog_test(&mut self, t: u64) {
+        let Some(test) = self.backlog else { return };
+        let subs: Vec<(usize, usize)> = (0..self.parts.len())
+            .flat_map(|p| (0..self.parts[p].subs.len()).map(move |s| (p, s)))
+            .filter(|&(p, s)| self.parts[p].subs[s].pauses_for_backlog)
+            .collect();
+        for &(p, s) in &subs {
+            if self.consume(t, p, s) {
+                self.schedule_dispatch(t, p, s);
+            }
+        }
+        if test.phase == BacklogPhase::WarmUp {
+            for &(p, s) in &subs {
+                self.parts[p].subs[s].paused = true;
+            }
+        }
+        let mut backlog = 0u64;
+        for &(p, s) in &subs {
+            let (published, sub) = (self.parts[p].messages_published, &self.parts[p].subs[s]);
+            backlog = backlog.saturating_add(published.saturating_sub(sub.received));
+        }
+        let next = match test.phase {
+            BacklogPhase::WarmUp | BacklogPhase::Building if (backlog as f64) < test.build_to => {
+                Some((BacklogPhase::Building, 1_000_000))
+            }
+            BacklogPhase::WarmUp | BacklogPhase::Building => {
+                for &(p, s) in &subs {
+                    self.resume(t, p, s);
+                }
+                Some((BacklogPhase::Draining, 0))
+            }
+            BacklogPhase::Draining if backlog as f64 > test.drained_at => {
+                Some((BacklogPhase::Draining, 100_000))
+            }
+            BacklogPhase::Draining => {
+                self.end_us = self.end_us.min(t.saturating_add(test.test_us));
+                None
+            }
+        };
+        self.backlog = next.map(|(phase, _)| BacklogTest { phase, ..test });
+        if let Some((_, after)) = next {
+            self.schedule(t.saturating_add(after), Task::Backlog);
+        }
+    }
+
+    /// A paused subscription's consumers resume processing from `t` (they were brought up to
+    /// `t` just before, processing nothing while paused); their FLOWs follow as they process.
+    fn resume(&mut self, t: u64, p: usize, s: usize) {
+        self.parts[p].subs[s].paused = false;
+        self.plan_flows(t, p, s);
+        self.schedule_dispatch(t, p, s);
+    }
+
     /// Runs the next task; false when the simulation is over.
     fn step(&mut self) -> bool {
         let Some(Reverse((t, _, task))) = self.queue.pop() else {
             return false;
         };
+        // The backlog test's end can come before tasks already planned.
+        if t > self.end_us {
+            self.queue.clear();
+            return false;
+        }
         match task {
             Task::Publish(p, k) => self.publish(t, p as usize, k as usize),
             Task::Dispatch(p, s) => {
@@ -1376,6 +1458,7 @@ impl Sim {
             Task::NegativeAcks(p, s, c) => {
                 self.redeliver_nacked(t, p as usize, s as usize, c as usize)
             }
+            Task::Backlog => self.backlog_test(t),
             Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
             Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
             Task::Ack(p, s) => self.ack(t, p as usize, s as usize),
@@ -1412,6 +1495,40 @@ impl Sim {
         }
         true
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BacklogPhase {
+    WarmUp,
+    Building,
+    Draining,
+}
+
+/// OMB's backlog test while it runs: this broker's share of the backlog to build, and of the
+/// backlog at or below which it is drained, in messages.
+#[derive(Debug, Clone, Copy)]
+struct BacklogTest {
+    phase: BacklogPhase,
+    build_to: f64,
+    drained_at: f64,
+    test_us: u64,
+}
+
+fn minutes_us(minutes: f64) -> u64 {
+    // Saturating: a huge duration means "never", not a time that wraps around.
+    (minutes * 60e6) as u64
+}
+
+/// When the simulation ends: after the warm-up and the test, or with a backlog test at the
+/// latest `backlog_max_wait_minutes` after the warm-up plus the test (the test ends earlier, once the
+/// backlog is drained).
+fn run_end_us(spec: &WorkloadSpec) -> u64 {
+    let backlog = if spec.backlog_messages().is_some() {
+        spec.backlog_max_wait_minutes
+    } else {
+        0.0
+    };
+    minutes_us(spec.warmup_duration_minutes + backlog + spec.test_duration_minutes)
 }
 
 /// `RangeEntryCacheImpl.BOOKKEEPER_READ_OVERHEAD_PER_ENTRY`: the bytes a storage read costs per
@@ -1515,6 +1632,8 @@ struct SubPlan {
     first_consumer: u64,
     start: SubStart,
     redelivery_rate: f64,
+    /// One of OMB's consumers, which it pauses to build a backlog.
+    pauses_for_backlog: bool,
 }
 
 /// A partition (managed ledger) as the simulation sets it up: every workload is a list of these,
@@ -1612,6 +1731,7 @@ fn detailed_plans(topics: &[TopicDetail]) -> impl Iterator<Item = PartitionPlan>
                         Tail
                     },
                     redelivery_rate: s.redelivery_rate,
+                    pauses_for_backlog: false,
                 }
             })
             .collect(),
@@ -1632,7 +1752,7 @@ fn homogeneous_plans(spec: &WorkloadSpec) -> impl Iterator<Item = PartitionPlan>
     let interval_us = 1e6 / per_partition_rate;
     let normal_speed = per_partition_rate * spec.consumer_headroom / 1e6;
     let catch_up_speed = per_partition_rate * spec.catch_up_speed / 1e6;
-    let backlog_start = spec.backlog_start_us().map(|at| at as u64);
+    let pauses_for_backlog = spec.backlog_messages().is_some();
     let catch_up_at = (spec.catch_up_start_seconds * 1e6) as u64;
     let n = spec.consumer_per_subscription as usize;
     let share = match spec.subscription_type {
@@ -1666,8 +1786,9 @@ fn homogeneous_plans(spec: &WorkloadSpec) -> impl Iterator<Item = PartitionPlan>
                     kind: spec.subscription_type,
                     speeds,
                     first_consumer: first,
-                    start: backlog_start.map_or(Tail, AtFirst),
+                    start: Tail,
                     redelivery_rate: spec.redelivery_rate,
+                    pauses_for_backlog,
                 });
             }
             for r in 0..spec.catch_up_readers {
@@ -1678,6 +1799,7 @@ fn homogeneous_plans(spec: &WorkloadSpec) -> impl Iterator<Item = PartitionPlan>
                     first_consumer: 0,
                     start: CatchUp(catch_up_at),
                     redelivery_rate: spec.redelivery_rate,
+                    pauses_for_backlog: false,
                 });
             }
             PartitionPlan {
@@ -1754,6 +1876,9 @@ impl Sim {
                     skip_next_replay: false,
                     redelivery_rate: sp.redelivery_rate,
                     start: sp.start,
+                    pauses_for_backlog: sp.pauses_for_backlog,
+                    paused: false,
+                    received: 0,
                 });
             }
             if here {
@@ -1792,12 +1917,13 @@ impl Sim {
             seq: 0,
             parts,
             out,
-            end_us: (spec.simulated_minutes() * 60e6) as u64,
+            end_us: run_end_us(spec),
             rollover: spec.rollover(),
             switch_us: spec.partition_switch_us(),
             key_hashes,
             flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
             nack_delay_ms: spec.negative_ack_redelivery_delay_ms(),
+            backlog: None,
             prune_index: spec.seeks_per_minute == 0.0,
         };
         for p in 0..sim.parts.len() {
@@ -1846,6 +1972,17 @@ impl Sim {
                     sim.schedule(at, Task::Publish(pi, k as u32));
                 }
             }
+        }
+        if let Some((build_to, drained_at)) = spec.backlog_messages() {
+            // This broker's share of OMB's backlog, summed over all partitions.
+            let share = sim.parts.len() as f64 / spec.partitions() as f64;
+            sim.backlog = Some(BacklogTest {
+                phase: BacklogPhase::WarmUp,
+                build_to: build_to * share,
+                drained_at: drained_at * share,
+                test_us: minutes_us(spec.test_duration_minutes),
+            });
+            sim.schedule(minutes_us(spec.warmup_duration_minutes), Task::Backlog);
         }
         let names = Names {
             brokers: std::mem::take(&mut sim.out.broker_names),

@@ -52,8 +52,13 @@ pub struct WorkloadSpec {
     /// rate", which the lab takes as the rate a saturated broker ingests (see
     /// [`WorkloadSpec::ingest`]). A rate above that is capped to it.
     pub producer_rate: f64,
-    /// Consumers wait until this much backlog (GB, over all partitions) exists, then catch up.
+    /// OMB's backlog test: after the warm-up its consumers pause until this much backlog (GiB,
+    /// summed over the subscriptions) exists, then drain it; the test runs on until the backlog
+    /// is down to `1 - backlog_drain_ratio` of it (at least 1000 messages), then
+    /// `test_duration_minutes` more. The lab waits at most `backlog_max_wait_minutes` after the pause.
     pub consumer_backlog_size_gb: f64,
+    pub backlog_drain_ratio: f64,
+    pub backlog_max_wait_minutes: f64,
     pub test_duration_minutes: f64,
     /// OMB's warmupDurationMinutes: traffic simulated before the test (OMB runs the warm-up,
     /// then the test, with the same producers and consumers). 0 here; OMB workload files get
@@ -204,6 +209,8 @@ impl Default for WorkloadSpec {
             producers_per_topic: 1,
             producer_rate: 1000.0,
             consumer_backlog_size_gb: 0.0,
+            backlog_drain_ratio: 1.0,
+            backlog_max_wait_minutes: 240.0,
             test_duration_minutes: 1.0,
             warmup_duration_minutes: 0.0,
             broker_ingest_bytes_per_second: DEFAULT_BROKER_INGEST_BYTES_PER_SECOND,
@@ -343,7 +350,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 49] = [
+pub const SPEC_NAMES: [&str; 51] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -352,6 +359,8 @@ pub const SPEC_NAMES: [&str; 49] = [
     "producers_per_topic",
     "producer_rate",
     "consumer_backlog_size_gb",
+    "backlog_drain_ratio",
+    "backlog_max_wait_minutes",
     "test_duration_minutes",
     "key_distributor",
     "keys",
@@ -469,6 +478,8 @@ impl WorkloadSpec {
                 self.broker_ingest_messages_per_second = positive(key, v)?
             }
             "consumer_backlog_size_gb" => self.consumer_backlog_size_gb = non_negative(key, v)?,
+            "backlog_drain_ratio" => self.backlog_drain_ratio = fraction(key, v)?,
+            "backlog_max_wait_minutes" => self.backlog_max_wait_minutes = non_negative(key, v)?,
             "test_duration_minutes" => self.test_duration_minutes = non_negative(key, v)?,
             "key_distributor" => {
                 self.key_distributor = match text(key, v)? {
