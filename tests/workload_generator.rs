@@ -155,11 +155,19 @@ fn omb_backlog_test_pauses_builds_drains_then_runs_its_minutes() {
     );
     // Consumers slower than the publish rate never drain it: the lab stops waiting after
     // backlogMaxWaitMinutes, then runs the test's minutes.
-    let (_, capped, _) = run(&[
+    let (_, capped, expected) = run(&[
         ("consumer_headroom", Float(0.9)),
         ("backlog_max_wait_minutes", Float(1.0)),
     ]);
     assert!((95_000_000..=96_000_000).contains(&capped), "{capped}");
+    assert_eq!(expected, 96e6, "the estimate knows the wait is capped");
+    // So do slow consumers (half of 1.2x the rate), and the estimate says so too.
+    let (_, slow, expected) = run(&[
+        ("slow_consumer_fraction", Float(1.0)),
+        ("backlog_max_wait_minutes", Float(1.0)),
+    ]);
+    assert!((95_000_000..=96_000_000).contains(&slow), "{slow}");
+    assert_eq!(expected, 96e6);
 }
 
 #[test]
@@ -811,6 +819,46 @@ fn shared_nacks_are_redelivered_after_the_clients_delay() {
     // With the client's default of a minute, a minute's run redelivers none of its nacks.
     assert_eq!(since_add(None, 1.0), Vec::<i64>::new());
     assert!(!since_add(None, 1.5).is_empty());
+}
+
+/// A consumer that closes forgets its waiting nacks (`NegativeAcksTracker.close`; a reconnected
+/// consumer's broker state would not hold them anyway, `Consumer.redeliverUnacknowledgedMessages`
+/// skips positions not pending on it): while the subscription has no consumers, no nack of its
+/// comes back; on reconnecting it rewinds to them instead.
+#[test]
+fn a_closed_consumers_waiting_nacks_are_not_redelivered() {
+    let ev = generate(
+        &spec(&[
+            ("subscription_type", Str("Shared".into())),
+            ("consumer_per_subscription", Int(2)),
+            ("redelivery_rate", Float(0.05)),
+            ("negative_ack_redelivery_delay_ms", Int(5000)),
+            ("churn_per_minute", Float(6.0)),
+            ("churn_downtime_seconds", Float(8.0)),
+            ("test_duration_minutes", Float(2.0)),
+        ]),
+        1,
+    );
+    let mut closed = false;
+    let (mut closes, mut nacks) = (0, 0);
+    for i in 0..ev.len() {
+        match (ev.op[i], ev.reason[i]) {
+            ("close", _) => {
+                closed = true;
+                closes += 1;
+            }
+            ("open", _) => closed = false,
+            ("redeliver", Some(REASON_NACK)) => {
+                nacks += 1;
+                assert!(
+                    !closed,
+                    "row {i}: a nack redelivered while no consumer is connected"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert!(closes >= 3 && nacks > 50, "{closes} closes, {nacks} nacks");
 }
 
 /// PersistentDispatcherMultipleConsumers.redeliverUnacknowledgedMessages(consumer, positions)

@@ -238,6 +238,10 @@ def backlog_line(estimate: dict) -> str | None:
     start = estimate.get("backlog_start_seconds")
     if start is None:
         return None
+    if not estimate.get("backlog_built"):
+        return (f"backlog: consumers pause after the warm-up and consumerBacklogSizeGB is not built within "
+                f"backlogMaxWaitMinutes: they never resume (~{estimate['simulated_seconds']:,.0f}s; "
+                f"--backlog-max-wait-minutes)")
     line = (f"backlog: consumers pause after the warm-up and resume at ~{start:,.0f}s, once consumerBacklogSizeGB "
             f"is built; the test runs until it drains, then testDurationMinutes more: ~{estimate['simulated_seconds']:,.0f}s")
     if estimate.get("backlog_wait_capped"):

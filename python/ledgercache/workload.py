@@ -44,7 +44,8 @@ OMB's workload keys (``Workload.java``), all accepted:
   1 applies to OMB workload files; mappings and ``.json`` specs default to 0.
 - ``consumerBacklogSizeGB`` and ``backlogDrainRatio`` (1.0): OMB's backlog test
   (``WorkloadGenerator.buildAndDrainBacklog``), as OMB runs it. Consumers read during the warm-up;
-  at its end they pause (no more FLOW: they process what they hold) until the backlog, messages
+  at its end they pause (OMB's paused worker holds each message listener: they process nothing, so
+  they send no FLOW and the broker stops once their permits run out) until the backlog, messages
   published times subscriptions less messages received, is ``consumerBacklogSizeGB`` GiB (looked
   at once a second); then they resume and drain it, and the test runs until the backlog is down to
   ``1 - backlogDrainRatio`` of it (at least 1000 messages; looked at every 100 ms), then
@@ -650,7 +651,9 @@ def estimate(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:
     (``memory_growing_bytes`` of it grow with the duration); ``simulated_seconds`` (warm-up plus
     test, plus the backlog's build and drain with ``consumerBacklogSizeGB``),
     ``backlog_start_seconds`` (when the paused consumers resume to drain the backlog; None without
-    one) and ``backlog_wait_capped`` (the backlog is not drained within ``backlogMaxWaitMinutes``).
+    one), ``backlog_built`` (False when the backlog is not built within ``backlogMaxWaitMinutes``:
+    the consumers never resume; None without one) and ``backlog_wait_capped`` (the backlog is not
+    drained within ``backlogMaxWaitMinutes``).
     """
     return _estimate(resolve(spec, driver), _source(spec))
 

@@ -204,10 +204,12 @@ pub fn estimate_workload<'py>(
         "backlog_start_seconds",
         spec.backlog_start_us().map(|us| us / 1e6),
     )?;
+    let limit = spec.backlog_max_wait_minutes * 60.0;
+    let phases = spec.backlog_phases();
+    d.set_item("backlog_built", phases.map(|(build, _)| build < limit))?;
     d.set_item(
         "backlog_wait_capped",
-        spec.backlog_phases()
-            .is_some_and(|(build, drain)| build + drain >= spec.backlog_max_wait_minutes * 60.0),
+        phases.is_some_and(|(build, drain)| build + drain >= limit),
     )?;
     Ok(d)
 }

@@ -291,6 +291,8 @@ const NAME_BYTES_PER_CURSOR: f64 = 32.0;
 /// An entry in the message index (`u64`), in a replay queue (`BTreeSet<u64>`, with its nodes).
 const INDEX_BYTES_PER_ENTRY: f64 = 8.0;
 const REPLAY_BYTES_PER_ENTRY: f64 = 40.0;
+/// A nack waiting in a consumer's tracker (a `u64` in a `Vec` under a `BTreeMap` key).
+const NACK_BYTES_PER_ENTRY: f64 = 8.0;
 /// The process itself (the library, Arrow, the allocator) and the batches in flight.
 const BASE_BYTES: f64 = 80.0 * 1024.0 * 1024.0;
 const BYTES_PER_ROW: f64 = 100.0;
@@ -344,8 +346,9 @@ impl WorkloadSpec {
     }
 
     /// Seconds the backlog takes to build after the warm-up (checked once a second, as OMB does)
-    /// and then to drain, from the rates: the drain at the normal consumers' speed over the
-    /// publish rate. Both within `backlog_max_wait_minutes` together. None without a backlog.
+    /// and then to drain, from the rates: the drain at the slowest subscription's speed over the
+    /// publish rate (it holds the last of the backlog). Both within `backlog_max_wait_minutes`
+    /// together. None without a backlog.
     pub fn backlog_phases(&self) -> Option<(f64, f64)> {
         let (build_to, drained_at) = self.backlog_messages()?;
         let limit = self.backlog_max_wait_minutes * 60.0;
@@ -354,12 +357,40 @@ impl WorkloadSpec {
             return Some((limit, 0.0));
         }
         let build = (build_to / subscribed).ceil().min(limit);
-        let drain = if self.consumer_headroom > 1.0 {
-            (build_to - drained_at).max(0.0) / (subscribed * (self.consumer_headroom - 1.0))
+        let speed = self.slowest_subscription_speed();
+        let drain = if speed > 1.0 {
+            (build_to - drained_at).max(0.0) / (subscribed * (speed - 1.0))
         } else {
             f64::INFINITY
         };
         Some((build, drain.min(limit - build)))
+    }
+
+    /// The slowest subscription's speed over its share of the publish rate: an Exclusive or
+    /// Failover one with a slow consumer, else a Shared or Key_Shared one whose consumers are
+    /// slow in the workload's proportion.
+    fn slowest_subscription_speed(&self) -> f64 {
+        let single = matches!(
+            self.subscription_type,
+            SubscriptionType::Exclusive | SubscriptionType::Failover
+        );
+        let f = self.slow_consumer_fraction;
+        if single && f > 0.0 {
+            self.consumer_headroom * self.slow_consumer_speed
+        } else {
+            self.consumer_headroom * (1.0 - f * (1.0 - self.slow_consumer_speed))
+        }
+    }
+
+    /// The longest the simulation may run, in minutes: the warm-up, the test, and with a backlog
+    /// the most the lab waits for it (the generator ends there unless the backlog drains first).
+    pub fn max_run_minutes(&self) -> f64 {
+        let backlog = if self.backlog_messages().is_some() {
+            self.backlog_max_wait_minutes
+        } else {
+            0.0
+        };
+        self.warmup_duration_minutes + backlog + self.test_duration_minutes
     }
 
     /// The rate simulated. OMB's producers spread their rate evenly over the partitions, which
@@ -473,6 +504,19 @@ impl WorkloadSpec {
             };
             growing += p * backlog * index_bytes_per_entry;
         }
+        // Nacks waiting for their redelivery hold the mark-delete position and so the index: the
+        // last `negativeAckRedeliveryDelay` of entries (Shared, Key_Shared).
+        if self.redelivery_rate > 0.0
+            && !matches!(
+                self.subscription_type,
+                SubscriptionType::Exclusive | SubscriptionType::Failover
+            )
+        {
+            let waiting = (self.negative_ack_redelivery_delay_ms() as f64 / 1000.0).min(seconds);
+            let nacked = 1.0 - (1.0 - self.redelivery_rate).powf(self.messages_per_entry(rate));
+            growing += p * waiting * entries_per_s * index_bytes_per_entry
+                + c * waiting * entries_per_s * nacked * NACK_BYTES_PER_ENTRY;
+        }
         let slower = 1.0
             - self.consumer_headroom
                 * (1.0 - self.slow_consumer_fraction * (1.0 - self.slow_consumer_speed));
@@ -533,13 +577,20 @@ impl WorkloadSpec {
             ));
         }
         // The trace's timestamps are int64 microseconds.
-        if self.simulated_minutes() * 60e6 >= i64::MAX as f64 {
+        if self.max_run_minutes() * 60e6 >= i64::MAX as f64 {
             return Err(Error::invalid(
                 "spec",
                 format!(
-                    "warmupDurationMinutes + testDurationMinutes (+ the backlog's build and drain) = {} minutes: past what the trace's int64 microsecond timestamps hold",
-                    self.simulated_minutes()
+                    "warmupDurationMinutes + testDurationMinutes (+ backlogMaxWaitMinutes with a backlog) = {} minutes: past what the trace's int64 microsecond timestamps hold",
+                    self.max_run_minutes()
                 ),
+            ));
+        }
+        if self.consumer_backlog_size_gb > 0.0 && self.producer_rate == 0.0 {
+            // OMB's WorkloadGenerator refuses it too: the backlog test needs a known rate.
+            return Err(Error::invalid(
+                "spec",
+                "consumerBacklogSizeGB needs a producerRate: OMB cannot probe the sustainable rate while building a backlog",
             ));
         }
         if f.bytes > budget as f64 {

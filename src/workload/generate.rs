@@ -217,7 +217,7 @@ impl Consumer {
     /// order: a replayed entry comes after newer ones) or negatively acknowledged and waiting.
     fn oldest_held(&self) -> Option<u64> {
         let queued = self.queue.iter().min().copied();
-        match (queued, self.nacks.oldest()) {
+        match (queued, self.nacks.lowest()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -691,7 +691,8 @@ impl Sim {
         let mut wake = false;
         let mut rewind = None;
         for (ci, c) in sub.consumers.iter_mut().enumerate() {
-            let elapsed = t.saturating_sub(c.last_us) as f64;
+            let since = c.last_us;
+            let elapsed = t.saturating_sub(since) as f64;
             c.last_us = t;
             if c.queued == 0 || paused {
                 c.carry = 0.0;
@@ -720,7 +721,10 @@ impl Sim {
                         nacked_here = Some(idx);
                         break;
                     }
-                    if let Some(at) = c.nacks.add(t, idx, delay_ms) {
+                    // Nacked when processed: `used` messages into this call's budget.
+                    let done = since as f64 + (used as f64 - c.carry).max(0.0) / c.speed;
+                    let done = (done as u64).clamp(since, t);
+                    if let Some(at) = c.nacks.add(done, t, idx, delay_ms) {
                         timers.push((ci, at));
                     }
                 }
@@ -1224,23 +1228,19 @@ impl Sim {
     /// the position it rewinds to on reconnecting. Only without seeks (`seeks_per_minute` 0): a
     /// seek goes back from the read position, and seek after seek can reach any entry.
     fn prune_index(&mut self, p: usize) {
-        let part = &mut self.parts[p];
-        let mut low = part.published;
-        // A subscription without consumers never reads: it does not hold the index.
-        for sub in part.subs.iter().filter(|s| !s.consumers.is_empty()) {
-            low = low.min(sub.read_idx);
-            if sub.active {
-                for c in &sub.consumers {
-                    low = c.oldest_held().map_or(low, |i| low.min(i));
-                }
-                for r in &sub.replay {
-                    low = r.first().map_or(low, |&i| low.min(i));
-                }
-                low = sub.unhashed.first().map_or(low, |&i| low.min(i));
-            } else {
-                low = low.min(sub.rewind_to);
+        let mut low = self.parts[p].published;
+        for (s, sub) in self.parts[p].subs.iter().enumerate() {
+            // A subscription without consumers never reads: it does not hold the index.
+            if sub.consumers.is_empty() {
+                continue;
             }
+            low = low.min(if sub.active {
+                self.first_unacked(p, s)
+            } else {
+                sub.read_idx.min(sub.rewind_to)
+            });
         }
+        let part = &mut self.parts[p];
         part.first_msg.drop_below(low);
         part.ledgers.drop_below(low);
     }
@@ -1387,11 +1387,14 @@ impl Sim {
                 self.parts[p].subs[s].paused = true;
             }
         }
-        let mut backlog = 0u64;
+        // OMB's figure: messages sent times subscriptions, less messages received (redeliveries
+        // count as received), over all of them at once.
+        let (mut sent, mut received) = (0u64, 0u64);
         for &(p, s) in &subs {
-            let (published, sub) = (self.parts[p].messages_published, &self.parts[p].subs[s]);
-            backlog = backlog.saturating_add(published.saturating_sub(sub.received));
+            sent = sent.saturating_add(self.parts[p].messages_published);
+            received = received.saturating_add(self.parts[p].subs[s].received);
         }
+        let backlog = sent.saturating_sub(received);
         let next = match test.phase {
             BacklogPhase::WarmUp | BacklogPhase::Building if (backlog as f64) < test.build_to => {
                 Some((BacklogPhase::Building, 1_000_000))
@@ -1517,18 +1520,6 @@ struct BacklogTest {
 fn minutes_us(minutes: f64) -> u64 {
     // Saturating: a huge duration means "never", not a time that wraps around.
     (minutes * 60e6) as u64
-}
-
-/// When the simulation ends: after the warm-up and the test, or with a backlog test at the
-/// latest `backlog_max_wait_minutes` after the warm-up plus the test (the test ends earlier, once the
-/// backlog is drained).
-fn run_end_us(spec: &WorkloadSpec) -> u64 {
-    let backlog = if spec.backlog_messages().is_some() {
-        spec.backlog_max_wait_minutes
-    } else {
-        0.0
-    };
-    minutes_us(spec.warmup_duration_minutes + backlog + spec.test_duration_minutes)
 }
 
 /// `RangeEntryCacheImpl.BOOKKEEPER_READ_OVERHEAD_PER_ENTRY`: the bytes a storage read costs per
@@ -1917,7 +1908,8 @@ impl Sim {
             seq: 0,
             parts,
             out,
-            end_us: run_end_us(spec),
+            // A backlog test ends earlier once the backlog is drained.
+            end_us: minutes_us(spec.max_run_minutes()),
             rollover: spec.rollover(),
             switch_us: spec.partition_switch_us(),
             key_hashes,

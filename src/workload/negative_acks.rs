@@ -22,15 +22,24 @@ pub(super) struct NegativeAcks {
 }
 
 impl NegativeAcks {
-    /// Records a nack of entry `idx` at `now_us` redelivered `delay_ms` later (already at least
-    /// [`MIN_DELAY_MS`]). Returns when a timer must fire, if this nack started one.
-    pub(super) fn add(&mut self, now_us: u64, idx: u64, delay_ms: u64) -> Option<u64> {
-        let due_ms = (now_us / 1000).saturating_add(delay_ms) & (u64::MAX << PRECISION_BITS);
+    /// Records a nack of entry `idx` made at `nacked_us` and learnt of at `now_us` (not before
+    /// it), redelivered `delay_ms` later (already at least [`MIN_DELAY_MS`]). Returns when a timer
+    /// must fire, if this nack started one: `delay_ms` after the nack, and not before `now_us`.
+    pub(super) fn add(
+        &mut self,
+        nacked_us: u64,
+        now_us: u64,
+        idx: u64,
+        delay_ms: u64,
+    ) -> Option<u64> {
+        let due_ms = (nacked_us / 1000).saturating_add(delay_ms) & (u64::MAX << PRECISION_BITS);
         self.due.entry(due_ms).or_default().push(idx);
         if self.timer_us.is_some() {
             return None;
         }
-        let at = now_us.saturating_add(delay_ms.saturating_mul(1000));
+        let at = nacked_us
+            .saturating_add(delay_ms.saturating_mul(1000))
+            .max(now_us);
         self.timer_us = Some(at);
         Some(at)
     }
@@ -59,7 +68,7 @@ impl NegativeAcks {
     }
 
     /// The lowest entry waiting, if any: it is not acknowledged yet.
-    pub(super) fn oldest(&self) -> Option<u64> {
+    pub(super) fn lowest(&self) -> Option<u64> {
         self.due.values().flatten().copied().min()
     }
 
@@ -79,27 +88,27 @@ mod tests {
     fn a_nack_is_due_its_delay_later_rounded_down_to_the_precision() {
         let mut n = NegativeAcks::default();
         // 1.3 s + 60 s = 61,300 ms, rounded down to a multiple of 256: 61,184 ms.
-        assert_eq!(n.add(1_300_000, 7, 60_000), Some(61_300_000));
-        assert_eq!(n.oldest(), Some(7));
+        assert_eq!(n.add(1_300_000, 1_300_000, 7, 60_000), Some(61_300_000));
+        assert_eq!(n.lowest(), Some(7));
         // The timer fires at the first nack's time plus the delay (unrounded).
         assert!(n.fires_at(61_300_000));
         let (taken, next) = n.fire(61_300_000);
         assert_eq!((taken, next), (vec![7], None));
-        assert_eq!(n.oldest(), None);
+        assert_eq!(n.lowest(), None);
     }
 
     #[test]
     fn one_timer_runs_and_is_set_again_for_what_is_left() {
         let mut n = NegativeAcks::default();
-        assert_eq!(n.add(0, 1, 1_000), Some(1_000_000));
+        assert_eq!(n.add(0, 0, 1, 1_000), Some(1_000_000));
         // A later nack does not start a timer of its own.
-        assert_eq!(n.add(500_000, 2, 1_000), None);
-        assert_eq!(n.add(900_000, 3, 1_000), None);
+        assert_eq!(n.add(500_000, 500_000, 2, 1_000), None);
+        assert_eq!(n.add(900_000, 900_000, 3, 1_000), None);
         let (taken, next) = n.fire(1_000_000);
         // Entry 1 was due at 768 ms; 2 at 1,280 (1,500 rounded down); 3 at 1,792.
         assert_eq!((taken, next), (vec![1], Some(1_280_000)));
         assert!(n.fires_at(1_280_000) && !n.fires_at(1_000_000));
-        assert_eq!(n.oldest(), Some(2));
+        assert_eq!(n.lowest(), Some(2));
         let (taken, next) = n.fire(1_280_000);
         assert_eq!((taken, next), (vec![2], Some(1_792_000)));
         let (taken, next) = n.fire(1_792_000);
@@ -109,29 +118,41 @@ mod tests {
     #[test]
     fn nacks_due_together_are_redelivered_together_in_nack_order() {
         let mut n = NegativeAcks::default();
-        n.add(0, 9, 1_000);
-        n.add(20_000, 4, 1_000);
+        n.add(0, 0, 9, 1_000);
+        n.add(20_000, 20_000, 4, 1_000);
         // Both are due at 768 ms (1,000 and 1,020 rounded down to 256 ms steps).
         assert_eq!(n.fire(1_000_000), (vec![9, 4], None));
     }
 
     #[test]
+    fn a_nack_learnt_of_late_is_due_from_when_it_was_made_and_its_timer_not_in_the_past() {
+        let mut n = NegativeAcks::default();
+        // Made at 0.9 s, learnt of at 1.2 s, 100 ms delay: due at 768 ms (1,000 rounded down),
+        // the timer at 1.2 s rather than 1.0 s.
+        assert_eq!(n.add(900_000, 1_200_000, 3, 100), Some(1_200_000));
+        assert_eq!(n.fire(1_200_000), (vec![3], None));
+    }
+
+    #[test]
     fn a_cleared_tracker_forgets_its_nacks_and_its_timer() {
         let mut n = NegativeAcks::default();
-        let at = n.add(0, 5, 1_000).expect("a timer");
+        let at = n.add(0, 0, 5, 1_000).expect("a timer");
         n.clear();
         assert!(!n.fires_at(at));
-        assert_eq!(n.oldest(), None);
+        assert_eq!(n.lowest(), None);
         // The next nack starts a timer again.
-        assert!(n.add(2_000_000, 6, 1_000).is_some());
+        assert!(n.add(2_000_000, 2_000_000, 6, 1_000).is_some());
     }
 
     #[test]
     fn extreme_times_saturate_instead_of_wrapping_or_firing_forever() {
         let mut n = NegativeAcks::default();
-        assert_eq!(n.add(u64::MAX - 5, 1, u64::MAX / 2), Some(u64::MAX));
+        assert_eq!(
+            n.add(u64::MAX - 5, u64::MAX - 5, 1, u64::MAX / 2),
+            Some(u64::MAX)
+        );
         // Due later than any time there is: nothing to take, and no timer at the same time again.
         assert_eq!(n.fire(u64::MAX), (vec![], None));
-        assert_eq!(n.oldest(), Some(1));
+        assert_eq!(n.lowest(), Some(1));
     }
 }

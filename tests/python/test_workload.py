@@ -174,3 +174,26 @@ def test_the_estimate_follows_producers_routed_by_time():
         s = {**spec, **extra}
         events = sum(b.num_rows for b in lc.workload.stream(s, seed=1))
         assert 0.9 < events / lc.workload.estimate(s)["events"] < 1.1, extra
+
+
+def test_omb_backlog_specs_are_checked_and_estimated():
+    # OMB refuses a backlog test without a producer rate (it cannot probe the rate meanwhile).
+    with pytest.raises(lc.InvalidArgumentError, match="consumerBacklogSizeGB needs a producerRate"):
+        lc.workload.generate({"consumerBacklogSizeGB": 1, "producerRate": 0})
+    # A wait past what int64 microsecond timestamps hold is refused before anything runs.
+    with pytest.raises(lc.InvalidArgumentError, match="backlogMaxWaitMinutes"):
+        lc.workload.generate({"consumerBacklogSizeGB": 1, "backlogMaxWaitMinutes": 1e15})
+    e = lc.workload.estimate({"consumerBacklogSizeGB": 0.01, "testDurationMinutes": 0.5})
+    assert e["backlog_built"] and not e["backlog_wait_capped"] and e["simulated_seconds"] > 60
+    e = lc.workload.estimate({"consumerBacklogSizeGB": 0.01, "consumerHeadroom": 0.9, "backlogMaxWaitMinutes": 2})
+    assert e["backlog_built"] and e["backlog_wait_capped"] and e["simulated_seconds"] == pytest.approx(180)
+    e = lc.workload.estimate({"consumerBacklogSizeGB": 100, "backlogMaxWaitMinutes": 1})
+    assert e["backlog_built"] is False and e["backlog_wait_capped"]
+    assert lc.workload.estimate({})["backlog_built"] is None
+
+
+def test_waiting_nacks_count_in_the_memory_estimate():
+    shared = {"subscriptionType": "Shared", "redeliveryRate": 0.05, "testDurationMinutes": 5}
+    short = lc.workload.estimate({**shared, "negativeAckRedeliveryDelayMs": 100})
+    long = lc.workload.estimate({**shared, "negativeAckRedeliveryDelayMs": 120_000})
+    assert long["memory_growing_bytes"] > short["memory_growing_bytes"] + 100_000
