@@ -52,7 +52,7 @@ def test_omb_workload_files_generate_at_a_short_duration(path, tmp_path, capsys)
     assert {"add", "open", "read"} <= ops
     if backlog:
         assert "backlog: consumers pause after the warm-up" in printed
-        assert "not drained within backlogMaxWaitMinutes" in printed
+        assert "within backlogMaxWaitMinutes" in printed  # not built, or not drained
     # Every partition publishes when the test is long enough for one message a partition.
     rate = lc.workload.estimate({**settings, "test_duration_minutes": 0.02, "warmup_duration_minutes": 0})
     if rate["producer_rate"] * 1.2 / topics >= 3:
