@@ -682,8 +682,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # control: every design hits on every read at any size, down to 1 MiB.
     "tailing-fan-out": dict(topics=2, partitionsPerTopic=2, subscriptionsPerTopic=4, producerRate=40000,
                             messageSize=1024, testDurationMinutes=2),
-    # Consumers start once a backlog has built up, then catch up while publishing goes on; a reader
-    # per partition joins 15 s (600 MB) behind the tail.
+    # OMB's backlog test: consumers pause until a backlog of 0.5 GiB has built up, then catch up while
+    # publishing goes on; a reader per partition joins 15 s (600 MB) behind the tail.
     "catch-up-under-pressure": dict(topics=2, subscriptionsPerTopic=2, producerRate=40000, messageSize=1024,
                                     consumerBacklogSizeGB=0.5, consumerHeadroom=1.5, testDurationMinutes=2,
                                     catchUpReaders=1, catchUpStartSeconds=20, catchUpBehindSeconds=15),
