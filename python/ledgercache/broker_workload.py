@@ -39,7 +39,9 @@ How each field of the stats becomes the workload (the rules are here, once):
   subscription's whole rate.
 - ``redeliveryRate`` is ``msgRateRedeliver / msgRateOut`` (at most 0.5), redelivered after the
   Java client's default ``negativeAckRedeliveryDelay`` (1 minute; the stats do not say the
-  clients' own; set ``negativeAckRedeliveryDelayMs`` in ``settings`` if they differ).
+  clients' own; set ``negativeAckRedeliveryDelayMs`` in ``settings`` if they differ). With a
+  Shared or Key_Shared subscription that redelivers, the warm-up is at least that delay, so the
+  test sees redeliveries at their steady rate.
 - The run simulates the longest lag's start as warm-up (``warmupDurationMinutes``), then
   ``test_duration_minutes`` (2) of test; rates are measured over the test.
 - Producers are Pulsar clients with the client's batching defaults (``batchingMaxPublishDelayMs``
@@ -150,6 +152,10 @@ def workload_and_notes(source: Any, *, test_duration_minutes: float = 2.0, max_b
     if not any(t["producerRate"] > 0 or t["subscriptions"] for t in topics):
         raise InvalidArgumentError("invalid stats: no persistent topic publishes or has a subscription: nothing to "
                                    "simulate")
+    if any(sub["redeliveryRate"] > 0 and sub["type"] not in _SINGLE for t in topics for sub in t["subscriptions"]):
+        # Shared and Key_Shared nacks come back a redelivery delay after the nack: the warm-up covers
+        # it, so the test's redeliveries are at the stats' steady rate.
+        warmup_s = max(warmup_s, _nack_delay_seconds(settings or {}))
     end_s = warmup_s + test * 60.0
     for topic in topics:
         for sub in topic["subscriptions"]:
@@ -195,6 +201,13 @@ def _messages_per_entry(rate: float, size: int, settings: Mapping[str, Any]) -> 
 
 def _lags(backlog_messages: float, consumers: int, queue: int, rate_in: float) -> bool:
     return backlog_messages > max(queue * max(1, consumers), TAIL_SECONDS * rate_in)
+
+
+def _nack_delay_seconds(settings: Mapping[str, Any]) -> float:
+    """The clients' negative-ack redelivery delay the workload simulates, in seconds (the Java
+    client's one minute unless ``settings`` says otherwise)."""
+    delay = _workload.resolve({**settings, "topics": 1}).get("negative_ack_redelivery_delay_ms", 60_000)
+    return float(delay) / 1000.0
 
 
 def _subscription(s: "_stats.SubscriptionStats", rate_in: float, per_entry: float, headroom: float, queue: int,

@@ -91,7 +91,8 @@ def test_lagging_subscription_starts_behind_and_slow_consumers_keep_their_rates(
 
 def test_backlog_beyond_the_cap_is_capped():
     stats = lc.broker_stats.read(DATA / "key-shared-backlog.stats.json")
-    spec = lc.workload.from_broker_stats(stats, max_backlog_minutes=0.5)
+    # (Its Key_Shared subscriptions redeliver: a short nack delay keeps the warm-up the capped lag.)
+    spec = lc.workload.from_broker_stats(stats, max_backlog_minutes=0.5, settings={"negativeAckRedeliveryDelayMs": 1000})
     assert spec["warmupDurationMinutes"] == pytest.approx(0.5)
     assert 0 < max(s["startSeconds"] for t in spec["topicDetails"] for s in t["subscriptions"]) <= 30
 
@@ -261,3 +262,23 @@ def test_the_broker_conf_shapes_the_traffic_as_well_as_the_cache(tmp_path):
     assert result.spec["dispatcherMaxReadBatchSize"] == 7
     assert result.spec["managedLedgerMaxEntriesPerLedger"] == 1000
     assert result.current.cache_size_bytes == 16 * MIB
+
+
+def test_redelivering_shared_subscriptions_warm_up_for_the_nack_delay(tmp_path):
+    import json
+
+    raw = json.loads((DATA / "one-topic.stats.json").read_text())
+    topic = raw["public/default"]["0x40000000_0x80000000"]["persistent"]["persistent://public/default/orders"]
+    sub = topic["subscriptions"]["billing"]
+    sub["type"], sub["msgRateRedeliver"] = "Shared", 20.0
+    (tmp_path / "stats.json").write_text(json.dumps(raw))
+    spec = lc.workload.from_broker_stats(tmp_path / "stats.json")
+    billing = next(s for s in spec["topicDetails"][0]["subscriptions"] if s["name"] == "billing")
+    assert billing["redeliveryRate"] > 0
+    # The nacks of the warm-up come back in the test, as in a broker that has run for a while.
+    assert spec["warmupDurationMinutes"] >= 1
+    spec = lc.workload.from_broker_stats(tmp_path / "stats.json", settings={"negativeAckRedeliveryDelayMs": 5000})
+    assert 5 - 1e-9 <= spec["warmupDurationMinutes"] * 60 < 60
+    sub["msgRateRedeliver"] = 0.0
+    (tmp_path / "stats.json").write_text(json.dumps(raw))
+    assert lc.workload.from_broker_stats(tmp_path / "stats.json")["warmupDurationMinutes"] < 1
