@@ -206,8 +206,7 @@ def _lags(backlog_messages: float, consumers: int, queue: int, rate_in: float) -
 def _nack_delay_seconds(settings: Mapping[str, Any]) -> float:
     """The clients' negative-ack redelivery delay the workload simulates, in seconds (the Java
     client's one minute unless ``settings`` says otherwise)."""
-    delay = _workload.resolve({**settings, "topics": 1}).get("negative_ack_redelivery_delay_ms", 60_000)
-    return float(delay) / 1000.0
+    return float(_workload.estimate({**CLIENT_DEFAULTS, **settings})["nack_redelivery_delay_seconds"])
 
 
 def _subscription(s: "_stats.SubscriptionStats", rate_in: float, per_entry: float, headroom: float, queue: int,

@@ -201,6 +201,10 @@ pub fn estimate_workload<'py>(
     d.set_item("memory_growing_bytes", f.growing_bytes)?;
     d.set_item("simulated_seconds", spec.simulated_minutes() * 60.0)?;
     d.set_item(
+        "nack_redelivery_delay_seconds",
+        spec.nack_redelivery_delay_ms() as f64 / 1000.0,
+    )?;
+    d.set_item(
         "backlog_start_seconds",
         spec.backlog_start_us().map(|us| us / 1e6),
     )?;

@@ -47,6 +47,11 @@ impl PartitionFlow {
     }
 }
 
+/// Share of entries of `n` messages nacked when each message is at `rate`: any of them nacks it.
+fn entry_nacked(rate: f64, n: f64) -> f64 {
+    1.0 - (1.0 - rate).powf(n)
+}
+
 /// Share of the entries read that a Shared or Key_Shared subscription sends round its replay
 /// queue again (overflow and hold-back), often when some consumers are slow.
 fn held_back_share(kind: SubscriptionType, slow: bool, several_consumers: bool, n: f64) -> f64 {
@@ -184,10 +189,7 @@ impl WorkloadSpec {
         let rate = total_rate / partitions; // messages/s of a partition
         let flow = self.partition_flow(rate, self.message_size);
         let (n, entries_per_s) = (flow.messages_per_entry, flow.entries_per_s);
-        let shared = matches!(
-            self.subscription_type,
-            SubscriptionType::Shared | SubscriptionType::KeyShared
-        );
+        let shared = !self.subscription_type.has_single_active_consumer();
         // Share of the entries read that come back: negative acks, and for Shared and Key_Shared
         // overflow and hold-back.
         let nacked = self.nacks_redelivered(self.redelivery_rate, n, shared, seconds);
@@ -312,11 +314,11 @@ impl WorkloadSpec {
     /// messages is nacked if any of them is; on Shared and Key_Shared only the nacks older than
     /// the client's redelivery delay by the end of `seconds` are redelivered.
     fn nacks_redelivered(&self, rate: f64, n: f64, delayed: bool, seconds: f64) -> f64 {
-        let nacked = 1.0 - (1.0 - rate).powf(n);
+        let nacked = entry_nacked(rate, n);
         if !delayed || seconds <= 0.0 {
             return nacked;
         }
-        let delay = self.negative_ack_redelivery_delay_ms() as f64 / 1000.0;
+        let delay = self.nack_redelivery_delay_ms() as f64 / 1000.0;
         nacked * (1.0 - delay / seconds).max(0.0)
     }
 
@@ -370,10 +372,7 @@ impl WorkloadSpec {
     /// Failover one with a slow consumer, else a Shared or Key_Shared one whose consumers are
     /// slow in the workload's proportion.
     fn slowest_subscription_speed(&self) -> f64 {
-        let single = matches!(
-            self.subscription_type,
-            SubscriptionType::Exclusive | SubscriptionType::Failover
-        );
+        let single = self.subscription_type.has_single_active_consumer();
         let f = self.slow_consumer_fraction;
         if single && f > 0.0 {
             self.consumer_headroom * self.slow_consumer_speed
@@ -506,14 +505,9 @@ impl WorkloadSpec {
         }
         // Nacks waiting for their redelivery hold the mark-delete position and so the index: the
         // last `negativeAckRedeliveryDelay` of entries (Shared, Key_Shared).
-        if self.redelivery_rate > 0.0
-            && !matches!(
-                self.subscription_type,
-                SubscriptionType::Exclusive | SubscriptionType::Failover
-            )
-        {
-            let waiting = (self.negative_ack_redelivery_delay_ms() as f64 / 1000.0).min(seconds);
-            let nacked = 1.0 - (1.0 - self.redelivery_rate).powf(self.messages_per_entry(rate));
+        if self.redelivery_rate > 0.0 && !self.subscription_type.has_single_active_consumer() {
+            let waiting = (self.nack_redelivery_delay_ms() as f64 / 1000.0).min(seconds);
+            let nacked = entry_nacked(self.redelivery_rate, self.messages_per_entry(rate));
             growing += p * waiting * entries_per_s * index_bytes_per_entry
                 + c * waiting * entries_per_s * nacked * NACK_BYTES_PER_ENTRY;
         }
@@ -684,10 +678,7 @@ impl WorkloadSpec {
                     events += if s.start_seconds < seconds { 1.0 } else { 0.0 };
                     continue;
                 }
-                let single = matches!(
-                    s.subscription_type,
-                    SubscriptionType::Exclusive | SubscriptionType::Failover
-                );
+                let single = s.subscription_type.has_single_active_consumer();
                 // What the subscription processes a second: its active consumer's, or all of
                 // theirs; relative to the publish rate.
                 let speed_rate = if single {
@@ -781,10 +772,7 @@ impl WorkloadSpec {
                 // Shared/Key_Shared consumers slower than the rate: the difference waits in the
                 // replay queue.
                 let processed: f64 = s.consumer_rates.iter().sum();
-                let shared = matches!(
-                    s.subscription_type,
-                    SubscriptionType::Shared | SubscriptionType::KeyShared
-                );
+                let shared = !s.subscription_type.has_single_active_consumer();
                 if shared && k > 0.0 && rate > processed {
                     let mut held = entries * (1.0 - processed / rate);
                     if key_shared {

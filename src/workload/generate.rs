@@ -216,11 +216,7 @@ impl Consumer {
     /// The lowest entry this consumer holds unacknowledged: in its receiver queue (not in entry
     /// order: a replayed entry comes after newer ones) or negatively acknowledged and waiting.
     fn oldest_held(&self) -> Option<u64> {
-        let queued = self.queue.iter().min().copied();
-        match (queued, self.nacks.lowest()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.queue.iter().copied().chain(self.nacks.lowest()).min()
     }
 
     /// A (re)connected consumer: an empty queue and a FLOW for the whole receiver queue.
@@ -684,10 +680,7 @@ impl Sim {
         let nack = sub.redelivery_rate;
         let paused = sub.paused;
         let mut received = 0;
-        let single = matches!(
-            sub.kind,
-            SubscriptionType::Exclusive | SubscriptionType::Failover
-        );
+        let single = sub.kind.has_single_active_consumer();
         let mut wake = false;
         let mut rewind = None;
         for (ci, c) in sub.consumers.iter_mut().enumerate() {
@@ -1746,9 +1739,10 @@ fn homogeneous_plans(spec: &WorkloadSpec) -> impl Iterator<Item = PartitionPlan>
     let pauses_for_backlog = spec.backlog_messages().is_some();
     let catch_up_at = (spec.catch_up_start_seconds * 1e6) as u64;
     let n = spec.consumer_per_subscription as usize;
-    let share = match spec.subscription_type {
-        SubscriptionType::Exclusive | SubscriptionType::Failover => 1.0,
-        _ => 1.0 / n as f64,
+    let share = if spec.subscription_type.has_single_active_consumer() {
+        1.0
+    } else {
+        1.0 / n as f64
     };
     let mut consumer_index = 0u64;
     (0..spec.topics)
@@ -1914,7 +1908,7 @@ impl Sim {
             switch_us: spec.partition_switch_us(),
             key_hashes,
             flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
-            nack_delay_ms: spec.negative_ack_redelivery_delay_ms(),
+            nack_delay_ms: spec.nack_redelivery_delay_ms(),
             backlog: None,
             prune_index: spec.seeks_per_minute == 0.0,
         };

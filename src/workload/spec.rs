@@ -14,6 +14,17 @@ pub enum SubscriptionType {
     KeyShared,
 }
 
+impl SubscriptionType {
+    /// Exclusive and Failover deliver to one active consumer at a time; Shared and Key_Shared
+    /// spread entries over their consumers and keep a replay queue.
+    pub fn has_single_active_consumer(self) -> bool {
+        matches!(
+            self,
+            SubscriptionType::Exclusive | SubscriptionType::Failover
+        )
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyDistributor {
     NoKey,
@@ -442,7 +453,7 @@ impl WorkloadSpec {
 
     /// The delay after which a nacked message is asked for again, as the client applies it: the
     /// configured one raised to the client's minimum (`NegativeAcksTracker.MIN_NACK_DELAY_MS`).
-    pub fn negative_ack_redelivery_delay_ms(&self) -> u64 {
+    pub fn nack_redelivery_delay_ms(&self) -> u64 {
         (self.negative_ack_redelivery_delay_ms as u64).max(negative_acks::MIN_DELAY_MS)
     }
 
