@@ -1,6 +1,7 @@
 //! One subscription's state (Pulsar's `ManagedCursorImpl`): where it reads next, what it has
 //! acknowledged, what waits for redelivery, and its epoch (PIP-269).
 
+use super::acked::AckedRanges;
 use super::layout::Layout;
 use crate::error::{Error, Result};
 use crate::position::Position;
@@ -14,7 +15,7 @@ pub struct CursorState {
     /// Every entry up to here (inclusive) is acknowledged.
     pub mark_delete: Position,
     /// Acknowledged entries after `mark_delete`.
-    pub acked: BTreeSet<Position>,
+    pub acked: AckedRanges,
     /// Entries waiting to be read again (Shared / Key_Shared redelivery).
     pub replay: BTreeSet<Position>,
     pub active: bool,
@@ -56,7 +57,7 @@ impl CursorState {
             name: name.to_string(),
             read_position,
             mark_delete: layout.before(read_position),
-            acked: BTreeSet::new(),
+            acked: AckedRanges::default(),
             replay: BTreeSet::new(),
             active,
             epoch: 0,
@@ -112,57 +113,62 @@ impl CursorState {
     }
 
     pub fn is_acked(&self, p: Position) -> bool {
-        p <= self.mark_delete || self.acked.contains(&p)
+        p <= self.mark_delete || self.acked.contains(p)
     }
 
-    /// Acknowledges one entry; the mark-delete position advances over a contiguous run.
-    pub fn ack(&mut self, p: Position, layout: &Layout) {
-        if self.is_acked(p) {
+    /// Acknowledges entries `first..=last` of `ledger` each on its own (Pulsar's individual
+    /// acknowledgement, `ManagedCursorImpl.asyncDelete`); the mark-delete position advances over
+    /// the acknowledged entries that follow it.
+    pub fn ack_range(&mut self, ledger: i64, first: i64, last: i64, layout: &Layout) {
+        let first = match ledger.cmp(&self.mark_delete.ledger_id) {
+            std::cmp::Ordering::Less => return,
+            std::cmp::Ordering::Equal => first.max(self.mark_delete.entry_id.saturating_add(1)),
+            std::cmp::Ordering::Greater => first,
+        };
+        if first > last {
             return;
         }
-        self.acked.insert(p);
-        self.replay.remove(&p);
-        self.compact_acks(layout);
+        self.acked.insert(ledger, first, last);
+        let (from, to) = (Position::new(ledger, first), Position::new(ledger, last));
+        let waiting: Vec<Position> = self.replay.range(from..=to).copied().collect();
+        for p in waiting {
+            self.replay.remove(&p);
+        }
+        self.mark_delete(self.mark_delete, layout);
     }
 
-    /// Acknowledges everything up to `p` inclusive.
+    /// Acknowledges one entry.
+    pub fn ack(&mut self, p: Position, layout: &Layout) {
+        self.ack_range(p.ledger_id, p.entry_id, p.entry_id, layout);
+    }
+
+    /// Acknowledges everything up to `p` inclusive, and the acknowledged entries that follow.
     pub fn mark_delete(&mut self, p: Position, layout: &Layout) {
+        let p = self.acked.absorb_after(p.max(self.mark_delete), layout);
         if p > self.mark_delete {
             self.mark_delete = p;
-            self.acked = self.acked.split_off(&layout.next_after(p));
             self.replay = self.replay.split_off(&layout.next_after(p));
         }
-        self.compact_acks(layout);
         self.read_position =
             read_position_after_mark_delete(self.read_position, self.mark_delete, layout);
     }
 
-    fn compact_acks(&mut self, layout: &Layout) {
-        loop {
-            let next = layout.next_after(self.mark_delete);
-            if !self.acked.remove(&next) {
-                break;
-            }
-            self.mark_delete = next;
-        }
-    }
-
     pub fn backlog(&self, layout: &Layout) -> u64 {
         match layout.last_entry() {
-            Some(last) => {
-                let total = layout.count_between(self.mark_delete, last);
-                total.saturating_sub(
-                    self.acked.iter().filter(|p| layout.contains(**p)).count() as u64
-                )
-            }
+            Some(last) => layout
+                .count_between(self.mark_delete, last)
+                .saturating_sub(self.acked.count_from(self.mark_delete, layout)),
             None => 0,
         }
     }
 
-    /// Entries from the read position to the end (Pulsar's `ManagedCursor.getNumberOfEntries`).
+    /// Entries from the read position to the end, less those acknowledged on their own (Pulsar's
+    /// `ManagedCursorImpl.getNumberOfEntries`).
     pub fn entries_to_read(&self, layout: &Layout) -> u64 {
         match layout.last_entry() {
-            Some(last) => layout.count_between(layout.before(self.read_position), last),
+            Some(last) => layout
+                .count_between(layout.before(self.read_position), last)
+                .saturating_sub(self.acked.count_from(self.read_position, layout)),
             None => 0,
         }
     }

@@ -19,6 +19,7 @@
 //! invalidated up to the slowest active cursor, backlogged cursors inactive, ranges served from the
 //! cache only when all of them is there).
 
+pub(crate) mod acked;
 pub(crate) mod cursor;
 pub(crate) mod layout;
 pub mod rollover;
@@ -38,6 +39,7 @@ use crate::read_flow::{
     RedeliveryReason,
 };
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
+use acked::unacked_runs;
 use cursor::{
     mark_delete_after_ledger_deleted, mark_delete_after_reset, mark_delete_allowed,
     read_position_after_read, CursorState,
@@ -128,6 +130,8 @@ struct ReadOp {
     now_only: bool,
     /// A storage read of the step under way failed after the retry (not the first step's).
     step_failed: bool,
+    /// Where a sequential read whose last window was all acknowledged leaves its cursor.
+    skip_to: Option<Position>,
 }
 
 /// A storage read in flight; several reads may wait for it.
@@ -404,7 +408,7 @@ impl ManagedLedger {
             };
             c.read_position = layout.normalize(c.read_position);
             c.replay.retain(|p| p.ledger_id != ledger_id);
-            c.acked.retain(|p| p.ledger_id != ledger_id);
+            c.acked.remove_ledger(ledger_id);
             c.mark_delete = mark_delete_after_ledger_deleted(
                 c.mark_delete,
                 c.read_position,
@@ -539,24 +543,42 @@ impl ManagedLedger {
             return Err(Error::CursorModifying(c.name.clone()));
         }
         let epoch = c.epoch;
-        let positions: Vec<Position> = match kind {
-            ReadKind::Sequential => st
-                .layout
-                .runs_from(c.read_position, n)
-                .into_iter()
-                .flat_map(|(l, first, last)| (first..=last).map(move |e| Position::new(l, e)))
-                .collect(),
-            ReadKind::Replay => c
-                .replay
-                .iter()
-                .filter(|p| st.layout.contains(**p) && !c.is_acked(**p))
-                .take(n as usize)
-                .copied()
-                .collect(),
+        let (positions, units, skip_to): (Vec<Position>, VecDeque<_>, _) = match kind {
+            ReadKind::Sequential => {
+                let layout = &st.layout;
+                let mut runs = Vec::new();
+                let skip_to = unacked_runs(
+                    &c.acked,
+                    c.read_position,
+                    n,
+                    layout,
+                    |p, k, out| out.extend(layout.runs_from(p, k)),
+                    &mut runs,
+                );
+                let positions = runs
+                    .iter()
+                    .flat_map(|&(l, first, last)| (first..=last).map(move |e| Position::new(l, e)))
+                    .collect();
+                (positions, runs.into(), skip_to)
+            }
+            ReadKind::Replay => {
+                let positions: Vec<Position> = c
+                    .replay
+                    .iter()
+                    .filter(|p| st.layout.contains(**p) && !c.is_acked(**p))
+                    .take(n as usize)
+                    .copied()
+                    .collect();
+                // Pulsar's `asyncReplayEntries` reads each position on its own.
+                let units = positions
+                    .iter()
+                    .map(|p| (p.ledger_id, p.entry_id, p.entry_id))
+                    .collect();
+                (positions, units, None)
+            }
         };
         let op_id = st.next_op;
         st.next_op += 1;
-        let units = read_units(kind, &positions).into();
         st.ops.insert(
             op_id,
             ReadOp {
@@ -572,6 +594,7 @@ impl ManagedLedger {
                 step: Vec::new(),
                 now_only,
                 step_failed: false,
+                skip_to,
             },
         );
         let now = self.inner.clock.now_ns();
@@ -874,6 +897,7 @@ impl ManagedLedger {
         let inner = &*self.inner;
         let op = st.ops.get_mut(&op_id).expect("finalizing a known read");
         let (cursor, kind, epoch) = (op.cursor, op.kind, op.epoch);
+        let (wanted, skip_to) = (op.positions.len(), op.skip_to);
         // Every entry is in unless a storage read came back short (it found damage after its
         // first entry, see `Storage::read`): then the entries before the gap are delivered, and
         // the cursor's next read starts at the damaged entry and reports it.
@@ -890,6 +914,9 @@ impl ManagedLedger {
         } else {
             if let (ReadKind::Sequential, Some(last)) = (kind, entries.last()) {
                 c.read_through(last.position(), &layout);
+            }
+            if let (Some(to), true) = (skip_to, entries.len() == wanted) {
+                c.read_position = read_position_after_read(c.read_position, to, c.mark_delete);
             }
             for e in &entries {
                 c.record_delivery(e.position(), kind == ReadKind::Replay);
@@ -920,32 +947,6 @@ impl ManagedLedger {
             .ok_or_else(|| Error::not_found("cursor", id))?;
         f(c, layout)
     }
-}
-
-/// What one read asks storage for: contiguous runs of a sequential read, each position of a
-/// redelivery read on its own (Pulsar's `asyncReplayEntries` reads them one by one).
-fn read_units(kind: ReadKind, positions: &[Position]) -> Vec<(i64, i64, i64)> {
-    match kind {
-        ReadKind::Sequential => runs(positions),
-        ReadKind::Replay => positions
-            .iter()
-            .map(|p| (p.ledger_id, p.entry_id, p.entry_id))
-            .collect(),
-    }
-}
-
-/// Contiguous (ledger, first, last) runs of sorted positions.
-fn runs(positions: &[Position]) -> Vec<(i64, i64, i64)> {
-    let mut out: Vec<(i64, i64, i64)> = Vec::new();
-    for p in positions {
-        match out.last_mut() {
-            Some((l, _, last)) if *l == p.ledger_id && *last + 1 == p.entry_id => {
-                *last = p.entry_id
-            }
-            _ => out.push((p.ledger_id, p.entry_id, p.entry_id)),
-        }
-    }
-    out
 }
 
 impl ManagedCursor {
@@ -1048,9 +1049,16 @@ impl ManagedCursor {
         st.activity.count_at_or_before(self.id)
     }
 
-    /// Acknowledges one entry.
+    /// Acknowledges one entry on its own; a sequential read passes over it. An error for a
+    /// position past the last entry written, which a broker fails as `asyncDelete` does.
     pub fn ack(&self, p: Position) -> Result<()> {
         self.after_ack(|c, l| {
+            if !mark_delete_allowed(p, l) {
+                return Err(Error::invalid(
+                    "position",
+                    format!("{p} is past the last entry written"),
+                ));
+            }
             c.ack(p, l);
             Ok(())
         })

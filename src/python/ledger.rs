@@ -365,7 +365,8 @@ impl PyManagedCursor {
             .collect())
     }
 
-    /// Acknowledges one entry.
+    /// Acknowledges one entry on its own; reads pass over it, as a broker's do after a rewind.
+    /// Raises `InvalidArgumentError` for a position past the last entry written.
     fn ack(&self, py: Python<'_>, position: PyPosition) -> PyResult<()> {
         py.detach(|| self.inner.ack(position.0)).py_err(py)
     }
