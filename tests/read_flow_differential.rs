@@ -1,5 +1,6 @@
 //! The library and the lab run one read flow: a managed ledger (memory storage, manual clock)
-//! driven by random adds, reads, redelivery reads, redeliveries, acks, seeks, consumer
+//! driven by random adds, reads, redelivery reads, redeliveries, acks (cumulative and individual),
+//! seeks, rewinds, consumer
 //! connects/disconnects and ledger deletions, recorded as a trace and replayed by the lab, must
 //! give the same cache hits and misses, storage reads, evictions and cache size — under PIP-430's
 //! flow and under the pre-PIP-430 flow (backlogged cursors, caching by backlog groups) on the
@@ -300,6 +301,7 @@ impl Driver {
                     // then past the read position (a cumulative ack of entries not read yet,
                     // which moves the read position on).
                     let past_read = self.rng.random_range(0..4) == 0;
+                    let individual = self.rng.random_range(0..3) == 0;
                     let entries: Vec<Position> = self
                         .ledger
                         .ledgers()
@@ -307,6 +309,24 @@ impl Driver {
                         .flat_map(|l| (0..l.entries as i64).map(move |e| Position::new(l.id, e)))
                         .filter(|p| *p > md && (past_read || *p < read))
                         .collect();
+                    if individual && !entries.is_empty() {
+                        // A stretch of one ledger acknowledged entry by entry (a Shared consumer,
+                        // or a nack holding the mark-delete position back), as one trace row.
+                        let first = entries[self.rng.random_range(0..entries.len())];
+                        let n = self.rng.random_range(1..6);
+                        let stretch: Vec<Position> = entries
+                            .iter()
+                            .copied()
+                            .filter(|p| p.ledger_id == first.ledger_id && *p >= first)
+                            .take(n)
+                            .collect();
+                        for &p in &stretch {
+                            c.ack(p).unwrap();
+                        }
+                        let count = stretch.len() as i32;
+                        self.record("individual_ack", Some(i), Some(first), count, None);
+                        return;
+                    }
                     let upto = if past_read && !entries.is_empty() {
                         Some(entries[self.rng.random_range(0..entries.len())])
                     } else {
@@ -323,8 +343,13 @@ impl Driver {
                     let ledgers = self.ledger.ledgers();
                     let l = &ledgers[self.rng.random_range(0..ledgers.len())];
                     let p = Position::new(l.id, self.rng.random_range(0..l.entries.max(1)) as i64);
-                    c.reset(p).unwrap();
-                    self.record("seek", Some(i), Some(p), 0, None);
+                    if self.rng.random_bool(0.5) {
+                        c.rewind().unwrap();
+                        self.record("rewind", Some(i), None, 0, None);
+                    } else {
+                        c.reset(p).unwrap();
+                        self.record("seek", Some(i), Some(p), 0, None);
+                    }
                 }
             }
             _ => {

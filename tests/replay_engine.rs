@@ -486,3 +486,58 @@ fn invalidations_are_counted_apart_from_evictions() {
         "every entry but the three still cached is counted once: {m:?}"
     );
 }
+
+/// A rewind reads again from the first unacknowledged entry, and the read passes over what was
+/// acknowledged on its own (`ManagedCursorImpl.rewind`, `internalReadFromLedger`'s skip
+/// condition): after the cache let the entries go, the re-read of 0..9 with 1..2 and 5..7
+/// acknowledged reads 0, 3..4 and 8..9 from storage, one storage read per window's run.
+#[test]
+fn a_rewound_read_passes_over_individually_acknowledged_entries() {
+    let mut rows = vec![open(0, "c", None)];
+    rows.extend((0..10).map(|e| add(1 + e, e, 100)));
+    rows.extend([
+        read(20, "c", 10),
+        individual_ack(30, "c", 1, 2),
+        individual_ack(31, "c", 5, 3),
+        // Past the last entry: refused whole, as a broker fails it.
+        individual_ack(32, "c", 8, 3),
+        rewind(5000, "c"),
+        read(5001, "c", 3),
+        read(5002, "c", 10),
+    ]);
+    for strategy in ["pip430", "legacy", "lru"] {
+        let cfg = config(&[
+            ("strategy", Str(strategy.into())),
+            (
+                "cache_size_bytes",
+                Int(if strategy == "lru" { 1 } else { 1 << 20 }),
+            ),
+        ]);
+        let m = run(&rows, &cfg);
+        // The first read hits what the adds cached (none under a 1-byte LRU).
+        let first_hits = if strategy == "lru" { 0 } else { 10 };
+        assert_eq!(m.entries_read, 10 + 5, "{strategy}: {m:?}");
+        assert_eq!(m.hits, first_hits, "{strategy}: {m:?}");
+        // Windows: 0..=2 reads 0; 1..=2 skipped; 3..=4; then 5..=9 reads 8..=9.
+        let first_read_ops = if strategy == "lru" { 1 } else { 0 };
+        assert_eq!(m.storage_read_ops, first_read_ops + 3, "{strategy}: {m:?}");
+    }
+    // Acknowledging 0 joins 1..2 to the mark-delete position; a rewind then starts at 3.
+    let mut rows2 = rows[..15].to_vec();
+    rows2.extend([
+        individual_ack(40, "c", 0, 1),
+        rewind(5000, "c"),
+        read(5001, "c", 1),
+    ]);
+    let m = run(&rows2, &config(&[("strategy", Str("pip430".into()))]));
+    assert_eq!(m.entries_read, 11, "{m:?}");
+    assert_eq!(m.storage_read_ops, 1, "{m:?}");
+    // A seek (a reset) forgets individual acknowledgements: everything from 0 is read again.
+    let mut rows3 = rows[..15].to_vec();
+    rows3.extend([
+        (40, "seek", "t", Some("c"), Some(1), Some(0), 0, 0),
+        read(5001, "c", 10),
+    ]);
+    let m = run(&rows3, &config(&[("strategy", Str("pip430".into()))]));
+    assert_eq!(m.entries_read, 20, "{m:?}");
+}

@@ -329,8 +329,16 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0, until_us: int | N
                 continue  # a cursor row before the cursor opened: nothing to count from
             if op == "ack":
                 state.upto = _index(t, ledger, row["entry_id"]) + 1
+            elif op == "individual_ack":
+                # Counted once it joins the acknowledged prefix (acknowledgements past a gap are
+                # not tracked: the backlog counts them until the gap is acknowledged).
+                first = _index(t, ledger, row["entry_id"])
+                if first <= state.upto:
+                    state.upto = max(state.upto, first + max(1, row["count"] or 1))
             elif op == "seek":
                 state.read_at = max(0, _index(t, ledger, row["entry_id"]))
+            elif op == "rewind":
+                state.read_at = state.upto
             elif op == "read":
                 # A read takes what was published from the read position on, at most its count.
                 taken = min(row["count"] or 0, max(0, published - state.read_at))
@@ -368,12 +376,12 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0, until_us: int | N
     return _stats.BrokerStats(topics=tuple(out))
 
 
-_CURSOR_OPS = ("open", "ack", "read", "replay", "seek")
+_CURSOR_OPS = ("open", "ack", "individual_ack", "read", "replay", "seek", "rewind")
 
 
 def _cursor_rows(batch: pa.RecordBatch, is_add: pa.ChunkedArray | pa.Array,
                  before: Mapping[str, int]) -> Iterator[tuple[dict[str, Any], int]]:
-    """The batch's cursor rows (open, ack, read, replay, seek), each with the entries its topic had
+    """The batch's cursor rows (open, ack, individual_ack, read, replay, seek, rewind), each with the entries its topic had
     published by then."""
     import numpy as np
 

@@ -7,12 +7,13 @@ ts_us      int64    time of the event in microseconds; non-decreasing within a b
 broker     string   the broker that saw it
 topic      string   the topic (managed ledger)
 op         string   ``open``, ``close``, ``add``, ``read``, ``replay``, ``redeliver``, ``ack``, ``seek``,
-                    ``delete``
+                    ``delete``, ``individual_ack``, ``rewind``
 cursor     string   the subscription's cursor; null for ``add`` and ``delete``
-ledger_id  int64    ledger of the position (``add``, ``replay``, ``redeliver``, ``ack``, ``seek``,
-                    ``delete``; ``open`` at a position; null: the end)
+ledger_id  int64    ledger of the position (``add``, ``replay``, ``redeliver``, ``ack``,
+                    ``individual_ack``, ``seek``, ``delete``; ``open`` at a position; null: the end)
 entry_id   int64    entry of the position
-count      int32    entries asked for by a ``read`` (from the cursor's read position)
+count      int32    entries asked for by a ``read`` (from the cursor's read position); entries an
+                    ``individual_ack`` acknowledges from its position (null or 0: one)
 size       int32    bytes of an ``add`` (the whole entry: with producer batching, all its messages)
 messages   int32    optional: messages in the entry of an ``add`` (a batch); null or absent means 1
 reason     string   optional: why a ``redeliver`` queued the entry: ``hold-back`` (Key_Shared: its
@@ -36,8 +37,13 @@ text) raises :class:`~ledgercache.errors.InvalidArgumentError` naming the file.
 
 An ``ack`` is cumulative: the cursor's mark-delete position moves to its position (a read position
 at or behind it moves on to the next entry; an ``ack`` past the last ``add`` changes nothing, as a
-broker refuses it). A ``seek`` is a reset: the read position goes to its position and the
-mark-delete position to the entry before it, back or forward.
+broker refuses it). An ``individual_ack`` acknowledges its entries each on its own (Pulsar's
+individual acknowledgement): a ``read`` passes over them, as a broker's cursor reads do, and the
+mark-delete position moves over them once nothing before them is left unacknowledged. A ``seek`` is
+a reset: the read position goes to its position and the mark-delete position to the entry before
+it, back or forward, and individual acknowledgements are forgotten. A ``rewind`` sends the read
+position back to the first unacknowledged entry (a Failover or Exclusive consumer's redelivery
+request); reads under way are dropped.
 
 Entry ids of ``add`` rows are 0..2^63-2, and ``ts_us`` may run up to 292 years past a broker's first
 event. Positions the trace never added (a gap, or entries before a ledger's first ``add``) hold no
@@ -75,7 +81,7 @@ SCHEMA = pa.schema(
         ("reason", pa.string()),
     ]
 )
-OPS = ("open", "close", "add", "read", "replay", "redeliver", "ack", "seek", "delete")
+OPS = ("open", "close", "add", "read", "replay", "redeliver", "ack", "seek", "delete", "individual_ack", "rewind")
 # Columns a trace may leave out (they read as nulls).
 OPTIONAL = frozenset({"messages", "reason"})
 REASONS = ("hold-back", "nack", "overflow")

@@ -116,24 +116,14 @@ impl CursorState {
         p <= self.mark_delete || self.acked.contains(p)
     }
 
-    /// Acknowledges entries `first..=last` of `ledger` each on its own (Pulsar's individual
-    /// acknowledgement, `ManagedCursorImpl.asyncDelete`); the mark-delete position advances over
-    /// the acknowledged entries that follow it.
+    /// Acknowledges entries `first..=last` of `ledger` each on its own (see [`ack_individually`]).
     pub fn ack_range(&mut self, ledger: i64, first: i64, last: i64, layout: &Layout) {
-        let first = match ledger.cmp(&self.mark_delete.ledger_id) {
-            std::cmp::Ordering::Less => return,
-            std::cmp::Ordering::Equal => first.max(self.mark_delete.entry_id.saturating_add(1)),
-            std::cmp::Ordering::Greater => first,
-        };
-        if first > last {
-            return;
-        }
-        self.acked.insert(ledger, first, last);
-        let (from, to) = (Position::new(ledger, first), Position::new(ledger, last));
-        let waiting: Vec<Position> = self.replay.range(from..=to).copied().collect();
-        for p in waiting {
-            self.replay.remove(&p);
-        }
+        ack_individually(
+            &mut self.acked,
+            &mut self.replay,
+            self.mark_delete,
+            (ledger, first, last),
+        );
         self.mark_delete(self.mark_delete, layout);
     }
 
@@ -142,15 +132,16 @@ impl CursorState {
         self.ack_range(p.ledger_id, p.entry_id, p.entry_id, layout);
     }
 
-    /// Acknowledges everything up to `p` inclusive, and the acknowledged entries that follow.
+    /// Acknowledges everything up to `p` inclusive (see [`mark_delete_over`]).
     pub fn mark_delete(&mut self, p: Position, layout: &Layout) {
-        let p = self.acked.absorb_after(p.max(self.mark_delete), layout);
-        if p > self.mark_delete {
-            self.mark_delete = p;
-            self.replay = self.replay.split_off(&layout.next_after(p));
-        }
-        self.read_position =
-            read_position_after_mark_delete(self.read_position, self.mark_delete, layout);
+        mark_delete_over(
+            &mut self.acked,
+            &mut self.replay,
+            &mut self.mark_delete,
+            &mut self.read_position,
+            p,
+            layout,
+        );
     }
 
     pub fn backlog(&self, layout: &Layout) -> u64 {
@@ -188,6 +179,54 @@ impl CursorState {
             discarded_reads: self.discarded_reads,
         }
     }
+}
+
+/// Acknowledges entries `first..=last` of `ledger` each on its own (Pulsar's individual
+/// acknowledgement, `ManagedCursorImpl.asyncDelete`): those at or before the mark-delete position
+/// are acknowledged already, and the others leave the replay queue. The caller then carries the
+/// mark-delete position over what follows it ([`mark_delete_over`]). The library's cursors and the
+/// replay lab's share it.
+pub(crate) fn ack_individually(
+    acked: &mut AckedRanges,
+    replay: &mut BTreeSet<Position>,
+    mark_delete: Position,
+    (ledger, first, last): (i64, i64, i64),
+) {
+    let first = match ledger.cmp(&mark_delete.ledger_id) {
+        std::cmp::Ordering::Less => return,
+        std::cmp::Ordering::Equal => first.max(mark_delete.entry_id.saturating_add(1)),
+        std::cmp::Ordering::Greater => first,
+    };
+    if first > last {
+        return;
+    }
+    acked.insert(ledger, first, last);
+    let (from, to) = (Position::new(ledger, first), Position::new(ledger, last));
+    let waiting: Vec<Position> = replay.range(from..=to).copied().collect();
+    for p in waiting {
+        replay.remove(&p);
+    }
+}
+
+/// Acknowledges everything up to `p` (when past the mark-delete position) and then the entries
+/// acknowledged on their own that follow without a gap (`ManagedCursorImpl.setAcknowledgedPosition`);
+/// the replay queue forgets what the mark-delete position passed, and a read position at or behind
+/// it moves on ([`read_position_after_mark_delete`]). The library's cursors and the replay lab's
+/// share it.
+pub(crate) fn mark_delete_over(
+    acked: &mut AckedRanges,
+    replay: &mut BTreeSet<Position>,
+    mark_delete: &mut Position,
+    read_position: &mut Position,
+    p: Position,
+    layout: &Layout,
+) {
+    let p = acked.absorb_after(p.max(*mark_delete), layout);
+    if p > *mark_delete {
+        *mark_delete = p;
+        *replay = replay.split_off(&layout.next_after(p));
+    }
+    *read_position = read_position_after_mark_delete(*read_position, *mark_delete, layout);
 }
 
 /// Whether a mark-delete to `p` is taken: not past the last entry written

@@ -12,9 +12,10 @@ use super::trace::{Event, Names, Op};
 use crate::config::CacheConfig;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
+use crate::ledger::acked::{unacked_runs, AckedRanges};
 use crate::ledger::cursor::{
-    mark_delete_after_ledger_deleted, mark_delete_after_reset, mark_delete_allowed,
-    read_position_after_mark_delete, read_position_past,
+    ack_individually, mark_delete_after_ledger_deleted, mark_delete_after_reset,
+    mark_delete_allowed, mark_delete_over, read_position_after_read, read_position_past,
 };
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
@@ -226,8 +227,10 @@ struct Cursor {
     /// The last entry of the acknowledged prefix (the position before the first entry while
     /// nothing is acknowledged).
     mark_delete: Position,
+    /// Entries acknowledged on their own past `mark_delete`: reads pass over them.
+    acked: AckedRanges,
     replay: BTreeSet<Position>,
-    /// Bumped by every seek (PIP-269's cursor epoch).
+    /// Bumped by every seek and rewind (PIP-269's cursor epoch).
     epoch: u32,
     /// Highest position delivered since the last seek.
     delivered_high: Option<Position>,
@@ -274,10 +277,14 @@ impl Topic {
         }
     }
 
-    /// Entries from the cursor's read position to the end.
+    /// Entries from the cursor's read position to the end, less those it acknowledged on their
+    /// own (`ManagedCursorImpl.getNumberOfEntries`).
     fn backlog(&self, c: &Cursor) -> u64 {
         let from = self.layout.normalize(c.read_position);
-        self.entries
+        let added =
+            |ledger: i64, first: i64| self.entries.get(&ledger).map_or(0, |l| l.count_from(first));
+        let all = self
+            .entries
             .range(from.ledger_id..)
             .map(|(&ledger, l)| {
                 l.count_from(if ledger == from.ledger_id {
@@ -286,7 +293,21 @@ impl Topic {
                     i64::MIN
                 })
             })
-            .fold(0u64, u64::saturating_add)
+            .fold(0u64, u64::saturating_add);
+        let acked = c
+            .acked
+            .iter()
+            .filter(|&(ledger, _, last)| Position::new(ledger, last) >= from)
+            .map(|(ledger, first, last)| {
+                let first = if ledger == from.ledger_id {
+                    first.max(from.entry_id)
+                } else {
+                    first
+                };
+                added(ledger, first).saturating_sub(added(ledger, last.saturating_add(1)))
+            })
+            .fold(0u64, u64::saturating_add);
+        all.saturating_sub(acked)
     }
 
     /// Up to `n` added entries from `from` on, as (ledger, first, last) runs. Positions the trace
@@ -746,6 +767,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     read_position: start,
                     connected: false,
                     mark_delete: t.layout.before(start),
+                    acked: AckedRanges::default(),
                     replay: BTreeSet::new(),
                     epoch: 0,
                     delivered_high: None,
@@ -769,7 +791,15 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let t = self.topic(e.topic);
                 let c = Self::cursor_of(t, e)?;
                 let (from, epoch) = (c.read_position, c.epoch);
-                t.runs_from(from, u64::from(e.count), &mut runs);
+                let t = &self.topics[e.topic as usize];
+                let skip_to = unacked_runs(
+                    &t.cursors[&e.cursor].acked,
+                    from,
+                    u64::from(e.count),
+                    &t.layout,
+                    |p, n, out| t.runs_from(p, n, out),
+                    &mut runs,
+                );
                 let mut missed = false;
                 // Without read latency nothing is ever in flight, so deliveries are in order and
                 // need no tracking.
@@ -800,6 +830,13 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                         c.mark_delete,
                         &t.layout,
                     );
+                    self.cursor_moved(e.topic, e.cursor);
+                }
+                if let Some(to) = skip_to {
+                    // Its last window was all acknowledged: the read position moves past it.
+                    let t = self.topic(e.topic);
+                    let c = t.cursors.get_mut(&e.cursor).expect("checked above");
+                    c.read_position = read_position_after_read(c.read_position, to, c.mark_delete);
                     self.cursor_moved(e.topic, e.cursor);
                 }
                 self.runs = runs;
@@ -865,12 +902,50 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     // A broker fails such a mark-delete: the cursor stays as it is.
                     return Ok(());
                 }
-                c.replay = c
-                    .replay
-                    .split_off(&Position::new(p.ledger_id, p.entry_id.saturating_add(1)));
-                c.mark_delete = c.mark_delete.max(p);
-                c.read_position =
-                    read_position_after_mark_delete(c.read_position, c.mark_delete, &t.layout);
+                mark_delete_over(
+                    &mut c.acked,
+                    &mut c.replay,
+                    &mut c.mark_delete,
+                    &mut c.read_position,
+                    p,
+                    &t.layout,
+                );
+                self.cursor_moved(e.topic, e.cursor);
+            }
+            Op::IndividualAck => {
+                let p = Self::position_of(e)?;
+                let t = self.topic(e.topic);
+                let c = Self::cursor_in(&mut t.cursors, e)?;
+                let last = p.entry_id.saturating_add(i64::from(e.count.max(1)) - 1);
+                if !mark_delete_allowed(Position::new(p.ledger_id, last), &t.layout) {
+                    // A broker fails an acknowledgement past the last entry written.
+                    return Ok(());
+                }
+                ack_individually(
+                    &mut c.acked,
+                    &mut c.replay,
+                    c.mark_delete,
+                    (p.ledger_id, p.entry_id, last),
+                );
+                let md = c.mark_delete;
+                mark_delete_over(
+                    &mut c.acked,
+                    &mut c.replay,
+                    &mut c.mark_delete,
+                    &mut c.read_position,
+                    md,
+                    &t.layout,
+                );
+                self.cursor_moved(e.topic, e.cursor);
+            }
+            Op::Rewind => {
+                let t = self.topic(e.topic);
+                let c = Self::cursor_in(&mut t.cursors, e)?;
+                // `ManagedCursorImpl.rewind`: the dispatcher drops the reads under way
+                // (`PersistentDispatcherSingleActiveConsumer.redeliverUnacknowledgedMessages`).
+                c.read_position = t.layout.next_after(c.mark_delete);
+                c.epoch = c.epoch.wrapping_add(1);
+                c.delivered_high = None;
                 self.cursor_moved(e.topic, e.cursor);
             }
             Op::Seek => {
@@ -883,6 +958,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 // position goes to the entry before the new read position, back or forward.
                 c.mark_delete = before_start;
                 c.read_position = start;
+                c.acked.clear();
                 c.replay.clear();
                 c.epoch = c.epoch.wrapping_add(1);
                 c.delivered_high = None;
@@ -903,6 +979,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                         &layout,
                     );
                     c.replay.retain(|p| p.ledger_id != ledger);
+                    c.acked.remove_ledger(ledger);
                 }
                 let ids: Vec<u32> = t.cursors.keys().copied().collect();
                 // The lab caches nothing of a ledger that is gone, so its storage reads under way

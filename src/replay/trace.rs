@@ -36,14 +36,20 @@ pub enum Op {
     Redeliver,
     /// A cursor acknowledges everything up to `position`.
     Ack,
-    /// A cursor's read position moves to `position` (seek, reset, rewind).
+    /// A reset: the cursor's read position moves to `position`, its mark-delete position to the
+    /// entry before it.
     Seek,
     /// The ledger `position.ledger_id` is deleted.
     Delete,
+    /// A cursor acknowledges `count` entries from `position` (null or 0: one), each on its own.
+    IndividualAck,
+    /// A cursor reads again from its first unacknowledged entry (entries acknowledged on their own
+    /// stay acknowledged).
+    Rewind,
 }
 
 impl Op {
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 11] = [
         "open",
         "close",
         "add",
@@ -53,10 +59,12 @@ impl Op {
         "ack",
         "seek",
         "delete",
+        "individual_ack",
+        "rewind",
     ];
 
     /// Every op, in declaration order (`Op::ALL[op as usize] == op`).
-    pub const ALL: [Op; 9] = [
+    pub const ALL: [Op; 11] = [
         Op::Open,
         Op::Close,
         Op::Add,
@@ -66,6 +74,8 @@ impl Op {
         Op::Ack,
         Op::Seek,
         Op::Delete,
+        Op::IndividualAck,
+        Op::Rewind,
     ];
 
     pub fn parse(s: &str) -> Option<Op> {
@@ -79,6 +89,8 @@ impl Op {
             "ack" => Op::Ack,
             "seek" => Op::Seek,
             "delete" => Op::Delete,
+            "individual_ack" => Op::IndividualAck,
+            "rewind" => Op::Rewind,
             _ => return None,
         })
     }
@@ -594,7 +606,13 @@ impl TraceDecoder {
                 .map(|l| Position::new(l, entry.get(i).unwrap_or(0)));
             let needs_position = matches!(
                 kind,
-                Op::Add | Op::Replay | Op::Redeliver | Op::Ack | Op::Seek | Op::Delete
+                Op::Add
+                    | Op::Replay
+                    | Op::Redeliver
+                    | Op::Ack
+                    | Op::Seek
+                    | Op::Delete
+                    | Op::IndividualAck
             );
             if needs_position && position.is_none() {
                 return Err(row_error(
@@ -605,7 +623,7 @@ impl TraceDecoder {
             }
             if matches!(
                 kind,
-                Op::Add | Op::Replay | Op::Redeliver | Op::Ack | Op::Seek
+                Op::Add | Op::Replay | Op::Redeliver | Op::Ack | Op::Seek | Op::IndividualAck
             ) && entry.is_null(i)
             {
                 return Err(row_error(
@@ -639,6 +657,13 @@ impl TraceDecoder {
                     row,
                     "count",
                     format!("a read must ask for at least one entry, got {n}"),
+                ));
+            }
+            if kind == Op::IndividualAck && n < 0 {
+                return Err(row_error(
+                    row,
+                    "count",
+                    format!("an individual ack covers at least one entry, got {n}"),
                 ));
             }
             if kind == Op::Add && s < 0 {

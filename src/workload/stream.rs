@@ -31,24 +31,12 @@ pub const DEFAULT_BATCH_ROWS: usize = 65_536;
 const CHUNK_ROWS: usize = 1024;
 
 /// The trace format's `op` values, in the order of the `op` dictionary (the decoder's list).
-const OPS: [&str; 9] = crate::replay::Op::NAMES;
+const OPS: [&str; crate::replay::Op::NAMES.len()] = crate::replay::Op::NAMES;
 const REASONS: [&str; 3] = [REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW];
 
 fn op_key(op: &str) -> i32 {
-    match op {
-        "open" => 0,
-        "close" => 1,
-        "add" => 2,
-        "read" => 3,
-        "replay" => 4,
-        "redeliver" => 5,
-        "ack" => 6,
-        "seek" => 7,
-        _ => {
-            debug_assert_eq!(op, "delete");
-            8
-        }
-    }
+    // The generator writes only known ops; the dictionary is `Op::NAMES` in order.
+    crate::replay::Op::parse(op).map_or(0, |o| o as i32)
 }
 
 fn reason_key(reason: &str) -> i32 {

@@ -77,6 +77,23 @@ def test_bad_traces_fail_with_the_column_and_row():
         lc.replay(42, lc.CacheConfig())
 
 
+def test_a_rewound_read_passes_over_individually_acknowledged_entries():
+    rows = [(0, "open", "t", "c", None, None, 0, 0)]
+    rows += [(1 + e, "add", "t", None, 1, e, 0, 100) for e in range(10)]
+    rows += [
+        (20, "read", "t", "c", None, None, 10, 0),
+        (30, "individual_ack", "t", "c", 1, 1, 2, 0),
+        (31, "individual_ack", "t", "c", 1, 5, 3, 0),
+        (5000, "rewind", "t", "c", None, None, 0, 0),
+        (5001, "read", "t", "c", None, None, 10, 0),
+    ]
+    out = lc.replay(trace(rows), lc.CacheConfig(strategy="pip430")).to_pylist()[0]
+    # 0, 3..4 and 8..9 again, from storage: the cache let them go after the TTL.
+    assert (out["entries_read"], out["storage_read_ops"]) == (15, 3)
+    with pytest.raises(ValueError, match="row 11.*individual ack covers at least one entry"):
+        lc.replay(trace(rows[:11] + [(30, "individual_ack", "t", "c", 1, 1, -1, 0)]), lc.CacheConfig())
+
+
 def test_belady_needs_a_rereadable_trace_and_timeseries_come_per_second():
     t = fanout(3000, readers=2)
     with pytest.raises(lc.UnsupportedError, match="twice"):

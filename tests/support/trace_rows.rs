@@ -135,6 +135,16 @@ pub fn ack(ts: i64, c: &'static str, e: i64) -> Row {
     (ts, "ack", "t", Some(c), Some(1), Some(e), 0, 0)
 }
 
+/// An individual acknowledgement of `n` entries from entry `e`.
+pub fn individual_ack(ts: i64, c: &'static str, e: i64, n: i32) -> Row {
+    (ts, "individual_ack", "t", Some(c), Some(1), Some(e), n, 0)
+}
+
+/// The cursor reads again from its first unacknowledged entry.
+pub fn rewind(ts: i64, c: &'static str) -> Row {
+    (ts, "rewind", "t", Some(c), None, None, 0, 0)
+}
+
 /// The deletion of ledger 1 (the only ledger these rows add to).
 pub fn delete_ledger(ts: i64) -> Row {
     (ts, "delete", "t", None, Some(1), Some(0), 0, 0)
