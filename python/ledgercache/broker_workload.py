@@ -152,9 +152,9 @@ def workload_and_notes(source: Any, *, test_duration_minutes: float = 2.0, max_b
     if not any(t["producerRate"] > 0 or t["subscriptions"] for t in topics):
         raise InvalidArgumentError("invalid stats: no persistent topic publishes or has a subscription: nothing to "
                                    "simulate")
-    if any(sub["redeliveryRate"] > 0 and sub["type"] not in _SINGLE for t in topics for sub in t["subscriptions"]):
-        # Shared and Key_Shared nacks come back a redelivery delay after the nack: the warm-up covers
-        # it, so the test's redeliveries are at the stats' steady rate.
+    if any(sub["redeliveryRate"] > 0 for t in topics for sub in t["subscriptions"]):
+        # Nacks come back a redelivery delay after the nack: the warm-up covers it, so the test's
+        # redeliveries are at the stats' steady rate.
         warmup_s = max(warmup_s, _nack_delay_seconds(settings or {}))
     end_s = warmup_s + test * 60.0
     for topic in topics:

@@ -650,8 +650,8 @@ def estimate(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:
     or None: see ``brokerIngestBytesPerSecond``), and the simulation's memory, ``memory_bytes``
     (``memory_growing_bytes`` of it grow with the duration); ``simulated_seconds`` (warm-up plus
     test, plus the backlog's build and drain with ``consumerBacklogSizeGB``),
-    ``nack_redelivery_delay_seconds`` (when a Shared or Key_Shared consumer asks for a nacked
-    message again, as the client applies ``negativeAckRedeliveryDelayMs``),
+    ``nack_redelivery_delay_seconds`` (when a consumer asks for a nacked message again, as the
+    client applies ``negativeAckRedeliveryDelayMs``),
     ``backlog_start_seconds`` (when the paused consumers resume to drain the backlog; None without
     one), ``backlog_built`` (False when the backlog is not built within ``backlogMaxWaitMinutes``:
     the consumers never resume; None without one) and ``backlog_wait_capped`` (the backlog is not

@@ -192,7 +192,7 @@ impl WorkloadSpec {
         let shared = !self.subscription_type.has_single_active_consumer();
         // Share of the entries read that come back: negative acks, and for Shared and Key_Shared
         // overflow and hold-back.
-        let nacked = self.nacks_redelivered(self.redelivery_rate, n, shared, seconds);
+        let nacked = self.nacks_redelivered(self.redelivery_rate, n, seconds);
         let slow = self.slow_consumer_fraction > 0.0 || self.consumer_headroom < 1.0;
         let held_back = held_back_share(
             self.subscription_type,
@@ -203,7 +203,7 @@ impl WorkloadSpec {
         let redelivered = if shared {
             2.0 * (nacked + held_back) // a `redeliver` and a `replay` row each
         } else {
-            2.0 * nacked // a `seek` and a re-read
+            3.0 * nacked // an `individual_ack`, a `rewind` and a re-read
         };
         // One cursor from `start` on: it catches up `behind` messages at `speed` times the
         // publish rate, then reads at the tail.
@@ -295,6 +295,9 @@ const INDEX_BYTES_PER_ENTRY: f64 = 8.0;
 const REPLAY_BYTES_PER_ENTRY: f64 = 40.0;
 /// A nack waiting in a consumer's tracker (a `u64` in a `Vec` under a `BTreeMap` key).
 const NACK_BYTES_PER_ENTRY: f64 = 8.0;
+/// A range of entries acknowledged on their own (a `BTreeMap` entry of two `i64`s and its share
+/// of a node).
+const ACKED_RANGE_BYTES: f64 = 48.0;
 /// The process itself (the library, Arrow, the allocator) and the batches in flight.
 const BASE_BYTES: f64 = 80.0 * 1024.0 * 1024.0;
 const BYTES_PER_ROW: f64 = 100.0;
@@ -311,11 +314,11 @@ impl WorkloadSpec {
     }
 
     /// Share of the entries read whose nack is redelivered within the run: an entry of `n`
-    /// messages is nacked if any of them is; on Shared and Key_Shared only the nacks older than
-    /// the client's redelivery delay by the end of `seconds` are redelivered.
-    fn nacks_redelivered(&self, rate: f64, n: f64, delayed: bool, seconds: f64) -> f64 {
+    /// messages is nacked if any of them is, and only the nacks older than the client's
+    /// redelivery delay by the end of `seconds` are redelivered.
+    fn nacks_redelivered(&self, rate: f64, n: f64, seconds: f64) -> f64 {
         let nacked = entry_nacked(rate, n);
-        if !delayed || seconds <= 0.0 {
+        if seconds <= 0.0 {
             return nacked;
         }
         let delay = self.nack_redelivery_delay_ms() as f64 / 1000.0;
@@ -504,12 +507,13 @@ impl WorkloadSpec {
             growing += p * backlog * index_bytes_per_entry;
         }
         // Nacks waiting for their redelivery hold the mark-delete position and so the index: the
-        // last `negativeAckRedeliveryDelay` of entries (Shared, Key_Shared).
-        if self.redelivery_rate > 0.0 && !self.subscription_type.has_single_active_consumer() {
+        // last `negativeAckRedeliveryDelay` of entries; each also splits the entries acknowledged
+        // on their own past it into one more range.
+        if self.redelivery_rate > 0.0 {
             let waiting = (self.nack_redelivery_delay_ms() as f64 / 1000.0).min(seconds);
             let nacked = entry_nacked(self.redelivery_rate, self.messages_per_entry(rate));
             growing += p * waiting * entries_per_s * index_bytes_per_entry
-                + c * waiting * entries_per_s * nacked * NACK_BYTES_PER_ENTRY;
+                + c * waiting * entries_per_s * nacked * (NACK_BYTES_PER_ENTRY + ACKED_RANGE_BYTES);
         }
         let slower = 1.0
             - self.consumer_headroom
@@ -699,10 +703,14 @@ impl WorkloadSpec {
                     .copied()
                     .fold(f64::INFINITY, f64::min);
                 let slow = speed < 1.0 || slowest * (s.consumer_rates.len() as f64) < rate;
-                let nacked = self.nacks_redelivered(s.redelivery_rate, n, !single, seconds);
+                let nacked = self.nacks_redelivered(s.redelivery_rate, n, seconds);
                 let held_back =
                     held_back_share(s.subscription_type, slow, s.consumer_rates.len() > 1, n);
-                let redelivered = 2.0 * (nacked + if single { 0.0 } else { held_back });
+                let redelivered = if single {
+                    3.0 * nacked // an `individual_ack`, a `rewind` and a re-read
+                } else {
+                    2.0 * (nacked + held_back) // a `redeliver` and a `replay` row each
+                };
                 let start = s.start_seconds;
                 let active = (seconds - start).max(0.0);
                 if active <= 0.0 {

@@ -14,8 +14,9 @@
 //! after `managed_ledger_new_entries_check_delay_in_millis` and then waits to be woken by the next
 //! entry. A read's entry count is capped by `dispatcher_max_read_size_bytes`.
 //! - Exclusive/Failover: one active consumer; a read asks for min(permits, read batch) entries; a
-//!   negative acknowledgement makes the client drop its queue and the broker rewind the cursor to
-//!   the first unacknowledged entry (a `seek`).
+//!   negative acknowledgement, once the client's redelivery delay has passed, makes the client
+//!   drop its queue and the broker rewind the cursor to the first unacknowledged entry (a
+//!   `rewind`); reads pass over the entries acknowledged on their own.
 //! - Shared: replay entries first, else a normal read of min(total permits, read batch) entries;
 //!   the entries go round robin, up to `dispatcher_max_round_robin_batch_size` per consumer turn
 //!   and as many as its permits cover at the read's average batch size; what no consumer has
@@ -26,7 +27,7 @@
 //!   the replay queue, goes to the replay queue (reason `hold-back`).
 //!
 //! Negative acknowledgements on Shared/Key_Shared put the entry in the replay queue (reason
-//! `nack`). A consumer connecting to a subscription without consumers rewinds the cursor to the
+//! `nack`) once the client's redelivery delay has passed. A consumer connecting to a subscription without consumers rewinds the cursor to the
 //! first unacknowledged entry and clears the replay queue. Seeks, late catch-up readers,
 //! backlog-first consumers and consumer churn are Poisson or scheduled. Everything runs on one
 //! time-ordered event queue with a seeded generator, so a spec and a seed give the same trace
@@ -39,6 +40,8 @@ use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing};
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::fast_hash::FastMap;
+use crate::ledger::acked::{unacked_runs, AckedRanges};
+use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::ledger::rollover::{OpenLedger, Rollover};
 use crate::position::Position;
 use std::cmp::Reverse;
@@ -192,9 +195,13 @@ struct Consumer {
     /// When `unflowed` reaches the FLOW threshold, if the queue holds enough to get there (reset
     /// when the queue is dropped, so the planned FLOW is ignored).
     flow_at: Option<u64>,
-    /// Shared, Key_Shared: processed entries negatively acknowledged, waiting for the client to
-    /// ask for their redelivery.
+    /// Processed entries negatively acknowledged, waiting for the client to ask for their
+    /// redelivery (Shared, Key_Shared: those entries; Exclusive, Failover: everything
+    /// unacknowledged).
     nacks: NegativeAcks,
+    /// The entries it acknowledged last, when they follow one another (`first..=last`), not yet
+    /// in its subscription's `pending_acks`: a consumer that keeps up adds one range a run.
+    acking: Option<(u64, u64)>,
 }
 
 impl Consumer {
@@ -210,13 +217,29 @@ impl Consumer {
             carry: 0.0,
             flow_at: None,
             nacks: NegativeAcks::default(),
+            acking: None,
+        }
+    }
+
+    /// The consumer acknowledges entry `idx` on its own.
+    fn acknowledge(&mut self, idx: u64, pending: &mut AckedRanges) {
+        match &mut self.acking {
+            Some((_, last)) if *last + 1 == idx => *last = idx,
+            run => {
+                if let Some((first, last)) = run.replace((idx, idx)) {
+                    pending.insert(0, first as i64, last as i64);
+                }
+            }
         }
     }
 
     /// The lowest entry this consumer holds unacknowledged: in its receiver queue (not in entry
-    /// order: a replayed entry comes after newer ones) or negatively acknowledged and waiting.
-    fn oldest_held(&self) -> Option<u64> {
-        self.queue.iter().copied().chain(self.nacks.lowest()).min()
+    /// order: a replayed entry comes after newer ones) or, with `nacks`, negatively acknowledged
+    /// and waiting (on Exclusive and Failover a rewind may have redelivered a waiting one, which
+    /// the tracker keeps until it is due: the subscription's `nacked` says what is unacknowledged).
+    fn oldest_held(&self, nacks: bool) -> Option<u64> {
+        let waiting = if nacks { self.nacks.lowest() } else { None };
+        self.queue.iter().copied().chain(waiting).min()
     }
 
     /// A (re)connected consumer: an empty queue and a FLOW for the whole receiver queue.
@@ -267,6 +290,15 @@ struct Sub {
     resume_at: u64,
     /// The first unacknowledged entry when the last consumer left.
     rewind_to: u64,
+    /// Entries its consumers acknowledged on their own past the mark-delete position that the
+    /// trace has (`individual_ack` rows): its reads pass over them. Entry indices as positions
+    /// of ledger 0.
+    acked: AckedRanges,
+    /// Acknowledged on their own, not in the trace yet: written before the next rewind, the only
+    /// time they change what a read reads.
+    pending_acks: AckedRanges,
+    /// Exclusive, Failover: entries negatively acknowledged and not acknowledged since.
+    nacked: BTreeSet<u64>,
     /// Key_Shared: the next read skips the replay queue (looking ahead).
     skip_next_replay: bool,
     /// Share of delivered messages negatively acknowledged.
@@ -366,6 +398,12 @@ impl Ledgers {
             return Position::new(self.first_id + i as i64 + 1, (idx - published) as i64);
         }
         Position::new(self.first_id + i as i64, entry as i64)
+    }
+
+    /// The first entry after the ledger holding entry `idx` (`u64::MAX` in the newest ledger).
+    fn ledger_end(&self, idx: u64) -> u64 {
+        let i = self.starts.partition_point(|&s| s <= idx);
+        self.starts.get(i).copied().unwrap_or(u64::MAX)
     }
 
     /// Entry `idx` of `bytes` is added at `t`: into a new ledger if the last one was full.
@@ -651,9 +689,11 @@ impl Sim {
     /// moves it over the acknowledged prefix only).
     fn first_unacked(&self, p: usize, s: usize) -> u64 {
         let sub = &self.parts[p].subs[s];
+        let single = sub.kind.has_single_active_consumer();
         sub.consumers
             .iter()
-            .filter_map(Consumer::oldest_held)
+            .filter_map(|c| c.oldest_held(!single))
+            .chain(sub.nacked.first().copied())
             .chain(sub.replay.iter().filter_map(|r| r.first().copied()))
             .chain(sub.unhashed.first().copied())
             .min()
@@ -663,11 +703,10 @@ impl Sim {
 
     // ---- consumers ----------------------------------------------------------------------------
 
-    /// The consumers of a subscription process their queues up to `t`. A consumer that has freed
-    /// half its receiver queue sends FLOW. Negatively acknowledged entries wait in the consumer's
-    /// tracker for its redelivery request (Shared, Key_Shared; see [`Sim::redeliver_nacked`]) or
-    /// rewind the cursor at once (Exclusive, Failover). Returns whether the dispatcher has new
-    /// work (a FLOW, a rewind).
+    /// The consumers of a subscription process their queues up to `t`, acknowledging each entry on
+    /// its own, or negatively: then it waits in the consumer's tracker for its redelivery request
+    /// (see [`Sim::redeliver_nacked`]). A consumer that has freed half its receiver queue sends
+    /// FLOW. Returns whether the dispatcher has new work (a FLOW).
     fn consume(&mut self, t: u64, p: usize, s: usize) -> bool {
         let threshold = self.flow_threshold;
         let delay_ms = self.nack_delay_ms;
@@ -682,8 +721,13 @@ impl Sim {
         let mut received = 0;
         let single = sub.kind.has_single_active_consumer();
         let mut wake = false;
-        let mut rewind = None;
-        for (ci, c) in sub.consumers.iter_mut().enumerate() {
+        let Sub {
+            consumers,
+            pending_acks,
+            nacked,
+            ..
+        } = sub;
+        for (ci, c) in consumers.iter_mut().enumerate() {
             let since = c.last_us;
             let elapsed = t.saturating_sub(since) as f64;
             c.last_us = t;
@@ -694,7 +738,6 @@ impl Sim {
             let budget = c.carry + elapsed * c.speed;
             let mut can = (budget + 1e-9) as u64;
             let mut used = 0u64;
-            let mut nacked_here = None;
             while can > 0 {
                 let Some(&idx) = c.queue.front() else { break };
                 let m = messages(idx);
@@ -710,36 +753,30 @@ impl Sim {
                 c.queue.pop_front();
                 if nack > 0.0 && rng.chance(1.0 - (1.0 - nack).powi(m.min(i32::MAX as u64) as i32))
                 {
-                    if single {
-                        nacked_here = Some(idx);
-                        break;
-                    }
                     // Nacked when processed: `used` messages into this call's budget.
                     let done = since as f64 + (used as f64 - c.carry).max(0.0) / c.speed;
                     let done = (done as u64).clamp(since, t);
                     if let Some(at) = c.nacks.add(done, t, idx, delay_ms) {
                         timers.push((ci, at));
                     }
+                    if single {
+                        nacked.insert(idx);
+                    }
+                } else {
+                    if single {
+                        nacked.remove(&idx);
+                    }
+                    c.acknowledge(idx, pending_acks);
                 }
             }
             c.queued -= used;
             c.unflowed += used;
             received += used;
-            c.carry = if c.queued > 0 && nacked_here.is_none() {
+            c.carry = if c.queued > 0 {
                 (budget - used as f64).max(0.0)
             } else {
                 0.0
             };
-            if nacked_here.is_some() {
-                // The client asks for everything unacknowledged again: it drops its queue (and
-                // counts the dropped messages as freed permits); the broker rewinds.
-                c.unflowed += c.queued;
-                c.queue.clear();
-                c.queued = 0;
-                c.front_done = 0;
-                c.flow_at = None;
-                rewind = nacked_here;
-            }
             if c.unflowed >= threshold {
                 c.permits += c.unflowed as i64;
                 c.unflowed = 0;
@@ -747,13 +784,6 @@ impl Sim {
             }
         }
         sub.received += received;
-        if let Some(idx) = rewind {
-            self.emit_cursor(t, p, s, "seek", Some(idx));
-            let sub = &mut self.parts[p].subs[s];
-            sub.read_idx = idx;
-            sub.waiting = None;
-            wake = true;
-        }
         for (c, at) in timers {
             self.schedule(at, Task::NegativeAcks(p as u32, s as u32, c as u32));
         }
@@ -762,8 +792,10 @@ impl Sim {
 
     /// A consumer's nack timer fires: the client asks for the redelivery of the entries due
     /// (`NegativeAcksTracker.triggerRedelivery` -> `ConsumerImpl.redeliverUnacknowledgedMessages`
-    /// with their ids), and the dispatcher puts them in the replay queue
-    /// (`PersistentDispatcherMultipleConsumers.redeliverUnacknowledgedMessages`).
+    /// with their ids). Shared, Key_Shared: the dispatcher puts them in the replay queue
+    /// (`PersistentDispatcherMultipleConsumers.redeliverUnacknowledgedMessages`). Exclusive,
+    /// Failover: single messages cannot be redelivered, so the client asks for everything
+    /// unacknowledged (see [`Sim::redeliver_unacknowledged`]).
     fn redeliver_nacked(&mut self, t: u64, p: usize, s: usize, c: usize) {
         if !self.parts[p].subs[s].consumers[c].nacks.fires_at(t) {
             return;
@@ -773,15 +805,101 @@ impl Sim {
         if let Some(at) = next {
             self.schedule(at, Task::NegativeAcks(p as u32, s as u32, c as u32));
         }
-        for idx in due {
-            // Pulsar's redelivery of positions does not know their sticky-key hash.
-            if self.add_to_replay(p, s, idx, false) {
-                self.emit_redeliver(t, p, s, idx, REASON_NACK);
+        if self.parts[p].subs[s].kind.has_single_active_consumer() {
+            if !due.is_empty() {
+                self.redeliver_unacknowledged(t, p, s);
+                wake = true;
             }
-            wake = true;
+        } else {
+            for idx in due {
+                // Pulsar's redelivery of positions does not know their sticky-key hash.
+                if self.add_to_replay(p, s, idx, false) {
+                    self.emit_redeliver(t, p, s, idx, REASON_NACK);
+                }
+                wake = true;
+            }
         }
         if wake {
             self.schedule_dispatch(t, p, s);
+        }
+    }
+
+    /// Exclusive, Failover: the client drops its receiver queue, counting the dropped messages as
+    /// freed permits, and asks for everything unacknowledged
+    /// (`ConsumerImpl.redeliverUnacknowledgedMessages()`); the dispatcher rewinds the cursor
+    /// (`PersistentDispatcherSingleActiveConsumer.redeliverUnacknowledgedMessages`), and its reads
+    /// pass over what was acknowledged.
+    fn redeliver_unacknowledged(&mut self, t: u64, p: usize, s: usize) {
+        let threshold = self.flow_threshold;
+        let first = self.first_unacked(p, s);
+        for c in &mut self.parts[p].subs[s].consumers {
+            c.unflowed += c.queued;
+            c.queue.clear();
+            c.queued = 0;
+            c.front_done = 0;
+            c.carry = 0.0;
+            c.flow_at = None;
+            if c.unflowed >= threshold {
+                c.permits += c.unflowed as i64;
+                c.unflowed = 0;
+            }
+        }
+        self.rewind(t, p, s, first);
+        self.parts[p].subs[s].waiting = None;
+    }
+
+    /// The cursor reads again from `first`, the first unacknowledged entry (`ManagedCursorImpl
+    /// .rewind`): the trace gets the acknowledgements the broker has by then (the mark-delete
+    /// position, then what was acknowledged on its own past it), then the `rewind`.
+    fn rewind(&mut self, t: u64, p: usize, s: usize, first: u64) {
+        self.write_acks(t, p, s, first);
+        self.emit_cursor(t, p, s, "rewind", None);
+        self.parts[p].subs[s].read_idx = first;
+    }
+
+    /// Writes the mark-delete position (the entry before `first`, the first unacknowledged one)
+    /// if the trace is behind it, and the entries acknowledged on their own past it that the
+    /// trace does not have yet, one `individual_ack` row per run within a ledger.
+    fn write_acks(&mut self, t: u64, p: usize, s: usize, first: u64) {
+        let sub = &mut self.parts[p].subs[s];
+        if first > 0 && sub.acked_upto.is_none_or(|a| a < first - 1) {
+            sub.acked_upto = Some(first - 1);
+            self.emit_cursor(t, p, s, "ack", Some(first - 1));
+        }
+        let Sub {
+            consumers,
+            pending_acks,
+            acked,
+            ..
+        } = &mut self.parts[p].subs[s];
+        for c in consumers.iter_mut() {
+            if let Some((lo, hi)) = c.acking.take() {
+                pending_acks.insert(0, lo as i64, hi as i64);
+            }
+        }
+        if let Some(md) = first.checked_sub(1) {
+            pending_acks.remove_through(Position::new(0, md as i64));
+            acked.remove_through(Position::new(0, md as i64));
+        }
+        let runs: Vec<_> = pending_acks.iter().collect();
+        pending_acks.clear();
+        let cursor = self.parts[p].subs[s].cursor;
+        for (_, lo, hi) in runs {
+            self.parts[p].subs[s].acked.insert(0, lo, hi);
+            let (mut lo, hi) = (lo as u64, hi as u64);
+            while lo <= hi {
+                let end = self.parts[p]
+                    .ledgers
+                    .ledger_end(lo)
+                    .min(hi + 1)
+                    .min(lo + i32::MAX as u64);
+                let row = Row {
+                    count: (end - lo) as i32,
+                    ..Row::new("individual_ack", Some(cursor), Some(lo))
+                };
+                self.emit(t, p, row);
+                lo = end;
+            }
         }
     }
 
@@ -832,7 +950,9 @@ impl Sim {
             .max(1)
     }
 
-    fn read_entries(&mut self, t: u64, p: usize, s: usize, n: u64) -> Range<u64> {
+    /// A normal read of `n` entries from the read position: the entries it reads, passing over
+    /// those acknowledged on their own (as the trace's replay reads them, [`unacked_runs`]).
+    fn read_entries(&mut self, t: u64, p: usize, s: usize, n: u64) -> Vec<u64> {
         let first = self.parts[p].subs[s].read_idx;
         let cursor = self.parts[p].subs[s].cursor;
         let row = Row {
@@ -840,8 +960,40 @@ impl Sim {
             ..Row::new("read", Some(cursor), None)
         };
         self.emit(t, p, row);
-        self.parts[p].subs[s].read_idx += n;
-        first..first + n
+        let published = self.parts[p].published;
+        let sub = &mut self.parts[p].subs[s];
+        if sub.acked.is_empty() {
+            sub.read_idx += n;
+            return (first..first + n).collect();
+        }
+        // Entry indices as the positions of one ledger: which entries a read passes over does
+        // not depend on where the ledgers end.
+        let layout = Layout {
+            ledgers: vec![LedgerInfo {
+                id: 0,
+                entries: published,
+                bytes: 0,
+            }],
+        };
+        let mut runs = Vec::new();
+        let skip_to = unacked_runs(
+            &sub.acked,
+            Position::new(0, first as i64),
+            n,
+            &layout,
+            |from, k, out| out.extend(layout.runs_from(from, k)),
+            &mut runs,
+        );
+        let read: Vec<u64> = runs
+            .iter()
+            .flat_map(|&(_, a, b)| a as u64..=b as u64)
+            .collect();
+        sub.read_idx = match (skip_to, read.last()) {
+            (Some(to), _) => to.entry_id as u64,
+            (None, Some(&last)) => last + 1,
+            (None, None) => first,
+        };
+        read
     }
 
     /// Parks a normal read at the end of the topic: the cursor looks again after
@@ -852,7 +1004,7 @@ impl Sim {
     }
 
     /// The parked read, when entries have come and the cursor has looked for them.
-    fn parked_read(&mut self, t: u64, p: usize, s: usize) -> Option<Range<u64>> {
+    fn parked_read(&mut self, t: u64, p: usize, s: usize) -> Option<Vec<u64>> {
         let (asked, check_at) = self.parts[p].subs[s].waiting?;
         let available = self.parts[p].published - self.parts[p].subs[s].read_idx;
         if available == 0 {
@@ -936,7 +1088,6 @@ impl Sim {
         let batch = self.spec.read_batch_size as u64;
         loop {
             if let Some(read) = self.parked_read(t, p, s) {
-                let read: Vec<u64> = read.collect();
                 self.shared_send(t, p, s, &read, false);
                 continue;
             }
@@ -966,7 +1117,7 @@ impl Sim {
                 self.park(t, p, s, to_read);
                 return;
             }
-            let read: Vec<u64> = self.read_entries(t, p, s, to_read.min(available)).collect();
+            let read: Vec<u64> = self.read_entries(t, p, s, to_read.min(available));
             self.shared_send(t, p, s, &read, false);
         }
     }
@@ -1049,7 +1200,6 @@ impl Sim {
         let limit = self.look_ahead_limit(self.parts[p].subs[s].consumers.len());
         loop {
             if let Some(read) = self.parked_read(t, p, s) {
-                let read: Vec<u64> = read.collect();
                 self.key_shared_send(t, p, s, &read, false, limit);
                 continue;
             }
@@ -1091,7 +1241,7 @@ impl Sim {
                 self.park(t, p, s, n);
                 return;
             }
-            let read: Vec<u64> = self.read_entries(t, p, s, n.min(available)).collect();
+            let read: Vec<u64> = self.read_entries(t, p, s, n.min(available));
             self.key_shared_send(t, p, s, &read, false, limit);
         }
     }
@@ -1310,9 +1460,8 @@ impl Sim {
             // unacknowledged entry.
             self.emit_cursor(t, p, s, "open", None);
             let first = self.parts[p].subs[s].rewind_to;
-            self.emit_cursor(t, p, s, "seek", Some(first));
+            self.rewind(t, p, s, first);
             let sub = &mut self.parts[p].subs[s];
-            sub.read_idx = first;
             Self::clear_replay(sub);
             self.connect(t, p, s);
             let next = t.saturating_add(self.rng.exp(60e6 / self.spec.churn_per_minute) as u64);
@@ -1335,6 +1484,11 @@ impl Sim {
         sub.acked_upto = to.checked_sub(1);
         sub.waiting = None;
         Self::clear_replay(sub);
+        // A reset forgets what was acknowledged on its own (`internalResetCursor`).
+        sub.acked.clear();
+        sub.pending_acks.clear();
+        sub.nacked.clear();
+        sub.consumers.iter_mut().for_each(|c| c.acking = None);
         if sub.active {
             // A reset cursor disconnects the consumers, which come straight back.
             self.connect(t, p, s);
@@ -1349,9 +1503,13 @@ impl Sim {
                 self.schedule_dispatch(t, p, s);
             }
             let first = self.first_unacked(p, s);
-            let sub = &self.parts[p].subs[s];
+            let sub = &mut self.parts[p].subs[s];
             if first > 0 && sub.acked_upto.is_none_or(|a| a < first - 1) {
-                self.parts[p].subs[s].acked_upto = Some(first - 1);
+                sub.acked_upto = Some(first - 1);
+                // What the mark-delete position passes is acknowledged whatever the trace has.
+                let md = Position::new(0, first as i64 - 1);
+                sub.pending_acks.remove_through(md);
+                sub.acked.remove_through(md);
                 self.emit_cursor(t, p, s, "ack", Some(first - 1));
             }
         }
@@ -1858,6 +2016,9 @@ impl Sim {
                     waiting: None,
                     resume_at: 0,
                     rewind_to: 0,
+                    acked: AckedRanges::default(),
+                    pending_acks: AckedRanges::default(),
+                    nacked: BTreeSet::new(),
                     skip_next_replay: false,
                     redelivery_rate: sp.redelivery_rate,
                     start: sp.start,

@@ -264,7 +264,7 @@ def test_the_broker_conf_shapes_the_traffic_as_well_as_the_cache(tmp_path):
     assert result.current.cache_size_bytes == 16 * MIB
 
 
-def test_redelivering_shared_subscriptions_warm_up_for_the_nack_delay(tmp_path):
+def test_redelivering_subscriptions_warm_up_for_the_nack_delay(tmp_path):
     import json
 
     raw = json.loads((DATA / "one-topic.stats.json").read_text())
@@ -279,6 +279,10 @@ def test_redelivering_shared_subscriptions_warm_up_for_the_nack_delay(tmp_path):
     assert spec["warmupDurationMinutes"] >= 1
     spec = lc.workload.from_broker_stats(tmp_path / "stats.json", settings={"negativeAckRedeliveryDelayMs": 5000})
     assert 5 - 1e-9 <= spec["warmupDurationMinutes"] * 60 < 60
+    # Exclusive and Failover nacks wait for the delay too (then rewind).
+    sub["type"] = "Failover"
+    (tmp_path / "stats.json").write_text(json.dumps(raw))
+    assert lc.workload.from_broker_stats(tmp_path / "stats.json")["warmupDurationMinutes"] >= 1
     sub["msgRateRedeliver"] = 0.0
     (tmp_path / "stats.json").write_text(json.dumps(raw))
     assert lc.workload.from_broker_stats(tmp_path / "stats.json")["warmupDurationMinutes"] < 1
