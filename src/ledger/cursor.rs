@@ -196,7 +196,9 @@ pub(crate) fn ack_individually(
         std::cmp::Ordering::Less => return,
         std::cmp::Ordering::Equal => first.max(mark_delete.entry_id.saturating_add(1)),
         std::cmp::Ordering::Greater => first,
-    };
+    }
+    .max(0); // no entry before a ledger's first
+
     if first > last {
         return;
     }
@@ -338,6 +340,19 @@ mod tests {
         assert_eq!(c.backlog(&l), 5);
         c.ack(Position::new(2, 0), &l);
         assert_eq!(c.mark_delete, Position::new(2, 0));
+    }
+
+    #[test]
+    fn individual_acks_hold_only_entries_past_the_mark_delete_position() {
+        let l = layout();
+        let mut c = CursorState::new("s", Position::new(1, 0), &l, true);
+        c.mark_delete(Position::new(1, 3), &l);
+        c.ack_range(1, 0, 5, &l);
+        c.ack_range(2, -7, 1, &l);
+        c.ack_range(0, 0, 9, &l);
+        assert_eq!(c.mark_delete, Position::new(1, 5));
+        assert_eq!(c.acked.iter().collect::<Vec<_>>(), vec![(2, 0, 1)]);
+        assert_eq!(c.backlog(&l), 4 + 3);
     }
 
     #[test]
