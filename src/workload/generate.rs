@@ -299,6 +299,9 @@ struct Sub {
     pending_acks: AckedRanges,
     /// Exclusive, Failover: entries negatively acknowledged and not acknowledged since.
     nacked: BTreeSet<u64>,
+    /// Whether it can ever rewind (its consumers come and go, or nacks rewind it), so that what
+    /// its consumers acknowledge on their own is worth keeping for the trace.
+    rewinds: bool,
     /// Key_Shared: the next read skips the replay queue (looking ahead).
     skip_next_replay: bool,
     /// Share of delivered messages negatively acknowledged.
@@ -725,6 +728,7 @@ impl Sim {
             consumers,
             pending_acks,
             nacked,
+            rewinds,
             ..
         } = sub;
         for (ci, c) in consumers.iter_mut().enumerate() {
@@ -766,7 +770,9 @@ impl Sim {
                     if single {
                         nacked.remove(&idx);
                     }
-                    c.acknowledge(idx, pending_acks);
+                    if *rewinds {
+                        c.acknowledge(idx, pending_acks);
+                    }
                 }
             }
             c.queued -= used;
@@ -2019,6 +2025,8 @@ impl Sim {
                     acked: AckedRanges::default(),
                     pending_acks: AckedRanges::default(),
                     nacked: BTreeSet::new(),
+                    rewinds: spec.churn_per_minute > 0.0
+                        || (sp.redelivery_rate > 0.0 && kind.has_single_active_consumer()),
                     skip_next_replay: false,
                     redelivery_rate: sp.redelivery_rate,
                     start: sp.start,
