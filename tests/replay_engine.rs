@@ -499,8 +499,8 @@ fn a_rewound_read_passes_over_individually_acknowledged_entries() {
         read(20, "c", 10),
         individual_ack(30, "c", 1, 2),
         individual_ack(31, "c", 5, 3),
-        // Past the last entry: refused whole, as a broker fails it.
-        individual_ack(32, "c", 8, 3),
+        // Past the last entry: refused, as a broker fails it.
+        individual_ack(32, "c", 10, 3),
         rewind(5000, "c"),
         read(5001, "c", 3),
         read(5002, "c", 10),
@@ -532,6 +532,16 @@ fn a_rewound_read_passes_over_individually_acknowledged_entries() {
     let m = run(&rows2, &config(&[("strategy", Str("pip430".into()))]));
     assert_eq!(m.entries_read, 11, "{m:?}");
     assert_eq!(m.storage_read_ops, 1, "{m:?}");
+    // A broker takes an acknowledgement's positions up to the first past the last entry
+    // (`asyncDelete`): 8..=9 of 8..=10 are acknowledged, so the re-read ends at 4.
+    let mut rows4 = rows[..14].to_vec();
+    rows4.extend([
+        individual_ack(32, "c", 8, 3),
+        rewind(5000, "c"),
+        read(5001, "c", 10),
+    ]);
+    let m = run(&rows4, &config(&[("strategy", Str("pip430".into()))]));
+    assert_eq!((m.entries_read, m.storage_read_ops), (13, 2), "{m:?}");
     // A seek (a reset) forgets individual acknowledgements: everything from 0 is read again.
     let mut rows3 = rows[..15].to_vec();
     rows3.extend([

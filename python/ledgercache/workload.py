@@ -144,10 +144,11 @@ Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 - ``slowConsumerFraction`` (0) of consumers (spread evenly, exactly that share) run at
   ``slowConsumerSpeed`` (0.5) of normal speed.
 - ``redeliveryRate`` (0): share of delivered messages negatively acknowledged (an entry is
-  redelivered whole). On Shared and Key_Shared the consumer asks for it again
-  ``negativeAckRedeliveryDelayMs`` later (60000, the Java client's ``negativeAckRedeliveryDelay``;
-  at least its 100 ms minimum; due times in its 256 ms steps), and it stays unacknowledged until
-  then; on Exclusive/Failover a nack rewinds the cursor at once (the client's delay not simulated).
+  redelivered whole). The consumer asks for it again ``negativeAckRedeliveryDelayMs`` later (60000,
+  the Java client's ``negativeAckRedeliveryDelay``; at least its 100 ms minimum; due times in its
+  256 ms steps), and it stays unacknowledged until then. On Shared and Key_Shared it is replayed;
+  on Exclusive/Failover the client drops its receiver queue and the cursor rewinds to the first
+  unacknowledged entry, its reads passing over what was acknowledged.
 - ``seeksPerMinute`` (0) per subscription, each ``seekBackSeconds`` (30) back.
 - ``catchUpReaders`` (0) per partition join at ``catchUpStartSeconds`` (30), ``catchUpBehindSeconds``
   (60) behind the tail, reading ``catchUpSpeed`` (4) times the publish rate.

@@ -102,7 +102,8 @@ impl AckedRanges {
                     first
                 } else {
                     return None;
-                };
+                }
+                .max(0);
                 let hi = last.min(entries - 1);
                 (lo <= hi).then(|| (hi - lo) as u64 + 1)
             })
@@ -141,14 +142,60 @@ impl AckedRanges {
     }
 }
 
+/// Where a topic's entries are, for [`unacked_runs`]: the library's ledgers hold every id up to
+/// their length, the replay lab's hold the ids a trace added (with gaps).
+pub(crate) trait EntryRuns {
+    /// Up to `n` entries from `from` on, across ledgers, appended to `out` as runs.
+    fn runs_from(&self, from: Position, n: u64, out: &mut Vec<Run>);
+    /// The entries of `ledger` with ids in `first..=last`, at most `n`, appended to `out` as runs.
+    fn runs_within(&self, ledger: i64, first: i64, last: i64, n: u64, out: &mut Vec<Run>);
+    /// The first entry at or after `p`, in its ledger or a later one.
+    fn first_at_or_after(&self, p: Position) -> Option<Position>;
+    /// The id of the last entry of `ledger`.
+    fn last_of(&self, ledger: i64) -> Option<i64>;
+}
+
+impl EntryRuns for Layout {
+    fn runs_from(&self, from: Position, n: u64, out: &mut Vec<Run>) {
+        out.extend(Layout::runs_from(self, from, n));
+    }
+
+    fn runs_within(&self, ledger: i64, first: i64, last: i64, n: u64, out: &mut Vec<Run>) {
+        let Some(end) = self.last_of(ledger) else {
+            return;
+        };
+        let (lo, hi) = (first.max(0), last.min(end));
+        if lo <= hi && n > 0 {
+            let span = u64::try_from(hi - lo).unwrap_or(u64::MAX);
+            let take = span.min(n - 1) as i64;
+            out.push((ledger, lo, lo + take));
+        }
+    }
+
+    fn first_at_or_after(&self, p: Position) -> Option<Position> {
+        let q = self.normalize(p);
+        self.contains(q).then_some(q)
+    }
+
+    fn last_of(&self, ledger: i64) -> Option<i64> {
+        let entries = self.get(ledger)?.entries;
+        i64::try_from(entries)
+            .ok()?
+            .checked_sub(1)
+            .filter(|&e| e >= 0)
+    }
+}
+
 /// The runs a cursor's sequential read of `n` entries from `from` reads, as Pulsar reads past
 /// individually acknowledged entries (`ManagedLedgerImpl.internalReadFromLedger`'s skip condition,
-/// `OpReadEntry.checkReadCompletion`): in a window of the entries still wanted, within one ledger,
-/// only the first run of unacknowledged ones is read; a window wholly acknowledged moves the read
-/// position past the range it ends in (`ManagedCursorImpl.getNextAvailablePosition`); then the next
-/// window, until `n` entries are read or there are no more. A run a gap splits (positions never
-/// written) stays one run per side. `runs_from(p, k, out)` appends the runs of up to `k` existing
-/// entries from `p` on.
+/// `OpReadEntry.checkReadCompletion`): in a window of the entry ids still wanted, within one
+/// ledger, only the first run of unacknowledged entries is read; a window wholly acknowledged
+/// moves the read position past the range it ends in (`ManagedCursorImpl.getNextAvailablePosition`);
+/// then the next window, until `n` entries are read or there are no more. Ids that hold no entry
+/// (a trace's gaps) are passed over, and a run they split is one run per side.
+///
+/// The work follows the acknowledged ranges and the runs read, not the ids or the count: each
+/// step jumps over a range, a gap or a whole window.
 ///
 /// Appends the runs to `out` and returns where the read leaves the cursor when its last step
 /// skipped a window (past the last run read otherwise: `None`).
@@ -157,57 +204,59 @@ pub(crate) fn unacked_runs(
     from: Position,
     n: u64,
     layout: &Layout,
-    mut runs_from: impl FnMut(Position, u64, &mut Vec<Run>),
+    entries: &impl EntryRuns,
     out: &mut Vec<Run>,
 ) -> Option<Position> {
     if acked.is_empty() {
-        runs_from(from, n, out);
+        entries.runs_from(from, n, out);
         return None;
     }
-    let mut window = Vec::new();
     let (mut at, mut left, mut skipped_to) = (from, n, None);
     while left > 0 {
-        window.clear();
-        runs_from(at, left, &mut window);
-        let Some(&(ledger, _, _)) = window.first() else {
+        let Some(start) = entries.first_at_or_after(at) else {
             break;
         };
-        window.retain(|r| r.0 == ledger);
-        let mut found = None;
-        for (i, &(_, first, last)) in window.iter().enumerate() {
-            let start = match acked.last_of_range_at(Position::new(ledger, first)) {
-                Some(end) => end.saturating_add(1),
-                None => first,
-            };
-            if start <= last {
-                found = Some((i, start));
-                break;
+        let ledger = start.ledger_id;
+        let in_ledger = entries.last_of(ledger).unwrap_or(start.entry_id);
+        let wanted = i64::try_from(left - 1).unwrap_or(i64::MAX);
+        let window_end = start.entry_id.saturating_add(wanted).min(in_ledger);
+        let mut x = start.entry_id;
+        let mut first = None;
+        while x <= window_end {
+            if let Some(end) = acked.last_of_range_at(Position::new(ledger, x)) {
+                x = end.saturating_add(1);
+                continue;
+            }
+            match entries.first_at_or_after(Position::new(ledger, x)) {
+                Some(p) if p.ledger_id == ledger && p.entry_id <= window_end => {
+                    if acked.contains(p) {
+                        x = p.entry_id;
+                    } else {
+                        first = Some(p.entry_id);
+                        break;
+                    }
+                }
+                _ => break,
             }
         }
-        let Some((i, start)) = found else {
-            let (_, _, last) = *window.last().expect("not empty");
+        let Some(first) = first else {
             let end = acked
-                .last_of_range_at(Position::new(ledger, last))
-                .unwrap_or(last);
+                .last_of_range_at(Position::new(ledger, window_end))
+                .unwrap_or(window_end);
             at = layout.next_after(Position::new(ledger, end));
             skipped_to = Some(at);
             continue;
         };
-        let stop = acked.next_start_after(Position::new(ledger, start));
-        let mut read_last = start;
-        for (j, &(_, first, last)) in window.iter().enumerate().skip(i) {
-            let first = if j == i { start } else { first };
-            if first >= stop {
-                break;
-            }
-            let last = last.min(stop - 1);
-            out.push((ledger, first, last));
-            left -= (last - first) as u64 + 1;
-            read_last = last;
-            if last == stop - 1 {
-                break;
-            }
-        }
+        let stop = acked.next_start_after(Position::new(ledger, first));
+        let run_last = window_end.min(stop.saturating_sub(1));
+        let before = out.len();
+        entries.runs_within(ledger, first, run_last, left, out);
+        let taken: u64 = out[before..]
+            .iter()
+            .map(|&(_, a, b)| u64::try_from(b - a).unwrap_or(0) + 1)
+            .sum();
+        left = left.saturating_sub(taken.max(1));
+        let read_last = out.last().map_or(first, |r| r.2);
         at = layout.next_after(Position::new(ledger, read_last));
         skipped_to = None;
     }
@@ -242,14 +291,7 @@ mod tests {
 
     fn read(a: &AckedRanges, l: &Layout, from: Position, n: u64) -> (Vec<Run>, Option<Position>) {
         let mut out = Vec::new();
-        let to = unacked_runs(
-            a,
-            from,
-            n,
-            l,
-            |p, k, o| o.extend(l.runs_from(p, k)),
-            &mut out,
-        );
+        let to = unacked_runs(a, from, n, l, l, &mut out);
         (out, to)
     }
 
@@ -317,6 +359,74 @@ mod tests {
             read(&AckedRanges::default(), &l, Position::new(1, 18), 5),
             (vec![(1, 18, 19), (2, 0, 2)], None)
         );
+    }
+
+    /// Entries at chosen ids of ledger 1 (gaps between them), counting the work asked of it.
+    struct Sparse {
+        ids: std::collections::BTreeSet<i64>,
+        calls: std::cell::Cell<u64>,
+    }
+
+    impl EntryRuns for Sparse {
+        fn runs_from(&self, _: Position, _: u64, _: &mut Vec<Run>) {
+            unreachable!("only without acknowledgements")
+        }
+
+        fn runs_within(&self, ledger: i64, first: i64, last: i64, n: u64, out: &mut Vec<Run>) {
+            for &e in self.ids.range(first..=last).take(n as usize) {
+                self.calls.set(self.calls.get() + 1);
+                out.push((ledger, e, e));
+            }
+        }
+
+        fn first_at_or_after(&self, p: Position) -> Option<Position> {
+            self.calls.set(self.calls.get() + 1);
+            let from = if p.ledger_id < 1 {
+                i64::MIN
+            } else {
+                p.entry_id
+            };
+            (p.ledger_id <= 1)
+                .then(|| self.ids.range(from..).next().map(|&e| Position::new(1, e)))
+                .flatten()
+        }
+
+        fn last_of(&self, _: i64) -> Option<i64> {
+            self.ids.last().copied()
+        }
+    }
+
+    #[test]
+    fn a_reads_work_follows_ranges_gaps_and_runs_not_ids_or_counts() {
+        // 100,000 entries at every third id; every other one acknowledged; one read of them all.
+        let ids: std::collections::BTreeSet<i64> = (0..100_000).map(|k| 3 * k).collect();
+        let l = layout(&[(1, 300_000)]);
+        let mut a = AckedRanges::default();
+        for &e in ids.iter().skip(1).step_by(2) {
+            a.insert(1, e, e);
+        }
+        let sparse = Sparse {
+            ids,
+            calls: Default::default(),
+        };
+        let mut out = Vec::new();
+        unacked_runs(&a, Position::new(1, 0), u64::MAX, &l, &sparse, &mut out);
+        assert_eq!(out.len(), 50_000);
+        assert!(out.iter().all(|&(_, f, t)| f == t && f % 6 == 0));
+        assert!(
+            sparse.calls.get() < 10 * 50_000,
+            "{} calls",
+            sparse.calls.get()
+        );
+        // 50,000 one-entry ledgers, all but the first acknowledged: one step a ledger.
+        let many = layout(&(1..=50_000).map(|id| (id, 1)).collect::<Vec<_>>());
+        let mut a = AckedRanges::default();
+        for id in 2..=50_000 {
+            a.insert(id, 0, 0);
+        }
+        let mut out = Vec::new();
+        let to = unacked_runs(&a, Position::new(1, 0), u64::MAX, &many, &many, &mut out);
+        assert_eq!((out, to), (vec![(1, 0, 0)], Some(Position::new(50_000, 1))));
     }
 
     #[test]

@@ -547,14 +547,7 @@ impl ManagedLedger {
             ReadKind::Sequential => {
                 let layout = &st.layout;
                 let mut runs = Vec::new();
-                let skip_to = unacked_runs(
-                    &c.acked,
-                    c.read_position,
-                    n,
-                    layout,
-                    |p, k, out| out.extend(layout.runs_from(p, k)),
-                    &mut runs,
-                );
+                let skip_to = unacked_runs(&c.acked, c.read_position, n, layout, layout, &mut runs);
                 let positions = runs
                     .iter()
                     .flat_map(|&(l, first, last)| (first..=last).map(move |e| Position::new(l, e)))

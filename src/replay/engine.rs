@@ -12,7 +12,7 @@ use super::trace::{Event, Names, Op};
 use crate::config::CacheConfig;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
-use crate::ledger::acked::{unacked_runs, AckedRanges};
+use crate::ledger::acked::{unacked_runs, AckedRanges, EntryRuns, Run};
 use crate::ledger::cursor::{
     ack_individually, mark_delete_after_ledger_deleted, mark_delete_after_reset,
     mark_delete_allowed, mark_delete_over, read_position_after_read, read_position_past,
@@ -208,6 +208,34 @@ impl LedgerEntries {
         }
     }
 
+    /// Runs of added entries with ids in `first..=last`, up to `left` entries (decremented).
+    fn take_within(&self, ledger: i64, first: i64, last: i64, left: &mut u64, out: &mut Vec<Run>) {
+        for (&s, &e) in self.added.range(self.run_start(first)..) {
+            if *left == 0 || s > last {
+                break;
+            }
+            let (lo, hi) = (s.max(first), (e - 1).min(last));
+            if lo <= hi {
+                let take = u64::try_from(hi - lo).unwrap_or(u64::MAX).min(*left - 1);
+                out.push((ledger, lo, lo + take as i64));
+                *left -= take + 1;
+            }
+        }
+    }
+
+    /// The first added entry at or after `entry`.
+    fn first_at_or_after(&self, entry: i64) -> Option<i64> {
+        if self.contains(entry) {
+            return Some(entry);
+        }
+        self.added.range(entry..).next().map(|(&s, _)| s)
+    }
+
+    /// The last added entry.
+    fn last(&self) -> Option<i64> {
+        self.added.last_key_value().map(|(_, &e)| e - 1)
+    }
+
     /// Added entries at or after `from`.
     fn count_from(&self, from: i64) -> u64 {
         let first_run = self.run_start(from);
@@ -215,6 +243,33 @@ impl LedgerEntries {
             .range(first_run..)
             .map(|(&s, &e)| u64::try_from(e - s.max(from)).unwrap_or(0))
             .fold(0u64, u64::saturating_add)
+    }
+}
+
+impl EntryRuns for Topic {
+    fn runs_from(&self, from: Position, n: u64, out: &mut Vec<Run>) {
+        Topic::runs_from(self, from, n, out);
+    }
+
+    fn runs_within(&self, ledger: i64, first: i64, last: i64, n: u64, out: &mut Vec<Run>) {
+        if let Some(l) = self.ledger(ledger) {
+            l.take_within(ledger, first, last, &mut { n }, out);
+        }
+    }
+
+    fn first_at_or_after(&self, p: Position) -> Option<Position> {
+        self.entries.range(p.ledger_id..).find_map(|(&ledger, l)| {
+            let from = if ledger == p.ledger_id {
+                p.entry_id
+            } else {
+                i64::MIN
+            };
+            l.first_at_or_after(from).map(|e| Position::new(ledger, e))
+        })
+    }
+
+    fn last_of(&self, ledger: i64) -> Option<i64> {
+        self.ledger(ledger)?.last()
     }
 }
 
@@ -797,7 +852,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     from,
                     u64::from(e.count),
                     &t.layout,
-                    |p, n, out| t.runs_from(p, n, out),
+                    t,
                     &mut runs,
                 );
                 let mut missed = false;
@@ -917,10 +972,16 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let t = self.topic(e.topic);
                 let c = Self::cursor_in(&mut t.cursors, e)?;
                 let last = p.entry_id.saturating_add(i64::from(e.count.max(1)) - 1);
-                if !mark_delete_allowed(Position::new(p.ledger_id, last), &t.layout) {
-                    // A broker fails an acknowledgement past the last entry written.
+                // A broker takes the positions one by one and fails at the first past the last
+                // entry written (`ManagedCursorImpl.asyncDelete`): those before it stay taken.
+                let Some(written) = t.layout.last_entry() else {
                     return Ok(());
-                }
+                };
+                let last = match p.ledger_id.cmp(&written.ledger_id) {
+                    std::cmp::Ordering::Less => last,
+                    std::cmp::Ordering::Equal => last.min(written.entry_id),
+                    std::cmp::Ordering::Greater => return Ok(()),
+                };
                 ack_individually(
                     &mut c.acked,
                     &mut c.replay,

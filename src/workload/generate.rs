@@ -987,7 +987,7 @@ impl Sim {
             Position::new(0, first as i64),
             n,
             &layout,
-            |from, k, out| out.extend(layout.runs_from(from, k)),
+            &layout,
             &mut runs,
         );
         let read: Vec<u64> = runs
