@@ -911,3 +911,19 @@ fn a_rewound_read_passes_over_individually_acknowledged_entries() {
     assert_eq!(c.mark_delete_position().unwrap(), ps[9]);
     assert_eq!(c.backlog().unwrap(), 0);
 }
+
+/// `PersistentDispatcherMultipleConsumers.clearComponentsAfterRemovedAllConsumers`: when the last
+/// consumer leaves, the replay queue is dropped.
+#[test]
+fn the_replay_queue_is_dropped_when_no_consumer_is_left() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig::default());
+    let ps = publish(&ml, 4);
+    let c = ml.open_cursor("s", StartAt::Earliest, true).unwrap();
+    read_all(&c, 4);
+    c.add_to_replay(&ps[1..3], RedeliveryReason::Nack).unwrap();
+    c.set_active(true).unwrap();
+    assert_eq!(c.replay_queue().unwrap(), ps[1..3].to_vec());
+    c.set_active(false).unwrap();
+    assert!(c.replay_queue().unwrap().is_empty());
+}

@@ -43,7 +43,8 @@ mark-delete position moves over them once nothing before them is left unacknowle
 a reset: the read position goes to its position and the mark-delete position to the entry before
 it, back or forward, and individual acknowledgements are forgotten. A ``rewind`` sends the read
 position back to the first unacknowledged entry (a Failover or Exclusive consumer's redelivery
-request); reads under way are dropped.
+request); reads under way are dropped. A ``close`` (the subscription's last consumer left)
+drops the cursor's replay queue, as the broker's dispatcher does.
 
 Entry ids of ``add`` rows are 0..2^63-2, and ``ts_us`` may run up to 292 years past a broker's first
 event. Positions the trace never added (a gap, or entries before a ledger's first ``add``) hold no

@@ -987,7 +987,7 @@ impl ManagedCursor {
 
     /// Says whether the cursor has a connected consumer that reads; whether it then counts as
     /// active is the read flow's call (4.0 also wants its backlog under
-    /// `cursor_backlogged_threshold`).
+    /// `cursor_backlogged_threshold`). Without consumers the replay queue is dropped.
     pub fn set_active(&self, active: bool) -> Result<()> {
         let l = &self.ledger;
         let mut st = l.inner.state.lock();
@@ -997,6 +997,11 @@ impl ManagedCursor {
             .and_then(|c| c.as_mut())
             .ok_or_else(|| Error::not_found("cursor", &*self.name))?;
         c.active = active;
+        if !active {
+            // No consumer left: the dispatcher drops its replay queue
+            // (`PersistentDispatcherMultipleConsumers.clearComponentsAfterRemovedAllConsumers`).
+            c.replay.clear();
+        }
         l.check_active(&mut st, self.id);
         Ok(())
     }

@@ -379,6 +379,8 @@ impl PyManagedCursor {
     /// Whether the cursor counts as active for caching. Setting it says whether a consumer is
     /// connected; under the pre-PIP-430 flow a connected cursor with `cursor_backlogged_threshold`
     /// or more entries to read stays inactive until `ManagedLedger.check_backlogged_cursors`.
+    /// Setting it to False (no consumer left) drops the replay queue, as a broker's dispatcher
+    /// does when its last consumer leaves.
     #[getter]
     fn active(&self, py: Python<'_>) -> PyResult<bool> {
         py.detach(|| self.inner.is_active()).py_err(py)

@@ -835,7 +835,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             }
             Op::Close => {
                 let t = self.topic(e.topic);
-                Self::cursor_of(t, e)?.connected = false;
+                let c = Self::cursor_of(t, e)?;
+                c.connected = false;
+                // Its last consumer left: the dispatcher drops its replay queue
+                // (`PersistentDispatcherMultipleConsumers.clearComponentsAfterRemovedAllConsumers`).
+                c.replay.clear();
                 if t.activity.deactivate(e.cursor, now) {
                     self.invalidate(e.topic);
                 }
