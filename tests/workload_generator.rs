@@ -1704,3 +1704,84 @@ fn the_mark_delete_position_never_passes_an_entry_still_to_be_redelivered() {
     }
     assert!(checked > 1000, "{checked} redeliveries and replays");
 }
+
+// ---- the replay lab reads what the generator delivered -----------------------------------------
+
+use ledgercache::workload::generate_broker_counting_reads;
+
+/// A replay of a generated trace reads exactly the entries the generator's dispatchers delivered
+/// (normal reads, passing over individually acknowledged entries after rewinds, and replays): the
+/// lab's cursors, moved only by the trace's rows, stay where the generator's are.
+#[test]
+fn a_replay_reads_the_entries_the_generator_delivered() {
+    let cases: Vec<(&str, Vec<(&str, SettingValue)>)> = vec![
+        (
+            "exclusive-nacks",
+            vec![
+                ("subscription_type", Str("Exclusive".into())),
+                ("redelivery_rate", Float(0.01)),
+            ],
+        ),
+        (
+            "failover-nacks-churn",
+            vec![
+                ("subscription_type", Str("Failover".into())),
+                ("consumer_per_subscription", Int(2)),
+                ("redelivery_rate", Float(0.02)),
+                ("churn_per_minute", Float(6.0)),
+                ("churn_downtime_seconds", Float(1.0)),
+            ],
+        ),
+        (
+            "shared-nacks-churn",
+            vec![
+                ("subscription_type", Str("Shared".into())),
+                ("consumer_per_subscription", Int(3)),
+                ("redelivery_rate", Float(0.01)),
+                ("churn_per_minute", Float(6.0)),
+                ("churn_downtime_seconds", Float(1.0)),
+            ],
+        ),
+        (
+            "key-shared-slow-churn",
+            vec![
+                ("subscription_type", Str("Key_Shared".into())),
+                ("consumer_per_subscription", Int(3)),
+                ("key_distributor", Str("KEY_ROUND_ROBIN".into())),
+                ("slow_consumer_fraction", Float(0.34)),
+                ("slow_consumer_speed", Float(0.3)),
+                ("redelivery_rate", Float(0.01)),
+                ("churn_per_minute", Float(6.0)),
+                ("churn_downtime_seconds", Float(1.0)),
+            ],
+        ),
+        (
+            "exclusive-nacks-seeks-small-ledgers",
+            vec![
+                ("subscription_type", Str("Exclusive".into())),
+                ("redelivery_rate", Float(0.02)),
+                ("seeks_per_minute", Float(6.0)),
+                ("max_entries_per_ledger", Int(300)),
+                ("managed_ledger_min_ledger_rollover_time_minutes", Int(0)),
+            ],
+        ),
+    ];
+    for (name, settings) in cases {
+        let mut all = vec![
+            ("producer_rate", Float(3000.0)),
+            ("subscriptions_per_topic", Int(2)),
+            ("negative_ack_redelivery_delay_ms", Int(1000)),
+        ];
+        all.extend(settings);
+        let s = spec(&all);
+        for seed in [1, 2] {
+            let (ev, delivered) = generate_broker_counting_reads(&s, seed, 0);
+            let mut d = TraceDecoder::new();
+            let mut events = Vec::new();
+            d.decode(&ev.to_record_batch(), &mut events).unwrap();
+            let m = replay(&events, &d.names, &CacheConfig::default()).unwrap();
+            let replays = count(&ev, "replay") as u64;
+            assert_eq!(m.entries_read, delivered + replays, "{name} seed {seed}");
+        }
+    }
+}

@@ -534,6 +534,8 @@ pub(super) struct Sim {
     backlog: Option<BacklogTest>,
     /// Whether the message index drops entries no cursor can reach (see [`Sim::prune_index`]).
     prune_index: bool,
+    /// Entries the normal reads delivered (what the trace's replay must read too).
+    entries_read: u64,
 }
 
 impl Sim {
@@ -970,6 +972,7 @@ impl Sim {
         let sub = &mut self.parts[p].subs[s];
         if sub.acked.is_empty() {
             sub.read_idx += n;
+            self.entries_read += n;
             return (first..first + n).collect();
         }
         // Entry indices as the positions of one ledger: which entries a read passes over does
@@ -999,6 +1002,7 @@ impl Sim {
             (None, Some(&last)) => last + 1,
             (None, None) => first,
         };
+        self.entries_read += read.len() as u64;
         read
     }
 
@@ -1740,13 +1744,25 @@ fn merge_by_time(mut parts: Vec<EventColumns>) -> EventColumns {
 /// seeded by (seed, broker), so brokers can be generated apart, in parallel, and still add up to
 /// [`generate`]'s trace.
 pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColumns {
+    generate_broker_counting_reads(spec, seed, broker).0
+}
+
+/// [`generate_broker`], with the number of entries its normal reads delivered: a replay of the
+/// trace reads those and the `replay` rows' entries, which holds the replay lab's cursors to the
+/// generator's (tests).
+#[doc(hidden)]
+pub fn generate_broker_counting_reads(
+    spec: &WorkloadSpec,
+    seed: u64,
+    broker: u32,
+) -> (EventColumns, u64) {
     let (mut sim, names) = Sim::new(spec, seed, broker);
     while sim.step() {}
     let mut out = sim.out;
     out.broker_names = names.brokers;
     out.topic_names = names.topics;
     out.cursor_names = names.cursors;
-    out
+    (out, sim.entries_read)
 }
 
 /// The names a trace's rows refer to by number (the same for every broker of a workload).
@@ -2080,6 +2096,7 @@ impl Sim {
             nack_delay_ms: spec.nack_redelivery_delay_ms(),
             backlog: None,
             prune_index: spec.seeks_per_minute == 0.0,
+            entries_read: 0,
         };
         for p in 0..sim.parts.len() {
             let pi = p as u32;

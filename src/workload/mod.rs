@@ -11,7 +11,8 @@ mod stream;
 
 pub use estimate::{human_bytes, Estimate, Footprint, Ingest, DEFAULT_MEMORY_BUDGET};
 pub use generate::{
-    generate, generate_broker, EventColumns, REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW,
+    generate, generate_broker, generate_broker_counting_reads, EventColumns, REASON_HOLD_BACK,
+    REASON_NACK, REASON_OVERFLOW,
 };
 pub use rng::Rng;
 pub use selector::{murmur3_32, sticky_key_hash, ConsistentHashRing, NO_KEY, STICKY_KEY_HASH_MAX};
