@@ -192,13 +192,13 @@ pub(crate) fn ack_individually(
     mark_delete: Position,
     (ledger, first, last): (i64, i64, i64),
 ) {
+    // Nothing at or before the mark-delete position, nor before a ledger's first entry.
     let first = match ledger.cmp(&mark_delete.ledger_id) {
         std::cmp::Ordering::Less => return,
         std::cmp::Ordering::Equal => first.max(mark_delete.entry_id.saturating_add(1)),
         std::cmp::Ordering::Greater => first,
     }
-    .max(0); // no entry before a ledger's first
-
+    .max(0);
     if first > last {
         return;
     }
