@@ -121,10 +121,11 @@ impl CursorState {
         ack_individually(
             &mut self.acked,
             &mut self.replay,
-            self.mark_delete,
+            &mut self.mark_delete,
+            &mut self.read_position,
             (ledger, first, last),
+            layout,
         );
-        self.mark_delete(self.mark_delete, layout);
     }
 
     /// Acknowledges one entry.
@@ -183,15 +184,26 @@ impl CursorState {
 
 /// Acknowledges entries `first..=last` of `ledger` each on its own (Pulsar's individual
 /// acknowledgement, `ManagedCursorImpl.asyncDelete`): those at or before the mark-delete position
-/// are acknowledged already, and the others leave the replay queue. The caller then carries the
-/// mark-delete position over what follows it ([`mark_delete_over`]). The library's cursors and the
-/// replay lab's share it.
+/// are acknowledged already, those past the last entry written are refused (a broker fails the
+/// call at the first of them, keeping the ones before), and the others leave the replay queue;
+/// then the mark-delete position moves over what follows it ([`mark_delete_over`]). The library's
+/// cursors and the replay lab's share it.
 pub(crate) fn ack_individually(
     acked: &mut AckedRanges,
     replay: &mut BTreeSet<Position>,
-    mark_delete: Position,
+    mark_delete: &mut Position,
+    read_position: &mut Position,
     (ledger, first, last): (i64, i64, i64),
+    layout: &Layout,
 ) {
+    let Some(written) = layout.last_entry() else {
+        return;
+    };
+    let last = match ledger.cmp(&written.ledger_id) {
+        std::cmp::Ordering::Less => last,
+        std::cmp::Ordering::Equal => last.min(written.entry_id),
+        std::cmp::Ordering::Greater => return,
+    };
     // Nothing at or before the mark-delete position, nor before a ledger's first entry.
     let first = match ledger.cmp(&mark_delete.ledger_id) {
         std::cmp::Ordering::Less => return,
@@ -208,6 +220,8 @@ pub(crate) fn ack_individually(
     for p in waiting {
         replay.remove(&p);
     }
+    let md = *mark_delete;
+    mark_delete_over(acked, replay, mark_delete, read_position, md, layout);
 }
 
 /// Acknowledges everything up to `p` (when past the mark-delete position) and then the entries

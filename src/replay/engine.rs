@@ -976,29 +976,12 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let t = self.topic(e.topic);
                 let c = Self::cursor_in(&mut t.cursors, e)?;
                 let last = p.entry_id.saturating_add(i64::from(e.count.max(1)) - 1);
-                // A broker takes the positions one by one and fails at the first past the last
-                // entry written (`ManagedCursorImpl.asyncDelete`): those before it stay taken.
-                let Some(written) = t.layout.last_entry() else {
-                    return Ok(());
-                };
-                let last = match p.ledger_id.cmp(&written.ledger_id) {
-                    std::cmp::Ordering::Less => last,
-                    std::cmp::Ordering::Equal => last.min(written.entry_id),
-                    std::cmp::Ordering::Greater => return Ok(()),
-                };
                 ack_individually(
-                    &mut c.acked,
-                    &mut c.replay,
-                    c.mark_delete,
-                    (p.ledger_id, p.entry_id, last),
-                );
-                let md = c.mark_delete;
-                mark_delete_over(
                     &mut c.acked,
                     &mut c.replay,
                     &mut c.mark_delete,
                     &mut c.read_position,
-                    md,
+                    (p.ledger_id, p.entry_id, last),
                     &t.layout,
                 );
                 self.cursor_moved(e.topic, e.cursor);

@@ -27,9 +27,10 @@
 //!   the replay queue, goes to the replay queue (reason `hold-back`).
 //!
 //! Negative acknowledgements on Shared/Key_Shared put the entry in the replay queue (reason
-//! `nack`) once the client's redelivery delay has passed. A consumer connecting to a subscription without consumers rewinds the cursor to the
-//! first unacknowledged entry and clears the replay queue. Seeks, late catch-up readers,
-//! backlog-first consumers and consumer churn are Poisson or scheduled. Everything runs on one
+//! `nack`) once the client's redelivery delay has passed. A consumer connecting to a subscription
+//! without consumers rewinds the cursor to the first unacknowledged entry and clears the replay
+//! queue. Seeks, late catch-up readers, backlog-first consumers and consumer churn are Poisson or
+//! scheduled. Everything runs on one
 //! time-ordered event queue with a seeded generator, so a spec and a seed give the same trace
 //! every time. The simulation runs task by task (`Sim::step`), so the trace can be taken as it is
 //! made (`super::stream`); its state is bounded by the workload (queues, replay sets, the index of
@@ -865,19 +866,14 @@ impl Sim {
         self.parts[p].subs[s].read_idx = first;
     }
 
-    /// Writes the mark-delete position (the entry before `first`, the first unacknowledged one)
-    /// if the trace is behind it, and the entries acknowledged on their own past it that the
-    /// trace does not have yet, one `individual_ack` row per run within a ledger.
-    fn write_acks(&mut self, t: u64, p: usize, s: usize, first: u64) {
-        let sub = &mut self.parts[p].subs[s];
-        if first > 0 && sub.acked_upto.is_none_or(|a| a < first - 1) {
-            sub.acked_upto = Some(first - 1);
-            self.emit_cursor(t, p, s, "ack", Some(first - 1));
-        }
+    /// Writes the mark-delete position (the entry before `first`, the first unacknowledged one) if
+    /// the trace is behind it; what it passes is acknowledged, whatever the trace has of it.
+    fn write_mark_delete(&mut self, t: u64, p: usize, s: usize, first: u64) {
         let Sub {
             consumers,
             pending_acks,
             acked,
+            acked_upto,
             ..
         } = &mut self.parts[p].subs[s];
         for c in consumers.iter_mut() {
@@ -885,10 +881,21 @@ impl Sim {
                 pending_acks.insert(0, lo as i64, hi as i64);
             }
         }
-        if let Some(md) = first.checked_sub(1) {
-            pending_acks.remove_through(Position::new(0, md as i64));
-            acked.remove_through(Position::new(0, md as i64));
+        if first > 0 && acked_upto.is_none_or(|a| a < first - 1) {
+            *acked_upto = Some(first - 1);
+            let md = Position::new(0, first as i64 - 1);
+            pending_acks.remove_through(md);
+            acked.remove_through(md);
+            self.emit_cursor(t, p, s, "ack", Some(first - 1));
         }
+    }
+
+    /// Writes the mark-delete position ([`Sim::write_mark_delete`]) and the entries acknowledged on
+    /// their own past it that the trace does not have yet, one `individual_ack` row per run within
+    /// a ledger.
+    fn write_acks(&mut self, t: u64, p: usize, s: usize, first: u64) {
+        self.write_mark_delete(t, p, s, first);
+        let pending_acks = &mut self.parts[p].subs[s].pending_acks;
         let runs: Vec<_> = pending_acks.iter().collect();
         pending_acks.clear();
         let cursor = self.parts[p].subs[s].cursor;
@@ -1513,15 +1520,7 @@ impl Sim {
                 self.schedule_dispatch(t, p, s);
             }
             let first = self.first_unacked(p, s);
-            let sub = &mut self.parts[p].subs[s];
-            if first > 0 && sub.acked_upto.is_none_or(|a| a < first - 1) {
-                sub.acked_upto = Some(first - 1);
-                // What the mark-delete position passes is acknowledged whatever the trace has.
-                let md = Position::new(0, first as i64 - 1);
-                sub.pending_acks.remove_through(md);
-                sub.acked.remove_through(md);
-                self.emit_cursor(t, p, s, "ack", Some(first - 1));
-            }
+            self.write_mark_delete(t, p, s, first);
         }
         self.schedule(t + 1_000_000, Task::Ack(p as u32, s as u32));
     }
