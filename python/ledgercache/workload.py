@@ -107,6 +107,11 @@ Consumers (Pulsar Java client, ``ConsumerImpl``):
 - ``receiverQueueSize`` (1000): Pulsar client ``receiverQueueSize`` (its default; OMB's
   ``pulsar.yaml`` sets 10000). Permits are messages; the client sends FLOW once half the queue is
   free.
+- ``acknowledgmentGroupTimeMs`` (100) and ``maxAcknowledgmentGroupSize`` (1000): Pulsar client
+  ``acknowledgmentGroupTime`` and ``maxAcknowledgmentGroupSize`` (its defaults; OMB sets neither).
+  The client sends its acknowledgements every group time, or at once when that many are pending
+  (0 ms: each at once). A redelivery request does not send them, so an Exclusive or Failover
+  rewind re-reads the entries acknowledged since, which the client drops as duplicates.
 
 Broker dispatchers (Pulsar ``ServiceConfiguration`` keys, defaults as on ``master``):
 
@@ -246,7 +251,7 @@ KNOWN = frozenset(
     "producers_per_topic producer_rate consumer_backlog_size_gb backlog_drain_ratio backlog_max_wait_minutes "
     "test_duration_minutes key_distributor keys "
     "brokers subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate "
-    "negative_ack_redelivery_delay_ms seeks_per_minute seek_back_seconds catch_up_readers catch_up_start_seconds "
+    "negative_ack_redelivery_delay_ms acknowledgment_group_time_ms max_acknowledgment_group_size seeks_per_minute seek_back_seconds catch_up_readers catch_up_start_seconds "
     "catch_up_behind_seconds catch_up_speed "
     "churn_per_minute churn_downtime_seconds max_entries_per_ledger managed_ledger_max_entries_per_ledger "
     "managed_ledger_max_size_per_ledger_mbytes managed_ledger_min_ledger_rollover_time_minutes "

@@ -41,6 +41,7 @@ use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing};
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::fast_hash::FastMap;
+use super::ack_grouping::{Grouping, PendingAcks};
 use crate::ledger::acked::{unacked_runs, AckedRanges};
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::ledger::rollover::{OpenLedger, Rollover};
@@ -200,9 +201,9 @@ struct Consumer {
     /// redelivery (Shared, Key_Shared: those entries; Exclusive, Failover: everything
     /// unacknowledged).
     nacks: NegativeAcks,
-    /// The entries it acknowledged last, when they follow one another (`first..=last`), not yet
-    /// in its subscription's `pending_acks`: a consumer that keeps up adds one range a run.
-    acking: Option<(u64, u64)>,
+    /// What it acknowledged on their own and its client has not sent to the broker yet (kept
+    /// only for a subscription that can rewind).
+    acks: PendingAcks,
 }
 
 impl Consumer {
@@ -218,29 +219,19 @@ impl Consumer {
             carry: 0.0,
             flow_at: None,
             nacks: NegativeAcks::default(),
-            acking: None,
+            acks: PendingAcks::default(),
         }
     }
 
-    /// The consumer acknowledges entry `idx` on its own.
-    fn acknowledge(&mut self, idx: u64, pending: &mut AckedRanges) {
-        match &mut self.acking {
-            Some((_, last)) if *last + 1 == idx => *last = idx,
-            run => {
-                if let Some((first, last)) = run.replace((idx, idx)) {
-                    pending.insert(0, first as i64, last as i64);
-                }
-            }
-        }
-    }
-
-    /// The lowest entry this consumer holds unacknowledged: in its receiver queue (not in entry
-    /// order: a replayed entry comes after newer ones) or, with `nacks`, negatively acknowledged
-    /// and waiting (on Exclusive and Failover a rewind may have redelivered a waiting one, which
-    /// the tracker keeps until it is due: the subscription's `nacked` says what is unacknowledged).
-    fn oldest_held(&self, nacks: bool) -> Option<u64> {
+    /// The lowest entry this consumer holds unacknowledged as the broker sees it: in its receiver
+    /// queue (not in entry order: a replayed entry comes after newer ones), acknowledged but not
+    /// sent yet, or, with `nacks`, negatively acknowledged and waiting (on Exclusive and Failover
+    /// a rewind may have redelivered a waiting one, which the tracker keeps until it is due: the
+    /// subscription's `nacked` says what is unacknowledged).
+    fn oldest_held(&self, nacks: bool, grouping: Grouping) -> Option<u64> {
         let waiting = if nacks { self.nacks.lowest() } else { None };
-        self.queue.iter().copied().chain(waiting).min()
+        let unsent = self.acks.lowest(grouping);
+        self.queue.iter().copied().chain(waiting).chain(unsent).min()
     }
 
     /// A (re)connected consumer: an empty queue and a FLOW for the whole receiver queue.
@@ -531,6 +522,8 @@ pub(super) struct Sim {
     flow_threshold: u64,
     /// The clients' `negativeAckRedeliveryDelay`, at least the client's minimum.
     nack_delay_ms: u64,
+    /// How the clients group their acknowledgements.
+    grouping: Grouping,
     /// OMB's backlog test, while it runs.
     backlog: Option<BacklogTest>,
     /// Whether the message index drops entries no cursor can reach (see [`Sim::prune_index`]).
@@ -696,9 +689,10 @@ impl Sim {
     fn first_unacked(&self, p: usize, s: usize) -> u64 {
         let sub = &self.parts[p].subs[s];
         let single = sub.kind.has_single_active_consumer();
+        let grouping = self.grouping;
         sub.consumers
             .iter()
-            .filter_map(|c| c.oldest_held(!single))
+            .filter_map(|c| c.oldest_held(!single, grouping))
             .chain(sub.nacked.first().copied())
             .chain(sub.replay.iter().filter_map(|r| r.first().copied()))
             .chain(sub.unhashed.first().copied())
@@ -716,6 +710,7 @@ impl Sim {
     fn consume(&mut self, t: u64, p: usize, s: usize) -> bool {
         let threshold = self.flow_threshold;
         let delay_ms = self.nack_delay_ms;
+        let grouping = self.grouping;
         let mut timers = Vec::new();
         let Sim { parts, rng, .. } = self;
         let part = &mut parts[p];
@@ -740,6 +735,9 @@ impl Sim {
             c.last_us = t;
             if c.queued == 0 || paused {
                 c.carry = 0.0;
+                if *rewinds && grouping.group_us > 0 {
+                    c.acks.sent_by(t, grouping, pending_acks);
+                }
                 continue;
             }
             let budget = c.carry + elapsed * c.speed;
@@ -758,12 +756,15 @@ impl Sim {
                 used += left;
                 c.front_done = 0;
                 c.queue.pop_front();
+                // Processed `used` messages into this call's budget.
+                let (carry, speed) = (c.carry, c.speed);
+                let done = || {
+                    let at = since as f64 + (used as f64 - carry).max(0.0) / speed;
+                    (at as u64).clamp(since, t)
+                };
                 if nack > 0.0 && rng.chance(1.0 - (1.0 - nack).powi(m.min(i32::MAX as u64) as i32))
                 {
-                    // Nacked when processed: `used` messages into this call's budget.
-                    let done = since as f64 + (used as f64 - c.carry).max(0.0) / c.speed;
-                    let done = (done as u64).clamp(since, t);
-                    if let Some(at) = c.nacks.add(done, t, idx, delay_ms) {
+                    if let Some(at) = c.nacks.add(done(), t, idx, delay_ms) {
                         timers.push((ci, at));
                     }
                     if single {
@@ -774,9 +775,12 @@ impl Sim {
                         nacked.remove(&idx);
                     }
                     if *rewinds {
-                        c.acknowledge(idx, pending_acks);
+                        c.acks.ack(done(), idx, grouping, pending_acks);
                     }
                 }
+            }
+            if *rewinds && grouping.group_us > 0 {
+                c.acks.sent_by(t, grouping, pending_acks);
             }
             c.queued -= used;
             c.unflowed += used;
@@ -877,9 +881,7 @@ impl Sim {
             ..
         } = &mut self.parts[p].subs[s];
         for c in consumers.iter_mut() {
-            if let Some((lo, hi)) = c.acking.take() {
-                pending_acks.insert(0, lo as i64, hi as i64);
-            }
+            c.acks.sent_by(t, self.grouping, pending_acks);
         }
         if first > 0 && acked_upto.is_none_or(|a| a < first - 1) {
             *acked_upto = Some(first - 1);
@@ -944,10 +946,21 @@ impl Sim {
 
     fn deliver(&mut self, p: usize, s: usize, c: usize, idx: u64) {
         let m = self.parts[p].messages(idx);
+        let (threshold, grouping) = (self.flow_threshold, self.grouping);
         let con = &mut self.parts[p].subs[s].consumers[c];
+        con.permits -= m as i64;
+        if con.acks.holds(idx, grouping) {
+            // Acknowledged and not sent yet (a rewind re-read it): the client drops the
+            // duplicate and frees its permits (`ConsumerImpl.messageReceived`).
+            con.unflowed += m;
+            if con.unflowed >= threshold {
+                con.permits += con.unflowed as i64;
+                con.unflowed = 0;
+            }
+            return;
+        }
         con.queue.push_back(idx);
         con.queued += m;
-        con.permits -= m as i64;
     }
 
     // ---- reads ------------------------------------------------------------------------------
@@ -1460,6 +1473,13 @@ impl Sim {
     fn churn(&mut self, t: u64, p: usize, s: usize) {
         if self.parts[p].subs[s].active {
             self.consume(t, p, s);
+            // Closing consumers flush their acknowledgements.
+            let Sub {
+                consumers,
+                pending_acks,
+                ..
+            } = &mut self.parts[p].subs[s];
+            consumers.iter_mut().for_each(|c| c.acks.send(pending_acks));
             let first = self.first_unacked(p, s);
             self.emit_cursor(t, p, s, "close", None);
             let sub = &mut self.parts[p].subs[s];
@@ -1480,6 +1500,8 @@ impl Sim {
             self.rewind(t, p, s, first);
             let sub = &mut self.parts[p].subs[s];
             Self::clear_replay(sub);
+            // New consumers: their acknowledgement timers start now.
+            sub.consumers.iter_mut().for_each(|c| c.acks.start(t));
             self.connect(t, p, s);
             let next = t.saturating_add(self.rng.exp(60e6 / self.spec.churn_per_minute) as u64);
             self.schedule(next, Task::Churn(p as u32, s as u32));
@@ -1505,7 +1527,9 @@ impl Sim {
         sub.acked.clear();
         sub.pending_acks.clear();
         sub.nacked.clear();
-        sub.consumers.iter_mut().for_each(|c| c.acking = None);
+        // The acknowledgements the clients had not sent are dropped too: they flush them
+        // (`flushAndClean`) as the reset closes their connection.
+        sub.consumers.iter_mut().for_each(|c| c.acks.clear());
         if sub.active {
             // A reset cursor disconnects the consumers, which come straight back.
             self.connect(t, p, s);
@@ -2093,6 +2117,7 @@ impl Sim {
             key_hashes,
             flow_threshold: (spec.receiver_queue_size as u64 / 2).max(1),
             nack_delay_ms: spec.nack_redelivery_delay_ms(),
+            grouping: spec.ack_grouping(),
             backlog: None,
             prune_index: spec.seeks_per_minute == 0.0,
             entries_read: 0,
@@ -2310,5 +2335,43 @@ mod tests {
             read("slow"),
             read("fast")
         );
+    }
+
+    /// `ConsumerImpl.messageReceived`: a redelivered entry the consumer acknowledged and has not
+    /// sent yet is a duplicate it drops, giving its permits back; it never reaches the queue.
+    #[test]
+    fn a_consumer_drops_what_it_acknowledged_and_has_not_sent() {
+        let mut spec = WorkloadSpec::default();
+        for (k, v) in [
+            ("subscription_type", SettingValue::Str("Exclusive".into())),
+            ("redelivery_rate", SettingValue::Float(0.002)),
+            ("producer_rate", SettingValue::Float(3000.0)),
+            ("negative_ack_redelivery_delay_ms", SettingValue::Int(1000)),
+            ("acknowledgment_group_time_ms", SettingValue::Int(500)),
+            ("max_acknowledgment_group_size", SettingValue::Int(100_000)),
+            ("test_duration_minutes", SettingValue::Float(0.5)),
+        ] {
+            spec.set(k, &v).unwrap();
+        }
+        let (mut sim, _) = Sim::new(&spec, 3, 0);
+        // Steps after which the cursor is to read again an entry a consumer holds unsent (a
+        // rewind came before the client's flush).
+        let mut rereads_ahead = 0;
+        while sim.step() {
+            let sub = &sim.parts[0].subs[0];
+            for c in &sub.consumers {
+                assert!(
+                    c.queue.iter().all(|&i| !c.acks.holds(i, sim.grouping)),
+                    "a duplicate reached the queue"
+                );
+                if c.acks.lowest(sim.grouping).is_some_and(|l| l >= sub.read_idx) {
+                    rereads_ahead += 1;
+                }
+            }
+        }
+        assert!(rereads_ahead > 0);
+        // Every rewind re-read what the client had not sent: the trace reads more than it
+        // published.
+        assert!(sim.entries_read > sim.parts[0].published);
     }
 }

@@ -1,6 +1,7 @@
 //! The workload generator: an OpenMessaging Benchmark workload plus Pulsar knobs, simulated into
 //! the events a broker sees (the replay trace format).
 
+mod ack_grouping;
 mod estimate;
 mod generate;
 mod negative_acks;

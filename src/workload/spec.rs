@@ -1,6 +1,7 @@
 //! A workload: an OpenMessaging Benchmark workload file's settings plus the Pulsar knobs that
 //! shape a broker's cache traffic.
 
+use super::ack_grouping::{self, Grouping};
 use super::negative_acks;
 use crate::config::SettingValue;
 use crate::error::{Error, Result};
@@ -94,6 +95,11 @@ pub struct WorkloadSpec {
     /// for a nacked message again this long after the nack (at least 100 ms, the client's
     /// minimum; see [`WorkloadSpec::negative_ack_redelivery_delay_ms`]).
     pub negative_ack_redelivery_delay_ms: f64,
+    /// The Java client's `acknowledgmentGroupTime` (ms; 0 sends each acknowledgement at once) and
+    /// `maxAcknowledgmentGroupSize`: acknowledgements reach the broker when the client flushes
+    /// them (`src/workload/ack_grouping.rs`).
+    pub acknowledgment_group_time_ms: f64,
+    pub max_acknowledgment_group_size: u32,
     /// Seeks per subscription per minute, each going back this many seconds of messages.
     pub seeks_per_minute: f64,
     pub seek_back_seconds: f64,
@@ -234,6 +240,8 @@ impl Default for WorkloadSpec {
             slow_consumer_speed: 0.5,
             redelivery_rate: 0.0,
             negative_ack_redelivery_delay_ms: negative_acks::DEFAULT_DELAY_MS as f64,
+            acknowledgment_group_time_ms: ack_grouping::DEFAULT_GROUP_TIME_MS as f64,
+            max_acknowledgment_group_size: ack_grouping::DEFAULT_MAX_GROUP_SIZE as u32,
             seeks_per_minute: 0.0,
             seek_back_seconds: 30.0,
             catch_up_readers: 0,
@@ -361,7 +369,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 51] = [
+pub const SPEC_NAMES: [&str; 53] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -381,6 +389,8 @@ pub const SPEC_NAMES: [&str; 51] = [
     "slow_consumer_speed",
     "redelivery_rate",
     "negative_ack_redelivery_delay_ms",
+    "acknowledgment_group_time_ms",
+    "max_acknowledgment_group_size",
     "seeks_per_minute",
     "seek_back_seconds",
     "catch_up_readers",
@@ -457,6 +467,14 @@ impl WorkloadSpec {
         (self.negative_ack_redelivery_delay_ms as u64).max(negative_acks::MIN_DELAY_MS)
     }
 
+    /// How the clients group their acknowledgements (a time past ~584,000 years is never).
+    pub(super) fn ack_grouping(&self) -> Grouping {
+        Grouping {
+            group_us: (self.acknowledgment_group_time_ms * 1000.0) as u64,
+            max_size: u64::from(self.max_acknowledgment_group_size),
+        }
+    }
+
     pub fn set(&mut self, key: &str, v: &SettingValue) -> Result<()> {
         if let Some(&shape) = SHAPE_SETTINGS.iter().find(|&&n| n == key) {
             if self.topic_details.is_some() {
@@ -515,6 +533,12 @@ impl WorkloadSpec {
             "redelivery_rate" => self.redelivery_rate = fraction(key, v)?,
             "negative_ack_redelivery_delay_ms" => {
                 self.negative_ack_redelivery_delay_ms = non_negative(key, v)?
+            }
+            "acknowledgment_group_time_ms" => {
+                self.acknowledgment_group_time_ms = non_negative(key, v)?
+            }
+            "max_acknowledgment_group_size" => {
+                self.max_acknowledgment_group_size = count(key, v, 1)?
             }
             "seeks_per_minute" => self.seeks_per_minute = non_negative(key, v)?,
             "seek_back_seconds" => self.seek_back_seconds = non_negative(key, v)?,
