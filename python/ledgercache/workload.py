@@ -710,6 +710,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # Subscriptions that keep seeking back 10 s (300 MB): re-reads of recent history.
     "seek-storm": dict(topics=2, subscriptionsPerTopic=3, producerRate=30000, seeksPerMinute=6, seekBackSeconds=10,
                        testDurationMinutes=2),
+    # Failover (OMB's subscription type) with 1% of messages negatively acknowledged: a Failover
+    # client cannot ask for single messages again, so when a nack is due (a minute later, then
+    # about every quarter second, its timer's step) it drops its receiver queue and the cursor
+    # rewinds to the first unacknowledged entry, passing over what was acknowledged.
+    "failover-nacks": dict(topics=2, subscriptionsPerTopic=2, producerRate=30000, subscriptionType="Failover",
+                           redeliveryRate=0.01, testDurationMinutes=2),
 }
 
 # The cache sizes each scenario is compared at by `ledgercache compare` and `make demo`: where its
@@ -723,6 +729,7 @@ SCENARIO_CACHE_SIZES: dict[str, tuple[int, ...]] = {
     "shared-overflow": (32 * MIB, 128 * MIB, 512 * MIB, 2048 * MIB),
     "many-topics-small-cache": (8 * MIB, 32 * MIB, 128 * MIB, 512 * MIB),
     "seek-storm": (32 * MIB, 128 * MIB, 512 * MIB, 2048 * MIB),
+    "failover-nacks": (16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB),
 }
 
 

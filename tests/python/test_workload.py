@@ -48,6 +48,9 @@ def test_scenarios_have_their_traffic():
     assert {"redeliver", "replay"} <= set(ks["op"].to_pylist())
     storm = lc.workload.generate({**lc.workload.SCENARIOS["seek-storm"], "testDurationMinutes": 0.5}, seed=1)
     assert "seek" in set(storm["op"].to_pylist())
+    # Its nacks come back after the client's minute, each as a rewind.
+    failover = lc.workload.generate({**lc.workload.SCENARIOS["failover-nacks"], "testDurationMinutes": 1.2}, seed=1)
+    assert {"rewind", "individual_ack"} <= set(failover["op"].to_pylist())
 
 
 def test_bad_specs():
