@@ -664,10 +664,7 @@ fn a_rewind_rereads_the_acknowledgements_the_client_has_not_sent() {
     let (long, _) = reread(1000, 100_000);
     let (small_groups, _) = reread(1000, 1);
     assert!(rewinds > 5, "{rewinds} rewinds");
-    assert!(
-        none < default && default < long,
-        "{none} {default} {long}"
-    );
+    assert!(none < default && default < long, "{none} {default} {long}");
     // A group is at most 100 ms of one consumer's acknowledgements (rate x headroom 1.2).
     let group = (rate * 1.2 * 0.1) as u64;
     assert!(
@@ -675,7 +672,10 @@ fn a_rewind_rereads_the_acknowledgements_the_client_has_not_sent() {
         "{default} - {none} > {rewinds} x {group}"
     );
     // A group size of 1 sends each acknowledgement at once, whatever the group time.
-    assert!(small_groups.abs_diff(none) * 10 < default - none, "{small_groups} {none}");
+    assert!(
+        small_groups.abs_diff(none) * 10 < default - none,
+        "{small_groups} {none}"
+    );
 }
 
 /// PersistentDispatcherMultipleConsumers.addConsumer (the first consumer of a subscription

@@ -132,7 +132,11 @@ impl PendingAcks {
             return None;
         }
         let older = self.older.iter().next().map(|(_, first, _)| first as u64);
-        self.run.map(|(first, _)| first).into_iter().chain(older).min()
+        self.run
+            .map(|(first, _)| first)
+            .into_iter()
+            .chain(older)
+            .min()
     }
 }
 

@@ -36,12 +36,12 @@
 //! made (`super::stream`); its state is bounded by the workload (queues, replay sets, the index of
 //! entries a cursor can still reach), not by the trace's length. `docs/fidelity.md` maps each behaviour to the Pulsar code it follows.
 
+use super::ack_grouping::{Grouping, PendingAcks};
 use super::negative_acks::NegativeAcks;
 use super::rng::Rng;
 use super::selector::{sticky_key_hash, ConsistentHashRing};
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::fast_hash::FastMap;
-use super::ack_grouping::{Grouping, PendingAcks};
 use crate::ledger::acked::{unacked_runs, AckedRanges};
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::ledger::rollover::{OpenLedger, Rollover};
@@ -231,17 +231,29 @@ impl Consumer {
     fn oldest_held(&self, nacks: bool, grouping: Grouping) -> Option<u64> {
         let waiting = if nacks { self.nacks.lowest() } else { None };
         let unsent = self.acks.lowest(grouping);
-        self.queue.iter().copied().chain(waiting).chain(unsent).min()
+        self.queue
+            .iter()
+            .copied()
+            .chain(waiting)
+            .chain(unsent)
+            .min()
     }
 
-    /// A (re)connected consumer: an empty queue and a FLOW for the whole receiver queue.
+    /// A (re)connected consumer: an empty queue and a FLOW for the whole receiver queue. Its
+    /// client's trackers live on (`ConsumerImpl.connectionOpened` clears the receiver queue only).
     fn connect(&mut self, t: u64, permits: i64) {
-        self.disconnect();
+        self.drop_queue();
         self.permits = permits;
         self.last_us = t;
     }
 
-    fn disconnect(&mut self) {
+    /// The consumer closes: its waiting nacks are forgotten with its tracker.
+    fn close(&mut self) {
+        self.drop_queue();
+        self.nacks.clear();
+    }
+
+    fn drop_queue(&mut self) {
         self.queue.clear();
         self.front_done = 0;
         self.queued = 0;
@@ -249,7 +261,6 @@ impl Consumer {
         self.unflowed = 0;
         self.carry = 0.0;
         self.flow_at = None;
-        self.nacks.clear();
     }
 }
 
@@ -1486,7 +1497,7 @@ impl Sim {
             sub.active = false;
             sub.waiting = None;
             sub.rewind_to = first;
-            sub.consumers.iter_mut().for_each(Consumer::disconnect);
+            sub.consumers.iter_mut().for_each(Consumer::close);
             // The last consumer left: the replay queue is dropped.
             Self::clear_replay(sub);
             // Saturating: a huge knob means "never" (past the end), not a time that wraps around.
@@ -1530,6 +1541,13 @@ impl Sim {
         // The acknowledgements the clients had not sent are dropped too: they flush them
         // (`flushAndClean`) as the reset closes their connection.
         sub.consumers.iter_mut().for_each(|c| c.acks.clear());
+        // The clients keep their waiting nacks. On Exclusive and Failover the timer still asks for
+        // everything unacknowledged (a rewind). On Shared and Key_Shared the broker redelivers
+        // only positions the reconnected consumer was sent and holds unacknowledged
+        // (`Consumer.redeliverUnacknowledgedMessages`); they are forgotten here.
+        if !sub.kind.has_single_active_consumer() {
+            sub.consumers.iter_mut().for_each(|c| c.nacks.clear());
+        }
         if sub.active {
             // A reset cursor disconnects the consumers, which come straight back.
             self.connect(t, p, s);
@@ -2364,7 +2382,10 @@ mod tests {
                     c.queue.iter().all(|&i| !c.acks.holds(i, sim.grouping)),
                     "a duplicate reached the queue"
                 );
-                if c.acks.lowest(sim.grouping).is_some_and(|l| l >= sub.read_idx) {
+                if c.acks
+                    .lowest(sim.grouping)
+                    .is_some_and(|l| l >= sub.read_idx)
+                {
                     rereads_ahead += 1;
                 }
             }
@@ -2373,5 +2394,44 @@ mod tests {
         // Every rewind re-read what the client had not sent: the trace reads more than it
         // published.
         assert!(sim.entries_read > sim.parts[0].published);
+    }
+
+    /// A reset reconnects the consumers, whose clients keep their `NegativeAcksTracker`: on
+    /// Exclusive its timer still rewinds the cursor when the nacks are due; on Shared the
+    /// reconnected consumers hold none of those positions, so the broker would ignore them.
+    #[test]
+    fn waiting_nacks_outlive_a_reset_on_exclusive_only() {
+        for (kind, kept) in [("Exclusive", true), ("Shared", false)] {
+            let mut spec = WorkloadSpec::default();
+            for (k, v) in [
+                ("subscription_type", SettingValue::Str(kind.into())),
+                ("redelivery_rate", SettingValue::Float(0.01)),
+                ("producer_rate", SettingValue::Float(2000.0)),
+                ("negative_ack_redelivery_delay_ms", SettingValue::Int(5000)),
+                ("seeks_per_minute", SettingValue::Float(12.0)),
+                ("test_duration_minutes", SettingValue::Float(1.0)),
+            ] {
+                spec.set(k, &v).unwrap();
+            }
+            let (mut sim, _) = Sim::new(&spec, 4, 0);
+            let waiting = |sim: &Sim| -> usize {
+                let sub = &sim.parts[0].subs[0];
+                sub.consumers.iter().map(|c| c.nacks.len()).sum()
+            };
+            let mut seeks_with_nacks = 0;
+            loop {
+                let before = waiting(&sim);
+                let rows = sim.out.len();
+                let more = sim.step();
+                if sim.out.op[rows..].contains(&"seek") && before > 0 {
+                    seeks_with_nacks += 1;
+                    assert_eq!(waiting(&sim) >= before, kept, "{kind}");
+                }
+                if !more {
+                    break;
+                }
+            }
+            assert!(seeks_with_nacks > 0, "{kind}");
+        }
     }
 }

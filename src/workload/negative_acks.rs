@@ -67,6 +67,12 @@ impl NegativeAcks {
         (taken.into_values().flatten().collect(), self.timer_us)
     }
 
+    /// Entries waiting.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.due.values().map(Vec::len).sum()
+    }
+
     /// The lowest entry waiting, if any: it is not acknowledged yet.
     pub(super) fn lowest(&self) -> Option<u64> {
         self.due.values().flatten().copied().min()
