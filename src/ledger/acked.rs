@@ -84,6 +84,12 @@ impl AckedRanges {
         self.ranges.retain(|p, _| p.ledger_id != ledger);
     }
 
+    /// The last range, as `(ledger, first, last)`.
+    pub fn last(&self) -> Option<Run> {
+        let (p, &last) = self.ranges.last_key_value()?;
+        Some((p.ledger_id, p.entry_id, last))
+    }
+
     /// Ranges in position order, as `(ledger, first, last)`.
     pub fn iter(&self) -> impl Iterator<Item = Run> + '_ {
         self.ranges

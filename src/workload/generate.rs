@@ -297,8 +297,9 @@ struct Sub {
     /// trace has (`individual_ack` rows): its reads pass over them. Entry indices as positions
     /// of ledger 0.
     acked: AckedRanges,
-    /// Acknowledged on their own, not in the trace yet: written before the next rewind, the only
-    /// time they change what a read reads.
+    /// Acknowledged on their own (at the broker), not in the trace yet: written before the next
+    /// rewind, or before a read that would reach them (acknowledgements a client sent after a
+    /// rewind), the only times they change what a read reads.
     pending_acks: AckedRanges,
     /// Exclusive, Failover: entries negatively acknowledged and not acknowledged since.
     nacked: BTreeSet<u64>,
@@ -541,6 +542,9 @@ pub(super) struct Sim {
     prune_index: bool,
     /// Entries the normal reads delivered (what the trace's replay must read too).
     entries_read: u64,
+    /// Entries delivered that the broker had as acknowledged (a read must pass over them).
+    #[cfg(test)]
+    acknowledged_delivered: u64,
 }
 
 impl Sim {
@@ -829,8 +833,13 @@ impl Sim {
         if let Some(at) = next {
             self.schedule(at, Task::NegativeAcks(p as u32, s as u32, c as u32));
         }
-        if self.parts[p].subs[s].kind.has_single_active_consumer() {
-            if !due.is_empty() {
+        let sub = &self.parts[p].subs[s];
+        if sub.kind.has_single_active_consumer() {
+            // While the active consumer's first read waits for the failover delay, the
+            // dispatcher ignores the request (`internalRedeliverUnacknowledgedMessages` returns
+            // while `readOnActiveConsumerTask` is set); the client's queue is empty then.
+            let ignored = sub.kind == SubscriptionType::Failover && t < sub.resume_at;
+            if !due.is_empty() && !ignored {
                 self.redeliver_unacknowledged(t, p, s);
                 wake = true;
             }
@@ -904,10 +913,15 @@ impl Sim {
     }
 
     /// Writes the mark-delete position ([`Sim::write_mark_delete`]) and the entries acknowledged on
-    /// their own past it that the trace does not have yet, one `individual_ack` row per run within
-    /// a ledger.
+    /// their own past it that the trace does not have yet ([`Sim::write_individual_acks`]).
     fn write_acks(&mut self, t: u64, p: usize, s: usize, first: u64) {
         self.write_mark_delete(t, p, s, first);
+        self.write_individual_acks(t, p, s);
+    }
+
+    /// Writes the entries the broker has as acknowledged on their own and the trace does not,
+    /// one `individual_ack` row per run within a ledger.
+    fn write_individual_acks(&mut self, t: u64, p: usize, s: usize) {
         let pending_acks = &mut self.parts[p].subs[s].pending_acks;
         let runs: Vec<_> = pending_acks.iter().collect();
         pending_acks.clear();
@@ -958,6 +972,14 @@ impl Sim {
     fn deliver(&mut self, p: usize, s: usize, c: usize, idx: u64) {
         let m = self.parts[p].messages(idx);
         let (threshold, grouping) = (self.flow_threshold, self.grouping);
+        #[cfg(test)]
+        {
+            let sub = &self.parts[p].subs[s];
+            let at = Position::new(0, idx as i64);
+            if sub.acked.contains(at) || sub.pending_acks.contains(at) {
+                self.acknowledged_delivered += 1;
+            }
+        }
         let con = &mut self.parts[p].subs[s].consumers[c];
         con.permits -= m as i64;
         if con.acks.holds(idx, grouping) {
@@ -993,6 +1015,15 @@ impl Sim {
     /// those acknowledged on their own (as the trace's replay reads them, [`unacked_runs`]).
     fn read_entries(&mut self, t: u64, p: usize, s: usize, n: u64) -> Vec<u64> {
         let first = self.parts[p].subs[s].read_idx;
+        // Acknowledgements a client sent after a rewind, of entries the rewound cursor has yet to
+        // reach: the read passes over them, so the trace gets them first.
+        let sent_ahead = self.parts[p].subs[s]
+            .pending_acks
+            .last()
+            .is_some_and(|(_, _, last)| last >= first as i64);
+        if sent_ahead {
+            self.write_individual_acks(t, p, s);
+        }
         let cursor = self.parts[p].subs[s].cursor;
         let row = Row {
             count: n as i32,
@@ -1465,6 +1496,12 @@ impl Sim {
 
     // ---- connections --------------------------------------------------------------------------
 
+    /// The subscription's consumers are created: their acknowledgement timers start.
+    fn start_consumers(&mut self, t: u64, p: usize, s: usize) {
+        let sub = &mut self.parts[p].subs[s];
+        sub.consumers.iter_mut().for_each(|c| c.acks.start(t));
+    }
+
     /// The subscription's consumers connect: each sends FLOW for its whole receiver queue.
     fn connect(&mut self, t: u64, p: usize, s: usize) {
         let permits = self.spec.receiver_queue_size as i64;
@@ -1511,8 +1548,7 @@ impl Sim {
             self.rewind(t, p, s, first);
             let sub = &mut self.parts[p].subs[s];
             Self::clear_replay(sub);
-            // New consumers: their acknowledgement timers start now.
-            sub.consumers.iter_mut().for_each(|c| c.acks.start(t));
+            self.start_consumers(t, p, s);
             self.connect(t, p, s);
             let next = t.saturating_add(self.rng.exp(60e6 / self.spec.churn_per_minute) as u64);
             self.schedule(next, Task::Churn(p as u32, s as u32));
@@ -1673,6 +1709,7 @@ impl Sim {
                     self.emit_cursor(t, p, s, "open", Some(0));
                     self.parts[p].subs[s].read_idx = 0;
                     if !self.parts[p].subs[s].consumers.is_empty() {
+                        self.start_consumers(t, p, s);
                         self.connect(t, p, s);
                     }
                 }
@@ -1684,6 +1721,7 @@ impl Sim {
                 let start = part.entry_of_message(part.messages_published.saturating_sub(behind));
                 self.emit_cursor(t, p, s, "open", Some(start));
                 self.parts[p].subs[s].read_idx = start;
+                self.start_consumers(t, p, s);
                 self.connect(t, p, s);
             }
         }
@@ -2139,6 +2177,8 @@ impl Sim {
             backlog: None,
             prune_index: spec.seeks_per_minute == 0.0,
             entries_read: 0,
+            #[cfg(test)]
+            acknowledged_delivered: 0,
         };
         for p in 0..sim.parts.len() {
             let pi = p as u32;
@@ -2362,12 +2402,17 @@ mod tests {
         let mut spec = WorkloadSpec::default();
         for (k, v) in [
             ("subscription_type", SettingValue::Str("Exclusive".into())),
-            ("redelivery_rate", SettingValue::Float(0.002)),
-            ("producer_rate", SettingValue::Float(3000.0)),
-            ("negative_ack_redelivery_delay_ms", SettingValue::Int(1000)),
+            ("redelivery_rate", SettingValue::Float(0.01)),
+            ("producer_rate", SettingValue::Float(10000.0)),
+            // Rewound a while back, the cursor re-reads enough nacked entries to run out of
+            // permits before it reaches what was acknowledged and not sent.
+            (
+                "negative_ack_redelivery_delay_ms",
+                SettingValue::Int(20_000),
+            ),
             ("acknowledgment_group_time_ms", SettingValue::Int(500)),
             ("max_acknowledgment_group_size", SettingValue::Int(100_000)),
-            ("test_duration_minutes", SettingValue::Float(0.5)),
+            ("test_duration_minutes", SettingValue::Float(0.6)),
         ] {
             spec.set(k, &v).unwrap();
         }
@@ -2377,20 +2422,48 @@ mod tests {
         let mut rereads_ahead = 0;
         while sim.step() {
             let sub = &sim.parts[0].subs[0];
+            let at_broker = |i: u64| {
+                let p = Position::new(0, i as i64);
+                sub.acked.contains(p) || sub.pending_acks.contains(p)
+            };
             for c in &sub.consumers {
                 assert!(
                     c.queue.iter().all(|&i| !c.acks.holds(i, sim.grouping)),
                     "a duplicate reached the queue"
                 );
-                if c.acks
-                    .lowest(sim.grouping)
-                    .is_some_and(|l| l >= sub.read_idx)
-                {
-                    rereads_ahead += 1;
+                // What the broker has as acknowledged, a read passes over.
+                assert!(
+                    !c.queue.iter().any(|&i| at_broker(i)),
+                    "an acknowledged entry was read"
+                );
+                if let Some(unsent) = c.acks.lowest(sim.grouping) {
+                    if unsent >= sub.read_idx {
+                        rereads_ahead += 1;
+                    }
+                    // The mark-delete position stays before what the broker does not have.
+                    assert!(sub.acked_upto.is_none_or(|md| md < unsent));
                 }
             }
         }
         assert!(rereads_ahead > 0);
+        assert_eq!(sim.acknowledged_delivered, 0);
+        // The bundled failover-nacks scenario, once its nacks are due: a rewind a minute back
+        // re-reads enough nacked entries to run out of permits before it reaches what was
+        // acknowledged and not sent, which the client sends meanwhile.
+        let mut spec = WorkloadSpec::default();
+        for (k, v) in [
+            ("topics", SettingValue::Int(2)),
+            ("subscriptions_per_topic", SettingValue::Int(2)),
+            ("producer_rate", SettingValue::Float(30000.0)),
+            ("subscription_type", SettingValue::Str("Failover".into())),
+            ("redelivery_rate", SettingValue::Float(0.01)),
+            ("test_duration_minutes", SettingValue::Float(1.3)),
+        ] {
+            spec.set(k, &v).unwrap();
+        }
+        let (mut sim, _) = Sim::new(&spec, 1, 0);
+        while sim.step() {}
+        assert_eq!(sim.acknowledged_delivered, 0);
         // Every rewind re-read what the client had not sent: the trace reads more than it
         // published.
         assert!(sim.entries_read > sim.parts[0].published);
