@@ -1574,8 +1574,9 @@ impl Sim {
         sub.acked.clear();
         sub.pending_acks.clear();
         sub.nacked.clear();
-        // The acknowledgements the clients had not sent are dropped too: they flush them
-        // (`flushAndClean`) as the reset closes their connection.
+        // The acknowledgements the clients had not sent are dropped too: the reset disconnects
+        // the consumers before it replies (`PersistentSubscription.resetCursor`), so the flush
+        // at the reply (`flushAndClean`) has no connection to send them on.
         sub.consumers.iter_mut().for_each(|c| c.acks.clear());
         // The clients keep their waiting nacks. On Exclusive and Failover the timer still asks for
         // everything unacknowledged (a rewind). On Shared and Key_Shared the broker redelivers
@@ -2404,8 +2405,6 @@ mod tests {
             ("subscription_type", SettingValue::Str("Exclusive".into())),
             ("redelivery_rate", SettingValue::Float(0.01)),
             ("producer_rate", SettingValue::Float(10000.0)),
-            // Rewound a while back, the cursor re-reads enough nacked entries to run out of
-            // permits before it reaches what was acknowledged and not sent.
             (
                 "negative_ack_redelivery_delay_ms",
                 SettingValue::Int(20_000),
