@@ -97,8 +97,7 @@ impl PendingAcks {
         }
     }
 
-    /// Flushes: every pending ack reaches `broker` (also what a closing consumer or a seek does,
-    /// `flushAndClean`).
+    /// Flushes: every pending ack reaches `broker` (also what a closing consumer does).
     pub(super) fn send(&mut self, broker: &mut AckedRanges) {
         if let Some((first, last)) = self.run.take() {
             broker.insert(0, first as i64, last as i64);
@@ -110,7 +109,7 @@ impl PendingAcks {
         self.count = 0;
     }
 
-    /// Forgets what is pending (a seek's `flushAndClean` after the reset forgot the acks).
+    /// Forgets what is pending (a seek: its `flushAndClean` has no connection to send on).
     pub(super) fn clear(&mut self) {
         self.run = None;
         self.older.clear();

@@ -750,9 +750,6 @@ impl Sim {
             c.last_us = t;
             if c.queued == 0 || paused {
                 c.carry = 0.0;
-                if *rewinds && grouping.group_us > 0 {
-                    c.acks.sent_by(t, grouping, pending_acks);
-                }
                 continue;
             }
             let budget = c.carry + elapsed * c.speed;
@@ -794,9 +791,6 @@ impl Sim {
                     }
                 }
             }
-            if *rewinds && grouping.group_us > 0 {
-                c.acks.sent_by(t, grouping, pending_acks);
-            }
             c.queued -= used;
             c.unflowed += used;
             received += used;
@@ -809,6 +803,12 @@ impl Sim {
                 c.permits += c.unflowed as i64;
                 c.unflowed = 0;
                 wake = true;
+            }
+        }
+        // What the clients' timers sent by now, every ack of this call made.
+        if *rewinds && grouping.group_us > 0 {
+            for c in consumers.iter_mut() {
+                c.acks.sent_by(t, grouping, pending_acks);
             }
         }
         sub.received += received;
