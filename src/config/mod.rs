@@ -136,6 +136,10 @@ pub struct CacheConfig {
     /// window but never hands it to its managed ledgers, so as shipped it is 0. `None`: applied in
     /// the library, not in the replay lab.
     pub apply_continue_caching_window: Option<bool>,
+    /// Count the active cursors at or before a reader right (PIP-430's container as intended),
+    /// or as Pulsar's `ActiveManagedCursorContainerImpl` does, whose counts drift after some
+    /// moves. `None`: right in the library, Pulsar's in the replay lab.
+    pub exact_cursor_counts: Option<bool>,
     /// Lab-only: every redelivery adds an expected read, not just Key_Shared hold-backs.
     pub expected_read_on_every_redelivery: bool,
     /// Replay lab: track the buffers cached slices retain (`peak_retained_bytes`). Off, a replay
@@ -173,6 +177,7 @@ impl Default for CacheConfig {
             cursor_backlogged_threshold: 1000,
             backlog_check_interval_ms: 60_000,
             apply_continue_caching_window: None,
+            exact_cursor_counts: None,
             expected_read_on_every_redelivery: false,
             memory_model: true,
         }
@@ -180,7 +185,7 @@ impl Default for CacheConfig {
 }
 
 /// Names accepted by [`CacheConfig::set`], in declaration order.
-pub const SETTING_NAMES: [&str; 27] = [
+pub const SETTING_NAMES: [&str; 28] = [
     "cache_size_bytes",
     "eviction_watermark",
     "eviction_trigger_threshold",
@@ -206,6 +211,7 @@ pub const SETTING_NAMES: [&str; 27] = [
     "cursor_backlogged_threshold",
     "backlog_check_interval_ms",
     "apply_continue_caching_window",
+    "exact_cursor_counts",
     "expected_read_on_every_redelivery",
     "memory_model",
 ];
@@ -348,6 +354,12 @@ impl CacheConfig {
             }
             "apply_continue_caching_window" => {
                 next.apply_continue_caching_window = match value {
+                    SettingValue::None => None,
+                    ref v => Some(boolean(name, v)?),
+                }
+            }
+            "exact_cursor_counts" => {
+                next.exact_cursor_counts = match value {
                     SettingValue::None => None,
                     ref v => Some(boolean(name, v)?),
                 }
@@ -523,6 +535,10 @@ impl CacheConfig {
             "cursor_backlogged_threshold" => SettingValue::Int(self.cursor_backlogged_threshold),
             "backlog_check_interval_ms" => SettingValue::Int(self.backlog_check_interval_ms as i64),
             "apply_continue_caching_window" => match self.apply_continue_caching_window {
+                Some(b) => SettingValue::Bool(b),
+                None => SettingValue::None,
+            },
+            "exact_cursor_counts" => match self.exact_cursor_counts {
                 Some(b) => SettingValue::Bool(b),
                 None => SettingValue::None,
             },

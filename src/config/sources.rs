@@ -54,7 +54,7 @@ const fn lab(name: &'static str, note: &'static str) -> Setting {
 }
 
 /// Every setting, in [`super::SETTING_NAMES`] order.
-pub const SETTINGS: [Setting; 27] = [
+pub const SETTINGS: [Setting; 28] = [
     Setting {
         name: "cache_size_bytes",
         source: Source::Broker {
@@ -154,6 +154,10 @@ pub const SETTINGS: [Setting; 27] = [
     lab(
         "apply_continue_caching_window",
         "ours: None applies the window in the library and not in the lab (Pulsar as shipped)",
+    ),
+    lab(
+        "exact_cursor_counts",
+        "ours: None counts right in the library and as Pulsar's container does (its drift included) in the lab",
     ),
     lab(
         "expected_read_on_every_redelivery",

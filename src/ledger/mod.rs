@@ -28,6 +28,7 @@ pub use cursor::CursorStats;
 pub use layout::LedgerInfo;
 
 use crate::clock::SharedClock;
+use crate::cursors::java_hash_map::java_string_hash;
 use crate::entry::{CachedEntry, Payload};
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
@@ -218,7 +219,7 @@ impl ManagedLedger {
             layout,
             cursors: Vec::new(),
             by_name: FastMap::default(),
-            activity: CursorActivity::new(flow.counts_reads(), loaded_ns),
+            activity: CursorActivity::new(flow.cursor_tracking(), loaded_ns),
             ops: FastMap::default(),
             next_op: 0,
             pending: Vec::new(),
@@ -353,6 +354,7 @@ impl ManagedLedger {
         let state = CursorState::new(name, read_position, &st.layout, false);
         st.cursors.push(Some(state));
         st.by_name.insert(name.to_string(), id);
+        st.activity.name(id, java_string_hash(name));
         drop(st);
         let cursor = self.cursor_handle(id, name);
         if active {

@@ -4,21 +4,35 @@
 
 use crate::cursors::active::ActiveCursorContainer;
 use crate::cursors::heap::SlowestCursorHeap;
+use crate::cursors::pulsar_list::PulsarCursorList;
 use crate::fast_hash::FastMap;
 use crate::position::Position;
 
-/// PIP-430's container (counts at or before a cursor) or the slowest-cursor heap of the designs
-/// that only need the slowest reader.
+/// What keeps a topic's active cursors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CursorTracking {
+    /// The slowest-cursor heap of the designs that only need the slowest reader.
+    Slowest,
+    /// PIP-430's container as intended: every count right.
+    ExactCounts,
+    /// PIP-430's container as Pulsar ships it (`ActiveManagedCursorContainerImpl`), counts and
+    /// defects alike.
+    PulsarCounts,
+}
+
 enum Tracker {
     Counting(ActiveCursorContainer<u32>),
+    Pulsar(PulsarCursorList),
     Slowest(SlowestCursorHeap<u32>),
 }
 
-/// Per cursor: whether it is active, and 4.0's `cacheReadEntry` flag.
+/// Per cursor: whether it is active, 4.0's `cacheReadEntry` flag, and the `String.hashCode` of
+/// its name (which orders Pulsar's container's map).
 #[derive(Default, Clone, Copy)]
 struct Flags {
     active: bool,
     cache_read_entry: bool,
+    name_hash: i32,
 }
 
 pub struct CursorActivity {
@@ -29,16 +43,15 @@ pub struct CursorActivity {
 }
 
 impl CursorActivity {
-    /// `counting`: keep the counts of cursors at or before each one (PIP-430's container). The
-    /// topic loads at `loaded_ns`, which counts as a time the last active cursor left: Pulsar's
-    /// container starts its continue-caching window there (`ActiveManagedCursorContainerImpl`'s
-    /// constructor sets `cursorRemovedTimestampMillis`).
-    pub fn new(counting: bool, loaded_ns: u64) -> Self {
+    /// The topic loads at `loaded_ns`, which counts as a time the last active cursor left:
+    /// Pulsar's container starts its continue-caching window there
+    /// (`ActiveManagedCursorContainerImpl`'s constructor sets `cursorRemovedTimestampMillis`).
+    pub fn new(tracking: CursorTracking, loaded_ns: u64) -> Self {
         CursorActivity {
-            tracker: if counting {
-                Tracker::Counting(ActiveCursorContainer::new())
-            } else {
-                Tracker::Slowest(SlowestCursorHeap::new())
+            tracker: match tracking {
+                CursorTracking::ExactCounts => Tracker::Counting(ActiveCursorContainer::new()),
+                CursorTracking::PulsarCounts => Tracker::Pulsar(PulsarCursorList::new()),
+                CursorTracking::Slowest => Tracker::Slowest(SlowestCursorHeap::new()),
             },
             flags: FastMap::default(),
             active: 0,
@@ -60,16 +73,34 @@ impl CursorActivity {
         (self.active == 0).then_some(self.last_left_ns).flatten()
     }
 
+    /// Gives a cursor its name's `String.hashCode` (Pulsar's container keys its map by name):
+    /// before it is first activated.
+    pub fn name(&mut self, cursor: u32, name_hash: i32) {
+        self.flags.entry(cursor).or_default().name_hash = name_hash;
+    }
+
     /// Makes a cursor active at `position` (or moves it there if it is); returns whether it was
-    /// inactive before.
+    /// inactive before. Pulsar's container is told only of a newly active cursor
+    /// (`ManagedLedgerImpl.activateCursor` adds it only if it is not active).
     pub fn activate(&mut self, cursor: u32, position: Position) -> bool {
         let f = self.flags.entry(cursor).or_default();
         let newly = !f.active;
+        let name_hash = f.name_hash;
         if newly {
             f.active = true;
             self.active += 1;
         }
-        self.track(cursor, Some(position));
+        match &mut self.tracker {
+            Tracker::Counting(c) => {
+                c.add(cursor, Some(position));
+            }
+            Tracker::Pulsar(c) => {
+                if newly {
+                    c.add(cursor, name_hash, position);
+                }
+            }
+            Tracker::Slowest(h) => h.add(cursor, Some(position)),
+        }
         newly
     }
 
@@ -83,7 +114,16 @@ impl CursorActivity {
         if self.active == 0 {
             self.last_left_ns = Some(now_ns);
         }
-        self.track(cursor, None);
+        match &mut self.tracker {
+            Tracker::Counting(c) => {
+                c.add(cursor, None);
+            }
+            // `deactivateCursor` removes it (`removeCursor`).
+            Tracker::Pulsar(c) => {
+                c.remove(cursor);
+            }
+            Tracker::Slowest(h) => h.add(cursor, None),
+        }
         true
     }
 
@@ -97,6 +137,10 @@ impl CursorActivity {
         match &mut self.tracker {
             Tracker::Counting(c) => {
                 c.add(cursor, Some(position));
+                false
+            }
+            Tracker::Pulsar(c) => {
+                c.update(cursor, position);
                 false
             }
             Tracker::Slowest(h) => {
@@ -115,26 +159,21 @@ impl CursorActivity {
             Tracker::Counting(c) => {
                 c.remove(&cursor);
             }
+            Tracker::Pulsar(c) => {
+                c.remove(cursor);
+            }
             Tracker::Slowest(h) => {
                 h.remove(&cursor);
             }
         }
     }
 
-    fn track(&mut self, cursor: u32, position: Option<Position>) {
-        match &mut self.tracker {
-            Tracker::Counting(c) => {
-                c.add(cursor, position);
-            }
-            Tracker::Slowest(h) => h.add(cursor, position),
-        }
-    }
-
     /// Active cursors at or before `cursor` (itself included); 0 when it is inactive or the
-    /// tracker does not count.
+    /// tracker does not count. Pulsar's container may say less (even 0) or more.
     pub fn count_at_or_before(&mut self, cursor: u32) -> u32 {
         match &mut self.tracker {
             Tracker::Counting(c) => c.count_at_or_before(&cursor),
+            Tracker::Pulsar(c) => c.count_at_or_before(cursor).max(0) as u32,
             Tracker::Slowest(_) => 0,
         }
     }
@@ -143,6 +182,7 @@ impl CursorActivity {
     pub fn slowest(&mut self) -> Option<Position> {
         match &mut self.tracker {
             Tracker::Counting(c) => c.slowest_position(),
+            Tracker::Pulsar(c) => c.slowest_position(),
             Tracker::Slowest(h) => h.slowest_position(),
         }
     }

@@ -20,7 +20,7 @@
 
 mod activity;
 
-pub use activity::CursorActivity;
+pub use activity::{CursorActivity, CursorTracking};
 
 use crate::config::{CacheConfig, Strategy};
 use crate::position::Position;
@@ -128,6 +128,7 @@ impl BacklogRule {
 pub struct ReadFlow {
     pub flow: Flow,
     continue_caching_window_ns: u64,
+    exact_cursor_counts: bool,
     every_redelivery_counts: bool,
     track_mark_delete: bool,
     backlog_rule: BacklogRule,
@@ -159,6 +160,9 @@ impl ReadFlow {
             } else {
                 0
             },
+            exact_cursor_counts: config
+                .exact_cursor_counts
+                .unwrap_or(context == Context::Library),
             every_redelivery_counts: config.expected_read_on_every_redelivery,
             track_mark_delete: flow == Flow::ActiveCursors
                 && config.eviction_by_mark_deleted_position,
@@ -173,6 +177,16 @@ impl ReadFlow {
     /// Whether the design keeps read counters on its entries.
     pub fn counts_reads(&self) -> bool {
         self.flow == Flow::ExpectedReads
+    }
+
+    /// What keeps the active cursors: a counting container where entries get read counters
+    /// (Pulsar's or ours, by `exact_cursor_counts`), else the slowest-cursor heap.
+    pub fn cursor_tracking(&self) -> CursorTracking {
+        match (self.counts_reads(), self.exact_cursor_counts) {
+            (false, _) => CursorTracking::Slowest,
+            (true, true) => CursorTracking::ExactCounts,
+            (true, false) => CursorTracking::PulsarCounts,
+        }
     }
 
     /// An entry was published: `Some(expected reads)` to cache it, `None` to leave it out.
@@ -328,7 +342,7 @@ mod tests {
         // ManagedLedgerImpl.checkCursorsToCacheEntries returns at once while
         // managedLedgerMinimumBacklogCursorsForCaching is 0, so isCacheReadEntry stays false.
         let f = flow("legacy", Context::Lab);
-        let mut a = CursorActivity::new(false, 0);
+        let mut a = CursorActivity::new(CursorTracking::Slowest, 0);
         a.activate(1, Position::new(1, 0));
         assert_eq!(f.on_storage_read(ReadKind::Sequential, &mut a, 1), None);
         assert!(f.cursors_caching_reads(&[(1, 5000), (2, 5000)]).is_none());
@@ -337,7 +351,7 @@ mod tests {
     #[test]
     fn replay_reads_are_never_cached_except_by_reference_designs() {
         // RangeEntryCacheImpl.asyncReadEntry(lh, position, ...) supplies an expected read count of 0.
-        let mut a = CursorActivity::new(true, 0);
+        let mut a = CursorActivity::new(CursorTracking::ExactCounts, 0);
         a.activate(1, Position::new(1, 0));
         for s in ["pip430", "legacy", "segmented"] {
             assert_eq!(
@@ -362,7 +376,7 @@ mod tests {
 
     #[test]
     fn continue_caching_window_is_library_only_by_default() {
-        let mut a = CursorActivity::new(true, 0);
+        let mut a = CursorActivity::new(CursorTracking::ExactCounts, 0);
         a.activate(1, Position::new(1, 0));
         a.deactivate(1, 1_000);
         assert_eq!(flow("pip430", Context::Library).on_add(&a, 2_000), Some(0));

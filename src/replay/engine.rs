@@ -328,7 +328,7 @@ impl Topic {
             layout: Layout::default(),
             entries: BTreeMap::new(),
             cursors: FastMap::default(),
-            activity: CursorActivity::new(flow.counts_reads(), now),
+            activity: CursorActivity::new(flow.cursor_tracking(), now),
         }
     }
 
@@ -532,6 +532,9 @@ pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
     misses: Vec<(i64, u32)>,
     /// Where each contiguous run of `misses` ends (kept likewise).
     miss_run_ends: Vec<usize>,
+    /// By cursor id, as far as the decoder has told: the hash of the cursor's name
+    /// ([`Names::cursor_hashes`]).
+    cursor_hashes: Vec<i32>,
 }
 
 impl<S: CacheStrategy + ?Sized> Replayer<S> {
@@ -562,6 +565,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             runs: Vec::new(),
             misses: Vec::new(),
             miss_run_ends: Vec::new(),
+            cursor_hashes: Vec::new(),
         }
     }
 
@@ -691,7 +695,16 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 
     /// [`Replayer::run`] without the names at hand (they may be growing on another thread, see
     /// [`super::Session`]): a cursor the trace never opened comes back by id, to be named later.
-    pub(crate) fn run_unnamed(&mut self, events: &[Event]) -> std::result::Result<(), Stopped> {
+    /// `cursor_hashes` is [`Names::cursor_hashes`] as far as the decoder has got, at least up to
+    /// every cursor `events` names.
+    pub(crate) fn run_unnamed(
+        &mut self,
+        events: &[Event],
+        cursor_hashes: &[i32],
+    ) -> std::result::Result<(), Stopped> {
+        if let Some(new) = cursor_hashes.get(self.cursor_hashes.len()..) {
+            self.cursor_hashes.extend_from_slice(new);
+        }
         for e in events {
             let now = self.now_ns(e)?;
             self.origin_us.get_or_insert(e.ts_us);
@@ -813,6 +826,12 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 }
             }
             Op::Open => {
+                // A replayer run without names (none of the lab's) hashes every name alike.
+                let name_hash = self
+                    .cursor_hashes
+                    .get(e.cursor as usize)
+                    .copied()
+                    .unwrap_or(0);
                 let t = self.topic(e.topic);
                 let start = match e.position {
                     Some(p) => t.layout.normalize(p),
@@ -831,6 +850,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     c.read_position = start;
                 }
                 c.connected = true;
+                t.activity.name(e.cursor, name_hash);
                 self.check_backlogged(e.topic, now, Some(e.cursor));
             }
             Op::Close => {
@@ -1358,18 +1378,27 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 /// for each strategy, so that its calls into the strategy, several per event, are direct (and may
 /// be inlined) rather than through a vtable, and only a batch of events is dispatched dynamically.
 pub(crate) trait Replay: Send {
-    fn run_unnamed(&mut self, events: &[Event]) -> std::result::Result<(), Stopped>;
+    fn run_unnamed(
+        &mut self,
+        events: &[Event],
+        cursor_hashes: &[i32],
+    ) -> std::result::Result<(), Stopped>;
     /// Replays events in order; a cursor the trace never opened is named from `names`.
     fn run(&mut self, events: &[Event], names: &Names) -> Result<()> {
-        self.run_unnamed(events).map_err(|s| s.named(names))
+        self.run_unnamed(events, &names.cursor_hashes)
+            .map_err(|s| s.named(names))
     }
     fn take_recording(&mut self) -> Option<FutureReads>;
     fn finish(self: Box<Self>) -> ReplayMetrics;
 }
 
 impl<S: CacheStrategy + ?Sized> Replay for Replayer<S> {
-    fn run_unnamed(&mut self, events: &[Event]) -> std::result::Result<(), Stopped> {
-        Replayer::run_unnamed(self, events)
+    fn run_unnamed(
+        &mut self,
+        events: &[Event],
+        cursor_hashes: &[i32],
+    ) -> std::result::Result<(), Stopped> {
+        Replayer::run_unnamed(self, events, cursor_hashes)
     }
 
     fn take_recording(&mut self) -> Option<FutureReads> {

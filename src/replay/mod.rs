@@ -198,12 +198,14 @@ impl Failure {
 }
 
 impl Replays<'_> {
-    /// Replays `events` (decoded while the decoder had seen `brokers` brokers) under every
-    /// configuration still running this pass, each broker's events on their own, the brokers
-    /// numbered `below` and up left out.
+    /// Replays `events` (decoded while the decoder had seen `brokers` brokers, and the cursor
+    /// name hashes of [`Names::cursor_hashes`] so far) under every configuration still running
+    /// this pass, each broker's events on their own, the brokers numbered `below` and up left
+    /// out.
     fn replay(
         &mut self,
         events: &[Event],
+        cursor_hashes: &[i32],
         brokers: usize,
         below: usize,
         check: &mut dyn FnMut() -> Result<()>,
@@ -250,7 +252,7 @@ impl Replays<'_> {
                 for chunk in events.chunks(CHECK_EVERY) {
                     check().map_err(Failure::Interrupted)?;
                     let start = Instant::now();
-                    let replayed = run.replayer.run_unnamed(chunk);
+                    let replayed = run.replayer.run_unnamed(chunk, cursor_hashes);
                     run.busy += start.elapsed();
                     replayed.map_err(|s| Failure::Broker(b, s))?;
                 }
@@ -372,9 +374,15 @@ impl Session {
         let decoded = self.decoder.decode(batch, &mut events);
         let brokers = self.decoder.brokers().count();
         let replayed = decoded.map_err(Stopped::from).and_then(|()| {
-            let (_, mut replays) = self.parts();
+            let (decoder, mut replays) = self.parts();
             replays
-                .replay(&events, brokers, usize::MAX, check)
+                .replay(
+                    &events,
+                    &decoder.names.cursor_hashes,
+                    brokers,
+                    usize::MAX,
+                    check,
+                )
                 .map_err(Failure::into_stopped)
         });
         self.events = events;
@@ -479,9 +487,10 @@ pub enum FeedError<E> {
 
 /// What the decoding thread hands the replay, in trace order.
 enum Decoded<E> {
-    /// A slice of a batch: its events, the brokers the decoder had seen by its end, and whether
-    /// it ends its batch.
-    Slice(Vec<Event>, usize, bool),
+    /// A slice of a batch: its events, the brokers the decoder had seen by its end, whether it
+    /// ends its batch, and the hashes of the cursor names it interned
+    /// ([`Names::cursor_hashes`] from where the last slice's ended).
+    Slice(Vec<Event>, usize, bool, Vec<i32>),
     /// The batch cannot be decoded (a column, or a row of the slice that would come here).
     Failed(Error),
     /// The source failed before the next batch.
@@ -539,6 +548,9 @@ fn decode_slices<E>(
     decoded: std::sync::mpsc::SyncSender<Decoded<E>>,
     spent: std::sync::mpsc::Receiver<Vec<Event>>,
 ) {
+    // The decoder's cursor name hashes sent along with earlier slices (the first sends those of
+    // earlier feeds too).
+    let mut hashes_sent = 0;
     // Checked before each batch as well as at each send: a batch of no rows sends nothing.
     while let Some(batch) = (!status.stopped()).then(|| batches(status)).flatten() {
         let batch = match batch {
@@ -564,7 +576,17 @@ fn decode_slices<E>(
             let mut events = spent.try_recv().unwrap_or_default();
             events.clear();
             let slice = match decoder.decode(&batch.slice(offset, len), &mut events) {
-                Ok(()) => Decoded::Slice(events, decoder.brokers().count(), offset + len == rows),
+                Ok(()) => {
+                    let hashes = &decoder.names.cursor_hashes;
+                    let new_hashes = hashes[hashes_sent..].to_vec();
+                    hashes_sent = hashes.len();
+                    Decoded::Slice(
+                        events,
+                        decoder.brokers().count(),
+                        offset + len == rows,
+                        new_hashes,
+                    )
+                }
                 Err(e) => Decoded::Failed(e),
             };
             let failed = matches!(slice, Decoded::Failed(_));
@@ -613,9 +635,13 @@ fn replay_slices<E>(
 ) -> std::result::Result<(), Stop<E>> {
     let interrupted = |e: Error| Stop::Replay(e.into());
     let mut failed: Option<Failure> = None;
+    let mut cursor_hashes: Vec<i32> = Vec::new();
     while let Some(item) = next_decoded(&decoded, check).map_err(interrupted)? {
         let (events, brokers, ends_batch) = match item {
-            Decoded::Slice(events, brokers, ends_batch) => (events, brokers, ends_batch),
+            Decoded::Slice(events, brokers, ends_batch, new_hashes) => {
+                cursor_hashes.extend(new_hashes);
+                (events, brokers, ends_batch)
+            }
             Decoded::Failed(e) => return Err(Stop::Replay(e.into())),
             Decoded::Source(e) => return Err(Stop::Source(e)),
         };
@@ -627,7 +653,7 @@ fn replay_slices<E>(
                 Some(Failure::Broker(b, _)) => b,
                 _ => usize::MAX,
             };
-            match replays.replay(&events, brokers, below, check) {
+            match replays.replay(&events, &cursor_hashes, brokers, below, check) {
                 Ok(()) => {}
                 Err(Failure::Interrupted(e)) => return Err(interrupted(e)),
                 Err(f) => failed = Some(f),

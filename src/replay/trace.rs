@@ -8,6 +8,7 @@
 //! the whole trace), so a bad row never silently shifts results.
 
 use super::plain_keys::PlainKeys;
+use crate::cursors::java_hash_map::subscription_cursor_hash;
 use crate::error::{Error, Result};
 use crate::fast_hash::FastMap;
 use crate::position::Position;
@@ -138,6 +139,9 @@ pub struct Names {
     pub topics: Vec<String>,
     topic_ids: FastMap<String, u32>,
     pub cursors: Vec<(u32, String)>,
+    /// By cursor id: the `String.hashCode` of the name Pulsar gives the subscription's cursor
+    /// (what orders Pulsar's cursor container, see [`crate::cursors::pulsar_list`]).
+    pub cursor_hashes: Vec<i32>,
     /// Per topic: cursor name -> id (nested so a lookup borrows the name instead of allocating).
     cursor_ids: Vec<FastMap<String, u32>>,
 }
@@ -161,6 +165,7 @@ impl Names {
         }
         let id = self.cursors.len() as u32;
         self.cursors.push((topic, name.to_string()));
+        self.cursor_hashes.push(subscription_cursor_hash(name));
         by_name.insert(name.to_string(), id);
         id
     }
