@@ -124,6 +124,7 @@ class CacheConfig:
     cursor_backlogged_threshold: int
     backlog_check_interval_ms: int
     apply_continue_caching_window: bool | None
+    exact_cursor_counts: bool | None
     expected_read_on_every_redelivery: bool
     memory_model: bool
 
@@ -155,6 +156,7 @@ class CacheConfig:
         cursor_backlogged_threshold: int = ...,
         backlog_check_interval_ms: int = ...,
         apply_continue_caching_window: bool | None = ...,
+        exact_cursor_counts: bool | None = ...,
         expected_read_on_every_redelivery: bool = ...,
         memory_model: bool = ...,
     ) -> CacheConfig: ...

@@ -228,6 +228,7 @@ PUBLISH_COLUMNS = (
 # does, the value that models Pulsar as shipped).
 DEPARTURES = (
     ("apply_continue_caching_window", "keep caching added entries for a while after the last active cursor leaves", (None, False)),
+    ("exact_cursor_counts", "count the active cursors at or before a storage read right, not as Pulsar's container does", (None, False)),
     ("expected_read_on_every_redelivery", "add an expected read on every redelivery, not only on a Key_Shared hold-back", (False,)),
 )
 

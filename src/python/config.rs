@@ -11,7 +11,8 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyMapping, PyString, PyTuple};
 /// Pulsar lines read it) or lab-only, and what Pulsar really does with it; lab-only settings cannot
 /// be applied to a broker. Defaults model Pulsar as shipped, except
 /// ``apply_continue_caching_window=None``, which applies the window in the library (ManagedLedger)
-/// and not in the replay lab.
+/// and not in the replay lab, and ``exact_cursor_counts=None``, which counts cursors right in the
+/// library and as Pulsar's container does in the replay lab.
 #[pyclass(
     name = "CacheConfig",
     module = "ledgercache",
