@@ -213,6 +213,13 @@ impl PulsarCursorList {
         self.queue.len()
     }
 
+    /// Whether the next query rebuilds the list (and so counts right), rather than applying the
+    /// waiting changes one by one.
+    pub fn next_query_rebuilds(&self) -> bool {
+        !(self.removed.is_empty() && self.queue.is_empty())
+            && self.queue.len() as i64 >= i64::from(self.tracked / 2)
+    }
+
     fn new_node(&mut self, name_hash: i32) -> u32 {
         let node = Node {
             name_hash,
@@ -389,7 +396,7 @@ impl PulsarCursorList {
         if self.removed.is_empty() && self.queue.is_empty() {
             return;
         }
-        if self.queue.len() as i64 >= i64::from(self.tracked / 2) {
+        if self.next_query_rebuilds() {
             self.rebuild();
             self.clear_queue();
         } else {
@@ -664,7 +671,9 @@ impl PulsarCursorList {
     /// `isAlreadyInCorrectPosition`.
     fn fits_between_neighbours(&self, n: u32, to: Position) -> bool {
         let Node { prev, next, .. } = self.nodes[n as usize];
-        !(prev != NIL && self.pos(prev) > to) && !(next != NIL && self.pos(next) < to)
+        let prev_past = prev != NIL && self.pos(prev) > to;
+        let next_before = next != NIL && self.pos(next) < to;
+        !prev_past && !next_before
     }
 
     /// `insertNodeAtNewPositionForward`: `current` is the first node at or past `to` (NIL: none).

@@ -103,9 +103,11 @@ def test_report_says_which_runs_depart_from_pulsar_as_shipped(tmp_path):
     text = lc.report.write_report(summary, None, tmp_path / "a").read_text()
     assert "## How the designs are simulated" in text
     assert "`apply_continue_caching_window` is off in every run, as Pulsar ships it" in text
-    summary = lc.replay(trace, [shipped, shipped.replace(apply_continue_caching_window=True)])
+    assert "`exact_cursor_counts` is off in every run, as Pulsar ships it" in text
+    summary = lc.replay(trace, [shipped, shipped.replace(apply_continue_caching_window=True, exact_cursor_counts=True)])
     text = lc.report.write_report(summary, None, tmp_path / "b").read_text()
     assert "**Not as Pulsar ships it:** `apply_continue_caching_window` = True" in text
+    assert "**Not as Pulsar ships it:** `exact_cursor_counts` = True" in text
     assert "How the designs are simulated" in (tmp_path / "b" / "report.html").read_text()
 
 

@@ -20,6 +20,16 @@ def test_every_setting_says_whether_a_broker_reads_it():
     assert "0.98" in by_name["eviction_trigger_threshold"]["note"]
     assert by_name["recv_buffer_max_bytes"]["broker_key"] is None
     assert by_name["apply_continue_caching_window"]["default"] is None
+    assert by_name["exact_cursor_counts"]["default"] is None
+    assert by_name["exact_cursor_counts"]["broker_key"] is None
+
+
+def test_exact_cursor_counts_is_a_tri_state_setting():
+    assert lc.CacheConfig().exact_cursor_counts is None
+    assert lc.CacheConfig(exact_cursor_counts=True).exact_cursor_counts is True
+    assert lc.CacheConfig().replace(exact_cursor_counts=False).exact_cursor_counts is False
+    with pytest.raises((TypeError, ValueError), match="exact_cursor_counts"):
+        lc.CacheConfig(exact_cursor_counts="yes")
 
 
 def test_keys_pulsar_does_not_have_are_not_applied_and_warned_about():
