@@ -72,6 +72,8 @@ pub struct PulsarCursorList {
     removed_order: JavaHashOrder,
     /// `pendingPositionUpdates`: a binary heap laid out as Java's `PriorityQueue`.
     queue: Vec<u32>,
+    /// The nodes a rebuild lists, kept between rebuilds so that one allocates nothing.
+    rebuilt: Vec<u32>,
 }
 
 impl Default for PulsarCursorList {
@@ -90,6 +92,7 @@ impl Default for PulsarCursorList {
             removed: FastMap::default(),
             removed_order: JavaHashOrder::new(Flavor::Plain),
             queue: Vec::new(),
+            rebuilt: Vec::new(),
         }
     }
 }
@@ -440,9 +443,9 @@ impl PulsarCursorList {
         self.head = NIL;
         self.tail = NIL;
         self.tracked = 0;
-        let mut listed: Vec<u32> = Vec::with_capacity(self.by_cursor.len());
-        let order: Vec<u32> = self.map_order.iter().collect();
-        for cursor in order {
+        let mut listed = std::mem::take(&mut self.rebuilt);
+        listed.clear();
+        for cursor in self.map_order.iter() {
             let n = self.by_cursor[&cursor];
             let node = &mut self.nodes[n as usize];
             if let Some(to) = node.pending_position.take() {
@@ -484,6 +487,7 @@ impl PulsarCursorList {
             prev = n;
         }
         self.tail = prev;
+        self.rebuilt = listed;
     }
 
     /// `insertNodeIntoList`: after every node at or before its position.
