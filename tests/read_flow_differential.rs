@@ -429,10 +429,18 @@ fn small_cache() -> Vec<(&'static str, SettingValue)> {
     vec![
         ("cache_size_bytes", Int(40 * ENTRY_BYTES as i64)),
         ("eviction_time_threshold_ms", Int(300)),
-        // The one designed difference of the two contexts, pinned (the default applies the window
-        // in the library only).
+        // The designed differences of the two contexts, pinned (the defaults apply the window and
+        // count cursors right in the library only).
         ("apply_continue_caching_window", Bool(false)),
+        ("exact_cursor_counts", Bool(true)),
     ]
+}
+
+/// Both sides with Pulsar's cursor container.
+fn pulsar_counts() -> CacheConfig {
+    let mut s = small_cache();
+    s.push(("exact_cursor_counts", Bool(false)));
+    config(&s)
 }
 
 fn window() -> CacheConfig {
@@ -480,6 +488,13 @@ fn pip430_library_and_lab_agree() {
 }
 
 #[test]
+fn pip430_with_pulsars_cursor_counts_agree() {
+    for seed in 1..=4 {
+        check(pulsar_counts(), seed, 3000);
+    }
+}
+
+#[test]
 fn pip430_with_the_continue_caching_window_agree() {
     check(window(), 7, 3000);
 }
@@ -505,7 +520,7 @@ fn pip430_fifo_agrees() {
 
 /// Finds the first step where the library and the lab part (run by hand when a check fails).
 #[test]
-#[ignore = "a debugging aid, run by hand (MODE=pip430|fifo|window|pre|md SEED=n) when a check fails"]
+#[ignore = "a debugging aid, run by hand (MODE=pip430|fifo|window|pre|md|pulsar SEED=n) when a check fails"]
 fn first_divergence() {
     let seed: u64 = std::env::var("SEED").map_or(1, |s| s.parse().unwrap());
     let cfg = match std::env::var("MODE").as_deref() {
@@ -513,6 +528,7 @@ fn first_divergence() {
         Ok("window") => window(),
         Ok("pre") => pre_pip430(),
         Ok("md") => pre_pip430_by_mark_delete(),
+        Ok("pulsar") => pulsar_counts(),
         _ => config(&small_cache()),
     };
     let mut d = Driver::new(cfg.clone(), seed);
