@@ -361,29 +361,7 @@ fn a_read_completing_after_an_ack_past_it_does_not_move_the_cursor_back() {
 /// follows Pulsar's container by default; `exact_cursor_counts=True` counts right.
 #[test]
 fn a_tail_move_leaves_pulsars_count_too_high_until_the_next_rebuild() {
-    let mut rows: Vec<Row> = (0..10).map(|e| add(1 + e, e, 10)).collect();
-    // No cursor while publishing: nothing is cached. Five cursors at entry 5 (the map orders
-    // a..e by their names' hashes, so e is the tail), f at entry 0.
-    for c in ["a", "b", "c", "d", "e"] {
-        rows.push(open(20, c, Some(5)));
-    }
-    rows.push(open(20, "f", Some(0)));
-    rows.extend([
-        // f's storage read: the first query rebuilds the list.
-        read(30, "f", 1),
-        // e moves alone, and stays the tail.
-        ack(31, "e", 7),
-        // a's storage read: two moves wait among six cursors, so they are applied one by one;
-        // e's is the tail shortcut. Five cursors are at or before a (e is past it); Pulsar says six.
-        read(32, "a", 1),
-        read(33, "b", 1),
-        read(34, "c", 1),
-        read(35, "d", 1),
-        read(36, "f", 5),
-        // Four seconds on, entry 5 is cached only if it still expects a read.
-        open(4_000, "g", Some(5)),
-        read(4_001, "g", 1),
-    ]);
+    let rows = tail_move_rows(0);
     let pulsar = run(&rows, &design("pip430", &[]));
     let exact = run(
         &rows,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
-use support::trace_rows::{batch, config, open, read, Row};
+use support::trace_rows::{batch, config, open, read, tail_move_rows, Row};
 
 use SettingValue::{Float, Int, Str};
 
@@ -100,6 +100,24 @@ fn decoding_ahead_replays_as_decoding_on_the_feeding_thread() {
     }
     parts.push(whole.slice(at, whole.num_rows() - at));
     assert_eq!(replayed(&parts, true), serial);
+}
+
+/// The cursors' names reach the engine decoding ahead too: their hashes order Pulsar's cursor
+/// container, and this trace's result depends on that order.
+#[test]
+fn decoding_ahead_hands_the_cursor_names_hashes_to_the_engine() {
+    let b = batch(&tail_move_rows(2 * DECODE_SLICE_ROWS));
+    assert!(b.num_rows() > 2 * DECODE_SLICE_ROWS);
+    let hits = |decode_ahead: bool, exact: bool| {
+        let c = config(&[("exact_cursor_counts", SettingValue::Bool(exact))]);
+        let mut session = Session::new(vec![c]).unwrap().decode_ahead(decode_ahead);
+        session.feed(&b).unwrap();
+        session.finish()[0].2.hits
+    };
+    let pulsar = hits(false, false);
+    assert_eq!(pulsar, hits(false, true) + 1);
+    assert_eq!(hits(true, false), pulsar);
+    assert_eq!(hits(true, true), pulsar - 1);
 }
 
 /// A trace of `rows` rows, long enough to be decoded ahead, that reads on a cursor its topic never

@@ -149,3 +149,37 @@ pub fn rewind(ts: i64, c: &'static str) -> Row {
 pub fn delete_ledger(ts: i64) -> Row {
     (ts, "delete", "t", None, Some(1), Some(0), 0, 0)
 }
+
+/// A trace where Pulsar's cursor container counts one cursor too many for a storage read, which
+/// keeps an entry cached that the exact count lets go: a later reader hits it with Pulsar's
+/// container and misses it with the exact one. `padding` entries more are published first (to
+/// make the trace span decoding slices).
+pub fn tail_move_rows(padding: usize) -> Vec<Row> {
+    let mut rows: Vec<Row> = (0..10 + padding as i64)
+        .map(|e| add(1 + e.min(9), e, 10))
+        .collect();
+    // No cursor while publishing: nothing is cached. Five cursors at entry 5, opened in the
+    // reverse of the order the container's map keeps their names in (a to e, by their hashes),
+    // so that e is the tail of its list only if the names' hashes reach it; f at entry 0.
+    for c in ["e", "d", "c", "b", "a"] {
+        rows.push(open(20, c, Some(5)));
+    }
+    rows.push(open(20, "f", Some(0)));
+    rows.extend([
+        // f's storage read: the first query rebuilds the list.
+        read(30, "f", 1),
+        // e moves alone, and stays the tail.
+        ack(31, "e", 7),
+        // a's storage read: two moves wait among six cursors, so they are applied one by one;
+        // e's is the tail shortcut. Five cursors are at or before a (e is past it); Pulsar says six.
+        read(32, "a", 1),
+        read(33, "b", 1),
+        read(34, "c", 1),
+        read(35, "d", 1),
+        read(36, "f", 5),
+        // Four seconds on, entry 5 is cached only if it still expects a read.
+        open(4_000, "g", Some(5)),
+        read(4_001, "g", 1),
+    ]);
+    rows
+}
