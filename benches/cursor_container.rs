@@ -2,12 +2,16 @@
 //! 10 to 100,000 cursors (only the ops timed: each container is built first, as in a JMH setup),
 //! against an O(N) sorted-set reference (the NAVIGABLE_SET variant of
 //! Pulsar's JMH benchmark). Prints throughput, the speed-up over the reference and the goal line;
-//! every count is checked against an independent Fenwick tree.
+//! every count is checked against an independent Fenwick tree. Then the lab's port of Pulsar's own
+//! container (`PulsarCursorList`) in the same runs: its speed, and how many of its counts are
+//! wrong, as Pulsar's are.
 
 #[path = "support.rs"]
 mod support;
 
 use ledgercache::cursors::active::ActiveCursorContainer;
+use ledgercache::cursors::java_hash_map::java_string_hash;
+use ledgercache::cursors::pulsar_list::PulsarCursorList;
 use ledgercache::Position;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -50,6 +54,24 @@ fn seeks(n: u32) -> Vec<(u32, i64)> {
     (0..OPS)
         .map(|_| (rng.random_range(0..n), rng.random_range(1..100)))
         .collect()
+}
+
+/// Readers close together: ten cursors start at each position and move 1 to 3 entries at a time,
+/// so many share a position (where Pulsar's container miscounts).
+fn bunched_seeks(n: u32) -> Vec<(u32, i64)> {
+    let mut rng = StdRng::seed_from_u64(2);
+    (0..OPS)
+        .map(|_| (rng.random_range(0..n), rng.random_range(1..4)))
+        .collect()
+}
+
+/// Where cursor `i` starts: `i`, or `i / 10` when `bunched`.
+fn start(i: u32, bunched: bool) -> i64 {
+    if bunched {
+        i64::from(i / 10)
+    } else {
+        i64::from(i)
+    }
 }
 
 /// Whether each op in turn also counts: every `every`-th op, from the first. A countdown, not
@@ -127,9 +149,32 @@ fn run_reference(n: u32, every: usize, ops: &[(u32, i64)]) -> (Duration, u64) {
     (start.elapsed(), sum)
 }
 
+/// Pulsar's container as the lab runs it: the time and every count it gave.
+fn run_pulsar(n: u32, bunched: bool, ops: &[(u32, i64)]) -> (Duration, Vec<u32>) {
+    let mut c = PulsarCursorList::new();
+    let mut pos: Vec<i64> = (0..n).map(|i| start(i, bunched)).collect();
+    for i in 0..n {
+        let name = format!("subscription-{i}");
+        c.add(
+            i,
+            java_string_hash(&name),
+            Position::new(0, pos[i as usize]),
+        );
+    }
+    c.count_at_or_before(0);
+    let mut out = Vec::with_capacity(ops.len());
+    let began = Instant::now();
+    for &(i, d) in ops {
+        pos[i as usize] += d;
+        c.update(i, Position::new(0, pos[i as usize]));
+        out.push(c.count_at_or_before(i).max(0) as u32);
+    }
+    (began.elapsed(), out)
+}
+
 /// An independent check of every count: a Fenwick tree over entry ids (the bench's positions are
-/// all in ledger 0 and bounded by `n + 99 * OPS`).
-fn run_checker(n: u32, every: usize, ops: &[(u32, i64)]) -> u64 {
+/// all in ledger 0 and bounded by `n + 99 * OPS`). Every count, in order.
+fn exact_counts(n: u32, bunched: bool, every: usize, ops: &[(u32, i64)]) -> Vec<u32> {
     let size = n as usize + 100 * ops.len() + 2;
     let mut tree = vec![0u32; size + 1];
     let add = |tree: &mut Vec<u32>, at: i64, delta: i32| {
@@ -147,21 +192,21 @@ fn run_checker(n: u32, every: usize, ops: &[(u32, i64)]) -> u64 {
         }
         sum
     };
-    let mut pos: Vec<i64> = (0..n as i64).collect();
+    let mut pos: Vec<i64> = (0..n).map(|i| start(i, bunched)).collect();
     for &p in &pos {
         add(&mut tree, p, 1);
     }
-    let mut sum = 0u64;
+    let mut out = Vec::with_capacity(ops.len() / every + 1);
     let mut counts = counting_every(every);
     for &(i, d) in ops {
         add(&mut tree, pos[i as usize], -1);
         pos[i as usize] += d;
         add(&mut tree, pos[i as usize], 1);
         if counts() {
-            sum += count(&tree, pos[i as usize]) as u64;
+            out.push(count(&tree, pos[i as usize]));
         }
     }
-    sum
+    out
 }
 
 /// The goal of issue 12: a seek and a count per op at 10,000 cursors.
@@ -198,7 +243,8 @@ fn main() {
             };
             let (t_c, a) = fastest(&|| run_container(n, every, &ops));
             let (t_n, b) = fastest(&|| run_container_by_name(n, every, &ops));
-            let right = run_checker(n, every, &ops);
+            let exact = exact_counts(n, false, every, &ops);
+            let right: u64 = exact.iter().map(|&c| u64::from(c)).sum();
             assert!(a == right && b == right, "every count must be right");
             if n == GOAL_CURSORS && every == 1 {
                 goal = Some((mops(t_c), mops(t_n)));
@@ -228,6 +274,48 @@ fn main() {
                 ratio(t_n)
             );
         }
+    }
+    println!(
+        "Pulsar's container as the lab runs it (PulsarCursorList), a seek and a count each op: the \
+         seeks above (spread; vs ours: its speed over ActiveCursorContainer's by handle), and ten \
+         cursors a position moving 1-3 entries (bunched)"
+    );
+    println!(
+        "{:>8} {:>14} {:>9} {:>15} {:>15}",
+        "cursors", "spread Mops/s", "vs ours", "spread wrong", "bunched wrong"
+    );
+    for n in [10u32, 100, 1000, GOAL_CURSORS, 100_000] {
+        if only.is_some_and(|o| o != n) {
+            continue;
+        }
+        let wrong = |got: &[u32], exact: &[u32]| {
+            let wrong = got.iter().zip(exact).filter(|(a, b)| a != b).count();
+            100.0 * wrong as f64 / exact.len() as f64
+        };
+        let ops = seeks(n);
+        let (t_p, got) = support::best_by(
+            rounds,
+            |r: &(Duration, Vec<u32>)| r.0,
+            || black_box(run_pulsar(n, false, &ops)),
+        );
+        let (t_c, _) = support::best_by(
+            rounds,
+            |r: &(Duration, u64)| r.0,
+            || black_box(run_container(n, 1, &ops)),
+        );
+        let spread = wrong(&got, &exact_counts(n, false, 1, &ops));
+        let ops = bunched_seeks(n);
+        let bunched = wrong(
+            &run_pulsar(n, true, &ops).1,
+            &exact_counts(n, true, 1, &ops),
+        );
+        println!(
+            "{n:>8} {:>14.2} {:>8.2}x {:>14.1}% {:>14.1}%",
+            mops(t_p),
+            t_c.as_secs_f64() / t_p.as_secs_f64(),
+            spread,
+            bunched
+        );
     }
     let Some((by_handle, by_name)) = goal else {
         return;
