@@ -361,7 +361,7 @@ impl PulsarCursorList {
 
     fn poll(&mut self) -> Option<u32> {
         let first = *self.queue.first()?;
-        let x = self.queue.pop().expect("the queue is not empty");
+        let x = self.queue.pop()?;
         let n = self.queue.len();
         if n > 0 {
             let mut k = 0;
