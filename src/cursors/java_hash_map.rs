@@ -89,18 +89,6 @@ impl JavaHashOrder {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.hashes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.hashes.is_empty()
-    }
-
-    pub fn contains(&self, key: u32) -> bool {
-        self.hashes.contains_key(&key)
-    }
-
     fn spread(&self, hash: i32) -> u32 {
         let h = hash as u32;
         let s = h ^ (h >> 16);

@@ -34,7 +34,6 @@ struct Node {
     name_hash: i32,
     position: Option<Position>,
     pending_position: Option<Position>,
-    pending_remove: bool,
     /// The shared counter (`numberOfCursorsAtSamePositionOrBefore`), NIL until first listed.
     counter: u32,
     prev: u32,
@@ -42,6 +41,8 @@ struct Node {
     /// How many times the node sits in the queue (Java may queue a node again before a query).
     queued: u32,
     in_map: bool,
+    /// Waits as removed (Pulsar's `pendingRemove`: with real positions only, a node is marked so
+    /// exactly while it sits in `pendingRemovedCursors`).
     in_removed: bool,
 }
 
@@ -111,17 +112,10 @@ impl PulsarCursorList {
         self.cursor_count <= 0
     }
 
-    pub fn contains(&self, cursor: u32) -> bool {
-        self.by_cursor.contains_key(&cursor)
-    }
-
     /// `add(cursor, position)`: `name_hash` is the `hashCode` of the cursor's name.
     pub fn add(&mut self, cursor: u32, name_hash: i32, position: Position) {
         if let Some(&n) = self.by_cursor.get(&cursor) {
-            if self.nodes[n as usize].pending_position.is_none() {
-                self.offer(n);
-            }
-            self.nodes[n as usize].pending_position = Some(position);
+            self.wait_at(n, position);
             return;
         }
         let n = match self.removed.remove(&cursor) {
@@ -129,11 +123,11 @@ impl PulsarCursorList {
                 self.removed_order.remove(cursor);
                 let node = &mut self.nodes[n as usize];
                 node.in_removed = false;
-                node.pending_remove = false;
                 n
             }
             None => self.new_node(name_hash),
         };
+        // Queued even if a copy of it is queued already (a node reused from the removals).
         self.nodes[n as usize].pending_position = Some(position);
         self.offer(n);
         self.nodes[n as usize].in_map = true;
@@ -148,15 +142,16 @@ impl PulsarCursorList {
         let Some(&n) = self.by_cursor.get(&cursor) else {
             return false;
         };
-        if self.nodes[n as usize].pending_remove {
-            self.nodes[n as usize].pending_remove = false;
-            self.take_from_removed(cursor);
-        }
+        self.wait_at(n, position);
+        true
+    }
+
+    /// A listed or waiting node's move to `position`: queued once until a query applies it.
+    fn wait_at(&mut self, n: u32, position: Position) {
         if self.nodes[n as usize].pending_position.is_none() {
             self.offer(n);
         }
         self.nodes[n as usize].pending_position = Some(position);
-        true
     }
 
     /// `removeCursor(name)`: whether the cursor was there.
@@ -168,7 +163,6 @@ impl PulsarCursorList {
         let node = &mut self.nodes[n as usize];
         node.in_map = false;
         if node.position.is_some() {
-            node.pending_remove = true;
             node.in_removed = true;
             let hash = node.name_hash;
             self.removed.insert(cursor, n);
@@ -228,7 +222,6 @@ impl PulsarCursorList {
             name_hash,
             position: None,
             pending_position: None,
-            pending_remove: false,
             counter: NIL,
             prev: NIL,
             next: NIL,
@@ -236,16 +229,7 @@ impl PulsarCursorList {
             in_map: false,
             in_removed: false,
         };
-        match self.free_nodes.pop() {
-            Some(n) => {
-                self.nodes[n as usize] = node;
-                n
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        }
+        place(&mut self.nodes, &mut self.free_nodes, node)
     }
 
     /// Java would collect a node nothing refers to: the map, the removals, the queue. (A node in
@@ -261,28 +245,11 @@ impl PulsarCursorList {
         self.free_nodes.push(n);
     }
 
-    fn take_from_removed(&mut self, cursor: u32) {
-        if let Some(n) = self.removed.remove(&cursor) {
-            self.removed_order.remove(cursor);
-            self.nodes[n as usize].in_removed = false;
-            self.free_if_unreachable(n);
-        }
-    }
-
     // --- counters (`MutableInt`s shared by the nodes at one position) ---
 
     fn new_counter(&mut self, value: i32) -> u32 {
         let c = Counter { value, holders: 0 };
-        match self.free_counters.pop() {
-            Some(i) => {
-                self.counters[i as usize] = c;
-                i
-            }
-            None => {
-                self.counters.push(c);
-                (self.counters.len() - 1) as u32
-            }
-        }
+        place(&mut self.counters, &mut self.free_counters, c)
     }
 
     fn release_counter(&mut self, c: u32) {
@@ -414,7 +381,6 @@ impl PulsarCursorList {
             for cursor in order {
                 let n = self.removed[&cursor];
                 self.unlist(n);
-                self.nodes[n as usize].pending_remove = false;
             }
             for (_, n) in std::mem::take(&mut self.removed) {
                 self.nodes[n as usize].in_removed = false;
@@ -451,11 +417,12 @@ impl PulsarCursorList {
             if let Some(to) = node.pending_position.take() {
                 node.position = Some(to);
             }
-            if node.position.is_some() && !node.pending_remove {
+            // A node of the map never waits as removed (only `removeCursor` marks one, and it
+            // leaves the map), so Pulsar's `!node.pendingRemove` holds here.
+            if node.position.is_some() {
                 listed.push(n);
                 self.tracked += 1;
             }
-            node.pending_remove = false;
         }
         for (_, n) in std::mem::take(&mut self.removed) {
             self.nodes[n as usize].in_removed = false;
@@ -720,6 +687,20 @@ impl PulsarCursorList {
             let base = self.value_of(current);
             let c = self.new_counter(base.wrapping_add(1));
             self.set_counter(n, c);
+        }
+    }
+}
+
+/// Puts `item` in a free slot of `items` (or a new one) and returns its index.
+fn place<T>(items: &mut Vec<T>, free: &mut Vec<u32>, item: T) -> u32 {
+    match free.pop() {
+        Some(i) => {
+            items[i as usize] = item;
+            i
+        }
+        None => {
+            items.push(item);
+            (items.len() - 1) as u32
         }
     }
 }
