@@ -331,6 +331,28 @@ fn with_read_latency_a_storage_read_is_cached_when_it_completes_and_shared_meanw
     assert_eq!((m.hits, m.misses, m.storage_read_ops), (5, 10, 1), "{m:?}");
 }
 
+/// `PendingReadsManager.findPendingRead`: a read that a storage read under way covers only in part
+/// waits for it for those entries and reads the rest from storage on its own, left and right of
+/// it; a read between two under way reads only the gap between them.
+#[test]
+fn with_read_latency_a_read_overlapping_one_under_way_reads_only_the_rest() {
+    let mut rows: Vec<Row> = (0..30).map(|e| add(1 + e, e, 10)).collect(); // no cursor: not cached
+    rows.extend([
+        open(999, "a", Some(5)),
+        open(999, "b", Some(0)),
+        open(999, "c", Some(10)),
+        open(999, "d", Some(0)),
+        read(1_000, "a", 10), // 5..=14 under way until 1100
+        read(1_010, "b", 10), // 0..=9: waits for 5..=9, reads 0..=4
+        read(1_020, "c", 10), // 10..=19: waits for 10..=14, reads 15..=19
+        read(1_030, "d", 20), // 0..=19: all under way
+    ]);
+    let cfg = design("pip430", &[("storage_read_latency_ms", Int(100))]);
+    let m = run(&rows, &cfg);
+    assert_eq!((m.misses, m.storage_read_ops), (50, 3), "{m:?}");
+    assert_eq!(m.storage_read_bytes, 200, "each entry read once");
+}
+
 /// `ManagedCursorImpl.setReadPosition` takes only a position past the mark-delete position: a read
 /// that completes after an ack went past its entries leaves the read position where the ack put
 /// it (here a stale read, delivered because cursor epochs are off).

@@ -455,10 +455,44 @@ fn overlapping_reads_in_flight_share_one_storage_read() {
     assert_eq!(b.read_position().unwrap(), ps[10]);
 }
 
-/// Two storage reads in flight overlap without one covering the other: the second finds part of
-/// its range cached by the first. Its reader keeps the entries it read, with their own count
-/// (`RangeEntryCacheImpl.readFromStorage` returns what it created whether `insert` took it), so
-/// releasing them does not consume the expected reads of the entries the first read cached.
+/// `PendingReadsManager.findPendingRead`: a read that a storage read in flight covers only in part
+/// waits for it for the entries they share and reads the rest itself; a read spanning two in flight
+/// reads only what lies between them.
+#[test]
+fn a_read_overlapping_one_in_flight_reads_only_the_rest() {
+    let f = fixture(&[]);
+    let ml = f.ledger(latency());
+    let ps = publish(&ml, 12);
+    let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
+    let b = ml.open_cursor("b", StartAt::At(ps[2]), true).unwrap();
+    let c = ml.open_cursor("c", StartAt::Earliest, true).unwrap();
+    let ra = a.read_entries_async(5).unwrap(); // 0..=4
+    f.clock.advance_ms(1);
+    let rb = b.read_entries_async(5).unwrap(); // 2..=6: waits for 2..=4, reads 5..=6
+    let rc = c.read_entries_async(12).unwrap(); // 0..=11: waits for both, reads 7..=11
+    let s = ml.storage_stats();
+    assert_eq!((s.read_ops, s.read_entries), (3, 12));
+    f.clock.advance_ms(4);
+    assert_eq!(ml.poll(), 1, "a's read is in, b's waits for its own");
+    assert!(!ml.is_read_done(rb) && !ml.is_read_done(rc));
+    f.clock.advance_ms(1);
+    assert_eq!(ml.poll(), 2);
+    let got = |r| {
+        delivered(ml.take_read(r).unwrap().unwrap())
+            .iter()
+            .map(|e| e.position())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(got(ra), ps[..5]);
+    assert_eq!(got(rb), ps[2..7]);
+    assert_eq!(got(rc), ps[..]);
+    assert_eq!(ml.storage_stats().read_ops, 3);
+}
+
+/// A storage read that finds part of its range cached by another meanwhile: its reader keeps the
+/// entries it read, with their own count (`RangeEntryCacheImpl.readFromStorage` returns what it
+/// created whether `insert` took it), so releasing them does not consume the expected reads of the
+/// entries the other read cached. (A read that completes at once joins no read in flight.)
 #[test]
 fn a_storage_read_of_entries_cached_meanwhile_leaves_their_count() {
     let f = fixture(&[]);
@@ -467,24 +501,25 @@ fn a_storage_read_of_entries_cached_meanwhile_leaves_their_count() {
     let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
     let b = ml.open_cursor("b", StartAt::At(ps[2]), true).unwrap();
     let ra = a.read_entries_async(5).unwrap();
-    let rb = b.read_entries_async(5).unwrap();
-    f.clock.advance_ms(5);
-    assert_eq!(ml.poll(), 2);
+    // `b`'s read completes at once: 2..=6, cached for `a` and `b`.
+    let got_b = b.read_entries(5).unwrap();
     assert_eq!(ml.storage_stats().read_ops, 2);
-    // `a`'s read cached 0..=4 for `a` alone (`b` was after it); `b`'s found 2..=4 cached.
-    assert_eq!(ml.cache().expected_reads(ps[2]), Some(Some(1)));
-    for e in delivered(ml.take_read(rb).unwrap().unwrap()) {
+    assert_eq!(ml.cache().expected_reads(ps[2]), Some(Some(2)));
+    f.clock.advance_ms(5);
+    assert_eq!(ml.poll(), 1);
+    // `a`'s read found 2..=4 cached: it keeps its own, and the cached ones still expect a read.
+    for e in delivered(ml.take_read(ra).unwrap().unwrap()) {
         e.release();
     }
     assert_eq!(
         ml.cache().expected_reads(ps[2]),
-        Some(Some(1)),
-        "still `a`'s"
+        Some(Some(2)),
+        "still `b`'s"
     );
-    for e in delivered(ml.take_read(ra).unwrap().unwrap()) {
+    for e in delivered(got_b) {
         e.release();
     }
-    assert_eq!(ml.cache().expected_reads(ps[2]), Some(Some(0)));
+    assert_eq!(ml.cache().expected_reads(ps[2]), Some(Some(1)));
 }
 
 /// `ManagedCursorImpl.setReadPosition` takes only a position past the mark-delete position: a read

@@ -36,7 +36,7 @@ use crate::manager::{EntryCache, EntryCacheManager};
 use crate::position::Position;
 use crate::read_count::{ReadCount, ReadCountHandler};
 use crate::read_flow::{
-    storage_read_covers, Context, CursorActivity, Invalidation, ReadFlow, ReadKind,
+    plan_storage_reads, Context, CursorActivity, EntryRange, Invalidation, ReadFlow, ReadKind,
     RedeliveryReason,
 };
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
@@ -146,7 +146,8 @@ struct PendingRead {
     reader: u32,
     kind: ReadKind,
     result: Result<Vec<Payload>>,
-    waiters: Vec<u64>,
+    /// The reads waiting for it, each with the entries of it that read takes.
+    waiters: Vec<(u64, EntryRange)>,
 }
 
 struct State {
@@ -728,13 +729,15 @@ impl ManagedLedger {
         if let Some(g) = gap_start {
             gaps.push((g, last));
         }
-        op.waiting += gaps.len();
         for (first, last) in gaps {
             self.read_from_storage(st, op_id, cursor, kind, ledger, first, last, now, now_only);
         }
     }
 
-    /// Issues (or joins) the storage read of `first..=last` for read `op_id`.
+    /// Reads `first..=last` from storage for read `op_id`: it waits for the storage reads under
+    /// way that share entries with it and issues storage reads of the rest (the rule in
+    /// [`plan_storage_reads`]). A read that completes at once (`now_only`) joins only reads due by
+    /// `now`, and one that will fail none.
     #[allow(clippy::too_many_arguments)]
     fn read_from_storage(
         &self,
@@ -748,36 +751,53 @@ impl ManagedLedger {
         now: u64,
         now_only: bool,
     ) {
-        if let Some(p) = st.pending.iter_mut().find(|p| {
-            p.ledger == ledger
-                && storage_read_covers((p.first, p.last), (first, last))
-                && p.result.is_ok()
-                && (!now_only || p.complete_at <= now)
-        }) {
-            p.waiters.push(op_id);
-            return;
-        }
-        let result = self.inner.storage.read(ledger, first, last);
-        let latency = match (&result, now_only) {
-            (Ok(entries), false) => self.inner.config.read_latency.of(
-                entries.len() as u64,
-                entries.iter().map(|e| e.len() as u64).sum(),
-            ),
-            _ => 0,
-        };
-        let seq = st.next_seq;
-        st.next_seq += 1;
-        st.pending.push(PendingRead {
-            seq,
-            ledger,
-            first,
-            last,
-            complete_at: now + latency,
-            reader,
-            kind,
-            result,
-            waiters: vec![op_id],
+        let under_way = st.pending.iter().enumerate().filter(|(_, p)| {
+            p.ledger == ledger && p.result.is_ok() && (!now_only || p.complete_at <= now)
         });
+        let plan = plan_storage_reads(
+            under_way.map(|(i, p)| (i, (p.first, p.last))),
+            (first, last),
+        );
+        let mut waits = 0;
+        for (i, served) in plan.joined {
+            let waiters = &mut st.pending[i].waiters;
+            // A read joins a storage read once, for all of that read's entries it takes.
+            match waiters.iter_mut().find(|(id, _)| *id == op_id) {
+                Some((_, range)) => *range = (range.0.min(served.0), range.1.max(served.1)),
+                None => {
+                    waiters.push((op_id, served));
+                    waits += 1;
+                }
+            }
+        }
+        for (first, last) in plan.issued {
+            let result = self.inner.storage.read(ledger, first, last);
+            let latency = match (&result, now_only) {
+                (Ok(entries), false) => self.inner.config.read_latency.of(
+                    entries.len() as u64,
+                    entries.iter().map(|e| e.len() as u64).sum(),
+                ),
+                _ => 0,
+            };
+            let seq = st.next_seq;
+            st.next_seq += 1;
+            st.pending.push(PendingRead {
+                seq,
+                ledger,
+                first,
+                last,
+                complete_at: now + latency,
+                reader,
+                kind,
+                result,
+                waiters: vec![(op_id, (first, last))],
+            });
+            waits += 1;
+        }
+        st.ops
+            .get_mut(&op_id)
+            .expect("reading for a known read")
+            .waiting += waits;
     }
 
     fn complete_due(&self, st: &mut State, now: u64) -> usize {
@@ -832,13 +852,16 @@ impl ManagedLedger {
             Err(e) => Err(e),
         };
         let mut finished = 0;
-        for op_id in p.waiters {
+        for (op_id, (take_from, take_to)) in p.waiters {
             let Some(op) = st.ops.get_mut(&op_id) else {
                 continue;
             };
             match &entries {
                 Ok(entries) => {
-                    for e in entries {
+                    let taken = entries
+                        .iter()
+                        .filter(|e| (take_from..=take_to).contains(&e.position().entry_id));
+                    for e in taken {
                         if let Some(slot) = op.positions.iter().position(|q| *q == e.position()) {
                             op.entries[slot] = Some(e.copy());
                         }
@@ -857,8 +880,8 @@ impl ManagedLedger {
                             op.entries[slot] = None;
                         }
                     }
-                    let (cursor, kind, waiting_others) = (op.cursor, op.kind, op.waiting - 1);
-                    op.waiting = waiting_others + step.len();
+                    let (cursor, kind) = (op.cursor, op.kind);
+                    op.waiting -= 1;
                     for (ledger, first, last) in step {
                         self.read_from_storage(
                             st, op_id, cursor, kind, ledger, first, last, now, true,

@@ -19,8 +19,10 @@
 //!   is admitted, so their numbers compare with libCacheSim's.
 
 mod activity;
+mod pending_reads;
 
 pub use activity::{CursorActivity, CursorTracking};
+pub use pending_reads::{plan_storage_reads, EntryRange, StorageReadPlan};
 
 use crate::config::{CacheConfig, Strategy};
 use crate::position::Position;
@@ -310,15 +312,6 @@ impl ReadFlow {
                 .collect(),
         )
     }
-}
-
-/// Whether a read of entries `wanted` (first, last) of a ledger waits for a storage read of
-/// `under_way` of the same ledger instead of reading storage itself: when that one covers all of
-/// it (`PendingReadsManager.readEntries`). Pulsar also joins one that covers only part, reading the
-/// rest apart; the library and the lab read the whole range then (a departure, in
-/// `docs/fidelity.md`).
-pub fn storage_read_covers(under_way: (i64, i64), wanted: (i64, i64)) -> bool {
-    under_way.0 <= wanted.0 && under_way.1 >= wanted.1
 }
 
 fn clamp_i32(n: u32) -> i32 {

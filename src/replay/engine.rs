@@ -20,7 +20,7 @@ use crate::ledger::cursor::{
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
 use crate::read_flow::{
-    storage_read_covers, Context, CursorActivity, Invalidation, ReadFlow, ReadKind,
+    plan_storage_reads, Context, CursorActivity, Invalidation, ReadFlow, ReadKind,
 };
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -1258,10 +1258,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         }
     }
 
-    /// One storage read of the missed run (entries of `ledger` and their sizes); the read flow
-    /// decides whether what it returns is cached. With read latency, a run that a storage read
-    /// under way covers waits for that one, and what a storage read returns is cached when it
-    /// completes.
+    /// The storage reads of a missed run (entries of `ledger` and their sizes); the read flow
+    /// decides whether what each returns is cached. Without read latency it is one storage read,
+    /// cached at once. With it, the run waits for the storage reads under way that share entries
+    /// with it and reads the rest itself (the rule in [`plan_storage_reads`]); what a storage read
+    /// returns is cached when it completes.
     fn flush_misses(
         &mut self,
         topic: u32,
@@ -1274,36 +1275,55 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         let (Some(&(first, _)), Some(&(last, _))) = (run.first(), run.last()) else {
             return;
         };
-        let latency = self.read_latency_ns;
-        if latency > 0
-            && self
-                .storage_read_ranges
-                .get(&(topic, ledger))
-                .is_some_and(|q| q.iter().any(|&r| storage_read_covers(r, (first, last))))
-        {
+        if self.read_latency_ns == 0 {
+            let admitted = self.count_storage_read(topic, cursor, kind, run);
+            self.cache_storage_read(now, topic, ledger, run, admitted);
             return;
         }
-        self.metrics.storage_read_ops += 1;
-        self.metrics.storage_read_bytes += run.iter().map(|&(_, size)| size as u64).sum::<u64>();
-        let activity = &mut self.topics[topic as usize].activity;
-        let admitted = self.flow.on_storage_read(kind, activity, cursor);
-        if latency > 0 {
+        let plan = match self.storage_read_ranges.get(&(topic, ledger)) {
+            Some(under_way) => {
+                plan_storage_reads(under_way.iter().map(|&r| ((), r)), (first, last))
+            }
+            None => plan_storage_reads(std::iter::empty(), (first, last)),
+        };
+        for (from, to) in plan.issued {
+            let start = run.partition_point(|&(e, _)| e < from);
+            let end = run.partition_point(|&(e, _)| e <= to);
+            let part = &run[start..end];
+            if part.is_empty() {
+                continue;
+            }
+            let admitted = self.count_storage_read(topic, cursor, kind, part);
             let mut entries = self.spare_entry_lists.pop().unwrap_or_default();
-            entries.extend_from_slice(run);
+            entries.extend_from_slice(part);
             self.storage_read_ranges
                 .entry((topic, ledger))
                 .or_default()
-                .push_back((first, last));
+                .push_back((from, to));
             self.storage_reads.push_back(PendingStorageRead {
-                due_ns: now.saturating_add(latency),
+                due_ns: now.saturating_add(self.read_latency_ns),
                 topic,
                 ledger,
                 entries,
                 admitted,
             });
-        } else {
-            self.cache_storage_read(now, topic, ledger, run, admitted);
         }
+    }
+
+    /// Counts a storage read of `entries` and asks the read flow whether what it returns is
+    /// cached, and with which expected-read count.
+    fn count_storage_read(
+        &mut self,
+        topic: u32,
+        cursor: u32,
+        kind: ReadKind,
+        entries: &[(i64, u32)],
+    ) -> Option<i32> {
+        self.metrics.storage_read_ops += 1;
+        self.metrics.storage_read_bytes +=
+            entries.iter().map(|&(_, size)| size as u64).sum::<u64>();
+        let activity = &mut self.topics[topic as usize].activity;
+        self.flow.on_storage_read(kind, activity, cursor)
     }
 
     /// Completes the storage reads due by `now`, each after the periodic tasks due before it.

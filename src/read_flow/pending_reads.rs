@@ -1,0 +1,190 @@
+//! How a read that missed the cache uses the storage reads already under way on its ledger
+//! (`PendingReadsManager.readEntries` / `findPendingRead`, the same in branch-4.0 and master), so
+//! that concurrent readers of the same entries do not read them from storage twice.
+//!
+//! A read of `first..=last` waits for a read under way of exactly that range, else for the first
+//! one (in the map's order) that includes it. Otherwise it takes one that overlaps it and reads the
+//! rest of its range, left and right of that one, as reads of their own, each going through the
+//! same rule; it prefers an overlap that leaves only a right remainder, then one that leaves only
+//! a left one, then one that leaves both, and of several of one kind the last one found. A range
+//! that overlaps nothing under way becomes a storage read, under way until it completes.
+//!
+//! Reads the rule creates never overlap one under way, so the reads under way on a ledger are
+//! disjoint and the outcome does not depend on which of several candidates is taken: the read
+//! waits for every read under way that shares an entry with it and reads each run of the rest
+//! itself. Where they can overlap (the library's reads that complete at once join nothing that
+//! completes later), the order of the candidates is the order they were issued in, for Java's
+//! `ConcurrentHashMap` order of the `PendingReadKey` records.
+
+/// A range of entry ids of one ledger, first and last included.
+pub type EntryRange = (i64, i64);
+
+/// What a read does about the storage reads under way on its ledger.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StorageReadPlan<K> {
+    /// The reads under way it waits for, each with the part of its range that read serves.
+    pub joined: Vec<(K, EntryRange)>,
+    /// The ranges it reads from storage itself, in the order they are issued.
+    pub issued: Vec<EntryRange>,
+}
+
+impl<K> StorageReadPlan<K> {
+    /// Whether it reads nothing from storage itself.
+    pub fn only_joins(&self) -> bool {
+        self.issued.is_empty()
+    }
+}
+
+/// How a read of `wanted` is served, given the reads under way on its ledger (`under_way`: a key
+/// naming each and its range, in the order they are looked at).
+pub fn plan_storage_reads<K, I>(under_way: I, wanted: EntryRange) -> StorageReadPlan<K>
+where
+    K: Copy,
+    I: IntoIterator<Item = (K, EntryRange)> + Clone,
+{
+    let mut plan = StorageReadPlan {
+        joined: Vec::new(),
+        issued: Vec::new(),
+    };
+    // Pulsar reads the left remainder (and all it leads to) before the right one.
+    let mut todo = vec![wanted];
+    while let Some(key) = todo.pop() {
+        match best_candidate(under_way.clone(), key) {
+            None => plan.issued.push(key),
+            Some(Candidate {
+                key: joined,
+                served,
+                left,
+                right,
+            }) => {
+                plan.joined.push((joined, served));
+                todo.extend(right);
+                todo.extend(left);
+            }
+        }
+    }
+    plan
+}
+
+struct Candidate<K> {
+    key: K,
+    served: EntryRange,
+    left: Option<EntryRange>,
+    right: Option<EntryRange>,
+}
+
+/// `findPendingRead`'s choice for `key`, or `None` when it creates a read of its own.
+fn best_candidate<K, I>(under_way: I, key: EntryRange) -> Option<Candidate<K>>
+where
+    K: Copy,
+    I: IntoIterator<Item = (K, EntryRange)> + Clone,
+{
+    let whole = |k| Candidate {
+        key: k,
+        served: key,
+        left: None,
+        right: None,
+    };
+    if let Some((k, _)) = under_way.clone().into_iter().find(|&(_, r)| r == key) {
+        return Some(whole(k));
+    }
+    let (mut only_right, mut only_left, mut both) = (None, None, None);
+    for (k, r) in under_way {
+        if r.0 <= key.0 && key.1 <= r.1 {
+            return Some(whole(k));
+        }
+        let overlaps = (key.0 <= r.0 && r.0 <= key.1) || (key.0 <= r.1 && r.1 <= key.1);
+        if !overlaps {
+            continue;
+        }
+        // `PendingReadKey.reminderOnLeft` / `reminderOnRight`.
+        let left = (r.0 <= key.1 && r.0 > key.0).then(|| (key.0, r.0 - 1));
+        let right = (key.0 <= r.1 && r.1 < key.1).then(|| (r.1 + 1, key.1));
+        let found = Candidate {
+            key: k,
+            served: (key.0.max(r.0), key.1.min(r.1)),
+            left,
+            right,
+        };
+        match (left, right) {
+            (Some(_), Some(_)) => both = Some(found),
+            (None, Some(_)) => only_right = Some(found),
+            (Some(_), None) => only_left = Some(found),
+            // Not reachable: a range overlapping `key` that leaves no remainder includes it.
+            (None, None) => return Some(found),
+        }
+    }
+    only_right.or(only_left).or(both)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(under_way: &[EntryRange], wanted: EntryRange) -> StorageReadPlan<usize> {
+        plan_storage_reads(under_way.iter().copied().enumerate(), wanted)
+    }
+
+    #[test]
+    fn nothing_under_way_reads_the_whole_range() {
+        let p = plan(&[(0, 9)], (20, 29));
+        assert_eq!((p.joined, p.issued), (vec![], vec![(20, 29)]));
+    }
+
+    #[test]
+    fn an_exact_or_including_read_is_joined_whole() {
+        assert_eq!(plan(&[(0, 9), (5, 7)], (5, 7)).joined, vec![(1, (5, 7))]);
+        let p = plan(&[(0, 3), (0, 9), (2, 8)], (2, 7));
+        assert_eq!(p.joined, vec![(1, (2, 7))], "the first that includes it");
+        assert!(p.only_joins());
+    }
+
+    #[test]
+    fn a_partial_overlap_is_joined_and_the_rest_read_apart() {
+        // Under way 0..=9: a read of 5..=14 waits for 5..=9 and reads 10..=14.
+        let p = plan(&[(0, 9)], (5, 14));
+        assert_eq!((p.joined, p.issued), (vec![(0, (5, 9))], vec![(10, 14)]));
+        // Of 0..=7 under way 5..=9: reads 0..=4.
+        let p = plan(&[(5, 9)], (0, 7));
+        assert_eq!((p.joined, p.issued), (vec![(0, (5, 7))], vec![(0, 4)]));
+        // Inside: both sides, the left one first.
+        let p = plan(&[(5, 9)], (0, 14));
+        assert_eq!(
+            (p.joined, p.issued),
+            (vec![(0, (5, 9))], vec![(0, 4), (10, 14)])
+        );
+    }
+
+    #[test]
+    fn the_rest_goes_through_the_rule_again() {
+        let p = plan(&[(10, 19), (30, 39), (22, 24)], (15, 34));
+        assert_eq!(p.issued, vec![(20, 21), (25, 29)]);
+        let mut joined = p.joined.clone();
+        joined.sort();
+        assert_eq!(joined, vec![(0, (15, 19)), (1, (30, 34)), (2, (22, 24))]);
+    }
+
+    #[test]
+    fn an_overlap_leaving_only_a_right_remainder_is_preferred_then_the_last_found() {
+        // 0..=9 leaves a right remainder, 12..=30 a left one, 11..=11 both.
+        let p = plan(&[(11, 11), (12, 30), (0, 9)], (5, 20));
+        assert_eq!(p.joined[0], (2, (5, 9)));
+        // Two leaving a right remainder (these overlap each other): the last one found.
+        let p = plan(&[(0, 9), (3, 12)], (5, 20));
+        assert_eq!(p.joined[0], (1, (5, 12)));
+        assert_eq!(p.issued, vec![(13, 20)]);
+        // Only a left one and both: the left one.
+        let p = plan(&[(8, 8), (12, 30)], (5, 20));
+        assert_eq!(p.joined[0], (1, (12, 20)));
+    }
+
+    #[test]
+    fn work_is_bounded_by_the_reads_under_way() {
+        // Every other entry under way: the rest is read entry by entry.
+        let under_way: Vec<EntryRange> = (0..500).map(|i| (2 * i, 2 * i)).collect();
+        let p = plan(&under_way, (0, 999));
+        assert_eq!(p.joined.len(), 500);
+        assert_eq!(p.issued.len(), 500);
+        assert!(p.issued.windows(2).all(|w| w[0].1 < w[1].0), "in order");
+    }
+}
