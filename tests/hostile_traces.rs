@@ -532,3 +532,27 @@ fn a_sliced_dictionary_column_with_runs_of_nulls_decodes_as_the_plain_one() {
         }
     }
 }
+
+/// A read that meets tens of thousands of storage reads under way on its ledger waits for each and
+/// reads each entry between them once (the lab finds them by the read's range; the planner's own
+/// test, `work_is_bounded_by_the_reads_under_way`, counts the work).
+#[test]
+fn a_read_meeting_many_storage_reads_under_way_is_planned_in_their_number() {
+    let n = 60_000i64;
+    let mut rows: Vec<Row> = (0..2 * n).map(|e| add(1, e, 10)).collect();
+    rows.push(open(2, "c", Some(0)));
+    for i in 0..n {
+        rows.push(seek(3, "c", 2 * i));
+        rows.push(read(3, "c", 1));
+    }
+    rows.push(open(4, "d", Some(0)));
+    rows.push(read(4, "d", i32::try_from(2 * n).unwrap()));
+    let cfg = config(&[
+        ("strategy", Str("pip430".into())),
+        ("storage_read_latency_ms", Int(3_600_000)),
+    ]);
+    let m = run(&rows, &cfg);
+    // The even entries one by one, then the odd ones between them.
+    assert_eq!(m.storage_read_ops, 2 * n as u64, "{m:?}");
+    assert_eq!(m.storage_read_bytes, 2 * n as u64 * 10);
+}

@@ -37,11 +37,54 @@ impl<K> StorageReadPlan<K> {
 
 /// How a read of `wanted` is served, given the reads under way on its ledger (`under_way`: a key
 /// naming each and its range, in the order they are looked at).
+///
+/// Work is O(n + m log m) for n reads under way of which m share entries with `wanted`, when
+/// those m are disjoint (always, but for the library's reads that complete at once); else the
+/// rule's own recursion, O(m²).
 pub fn plan_storage_reads<K, I>(under_way: I, wanted: EntryRange) -> StorageReadPlan<K>
 where
     K: Copy,
-    I: IntoIterator<Item = (K, EntryRange)> + Clone,
+    I: IntoIterator<Item = (K, EntryRange)>,
 {
+    let meeting: Vec<(K, EntryRange)> = under_way
+        .into_iter()
+        .filter(|&(_, r)| r.0 <= wanted.1 && wanted.0 <= r.1)
+        .collect();
+    let mut by_start: Vec<(K, EntryRange)> = meeting.clone();
+    by_start.sort_by_key(|&(_, r)| r);
+    if by_start.windows(2).all(|w| w[0].1 .1 < w[1].1 .0) {
+        disjoint_plan(&by_start, wanted)
+    } else {
+        recursive_plan(&meeting, wanted)
+    }
+}
+
+/// What the rule's recursion comes to when the reads met are disjoint, whichever it takes first:
+/// each remainder lies wholly left or right of the read taken, so every read met is joined for
+/// its entries in `wanted`, and each run between them is a storage read of its own.
+fn disjoint_plan<K: Copy>(by_start: &[(K, EntryRange)], wanted: EntryRange) -> StorageReadPlan<K> {
+    let mut plan = StorageReadPlan {
+        joined: Vec::with_capacity(by_start.len()),
+        issued: Vec::new(),
+    };
+    let mut next = wanted.0;
+    for &(k, r) in by_start {
+        if r.0 > next {
+            plan.issued.push((next, r.0 - 1));
+        }
+        plan.joined
+            .push((k, (r.0.max(wanted.0), r.1.min(wanted.1))));
+        next = r.1.saturating_add(1);
+    }
+    if next <= wanted.1 {
+        plan.issued.push((next, wanted.1));
+    }
+    plan
+}
+
+/// `readEntries` as Pulsar runs it: take the best candidate, then the remainders left and right of
+/// it, each by the same rule.
+fn recursive_plan<K: Copy>(meeting: &[(K, EntryRange)], wanted: EntryRange) -> StorageReadPlan<K> {
     let mut plan = StorageReadPlan {
         joined: Vec::new(),
         issued: Vec::new(),
@@ -49,7 +92,7 @@ where
     // Pulsar reads the left remainder (and all it leads to) before the right one.
     let mut todo = vec![wanted];
     while let Some(key) = todo.pop() {
-        match best_candidate(under_way.clone(), key) {
+        match best_candidate(meeting, key) {
             None => plan.issued.push(key),
             Some(Candidate {
                 key: joined,
@@ -74,22 +117,20 @@ struct Candidate<K> {
 }
 
 /// `findPendingRead`'s choice for `key`, or `None` when it creates a read of its own.
-fn best_candidate<K, I>(under_way: I, key: EntryRange) -> Option<Candidate<K>>
-where
-    K: Copy,
-    I: IntoIterator<Item = (K, EntryRange)> + Clone,
-{
+fn best_candidate<K: Copy>(under_way: &[(K, EntryRange)], key: EntryRange) -> Option<Candidate<K>> {
+    #[cfg(test)]
+    tests::LOOKED_AT.with(|n| n.set(n.get() + under_way.len()));
     let whole = |k| Candidate {
         key: k,
         served: key,
         left: None,
         right: None,
     };
-    if let Some((k, _)) = under_way.clone().into_iter().find(|&(_, r)| r == key) {
+    if let Some(&(k, _)) = under_way.iter().find(|&&(_, r)| r == key) {
         return Some(whole(k));
     }
     let (mut only_right, mut only_left, mut both) = (None, None, None);
-    for (k, r) in under_way {
+    for &(k, r) in under_way {
         if r.0 <= key.0 && key.1 <= r.1 {
             return Some(whole(k));
         }
@@ -120,6 +161,12 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Reads under way the recursion looked at, for the tests of the work a plan takes.
+        pub(super) static LOOKED_AT: Cell<usize> = const { Cell::new(0) };
+    }
 
     fn plan(under_way: &[EntryRange], wanted: EntryRange) -> StorageReadPlan<usize> {
         plan_storage_reads(under_way.iter().copied().enumerate(), wanted)
@@ -166,25 +213,109 @@ mod tests {
 
     #[test]
     fn an_overlap_leaving_only_a_right_remainder_is_preferred_then_the_last_found() {
+        let recursive = |under_way: &[EntryRange], wanted| {
+            let keyed: Vec<(usize, EntryRange)> = under_way.iter().copied().enumerate().collect();
+            recursive_plan(&keyed, wanted)
+        };
         // 0..=9 leaves a right remainder, 12..=30 a left one, 11..=11 both.
-        let p = plan(&[(11, 11), (12, 30), (0, 9)], (5, 20));
+        let p = recursive(&[(11, 11), (12, 30), (0, 9)], (5, 20));
         assert_eq!(p.joined[0], (2, (5, 9)));
+        // Only a left one and both: the left one.
+        let p = recursive(&[(8, 8), (12, 30)], (5, 20));
+        assert_eq!(p.joined[0], (1, (12, 20)));
         // Two leaving a right remainder (these overlap each other): the last one found.
         let p = plan(&[(0, 9), (3, 12)], (5, 20));
         assert_eq!(p.joined[0], (1, (5, 12)));
         assert_eq!(p.issued, vec![(13, 20)]);
-        // Only a left one and both: the left one.
-        let p = plan(&[(8, 8), (12, 30)], (5, 20));
-        assert_eq!(p.joined[0], (1, (12, 20)));
+        let p = plan(&[(3, 12), (0, 9)], (5, 20));
+        assert_eq!(p.joined, vec![(1, (5, 9)), (0, (10, 12))]);
     }
 
     #[test]
     fn work_is_bounded_by_the_reads_under_way() {
-        // Every other entry under way: the rest is read entry by entry.
-        let under_way: Vec<EntryRange> = (0..500).map(|i| (2 * i, 2 * i)).collect();
-        let p = plan(&under_way, (0, 999));
-        assert_eq!(p.joined.len(), 500);
-        assert_eq!(p.issued.len(), 500);
+        // Every other entry under way: the rest is read entry by entry, without the recursion's
+        // look at every read under way for each part.
+        let under_way: Vec<EntryRange> = (0..20_000).map(|i| (2 * i, 2 * i)).collect();
+        LOOKED_AT.with(|n| n.set(0));
+        let p = plan(&under_way, (0, 39_999));
+        assert_eq!(p.joined.len(), 20_000);
+        assert_eq!(p.issued.len(), 20_000);
         assert!(p.issued.windows(2).all(|w| w[0].1 < w[1].0), "in order");
+        assert_eq!(LOOKED_AT.with(Cell::get), 0);
+        // Overlapping ones take the recursion, which looks only at those the read meets.
+        let mut under_way = vec![(0, 9), (5, 14)];
+        under_way.extend((0..1_000).map(|i| (100 + i, 100 + i)));
+        LOOKED_AT.with(|n| n.set(0));
+        let p = plan(&under_way, (3, 12));
+        assert_eq!(p.joined.len(), 2);
+        assert!(
+            LOOKED_AT.with(Cell::get) <= 2 * 3,
+            "{}",
+            LOOKED_AT.with(Cell::get)
+        );
+    }
+
+    fn covered(plan: &StorageReadPlan<usize>) -> Vec<EntryRange> {
+        let mut parts: Vec<EntryRange> = plan.joined.iter().map(|&(_, r)| r).collect();
+        parts.extend(&plan.issued);
+        parts.sort();
+        parts
+    }
+
+    proptest::proptest! {
+        /// Whatever is under way: the parts a read waits for and the ones it reads tile its range.
+        #[test]
+        fn the_parts_tile_the_wanted_range(
+            under_way in proptest::collection::vec((0i64..60, 0i64..12), 0..12),
+            first in 0i64..60,
+            len in 0i64..40,
+        ) {
+            let under_way: Vec<EntryRange> = under_way.iter().map(|&(a, n)| (a, a + n)).collect();
+            let wanted = (first, first + len);
+            let plan = plan(&under_way, wanted);
+            let parts = covered(&plan);
+            proptest::prop_assert_eq!(parts[0].0, wanted.0);
+            proptest::prop_assert_eq!(parts[parts.len() - 1].1, wanted.1);
+            for w in parts.windows(2) {
+                proptest::prop_assert_eq!(w[0].1 + 1, w[1].0, "{:?}", parts);
+            }
+            for &(k, served) in &plan.joined {
+                let r = under_way[k];
+                proptest::prop_assert!(r.0 <= served.0 && served.1 <= r.1);
+            }
+        }
+
+        /// Reads under way that do not overlap (all the rule makes): the read waits for each one
+        /// sharing an entry with it, what it reads itself shares none with any, and the shortcut
+        /// comes to what the rule's recursion does.
+        #[test]
+        fn with_disjoint_reads_under_way_it_joins_all_it_meets(
+            starts in proptest::collection::btree_set(0i64..100, 0..10),
+            first in 0i64..100,
+            len in 0i64..50,
+        ) {
+            let starts: Vec<i64> = starts.into_iter().collect();
+            let under_way: Vec<EntryRange> = starts
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| (a, starts.get(i + 1).map_or(a + 3, |&b| (a + 3).min(b - 1))))
+                .collect();
+            let wanted = (first, first + len);
+            let plan = plan(&under_way, wanted);
+            let meets = |r: &EntryRange| r.0 <= wanted.1 && wanted.0 <= r.1;
+            let mut joined: Vec<usize> = plan.joined.iter().map(|&(k, _)| k).collect();
+            joined.sort();
+            let expected: Vec<usize> = (0..under_way.len()).filter(|&i| meets(&under_way[i])).collect();
+            proptest::prop_assert_eq!(joined, expected);
+            for issued in &plan.issued {
+                proptest::prop_assert!(under_way.iter().all(|r| r.1 < issued.0 || issued.1 < r.0));
+            }
+            let keyed: Vec<(usize, EntryRange)> = under_way.iter().copied().enumerate().collect();
+            let mut recursive = recursive_plan(&keyed, wanted);
+            recursive.joined.sort();
+            let mut shortcut = plan;
+            shortcut.joined.sort();
+            proptest::prop_assert_eq!(shortcut, recursive);
+        }
     }
 }

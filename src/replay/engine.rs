@@ -307,6 +307,8 @@ struct PendingStorageRead {
     due_ns: u64,
     topic: u32,
     ledger: i64,
+    /// The first entry id of the range it reads (its key among the ranges under way).
+    first: i64,
     /// The entries it reads (ids and sizes), in order.
     entries: Vec<(i64, u32)>,
     /// The expected-read count its entries are cached with (`None`: not cached).
@@ -508,9 +510,10 @@ pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
     in_flight: VecDeque<InFlight>,
     /// Storage reads under way, in completion order (latency is constant).
     storage_reads: VecDeque<PendingStorageRead>,
-    /// The (first, last) entries of those, per topic and ledger, in the same order: where a new
-    /// read looks for one that covers it.
-    storage_read_ranges: FastMap<(u32, i64), VecDeque<(i64, i64)>>,
+    /// The entry ranges of those (first -> last), per topic and ledger: where a new read looks for
+    /// the ones it waits for. They never overlap (see [`plan_storage_reads`]), so a read finds
+    /// them by its range.
+    storage_read_ranges: FastMap<(u32, i64), BTreeMap<i64, i64>>,
     /// Entry lists of completed storage reads, for the next ones.
     spare_entry_lists: Vec<Vec<(i64, u32)>>,
     eviction_interval_ns: u64,
@@ -1282,7 +1285,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         }
         let plan = match self.storage_read_ranges.get(&(topic, ledger)) {
             Some(under_way) => {
-                plan_storage_reads(under_way.iter().map(|&r| ((), r)), (first, last))
+                // The one starting before the run that may reach into it, then those starting in it.
+                let before = under_way.range(..first).next_back();
+                let within = under_way.range(first..=last);
+                let meeting = before.into_iter().chain(within);
+                plan_storage_reads(meeting.map(|(&a, &b)| ((), (a, b))), (first, last))
             }
             None => plan_storage_reads(std::iter::empty(), (first, last)),
         };
@@ -1299,11 +1306,12 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             self.storage_read_ranges
                 .entry((topic, ledger))
                 .or_default()
-                .push_back((from, to));
+                .insert(from, to);
             self.storage_reads.push_back(PendingStorageRead {
                 due_ns: now.saturating_add(self.read_latency_ns),
                 topic,
                 ledger,
+                first: from,
                 entries,
                 admitted,
             });
@@ -1330,10 +1338,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
     fn complete_storage_reads(&mut self, now: u64) {
         while self.storage_reads.front().is_some_and(|r| r.due_ns <= now) {
             let mut r = self.storage_reads.pop_front().expect("checked");
-            // Completions are in issue order, within each ledger too.
             if let Entry::Occupied(mut ranges) = self.storage_read_ranges.entry((r.topic, r.ledger))
             {
-                ranges.get_mut().pop_front();
+                ranges.get_mut().remove(&r.first);
                 if ranges.get().is_empty() {
                     ranges.remove();
                 }
