@@ -489,6 +489,43 @@ fn a_read_overlapping_one_in_flight_reads_only_the_rest() {
     assert_eq!(ml.storage_stats().read_ops, 3);
 }
 
+/// A read whose gaps between cache hits both wait for one storage read in flight takes from it
+/// only the gaps' entries: its hits stay the cache's entries, so releasing them consumes the
+/// cached entries' expected reads.
+#[test]
+fn a_read_joining_one_storage_read_for_two_gaps_keeps_its_hits_between_them() {
+    let f = fixture(&[]);
+    let ml = f.ledger(latency());
+    let ps = publish(&ml, 10);
+    let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
+    let b = ml.open_cursor("b", StartAt::At(ps[2]), true).unwrap();
+    let x = ml.open_cursor("x", StartAt::At(ps[4]), true).unwrap();
+    let ra = a.read_entries_async(10).unwrap(); // 0..=9 in flight
+    let got_x = delivered(x.read_entries(2).unwrap()); // 4..=5 at once: cached for a, b and x
+    assert_eq!(ml.cache().expected_reads(ps[4]), Some(Some(3)));
+    let rb = b.read_entries_async(6).unwrap(); // 2..=7: hits 4..=5, both gaps wait for a's read
+    assert_eq!(ml.storage_stats().read_ops, 2, "b reads nothing itself");
+    f.clock.advance_ms(5);
+    assert_eq!(ml.poll(), 2);
+    let got_b = delivered(ml.take_read(rb).unwrap().unwrap());
+    let positions: Vec<Position> = got_b.iter().map(|e| e.position()).collect();
+    assert_eq!(positions, ps[2..8]);
+    for e in got_b {
+        e.release();
+    }
+    assert_eq!(
+        ml.cache().expected_reads(ps[4]),
+        Some(Some(2)),
+        "b's hit was the cached entry"
+    );
+    for e in got_x
+        .into_iter()
+        .chain(delivered(ml.take_read(ra).unwrap().unwrap()))
+    {
+        e.release();
+    }
+}
+
 /// A storage read that finds part of its range cached by another meanwhile: its reader keeps the
 /// entries it read, with their own count (`RangeEntryCacheImpl.readFromStorage` returns what it
 /// created whether `insert` took it), so releasing them does not consume the expected reads of the

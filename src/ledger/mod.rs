@@ -751,24 +751,27 @@ impl ManagedLedger {
         now: u64,
         now_only: bool,
     ) {
-        let under_way = st.pending.iter().enumerate().filter(|(_, p)| {
-            p.ledger == ledger && p.result.is_ok() && (!now_only || p.complete_at <= now)
-        });
+        // In the order they were issued (completions reorder `pending`).
+        let mut under_way: Vec<(u64, usize, EntryRange)> = st
+            .pending
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.ledger == ledger && p.result.is_ok() && (!now_only || p.complete_at <= now)
+            })
+            .map(|(i, p)| (p.seq, i, (p.first, p.last)))
+            .collect();
+        under_way.sort_unstable_by_key(|&(seq, _, _)| seq);
         let plan = plan_storage_reads(
-            under_way.map(|(i, p)| (i, (p.first, p.last))),
+            under_way.into_iter().map(|(_, i, range)| (i, range)),
             (first, last),
         );
         let mut waits = 0;
+        // One wait for each part: a read whose gaps (between cache hits) meet one storage read
+        // takes only those gaps' entries of it.
         for (i, served) in plan.joined {
-            let waiters = &mut st.pending[i].waiters;
-            // A read joins a storage read once, for all of that read's entries it takes.
-            match waiters.iter_mut().find(|(id, _)| *id == op_id) {
-                Some((_, range)) => *range = (range.0.min(served.0), range.1.max(served.1)),
-                None => {
-                    waiters.push((op_id, served));
-                    waits += 1;
-                }
-            }
+            st.pending[i].waiters.push((op_id, served));
+            waits += 1;
         }
         for (first, last) in plan.issued {
             let result = self.inner.storage.read(ledger, first, last);

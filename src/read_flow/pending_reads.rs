@@ -13,7 +13,7 @@
 //! disjoint and the outcome does not depend on which of several candidates is taken: the read
 //! waits for every read under way that shares an entry with it and reads each run of the rest
 //! itself. Where they can overlap (the library's reads that complete at once join nothing that
-//! completes later), the order of the candidates is the order they were issued in, for Java's
+//! completes later), the callers give the candidates in the order they were issued, for Java's
 //! `ConcurrentHashMap` order of the `PendingReadKey` records.
 
 /// A range of entry ids of one ledger, first and last included.
@@ -74,7 +74,11 @@ fn disjoint_plan<K: Copy>(by_start: &[(K, EntryRange)], wanted: EntryRange) -> S
         }
         plan.joined
             .push((k, (r.0.max(wanted.0), r.1.min(wanted.1))));
-        next = r.1.saturating_add(1);
+        match r.1.checked_add(1) {
+            Some(after) => next = after,
+            // It reaches the last id there is: nothing is left after it.
+            None => return plan,
+        }
     }
     if next <= wanted.1 {
         plan.issued.push((next, wanted.1));
@@ -203,6 +207,17 @@ mod tests {
     }
 
     #[test]
+    fn a_read_under_way_up_to_the_last_id_leaves_nothing_after_it() {
+        let max = i64::MAX;
+        let p = plan(&[(max - 1, max)], (max, max));
+        assert_eq!((p.joined, p.issued), (vec![(0, (max, max))], vec![]));
+        let p = plan(&[(max - 1, max)], (max - 5, max));
+        assert_eq!(p.issued, vec![(max - 5, max - 2)]);
+        let p = plan(&[(i64::MIN, i64::MIN + 2)], (i64::MIN, i64::MIN + 4));
+        assert_eq!(p.issued, vec![(i64::MIN + 3, i64::MIN + 4)]);
+    }
+
+    #[test]
     fn the_rest_goes_through_the_rule_again() {
         let p = plan(&[(10, 19), (30, 39), (22, 24)], (15, 34));
         assert_eq!(p.issued, vec![(20, 21), (25, 29)]);
@@ -269,15 +284,19 @@ mod tests {
             under_way in proptest::collection::vec((0i64..60, 0i64..12), 0..12),
             first in 0i64..60,
             len in 0i64..40,
+            at_the_end in proptest::bool::ANY,
         ) {
-            let under_way: Vec<EntryRange> = under_way.iter().map(|&(a, n)| (a, a + n)).collect();
-            let wanted = (first, first + len);
+            // Near the last id there is, or near 0.
+            let shift = if at_the_end { i64::MAX - 70 } else { 0 };
+            let under_way: Vec<EntryRange> =
+                under_way.iter().map(|&(a, n)| (shift + a, shift + a + n)).collect();
+            let wanted = (shift + first, (shift + first).saturating_add(len));
             let plan = plan(&under_way, wanted);
             let parts = covered(&plan);
             proptest::prop_assert_eq!(parts[0].0, wanted.0);
             proptest::prop_assert_eq!(parts[parts.len() - 1].1, wanted.1);
             for w in parts.windows(2) {
-                proptest::prop_assert_eq!(w[0].1 + 1, w[1].0, "{:?}", parts);
+                proptest::prop_assert_eq!(w[0].1.checked_add(1), Some(w[1].0), "{:?}", parts);
             }
             for &(k, served) in &plan.joined {
                 let r = under_way[k];
@@ -293,14 +312,17 @@ mod tests {
             starts in proptest::collection::btree_set(0i64..100, 0..10),
             first in 0i64..100,
             len in 0i64..50,
+            at_the_end in proptest::bool::ANY,
         ) {
-            let starts: Vec<i64> = starts.into_iter().collect();
+            // Near the last id there is (the last read may reach it), or near 0.
+            let shift = if at_the_end { i64::MAX - 102 } else { 0 };
+            let starts: Vec<i64> = starts.into_iter().map(|a| shift + a).collect();
             let under_way: Vec<EntryRange> = starts
                 .iter()
                 .enumerate()
                 .map(|(i, &a)| (a, starts.get(i + 1).map_or(a + 3, |&b| (a + 3).min(b - 1))))
                 .collect();
-            let wanted = (first, first + len);
+            let wanted = (shift + first, (shift + first).saturating_add(len));
             let plan = plan(&under_way, wanted);
             let meets = |r: &EntryRange| r.0 <= wanted.1 && wanted.0 <= r.1;
             let mut joined: Vec<usize> = plan.joined.iter().map(|&(k, _)| k).collect();
