@@ -1283,16 +1283,12 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             self.cache_storage_read(now, topic, ledger, run, admitted);
             return;
         }
-        let plan = match self.storage_read_ranges.get(&(topic, ledger)) {
-            Some(under_way) => {
-                // The one starting before the run that may reach into it, then those starting in it.
-                let before = under_way.range(..first).next_back();
-                let within = under_way.range(first..=last);
-                let meeting = before.into_iter().chain(within);
-                plan_storage_reads(meeting.map(|(&a, &b)| ((), (a, b))), (first, last))
-            }
-            None => plan_storage_reads(std::iter::empty(), (first, last)),
-        };
+        let under_way = self.storage_read_ranges.get(&(topic, ledger));
+        // The one starting before the run that may reach into it, then those starting in it.
+        let before = under_way.and_then(|m| m.range(..first).next_back());
+        let within = under_way.into_iter().flat_map(|m| m.range(first..=last));
+        let meeting = before.into_iter().chain(within);
+        let plan = plan_storage_reads(meeting.map(|(&a, &b)| ((), (a, b))), (first, last));
         for (from, to) in plan.issued {
             let start = run.partition_point(|&(e, _)| e < from);
             let end = run.partition_point(|&(e, _)| e <= to);
