@@ -324,7 +324,7 @@ fn with_read_latency_a_storage_read_is_cached_when_it_completes_and_shared_meanw
         read(1_000, "a", 5),
         read(1_050, "b", 5), // a's storage read completes at 1100
         open(1_200, "c", Some(0)),
-        read(1_201, "c", 5), // cached by now, still expecting b's and c's reads
+        read(1_201, "c", 5), // cached by now, within its time to live
     ]);
     let cfg = design("pip430", &[("storage_read_latency_ms", Int(100))]);
     let m = run(&rows, &cfg);
@@ -351,6 +351,79 @@ fn with_read_latency_a_read_overlapping_one_under_way_reads_only_the_rest() {
     let m = run(&rows, &cfg);
     assert_eq!((m.misses, m.storage_read_ops), (50, 3), "{m:?}");
     assert_eq!(m.storage_read_bytes, 200, "each entry read once");
+}
+
+/// `RangeEntryCacheImpl.readFromStorage` calls the expected-read count's supplier
+/// (`ManagedCursorImpl.getNumberOfCursorsAtSamePositionOrBefore`) when the storage read completes:
+/// a cursor that leaves the reader's position meanwhile is not counted, so the entries expect no
+/// read once the reader has its copy and go at their time to live; a reader taken back there later
+/// reads them from storage. Counted when the read was issued, they kept an expected read and the
+/// TTL extension kept them cached.
+#[test]
+fn with_read_latency_the_expected_read_count_is_taken_when_the_storage_read_completes() {
+    let mut rows: Vec<Row> = (0..30).map(|e| add(1 + e, e, 10)).collect(); // no cursor: not cached
+    rows.extend([
+        open(999, "a", Some(0)),
+        open(999, "b", Some(0)),
+        read(1_000, "a", 5),  // 0..=4 under way until 1100
+        seek(1_050, "b", 20), // b leaves before it completes
+        // Past the entries' time to live twice (the reader's copy marked them accessed, which
+        // earns them one extension).
+        seek(3_400, "b", 0),
+        read(3_401, "b", 5),
+    ]);
+    let cfg = design("pip430", &[("storage_read_latency_ms", Int(100))]);
+    let m = run(&rows, &cfg);
+    assert_eq!((m.hits, m.misses), (0, 10), "{m:?}");
+    assert_eq!(m.storage_read_ops, 2);
+    // Without latency the storage read completes as it is issued, with b still at 0.
+    let cfg = design("pip430", &[]);
+    let m = run(&rows, &cfg);
+    assert_eq!((m.hits, m.misses), (5, 5), "{m:?}");
+}
+
+/// `PendingReadsManager.PendingRead.readEntriesComplete`: each read that waited for a storage read
+/// gets copies of its entries (`copyEntries`) that share their read counter, so each consumes an
+/// expected read when it is dispatched, as the reader's own copies do. Here both readers are
+/// counted and both consume theirs: nothing is left expected, and the entries go at their time to
+/// live (one extension for the access) before a third reader comes.
+#[test]
+fn with_read_latency_a_read_that_waited_consumes_its_expected_reads() {
+    let mut rows: Vec<Row> = (0..5).map(|e| add(1 + e, e, 10)).collect(); // no cursor: not cached
+    rows.extend([
+        open(999, "a", Some(0)),
+        open(999, "b", Some(0)),
+        read(1_000, "a", 5),
+        read(1_050, "b", 5), // waits for a's storage read, until 1100
+        open(3_400, "c", Some(0)),
+        read(3_401, "c", 5),
+    ]);
+    let cfg = design("pip430", &[("storage_read_latency_ms", Int(100))]);
+    let m = run(&rows, &cfg);
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (0, 15, 2), "{m:?}");
+}
+
+/// `OpReadEntry.updateReadPosition`: a cursor's read position, which the active-cursor container
+/// follows (`ManagedLedgerImpl.onCursorReadPositionUpdated`), moves when its read completes. In
+/// 4.0 the entries behind the slowest active cursor go as it moves
+/// (`invalidateEntriesUpToSlowestReaderPosition`), so while the slowest cursor's read is under way
+/// a cursor behind the other reads the entries it is passing from the cache.
+#[test]
+fn with_read_latency_a_cursor_moves_when_its_read_completes() {
+    let mut rows: Vec<Row> = (0..10).map(|e| add(1 + e, e, 10)).collect(); // no cursor: not cached
+    rows.push(open(997, "b", Some(0)));
+    rows.extend((10..20).map(|e| add(998, e, 10))); // cached: b is active
+    rows.extend([
+        open(999, "a", Some(15)),
+        read(1_000, "b", 20), // from storage until 1100 (4.0 serves a range all or nothing)
+        open(1_050, "c", Some(10)),
+        read(1_060, "c", 5), // b is still at 0: nothing behind a and c went yet
+        add(1_200, 20, 10),
+    ]);
+    let cfg = design("legacy", &[("storage_read_latency_ms", Int(100))]);
+    let m = run(&rows, &cfg);
+    assert_eq!((m.hits, m.misses, m.storage_read_ops), (5, 20, 1), "{m:?}");
+    assert_eq!(m.invalidated_entries, 5, "10..=14, once b's read completed");
 }
 
 /// `ManagedCursorImpl.setReadPosition` takes only a position past the mark-delete position: a read

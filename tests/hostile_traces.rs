@@ -126,8 +126,8 @@ impl CacheStrategy for CountingTicks {
     fn insert(&mut self, now: u64, key: EntryKey, size: u32, expected: i32) {
         self.inner.insert(now, key, size, expected)
     }
-    fn insert_read(&mut self, now: u64, key: EntryKey, size: u32, expected: i32) {
-        self.inner.insert_read(now, key, size, expected)
+    fn insert_read(&mut self, now: u64, key: EntryKey, size: u32, expected: i32, copies: u32) {
+        self.inner.insert_read(now, key, size, expected, copies)
     }
     fn read(&mut self, now: u64, key: EntryKey) -> bool {
         self.inner.read(now, key)

@@ -37,7 +37,7 @@ use crate::position::Position;
 use crate::read_count::{ReadCount, ReadCountHandler};
 use crate::read_flow::{
     plan_storage_reads, Context, CursorActivity, EntryRange, Invalidation, ReadFlow, ReadKind,
-    RedeliveryReason,
+    RedeliveryReason, StorageReadAdmission,
 };
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
 use acked::unacked_runs;
@@ -144,7 +144,8 @@ struct PendingRead {
     complete_at: u64,
     /// The cursor whose read issued it: expected reads are counted from its position.
     reader: u32,
-    kind: ReadKind,
+    /// Whether what it returns is cached, as known when it was issued.
+    admission: StorageReadAdmission,
     result: Result<Vec<Payload>>,
     /// The reads waiting for it, each with the entries of it that read takes.
     waiters: Vec<(u64, EntryRange)>,
@@ -773,6 +774,10 @@ impl ManagedLedger {
             st.pending[i].waiters.push((op_id, served));
             waits += 1;
         }
+        let admission = self
+            .inner
+            .flow
+            .on_storage_read_issued(kind, &st.activity, reader);
         for (first, last) in plan.issued {
             let result = self.inner.storage.read(ledger, first, last);
             let latency = match (&result, now_only) {
@@ -791,7 +796,7 @@ impl ManagedLedger {
                 last,
                 complete_at: now + latency,
                 reader,
-                kind,
+                admission,
                 result,
                 waiters: vec![(op_id, (first, last))],
             });
@@ -829,9 +834,7 @@ impl ManagedLedger {
         let now = p.complete_at;
         let entries = match p.result {
             Ok(payloads) => {
-                let admitted = inner
-                    .flow
-                    .on_storage_read(p.kind, &mut st.activity, p.reader);
+                let admitted = p.admission.on_completion(&mut st.activity, p.reader);
                 let (cache_it, expected) = (admitted.is_some(), admitted.unwrap_or(0));
                 Ok(payloads
                     .into_iter()

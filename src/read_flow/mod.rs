@@ -53,6 +53,31 @@ pub enum ReadKind {
     Replay,
 }
 
+/// Whether a storage read's entries are cached, as far as it is known when the read is issued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageReadAdmission {
+    /// `Some(expected reads)` to cache them (counting the reader's own copy), `None` not to.
+    Decided(Option<i32>),
+    /// Cached with the number of active cursors at or before the reader, counted when the read
+    /// completes (none: not cached).
+    CountAtCompletion,
+}
+
+impl StorageReadAdmission {
+    /// The storage read completed: `Some(expected reads)` to cache what it returned, `None` to
+    /// deliver it uncached. `activity` is the reader's topic's, with the reader where the broker
+    /// sees it at that moment (not yet moved past the read).
+    pub fn on_completion(self, activity: &mut CursorActivity, reader: u32) -> Option<i32> {
+        match self {
+            StorageReadAdmission::Decided(admitted) => admitted,
+            StorageReadAdmission::CountAtCompletion => {
+                let n = activity.count_at_or_before(reader);
+                (n > 0).then(|| clamp_i32(n))
+            }
+        }
+    }
+}
+
 /// Why a position went (back) into a cursor's replay queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RedeliveryReason {
@@ -205,23 +230,26 @@ impl ReadFlow {
         }
     }
 
-    /// Storage returned entries for `reader`: `Some(expected reads)`, counting the reader's own
-    /// copy, to cache them; `None` to deliver them uncached.
-    pub fn on_storage_read(
+    /// A storage read is issued for `reader`: whether what it returns is cached, decided now or,
+    /// for the expected-read count, when it completes ([`StorageReadAdmission::on_completion`]).
+    ///
+    /// PIP-430 hands the storage read a supplier of the count
+    /// (`opReadEntry.cursor::getNumberOfCursorsAtSamePositionOrBefore`), which
+    /// `RangeEntryCacheImpl.readFromStorage` calls in the read's completion, when other cursors
+    /// may have moved and the reader has not yet (`OpReadEntry` moves it after); 4.0 passes
+    /// `isCacheReadEntry()`, evaluated as the read is issued.
+    pub fn on_storage_read_issued(
         &self,
         kind: ReadKind,
-        activity: &mut CursorActivity,
+        activity: &CursorActivity,
         reader: u32,
-    ) -> Option<i32> {
+    ) -> StorageReadAdmission {
         match (self.flow, kind) {
-            (Flow::AdmitAll, _) => Some(0),
-            (_, ReadKind::Replay) | (Flow::SegmentedRing, _) => None,
-            (Flow::ExpectedReads, ReadKind::Sequential) => {
-                let n = activity.count_at_or_before(reader);
-                (n > 0).then(|| clamp_i32(n))
-            }
+            (Flow::AdmitAll, _) => StorageReadAdmission::Decided(Some(0)),
+            (_, ReadKind::Replay) | (Flow::SegmentedRing, _) => StorageReadAdmission::Decided(None),
+            (Flow::ExpectedReads, ReadKind::Sequential) => StorageReadAdmission::CountAtCompletion,
             (Flow::ActiveCursors, ReadKind::Sequential) => {
-                activity.cache_read_entry(reader).then_some(0)
+                StorageReadAdmission::Decided(activity.cache_read_entry(reader).then_some(0))
             }
         }
     }
@@ -337,7 +365,10 @@ mod tests {
         let f = flow("legacy", Context::Lab);
         let mut a = CursorActivity::new(CursorTracking::Slowest, 0);
         a.activate(1, Position::new(1, 0));
-        assert_eq!(f.on_storage_read(ReadKind::Sequential, &mut a, 1), None);
+        assert_eq!(
+            f.on_storage_read_issued(ReadKind::Sequential, &a, 1),
+            StorageReadAdmission::Decided(None)
+        );
         assert!(f.cursors_caching_reads(&[(1, 5000), (2, 5000)]).is_none());
     }
 
@@ -348,14 +379,32 @@ mod tests {
         a.activate(1, Position::new(1, 0));
         for s in ["pip430", "legacy", "segmented"] {
             assert_eq!(
-                flow(s, Context::Lab).on_storage_read(ReadKind::Replay, &mut a, 1),
-                None
+                flow(s, Context::Lab).on_storage_read_issued(ReadKind::Replay, &a, 1),
+                StorageReadAdmission::Decided(None)
             );
         }
         assert_eq!(
-            flow("lru", Context::Lab).on_storage_read(ReadKind::Replay, &mut a, 1),
-            Some(0)
+            flow("lru", Context::Lab).on_storage_read_issued(ReadKind::Replay, &a, 1),
+            StorageReadAdmission::Decided(Some(0))
         );
+    }
+
+    #[test]
+    fn the_expected_read_count_of_a_storage_read_is_taken_when_it_completes() {
+        // The supplier RangeEntryCacheImpl.readFromStorage calls in the read's completion: a
+        // cursor that passes the reader meanwhile is not counted, one that leaves is not either.
+        let f = flow("pip430", Context::Lab);
+        let mut a = CursorActivity::new(CursorTracking::ExactCounts, 0);
+        for (cursor, entry) in [(1, 10), (2, 5), (3, 8)] {
+            a.activate(cursor, Position::new(1, entry));
+        }
+        let issued = f.on_storage_read_issued(ReadKind::Sequential, &a, 1);
+        assert_eq!(issued, StorageReadAdmission::CountAtCompletion);
+        assert_eq!(issued.on_completion(&mut a, 1), Some(3));
+        a.moved(2, Position::new(1, 20));
+        assert_eq!(issued.on_completion(&mut a, 1), Some(2));
+        a.deactivate(1, 0);
+        assert_eq!(issued.on_completion(&mut a, 1), None);
     }
 
     #[test]

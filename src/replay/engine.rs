@@ -21,6 +21,7 @@ use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
 use crate::read_flow::{
     plan_storage_reads, Context, CursorActivity, Invalidation, ReadFlow, ReadKind,
+    StorageReadAdmission,
 };
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -289,6 +290,27 @@ struct Cursor {
     epoch: u32,
     /// Highest position delivered since the last seek.
     delivered_high: Option<Position>,
+    /// Set while reads of it that missed are under way (with read latency): the broker moves a
+    /// cursor's read position when its read completes (`OpReadEntry.updateReadPosition`), so
+    /// until then the read flow sees it where the first of them started, while the trace's next
+    /// read starts where this one ends.
+    hold: Option<Hold>,
+}
+
+/// Where the read flow sees a cursor while reads of it are under way, and how many.
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    at: Position,
+    reads: u32,
+    /// The cursor's epoch when the hold began: a seek or rewind ends it.
+    epoch: u32,
+}
+
+impl Cursor {
+    /// The read position as the broker's read flow sees it (see [`Cursor::hold`]).
+    fn broker_read_position(&self) -> Position {
+        self.hold.map_or(self.read_position, |h| h.at)
+    }
 }
 
 /// A read waiting for its storage read (reads that hit the cache complete at once).
@@ -299,6 +321,8 @@ struct InFlight {
     epoch: u32,
     positions: Vec<Position>,
     replay: bool,
+    /// Counted in its cursor's [`Hold`]: its delivery moves the cursor on.
+    holds: bool,
 }
 
 /// A storage read under way (reads take time): what it returns is cached when it completes, as
@@ -311,8 +335,14 @@ struct PendingStorageRead {
     first: i64,
     /// The entries it reads (ids and sizes), in order.
     entries: Vec<(i64, u32)>,
-    /// The expected-read count its entries are cached with (`None`: not cached).
-    admitted: Option<i32>,
+    /// The cursor whose read issued it.
+    reader: u32,
+    /// Whether its entries are cached, and with which expected-read count.
+    admission: StorageReadAdmission,
+    /// The entries each read that waits for it takes (each gets copies, as the reader does).
+    joined: Vec<(i64, i64)>,
+    /// Its ledger was deleted meanwhile: it caches nothing.
+    dropped: bool,
 }
 
 struct Topic {
@@ -406,7 +436,7 @@ impl Topic {
         let Some(c) = self.cursors.get(&cursor) else {
             return false;
         };
-        let at = flow.tracked_position(c.read_position, c.mark_delete);
+        let at = flow.tracked_position(c.broker_read_position(), c.mark_delete);
         self.activity.moved(cursor, at)
     }
 
@@ -508,12 +538,14 @@ pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
     read_latency_ns: u64,
     cursor_epochs: bool,
     in_flight: VecDeque<InFlight>,
-    /// Storage reads under way, in completion order (latency is constant).
+    /// Storage reads under way, in completion order (latency is constant), numbered in that order
+    /// from `first_storage_read` (the front's number).
     storage_reads: VecDeque<PendingStorageRead>,
-    /// The entry ranges of those (first -> last), per topic and ledger: where a new read looks for
-    /// the ones it waits for. They never overlap (see [`plan_storage_reads`]), so a read finds
-    /// them by its range.
-    storage_read_ranges: FastMap<(u32, i64), BTreeMap<i64, i64>>,
+    first_storage_read: u64,
+    /// The entry ranges of those (first -> (last, number)), per topic and ledger: where a new read
+    /// looks for the ones it waits for. They never overlap (see [`plan_storage_reads`]), so a read
+    /// finds them by its range.
+    storage_read_ranges: FastMap<(u32, i64), BTreeMap<i64, (i64, u64)>>,
     /// Entry lists of completed storage reads, for the next ones.
     spare_entry_lists: Vec<Vec<(i64, u32)>>,
     eviction_interval_ns: u64,
@@ -556,6 +588,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             cursor_epochs: true,
             in_flight: VecDeque::new(),
             storage_reads: VecDeque::new(),
+            first_storage_read: 0,
             storage_read_ranges: FastMap::default(),
             spare_entry_lists: Vec::new(),
             eviction_interval_ns: config.eviction_interval_ms.max(1).saturating_mul(1_000_000),
@@ -713,9 +746,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             self.origin_us.get_or_insert(e.ts_us);
             self.now = now;
             self.roll_second(e.ts_us);
-            self.complete_storage_reads(now);
+            self.complete_due(now);
             self.advance(now);
-            self.deliver_due(now);
             self.apply(e, now)?;
             // Only an event adds to the cache; ticks and invalidations only take away.
             let cached = self.strategy.cached_bytes();
@@ -848,6 +880,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     replay: BTreeSet::new(),
                     epoch: 0,
                     delivered_high: None,
+                    hold: None,
                 });
                 if e.position.is_some() {
                     c.read_position = start;
@@ -888,7 +921,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let track = self.read_latency_ns > 0;
                 let mut positions = Vec::new();
                 for &(ledger, first, end) in &runs {
-                    missed |= self.read_run(
+                    let before = self.topics[e.topic as usize].cursors[&e.cursor].read_position;
+                    let run_missed = self.read_run(
                         e.topic,
                         e.cursor,
                         ReadKind::Sequential,
@@ -897,15 +931,25 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                         end,
                         now,
                     );
+                    missed |= run_missed;
                     if track {
                         positions.extend((first..=end).map(|x| Position::new(ledger, x)));
                     }
                     // The read position moves past each ledger's entries before the next ledger is
                     // read and before the read is delivered (`OpReadEntry.updateReadPosition`), so
                     // the next ledger's storage read counts the cursors at or before the new
-                    // position.
+                    // position; a part that waits for storage moves it when it completes, so the
+                    // read flow sees the cursor where that part started until the read is
+                    // delivered.
                     let t = self.topic(e.topic);
                     let c = t.cursors.get_mut(&e.cursor).expect("checked above");
+                    if track && run_missed && c.hold.is_none() {
+                        c.hold = Some(Hold {
+                            at: before,
+                            reads: 0,
+                            epoch,
+                        });
+                    }
                     c.read_position = read_position_past(
                         c.read_position,
                         Position::new(ledger, end),
@@ -923,6 +967,16 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 }
                 self.runs = runs;
                 self.strategy.end_read();
+                let holds = track && missed;
+                if holds {
+                    let c = self.topics[e.topic as usize]
+                        .cursors
+                        .get_mut(&e.cursor)
+                        .expect("checked above");
+                    if let Some(h) = &mut c.hold {
+                        h.reads = h.reads.saturating_add(1);
+                    }
+                }
                 self.complete_read(
                     InFlight {
                         due_ns: now,
@@ -931,6 +985,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                         epoch,
                         positions,
                         replay: false,
+                        holds,
                     },
                     missed,
                 );
@@ -960,6 +1015,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                             epoch,
                             positions: vec![p],
                             replay: true,
+                            holds: false,
                         },
                         missed,
                     );
@@ -1017,6 +1073,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 c.read_position = t.layout.next_after(c.mark_delete);
                 c.epoch = c.epoch.wrapping_add(1);
                 c.delivered_high = None;
+                c.hold = None;
                 self.cursor_moved(e.topic, e.cursor);
             }
             Op::Seek => {
@@ -1033,6 +1090,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 c.replay.clear();
                 c.epoch = c.epoch.wrapping_add(1);
                 c.delivered_high = None;
+                c.hold = None;
                 self.cursor_moved(e.topic, e.cursor);
             }
             Op::Delete => {
@@ -1043,6 +1101,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let layout = t.layout.clone();
                 for c in t.cursors.values_mut() {
                     c.read_position = layout.normalize(c.read_position);
+                    if let Some(h) = &mut c.hold {
+                        h.at = layout.normalize(h.at);
+                    }
                     c.mark_delete = mark_delete_after_ledger_deleted(
                         c.mark_delete,
                         c.read_position,
@@ -1055,8 +1116,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let ids: Vec<u32> = t.cursors.keys().copied().collect();
                 // The lab caches nothing of a ledger that is gone, so its storage reads under way
                 // are dropped (a broker deletes only ledgers every cursor has passed).
-                self.storage_reads
-                    .retain(|r| (r.topic, r.ledger) != (e.topic, ledger));
+                for r in &mut self.storage_reads {
+                    if (r.topic, r.ledger) == (e.topic, ledger) {
+                        r.dropped = true;
+                    }
+                }
                 self.storage_read_ranges.remove(&(e.topic, ledger));
                 self.strategy.on_ledger_deleted(e.topic, ledger);
                 for id in ids {
@@ -1106,7 +1170,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             let t = &mut self.topics[topic as usize];
             let c = &t.cursors[&id];
             if self.flow.active_with_backlog(c.connected, t.backlog(c)) {
-                let at = self.flow.tracked_position(c.read_position, c.mark_delete);
+                let at = self
+                    .flow
+                    .tracked_position(c.broker_read_position(), c.mark_delete);
                 t.activity.activate(id, at);
             } else if t.activity.deactivate(id, now) {
                 self.invalidate(topic);
@@ -1216,12 +1282,26 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         }
     }
 
-    /// Delivers the reads whose storage reads have completed by `now` (latency is constant, so they
-    /// complete in the order they started).
-    fn deliver_due(&mut self, now: u64) {
-        while self.in_flight.front().is_some_and(|r| r.due_ns <= now) {
-            let read = self.in_flight.pop_front().expect("checked");
-            self.deliver(read);
+    /// Completes, in the order of their times, the storage reads due by `now` and delivers the
+    /// reads due by then, each after the periodic tasks due before it; a storage read completes
+    /// before a read due at the same time (Pulsar counts and caches its entries before it calls
+    /// the reads waiting for it back). Latency is constant, so each kind is due in the order it
+    /// was issued.
+    fn complete_due(&mut self, now: u64) {
+        loop {
+            let storage = self.storage_reads.front().map(|r| r.due_ns);
+            let delivery = self.in_flight.front().map(|r| r.due_ns);
+            match (storage, delivery) {
+                (Some(s), d) if s <= now && d.is_none_or(|d| s <= d) => {
+                    self.complete_storage_read()
+                }
+                (_, Some(d)) if d <= now => {
+                    let read = self.in_flight.pop_front().expect("checked");
+                    self.advance(d);
+                    self.deliver(read);
+                }
+                _ => return,
+            }
         }
     }
 
@@ -1231,7 +1311,20 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         let Some(c) = t.cursors.get_mut(&read.cursor) else {
             return;
         };
-        let mut slowest_moved = false;
+        // The last of the cursor's reads under way completed: the read flow sees it where the
+        // trace's reads have taken it (a seek or rewind since ended the hold already).
+        let mut moved = false;
+        if let Some(h) = c
+            .hold
+            .as_mut()
+            .filter(|h| read.holds && h.epoch == read.epoch)
+        {
+            h.reads = h.reads.saturating_sub(1);
+            if h.reads == 0 {
+                c.hold = None;
+                moved = true;
+            }
+        }
         if read.epoch != c.epoch {
             if epochs {
                 self.metrics.discarded_reads += 1;
@@ -1242,8 +1335,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             if let (false, Some(&last)) = (read.replay, read.positions.last()) {
                 c.read_position =
                     read_position_past(c.read_position, last, c.mark_delete, &t.layout);
-                let at = self.flow.tracked_position(c.read_position, c.mark_delete);
-                slowest_moved = t.activity.moved(read.cursor, at);
+                moved = true;
             }
         }
         for p in read.positions {
@@ -1256,8 +1348,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 _ => c.delivered_high = Some(p),
             }
         }
-        if slowest_moved {
-            self.invalidate(read.topic);
+        if moved {
+            self.cursor_moved(read.topic, read.cursor);
         }
     }
 
@@ -1279,8 +1371,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             return;
         };
         if self.read_latency_ns == 0 {
-            let admitted = self.count_storage_read(topic, cursor, kind, run);
-            self.cache_storage_read(now, topic, ledger, run, admitted);
+            // It completes as it is issued, with the reader where it was.
+            let admission = self.count_storage_read(topic, cursor, kind, run);
+            let admitted =
+                admission.on_completion(&mut self.topics[topic as usize].activity, cursor);
+            self.cache_storage_read(now, topic, ledger, run, &[], admitted);
             return;
         }
         let under_way = self.storage_read_ranges.get(&(topic, ledger));
@@ -1288,7 +1383,17 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         let before = under_way.and_then(|m| m.range(..first).next_back());
         let within = under_way.into_iter().flat_map(|m| m.range(first..=last));
         let meeting = before.into_iter().chain(within);
-        let plan = plan_storage_reads(meeting.map(|(&a, &b)| ((), (a, b))), (first, last));
+        let plan = plan_storage_reads(
+            meeting.map(|(&a, &(b, number))| (number, (a, b))),
+            (first, last),
+        );
+        for (number, served) in plan.joined {
+            // Numbered from the front, which is still there (`number` is under way).
+            let at = number.wrapping_sub(self.first_storage_read) as usize;
+            if let Some(r) = self.storage_reads.get_mut(at) {
+                r.joined.push(served);
+            }
+        }
         for (from, to) in plan.issued {
             let start = run.partition_point(|&(e, _)| e < from);
             let end = run.partition_point(|&(e, _)| e <= to);
@@ -1296,68 +1401,85 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             if part.is_empty() {
                 continue;
             }
-            let admitted = self.count_storage_read(topic, cursor, kind, part);
+            let admission = self.count_storage_read(topic, cursor, kind, part);
             let mut entries = self.spare_entry_lists.pop().unwrap_or_default();
             entries.extend_from_slice(part);
+            let number = self
+                .first_storage_read
+                .wrapping_add(self.storage_reads.len() as u64);
             self.storage_read_ranges
                 .entry((topic, ledger))
                 .or_default()
-                .insert(from, to);
+                .insert(from, (to, number));
             self.storage_reads.push_back(PendingStorageRead {
                 due_ns: now.saturating_add(self.read_latency_ns),
                 topic,
                 ledger,
                 first: from,
                 entries,
-                admitted,
+                reader: cursor,
+                admission,
+                joined: Vec::new(),
+                dropped: false,
             });
         }
     }
 
-    /// Counts a storage read of `entries` and asks the read flow whether what it returns is
-    /// cached, and with which expected-read count.
+    /// Counts a storage read of `entries` as it is issued and asks the read flow whether what it
+    /// returns is cached, as far as that is known now.
     fn count_storage_read(
         &mut self,
         topic: u32,
         cursor: u32,
         kind: ReadKind,
         entries: &[(i64, u32)],
-    ) -> Option<i32> {
+    ) -> StorageReadAdmission {
         self.metrics.storage_read_ops += 1;
         self.metrics.storage_read_bytes +=
             entries.iter().map(|&(_, size)| size as u64).sum::<u64>();
-        let activity = &mut self.topics[topic as usize].activity;
-        self.flow.on_storage_read(kind, activity, cursor)
+        let activity = &self.topics[topic as usize].activity;
+        self.flow.on_storage_read_issued(kind, activity, cursor)
     }
 
-    /// Completes the storage reads due by `now`, each after the periodic tasks due before it.
-    fn complete_storage_reads(&mut self, now: u64) {
-        while self.storage_reads.front().is_some_and(|r| r.due_ns <= now) {
-            let mut r = self.storage_reads.pop_front().expect("checked");
-            if let Entry::Occupied(mut ranges) = self.storage_read_ranges.entry((r.topic, r.ledger))
-            {
-                ranges.get_mut().remove(&r.first);
-                if ranges.get().is_empty() {
-                    ranges.remove();
-                }
-            }
-            self.advance(r.due_ns);
-            self.cache_storage_read(r.due_ns, r.topic, r.ledger, &r.entries, r.admitted);
-            r.entries.clear();
-            self.spare_entry_lists.push(r.entries);
-            let cached = self.strategy.cached_bytes();
-            self.metrics.peak_cache_bytes = self.metrics.peak_cache_bytes.max(cached);
+    /// Completes the first storage read under way, after the periodic tasks due before it: what it
+    /// returned is cached, and the copies of its reader and of the reads that waited for it are
+    /// released (they are dispatched).
+    fn complete_storage_read(&mut self) {
+        let Some(mut r) = self.storage_reads.pop_front() else {
+            return;
+        };
+        self.first_storage_read = self.first_storage_read.wrapping_add(1);
+        if r.dropped {
+            return;
         }
+        if let Entry::Occupied(mut ranges) = self.storage_read_ranges.entry((r.topic, r.ledger)) {
+            ranges.get_mut().remove(&r.first);
+            if ranges.get().is_empty() {
+                ranges.remove();
+            }
+        }
+        self.advance(r.due_ns);
+        let activity = &mut self.topics[r.topic as usize].activity;
+        let admitted = r.admission.on_completion(activity, r.reader);
+        self.cache_storage_read(r.due_ns, r.topic, r.ledger, &r.entries, &r.joined, admitted);
+        self.strategy.end_read();
+        r.entries.clear();
+        self.spare_entry_lists.push(r.entries);
+        let cached = self.strategy.cached_bytes();
+        self.metrics.peak_cache_bytes = self.metrics.peak_cache_bytes.max(cached);
     }
 
     /// What a storage read of `entries` (ids and sizes) of `ledger` returned at `now`: its buffers,
-    /// and its entries if the read flow admitted them (with that expected-read count).
+    /// and its entries if the read flow admitted them (with that expected-read count), each with a
+    /// copy for its reader and for each read that waited for it (`joined`: the entries each takes;
+    /// `PendingReadsManager` hands those copies sharing the entry's read counter).
     fn cache_storage_read(
         &mut self,
         now: u64,
         topic: u32,
         ledger: i64,
         entries: &[(i64, u32)],
+        joined: &[(i64, i64)],
         admitted: Option<i32>,
     ) {
         if let Some(m) = &mut self.memory {
@@ -1369,14 +1491,21 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     topic,
                     position: Position::new(ledger, entry),
                 };
-                self.strategy.insert_read(now, key, size, expected);
+                let waiting = joined
+                    .iter()
+                    .filter(|&&(a, b)| a <= entry && entry <= b)
+                    .count();
+                let copies = u32::try_from(waiting).map_or(u32::MAX, |w| w.saturating_add(1));
+                self.strategy.insert_read(now, key, size, expected, copies);
             }
         }
     }
 
     /// Ends the replay and returns its measurements.
     pub fn finish(mut self) -> ReplayMetrics {
-        self.deliver_due(u64::MAX);
+        // Storage reads still under way cache nothing; the reads complete.
+        self.storage_reads.clear();
+        self.complete_due(u64::MAX);
         if let Some((s, reads, hits)) = self.second.take() {
             self.metrics
                 .per_second

@@ -577,7 +577,7 @@ mod tests {
                     following.on_storage_read(t, LEDGER, &missed);
                     full.on_storage_read(t, LEDGER, &missed);
                     for &(e, size) in &missed {
-                        cache.insert_read(now, key(t, e), size, 1);
+                        cache.insert_read(now, key(t, e), size, 1, 1);
                     }
                     cache.end_read();
                 }
@@ -872,7 +872,7 @@ mod tests {
                     following.on_storage_read(t as u32, l, &read);
                     full.on_storage_read(t as u32, l, &read);
                     for &(e, size) in &read {
-                        cache.insert_read(now, key(t as u32, l, e), size, 1);
+                        cache.insert_read(now, key(t as u32, l, e), size, 1, 1);
                     }
                     cache.end_read();
                 }

@@ -63,9 +63,17 @@ pub trait CacheStrategy: Send {
     /// Caches an entry (if the design has room or makes it) that still expects `expected_reads`
     /// reads; designs without read counters ignore the count.
     fn insert(&mut self, now_ns: u64, key: EntryKey, size: u32, expected_reads: i32);
-    /// Caches an entry a storage read returned for a reader: `expected_reads` counts the reader's
-    /// own copy, which is released at [`CacheStrategy::end_read`].
-    fn insert_read(&mut self, now_ns: u64, key: EntryKey, size: u32, expected_reads: i32) {
+    /// Caches an entry a storage read returned: `expected_reads` counts the `copies` handed out
+    /// with it (the reader's and one for each read that waited for the storage read), which are
+    /// released at [`CacheStrategy::end_read`].
+    fn insert_read(
+        &mut self,
+        now_ns: u64,
+        key: EntryKey,
+        size: u32,
+        expected_reads: i32,
+        _copies: u32,
+    ) {
         self.insert(now_ns, key, size, expected_reads);
     }
     /// A cursor wants the entry; true if the cache serves it. The delivered copy is released at

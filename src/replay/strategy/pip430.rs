@@ -123,7 +123,7 @@ impl CacheStrategy for Pip430 {
         }
     }
 
-    fn insert_read(&mut self, now: u64, key: EntryKey, size: u32, expected: i32) {
+    fn insert_read(&mut self, now: u64, key: EntryKey, size: u32, expected: i32, copies: u32) {
         self.hold_released();
         self.at(now);
         let copy = self.cache(key.topic).insert_for_reader(
@@ -132,6 +132,10 @@ impl CacheStrategy for Pip430 {
             ReadCountHandler::new(expected),
             size,
         );
+        // Bounded by the reads under way, which the trace's rows bound.
+        for _ in 1..copies {
+            self.delivered.push(copy.copy());
+        }
         self.delivered.push(copy);
     }
 
@@ -290,7 +294,7 @@ mod tests {
         assert!(!s.read(1, key(1)));
         // What an insert's size pass (or a tick, an invalidation) would see: the read still holds
         // its copy, so the entry expects both reads.
-        s.insert_read(1, key(1), 100, 1);
+        s.insert_read(1, key(1), 100, 1, 1);
         assert_eq!(expected(&mut s, 0), Some(Some(2)));
         s.end_read();
         assert_eq!(expected(&mut s, 0), Some(Some(1)));
@@ -383,7 +387,7 @@ mod tests {
                     String::new()
                 }
                 2 => {
-                    s.insert_read(now, key, size, expected);
+                    s.insert_read(now, key, size, expected, 1);
                     String::new()
                 }
                 3..=5 => format!("read {}", s.read(now, key)),
