@@ -426,6 +426,32 @@ fn with_read_latency_a_cursor_moves_when_its_read_completes() {
     assert_eq!(m.invalidated_entries, 5, "10..=14, once b's read completed");
 }
 
+/// `PersistentTopic.checkBackloggedCursor` asks `ManagedCursorImpl.getNumberOfEntries`, counted from
+/// the read position, which a read under way has not moved yet: the stats task that runs while
+/// it is under way sees the whole backlog and deactivates the cursor, and 4.0 drops what it cached
+/// when its last active cursor leaves.
+#[test]
+fn with_read_latency_the_stats_task_counts_the_backlog_from_where_the_read_started() {
+    let mut rows: Vec<Row> = (0..10).map(|e| add(1 + e, e, 10)).collect(); // no cursor: not cached
+    rows.push(open(500, "c", Some(0))); // a backlog of 10: active
+    rows.extend((10..25).map(|e| add(600, e, 10))); // cached
+    rows.extend([
+        read(1_000, "c", 10), // from storage until 1100; the stats task runs meanwhile
+        read(1_200, "c", 5),  // 10..=14: gone with the cache
+    ]);
+    let cfg = design(
+        "legacy",
+        &[
+            ("storage_read_latency_ms", Int(100)),
+            ("cursor_backlogged_threshold", Int(20)),
+            ("backlog_check_interval_ms", Int(1_050)),
+        ],
+    );
+    let m = run(&rows, &cfg);
+    assert_eq!((m.hits, m.misses), (0, 15), "{m:?}");
+    assert_eq!(m.invalidated_entries, 15);
+}
+
 /// `ManagedCursorImpl.setReadPosition` takes only a position past the mark-delete position: a read
 /// that completes after an ack went past its entries leaves the read position where the ack put
 /// it (here a stale read, delivered because cursor epochs are off).

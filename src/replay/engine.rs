@@ -365,9 +365,10 @@ impl Topic {
     }
 
     /// Entries from the cursor's read position to the end, less those it acknowledged on their
-    /// own (`ManagedCursorImpl.getNumberOfEntries`).
+    /// own (`ManagedCursorImpl.getNumberOfEntries`); the read position is the broker's, which a
+    /// read under way has not moved yet.
     fn backlog(&self, c: &Cursor) -> u64 {
-        let from = self.layout.normalize(c.read_position);
+        let from = self.layout.normalize(c.broker_read_position());
         let added =
             |ledger: i64, first: i64| self.entries.get(&ledger).map_or(0, |l| l.count_from(first));
         let all = self
