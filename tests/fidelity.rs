@@ -403,6 +403,35 @@ fn with_read_latency_a_read_that_waited_consumes_its_expected_reads() {
     assert_eq!((m.hits, m.misses, m.storage_read_ops), (0, 15, 2), "{m:?}");
 }
 
+/// `RangeEntryCacheImpl.doAsyncReadEntriesByPosition`: a read that is partly served from the cache
+/// holds its copies of the cached entries until its storage part completes and it is dispatched,
+/// so their expected reads stay until then: an entry whose time to live ends meanwhile gets its
+/// extension (`managedLedgerCacheEvictionExtendTTLOfEntriesWithRemainingExpectedReadsMaxTimes`)
+/// and a later reader still finds it.
+#[test]
+fn with_read_latency_a_read_holds_its_cache_hits_until_it_completes() {
+    let mut rows = vec![open(0, "a", Some(0))];
+    rows.extend((0..5).map(|e| add(1 + e, e, 10))); // cached, expecting a's read
+    rows.push(close(6, "a"));
+    rows.extend((5..10).map(|e| add(7 + e, e, 10))); // no active cursor: not cached
+    rows.extend([
+        open(900, "a", Some(0)),
+        read(990, "a", 10), // 0..=4 hit; 5..=9 from storage until 1090, past 0..=4's TTL
+        open(1_500, "b", Some(0)),
+        read(1_501, "b", 5),
+    ]);
+    let cfg = design(
+        "pip430",
+        &[
+            ("storage_read_latency_ms", Int(100)),
+            ("extend_ttl_of_recently_accessed", Bool(false)),
+        ],
+    );
+    let m = run(&rows, &cfg);
+    assert_eq!((m.hits, m.misses), (10, 5), "{m:?}");
+    assert_eq!(m.requeues, 5, "0..=4, once");
+}
+
 /// `OpReadEntry.updateReadPosition`: a cursor's read position, which the active-cursor container
 /// follows (`ManagedLedgerImpl.onCursorReadPositionUpdated`), moves when its read completes. In
 /// 4.0 the entries behind the slowest active cursor go as it moves

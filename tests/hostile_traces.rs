@@ -135,6 +135,12 @@ impl CacheStrategy for CountingTicks {
     fn end_read(&mut self) {
         self.inner.end_read()
     }
+    fn keep_read(&mut self) -> u64 {
+        self.inner.keep_read()
+    }
+    fn release_kept(&mut self, kept: u64) {
+        self.inner.release_kept(kept)
+    }
     fn add_expected_read(&mut self, key: EntryKey) {
         self.inner.add_expected_read(key)
     }

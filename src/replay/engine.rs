@@ -323,6 +323,9 @@ struct InFlight {
     replay: bool,
     /// Counted in its cursor's [`Hold`]: its delivery moves the cursor on.
     holds: bool,
+    /// Its copies of cache hits, kept by the design until it is delivered
+    /// ([`CacheStrategy::keep_read`]; 0: none).
+    kept: u64,
 }
 
 /// A storage read under way (reads take time): what it returns is cached when it completes, as
@@ -967,8 +970,13 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     self.cursor_moved(e.topic, e.cursor);
                 }
                 self.runs = runs;
-                self.strategy.end_read();
                 let holds = track && missed;
+                let kept = if holds {
+                    self.strategy.keep_read()
+                } else {
+                    self.strategy.end_read();
+                    0
+                };
                 if holds {
                     let c = self.topics[e.topic as usize]
                         .cursors
@@ -987,6 +995,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                         positions,
                         replay: false,
                         holds,
+                        kept,
                     },
                     missed,
                 );
@@ -1017,6 +1026,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                             positions: vec![p],
                             replay: true,
                             holds: false,
+                            kept: 0,
                         },
                         missed,
                     );
@@ -1299,7 +1309,12 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 (_, Some(d)) if d <= now => {
                     let read = self.in_flight.pop_front().expect("checked");
                     self.advance(d);
+                    let kept = read.kept;
                     self.deliver(read);
+                    // Dispatched or discarded, its copies are released.
+                    if kept != 0 {
+                        self.strategy.release_kept(kept);
+                    }
                 }
                 _ => return,
             }

@@ -81,6 +81,15 @@ pub trait CacheStrategy: Send {
     fn read(&mut self, now_ns: u64, key: EntryKey) -> bool;
     /// The read in progress is dispatched: its copies are released (each consumes a read).
     fn end_read(&mut self) {}
+    /// The read in progress waits for storage: its copies are kept, unreleased, until
+    /// [`CacheStrategy::release_kept`] with what this returns (0: nothing kept), as a broker holds
+    /// the cache hits of a read until its storage part completes and the read is dispatched.
+    fn keep_read(&mut self) -> u64 {
+        self.end_read();
+        0
+    }
+    /// The read whose copies were kept as `kept` is dispatched (or discarded): they are released.
+    fn release_kept(&mut self, _kept: u64) {}
     /// One more read will come for the entry (a Key_Shared hold-back).
     fn add_expected_read(&mut self, _key: EntryKey) {}
     /// Drops entries the read flow says no active cursor will read.

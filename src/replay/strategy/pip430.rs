@@ -6,6 +6,7 @@ use crate::clock::ManualClock;
 use crate::config::CacheConfig;
 use crate::entry::{CachedEntry, Payload};
 use crate::error::Result;
+use crate::fast_hash::FastMap;
 use crate::manager::{count_and_size, EntryCache, EntryCacheManager, HeldCache};
 use crate::position::Position;
 use crate::read_count::ReadCountHandler;
@@ -26,6 +27,10 @@ pub struct Pip430 {
     /// copy fewer per hit). Whatever looks at expected reads (a size pass, a tick, an invalidation,
     /// an added expected read) first turns them back into held copies ([`Pip430::hold_released`]).
     released_early: Vec<EntryKey>,
+    /// Copies of the reads that wait for storage, until they are dispatched (see
+    /// [`CacheStrategy::keep_read`]), by the number `keep_read` gave; the last number given.
+    kept: FastMap<u64, Vec<CachedEntry>>,
+    last_kept: u64,
     /// Locks of the topic caches that reads, inserts and `contains` went to (see [`HeldCache`]):
     /// the reads of each subscription, the publishes and the memory model's checks lock each
     /// cache once, not once per entry. Whatever may lock a cache itself (a size pass, a tick, an
@@ -50,6 +55,8 @@ impl Pip430 {
             caches: Vec::new(),
             delivered: Vec::new(),
             released_early: Vec::new(),
+            kept: FastMap::default(),
+            last_kept: 0,
             held: RefCell::default(),
             watching: false,
         })
@@ -152,6 +159,24 @@ impl CacheStrategy for Pip430 {
     fn end_read(&mut self) {
         self.released_early.clear();
         for e in self.delivered.drain(..) {
+            e.release_owned();
+        }
+    }
+
+    fn keep_read(&mut self) -> u64 {
+        // The hits released early become copies again: they are held past this instant.
+        self.hold_released();
+        if self.delivered.is_empty() {
+            return 0;
+        }
+        self.last_kept = self.last_kept.wrapping_add(1).max(1);
+        let copies = std::mem::take(&mut self.delivered);
+        self.kept.insert(self.last_kept, copies);
+        self.last_kept
+    }
+
+    fn release_kept(&mut self, kept: u64) {
+        for e in self.kept.remove(&kept).into_iter().flatten() {
             e.release_owned();
         }
     }
