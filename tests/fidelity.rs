@@ -7,6 +7,16 @@ mod support;
 use ledgercache::SettingValue::{self, Bool, Float, Int, Str};
 use support::trace_rows::*;
 
+/// An entry added to ledger `ledger`.
+fn add_in(ts: i64, ledger: i64, e: i64) -> Row {
+    (ts, "add", "t", None, Some(ledger), Some(e), 0, 10)
+}
+
+/// A cursor opened at `(ledger, e)`.
+fn open_at(ts: i64, c: &'static str, ledger: i64, e: i64) -> Row {
+    (ts, "open", "t", Some(c), Some(ledger), Some(e), 0, 0)
+}
+
 fn design(strategy: &str, extra: &[(&str, SettingValue)]) -> ledgercache::CacheConfig {
     let mut s = vec![("strategy", Str(strategy.into()))];
     s.extend(extra.iter().cloned());
@@ -479,6 +489,56 @@ fn with_read_latency_the_stats_task_counts_the_backlog_from_where_the_read_start
     let m = run(&rows, &cfg);
     assert_eq!((m.hits, m.misses), (0, 15), "{m:?}");
     assert_eq!(m.invalidated_entries, 15);
+}
+
+/// A read spanning two ledgers reads the second once the first part completed and moved the read
+/// position (`OpReadEntry.checkReadCompletion`): the second part's count has the reader at the
+/// second ledger, as without latency.
+#[test]
+fn with_read_latency_each_part_of_a_read_counts_from_where_that_part_starts() {
+    let mut rows: Vec<Row> = (0..5).map(|e| add_in(1 + e, 1, e)).collect();
+    rows.extend((0..5).map(|e| add_in(10 + e, 2, e))); // no cursor: not cached
+    rows.extend([
+        open_at(999, "a", 1, 0),
+        open_at(999, "b", 1, 2),
+        read(1_000, "a", 10),
+        read(3_401, "b", 8), // past two TTLs: what ledger 2's count kept for b
+    ]);
+    let outcome = |ms: i64| {
+        let m = run(
+            &rows,
+            &design("pip430", &[("storage_read_latency_ms", Int(ms))]),
+        );
+        (m.hits, m.misses)
+    };
+    assert_eq!(outcome(0), (5, 13));
+    assert_eq!(outcome(100), (5, 13));
+}
+
+/// `ManagedCursorImpl.setAcknowledgedPosition`: an acknowledgement past the read position moves it
+/// on at once and tells the container, a read under way or not: a storage read completing after it
+/// does not count the cursor that acknowledged past it.
+#[test]
+fn with_read_latency_an_ack_past_a_read_under_way_moves_the_cursor_at_once() {
+    let mut rows: Vec<Row> = (0..10).map(|e| add(1 + e, e, 10)).collect(); // no cursor: not cached
+    rows.extend([
+        open(900, "a", Some(0)),
+        open(900, "b", Some(5)),
+        read(990, "b", 5),   // 5..=9 until 1090
+        read(1_000, "a", 5), // 0..=4 until 1100
+        ack(1_050, "a", 9),  // a's read position goes to 10: not at or before b any more
+        seek(3_400, "b", 5), // past two TTLs
+        read(3_401, "b", 5),
+    ]);
+    let cfg = design(
+        "pip430",
+        &[
+            ("storage_read_latency_ms", Int(100)),
+            ("exact_cursor_counts", Bool(true)),
+        ],
+    );
+    let m = run(&rows, &cfg);
+    assert_eq!((m.hits, m.misses), (0, 15), "{m:?}");
 }
 
 /// `ManagedCursorImpl.setReadPosition` takes only a position past the mark-delete position: a read

@@ -539,6 +539,25 @@ fn a_sliced_dictionary_column_with_runs_of_nulls_decodes_as_the_plain_one() {
     }
 }
 
+/// Reads that wait for one storage read under way each take copies of their entries when it
+/// completes: the copies are counted per entry in one sweep over the reads, not a scan of the
+/// reads for each entry (200,000 of each would be 4 x 10^10 steps).
+#[test]
+fn many_reads_waiting_for_one_storage_read_complete_in_their_number() {
+    let n = 200_000i64;
+    let mut rows: Vec<Row> = (0..n).map(|e| add(1, e, 10)).collect();
+    rows.extend([open(2, "a", Some(0)), open(2, "b", Some(0))]);
+    rows.push(read(3, "a", i32::try_from(n).unwrap()));
+    rows.extend((0..n).map(|_| read(3, "b", 1))); // each waits for a's storage read
+    rows.push(add(3_600_100, n, 10)); // after it completes
+    let cfg = config(&[
+        ("strategy", Str("pip430".into())),
+        ("storage_read_latency_ms", Int(3_600_000)),
+    ]);
+    let m = run(&rows, &cfg);
+    assert_eq!((m.storage_read_ops, m.misses), (1, 2 * n as u64), "{m:?}");
+}
+
 /// A read that meets tens of thousands of storage reads under way on its ledger waits for each and
 /// reads each entry between them once (the lab finds them by the read's range; the planner's own
 /// test, `work_is_bounded_by_the_reads_under_way`, counts the work).

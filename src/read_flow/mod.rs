@@ -392,7 +392,8 @@ mod tests {
     #[test]
     fn the_expected_read_count_of_a_storage_read_is_taken_when_it_completes() {
         // The supplier RangeEntryCacheImpl.readFromStorage calls in the read's completion: a
-        // cursor that passes the reader meanwhile is not counted, one that leaves is not either.
+        // cursor that passes the reader meanwhile is not counted, and a reader that left by then
+        // caches nothing.
         let f = flow("pip430", Context::Lab);
         let mut a = CursorActivity::new(CursorTracking::ExactCounts, 0);
         for (cursor, entry) in [(1, 10), (2, 5), (3, 8)] {

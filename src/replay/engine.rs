@@ -15,7 +15,8 @@ use crate::fast_hash::FastMap;
 use crate::ledger::acked::{unacked_runs, AckedRanges, EntryRuns, Run};
 use crate::ledger::cursor::{
     ack_individually, mark_delete_after_ledger_deleted, mark_delete_after_reset,
-    mark_delete_allowed, mark_delete_over, read_position_after_read, read_position_past,
+    mark_delete_allowed, mark_delete_over, read_position_after_mark_delete,
+    read_position_after_read, read_position_past,
 };
 use crate::ledger::layout::{Layout, LedgerInfo};
 use crate::position::Position;
@@ -338,8 +339,11 @@ struct PendingStorageRead {
     first: i64,
     /// The entries it reads (ids and sizes), in order.
     entries: Vec<(i64, u32)>,
-    /// The cursor whose read issued it.
+    /// The cursor whose read issued it, its epoch then, and where its read position was (where
+    /// the broker has it when this completes: a read reads one part after the other).
     reader: u32,
+    reader_epoch: u32,
+    reader_at: Position,
     /// Whether its entries are cached, and with which expected-read count.
     admission: StorageReadAdmission,
     /// The entries each read that waits for it takes (each gets copies, as the reader does).
@@ -437,9 +441,14 @@ impl Topic {
     /// Puts a cursor where the read flow tracks it, if it is active; returns whether the slowest
     /// active position changed.
     fn track(&mut self, flow: &ReadFlow, cursor: u32) -> bool {
-        let Some(c) = self.cursors.get(&cursor) else {
+        let Some(c) = self.cursors.get_mut(&cursor) else {
             return false;
         };
+        // An acknowledgement past where the broker has the read position moves it on at once
+        // (`ManagedCursorImpl.setAcknowledgedPosition`), a read under way or not.
+        if let Some(h) = &mut c.hold {
+            h.at = read_position_after_mark_delete(h.at, c.mark_delete, &self.layout);
+        }
         let at = flow.tracked_position(c.broker_read_position(), c.mark_delete);
         self.activity.moved(cursor, at)
     }
@@ -1309,15 +1318,19 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 (_, Some(d)) if d <= now => {
                     let read = self.in_flight.pop_front().expect("checked");
                     self.advance(d);
-                    let kept = read.kept;
-                    self.deliver(read);
-                    // Dispatched or discarded, its copies are released.
-                    if kept != 0 {
-                        self.strategy.release_kept(kept);
-                    }
+                    self.dispatch(read);
                 }
                 _ => return,
             }
+        }
+    }
+
+    /// Delivers a read that waited for storage; dispatched or discarded, its copies are released.
+    fn dispatch(&mut self, read: InFlight) {
+        let kept = read.kept;
+        self.deliver(read);
+        if kept != 0 {
+            self.strategy.release_kept(kept);
         }
     }
 
@@ -1338,8 +1351,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             h.reads = h.reads.saturating_sub(1);
             if h.reads == 0 {
                 c.hold = None;
-                moved = true;
+            } else if let Some(&last) = read.positions.last() {
+                // Later reads are still under way: the broker has the cursor past this one.
+                h.at = read_position_past(h.at, last, c.mark_delete, &t.layout);
             }
+            moved = true;
         }
         if read.epoch != c.epoch {
             if epochs {
@@ -1418,6 +1434,12 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 continue;
             }
             let admission = self.count_storage_read(topic, cursor, kind, part);
+            let (reader_epoch, reader_at) = self.topics[topic as usize]
+                .cursors
+                .get(&cursor)
+                .map_or((0, Position::new(ledger, first)), |c| {
+                    (c.epoch, c.read_position)
+                });
             let mut entries = self.spare_entry_lists.pop().unwrap_or_default();
             entries.extend_from_slice(part);
             let number = self
@@ -1434,6 +1456,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 first: from,
                 entries,
                 reader: cursor,
+                reader_epoch,
+                reader_at,
                 admission,
                 joined: Vec::new(),
                 dropped: false,
@@ -1475,6 +1499,17 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             }
         }
         self.advance(r.due_ns);
+        // The broker reads a read's parts one after the other, each once the one before completed
+        // and moved the read position: its reader is where this part started.
+        let t = &mut self.topics[r.topic as usize];
+        if let Some(h) = t.cursors.get_mut(&r.reader).and_then(|c| {
+            c.hold
+                .as_mut()
+                .filter(|h| h.epoch == r.reader_epoch && h.at < r.reader_at)
+        }) {
+            h.at = r.reader_at;
+            self.cursor_moved(r.topic, r.reader);
+        }
         let activity = &mut self.topics[r.topic as usize].activity;
         let admitted = r.admission.on_completion(activity, r.reader);
         self.cache_storage_read(r.due_ns, r.topic, r.ledger, &r.entries, &r.joined, admitted);
@@ -1502,15 +1537,22 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             m.on_storage_read(topic, ledger, entries);
         }
         if let Some(expected) = admitted {
-            for &(entry, size) in entries {
+            // How many reads take each entry, its reader's included: each read that waited adds
+            // one over its range (a sweep, not a scan of the reads per entry).
+            let mut starts = vec![0i64; entries.len() + 1];
+            for &(a, b) in joined {
+                let from = entries.partition_point(|&(e, _)| e < a);
+                let to = entries.partition_point(|&(e, _)| e <= b);
+                starts[from] += 1;
+                starts[to] -= 1;
+            }
+            let mut waiting = 0i64;
+            for (&(entry, size), &start) in entries.iter().zip(&starts) {
+                waiting += start;
                 let key = EntryKey {
                     topic,
                     position: Position::new(ledger, entry),
                 };
-                let waiting = joined
-                    .iter()
-                    .filter(|&&(a, b)| a <= entry && entry <= b)
-                    .count();
                 let copies = u32::try_from(waiting).map_or(u32::MAX, |w| w.saturating_add(1));
                 self.strategy.insert_read(now, key, size, expected, copies);
             }
@@ -1519,9 +1561,18 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 
     /// Ends the replay and returns its measurements.
     pub fn finish(mut self) -> ReplayMetrics {
-        // Storage reads still under way cache nothing; the reads complete.
+        // The trace ends here: storage reads still under way cache nothing, and the reads under
+        // way are delivered (for the counts of stale and out-of-order deliveries) with no periodic
+        // task after the last event and the cursors where they are.
         self.storage_reads.clear();
-        self.complete_due(u64::MAX);
+        for t in &mut self.topics {
+            for c in t.cursors.values_mut() {
+                c.hold = None;
+            }
+        }
+        while let Some(read) = self.in_flight.pop_front() {
+            self.dispatch(read);
+        }
         if let Some((s, reads, hits)) = self.second.take() {
             self.metrics
                 .per_second
