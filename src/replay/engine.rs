@@ -1426,6 +1426,14 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 r.joined.push(served);
             }
         }
+        // Where the reader is as this run is read: where the broker has it when each part
+        // completes.
+        let (reader_epoch, reader_at) = self.topics[topic as usize]
+            .cursors
+            .get(&cursor)
+            .map_or((0, Position::new(ledger, first)), |c| {
+                (c.epoch, c.read_position)
+            });
         for (from, to) in plan.issued {
             let start = run.partition_point(|&(e, _)| e < from);
             let end = run.partition_point(|&(e, _)| e <= to);
@@ -1434,12 +1442,6 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 continue;
             }
             let admission = self.count_storage_read(topic, cursor, kind, part);
-            let (reader_epoch, reader_at) = self.topics[topic as usize]
-                .cursors
-                .get(&cursor)
-                .map_or((0, Position::new(ledger, first)), |c| {
-                    (c.epoch, c.read_position)
-                });
             let mut entries = self.spare_entry_lists.pop().unwrap_or_default();
             entries.extend_from_slice(part);
             let number = self
@@ -1502,11 +1504,12 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         // The broker reads a read's parts one after the other, each once the one before completed
         // and moved the read position: its reader is where this part started.
         let t = &mut self.topics[r.topic as usize];
-        if let Some(h) = t.cursors.get_mut(&r.reader).and_then(|c| {
-            c.hold
-                .as_mut()
-                .filter(|h| h.epoch == r.reader_epoch && h.at < r.reader_at)
-        }) {
+        if let Some(h) = t
+            .cursors
+            .get_mut(&r.reader)
+            .and_then(|c| c.hold.as_mut())
+            .filter(|h| h.epoch == r.reader_epoch && h.at < r.reader_at)
+        {
             h.at = r.reader_at;
             self.cursor_moved(r.topic, r.reader);
         }
