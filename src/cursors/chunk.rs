@@ -119,8 +119,17 @@ impl Chunk {
     }
 
     /// The elements of entries `0..n`.
+    #[inline]
     pub fn sum_to(&self, n: usize) -> u32 {
-        self.counts[..n].iter().sum()
+        // Over every slot, those from `n` on masked out: a fixed count of vector adds, where a
+        // loop of `n` steps ends at a branch the processor mispredicts as often as `n` changes.
+        // Signed 32-bit lanes (`n` <= CHUNK_MAX): the compare that SSE2 has.
+        let n = n as i32;
+        let mut lanes = [0u32; CHUNK_MAX];
+        for (k, lane) in lanes.iter_mut().enumerate() {
+            *lane = self.counts[k] & if (k as i32) < n { u32::MAX } else { 0 };
+        }
+        lanes.iter().fold(0, |sum, &c| sum.wrapping_add(c))
     }
 
     pub fn sum(&self) -> u32 {
@@ -152,8 +161,8 @@ impl Chunk {
                 p.offset_from(self.base).expect("the chunk holds `p`")
             }
         };
-        self.offsets.copy_within(i..len, i + 1);
-        self.counts.copy_within(i..len, i + 1);
+        shift_up(&mut self.offsets, i, len);
+        shift_up(&mut self.counts, i, len);
         self.offsets[i] = d;
         self.counts[i] = count;
         self.len += 1;
@@ -178,8 +187,8 @@ impl Chunk {
 
     pub fn remove(&mut self, i: usize) {
         let len = self.len();
-        self.offsets.copy_within(i + 1..len, i);
-        self.counts.copy_within(i + 1..len, i);
+        shift_down(&mut self.offsets, i, len - 1);
+        shift_down(&mut self.counts, i, len - 1);
         self.offsets[len - 1] = UNUSED;
         self.counts[len - 1] = 0;
         self.len -= 1;
@@ -212,12 +221,12 @@ impl Chunk {
         // A key below the base needs a rebase: left to the general path.
         let d = p.offset_from(self.base)?;
         let at = if j > i {
-            self.offsets.copy_within(i + 1..j, i);
-            self.counts.copy_within(i + 1..j, i);
+            shift_down(&mut self.offsets, i, j - 1);
+            shift_down(&mut self.counts, i, j - 1);
             j - 1
         } else {
-            self.offsets.copy_within(j..i, j + 1);
-            self.counts.copy_within(j..i, j + 1);
+            shift_up(&mut self.offsets, j, i);
+            shift_up(&mut self.counts, j, i);
             j
         };
         self.offsets[at] = d;
@@ -254,6 +263,32 @@ impl Chunk {
     }
 }
 
+/// `a[from..to]` moves up one slot, to `a[from + 1..=to]`. Every slot is written (those outside
+/// the range with themselves), a fixed count of independent selects the compiler vectorizes: a
+/// shift of a few slots through `copy_within` is a call into `memmove` that costs more than the
+/// whole chunk in vector registers.
+#[inline(always)]
+fn shift_up(a: &mut [u32; CHUNK_MAX], from: usize, to: usize) {
+    let old = *a;
+    // Slot k takes its lower neighbour when k - from - 1 < to - from (wrapping: one compare).
+    let (lo, n) = (from as u32 + 1, (to - from) as u32);
+    for k in 1..CHUNK_MAX {
+        let take = 0u32.wrapping_sub(u32::from((k as u32).wrapping_sub(lo) < n));
+        a[k] = old[k] ^ ((old[k] ^ old[k - 1]) & take);
+    }
+}
+
+/// `a[from + 1..=to]` moves down one slot, to `a[from..to]` (as [`shift_up`], branch-free).
+#[inline(always)]
+fn shift_down(a: &mut [u32; CHUNK_MAX], from: usize, to: usize) {
+    let old = *a;
+    let (lo, n) = (from as u32, (to - from) as u32);
+    for k in 0..CHUNK_MAX - 1 {
+        let take = 0u32.wrapping_sub(u32::from((k as u32).wrapping_sub(lo) < n));
+        a[k] = old[k] ^ ((old[k] ^ old[k + 1]) & take);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,6 +304,29 @@ mod tests {
             c.push(key(e), 1);
         }
         c
+    }
+
+    /// The branch-free shifts and sum do what `copy_within` and a slice sum do, for every range.
+    #[test]
+    fn shifts_and_sums_are_the_slice_operations() {
+        let values: [u32; CHUNK_MAX] = std::array::from_fn(|k| (k as u32 + 1) * 7919);
+        for from in 0..CHUNK_MAX {
+            for to in from..CHUNK_MAX {
+                let (mut shifted, mut expected) = (values, values);
+                shift_up(&mut shifted, from, to);
+                expected.copy_within(from..to, from + 1);
+                assert_eq!(shifted, expected, "up {from}..{to}");
+                let (mut shifted, mut expected) = (values, values);
+                shift_down(&mut shifted, from, to);
+                expected.copy_within(from + 1..=to, from);
+                assert_eq!(shifted, expected, "down {from}..{to}");
+            }
+        }
+        let mut c = chunk(&[1, 2, 3]);
+        c.counts = std::array::from_fn(|k| k as u32 + 1);
+        for n in 0..=CHUNK_MAX {
+            assert_eq!(c.sum_to(n), c.counts[..n].iter().sum::<u32>(), "sum to {n}");
+        }
     }
 
     #[test]
