@@ -775,6 +775,15 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         Self::cursor_in(&mut t.cursors, e)
     }
 
+    /// [`Self::cursor_of`] to read.
+    fn cursor_ref<'t>(t: &'t Topic, e: &Event) -> std::result::Result<&'t Cursor, Stopped> {
+        t.cursors.get(&e.cursor).ok_or(Stopped::UnknownCursor {
+            row: e.row,
+            op: e.op,
+            cursor: e.cursor,
+        })
+    }
+
     /// [`Self::cursor_of`] among a topic's cursors alone, so that its layout can be read meanwhile.
     fn cursor_in<'t>(
         cursors: &'t mut FastMap<u32, Cursor>,
@@ -916,25 +925,20 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             Op::Read => {
                 let mut runs = std::mem::take(&mut self.runs);
                 runs.clear();
-                let t = self.topic(e.topic);
-                let c = Self::cursor_of(t, e)?;
-                let (from, epoch) = (c.read_position, c.epoch);
+                self.topic(e.topic);
                 let t = &self.topics[e.topic as usize];
-                let skip_to = unacked_runs(
-                    &t.cursors[&e.cursor].acked,
-                    from,
-                    u64::from(e.count),
-                    &t.layout,
-                    t,
-                    &mut runs,
-                );
+                let c = Self::cursor_ref(t, e)?;
+                let (from, epoch) = (c.read_position, c.epoch);
+                let skip_to =
+                    unacked_runs(&c.acked, from, u64::from(e.count), &t.layout, t, &mut runs);
                 let mut missed = false;
                 // Without read latency nothing is ever in flight, so deliveries are in order and
                 // need no tracking.
                 let track = self.read_latency_ns > 0;
                 let mut positions = Vec::new();
+                // Where the cursor is as each run starts: only this loop moves it meanwhile.
+                let mut before = from;
                 for &(ledger, first, end) in &runs {
-                    let before = self.topics[e.topic as usize].cursors[&e.cursor].read_position;
                     let run_missed = self.read_run(
                         e.topic,
                         e.cursor,
@@ -969,6 +973,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                         c.mark_delete,
                         &t.layout,
                     );
+                    before = c.read_position;
                     self.cursor_moved(e.topic, e.cursor);
                 }
                 if let Some(to) = skip_to {
