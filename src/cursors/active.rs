@@ -11,11 +11,12 @@
 //! counted is freed immediately, and one that was waits as a single slot.
 
 use super::position_counts::{Hint, PositionCounts};
-use crate::fast_hash::FastMap;
+use crate::fast_hash::FxHasher;
 use crate::position::Position;
+use hashbrown::HashTable;
 use std::borrow::Borrow;
 use std::cell::Cell;
-use std::hash::Hash;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash};
 
 /// What a cursor slot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +47,18 @@ struct CursorSlot {
 
 const _: () = assert!(std::mem::size_of::<CursorSlot>() <= 64);
 
+/// A cursor's name with its hash, kept so that a lookup hashes the name it is given once and
+/// compares names only where the hashes agree (a name compared is a load from where it lives).
+#[derive(Debug, Clone)]
+struct Named<K> {
+    hash: u64,
+    key: K,
+}
+
+fn hash_of<Q: Hash + ?Sized>(key: &Q) -> u64 {
+    BuildHasherDefault::<FxHasher>::default().hash_one(key)
+}
+
 /// A handle to a registered cursor: the name lookup done once. Stale after the cursor is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CursorId {
@@ -56,14 +69,15 @@ pub struct CursorId {
 /// Counts active cursors at or before a cursor's position. Keys are cursor names.
 #[derive(Debug, Clone)]
 pub struct ActiveCursorContainer<K: Hash + Eq + Clone> {
-    names: FastMap<K, u32>,
+    /// The slots of the named cursors, by the hash of their names (kept in `keys`).
+    names: HashTable<u32>,
     /// The slot of the last name looked up: callers name the same cursor several times in a row
-    /// (move it, then ask for its count), and checking this guess against the slot's own name saves
-    /// hashing the name and probing the map, two cache misses among many cursors.
+    /// (move it, then ask for its count), and checking this guess (its hash first, so a wrong guess
+    /// costs no look at its name) saves probing the table, a cache miss among many cursors.
     last_named: Cell<u32>,
     cursors: Vec<CursorSlot>,
     /// The name of the cursor in each slot (`None` once removed): read by name lookups only.
-    keys: Vec<Option<K>>,
+    keys: Vec<Option<Named<K>>>,
     free_cursors: Vec<u32>,
     counts: PositionCounts,
     pending: Vec<u32>,
@@ -72,7 +86,7 @@ pub struct ActiveCursorContainer<K: Hash + Eq + Clone> {
 impl<K: Hash + Eq + Clone> Default for ActiveCursorContainer<K> {
     fn default() -> Self {
         ActiveCursorContainer {
-            names: FastMap::default(),
+            names: HashTable::new(),
             last_named: Cell::new(u32::MAX),
             cursors: Vec::new(),
             keys: Vec::new(),
@@ -102,7 +116,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.names.contains_key(key)
+        self.find_slot(hash_of(key), key).is_some()
     }
 
     /// Registers a cursor at `position` (`None`: registered but not tracked). Adding a name that
@@ -112,8 +126,8 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         // Inline, and the position not handed to the out-of-line registering of a new name (the
         // rare case), so that it goes into the slot from where it was made: a position passed
         // through memory is stored in parts and loaded back whole, which waits for the stores.
-        let id = match self.names.get(&key) {
-            Some(&id) => id,
+        let id = match self.find_slot(hash_of(&key), &key) {
+            Some(id) => id,
             None => {
                 let id = self.register_untracked(key);
                 if position.is_none() {
@@ -146,17 +160,47 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
                     generation,
                     ..slot
                 };
-                self.keys[id as usize] = Some(key.clone());
                 id
             }
             None => {
                 self.cursors.push(slot);
-                self.keys.push(Some(key.clone()));
+                self.keys.push(None);
                 (self.cursors.len() - 1) as u32
             }
         };
-        self.names.insert(key, id);
+        let hash = hash_of(&key);
+        self.keys[id as usize] = Some(Named { hash, key });
+        let keys = &self.keys;
+        self.names
+            .insert_unique(hash, id, |&slot| Self::hash_in(keys, slot));
         id
+    }
+
+    /// The hash of the name in slot `slot` (named).
+    fn hash_in(keys: &[Option<Named<K>>], slot: u32) -> u64 {
+        keys[slot as usize].as_ref().map_or(0, |named| named.hash)
+    }
+
+    /// Whether slot `slot` holds the name `key` of hash `hash`.
+    fn is_named<Q>(keys: &[Option<Named<K>>], slot: u32, hash: u64, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        keys.get(slot as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|named| named.hash == hash && named.key.borrow() == key)
+    }
+
+    /// The slot of the cursor named `key`, whose hash is `hash`.
+    fn find_slot<Q>(&self, hash: u64, key: &Q) -> Option<u32>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        self.names
+            .find(hash, |&slot| Self::is_named(&self.keys, slot, hash, key))
+            .copied()
     }
 
     fn handle(&self, slot: u32) -> CursorId {
@@ -181,16 +225,12 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        let hash = hash_of(key);
         let last = self.last_named.get();
-        let guessed = self
-            .keys
-            .get(last as usize)
-            .and_then(|k| k.as_ref())
-            .is_some_and(|k| k.borrow() == key);
-        if guessed {
+        if Self::is_named(&self.keys, last, hash, key) {
             return Some(last);
         }
-        let &id = self.names.get(key)?;
+        let id = self.find_slot(hash, key)?;
         self.last_named.set(id);
         Some(id)
     }
@@ -261,9 +301,15 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let Some(id) = self.names.remove(key) else {
+        let hash = hash_of(key);
+        let keys = &self.keys;
+        let Ok(entry) = self
+            .names
+            .find_entry(hash, |&slot| Self::is_named(keys, slot, hash, key))
+        else {
             return false;
         };
+        let (id, _) = entry.remove();
         self.keys[id as usize] = None;
         let slot = &mut self.cursors[id as usize];
         slot.state = SlotState::Removed;
@@ -304,9 +350,8 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.names
-            .get(key)
-            .and_then(|&id| self.cursors[id as usize].target)
+        self.find_slot(hash_of(key), key)
+            .and_then(|id| self.cursors[id as usize].target)
     }
 
     /// Changes recorded but not yet applied.
@@ -416,7 +461,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         self.counts.check()?;
         let mut positions: Vec<Position> = self
             .names
-            .values()
+            .iter()
             .filter_map(|&id| self.cursors[id as usize].target)
             .collect();
         positions.sort_unstable();
@@ -441,7 +486,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
                 return Err(format!("{got} counted at or before {p}, {brute} tracked"));
             }
         }
-        for &id in self.names.values() {
+        for &id in self.names.iter() {
             let c = &self.cursors[id as usize];
             if c.target != c.counted {
                 return Err(format!(
