@@ -76,7 +76,8 @@ pub struct ActiveCursorContainer<K: Hash + Eq + Clone> {
     /// costs no look at its name) saves probing the table, a cache miss among many cursors.
     last_named: Cell<u32>,
     cursors: Vec<CursorSlot>,
-    /// The name of the cursor in each slot (`None` once removed): read by name lookups only.
+    /// The name of the cursor in each slot and its hash (`None` once removed): read by name
+    /// lookups, and by `names` when it grows.
     keys: Vec<Option<Named<K>>>,
     free_cursors: Vec<u32>,
     counts: PositionCounts,
@@ -126,10 +127,11 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         // Inline, and the position not handed to the out-of-line registering of a new name (the
         // rare case), so that it goes into the slot from where it was made: a position passed
         // through memory is stored in parts and loaded back whole, which waits for the stores.
-        let id = match self.find_slot(hash_of(&key), &key) {
+        let hash = hash_of(&key);
+        let id = match self.find_slot(hash, &key) {
             Some(id) => id,
             None => {
-                let id = self.register_untracked(key);
+                let id = self.register_untracked(hash, key);
                 if position.is_none() {
                     return self.handle(id);
                 }
@@ -140,9 +142,10 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         self.handle(id)
     }
 
-    /// A new cursor, untracked (its position, if any, is set by the caller, as a move).
+    /// A new cursor named `key` (of hash `hash`), untracked (its position, if any, is set by the
+    /// caller, as a move).
     #[inline(never)]
-    fn register_untracked(&mut self, key: K) -> u32 {
+    fn register_untracked(&mut self, hash: u64, key: K) -> u32 {
         let slot = CursorSlot {
             target: None,
             counted: None,
@@ -168,7 +171,6 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
                 (self.cursors.len() - 1) as u32
             }
         };
-        let hash = hash_of(&key);
         self.keys[id as usize] = Some(Named { hash, key });
         let keys = &self.keys;
         self.names
@@ -219,7 +221,8 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         self.slot_named(key).map(|id| self.handle(id))
     }
 
-    /// The slot of the cursor named `key`.
+    /// The slot of the cursor named `key`. The name is hashed even when the guess is right: a
+    /// hash of a short name in hand costs less than reading a wrong guess's name from memory.
     fn slot_named<Q>(&self, key: &Q) -> Option<u32>
     where
         K: Borrow<Q>,

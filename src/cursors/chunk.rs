@@ -118,9 +118,10 @@ impl Chunk {
         }
     }
 
-    /// The elements of entries `0..n`.
+    /// The elements of entries `0..n`; `n` must be at most the length.
     #[inline]
     pub fn sum_to(&self, n: usize) -> u32 {
+        debug_assert!(n <= self.len(), "sum of {n} entries of {}", self.len());
         // Over every slot, those from `n` on masked out: a fixed count of vector adds, where a
         // loop of `n` steps ends at a branch the processor mispredicts as often as `n` changes.
         // Signed 32-bit lanes (`n` <= CHUNK_MAX): the compare that SSE2 has.
@@ -185,8 +186,11 @@ impl Chunk {
         self.insert(self.len(), p, count);
     }
 
+    /// Removes entry `i`, which must exist.
     pub fn remove(&mut self, i: usize) {
         let len = self.len();
+        // The shift does not check its range as `copy_within` did.
+        assert!(i < len, "remove entry {i} of {len}");
         shift_down(&mut self.offsets, i, len - 1);
         shift_down(&mut self.counts, i, len - 1);
         self.offsets[len - 1] = UNUSED;
@@ -263,12 +267,13 @@ impl Chunk {
     }
 }
 
-/// `a[from..to]` moves up one slot, to `a[from + 1..=to]`. Every slot is written (those outside
+/// `a[from..to]` moves up one slot, to `a[from + 1..=to]`; `from <= to < CHUNK_MAX`. Every slot is written (those outside
 /// the range with themselves), a fixed count of independent selects the compiler vectorizes: a
 /// shift of a few slots through `copy_within` is a call into `memmove` that costs more than the
 /// whole chunk in vector registers.
 #[inline(always)]
 fn shift_up(a: &mut [u32; CHUNK_MAX], from: usize, to: usize) {
+    debug_assert!(from <= to && to < CHUNK_MAX, "shift up {from}..{to}");
     let old = *a;
     // Slot k takes its lower neighbour when k - from - 1 < to - from (wrapping: one compare).
     let (lo, n) = (from as u32 + 1, (to - from) as u32);
@@ -278,9 +283,11 @@ fn shift_up(a: &mut [u32; CHUNK_MAX], from: usize, to: usize) {
     }
 }
 
-/// `a[from + 1..=to]` moves down one slot, to `a[from..to]` (as [`shift_up`], branch-free).
+/// `a[from + 1..=to]` moves down one slot, to `a[from..to]` (as [`shift_up`], branch-free);
+/// `from <= to < CHUNK_MAX`.
 #[inline(always)]
 fn shift_down(a: &mut [u32; CHUNK_MAX], from: usize, to: usize) {
+    debug_assert!(from <= to && to < CHUNK_MAX, "shift down {from}..{to}");
     let old = *a;
     let (lo, n) = (from as u32, (to - from) as u32);
     for k in 0..CHUNK_MAX - 1 {
@@ -322,7 +329,7 @@ mod tests {
                 assert_eq!(shifted, expected, "down {from}..{to}");
             }
         }
-        let mut c = chunk(&[1, 2, 3]);
+        let mut c = chunk(&(0..CHUNK_MAX as i64).collect::<Vec<_>>());
         c.counts = std::array::from_fn(|k| k as u32 + 1);
         for n in 0..=CHUNK_MAX {
             assert_eq!(c.sum_to(n), c.counts[..n].iter().sum::<u32>(), "sum to {n}");

@@ -8,7 +8,8 @@
 //! Chunks live in one array and keep their index (their id) from the split that makes them to the
 //! move that empties them; their order is kept apart, in `order`. A cursor's hint names the chunk
 //! that held its position, so it stays good while other chunks split and empty before it (which
-//! shifts the ranks of all the chunks after), and a stale hint costs a search of one chunk.
+//! shifts the ranks of all the chunks after): a move searches that one chunk, and a chunk that
+//! split or emptied since costs a search of them all.
 
 use super::chunk::Chunk;
 use super::position_key::PositionKey;
@@ -21,8 +22,9 @@ const CHUNK_FILL: usize = 24;
 /// are four cache lines.
 const RANK_BLOCK: usize = 16;
 
-/// Where a position was when last seen: its chunk's id and its index there. A guess, checked
-/// before use, that saves the searches when nothing moved it since.
+/// Where a position was when last seen: its chunk's id and its index there. The chunk is a guess,
+/// checked by a search of that chunk, that saves the search for it; the index is used only where it
+/// is known to be exact (right after the move that returned it, [`PositionCounts::count_at_hint`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Hint {
     chunk: u32,
