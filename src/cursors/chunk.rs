@@ -267,10 +267,10 @@ impl Chunk {
     }
 }
 
-/// `a[from..to]` moves up one slot, to `a[from + 1..=to]`; `from <= to < CHUNK_MAX`. Every slot is written (those outside
-/// the range with themselves), a fixed count of independent selects the compiler vectorizes: a
-/// shift of a few slots through `copy_within` is a call into `memmove` that costs more than the
-/// whole chunk in vector registers.
+/// `a[from..to]` moves up one slot, to `a[from + 1..=to]`; `from <= to < CHUNK_MAX`. Every slot
+/// is written (those outside the range with themselves), a fixed count of independent selects the
+/// compiler vectorizes: a shift of a few slots through `copy_within` is a call into `memmove` that
+/// costs more than the whole chunk in vector registers.
 #[inline(always)]
 fn shift_up(a: &mut [u32; CHUNK_MAX], from: usize, to: usize) {
     debug_assert!(from <= to && to < CHUNK_MAX, "shift up {from}..{to}");

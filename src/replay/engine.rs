@@ -777,11 +777,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 
     /// [`Self::cursor_of`] to read.
     fn cursor_ref<'t>(t: &'t Topic, e: &Event) -> std::result::Result<&'t Cursor, Stopped> {
-        t.cursors.get(&e.cursor).ok_or(Stopped::UnknownCursor {
-            row: e.row,
-            op: e.op,
-            cursor: e.cursor,
-        })
+        t.cursors
+            .get(&e.cursor)
+            .ok_or_else(|| Self::unknown_cursor(e))
     }
 
     /// [`Self::cursor_of`] among a topic's cursors alone, so that its layout can be read meanwhile.
@@ -789,11 +787,18 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         cursors: &'t mut FastMap<u32, Cursor>,
         e: &Event,
     ) -> std::result::Result<&'t mut Cursor, Stopped> {
-        cursors.get_mut(&e.cursor).ok_or(Stopped::UnknownCursor {
+        cursors
+            .get_mut(&e.cursor)
+            .ok_or_else(|| Self::unknown_cursor(e))
+    }
+
+    /// What stops the replay at an event naming a cursor never opened.
+    fn unknown_cursor(e: &Event) -> Stopped {
+        Stopped::UnknownCursor {
             row: e.row,
             op: e.op,
             cursor: e.cursor,
-        })
+        }
     }
 
     /// The position of an op that needs one (the decoder never makes such an event without it).
