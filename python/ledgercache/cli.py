@@ -274,6 +274,8 @@ def cmd_generate(args) -> None:
     for line in (rate_line(estimate), backlog_line(estimate)):
         if line:
             print(line, flush=True)
+    # What the simulation needs in memory is refused first: it does not depend on where the trace goes.
+    lc.workload.check(spec, broker=0 if _uses_spark(args) else None, memory_budget=args.memory_budget)
     _check_disk(estimate, Path(args.output).resolve())
     progress = Progress(max(1, int(estimate["events"])), quiet=args.quiet, unit="events")
     out = Path(args.output).resolve()

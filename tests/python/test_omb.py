@@ -190,6 +190,23 @@ def test_specs_too_big_to_simulate_stop_before_allocating(tmp_path):
     assert r.stderr.startswith("ledgercache: error: the workload's simulation needs ~") and "--memory-budget" in r.stderr
 
 
+def test_generate_refuses_memory_before_disk_and_a_trace_the_disk_cannot_hold(tmp_path, monkeypatch, capsys):
+    import shutil
+    from collections import namedtuple
+
+    full = namedtuple("usage", "total used free")(10**12, 10**12 - 1000, 1000)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: full)
+    out = str(tmp_path / "t.parquet")
+    # Too big for memory and for the disk: the memory refusal (it does not depend on the disk) comes first.
+    assert main(["generate", _json(tmp_path, {"topics": 100_000_000, "consumerPerSubscription": 4}), "-o", out]) == 2
+    assert "the workload's simulation needs ~" in capsys.readouterr().err
+    # Fits in memory, not on a disk with 1000 bytes free: refused before writing anything.
+    assert main(["generate", _json(tmp_path, {"topics": 1, "testDurationMinutes": 0.01}), "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert "the trace needs ~" in err and "0.0 MB free" in err and "--duration-minutes" in err, err
+    assert not (tmp_path / "t.parquet").exists()
+
+
 @pytest.mark.parametrize(
     "text, match",
     [
