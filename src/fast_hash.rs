@@ -1,7 +1,7 @@
 //! A small, fast, non-cryptographic hasher (the Fx hash used by rustc) for maps keyed by names and
 //! ids that the process itself chose. Not for keys an attacker controls.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 #[derive(Default, Clone, Copy)]
@@ -55,6 +55,7 @@ impl Hasher for FxHasher {
 }
 
 pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub type FastSet<K> = HashSet<K, BuildHasherDefault<FxHasher>>;
 
 #[cfg(test)]
 mod tests {

@@ -225,6 +225,51 @@ fn a_time_jump_of_31_years_runs_the_eviction_task_only_while_it_can_change_somet
 }
 
 #[test]
+fn events_naming_cursors_their_names_do_not_have_are_errors_naming_the_row() {
+    // The engine finds cursors by id in a table the names bound: hand-built events that disagree
+    // with their names are refused, with no allocation sized by the id.
+    let rows = [
+        open(0, "c", Some(0)),
+        (0, "open", "u", Some("d"), Some(1), Some(0), 0, 0),
+        add(1, 0, 10),
+        read(2, "c", 1),
+    ];
+    let mut d = TraceDecoder::new();
+    let mut events = Vec::new();
+    d.decode(&batch(&rows), &mut events).unwrap();
+    let cfg = with_strategy("pip430");
+    assert!(replay(&events, &d.names, &cfg).is_ok());
+    let run = |events: &[ledgercache::replay::Event]| {
+        let mut r = Replayer::new(Box::new(Pip430::new(cfg.clone()).unwrap()), &cfg);
+        r.run(events, &d.names).unwrap_err().to_string()
+    };
+    // An id past the names.
+    let mut beyond = events.clone();
+    beyond[0].cursor = u32::MAX;
+    let err = run(&beyond);
+    assert!(
+        err.contains("row 0: cursor id 4294967295 is not among the 2 cursors named"),
+        "{err}"
+    );
+    // Topic t's cursor opened on topic u.
+    let mut crossed = events.clone();
+    crossed[1].cursor = crossed[0].cursor;
+    let err = run(&crossed);
+    assert!(
+        err.contains("row 1: cursor id 0 is a cursor of topic id 0, not of the row's topic id 1"),
+        "{err}"
+    );
+    // Topic u's cursor read on topic t: a cursor t never opened.
+    let mut misread = events.clone();
+    misread[3].cursor = misread[1].cursor;
+    let err = run(&misread);
+    assert!(
+        err.contains("row 3: \"read\" on cursor \"d\", which was never opened"),
+        "{err}"
+    );
+}
+
+#[test]
 fn timestamps_beyond_292_years_of_replay_time_are_an_error_naming_the_row() {
     let rows: [Row; 2] = [add(i64::MIN / 1000, 0, 10), add(i64::MAX / 1000, 1, 10)];
     let err = replay_rows(&rows, &with_strategy("pip430"))

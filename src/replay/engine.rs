@@ -11,7 +11,7 @@ use super::strategy::{CacheStrategy, EntryKey, FutureReads};
 use super::trace::{Event, Names, Op};
 use crate::config::CacheConfig;
 use crate::error::{Error, Result};
-use crate::fast_hash::FastMap;
+use crate::fast_hash::{FastMap, FastSet};
 use crate::ledger::acked::{unacked_runs, AckedRanges, EntryRuns, Run};
 use crate::ledger::cursor::{
     ack_individually, mark_delete_after_ledger_deleted, mark_delete_after_reset,
@@ -277,6 +277,8 @@ impl EntryRuns for Topic {
 
 #[derive(Debug)]
 struct Cursor {
+    /// The topic that opened it (a cursor id names one topic's cursor).
+    topic: u32,
     read_position: Position,
     /// Has consumers (between `open` and `close`); whether it counts as active is the read flow's
     /// call (see [`CursorActivity`]).
@@ -296,6 +298,81 @@ struct Cursor {
     /// until then the read flow sees it where the first of them started, while the trace's next
     /// read starts where this one ends.
     hold: Option<Hold>,
+}
+
+/// The trace's cursors, by id. The decoder numbers cursors densely, each id one topic's cursor
+/// ([`Names::cursors`]), so an event finds its cursor by index (a read looks its cursor up several
+/// times; in a hash map per topic that was a tenth of a replay's time).
+#[derive(Debug, Default)]
+struct CursorTable(Vec<Option<Cursor>>);
+
+impl CursorTable {
+    /// Cursor `id` if `topic` opened it.
+    #[inline]
+    fn get(&self, topic: u32, id: u32) -> Option<&Cursor> {
+        self.0
+            .get(id as usize)?
+            .as_ref()
+            .filter(|c| c.topic == topic)
+    }
+
+    #[inline]
+    fn get_mut(&mut self, topic: u32, id: u32) -> Option<&mut Cursor> {
+        self.0
+            .get_mut(id as usize)?
+            .as_mut()
+            .filter(|c| c.topic == topic)
+    }
+
+    /// The cursor an event names, or what stops the replay if its topic never opened it.
+    #[inline]
+    fn of_event(&mut self, e: &Event) -> std::result::Result<&mut Cursor, Stopped> {
+        self.get_mut(e.topic, e.cursor)
+            .ok_or(Stopped::UnknownCursor {
+                row: e.row,
+                op: e.op,
+                cursor: e.cursor,
+            })
+    }
+
+    /// The cursor an open names, made by `new` if it is new. `named` is how many cursors the
+    /// names hold (ids are below it), which bounds the table.
+    fn open(
+        &mut self,
+        e: &Event,
+        named: usize,
+        new: impl FnOnce() -> Cursor,
+    ) -> std::result::Result<&mut Cursor, Stopped> {
+        let id = e.cursor as usize;
+        if id >= named {
+            return Err(Error::invalid(
+                "trace",
+                format!(
+                    "row {}: cursor id {} is not among the {named} cursors named",
+                    e.row, e.cursor
+                ),
+            )
+            .into());
+        }
+        if self.0.len() <= id {
+            self.0.resize_with(named, || None);
+        }
+        if let Some(c) = self.0[id].as_ref().filter(|c| c.topic != e.topic) {
+            return Err(Error::invalid(
+                "trace",
+                format!(
+                    "row {}: cursor id {} is a cursor of topic id {}, not of the row's topic id {}",
+                    e.row, e.cursor, c.topic, e.topic
+                ),
+            )
+            .into());
+        }
+        Ok(self.0[id].get_or_insert_with(new))
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Cursor> {
+        self.0.iter_mut().flatten()
+    }
 }
 
 /// Where the read flow sees a cursor while reads of it are under way, and how many.
@@ -356,7 +433,10 @@ struct Topic {
     layout: Layout,
     /// Per ledger of the layout: what the trace added to it.
     entries: BTreeMap<i64, LedgerEntries>,
-    cursors: FastMap<u32, Cursor>,
+    /// The ids of its cursors (in [`CursorTable`]). A hash set for the order it lists them in,
+    /// the order ledger deletion moves them in: the order they had as the keys of the map that
+    /// held them, which Pulsar's container's counts depend on.
+    cursor_ids: FastSet<u32>,
     activity: CursorActivity,
 }
 
@@ -366,7 +446,7 @@ impl Topic {
         Topic {
             layout: Layout::default(),
             entries: BTreeMap::new(),
-            cursors: FastMap::default(),
+            cursor_ids: FastSet::default(),
             activity: CursorActivity::new(flow.cursor_tracking(), now),
         }
     }
@@ -440,10 +520,7 @@ impl Topic {
 
     /// Puts a cursor where the read flow tracks it, if it is active; returns whether the slowest
     /// active position changed.
-    fn track(&mut self, flow: &ReadFlow, cursor: u32) -> bool {
-        let Some(c) = self.cursors.get_mut(&cursor) else {
-            return false;
-        };
+    fn track(&mut self, flow: &ReadFlow, cursor: u32, c: &mut Cursor) -> bool {
         // An acknowledgement past where the broker has the read position moves it on at once
         // (`ManagedCursorImpl.setAcknowledgedPosition`), a read under way or not.
         if let Some(h) = &mut c.hold {
@@ -468,10 +545,11 @@ impl Topic {
     }
 
     /// Drops sizes no cursor will read again (unless it seeks back).
-    fn forget_read_entries(&mut self) {
+    fn forget_read_entries(&mut self, topic: u32, cursors: &CursorTable) {
         let Some(low) = self
-            .cursors
-            .values()
+            .cursor_ids
+            .iter()
+            .filter_map(|&id| cursors.get(topic, id))
             .map(|c| {
                 c.replay
                     .iter()
@@ -541,6 +619,7 @@ pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
     strategy: Box<S>,
     flow: ReadFlow,
     topics: Vec<Topic>,
+    cursors: CursorTable,
     /// Records the read stream (for Belady's first pass).
     recorder: Option<FutureReads>,
     /// Records every publish and read (for exporting the request stream).
@@ -594,6 +673,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             flow,
             strategy,
             topics: Vec::new(),
+            cursors: CursorTable::default(),
             recorder: None,
             requests: None,
             memory: None,
@@ -652,11 +732,22 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         self.requests.take()
     }
 
+    #[inline]
     fn topic(&mut self, id: u32) -> &mut Topic {
+        if self.topics.len() <= id as usize {
+            self.add_topics_through(id);
+        }
+        &mut self.topics[id as usize]
+    }
+
+    /// Topics up to `id`, the first time an event names it (kept out of [`Self::topic`], which
+    /// runs several times an event, so that its usual path is a bounds check inlined).
+    #[cold]
+    #[inline(never)]
+    fn add_topics_through(&mut self, id: u32) {
         while self.topics.len() <= id as usize {
             self.topics.push(Topic::new(&self.flow, self.now));
         }
-        &mut self.topics[id as usize]
     }
 
     /// Nanoseconds of replay time at the event: since the first event's `ts_us` (a broker's time
@@ -770,35 +861,15 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         Ok(())
     }
 
-    /// The cursor an event names, or the row if it was never opened.
-    fn cursor_of<'t>(t: &'t mut Topic, e: &Event) -> std::result::Result<&'t mut Cursor, Stopped> {
-        Self::cursor_in(&mut t.cursors, e)
-    }
-
-    /// [`Self::cursor_of`] to read.
-    fn cursor_ref<'t>(t: &'t Topic, e: &Event) -> std::result::Result<&'t Cursor, Stopped> {
-        t.cursors
-            .get(&e.cursor)
-            .ok_or_else(|| Self::unknown_cursor(e))
-    }
-
-    /// [`Self::cursor_of`] among a topic's cursors alone, so that its layout can be read meanwhile.
-    fn cursor_in<'t>(
-        cursors: &'t mut FastMap<u32, Cursor>,
+    /// The topic an event names (made if new) and the cursor it names, or what stops the replay
+    /// if that topic never opened it.
+    fn topic_and_cursor(
+        &mut self,
         e: &Event,
-    ) -> std::result::Result<&'t mut Cursor, Stopped> {
-        cursors
-            .get_mut(&e.cursor)
-            .ok_or_else(|| Self::unknown_cursor(e))
-    }
-
-    /// What stops the replay at an event naming a cursor never opened.
-    fn unknown_cursor(e: &Event) -> Stopped {
-        Stopped::UnknownCursor {
-            row: e.row,
-            op: e.op,
-            cursor: e.cursor,
-        }
+    ) -> std::result::Result<(&mut Topic, &mut Cursor), Stopped> {
+        self.topic(e.topic);
+        let c = self.cursors.of_event(e)?;
+        Ok((&mut self.topics[e.topic as usize], c))
     }
 
     /// The position of an op that needs one (the decoder never makes such an event without it).
@@ -882,43 +953,44 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 self.publishes_since_forget += 1;
                 if self.publishes_since_forget >= 4096 {
                     self.publishes_since_forget = 0;
-                    for t in &mut self.topics {
-                        t.forget_read_entries();
+                    for (id, t) in (0u32..).zip(&mut self.topics) {
+                        t.forget_read_entries(id, &self.cursors);
                     }
                 }
             }
             Op::Open => {
-                // A replayer run without names (none of the lab's) hashes every name alike.
-                let name_hash = self
-                    .cursor_hashes
-                    .get(e.cursor as usize)
-                    .copied()
-                    .unwrap_or(0);
-                let t = self.topic(e.topic);
+                // Every id an event names is among the names (`run_unnamed`'s contract).
+                let named = self.cursor_hashes.len();
+                self.topic(e.topic);
+                let t = &mut self.topics[e.topic as usize];
                 let start = match e.position {
                     Some(p) => t.layout.normalize(p),
                     None => t.layout.end(),
                 };
-                let c = t.cursors.entry(e.cursor).or_insert(Cursor {
+                let mark_delete = t.layout.before(start);
+                let c = self.cursors.open(e, named, || Cursor {
+                    topic: e.topic,
                     read_position: start,
                     connected: false,
-                    mark_delete: t.layout.before(start),
+                    mark_delete,
                     acked: AckedRanges::default(),
                     replay: BTreeSet::new(),
                     epoch: 0,
                     delivered_high: None,
                     hold: None,
-                });
+                })?;
                 if e.position.is_some() {
                     c.read_position = start;
                 }
                 c.connected = true;
-                t.activity.name(e.cursor, name_hash);
+                t.cursor_ids.insert(e.cursor);
+                // `open` checked that the id is named.
+                let name_hash = self.cursor_hashes.get(e.cursor as usize).copied();
+                t.activity.name(e.cursor, name_hash.unwrap_or_default());
                 self.check_backlogged(e.topic, now, Some(e.cursor));
             }
             Op::Close => {
-                let t = self.topic(e.topic);
-                let c = Self::cursor_of(t, e)?;
+                let (t, c) = self.topic_and_cursor(e)?;
                 c.connected = false;
                 // Its last consumer left: the dispatcher drops its replay queue
                 // (`PersistentDispatcherMultipleConsumers.clearComponentsAfterRemovedAllConsumers`).
@@ -930,9 +1002,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             Op::Read => {
                 let mut runs = std::mem::take(&mut self.runs);
                 runs.clear();
-                self.topic(e.topic);
-                let t = &self.topics[e.topic as usize];
-                let c = Self::cursor_ref(t, e)?;
+                let (t, c) = self.topic_and_cursor(e)?;
                 let (from, epoch) = (c.read_position, c.epoch);
                 let skip_to =
                     unacked_runs(&c.acked, from, u64::from(e.count), &t.layout, t, &mut runs);
@@ -963,8 +1033,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     // position; a part that waits for storage moves it when it completes, so the
                     // read flow sees the cursor where that part started until the read is
                     // delivered.
-                    let t = self.topic(e.topic);
-                    let c = t.cursors.get_mut(&e.cursor).expect("checked above");
+                    let (t, c) = self.topic_and_cursor(e)?;
                     if track && run_missed && c.hold.is_none() {
                         c.hold = Some(Hold {
                             at: before,
@@ -983,8 +1052,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 }
                 if let Some(to) = skip_to {
                     // Its last window was all acknowledged: the read position moves past it.
-                    let t = self.topic(e.topic);
-                    let c = t.cursors.get_mut(&e.cursor).expect("checked above");
+                    let c = self.cursors.of_event(e)?;
                     c.read_position = read_position_after_read(c.read_position, to, c.mark_delete);
                     self.cursor_moved(e.topic, e.cursor);
                 }
@@ -997,10 +1065,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     0
                 };
                 if holds {
-                    let c = self.topics[e.topic as usize]
-                        .cursors
-                        .get_mut(&e.cursor)
-                        .expect("checked above");
+                    let c = self.cursors.of_event(e)?;
                     if let Some(h) = &mut c.hold {
                         h.reads = h.reads.saturating_add(1);
                     }
@@ -1021,8 +1086,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             }
             Op::Replay => {
                 let p = Self::position_of(e)?;
-                let t = self.topic(e.topic);
-                let c = Self::cursor_of(t, e)?;
+                let (t, c) = self.topic_and_cursor(e)?;
                 c.replay.remove(&p);
                 let epoch = c.epoch;
                 if t.contains(p) {
@@ -1053,8 +1117,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             }
             Op::Redeliver => {
                 let p = Self::position_of(e)?;
-                let t = self.topic(e.topic);
-                let c = Self::cursor_of(t, e)?;
+                let c = self.topic_and_cursor(e)?.1;
                 if c.replay.insert(p) && self.flow.redelivery_adds_read(e.reason) {
                     self.strategy.add_expected_read(EntryKey {
                         topic: e.topic,
@@ -1064,8 +1127,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             }
             Op::Ack => {
                 let p = Self::position_of(e)?;
-                let t = self.topic(e.topic);
-                let c = Self::cursor_in(&mut t.cursors, e)?;
+                let (t, c) = self.topic_and_cursor(e)?;
                 if !mark_delete_allowed(p, &t.layout) {
                     // A broker fails such a mark-delete: the cursor stays as it is.
                     return Ok(());
@@ -1082,8 +1144,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             }
             Op::IndividualAck => {
                 let p = Self::position_of(e)?;
-                let t = self.topic(e.topic);
-                let c = Self::cursor_in(&mut t.cursors, e)?;
+                let (t, c) = self.topic_and_cursor(e)?;
                 let last = p.entry_id.saturating_add(i64::from(e.count.max(1)) - 1);
                 ack_individually(
                     &mut c.acked,
@@ -1096,8 +1157,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 self.cursor_moved(e.topic, e.cursor);
             }
             Op::Rewind => {
-                let t = self.topic(e.topic);
-                let c = Self::cursor_in(&mut t.cursors, e)?;
+                let (t, c) = self.topic_and_cursor(e)?;
                 // `ManagedCursorImpl.rewind`: the dispatcher drops the reads under way
                 // (`PersistentDispatcherSingleActiveConsumer.redeliverUnacknowledgedMessages`).
                 c.read_position = t.layout.next_after(c.mark_delete);
@@ -1108,10 +1168,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             }
             Op::Seek => {
                 let p = Self::position_of(e)?;
-                let t = self.topic(e.topic);
+                let (t, c) = self.topic_and_cursor(e)?;
                 let start = t.layout.normalize(p);
                 let before_start = mark_delete_after_reset(start, &t.layout);
-                let c = Self::cursor_of(t, e)?;
                 // A seek is a reset (`ManagedCursorImpl.internalResetCursor`): the mark-delete
                 // position goes to the entry before the new read position, back or forward.
                 c.mark_delete = before_start;
@@ -1128,8 +1187,13 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let t = self.topic(e.topic);
                 t.layout.ledgers.retain(|l| l.id != ledger);
                 t.entries.remove(&ledger);
-                let layout = t.layout.clone();
-                for c in t.cursors.values_mut() {
+                let t = &self.topics[e.topic as usize];
+                let ids: Vec<u32> = t.cursor_ids.iter().copied().collect();
+                let layout = &t.layout;
+                for &id in &ids {
+                    let Some(c) = self.cursors.get_mut(e.topic, id) else {
+                        continue;
+                    };
                     c.read_position = layout.normalize(c.read_position);
                     if let Some(h) = &mut c.hold {
                         h.at = layout.normalize(h.at);
@@ -1138,12 +1202,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                         c.mark_delete,
                         c.read_position,
                         ledger,
-                        &layout,
+                        layout,
                     );
                     c.replay.retain(|p| p.ledger_id != ledger);
                     c.acked.remove_ledger(ledger);
                 }
-                let ids: Vec<u32> = t.cursors.keys().copied().collect();
                 // The lab caches nothing of a ledger that is gone, so its storage reads under way
                 // are dropped (a broker deletes only ledgers every cursor has passed).
                 for r in &mut self.storage_reads {
@@ -1169,7 +1232,10 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         if !self.flow.reads_cursor_positions() {
             return;
         }
-        if self.topics[topic as usize].track(&self.flow, cursor) {
+        let Some(c) = self.cursors.get_mut(topic, cursor) else {
+            return;
+        };
+        if self.topics[topic as usize].track(&self.flow, cursor, c) {
             self.invalidate(topic);
         }
     }
@@ -1190,15 +1256,17 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         let mut ids: Vec<u32> = match only {
             Some(id) => vec![id],
             None => self.topics[topic as usize]
-                .cursors
-                .keys()
+                .cursor_ids
+                .iter()
                 .copied()
                 .collect(),
         };
         ids.sort_unstable();
         for &id in &ids {
             let t = &mut self.topics[topic as usize];
-            let c = &t.cursors[&id];
+            let Some(c) = self.cursors.get(topic, id) else {
+                continue;
+            };
             if self.flow.active_with_backlog(c.connected, t.backlog(c)) {
                 let at = self
                     .flow
@@ -1212,7 +1280,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             let t = &mut self.topics[topic as usize];
             let backlogs: Vec<(u32, u64)> = ids
                 .iter()
-                .map(|id| (*id, t.backlog(&t.cursors[id])))
+                .filter_map(|&id| Some((id, t.backlog(self.cursors.get(topic, id)?))))
                 .collect();
             for (id, on) in self
                 .flow
@@ -1347,7 +1415,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
     fn deliver(&mut self, read: InFlight) {
         let epochs = self.cursor_epochs;
         let t = &mut self.topics[read.topic as usize];
-        let Some(c) = t.cursors.get_mut(&read.cursor) else {
+        let Some(c) = self.cursors.get_mut(read.topic, read.cursor) else {
             return;
         };
         // The last of the cursor's reads under way completed: the read flow sees it where the
@@ -1438,9 +1506,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         }
         // Where the reader is as this run is read: where the broker has it when each part
         // completes.
-        let (reader_epoch, reader_at) = self.topics[topic as usize]
+        let (reader_epoch, reader_at) = self
             .cursors
-            .get(&cursor)
+            .get(topic, cursor)
             .map_or((0, Position::new(ledger, first)), |c| {
                 (c.epoch, c.read_position)
             });
@@ -1513,10 +1581,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         self.advance(r.due_ns);
         // The broker reads a read's parts one after the other, each once the one before completed
         // and moved the read position: its reader is where this part started.
-        let t = &mut self.topics[r.topic as usize];
-        if let Some(h) = t
+        if let Some(h) = self
             .cursors
-            .get_mut(&r.reader)
+            .get_mut(r.topic, r.reader)
             .and_then(|c| c.hold.as_mut())
             .filter(|h| h.epoch == r.reader_epoch && h.at < r.reader_at)
         {
@@ -1578,10 +1645,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         // way are delivered (for the counts of stale and out-of-order deliveries) with no periodic
         // task after the last event and the cursors where they are.
         self.storage_reads.clear();
-        for t in &mut self.topics {
-            for c in t.cursors.values_mut() {
-                c.hold = None;
-            }
+        for c in self.cursors.iter_mut() {
+            c.hold = None;
         }
         while let Some(read) = self.in_flight.pop_front() {
             self.dispatch(read);
