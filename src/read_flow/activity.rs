@@ -131,6 +131,12 @@ impl CursorActivity {
     /// whether the slowest position changed, which is what 4.0 invalidates on; always false for
     /// the counting tracker, whose flow invalidates nothing.
     pub fn moved(&mut self, cursor: u32, position: Position) -> bool {
+        if let Tracker::Pulsar(c) = &mut self.tracker {
+            // It holds the active cursors only (`deactivate` removes them), so it knows without
+            // a look at the flags (a second lookup of the cursor on every read).
+            c.update(cursor, position);
+            return false;
+        }
         if !self.is_active(cursor) {
             return false;
         }
@@ -139,10 +145,7 @@ impl CursorActivity {
                 c.add(cursor, Some(position));
                 false
             }
-            Tracker::Pulsar(c) => {
-                c.update(cursor, position);
-                false
-            }
+            Tracker::Pulsar(_) => false,
             Tracker::Slowest(h) => {
                 let before = h.slowest_position();
                 h.add(cursor, Some(position));
@@ -193,5 +196,44 @@ impl CursorActivity {
 
     pub fn set_cache_read_entry(&mut self, cursor: u32, on: bool) {
         self.flags.entry(cursor).or_default().cache_read_entry = on;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inactive_cursor_moves_untracked_whatever_keeps_them() {
+        let at = |e| Position::new(1, e);
+        for tracking in [
+            CursorTracking::Slowest,
+            CursorTracking::ExactCounts,
+            CursorTracking::PulsarCounts,
+        ] {
+            let mut a = CursorActivity::new(tracking, 0);
+            a.name(7, 1);
+            a.name(8, 2);
+            assert!(!a.moved(7, at(1)), "{tracking:?}");
+            assert_eq!(
+                a.slowest(),
+                None,
+                "{tracking:?}: never active, never tracked"
+            );
+            assert!(a.activate(7, at(5)));
+            assert!(a.activate(8, at(9)));
+            a.moved(7, at(6));
+            assert_eq!(a.slowest(), Some(at(6)), "{tracking:?}");
+            assert!(a.deactivate(7, 10));
+            a.moved(7, at(2));
+            assert_eq!(
+                a.slowest(),
+                Some(at(9)),
+                "{tracking:?}: moved while inactive"
+            );
+            assert!(!a.is_active(7));
+            assert!(a.activate(7, at(12)));
+            assert_eq!(a.slowest(), Some(at(9)), "{tracking:?}");
+        }
     }
 }
