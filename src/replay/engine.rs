@@ -1070,19 +1070,23 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                         h.reads = h.reads.saturating_add(1);
                     }
                 }
-                self.complete_read(
-                    InFlight {
-                        due_ns: now,
-                        topic: e.topic,
-                        cursor: e.cursor,
-                        epoch,
-                        positions,
-                        replay: false,
-                        holds,
-                        kept,
-                    },
-                    missed,
-                );
+                // Untracked (no latency), a read is delivered as it starts with no positions to
+                // check: there is nothing to complete.
+                if track {
+                    self.complete_read(
+                        InFlight {
+                            due_ns: now,
+                            topic: e.topic,
+                            cursor: e.cursor,
+                            epoch,
+                            positions,
+                            replay: false,
+                            holds,
+                            kept,
+                        },
+                        missed,
+                    );
+                }
             }
             Op::Replay => {
                 let p = Self::position_of(e)?;
@@ -1308,7 +1312,6 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         end: i64,
         now: u64,
     ) -> bool {
-        let misses_before = self.metrics.misses;
         // A run of one entry is served or missed by its own read: no separate check first.
         let whole_run_missing = self.flow.all_or_nothing_ranges()
             && first < end
@@ -1318,10 +1321,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     position: Position::new(ledger, entry),
                 })
             });
-        let mut misses = std::mem::take(&mut self.misses);
-        let mut ends = std::mem::take(&mut self.miss_run_ends);
-        misses.clear();
-        ends.clear();
+        self.misses.clear();
+        self.miss_run_ends.clear();
         let mut after_hit = true;
         let entries = self.topics[topic as usize].ledger(ledger);
         for entry in first..=end {
@@ -1348,16 +1349,23 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 self.metrics.hits += 1;
             } else {
                 self.metrics.misses += 1;
-                if after_hit && !misses.is_empty() {
-                    ends.push(misses.len());
+                if after_hit && !self.misses.is_empty() {
+                    self.miss_run_ends.push(self.misses.len());
                 }
-                misses.push((entry, size));
+                self.misses.push((entry, size));
             }
             after_hit = hit;
         }
-        if !misses.is_empty() {
-            ends.push(misses.len());
+        if self.misses.is_empty() {
+            return false;
         }
+        self.miss_run_ends.push(self.misses.len());
+        // Taken out while the storage reads are planned (which needs the whole replayer), then
+        // put back for the next read.
+        let (misses, ends) = (
+            std::mem::take(&mut self.misses),
+            std::mem::take(&mut self.miss_run_ends),
+        );
         let mut start = 0;
         for &end in &ends {
             self.flush_misses(topic, ledger, cursor, kind, &misses[start..end], now);
@@ -1365,7 +1373,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         }
         self.misses = misses;
         self.miss_run_ends = ends;
-        self.metrics.misses > misses_before
+        true
     }
 
     /// Delivers a read now, or when its storage read completes if it missed and reads take time.
