@@ -269,6 +269,66 @@ fn events_naming_cursors_their_names_do_not_have_are_errors_naming_the_row() {
     );
 }
 
+/// Opening a cursor that is open already changes nothing; with 14 cursors on the topic it must
+/// not change the order a ledger deletion moves them in either, which Pulsar's container's counts
+/// depend on (a reviewer's trace: a re-open grew the set of the topic's cursor ids, and the
+/// deletion's moves came in another order).
+#[test]
+fn a_redundant_open_leaves_the_deletion_order_alone() {
+    let metrics = |rows: &[Row]| {
+        let cfg = config(&[
+            ("strategy", Str("pip430-fifo".into())),
+            ("exact_cursor_counts", SettingValue::Bool(false)),
+            ("memory_model", SettingValue::Bool(false)),
+            ("cursor_backlogged_threshold", Int(5)),
+            ("min_backlog_entries_for_caching", Int(0)),
+            ("max_backlog_between_cursors_for_caching", Int(3)),
+            ("min_backlog_cursors_for_caching", Int(2)),
+            ("eviction_time_threshold_ms", Int(5)),
+            ("apply_continue_caching_window", SettingValue::Bool(false)),
+        ]);
+        let mut m = replay_rows(rows, &cfg).unwrap();
+        m.events = 0; // one row more or less
+        m
+    };
+    const C: [&str; 14] = [
+        "c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10", "c11", "c12", "c13",
+    ];
+    let at = [
+        Some(3),
+        None,
+        None,
+        None,
+        Some(1),
+        Some(3),
+        None,
+        Some(1),
+        Some(1),
+        Some(0),
+        None,
+        Some(1),
+        Some(2),
+        Some(3),
+    ];
+    let mut rows: Vec<Row> = vec![add(2, 2, 54)];
+    for (c, a) in C.iter().zip(at) {
+        rows.push(open(5, c, a));
+    }
+    rows.push(read(17, "c8", 2));
+    rows.push((17, "add", "t", None, Some(2), Some(1), 0, 476));
+    let reopen = rows.len();
+    rows.push(open(18, "c1", None));
+    for i in [0, 4, 6, 7, 8, 9, 11, 12, 13] {
+        rows.push(close(23, C[i]));
+    }
+    rows.push((26, "delete", "t", None, Some(1), Some(0), 0, 0));
+    rows.push(read(28, "c1", 2));
+    rows.push(read(34, "c5", 2));
+    let mut without = rows.clone();
+    without.remove(reopen);
+    assert_eq!(metrics(&rows), metrics(&without));
+}
+
 #[test]
 fn timestamps_beyond_292_years_of_replay_time_are_an_error_naming_the_row() {
     let rows: [Row; 2] = [add(i64::MIN / 1000, 0, 10), add(i64::MAX / 1000, 1, 10)];

@@ -145,6 +145,7 @@ impl CursorActivity {
                 c.add(cursor, Some(position));
                 false
             }
+            // Moved above.
             Tracker::Pulsar(_) => false,
             Tracker::Slowest(h) => {
                 let before = h.slowest_position();

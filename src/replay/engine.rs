@@ -959,7 +959,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 }
             }
             Op::Open => {
-                // Every id an event names is among the names (`run_unnamed`'s contract).
+                // The table is bounded by the names (an id past them is refused).
                 let named = self.cursor_hashes.len();
                 self.topic(e.topic);
                 let t = &mut self.topics[e.topic as usize];
@@ -983,10 +983,16 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     c.read_position = start;
                 }
                 c.connected = true;
-                t.cursor_ids.insert(e.cursor);
-                // `open` checked that the id is named.
-                let name_hash = self.cursor_hashes.get(e.cursor as usize).copied();
-                t.activity.name(e.cursor, name_hash.unwrap_or_default());
+                // Inserted only if new: the set's insert makes room before it looks (the map
+                // that held the cursors before made room only for a new key), so a re-open of a
+                // topic whose set is full would grow it and change the order deletion moves the
+                // cursors in.
+                if !t.cursor_ids.contains(&e.cursor) {
+                    t.cursor_ids.insert(e.cursor);
+                }
+                // Below `named`: `open` refused the id otherwise.
+                t.activity
+                    .name(e.cursor, self.cursor_hashes[e.cursor as usize]);
                 self.check_backlogged(e.topic, now, Some(e.cursor));
             }
             Op::Close => {
