@@ -256,7 +256,9 @@ fn events_naming_cursors_their_names_do_not_have_are_errors_naming_the_row() {
     crossed[1].cursor = crossed[0].cursor;
     let err = run(&crossed);
     assert!(
-        err.contains("row 1: cursor id 0 is a cursor of topic id 0, not of the row's topic id 1"),
+        err.contains(
+            "row 1: cursor \"c\" (id 0) is a cursor of topic \"t\", not of the row's topic \"u\""
+        ),
         "{err}"
     );
     // Topic u's cursor read on topic t: a cursor t never opened.

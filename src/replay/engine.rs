@@ -38,6 +38,16 @@ pub(crate) enum Stopped {
         op: Op,
         cursor: u32,
     },
+    /// An open of a cursor id that names another topic's cursor: the error names both topics and
+    /// the cursor ([`Stopped::named`]).
+    CursorOfAnotherTopic {
+        row: u64,
+        cursor: u32,
+        /// The topic whose cursor the id names.
+        of: u32,
+        /// The row's topic.
+        named_by: u32,
+    },
 }
 
 impl From<Error> for Stopped {
@@ -50,14 +60,27 @@ impl Stopped {
     /// The error, with the cursor's name from `names` (which have interned every cursor of the
     /// events replayed so far).
     pub(crate) fn named(self, names: &Names) -> Error {
+        let cursor_name = |id: u32| names.cursors.get(id as usize).map_or("?", |c| c.1.as_str());
+        let topic_name = |id: u32| names.topics.get(id as usize).map_or("?", String::as_str);
         match self {
             Stopped::Failed(e) => e,
+            Stopped::CursorOfAnotherTopic {
+                row,
+                cursor,
+                of,
+                named_by,
+            } => Error::invalid(
+                "trace",
+                format!(
+                    "row {row}: cursor {:?} (id {cursor}) is a cursor of topic {:?}, not of the \
+                     row's topic {:?}",
+                    cursor_name(cursor),
+                    topic_name(of),
+                    topic_name(named_by)
+                ),
+            ),
             Stopped::UnknownCursor { row, op, cursor } => {
-                let cursor = names
-                    .cursors
-                    .get(cursor as usize)
-                    .map(|c| c.1.as_str())
-                    .unwrap_or("?");
+                let cursor = cursor_name(cursor);
                 Error::invalid(
                     "trace",
                     format!(
@@ -300,27 +323,35 @@ struct Cursor {
     hold: Option<Hold>,
 }
 
-/// The trace's cursors, by id. The decoder numbers cursors densely, each id one topic's cursor
-/// ([`Names::cursors`]), so an event finds its cursor by index (a read looks its cursor up several
-/// times; in a hash map per topic that was a tenth of a replay's time).
+/// The cursors this replayer opened, found by trace id. The decoder numbers cursors densely, each
+/// id one topic's cursor ([`Names::cursors`]), so an event finds its cursor by two indexings (a read
+/// looks its cursor up several times; in a hash map per topic that was a tenth of a replay's time).
+/// The index by id holds 4 bytes a trace cursor; the cursors themselves are only those opened here
+/// (a broker of a multi-broker replay opens its own topics' cursors, not the trace's).
 #[derive(Debug, Default)]
-struct CursorTable(Vec<Option<Cursor>>);
+struct CursorTable {
+    /// By trace cursor id: where that cursor is in `opened`, or [`NOT_OPENED`].
+    slot_of: Vec<u32>,
+    opened: Vec<Cursor>,
+}
+
+/// No slot: `opened` never reaches it (a replayer opens fewer than `u32::MAX` cursors, the decoder's
+/// id space).
+const NOT_OPENED: u32 = u32::MAX;
 
 impl CursorTable {
     /// Cursor `id` if `topic` opened it.
     #[inline]
     fn get(&self, topic: u32, id: u32) -> Option<&Cursor> {
-        self.0
-            .get(id as usize)?
-            .as_ref()
-            .filter(|c| c.topic == topic)
+        let slot = *self.slot_of.get(id as usize)?;
+        self.opened.get(slot as usize).filter(|c| c.topic == topic)
     }
 
     #[inline]
     fn get_mut(&mut self, topic: u32, id: u32) -> Option<&mut Cursor> {
-        self.0
-            .get_mut(id as usize)?
-            .as_mut()
+        let slot = *self.slot_of.get(id as usize)?;
+        self.opened
+            .get_mut(slot as usize)
             .filter(|c| c.topic == topic)
     }
 
@@ -336,7 +367,7 @@ impl CursorTable {
     }
 
     /// The cursor an open names, made by `new` if it is new. `named` is how many cursors the
-    /// names hold (ids are below it), which bounds the table.
+    /// names hold (ids are below it), which bounds the index.
     fn open(
         &mut self,
         e: &Event,
@@ -354,24 +385,32 @@ impl CursorTable {
             )
             .into());
         }
-        if self.0.len() <= id {
-            self.0.resize_with(named, || None);
+        if self.slot_of.len() <= id {
+            self.slot_of.resize(named, NOT_OPENED);
         }
-        if let Some(c) = self.0[id].as_ref().filter(|c| c.topic != e.topic) {
-            return Err(Error::invalid(
-                "trace",
-                format!(
-                    "row {}: cursor id {} is a cursor of topic id {}, not of the row's topic id {}",
-                    e.row, e.cursor, c.topic, e.topic
-                ),
-            )
-            .into());
+        let slot = match self.slot_of[id] {
+            NOT_OPENED => {
+                // Below `named`, itself below `u32::MAX` (ids are u32): the slot fits.
+                self.slot_of[id] = self.opened.len() as u32;
+                self.opened.push(new());
+                self.opened.len() - 1
+            }
+            slot => slot as usize,
+        };
+        let c = &mut self.opened[slot];
+        if c.topic != e.topic {
+            return Err(Stopped::CursorOfAnotherTopic {
+                row: e.row,
+                cursor: e.cursor,
+                of: c.topic,
+                named_by: e.topic,
+            });
         }
-        Ok(self.0[id].get_or_insert_with(new))
+        Ok(c)
     }
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Cursor> {
-        self.0.iter_mut().flatten()
+        self.opened.iter_mut()
     }
 }
 
@@ -1730,4 +1769,72 @@ fn first_after(at: u64, every: u64, now: u64) -> u64 {
     let every = every.max(1);
     let steps = (now - at) / every + 1;
     at.saturating_add(steps.saturating_mul(every))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read_flow::RedeliveryReason;
+
+    fn open_of(topic: u32, cursor: u32) -> Event {
+        Event {
+            row: u64::from(cursor),
+            broker: 0,
+            ts_us: 0,
+            op: Op::Open,
+            topic,
+            cursor,
+            position: None,
+            count: 0,
+            size: 0,
+            reason: RedeliveryReason::Unspecified,
+        }
+    }
+
+    fn cursor_of(topic: u32) -> Cursor {
+        Cursor {
+            topic,
+            read_position: Position::new(0, 0),
+            connected: false,
+            mark_delete: Position::new(0, -1),
+            acked: AckedRanges::default(),
+            replay: BTreeSet::new(),
+            epoch: 0,
+            delivered_high: None,
+            hold: None,
+        }
+    }
+
+    /// A replayer of a multi-broker replay opens its own topics' cursors among all the trace's:
+    /// it holds those, plus an index of 4 bytes a trace cursor, not a cursor slot for every one.
+    #[test]
+    fn the_table_holds_the_cursors_opened_not_every_cursor_named() {
+        const NAMED: usize = 100_000;
+        let mut table = CursorTable::default();
+        for id in [99_999, 7, 50_000, 7] {
+            let topic = id % 3;
+            let c = table.open(&open_of(topic, id), NAMED, || cursor_of(topic));
+            assert_eq!(c.map(|c| c.topic).ok(), Some(topic));
+        }
+        assert_eq!(
+            table.opened.len(),
+            3,
+            "one cursor per id opened, a re-open adds none"
+        );
+        assert_eq!(table.slot_of.len(), NAMED);
+        for id in [99_999u32, 7, 50_000] {
+            assert_eq!(table.get(id % 3, id).map(|c| c.topic), Some(id % 3));
+            assert!(table.get(id % 3 + 1, id).is_none(), "another topic's id");
+        }
+        assert!(table.get(0, 0).is_none() && table.get(0, NAMED as u32).is_none());
+        assert!(matches!(
+            table.open(&open_of(1, 99_999), NAMED, || cursor_of(1)),
+            Err(Stopped::CursorOfAnotherTopic {
+                of: 0,
+                named_by: 1,
+                ..
+            })
+        ));
+        assert_eq!(table.opened.len(), 3);
+    }
 }
