@@ -15,7 +15,7 @@ use crate::position::Position;
 use crate::position_index::PositionIndex;
 use crate::prefetch::prefetch;
 use crate::read_count::ReadCount;
-use crate::removal_queue::EvictionResult;
+use crate::removal_queue::{EvictionPolicy, EvictionResult};
 use crate::stats::Lookups;
 
 /// A cached entry and the removal queue's bookkeeping for it, in 32 bytes: its position is not
@@ -414,14 +414,25 @@ impl RangeCache {
         }
     }
 
-    /// Hints the CPU to load what removing or judging slot `n` touches besides the slot itself.
+    /// Hints the CPU to load what judging slot `n` touches besides the slot itself (a shared
+    /// read count), and what removing its entry touches (its index chunk, its payload's header)
+    /// unless `policy` will requeue it, as far as the slot tells: an entry that still expects reads
+    /// is requeued pass after pass, and loading what its removal would touch at each took memory
+    /// bandwidth from the entries removed (benches/eviction.rs: a twentieth of the scenario).
     #[inline]
-    pub fn prefetch_dependents(&self, n: u32) {
+    pub fn prefetch_dependents(&self, n: u32, policy: &EvictionPolicy) {
         if let Some(slot) = self.slots.get(n as usize) {
-            prefetch(self.index.chunk_addr(slot.chunk));
             if let Some(count) = slot.read_count.shared_addr() {
+                // Whether it expects reads is in the count: prefetch all.
                 prefetch(count);
+            } else if policy.should_requeue(
+                slot.accessed,
+                slot.has_expected_reads(),
+                slot.requeue_count,
+            ) {
+                return;
             }
+            prefetch(self.index.chunk_addr(slot.chunk));
             if let Some(p) = slot.payload.payload().header_addr() {
                 prefetch(p);
             }

@@ -205,7 +205,7 @@ impl Shared {
                         }
                         if let Some(&near) = item_at(k + LOOKAHEAD_NEAR) {
                             if let Some(c) = viewable(&mut held, (id, cache), near) {
-                                c.prefetch_dependents(near.slot);
+                                c.prefetch_dependents(near.slot, &policy);
                             }
                         }
                     }
