@@ -261,6 +261,17 @@ fn events_naming_cursors_their_names_do_not_have_are_errors_naming_the_row() {
         ),
         "{err}"
     );
+    // Topic u's cursor opened on topic t first: that row is the one refused (not u's own open
+    // after it, which the engine alone would blame, knowing the id's topic from its first open).
+    let mut first = events.clone();
+    first[0].cursor = first[1].cursor;
+    let err = run(&first);
+    assert!(
+        err.contains(
+            "row 0: cursor \"d\" (id 1) is a cursor of topic \"u\", not of the row's topic \"t\""
+        ),
+        "{err}"
+    );
     // Topic u's cursor read on topic t: a cursor t never opened.
     let mut misread = events.clone();
     misread[3].cursor = misread[1].cursor;

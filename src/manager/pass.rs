@@ -188,9 +188,11 @@ impl Shared {
                 let item_at = |k: usize| run.get(k).or_else(|| ahead.get(k - run.len()));
                 let (mut run_removed, mut run_freed) = (0u64, 0u64);
                 let mut handled = run.len();
-                // A run over consecutive slots (a pass over entries inserted in order) walks its
-                // slab, index and payloads as streams the CPU's own prefetcher follows: prefetch
-                // instructions there only cost (benches/eviction.rs: a fifth of a pass without
+                // A run over consecutive slots (a pass over entries inserted in order; told by its
+                // ends, len - 1 apart, so an unordered run may pass too, and only loses its
+                // prefetching, as do the first items after the run) walks its slab, index and
+                // payloads as streams the CPU's own prefetcher follows: prefetch instructions
+                // there only cost (benches/eviction.rs: a fifth of a pass without
                 // requeues, a tenth of the scenario with them; runs over 100 interleaved topics
                 // are single items, and sparse later passes are not consecutive, so they keep
                 // prefetching).
