@@ -38,13 +38,15 @@ pub(crate) enum Stopped {
         op: Op,
         cursor: u32,
     },
-    /// An open of a cursor id that another topic opened first: the error names both topics and
-    /// the cursor ([`Stopped::named`]). (Only hand-built events can do this; [`Replay::run`]
-    /// refuses them against their names before it gets here.)
+    /// An open of a cursor id that belongs to another topic: the error names both topics and the
+    /// cursor ([`Stopped::named`]). (Only hand-built events can do this; [`Replay::run`] refuses
+    /// them against their names before the engine, which knows an id's topic from its first open
+    /// only.)
     CursorOfAnotherTopic {
         row: u64,
         cursor: u32,
-        /// The topic that opened the id first.
+        /// The topic the id belongs to: its names' topic ([`Replay::run`]), or the one that opened
+        /// it first (the engine).
         of: u32,
         /// The row's topic.
         named_by: u32,
@@ -1743,20 +1745,15 @@ pub(crate) trait Replay: Send {
     /// only, and would blame the id's next open instead.
     fn run(&mut self, events: &[Event], names: &Names) -> Result<()> {
         for e in events.iter().filter(|e| e.op == Op::Open) {
-            if let Some(&(owner, ref cursor)) = names.cursors.get(e.cursor as usize) {
+            if let Some(&(owner, _)) = names.cursors.get(e.cursor as usize) {
                 if owner != e.topic {
-                    let topic = |id: u32| names.topics.get(id as usize).map_or("?", String::as_str);
-                    return Err(Error::invalid(
-                        "trace",
-                        format!(
-                            "row {}: cursor {cursor:?} (id {}) is a cursor of topic {:?}, not of \
-                             the row's topic {:?}",
-                            e.row,
-                            e.cursor,
-                            topic(owner),
-                            topic(e.topic)
-                        ),
-                    ));
+                    let refused = Stopped::CursorOfAnotherTopic {
+                        row: e.row,
+                        cursor: e.cursor,
+                        of: owner,
+                        named_by: e.topic,
+                    };
+                    return Err(refused.named(names));
                 }
             }
         }
