@@ -32,15 +32,26 @@ pub(super) fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
     Ok(RecordBatch::from(StructArray::from(data)))
 }
 
-/// Runs `work` without the GIL, handing it a check that runs Python's signal handlers: when one
-/// raises (Ctrl-C: `KeyboardInterrupt`), the work stops and that exception is raised.
+/// How long a check lets pass before it runs the signal handlers again. Each run takes the GIL,
+/// which the thread taking the next batches may hold: a check per decoded slice of a replay was 3%
+/// of its time. A tenth of that interval is still quicker than anyone notices after a Ctrl-C.
+const SIGNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Runs `work` without the GIL, handing it a check that runs Python's signal handlers (at most
+/// once every [`SIGNAL_CHECK_INTERVAL`]): when one raises (Ctrl-C: `KeyboardInterrupt`), the work
+/// stops and that exception is raised.
 fn checking_signals(
     py: Python<'_>,
     work: impl Send + FnOnce(&mut dyn FnMut() -> crate::error::Result<()>) -> crate::error::Result<()>,
 ) -> PyResult<()> {
     let mut interrupt: Option<PyErr> = None;
+    let mut checked = std::time::Instant::now();
     let result = py.detach(|| {
         work(&mut || {
+            if checked.elapsed() < SIGNAL_CHECK_INTERVAL {
+                return Ok(());
+            }
+            checked = std::time::Instant::now();
             Python::attach(|py| py.check_signals()).map_err(|e| {
                 interrupt = Some(e);
                 crate::error::Error::Interrupted

@@ -149,13 +149,19 @@ pub const CHECK_EVERY: usize = 16_384;
 /// enough that the slices in flight stay in the CPU's caches.
 pub const DECODE_SLICE_ROWS: usize = 4_096;
 
+/// How many decoded slices may wait for the replay (one more is being decoded). The decoder is
+/// about three times as fast as the replay, but on a shared machine its thread is sometimes held
+/// up for milliseconds; with one slice waiting the replay then waited for it, 9% of its time in
+/// the benchmark trace, 4% with sixteen (about 5 MB of decoded events at most).
+pub const DECODE_AHEAD_SLICES: usize = 16;
+
 /// Replays a trace, fed batch by batch, under several configurations at once, each broker on its
 /// own; the trace is decoded once and never held in memory whole. Belady needs the trace twice:
 /// after the first feed, [`Session::needs_second_pass`] says whether to feed it again.
 ///
 /// By default a batch of more than one slice ([`DECODE_SLICE_ROWS`] rows, more for a batch with
-/// long dictionaries) is decoded on a second thread, up to two slices ahead of the replay
-/// ([`Session::decode_ahead`]). The decoder and each replay still see the events in trace order,
+/// long dictionaries) is decoded on a second thread, up to [`DECODE_AHEAD_SLICES`] slices ahead of
+/// the replay ([`Session::decode_ahead`]). The decoder and each replay still see the events in trace order,
 /// so the results, and the error a bad batch ends with, are the same either way.
 pub struct Session {
     decoder: TraceDecoder,
@@ -508,8 +514,8 @@ enum Stop<E> {
 /// that waits should look at [`FeedStatus::stopped`].
 pub const CHECK_WHILE_WAITING: Duration = Duration::from_millis(50);
 
-/// Decodes the batches of `batches` on a second thread, a slice at a time, up to two slices ahead
-/// of the replay ([`decode_slices`]), and replays them in order on this one ([`replay_slices`]).
+/// Decodes the batches of `batches` on a second thread, a slice at a time, up to
+/// [`DECODE_AHEAD_SLICES`] and the one being decoded ahead of the replay ([`decode_slices`]), and replays them in order on this one ([`replay_slices`]).
 /// `None` if the OS refuses the thread (at a memory limit, say), before anything was taken from
 /// `batches`: the caller then does the work on its own thread, with the same results.
 fn pipeline<E: Send>(
@@ -520,7 +526,8 @@ fn pipeline<E: Send>(
 ) -> Option<std::result::Result<(), Stop<E>>> {
     let status = FeedStatus::default();
     std::thread::scope(|scope| {
-        let (decoded_tx, decoded_rx) = std::sync::mpsc::sync_channel::<Decoded<E>>(1);
+        let (decoded_tx, decoded_rx) =
+            std::sync::mpsc::sync_channel::<Decoded<E>>(DECODE_AHEAD_SLICES);
         let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Event>>();
         let listening = &status;
         std::thread::Builder::new()
@@ -567,7 +574,7 @@ fn decode_slices<E>(
         }
         let (rows, slice_rows) = (batch.num_rows(), slice_rows(&batch));
         // Every batch sends at least one slice, a batch of no rows an empty one, so that the
-        // decoder stays a slice ahead of the replay at most over a run of empty batches too,
+        // decoder stays at most DECODE_AHEAD_SLICES ahead of the replay over a run of empty batches too,
         // rather than taking them as fast as the source gives them while the replay is busy
         // (with the slice that fails its batch, say).
         let mut offset = 0;

@@ -236,7 +236,7 @@ def test_feed_all_with_a_slow_or_reentrant_source_neither_hangs_nor_loses_its_co
 
 
 def test_decoding_ahead_changes_nothing_but_the_wall_time():
-    """A second thread decodes each batch a slice ahead of the replay: every design's results and
+    """A second thread decodes each batch slices ahead of the replay: every design's results and
     series are those of a replay on the calling thread, a bad row is the same error, and the
     argument is a keyword that must be a bool."""
     spec = {**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.1, "brokers": 2, "topics": 2}
