@@ -126,6 +126,10 @@ impl EntryRuns {
 
 const NONE: usize = usize::MAX;
 
+/// How many buffers ahead of its check a sample asks the design to start looking a front up
+/// ([`CacheStrategy::prefetch_lookup`]): enough misses in flight to hide most of the wait.
+const LOOKUP_AHEAD: usize = 8;
+
 struct Buffer {
     capacity: u64,
     entries: EntryRuns,
@@ -385,7 +389,15 @@ impl MemoryModel {
                 _ => self.release(b),
             }
         }
-        for b in std::mem::take(&mut self.dirty) {
+        let dirty = std::mem::take(&mut self.dirty);
+        for (i, &b) in dirty.iter().enumerate() {
+            // The check's lookup misses the cache nearly every time: ask for a buffer's front a
+            // few buffers ahead, so that those misses overlap.
+            if let Some(ahead) = dirty.get(i + LOOKUP_AHEAD).map(|&a| &self.buffers[a]) {
+                if let (false, Some(key)) = (ahead.live, ahead.entries.front()) {
+                    cache.prefetch_lookup(key);
+                }
+            }
             let buffer = &mut self.buffers[b];
             buffer.dirty = false;
             if buffer.live {

@@ -3,6 +3,7 @@
 
 use super::{CacheStrategy, EntryKey, StrategyCounters};
 use crate::fast_hash::FxHasher;
+use crate::prefetch::prefetch;
 use hashbrown::HashTable;
 use std::hash::{Hash, Hasher};
 
@@ -196,6 +197,19 @@ impl CacheStrategy for Lru {
 
     fn contains(&self, key: EntryKey) -> bool {
         self.find(&key).is_some()
+    }
+
+    fn prefetch_lookup(&self, key: EntryKey) {
+        // The index stays in the core's cache; the node a lookup compares against is the miss.
+        // Each node the probe meets is prefetched (refusing them all shows every candidate: one,
+        // nearly always).
+        let nodes = &self.nodes;
+        let _ = self.index.find(hash_of(&key), |&n| {
+            if let Some(node) = nodes.get(n as usize) {
+                prefetch(std::ptr::from_ref(node).cast());
+            }
+            false
+        });
     }
 
     fn report_removals(&mut self) -> bool {

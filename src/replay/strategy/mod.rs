@@ -108,6 +108,10 @@ pub trait CacheStrategy: Send {
     fn counters(&self) -> StrategyCounters;
     /// Whether the entry is cached (no side effects).
     fn contains(&self, key: EntryKey) -> bool;
+    /// A hint that [`CacheStrategy::contains`] will soon be asked about `key`: a design may start
+    /// loading what that lookup reads, so that a loop asking about many keys (the memory model's
+    /// sample) waits for several at once instead of one after the other. No effect on results.
+    fn prefetch_lookup(&self, _key: EntryKey) {}
     /// Starts noting the removal of the entries the memory model asks to watch
     /// ([`CacheStrategy::watch_removal`]), however they leave the cache (evicted, invalidated,
     /// deleted), for [`CacheStrategy::take_removed`], so that the model can check only the
