@@ -8,7 +8,9 @@
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use ledgercache::config::SettingValue;
-use ledgercache::replay::{FeedError, FeedStatus, Session, DECODE_AHEAD_SLICES, DECODE_SLICE_ROWS};
+use ledgercache::replay::{
+    FeedError, FeedStatus, Session, DECODE_AHEAD_ROWS, DECODE_AHEAD_SLICES, DECODE_SLICE_ROWS,
+};
 use ledgercache::workload::{generate, WorkloadSpec};
 use ledgercache::CacheConfig;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -506,6 +508,53 @@ fn after_a_failed_batch_the_source_is_not_drained() {
     // the decoder is never further ahead, however long the replay of the failed batch takes.
     assert!(
         taken.load(Ordering::SeqCst) <= DECODE_AHEAD_SLICES + 2,
+        "batches taken: {taken:?}"
+    );
+
+    // Batches of one long slice each (a long dictionary): the rows out bound the decoder, not the
+    // slices. The failed one (its bad row last) and the next are out while the replay fails; a
+    // third is taken, whose slice waits for room.
+    let rows = 200_000;
+    let long_dictionary = |b: &RecordBatch| {
+        let mut names = vec!["t".to_string()];
+        names.extend((1..50_000).map(|i| format!("unused-{i}")));
+        let keys = Int32Array::from(vec![0; b.num_rows()]);
+        let topics =
+            DictionaryArray::<Int32Type>::try_new(keys, Arc::new(StringArray::from(names)));
+        with_array(b, "topic", Arc::new(topics.unwrap()))
+    };
+    // The first reads an unopened cursor in its last row; the next go on reading in time.
+    let batch_of = |k: usize| {
+        let from = (k * rows) as i64;
+        let mut trace: Vec<Row> = (0..rows as i64).map(|i| read(from + i, "c", 1)).collect();
+        if k == 0 {
+            trace[0] = open(0, "c", None);
+            trace[rows - 1] = read(rows as i64 - 1, "stranger", 1);
+        }
+        long_dictionary(&batch(&trace))
+    };
+    assert!(
+        rows > DECODE_AHEAD_ROWS,
+        "a slice is the whole batch, beyond the budget"
+    );
+    let taken = AtomicUsize::new(0);
+    let mut long_batches = |_: &FeedStatus| {
+        let i = taken.fetch_add(1, Ordering::SeqCst);
+        (i < 1_000).then(|| Ok::<_, String>(batch_of(i)))
+    };
+    let mut session = Session::new(configs()).unwrap();
+    // The replay's checks take their time, as a slow replay's would: the decoder has all the
+    // time it wants to run ahead.
+    let mut slow_check = || {
+        std::thread::sleep(Duration::from_millis(10));
+        Ok(())
+    };
+    match session.feed_all(&mut long_batches, &mut slow_check) {
+        Err(FeedError::Replay(e)) => assert!(e.to_string().contains("\"stranger\""), "{e}"),
+        other => panic!("expected the replay's error, got {other:?}"),
+    }
+    assert!(
+        taken.load(Ordering::SeqCst) <= 3,
         "batches taken: {taken:?}"
     );
 

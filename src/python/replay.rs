@@ -34,7 +34,7 @@ pub(super) fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
 
 /// How long a check lets pass before it runs the signal handlers again. Each run takes the GIL,
 /// which the thread taking the next batches may hold: a check per decoded slice of a replay was 3%
-/// of its time. A tenth of that interval is still quicker than anyone notices after a Ctrl-C.
+/// of its time. 10 ms is a tenth of the delay after a Ctrl-C that a person notices.
 const SIGNAL_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Runs `work` without the GIL, handing it a check that runs Python's signal handlers (at most

@@ -130,6 +130,13 @@ const NONE: usize = usize::MAX;
 /// ([`CacheStrategy::prefetch_lookup`]): enough misses in flight to hide most of the wait.
 const LOOKUP_AHEAD: usize = 8;
 
+/// Asks `cache` to start looking up the front of `buffer` if a sample will check it (not live).
+fn start_lookup<S: CacheStrategy + ?Sized>(buffer: &Buffer, cache: &S) {
+    if let (false, Some(key)) = (buffer.live, buffer.entries.front()) {
+        cache.prefetch_lookup(key);
+    }
+}
+
 struct Buffer {
     capacity: u64,
     entries: EntryRuns,
@@ -390,13 +397,15 @@ impl MemoryModel {
             }
         }
         let dirty = std::mem::take(&mut self.dirty);
+        // A check's lookup misses the CPU's caches nearly every time: the design is asked to
+        // start looking a buffer's front up a few buffers before its check, so that those misses
+        // overlap. Only the buffers the loop checks (not live) are asked about.
+        for &b in dirty.iter().take(LOOKUP_AHEAD) {
+            start_lookup(&self.buffers[b], cache);
+        }
         for (i, &b) in dirty.iter().enumerate() {
-            // The check's lookup misses the cache nearly every time: ask for a buffer's front a
-            // few buffers ahead, so that those misses overlap.
-            if let Some(ahead) = dirty.get(i + LOOKUP_AHEAD).map(|&a| &self.buffers[a]) {
-                if let (false, Some(key)) = (ahead.live, ahead.entries.front()) {
-                    cache.prefetch_lookup(key);
-                }
+            if let Some(&ahead) = dirty.get(i + LOOKUP_AHEAD) {
+                start_lookup(&self.buffers[ahead], cache);
             }
             let buffer = &mut self.buffers[b];
             buffer.dirty = false;

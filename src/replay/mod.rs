@@ -149,20 +149,28 @@ pub const CHECK_EVERY: usize = 16_384;
 /// enough that the slices in flight stay in the CPU's caches.
 pub const DECODE_SLICE_ROWS: usize = 4_096;
 
-/// How many decoded slices may wait for the replay (one more is being decoded). The decoder is
-/// about three times as fast as the replay, but on a shared machine its thread is sometimes held
-/// up for milliseconds; with one slice waiting the replay then waited for it, 9% of its time in
-/// the benchmark trace, 4% with sixteen (about 5 MB of decoded events at most).
+/// How many decoded slices may wait for the replay (one more is being decoded), as long as they
+/// hold at most [`DECODE_AHEAD_ROWS`] rows. The decoder is about three times as fast as the
+/// replay, but on a shared machine its thread is sometimes held up for milliseconds; with one
+/// slice waiting, the replay then waited for it (9% of its time on a 6 M-event trace of the
+/// replay bench, against 4% with sixteen).
 pub const DECODE_AHEAD_SLICES: usize = 16;
+
+/// How many decoded rows may be out (waiting for the replay or being replayed) before the decoder
+/// waits: 4 MiB of events. Slices can be much longer than [`DECODE_SLICE_ROWS`] (a batch with a
+/// long dictionary), so slices alone would not bound the memory; two slices may be out whatever
+/// their length, so that even a slice over the budget is decoded while the one before replays.
+pub const DECODE_AHEAD_ROWS: usize = DECODE_AHEAD_SLICES * DECODE_SLICE_ROWS;
 
 /// Replays a trace, fed batch by batch, under several configurations at once, each broker on its
 /// own; the trace is decoded once and never held in memory whole. Belady needs the trace twice:
 /// after the first feed, [`Session::needs_second_pass`] says whether to feed it again.
 ///
 /// By default a batch of more than one slice ([`DECODE_SLICE_ROWS`] rows, more for a batch with
-/// long dictionaries) is decoded on a second thread, up to [`DECODE_AHEAD_SLICES`] slices ahead of
-/// the replay ([`Session::decode_ahead`]). The decoder and each replay still see the events in trace order,
-/// so the results, and the error a bad batch ends with, are the same either way.
+/// long dictionaries) is decoded on a second thread, up to [`DECODE_AHEAD_SLICES`] slices and
+/// [`DECODE_AHEAD_ROWS`] rows ahead of the replay ([`Session::decode_ahead`]). The decoder and
+/// each replay still see the events in trace order, so the results, and the error a bad batch
+/// ends with, are the same either way.
 pub struct Session {
     decoder: TraceDecoder,
     configs: Vec<CacheConfig>,
@@ -343,7 +351,8 @@ impl Session {
     /// after every batch before it has been replayed.
     ///
     /// As with a feed per batch, a batch that fails is the last one replayed; decoding ahead, the
-    /// source may have given the next batch already (an error it gave then is not reported).
+    /// source may have given the next batches already (up to [`DECODE_AHEAD_SLICES`] and one, if
+    /// they are short; an error it gave then is not reported).
     /// Once the feed stops taking batches (a failure, an interrupt), the source is not called
     /// again, and a call waiting for its next batch sees [`FeedStatus::stopped`]: the feed returns
     /// when that call does.
@@ -515,7 +524,8 @@ enum Stop<E> {
 pub const CHECK_WHILE_WAITING: Duration = Duration::from_millis(50);
 
 /// Decodes the batches of `batches` on a second thread, a slice at a time, up to
-/// [`DECODE_AHEAD_SLICES`] and the one being decoded ahead of the replay ([`decode_slices`]), and replays them in order on this one ([`replay_slices`]).
+/// [`DECODE_AHEAD_SLICES`] + 1 slices ahead of the replay and within [`DECODE_AHEAD_ROWS`]
+/// ([`decode_slices`]), and replays them in order on this one ([`replay_slices`]).
 /// `None` if the OS refuses the thread (at a memory limit, say), before anything was taken from
 /// `batches`: the caller then does the work on its own thread, with the same results.
 fn pipeline<E: Send>(
@@ -558,6 +568,7 @@ fn decode_slices<E>(
     // The decoder's cursor name hashes sent along with earlier slices (the first sends those of
     // earlier feeds too).
     let mut hashes_sent = 0;
+    let mut out = SlicesOut::default();
     // Checked before each batch as well as at each send: a batch of no rows sends nothing.
     while let Some(batch) = (!status.stopped()).then(|| batches(status)).flatten() {
         let batch = match batch {
@@ -574,13 +585,16 @@ fn decode_slices<E>(
         }
         let (rows, slice_rows) = (batch.num_rows(), slice_rows(&batch));
         // Every batch sends at least one slice, a batch of no rows an empty one, so that the
-        // decoder stays at most DECODE_AHEAD_SLICES ahead of the replay over a run of empty batches too,
-        // rather than taking them as fast as the source gives them while the replay is busy
-        // (with the slice that fails its batch, say).
+        // decoder stays at most DECODE_AHEAD_SLICES ahead of the replay over a run of empty
+        // batches too, rather than taking them as fast as the source gives them while the replay
+        // is busy (with the slice that fails its batch, say).
         let mut offset = 0;
         loop {
             let len = slice_rows.min(rows - offset);
-            let mut events = spent.try_recv().unwrap_or_default();
+            if !out.make_room(len, &spent, status) {
+                return;
+            }
+            let mut events = out.spare.pop().unwrap_or_default();
             events.clear();
             let slice = match decoder.decode(&batch.slice(offset, len), &mut events) {
                 Ok(()) => {
@@ -600,11 +614,58 @@ fn decode_slices<E>(
             if decoded.send(slice).is_err() || failed {
                 return;
             }
+            out.sent(len);
             offset += len;
             if offset == rows {
                 break;
             }
         }
+    }
+}
+
+/// The slices the decoder has sent that the replay has not handed back yet (waiting or being
+/// replayed), and the vectors it has handed back, to decode into again.
+#[derive(Default)]
+struct SlicesOut {
+    slices: usize,
+    rows: usize,
+    spare: Vec<Vec<Event>>,
+}
+
+impl SlicesOut {
+    fn sent(&mut self, rows: usize) {
+        self.slices += 1;
+        self.rows += rows;
+    }
+
+    fn handed_back(&mut self, events: Vec<Event>) {
+        // The replay hands each slice's vector back as it came, rows included.
+        self.slices = self.slices.saturating_sub(1);
+        self.rows = self.rows.saturating_sub(events.len());
+        self.spare.push(events);
+    }
+
+    /// Takes back the vectors the replay has handed back, and waits for more while a slice of
+    /// `rows` rows would put more than [`DECODE_AHEAD_ROWS`] out (unless fewer than two are out);
+    /// false if the replay has stopped meanwhile.
+    fn make_room(
+        &mut self,
+        rows: usize,
+        spent: &std::sync::mpsc::Receiver<Vec<Event>>,
+        status: &FeedStatus,
+    ) -> bool {
+        use std::sync::mpsc::RecvTimeoutError;
+        while let Ok(events) = spent.try_recv() {
+            self.handed_back(events);
+        }
+        while self.slices >= 2 && self.rows.saturating_add(rows) > DECODE_AHEAD_ROWS {
+            match spent.recv_timeout(CHECK_WHILE_WAITING) {
+                Ok(events) => self.handed_back(events),
+                Err(RecvTimeoutError::Timeout) if !status.stopped() => {}
+                Err(_) => return false,
+            }
+        }
+        true
     }
 }
 

@@ -206,7 +206,10 @@ impl CacheStrategy for Lru {
         let nodes = &self.nodes;
         let _ = self.index.find(hash_of(&key), |&n| {
             if let Some(node) = nodes.get(n as usize) {
-                prefetch(std::ptr::from_ref(node).cast());
+                // A node is 40 bytes: its key may straddle two cache lines.
+                let key: *const u8 = std::ptr::from_ref(&node.key).cast();
+                prefetch(key);
+                prefetch(key.wrapping_add(std::mem::size_of::<EntryKey>() - 1));
             }
             false
         });
