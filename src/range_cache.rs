@@ -414,6 +414,19 @@ impl RangeCache {
         }
     }
 
+    /// Hints the CPU to load the header of slot `n`'s payload, which removing its entry reads
+    /// (the slot itself should be in cache by now).
+    #[inline]
+    pub fn prefetch_payload(&self, n: u32) {
+        if let Some(p) = self
+            .slots
+            .get(n as usize)
+            .and_then(|slot| slot.payload.payload().header_addr())
+        {
+            prefetch(p);
+        }
+    }
+
     /// Hints the CPU to load what judging slot `n` touches besides the slot itself (a shared
     /// read count), and what removing its entry touches (its index chunk, its payload's header)
     /// unless `policy` will requeue it, as far as the slot tells: an entry that still expects reads
