@@ -66,6 +66,14 @@ const LANE: u8 = 0x0f;
 const NO_SLOT: u32 = u32::MAX;
 
 impl Slot {
+    /// Hints the CPU to load the header of the payload, which removing the entry reads.
+    #[inline]
+    fn prefetch_payload(&self) {
+        if let Some(p) = self.payload.payload().header_addr() {
+            prefetch(p);
+        }
+    }
+
     /// Hands over the payload (the caller decides where it is dropped) and the counter.
     fn vacate(&mut self) -> Payload {
         self.read_count = ReadCount::UNCOUNTED;
@@ -418,12 +426,8 @@ impl RangeCache {
     /// (the slot itself should be in cache by now).
     #[inline]
     pub fn prefetch_payload(&self, n: u32) {
-        if let Some(p) = self
-            .slots
-            .get(n as usize)
-            .and_then(|slot| slot.payload.payload().header_addr())
-        {
-            prefetch(p);
+        if let Some(slot) = self.slots.get(n as usize) {
+            slot.prefetch_payload();
         }
     }
 
@@ -446,9 +450,7 @@ impl RangeCache {
                 return;
             }
             prefetch(self.index.chunk_addr(slot.chunk));
-            if let Some(p) = slot.payload.payload().header_addr() {
-                prefetch(p);
-            }
+            slot.prefetch_payload();
         }
     }
 
