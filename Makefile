@@ -61,7 +61,7 @@ bench-all: build
 	cargo bench --locked --features mimalloc --bench eviction > target/eviction.txt
 	@cat target/eviction.txt
 	@echo "The same with the system allocator (what a Rust program gets unless it picks one):"
-	cargo bench --locked --bench eviction | sed -e "s/; goal <= 15//" -e "s/; the owned line's goal, <= 15, is [a-z]* it//"
+	cargo bench --locked --bench eviction | sed -e "s/; goal <= [0-9.]*//" -e "s/; the owned line's goal, <= [0-9.]*, is [a-z]* it//"
 	$(VPY) benches/eviction.py $$(grep -m1 'owned payloads' target/eviction.txt | sed 's/.*freed *\([0-9.]*\) ns.*/\1/')
 	cargo bench --locked --features mimalloc --bench cursor_container --bench cache_ops --bench sorted_map
 	$(VPY) benches/python_overhead.py

@@ -129,11 +129,14 @@ pub struct RemovalQueue {
 struct Staged {
     order: VecDeque<QueueItem>,
     batch: Worker<QueueItem>,
-    /// Empty between passes, keeping its capacity (at most a stretch and a run of items). Grown
-    /// afresh each pass, it asked glibc's malloc for blocks of KiBs, on which malloc first
-    /// consolidates every small block freed since (the payloads the pass had just freed):
-    /// benches/eviction.rs' steady state with the system allocator, passes 95-98 -> 60-61
-    /// ns/entry (tests/pass_allocations.rs).
+    /// Empty between passes, keeping its capacity (16 KiB at most: it never holds more than a
+    /// stretch and a run of items). Grown afresh each pass, it asked glibc's malloc for blocks of
+    /// KiBs, on which malloc first consolidates every small block freed since (the payloads the
+    /// pass had just freed, which the next inserts would have reused as they were). With the
+    /// system allocator, 10,000 entries a ms (benches/eviction.rs' steady state while the cache
+    /// still grew): passes 95-98 -> 60-61 ns/entry; once steady, glibc's free of each payload
+    /// dominates and both were 134-136. tests/pass_allocations.rs fails if a steady pass asks for
+    /// such a block again.
     requeued: Vec<QueueItem>,
 }
 
@@ -247,10 +250,11 @@ impl Evictor<'_> {
         move_ingested(self.ingest, &mut self.staged)
     }
 
-    /// Items the queue has room for without growing (what it takes in memory).
+    /// Items the queue has room for without growing, and its requeue buffer's (what they take in
+    /// memory).
     pub(crate) fn capacity(&mut self) -> usize {
         self.take_ingested();
-        self.staged.order.capacity()
+        self.staged.order.capacity() + self.staged.requeued.capacity()
     }
 
     /// Items in the queue, stale ones included.
