@@ -2,9 +2,9 @@
 //!
 //! glibc's malloc, on any request of 1 KiB or more, first consolidates every small block freed
 //! since the last time (payloads the pass has just freed, which the next inserts would otherwise
-//! take back as they are). A pass that grew a buffer of its own each time paid for that at every
-//! pass (see the removal queue's `Staged::requeued`, which `benches/eviction.rs`' steady-state
-//! line measures). This test fails if a pass over one topic makes such a request again.
+//! take back as they are). A pass that grew a buffer of its own each time made such a request at
+//! every pass (the removal queue's `Staged::requeued` says what that cost, and where it did not).
+//! This test fails if a pass over one topic makes such a request again.
 //!
 //! The watching allocator must be the process's global allocator, which the `mimalloc` feature
 //! takes for itself: with that feature (never on in `make test`) this file compiles to nothing.
