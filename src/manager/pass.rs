@@ -218,8 +218,9 @@ impl Shared {
                 // pass waited for slots, or for payload headers. So a stream hints each slot and
                 // then its payload's header, and nothing else (hinting the index and the read
                 // counts, as a sparse run does, only cost); the headers of entries the pass will
-                // requeue too (a fifth of the scenario's first pass; whether telling them apart
-                // pays, as sparse runs do, is not measured). benches/eviction.rs, old and new
+                // requeue too (a fifth of the scenario's first pass): telling them apart, as
+                // sparse runs do, cost more than it saved (first pass 17.0-17.4 -> 18.6-19.0 ns an
+                // item, alternated 3x). benches/eviction.rs, old and new
                 // alternated 3x: the scenario 36.4-37.5 -> 33.4-33.9 ns/entry (its first pass
                 // 19.1-20.5 -> 16.5-16.8 an item), without requeues 18.2-19.5 -> 16.8-17.5. Runs
                 // over 100 interleaved topics are single items, and sparse later passes are not
