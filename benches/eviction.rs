@@ -47,18 +47,25 @@ fn pattern(requeues: bool) -> Vec<(bool, bool)> {
 /// Topics of the interleaved line.
 const TOPICS: usize = 100;
 
+/// A manager on a manual clock, its size out of reach (only time passes evict), its entries
+/// living `ttl_ms`.
+fn manager(ttl_ms: i64) -> (EntryCacheManager, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(0));
+    let mut cfg = CacheConfig::default();
+    cfg.set("cache_size_bytes", SettingValue::Int(1 << 40))
+        .unwrap();
+    cfg.set("eviction_time_threshold_ms", SettingValue::Int(ttl_ms))
+        .unwrap();
+    let m = EntryCacheManager::new(cfg, clock.clone(), false).unwrap();
+    (m, clock)
+}
+
 fn filled(
     pattern: &[(bool, bool)],
     payload: impl Fn() -> Payload,
     topics: usize,
 ) -> (EntryCacheManager, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::new(0));
-    let mut cfg = CacheConfig::default();
-    cfg.set("cache_size_bytes", SettingValue::Int(1 << 40))
-        .unwrap();
-    cfg.set("eviction_time_threshold_ms", SettingValue::Int(1))
-        .unwrap();
-    let m = EntryCacheManager::new(cfg, clock.clone(), false).unwrap();
+    let (m, clock) = manager(1);
     let caches: Vec<_> = (0..topics)
         .map(|t| m.get_cache(&format!("ledger-{t}")))
         .collect();
@@ -117,14 +124,28 @@ fn evict_all(m: &EntryCacheManager, clock: &ManualClock) -> (Duration, u32, Spli
     (spent, passes, split)
 }
 
-/// The floor: the consumer owns a queue of u32 indices and per-entry state bytes (bit 0: expects a
-/// read, bit 1: accessed, upper bits: requeues so far), and drains it pass by pass with PIP-430's
-/// decision; a pass stops at the first item requeued during it, as a time pass does.
+/// A floor's state byte for an entry: bit 0 expects a read, bit 1 accessed, the upper bits count
+/// its requeues.
+fn floor_state((expected, accessed): (bool, bool)) -> u8 {
+    u8::from(expected) | (u8::from(accessed) << 1)
+}
+
+/// PIP-430's decision on a floor's state byte: whether the entry is requeued (then marked so).
+#[inline(always)]
+fn floor_requeues(state: &mut u8) -> bool {
+    let requeues = *state >> 2;
+    let requeue = *state & 2 != 0 || (*state & 1 != 0 && requeues < MAX_REQUEUES);
+    if requeue {
+        *state = (*state & 1) | ((requeues + 1) << 2);
+    }
+    requeue
+}
+
+/// The floor: the consumer owns a queue of u32 indices and per-entry state bytes
+/// ([`floor_state`]), and drains it pass by pass with PIP-430's decision; a pass stops at the first
+/// item requeued during it, as a time pass does.
 fn floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
-    let mut state: Vec<u8> = pattern
-        .iter()
-        .map(|&(e, a)| u8::from(e) | (u8::from(a) << 1))
-        .collect();
+    let mut state: Vec<u8> = pattern.iter().copied().map(floor_state).collect();
     let mut queue: VecDeque<u32> = (0..state.len() as u32).collect();
     let start = Instant::now();
     let mut passes = 0;
@@ -133,10 +154,7 @@ fn floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
         let pass_len = queue.len();
         for _ in 0..pass_len {
             let i = queue.pop_front().expect("counted");
-            let s = &mut state[i as usize];
-            let requeues = *s >> 2;
-            if *s & 2 != 0 || (*s & 1 != 0 && requeues < MAX_REQUEUES) {
-                *s = (*s & 1) | ((requeues + 1) << 2);
+            if floor_requeues(&mut state[i as usize]) {
                 queue.push_back(i);
             }
         }
@@ -179,10 +197,10 @@ fn memory_floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
     const PAYLOAD_AHEAD: usize = 16;
     let mut records: Vec<Record> = pattern
         .iter()
-        .map(|&(e, a)| Record {
+        .map(|&entry| Record {
             payload: Some(Box::new([7u8; PAYLOAD_BYTES])),
             timestamp_ns: 0,
-            state: u8::from(e) | (u8::from(a) << 1),
+            state: floor_state(entry),
         })
         .collect();
     let mut queue: VecDeque<u32> = (0..records.len() as u32).collect();
@@ -202,9 +220,7 @@ fn memory_floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
             }
             let i = queue.pop_front().expect("counted");
             let r = &mut records[i as usize];
-            let requeues = r.state >> 2;
-            if r.state & 2 != 0 || (r.state & 1 != 0 && requeues < MAX_REQUEUES) {
-                r.state = (r.state & 1) | ((requeues + 1) << 2);
+            if floor_requeues(&mut r.state) {
                 r.timestamp_ns = j as u64;
                 queue.push_back(i);
             } else {
@@ -229,16 +245,7 @@ fn steady(pattern: &[(bool, bool)]) -> (f64, f64, u64) {
     const STEADY_PER_MS: usize = 6_250;
     const STEADY_TTL_MS: i64 = 100;
     const STEADY_WARM_MS: usize = (MAX_REQUEUES as usize + 2) * STEADY_TTL_MS as usize;
-    let clock = Arc::new(ManualClock::new(0));
-    let mut cfg = CacheConfig::default();
-    cfg.set("cache_size_bytes", SettingValue::Int(1 << 40))
-        .unwrap();
-    cfg.set(
-        "eviction_time_threshold_ms",
-        SettingValue::Int(STEADY_TTL_MS),
-    )
-    .unwrap();
-    let m = EntryCacheManager::new(cfg, clock.clone(), false).unwrap();
+    let (m, clock) = manager(STEADY_TTL_MS);
     let cache = m.get_cache("ledger");
     let (mut inserting, mut passing, mut timed) = (Duration::ZERO, Duration::ZERO, 0u64);
     for (ms, arriving) in pattern.chunks(STEADY_PER_MS).enumerate() {

@@ -133,10 +133,10 @@ struct Staged {
     /// stretch and a run of items). Grown afresh each pass, it asked glibc's malloc for blocks of
     /// KiBs, on which malloc first consolidates every small block freed since (the payloads the
     /// pass had just freed, which the next inserts would have reused as they were). With the
-    /// system allocator, 10,000 entries a ms (benches/eviction.rs' steady state while the cache
-    /// still grew): passes 95-98 -> 60-61 ns/entry; once steady, glibc's free of each payload
-    /// dominates and both were 134-136. tests/pass_allocations.rs fails if a steady pass asks for
-    /// such a block again.
+    /// system allocator, 10,000 entries a ms timed while the cache still grew: passes 95-98 ->
+    /// 60-61 ns/entry; in benches/eviction.rs' steady state glibc's free of each payload dominates
+    /// and both were 134-136. tests/pass_allocations.rs fails if a steady pass asks for such a
+    /// block again.
     requeued: Vec<QueueItem>,
 }
 

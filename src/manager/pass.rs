@@ -216,15 +216,14 @@ impl Shared {
                 // payloads as streams. The CPU's own prefetcher follows the queue and the index,
                 // but not the slab nor the payloads well enough: without hints, half of such a
                 // pass waited for slots, or for payload headers. So a stream hints each slot and
-                // then its payload's header, and nothing else (hinting the index and the read
-                // counts, as a sparse run does, only cost); the headers of entries the pass will
-                // requeue too (a fifth of the scenario's first pass): telling them apart, as
-                // sparse runs do, cost more than it saved (first pass 17.0-17.4 -> 18.6-19.0 ns an
-                // item, alternated 3x). benches/eviction.rs, old and new
-                // alternated 3x: the scenario 36.4-37.5 -> 33.4-33.9 ns/entry (its first pass
-                // 19.1-20.5 -> 16.5-16.8 an item), without requeues 18.2-19.5 -> 16.8-17.5. Runs
-                // over 100 interleaved topics are single items, and sparse later passes are not
-                // consecutive: they hint as below.
+                // then its payload's header, and nothing else: hinting the index and the read
+                // counts, as a sparse run does, only cost, and so did skipping the headers of
+                // entries the pass will requeue (a fifth of the scenario's first pass: 17.0-17.4
+                // -> 18.6-19.0 ns an item). benches/eviction.rs, old and new alternated 3x: the
+                // scenario 36.4-37.5 -> 33.4-33.9 ns/entry (its first pass 19.1-20.5 -> 16.5-16.8
+                // an item), without requeues 18.2-19.5 -> 16.8-17.5. Runs over 100 interleaved
+                // topics are single items, and sparse later passes are not consecutive: they hint
+                // as below.
                 let stream = run.len() > 1
                     && run[run.len() - 1].slot.wrapping_sub(run[0].slot) as usize == run.len() - 1;
                 for (k, &item) in run.iter().enumerate() {
