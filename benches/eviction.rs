@@ -83,7 +83,8 @@ fn filled(
 }
 
 /// Where a run's time went: the first pass walks the queue in memory order; the later ones visit
-/// only the requeued entries, sparse in memory. Items visited = entries evicted + requeued.
+/// only the requeued entries (which the first pass packed side by side; the second pass's
+/// removals leave gaps among them). Items visited = entries evicted + requeued.
 #[derive(Default, Clone, Copy)]
 struct Split {
     first: (Duration, u64),
@@ -188,9 +189,10 @@ fn hint(p: *const u8) {
 
 /// The floor over the cache's memory: the floor's queue and decisions, but each entry a 32-byte
 /// record with a 64-byte owned payload, freed when the entry goes, and in every pass each record
-/// and its payload hinted ahead as the cache's pass hints a run of consecutive slots (the later,
-/// sparse passes of the cache hint differently). What touching that memory costs, whatever the
-/// structure around it.
+/// and its payload hinted ahead as the cache's pass hints a run of consecutive slots. Records
+/// kept are packed as the cache's first pass packs them, in every pass (the cache packs in
+/// first passes only, since moving an entry also writes its index chunk, which only a first pass
+/// has in cache). What touching that memory costs, whatever the structure around it.
 fn memory_floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
     // The pass's LOOKAHEAD_FAR and STREAM_PAYLOAD_AHEAD (src/manager/pass.rs).
     const RECORD_AHEAD: usize = 32;
@@ -209,6 +211,9 @@ fn memory_floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
     while !queue.is_empty() {
         passes += 1;
         let pass_len = queue.len();
+        // Records of consecutive items: `packed` is where the next one kept goes, every record
+        // from there to the one visited being empty.
+        let (mut packed, mut next) = (0u32, u32::MAX);
         for j in 0..pass_len {
             if let Some(&ahead) = queue.get(RECORD_AHEAD) {
                 hint(std::ptr::from_ref(&records[ahead as usize]).cast());
@@ -219,10 +224,16 @@ fn memory_floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
                 }
             }
             let i = queue.pop_front().expect("counted");
+            if i != next {
+                (packed, next) = (i, i);
+            }
+            next += 1;
             let r = &mut records[i as usize];
             if floor_requeues(&mut r.state) {
                 r.timestamp_ns = j as u64;
-                queue.push_back(i);
+                records.swap(packed as usize, i as usize);
+                queue.push_back(packed);
+                packed += 1;
             } else {
                 r.payload = None;
             }
@@ -339,7 +350,7 @@ fn main() {
         );
         if passes > 1 {
             println!(
-                "      of which the first pass {:.1} ns per item visited ({} items, in memory order), the later passes {:.1} ({} items: requeued entries, sparse in memory)",
+                "      of which the first pass {:.1} ns per item visited ({} items, in memory order), the later passes {:.1} ({} items: requeued entries)",
                 Split::ns_per_item(split.first),
                 split.first.1,
                 Split::ns_per_item(split.later),

@@ -81,6 +81,20 @@ impl<T> Pages<T> {
             .map_or(std::ptr::null(), |p| p.as_ptr().wrapping_add(at))
     }
 
+    /// Swaps elements `a` and `b` (both below [`Self::len`]).
+    #[inline]
+    pub fn swap(&mut self, a: usize, b: usize) {
+        let ((pa, ia), (pb, ib)) = (split(a), split(b));
+        if pa == pb {
+            self.pages[pa].swap(ia, ib);
+        } else {
+            let (low, high) = self.pages.split_at_mut(pa.max(pb));
+            let (first, second) = (&mut low[pa.min(pb)], &mut high[0]);
+            let (i_first, i_second) = if pa < pb { (ia, ib) } else { (ib, ia) };
+            std::mem::swap(&mut first[i_first], &mut second[i_second]);
+        }
+    }
+
     /// Elements the pages have room for.
     pub fn capacity(&self) -> usize {
         self.pages.iter().map(Vec::capacity).sum()
@@ -127,6 +141,27 @@ impl<T> std::ops::IndexMut<usize> for Pages<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swaps_within_and_across_pages() {
+        let mut pages = Pages::default();
+        let mut vec = Vec::new();
+        for i in 0..2 * PAGE + 3 {
+            pages.push(i);
+            vec.push(i);
+        }
+        for (a, b) in [
+            (0, 1),
+            (3, 3),
+            (5, PAGE + 7),
+            (2 * PAGE + 2, 9),
+            (PAGE, 2 * PAGE),
+        ] {
+            pages.swap(a, b);
+            vec.swap(a, b);
+        }
+        assert!(pages.iter().eq(vec.iter()));
+    }
 
     #[test]
     fn indexes_like_a_vec_across_pages_and_never_moves_an_element() {

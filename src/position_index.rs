@@ -367,6 +367,18 @@ impl PositionIndex {
         Some(slot)
     }
 
+    /// Points the position at `lane` of chunk `c` (as returned by `insert` and `lane_of`) to
+    /// `slot`: its entry moved there.
+    #[inline]
+    pub(crate) fn set_slot(&mut self, c: u32, lane: u8, slot: u32) {
+        let chunk = &mut self.chunks[c as usize];
+        debug_assert!(
+            chunk.occupied & (1 << lane) != 0,
+            "moving a position not held"
+        );
+        chunk.slots[lane as usize] = slot;
+    }
+
     /// Frees chunk `c`, left with no entries, from its window or the tree. Out of line: where
     /// entries are cached in runs (the common case) one removal in 16 comes here.
     #[cold]
