@@ -686,6 +686,64 @@ mod tests {
         }
     }
 
+    /// A pass over consecutive slots that requeues every fifth entry leaves those entries in the
+    /// first slots, side by side and in order, each with its size, read and found by position;
+    /// inserts then take the slots the pass emptied, in order, before the free list or new ones.
+    #[test]
+    fn a_stream_packs_what_it_requeues_and_inserts_take_the_slots_it_emptied() {
+        let p = |e| Position::new(1, e);
+        let mut cache = RangeCache::default();
+        for e in 0..100 {
+            // Sizes other than the payload's go aside, and move with their entry.
+            let n = cache
+                .insert(
+                    p(e),
+                    Payload::from(vec![e as u8; 3]),
+                    ReadCount::UNCOUNTED,
+                    1000 + e as u32,
+                    0,
+                )
+                .unwrap();
+            assert_eq!(n, e as u32);
+        }
+        let mut kept = Vec::new();
+        for n in 0..100u32 {
+            let decision = if n % 5 == 4 {
+                EvictionResult::Requeue
+            } else {
+                EvictionResult::Remove
+            };
+            match cache.visit_in_stream(n, |_| decision) {
+                Visit::Requeued(m) => kept.push(m),
+                Visit::Removed(size, _) => assert_eq!(size, 1000 + n),
+                _ => panic!("slot {n}: wrong visit"),
+            }
+        }
+        assert_eq!(kept, (0..20).collect::<Vec<_>>());
+        assert_eq!(cache.len(), 20);
+        assert_eq!(
+            cache.size_bytes(),
+            (0..20).map(|i| 1004 + 5 * i).sum::<u64>()
+        );
+        for (i, &m) in kept.iter().enumerate() {
+            let e = 5 * i as i64 + 4;
+            assert_eq!(cache.index.get(p(e)), Some(m));
+            assert_eq!(cache.size_of(m), 1000 + e as u32);
+            assert_eq!(cache.get(p(e)).unwrap().data(), [e as u8; 3]);
+        }
+        // A visit that does not follow the vacant slots is a plain one: nothing moves.
+        assert!(matches!(
+            cache.visit_in_stream(0, |_| EvictionResult::Requeue),
+            Visit::Requeued(0)
+        ));
+        for e in 100..181 {
+            let n = cache
+                .insert(p(e), Payload::empty(), ReadCount::UNCOUNTED, 0, 0)
+                .unwrap();
+            assert_eq!(n, if e < 180 { e as u32 - 80 } else { 100 }, "insert {e}");
+        }
+    }
+
     /// However a watched entry leaves, its position is noted, once; unwatched entries and a slot
     /// reused after a watched one are not.
     #[test]
