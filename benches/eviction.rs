@@ -190,9 +190,9 @@ fn hint(p: *const u8) {
 /// The floor over the cache's memory: the floor's queue and decisions, but each entry a 32-byte
 /// record with a 64-byte owned payload, freed when the entry goes, and in every pass each record
 /// and its payload hinted ahead as the cache's pass hints a run of consecutive slots. Records
-/// kept are packed as the cache's first pass packs them, in every pass (the cache packs in
-/// first passes only, since moving an entry also writes its index chunk, which only a first pass
-/// has in cache). What touching that memory costs, whatever the structure around it.
+/// kept are packed as the cache's first pass packs them, in every pass (the cache keeps one run
+/// of vacant slots, so here its later passes do not pack: nothing is inserted between passes to
+/// take the first pass's). What touching that memory costs, whatever the structure around it.
 fn memory_floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
     // The pass's LOOKAHEAD_FAR and STREAM_PAYLOAD_AHEAD (src/manager/pass.rs).
     const RECORD_AHEAD: usize = 32;

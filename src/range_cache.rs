@@ -362,31 +362,7 @@ impl RangeCache {
     /// per entry.
     #[inline]
     pub fn visit(&mut self, n: u32, judge: impl FnOnce(&mut Slot) -> EvictionResult) -> Visit {
-        let Some(slot) = self.slots.get_mut(n as usize) else {
-            return Visit::Stale;
-        };
-        if !slot.is_live() {
-            if slot.is_tombstone() {
-                self.tombstones -= 1;
-                self.free(n);
-            }
-            return Visit::Stale;
-        }
-        match judge(slot) {
-            EvictionResult::Remove => {}
-            EvictionResult::Requeue => return Visit::Requeued(n),
-            EvictionResult::Stop => return Visit::Stopped,
-        }
-        let (size, payload) = take_entry(
-            slot,
-            n,
-            &self.sizes_aside,
-            &mut self.index,
-            &mut self.size_bytes,
-            &mut self.watched_gone,
-        );
-        self.free(n);
-        Visit::Removed(size, payload)
+        self.visit_as::<false>(n, judge)
     }
 
     /// [`Self::visit`] for a pass that visits slot after slot (each `n` the one after the last,
@@ -394,46 +370,56 @@ impl RangeCache {
     /// the slots it empties stay in [`Self::vacant`], off the free list, and an entry it requeues
     /// moves down into the first of them. The entries such a pass requeues (a fifth in Pulsar's
     /// benchmark) then lie side by side, in queue order, where the pass found them a few slots
-    /// apart each; the later passes over them read whole cache lines in order, not one slot in
+    /// apart each, and the next pass over them reads whole cache lines in order, not one slot in
     /// each line of the slab. Moving an entry costs a copy of its slot and a write to its index
-    /// chunk, both in cache in such a pass (its neighbours were just removed).
+    /// chunk, both in cache in a first pass (its neighbours were just removed); a later pass that
+    /// packs writes index chunks that may not be.
     ///
-    /// Only one run of vacant slots is kept: while another stream's are there, or at an `n` that
-    /// does not follow them, this is [`Self::visit`].
+    /// Only one run of vacant slots is kept: while another stream's are there (until inserts
+    /// take them), or at an `n` that does not follow them, this is [`Self::visit`].
+    #[inline]
     pub fn visit_in_stream(
         &mut self,
         n: u32,
         judge: impl FnOnce(&mut Slot) -> EvictionResult,
     ) -> Visit {
         let (start, end) = self.vacant;
-        let start = match start == end {
-            true => n,
-            false if end == n => start,
-            false => return self.visit(n, judge),
-        };
+        if start != end && end != n {
+            return self.visit(n, judge);
+        }
+        self.visit_as::<true>(n, judge)
+    }
+
+    /// [`Self::visit`], and with `PACK` [`Self::visit_in_stream`] once it found that `n` follows
+    /// the vacant slots, if any: one implementation, the choice made at compile time so that the
+    /// plain visit pays nothing for packing.
+    #[inline(always)]
+    fn visit_as<const PACK: bool>(
+        &mut self,
+        n: u32,
+        judge: impl FnOnce(&mut Slot) -> EvictionResult,
+    ) -> Visit {
+        // Where an entry kept goes: the first vacant slot before it, or its own.
+        let (start, end) = self.vacant;
+        let to = if PACK && start != end { start } else { n };
         let Some(slot) = self.slots.get_mut(n as usize) else {
             return Visit::Stale;
         };
         if !slot.is_live() {
-            if !slot.is_tombstone() {
-                // On the free list already: it cannot join the run.
-                return self.visit(n, judge);
+            if slot.is_tombstone() {
+                slot.state = 0;
+                self.tombstones -= 1;
+                self.emptied::<PACK>(to, n);
             }
-            slot.state = 0;
-            self.tombstones -= 1;
-            self.keep_vacant(start, n);
             return Visit::Stale;
         }
         match judge(slot) {
             EvictionResult::Remove => {}
-            EvictionResult::Requeue if start == n => {
-                self.vacant = (n + 1, n + 1);
-                return Visit::Requeued(n);
-            }
+            EvictionResult::Requeue if to == n => return Visit::Requeued(n),
             EvictionResult::Requeue => {
-                self.move_entry(n, start);
-                self.vacant = (start + 1, n + 1);
-                return Visit::Requeued(start);
+                self.move_entry(n, to);
+                self.vacant = (to + 1, n + 1);
+                return Visit::Requeued(to);
             }
             EvictionResult::Stop => return Visit::Stopped,
         }
@@ -446,18 +432,22 @@ impl RangeCache {
             &mut self.watched_gone,
         );
         slot.state = 0;
-        self.keep_vacant(start, n);
+        self.emptied::<PACK>(to, n);
         Visit::Removed(size, payload)
     }
 
-    /// Slots `start..=n` are free: kept in [`Self::vacant`], or with the whole slab given back
-    /// once no slot is live or a tombstone (as [`Self::free`]).
-    #[inline]
-    fn keep_vacant(&mut self, start: u32, n: u32) {
+    /// Slot `n` was just emptied (its state cleared): the whole slab goes back once no slot is
+    /// live or a tombstone (no queue item names this cache then); otherwise the slot goes on the
+    /// free list, or with `PACK` joins the vacant slots, which become `start..=n`.
+    #[inline(always)]
+    fn emptied<const PACK: bool>(&mut self, start: u32, n: u32) {
         if self.index.is_empty() && self.tombstones == 0 {
             self.release_slab();
-        } else {
+        } else if PACK {
             self.vacant = (start, n + 1);
+        } else {
+            self.slots[n as usize].chunk = self.free_head;
+            self.free_head = n;
         }
     }
 
@@ -488,20 +478,6 @@ impl RangeCache {
         self.slots[n as usize].state = TOMBSTONE;
         self.tombstones += 1;
         size
-    }
-
-    /// Puts emptied slot `n` on the free list, or gives the slab's memory back once no slot is
-    /// live or a tombstone (no queue item names this cache then).
-    #[inline]
-    fn free(&mut self, n: u32) {
-        let slot = &mut self.slots[n as usize];
-        slot.state = 0;
-        if self.index.is_empty() && self.tombstones == 0 {
-            self.release_slab();
-        } else {
-            slot.chunk = self.free_head;
-            self.free_head = n;
-        }
     }
 
     /// Frees the slab once no slot is live or a tombstone.
@@ -736,11 +712,21 @@ mod tests {
             cache.visit_in_stream(0, |_| EvictionResult::Requeue),
             Visit::Requeued(0)
         ));
-        for e in 100..181 {
+        // A plain visit's slot goes on the free list, which inserts take after the vacant slots.
+        assert!(matches!(
+            cache.visit(1, |_| EvictionResult::Remove),
+            Visit::Removed(1009, _)
+        ));
+        for e in 100..182 {
             let n = cache
                 .insert(p(e), Payload::empty(), ReadCount::UNCOUNTED, 0, 0)
                 .unwrap();
-            assert_eq!(n, if e < 180 { e as u32 - 80 } else { 100 }, "insert {e}");
+            let expected = match e {
+                ..180 => e as u32 - 80,
+                180 => 1,
+                _ => 100,
+            };
+            assert_eq!(n, expected, "insert {e}");
         }
     }
 

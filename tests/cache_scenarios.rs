@@ -280,6 +280,39 @@ fn time_pass_requeues_recently_accessed_entries_once_per_access() {
     assert_eq!(m.evict_expired(), (1, 10));
 }
 
+/// A first pass over entries inserted in order moves those it requeues into the slots it emptied
+/// (not Pulsar's concern: where entries sit in memory). Each must stay itself, with its queue item,
+/// and the slots left must take new entries.
+#[test]
+fn entries_a_time_pass_moves_keep_their_bytes_and_their_turn() {
+    let (m, clock) = manager(&[
+        ("extend_ttl_max_times", Int(1)),
+        ("extend_ttl_of_recently_accessed", Bool(false)),
+        ("eviction_time_threshold_ms", Int(1)),
+    ]);
+    let c = m.get_cache("ml");
+    let name = |e: i64| format!("entry-{e}");
+    for e in 0..6 {
+        c.insert(p(e), text(&name(e)), i32::from(e % 3 == 1), None)
+            .unwrap();
+    }
+    clock.advance_ms(10);
+    assert_eq!(m.evict_expired(), (4, 28));
+    assert_eq!(m.stats().requeued, 2);
+    for e in 6..8 {
+        c.insert(p(e), text(&name(e)), 0, None).unwrap();
+    }
+    for e in [1, 4, 6, 7] {
+        let got = c.get(p(e)).unwrap();
+        assert_eq!(got.data(), name(e).as_bytes(), "entry {e}");
+        got.release();
+    }
+    assert_eq!(m.removal_queue_len(), 4);
+    clock.advance_ms(10);
+    assert_eq!(m.evict_expired(), (4, 28));
+    assert_eq!((m.entry_count(), m.removal_queue_len()), (0, 0));
+}
+
 /// e1: 40 bytes, read since inserted; e2: 50 bytes, 3 expected reads; e3: 30 bytes, nothing.
 fn three_entries(max_requeues: i64) -> (EntryCacheManager, Arc<ledgercache::EntryCache>) {
     let (m, _) = manager(&[

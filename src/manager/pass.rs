@@ -222,11 +222,12 @@ impl Shared {
                 // -> 18.6-19.0 ns an item). benches/eviction.rs, old and new alternated 3x: the
                 // scenario 36.4-37.5 -> 33.4-33.9 ns/entry (its first pass 19.1-20.5 -> 16.5-16.8
                 // an item), without requeues 18.2-19.5 -> 16.8-17.5. Runs over 100 interleaved
-                // topics are single items, and sparse later passes are not consecutive: they hint
-                // as below. A stream also packs the entries it requeues into the slots it emptied
-                // (`RangeCache::visit_in_stream`), so that the later passes over them read whole
-                // lines: 33.0-33.2 -> 29.6-29.9 ns/entry (later passes 27.9-28.6 -> 21.6-21.7 an
-                // item), old and new alternated twice.
+                // topics are single items, and runs over entries left here and there are not
+                // consecutive: they hint as below. A stream also packs the entries it requeues
+                // into the slots it emptied (`RangeCache::visit_in_stream`), so that the next pass
+                // over them is a stream too, reading whole lines (and the passes after it half
+                // lines, not one slot in two to five lines): 33.0-33.2 -> 29.6-29.9 ns/entry
+                // (later passes 27.9-28.6 -> 21.6-21.7 an item), old and new alternated twice.
                 let stream = run.len() > 1
                     && run[run.len() - 1].slot.wrapping_sub(run[0].slot) as usize == run.len() - 1;
                 for (k, &item) in run.iter().enumerate() {
