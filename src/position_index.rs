@@ -30,7 +30,7 @@ type ChunkKey = (i64, i64);
 struct Chunk {
     slots: [u32; LANES],
     occupied: u16,
-    /// The window holding the chunk, or [`IN_TREE`].
+    /// The window holding the chunk, or [`IN_TREE`]; in an unused chunk, the next unused one.
     window: u32,
     key: ChunkKey,
 }
@@ -90,7 +90,10 @@ fn too_sparse(len: usize, held: usize) -> bool {
 /// Position -> slot number, ordered by position.
 pub struct PositionIndex {
     chunks: Vec<Chunk>,
-    /// Head of the list of unused chunks, threaded through their first lane.
+    /// Head of the list of unused chunks, threaded through their `window` field: in the line that
+    /// a removal reads (and the evictor prefetches), so that freeing the chunk a removal empties
+    /// writes no other line. Through the first lane, the later passes of benches/eviction.rs'
+    /// scenario, whose removals empty a chunk each, took 2-3% longer.
     free_chunk_head: u32,
     windows: Vec<Window>,
     /// Windows not in use (their number goes to the next ledger).
@@ -217,7 +220,7 @@ impl PositionIndex {
                 (self.chunks.len() - 1) as u32
             }
             c => {
-                self.free_chunk_head = self.chunks[c as usize].slots[0];
+                self.free_chunk_head = self.chunks[c as usize].window;
                 self.chunks[c as usize] = empty;
                 c
             }
@@ -389,7 +392,7 @@ impl PositionIndex {
         if way.get().is_some_and(|(k, _)| k == key) {
             way.set(None);
         }
-        self.chunks[c as usize].slots[0] = self.free_chunk_head;
+        self.chunks[c as usize].window = self.free_chunk_head;
         self.free_chunk_head = c;
         if w == IN_TREE {
             self.tree.remove(&key);
@@ -634,7 +637,7 @@ mod tests {
         let mut c = ix.free_chunk_head;
         while c != NO_CHUNK {
             free += 1;
-            c = ix.chunks[c as usize].slots[0];
+            c = ix.chunks[c as usize].window;
         }
         assert_eq!(held + free, ix.chunks.len(), "every chunk is held or free");
     }
