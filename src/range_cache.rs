@@ -372,8 +372,8 @@ impl RangeCache {
     /// benchmark) then lie side by side, in queue order, where the pass found them a few slots
     /// apart each, and the next pass over them reads whole cache lines in order, not one slot in
     /// each line of the slab. Moving an entry costs a copy of its slot and a write to its index
-    /// chunk, both in cache in a first pass (its neighbours were just removed); a later pass that
-    /// packs writes index chunks that may not be.
+    /// chunk, both in cache in a first pass (its neighbours were just removed); in a later pass
+    /// that packs, the index chunks may be out of cache.
     ///
     /// Only one run of vacant slots is kept: while another stream's are there (until inserts
     /// take them), or at an `n` that does not follow them, this is [`Self::visit`].
