@@ -207,6 +207,12 @@ fn check_against_model(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     _ => 0,
                 };
                 prop_assert_eq!(c.count_at_or_before(&n), expected);
+                let last_move = model
+                    .get(&n)
+                    .copied()
+                    .flatten()
+                    .map(|e| Position::new(0, e));
+                prop_assert_eq!(c.position_of(&n), last_move);
             }
             Op::Slowest => {
                 let expected = model.values().flatten().min().map(|e| Position::new(0, *e));

@@ -32,6 +32,17 @@ pub(crate) struct Hint {
 }
 
 impl Hint {
+    /// Not in the counts: for a holder of a hint to say so without a flag of its own.
+    pub const NOWHERE: Hint = Hint {
+        chunk: u32::MAX,
+        index: 0,
+    };
+    /// In the counts, at a place not known: no chunk, so a search finds it.
+    pub const UNKNOWN: Hint = Hint {
+        chunk: u32::MAX - 1,
+        index: 0,
+    };
+
     fn at(chunk: usize, index: usize) -> Self {
         // Chunk ids and indices are bounded by the number of cursors (u32); a wrong guess is only
         // slower.
