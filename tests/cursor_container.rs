@@ -189,18 +189,25 @@ fn check_against_model(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut model: std::collections::BTreeMap<u8, Option<i64>> = Default::default();
     for op in ops {
         match op {
+            // Before any query (changes not yet applied) and after one, a cursor's position is
+            // its last move.
             Op::Add(n, e) => {
                 c.add(n, e.map(|e| Position::new(0, e)));
                 model.insert(n, e);
+                prop_assert_eq!(c.position_of(&n), e.map(|e| Position::new(0, e)));
             }
             Op::Update(n, e) => {
                 let known = model.contains_key(&n);
                 prop_assert_eq!(c.update(&n, e.map(|e| Position::new(0, e))), known);
                 if known {
                     model.insert(n, e);
+                    prop_assert_eq!(c.position_of(&n), e.map(|e| Position::new(0, e)));
                 }
             }
-            Op::Remove(n) => prop_assert_eq!(c.remove(&n), model.remove(&n).is_some()),
+            Op::Remove(n) => {
+                prop_assert_eq!(c.remove(&n), model.remove(&n).is_some());
+                prop_assert_eq!(c.position_of(&n), None);
+            }
             Op::Count(n) => {
                 let expected = match model.get(&n) {
                     Some(Some(e)) => model.values().flatten().filter(|x| *x <= e).count() as u32,

@@ -153,7 +153,8 @@ pub struct ActiveCursorContainer<K: Hash + Eq + Clone> {
     keys: Vec<Option<Named<K>>>,
     free_cursors: Vec<u32>,
     counts: PositionCounts,
-    /// At most one change per slot (a slot's `pending` is the index of its change here).
+    /// At most one change per slot (a slot's `pending` is the index of its change here). Changes
+    /// are only pushed, or all taken out at once, so that an index stays right until then.
     pending: Vec<Change>,
 }
 
@@ -488,7 +489,8 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         self.pending.clear();
     }
 
-    /// Applies slot `id`'s change, taken out of `pending`: a move to `to`.
+    /// Applies slot `id`'s change, a move to `to`. The change itself is out of `pending` already
+    /// (the caller took the list, or clears it), so the slot's index into it is reset here.
     #[inline]
     fn apply(&mut self, id: u32, to: Option<Position>) {
         let slot = &mut self.cursors[id as usize];
@@ -550,6 +552,32 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
 
     /// Checks every invariant against a brute-force recount; for tests. Flushes first.
     pub fn check_invariants(&mut self) -> Result<(), String> {
+        for (i, change) in self.pending.iter().enumerate() {
+            let slot = &self.cursors[change.slot as usize];
+            if slot.pending as usize != i {
+                return Err(format!(
+                    "change {i} is slot {}'s, which names change {}",
+                    change.slot, slot.pending
+                ));
+            }
+            if slot.state() != SlotState::Live && change.tracked {
+                return Err(format!(
+                    "slot {} is not live but its change moves it",
+                    change.slot
+                ));
+            }
+        }
+        let queued = self
+            .cursors
+            .iter()
+            .filter(|c| c.pending != NOT_QUEUED)
+            .count();
+        if queued != self.pending.len() {
+            return Err(format!(
+                "{queued} slots name a change, {} changes",
+                self.pending.len()
+            ));
+        }
         self.flush();
         self.counts.check()?;
         let mut positions: Vec<Position> = self
@@ -579,9 +607,22 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
                 return Err(format!("{got} counted at or before {p}, {brute} tracked"));
             }
         }
+        let free = self
+            .cursors
+            .iter()
+            .filter(|c| c.state() == SlotState::Free)
+            .count();
+        if free != self.free_cursors.len() {
+            return Err(format!(
+                "{free} free slots, {} on the free list",
+                self.free_cursors.len()
+            ));
+        }
         for (id, c) in self.cursors.iter().enumerate() {
-            if c.pending != NOT_QUEUED {
-                return Err(format!("cursor slot {id} still has a change queued"));
+            if c.state() == SlotState::Removed {
+                return Err(format!(
+                    "cursor slot {id} was removed and is still held after a flush"
+                ));
             }
             if c.state() != SlotState::Live && c.counted().is_some() {
                 return Err(format!("cursor slot {id} is counted but not live"));
@@ -682,6 +723,21 @@ mod tests {
         c.update_by_id(ids[1], pos(-1));
         assert_eq!(c.count_by_id(ids[0]), 0);
         assert_eq!(c.count_by_id(ids[1]), 1);
+    }
+
+    /// A cursor removed before any query leaves a change queued in its slot; the cursor that
+    /// takes the slot next, untracked, must not inherit the move.
+    #[test]
+    fn a_reused_slot_does_not_inherit_the_queued_move() {
+        let mut c = container(&[5]);
+        c.slowest_position();
+        c.add("a".into(), pos(3));
+        assert!(c.remove(&"a".to_string()));
+        let b = c.add("b".into(), None);
+        assert_eq!(c.position_of(&"b".to_string()), None);
+        assert_eq!(c.count_by_id(b), 0);
+        assert_eq!(c.slowest_position(), pos(5));
+        c.check_invariants().unwrap();
     }
 
     /// A handle names one cursor: after its removal (flushed or not) it matches none of the

@@ -44,8 +44,9 @@ impl Hint {
     };
 
     fn at(chunk: usize, index: usize) -> Self {
-        // Chunk ids and indices are bounded by the number of cursors (u32); a wrong guess is only
-        // slower.
+        // Chunk ids and indices are bounded by the number of cursors (u32), and chunk ids stay
+        // below `UNKNOWN` and `NOWHERE` (as many chunks would take a terabyte); a wrong guess
+        // is only slower.
         Hint {
             chunk: chunk as u32,
             index: index as u32,
