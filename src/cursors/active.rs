@@ -91,6 +91,12 @@ impl CursorSlot {
         (self.hint != Hint::NOWHERE).then_some(self.counted)
     }
 
+    /// Counted at `at` (`None`: not counted), found at `hint` in the counts.
+    fn set_counted(&mut self, at: Option<Position>, hint: Hint) {
+        self.counted = at.unwrap_or_default();
+        self.hint = if at.is_some() { hint } else { Hint::NOWHERE };
+    }
+
     fn state(&self) -> SlotState {
         self.stamp.state()
     }
@@ -462,7 +468,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
     fn free_cursor(&mut self, id: u32) {
         let slot = &mut self.cursors[id as usize];
         slot.stamp = slot.stamp.freed();
-        slot.hint = Hint::NOWHERE;
+        slot.set_counted(None, Hint::NOWHERE);
         if slot.pending != NOT_QUEUED {
             // The change stays queued for the slot's next cursor, which must not inherit a move.
             self.pending[slot.pending as usize].tracked = false;
@@ -500,6 +506,9 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             return;
         }
         let (from, hint) = (slot.counted(), slot.hint);
+        // The position written now, from where the caller has it: written after the counts'
+        // update (with the hint, in `set_counted`), a seek and count among 10,000 cursors took
+        // 2.5% longer.
         slot.counted = to.unwrap_or_default();
         let removed = state == SlotState::Removed;
         let hint = match (from, to) {
@@ -523,15 +532,8 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             let slot = &mut self.cursors[change.slot as usize];
             slot.pending = NOT_QUEUED;
             match slot.state() {
-                SlotState::Live => {
-                    // Counted at its target once the counts are rebuilt; where, nobody knows yet.
-                    slot.counted = change.target().unwrap_or_default();
-                    slot.hint = if change.target().is_some() {
-                        Hint::UNKNOWN
-                    } else {
-                        Hint::NOWHERE
-                    };
-                }
+                // Counted at its target once the counts are rebuilt; where, nobody knows yet.
+                SlotState::Live => slot.set_counted(change.target(), Hint::UNKNOWN),
                 SlotState::Removed => self.free_cursor(change.slot),
                 SlotState::Free => {}
             }
