@@ -211,8 +211,9 @@ pub(crate) const MAX_RUN: usize = 256;
 /// At most how many items a pass handles between two updates of the queue (see [`Evictor::run`]).
 const STRETCH: usize = 4 * MAX_RUN;
 
-/// How many items after a run its visitor also sees, to prefetch what they will touch.
-pub(crate) const LOOKAHEAD: usize = 32;
+/// How many items after a run its visitor also sees, to prefetch what they will touch (the
+/// farthest any visitor looks ahead: see `manager::pass`).
+pub(crate) const LOOKAHEAD: usize = 128;
 
 /// A pass's allowance of requeues, and the items requeued during the current run (they go to the
 /// tail when the run ends).

@@ -25,15 +25,22 @@ use parking_lot::{ArcMutexGuard, MutexGuard, RawMutex};
 use std::cell::OnceCell;
 use std::sync::atomic::Ordering;
 
-/// How far ahead the evictor prefetches: the slot at the far distance, what the slot points to at
-/// the near one (by then the slot is in cache). Measured (benches/eviction.rs' scenario, one topic
-/// and 100): 32/10 beat 16/6 and 24/8 by 5-10% on one topic and matched them on 100; 64/24 lost on
-/// 100 topics.
-const LOOKAHEAD_FAR: usize = LOOKAHEAD;
+/// How far ahead the evictor prefetches in a run that is not a stream: the slot at the far
+/// distance, what the slot points to at the near one (by then the slot is in cache). Measured
+/// (benches/eviction.rs' scenario, one topic and 100): 32/10 beat 16/6 and 24/8 by 5-10% on one
+/// topic and matched them on 100; 64/24 lost on 100 topics.
+const LOOKAHEAD_FAR: usize = 32;
 const LOOKAHEAD_NEAR: usize = 10;
-/// How far ahead a run over consecutive slots hints its payloads' headers (see `run_pass`): 8 and
-/// 24 did no better with 64-byte payloads.
-const STREAM_PAYLOAD_AHEAD: usize = 16;
+/// How far ahead a run over consecutive slots (see `run_pass`) hints its slots, and then their
+/// payloads' headers. A stream is bound by how many lines can be on their way at once: at 32/16
+/// the hint for the payload's header waited for its slot (a third of a pass over empty payloads
+/// on that one load), and with the slots hinted further ahead the hints themselves wait, for a
+/// free line buffer. benches/eviction.rs, 32/16 -> 128/32 alternated 3x: the scenario 30.2-30.3
+/// -> 29.2-29.6 ns/entry, without requeues 16.1-16.3 -> 15.3-15.5 (with empty payloads 14.1-14.4
+/// -> 10.9-11.0); 100 topics and the steady state unchanged. 96 and 160 did about as well as
+/// 128, and payloads hinted 48 or 64 ahead no better than 32.
+const STREAM_SLOT_AHEAD: usize = LOOKAHEAD;
+const STREAM_PAYLOAD_AHEAD: usize = 32;
 
 /// Each cache of the table a pass started with, looked up in the table the first time the pass
 /// meets it: moving from one cache to another is then no table lookup and no reference-count
@@ -234,7 +241,7 @@ impl Shared {
                     if stream {
                         // Items of the run's own cache only (the next run is mostly the same
                         // cache's: runs end at MAX_RUN items); another cache's are not looked up.
-                        if let Some(&far) = item_at(k + LOOKAHEAD_FAR) {
+                        if let Some(&far) = item_at(k + STREAM_SLOT_AHEAD) {
                             if far.cache == id {
                                 cache.prefetch_slot(far.slot);
                             }
