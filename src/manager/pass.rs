@@ -41,6 +41,11 @@ const LOOKAHEAD_NEAR: usize = 10;
 /// 128, and payloads hinted 48 or 64 ahead no better than 32.
 const STREAM_SLOT_AHEAD: usize = LOOKAHEAD;
 const STREAM_PAYLOAD_AHEAD: usize = 32;
+// A run sees LOOKAHEAD items after it: every distance above must be within them, or the last items
+// of each run would go unhinted.
+const _: () = assert!(
+    LOOKAHEAD_FAR <= LOOKAHEAD && LOOKAHEAD_NEAR <= LOOKAHEAD && STREAM_PAYLOAD_AHEAD <= LOOKAHEAD
+);
 
 /// Each cache of the table a pass started with, looked up in the table the first time the pass
 /// meets it: moving from one cache to another is then no table lookup and no reference-count
