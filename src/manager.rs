@@ -792,8 +792,8 @@ impl EntryCache {
         let found = state.get_range(first, last);
         state.lookups.served(&found);
         if first.ledger_id == last.ledger_id && last.entry_id >= first.entry_id {
-            let wanted = (last.entry_id - first.entry_id) as u64 + 1;
-            state.lookups.misses += wanted - found.len() as u64;
+            let wanted = last.entry_id.abs_diff(first.entry_id).saturating_add(1);
+            state.lookups.missed(wanted - found.len() as u64);
         }
         found
     }
@@ -807,14 +807,14 @@ impl EntryCache {
         last: Position,
     ) -> Option<Vec<CachedEntry>> {
         let wanted = match last.entry_id.checked_sub(first.entry_id) {
-            Some(d) if first.ledger_id == last.ledger_id && d >= 0 => d as u64 + 1,
+            Some(d) if first.ledger_id == last.ledger_id && d >= 0 => (d as u64).saturating_add(1),
             _ => return Some(Vec::new()),
         };
         let mut state = self.state.lock();
         let complete = (first.entry_id..=last.entry_id)
             .all(|e| state.contains(Position::new(first.ledger_id, e)));
         if !complete {
-            state.lookups.misses += wanted;
+            state.lookups.missed(wanted);
             return None;
         }
         let found = state.get_range(first, last);

@@ -91,10 +91,16 @@ impl Lookups {
         self.hit_bytes += u64::from(size);
     }
 
+    /// Counts `n` entries looked up and not found. A range read names its entries by two
+    /// positions, so `n` comes from the caller's values: the count saturates rather than wraps.
+    pub fn missed(&mut self, n: u64) {
+        self.misses = self.misses.saturating_add(n);
+    }
+
     pub fn add(&mut self, other: Lookups) {
         self.hits += other.hits;
         self.hit_bytes += other.hit_bytes;
-        self.misses += other.misses;
+        self.missed(other.misses);
     }
 }
 
@@ -103,7 +109,10 @@ impl Counters {
     pub fn retire(&self, lookups: Lookups) {
         self.hits.fetch_add(lookups.hits, Relaxed);
         self.hit_bytes.fetch_add(lookups.hit_bytes, Relaxed);
-        self.misses.fetch_add(lookups.misses, Relaxed);
+        // Saturating, as `Lookups::missed`: a removed cache's misses may be near the limit.
+        let _ = self
+            .misses
+            .fetch_update(Relaxed, Relaxed, |m| Some(m.saturating_add(lookups.misses)));
     }
 
     /// The counters, with `live`: the lookups of the caches that exist now.
@@ -117,7 +126,7 @@ impl Counters {
             invalidated_bytes: self.invalidated_bytes.load(Relaxed),
             hits: self.hits.load(Relaxed) + live.hits,
             hit_bytes: self.hit_bytes.load(Relaxed) + live.hit_bytes,
-            misses: self.misses.load(Relaxed) + live.misses,
+            misses: self.misses.load(Relaxed).saturating_add(live.misses),
             time_passes: self.time_passes.load(Relaxed),
             size_passes: self.size_passes.load(Relaxed),
             size_bytes,

@@ -70,6 +70,20 @@ def test_get_range_remove_range_clear(clock):
     assert (len(c), c.size_bytes) == (0, 0)
 
 
+def test_range_misses_saturate_instead_of_wrapping(clock):
+    # The widest range names 2**64 entries, one more than the counter holds: it stays at its
+    # maximum (it wrapped to 0 before), through a second range, a complete-range read and the
+    # cache's removal.
+    m = make_manager(clock)
+    c = m.get_cache("t")
+    c.get_range(P(0, -(2**63)), P(0, 2**63 - 1))
+    assert m.stats()["misses"] == 2**64 - 1
+    c.get_range_arrow(P(0, 0), P(0, 2**63 - 1))
+    assert m.stats()["misses"] == 2**64 - 1
+    m.remove_cache("t")
+    assert m.stats()["misses"] == 2**64 - 1
+
+
 def test_insert_over_the_trigger_evicts_oldest_before_returning(clock):
     m = make_manager(clock, cache_size_bytes=10, eviction_watermark=0.8)
     c1, c2 = m.get_cache("cache1"), m.get_cache("cache2")
