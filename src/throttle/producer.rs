@@ -175,6 +175,12 @@ impl Producer {
     }
 }
 
+/// The most partitions a [`PartitionedProducer`] takes. Each is a producer made up front, and
+/// choosing a partition may look at every one, so the count bounds memory and the work per
+/// message; a count from a caller must not decide them alone (10^8 asked for 2.4 GB and aborted).
+/// Pulsar's own topics rarely have more than a few thousand partitions.
+pub const MAX_PARTITIONS: u32 = 100_000;
+
 /// A producer over a partitioned topic: round robin that skips throttled partitions.
 #[derive(Debug)]
 pub struct PartitionedProducer {
@@ -192,11 +198,28 @@ impl PartitionedProducer {
         if partitions == 0 {
             return Err(Error::invalid("partitions", "must be at least 1"));
         }
+        if partitions > MAX_PARTITIONS {
+            return Err(Error::invalid(
+                "partitions",
+                format!(
+                    "at most {MAX_PARTITIONS} (each is a producer of its own), got {partitions}"
+                ),
+            ));
+        }
+        if first_producer_id
+            .checked_add(u64::from(partitions - 1))
+            .is_none()
+        {
+            return Err(Error::invalid(
+                "first_producer_id",
+                format!("{first_producer_id} leaves no room for {partitions} producer ids"),
+            ));
+        }
         let partitions = (0..partitions)
             .map(|p| {
                 Producer::new(
                     &format!("{topic}-partition-{p}"),
-                    first_producer_id + p as u64,
+                    first_producer_id + u64::from(p),
                     send_timeout_ms,
                 )
             })
@@ -242,5 +265,24 @@ impl PartitionedProducer {
         let p = self.choose_partition(now_ns);
         let (seq, outcome) = self.partitions[p].send(now_ns);
         (p, seq, outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_counts_and_producer_ids_are_bounded_before_anything_is_made() {
+        let too_many = PartitionedProducer::new("t", MAX_PARTITIONS + 1, 0, 1000).unwrap_err();
+        assert!(too_many.to_string().contains("partitions"), "{too_many}");
+        let ids = PartitionedProducer::new("t", 3, u64::MAX - 1, 1000).unwrap_err();
+        assert!(ids.to_string().contains("first_producer_id"), "{ids}");
+        assert_eq!(
+            PartitionedProducer::new("t", 2, u64::MAX - 1, 1000)
+                .unwrap()
+                .len(),
+            2
+        );
     }
 }

@@ -164,6 +164,10 @@ def test_partitioned_producer_skips_throttled_partitions() -> None:
         pp.is_partition_throttled(5, 0)
     with pytest.raises(lc.InvalidArgumentError):
         lc.PartitionedProducer("orders", 0)
+    # The count is bounded before anything is made (10**8 partitions aborted on a failed
+    # allocation).
+    with pytest.raises(lc.InvalidArgumentError, match="partitions: at most 100000"):
+        lc.PartitionedProducer("orders", 10**8)
 
 
 def test_resource_group_and_broker_quotas_name_their_reason() -> None:
