@@ -565,6 +565,13 @@ impl Drop for EntryCache {
     }
 }
 
+/// How many entries `[first, last]` names: `None` unless both are in one ledger, in order. The
+/// widest range names 2^64, one more than a `u64` holds: it saturates (it counts misses).
+fn range_len(first: Position, last: Position) -> Option<u64> {
+    (first.ledger_id == last.ledger_id && last.entry_id >= first.entry_id)
+        .then(|| last.entry_id.abs_diff(first.entry_id).saturating_add(1))
+}
+
 /// What [`EntryCache::insert`]'s arguments make: the read count (`expected_reads` > 0) and the
 /// accounted size (`size`, or the payload's length).
 pub(crate) fn count_and_size(
@@ -791,8 +798,7 @@ impl EntryCache {
         let mut state = self.state.lock();
         let found = state.get_range(first, last);
         state.lookups.served(&found);
-        if first.ledger_id == last.ledger_id && last.entry_id >= first.entry_id {
-            let wanted = last.entry_id.abs_diff(first.entry_id).saturating_add(1);
+        if let Some(wanted) = range_len(first, last) {
             state.lookups.missed(wanted - found.len() as u64);
         }
         found
@@ -806,9 +812,8 @@ impl EntryCache {
         first: Position,
         last: Position,
     ) -> Option<Vec<CachedEntry>> {
-        let wanted = match last.entry_id.checked_sub(first.entry_id) {
-            Some(d) if first.ledger_id == last.ledger_id && d >= 0 => (d as u64).saturating_add(1),
-            _ => return Some(Vec::new()),
+        let Some(wanted) = range_len(first, last) else {
+            return Some(Vec::new());
         };
         let mut state = self.state.lock();
         let complete = (first.entry_id..=last.entry_id)
