@@ -10,6 +10,7 @@ half-done behind. ``generate`` and ``replay`` need only the library; Spark runs 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -36,15 +37,45 @@ class CliError(Exception):
     """A problem to report in one line."""
 
 
-def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)?\s*", text, re.I)
+# Size units, any case. As the JVM reads -Xmx4g and Pulsar its ...MB keys (managedLedgerCacheSizeMB),
+# k/m/g/t and KB/MB/GB/TB are binary, the same as KiB/MiB/GiB/TiB: a broker's "4GB" is 4 GiB, and a
+# size copied from its settings means here what it means there.
+_UNIT_SHIFT = {"b": 0}
+for _shift, _letter in ((10, "k"), (20, "m"), (30, "g"), (40, "t")):
+    _UNIT_SHIFT.update({_letter: _shift, _letter + "b": _shift, _letter + "ib": _shift})
+_SIZE_NAMES = (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10))
+
+
+def parse_size(text: str, what: str = "cache size") -> int:
+    """Bytes from a size such as ``512MiB``, ``4g``, ``4GB`` (binary, as Pulsar and the JVM read
+    them) or ``4096B``. A bare number is refused: ``4096`` read as bytes once made a 4 KiB cache of
+    what was meant as 4096 MiB. ``what`` names the flag in the error."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
     if not m:
-        raise CliError(f"invalid cache size {text!r}: use bytes or a unit, e.g. 16MiB")
-    number, unit = float(m.group(1)), (m.group(2) or "").upper().rstrip("B")
-    scale = {"": 1, "K": 1e3, "KI": 1 << 10, "M": 1e6, "MI": 1 << 20, "G": 1e9, "GI": 1 << 30, "T": 1e12, "TI": 1 << 40}
-    if unit not in scale:
-        raise CliError(f"invalid cache size {text!r}: unknown unit")
-    return int(number * scale[unit])
+        raise CliError(f"invalid {what} {text!r}: use a number and a unit, e.g. 16MiB, 4GiB or 4096B")
+    number, unit = m.group(1), m.group(2).lower()
+    if not unit:
+        raise CliError(f"invalid {what} {text!r}: a number needs a unit: write {number}B for bytes, or {number}MiB")
+    if unit not in _UNIT_SHIFT:
+        raise CliError(f"invalid {what} {text!r}: unknown unit {m.group(2)!r}: use B, KiB, MiB, GiB or TiB "
+                       f"(k/m/g/t and KB/MB/GB/TB are binary too)")
+    whole, _, fraction = number.partition(".")
+    # Exact integer arithmetic (no float rounding of 1.1TiB); a fraction of a byte is dropped.
+    return (int(whole + fraction) << _UNIT_SHIFT[unit]) // 10 ** len(fraction)
+
+
+def format_size(n: int) -> str:
+    """A size as the commands print what they parsed: ``512 MiB``, ``1.5 GiB``, or bytes when no
+    binary unit says it exactly (to two decimals)."""
+    for name, shift in _SIZE_NAMES:
+        if n >= 1 << shift and (n * 100) % (1 << shift) == 0:
+            return f"{n / (1 << shift):g} {name}"
+    return f"{n:,} B"
+
+
+def sizes_line(sizes: Iterable[int], label: str = "cache sizes") -> str:
+    """The line a command prints with the sizes it parsed, so a unit read otherwise than meant shows."""
+    return f"{label}: {', '.join(format_size(z) for z in sizes)}"
 
 
 def parse_grid(text: str) -> list[int]:
@@ -53,7 +84,7 @@ def parse_grid(text: str) -> list[int]:
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise CliError(f"invalid --sizes {text!r}: use MIN:MAX or MIN:MAX:FACTOR, e.g. 16MiB:4GiB")
-    low, high = parse_size(parts[0]), parse_size(parts[1])
+    low, high = (parse_size(part, f"--sizes {text!r}: size") for part in parts[:2])
     try:
         factor = float(parts[2]) if len(parts) == 3 else 2.0
     except ValueError:
@@ -124,35 +155,212 @@ class Progress:
         sys.stderr.flush()
 
 
-def _atomic_dir(out: Path, fill: Callable[[Path], None]) -> Path:
-    """Fills a fresh temporary directory beside ``out``, then moves it into place."""
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+# The file in an output directory that lists what ledgercache wrote there (each file's size, mtime
+# and SHA-256): what a later run may replace or remove. Everything else in the directory is the
+# user's and is never touched.
+MANIFEST = ".ledgercache-outputs.json"
+# Outputs are written into a directory of this prefix inside the output directory (beside it when
+# the directory is new), then moved into place file by file. One left by a killed run is only
+# reported, never removed: another run may be writing into it right now.
+STAGE_PREFIX = ".ledgercache-tmp."
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back: the CLI runs no other threads yet)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _follow_umask(path: Path, directory: bool = False) -> None:
+    """mkstemp makes files 0600 and mkdtemp directories 0700; outputs get what open() and mkdir()
+    would give them under the user's umask instead."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
+def _signature(path: Path) -> dict:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": _sha256(path)}
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _read_manifest(out: Path) -> dict[str, list[dict]]:
+    """Each file a run wrote into ``out``, with the signatures it may have (several while a commit
+    is under way). A missing or unreadable manifest lists nothing: then nothing counts as ours."""
+    import json
+
     try:
-        fill(tmp)
-        if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
+        files = json.loads((out / MANIFEST).read_text()).get("files", {})
+        return {name: list(sigs) for name, sigs in files.items()
+                if isinstance(name, str) and "/" not in name and isinstance(sigs, list)}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def _write_manifest(out: Path, files: dict[str, list[dict]]) -> None:
+    import json
+
+    from . import __version__
+
+    text = json.dumps({"written_by": f"ledgercache {__version__}",
+                       "note": "the files ledgercache wrote here; it replaces or removes only these",
+                       "files": files}, indent=1, sort_keys=True)
+    _atomic_file(out / MANIFEST, lambda tmp: Path(tmp).write_text(text + "\n"))
+
+
+def _unchanged(path: Path, sigs: list[dict]) -> bool:
+    """Whether ``path`` is a file as ledgercache left it: same size, and same mtime or, when it was
+    copied or touched since, same content."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    matching = [g for g in sigs if isinstance(g, dict) and g.get("size") == st.st_size]
+    if any(g.get("mtime_ns") == st.st_mtime_ns for g in matching):
+        return True
+    return bool(matching) and _sha256(path) in {g.get("sha256") for g in matching}
+
+
+def _survey(out: Path) -> tuple[dict[str, list[dict]], list[str], list[str]]:
+    """What ``out`` holds: ledgercache's own files (unchanged since it wrote them, with their
+    signatures), everyone else's names, and stage directories left by killed runs."""
+    manifest = _read_manifest(out)
+    ours: dict[str, list[dict]] = {}
+    theirs, leftovers = [], []
+    for entry in sorted(os.listdir(out)):
+        if entry == MANIFEST or out / entry in _OWN_STAGES:
+            continue
+        if entry.startswith(STAGE_PREFIX) and (out / entry).is_dir():
+            leftovers.append(entry)
+        elif entry in manifest and _unchanged(out / entry, manifest[entry]):
+            ours[entry] = manifest[entry]
         else:
-            tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            theirs.append(entry)
+    return ours, theirs, leftovers
+
+
+def _some(names: list[str]) -> str:
+    shown = ", ".join(names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+_NOTED: set[Path] = set()  # leftover stage directories already reported
+_OWN_STAGES: set[Path] = set()  # this process's stage directories (not leftovers)
+
+
+def check_output_dir(out: Path, force: bool, names: Iterable[str] = ()) -> None:
+    """Refuses an output directory a run could not write into without touching someone else's files,
+    before the run computes anything: a file in place of the directory; files ledgercache did not
+    write (or changed since), unless ``force``; and, even with ``force``, one of them under a name
+    the run writes (``names``)."""
+    out = Path(out).absolute()
+    if out.exists() and not out.is_dir():
+        raise CliError(f"-o {out} is a file; the output is a directory: name a new directory "
+                       f"(ledgercache never replaces a file with its outputs)")
+    if not out.exists():
+        return
+    _, theirs, leftovers = _survey(out)
+    clash = [n for n in names if n in theirs]
+    if clash:
+        raise CliError(f"-o {out} holds {_some(clash)}, which ledgercache did not write (or which changed since "
+                       f"it did), under a name it writes: move them away or choose another directory "
+                       f"(--force never replaces them)")
+    if theirs and not force:
+        raise CliError(f"-o {out} holds files ledgercache did not write ({_some(theirs)}): choose a new or empty "
+                       f"directory, or add --force to write beside them (they are kept)")
+    for entry in leftovers:
+        if out / entry in _NOTED:
+            continue
+        _NOTED.add(out / entry)
+        print(f"ledgercache: note: {out / entry} was left by an interrupted run; delete it if no other run "
+              f"is writing to {out}", file=sys.stderr)
+
+
+def write_outputs(out: Path, fill: Callable[[Path], None], force: bool = False) -> Path:
+    """Writes a run's output files into directory ``out`` without losing anyone's data.
+
+    ``fill`` writes the files (flat, no subdirectories) into a stage directory. A new ``out`` is
+    the stage renamed into place, whole. An existing one gets each file by ``os.replace``, so a
+    file under its final name is always complete (the old one, or the new one); files of an
+    earlier run that this run does not write are removed, if unchanged since. Nothing else in
+    ``out`` is touched: files ledgercache did not write refuse the run (:func:`check_output_dir`),
+    or with ``force`` stay beside the outputs. The manifest (:data:`MANIFEST`) records what was
+    written; during the commit it lists the old and the new signature of each file, so a run
+    killed half-way leaves a directory the next run still recognises as its own.
+    """
+    out = Path(out).absolute()
+    check_output_dir(out, force)
+    fresh = not out.exists()
+    if fresh:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=(f".{out.name}" if fresh else "") + STAGE_PREFIX,
+                                  dir=out.parent if fresh else out))
+    _OWN_STAGES.add(stage)
+    try:
+        _follow_umask(stage, directory=True)
+        fill(stage)
+        new = {}
+        for path in sorted(stage.iterdir()):
+            if not path.is_file() or path.name == MANIFEST or path.name.startswith(STAGE_PREFIX):
+                raise CliError(f"internal: {path.name} is not an output file")  # fill writes flat files only
+            _follow_umask(path)
+            new[path.name] = _signature(path)
+        if fresh:
+            _write_manifest(stage, {name: [sig] for name, sig in new.items()})
+            try:
+                os.rename(stage, out)  # fails if a non-empty out appeared meanwhile: then file by file
+                return out
+            except OSError:
+                (stage / MANIFEST).unlink()
+                check_output_dir(out, force)
+        _commit(stage, out, new, force)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        _OWN_STAGES.discard(stage)
     return out
 
 
+def _commit(stage: Path, out: Path, new: dict[str, dict], force: bool) -> None:
+    """Moves the staged files into the existing ``out`` (see :func:`write_outputs`)."""
+    check_output_dir(out, force, new)  # again: files may have appeared while the run computed
+    ours, _, _ = _survey(out)
+    stale = [name for name in ours if name not in new]
+    # First the manifest names both the old and the new form of each file: a kill between the
+    # replacements below leaves files this manifest still calls ours.
+    _write_manifest(out, {**{n: ours[n] for n in stale},
+                          **{n: ours.get(n, []) + [sig] for n, sig in new.items()}})
+    for name in new:
+        os.replace(stage / name, out / name)
+    for name in stale:
+        (out / name).unlink(missing_ok=True)  # an earlier run's output, unchanged since: ours to remove
+    _write_manifest(out, {n: [sig] for n, sig in new.items()})
+
+
 def _atomic_file(out: Path, write: Callable[[Path], Any]) -> Path:
+    """Writes a file under a temporary name beside ``out`` and renames it into place: ``out`` is
+    the old file or the whole new one, never part of one. The new file follows the umask."""
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix, dir=out.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
+        _follow_umask(tmp)
         write(tmp)
+        _follow_umask(tmp)  # a writer may have made the file anew
         os.replace(tmp, out)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -163,9 +371,9 @@ def _atomic_file(out: Path, write: Callable[[Path], Any]) -> Path:
 def parse_memory(text: str) -> int:
     """``--memory-budget``: a size such as 8GiB (argparse reports a bad one in one line)."""
     try:
-        n = parse_size(text)
+        n = parse_size(text, "memory budget")
     except CliError as e:
-        raise argparse.ArgumentTypeError(str(e).replace("cache size", "memory budget")) from None
+        raise argparse.ArgumentTypeError(str(e)) from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"invalid memory budget {text!r}: must be at least 1 byte")
     return n
@@ -189,7 +397,12 @@ def _configs(lc, strategies: Iterable[str], sizes: Iterable[int], settings: Iter
         if "=" not in item:
             raise CliError(f"invalid --set {item!r}: use key=value")
         key, raw = item.split("=", 1)
-        extra[key.strip()] = lc.workload.scalar(raw)
+        key = key.strip()
+        value = lc.workload.scalar(raw)
+        if key.endswith("_bytes") and isinstance(value, str):
+            # The key says bytes, so a bare number is bytes here; a size with a unit reads as --cache-size's.
+            value = parse_size(value, f"--set {key}")
+        extra[key] = value
     return [lc.CacheConfig(cache_size_bytes=z, strategy=s, **extra) for z in sizes for s in strategies]
 
 
@@ -268,7 +481,16 @@ def cmd_generate(args) -> None:
     # From stats, the test's length goes into the conversion: backlogs are fitted to the run's end.
     source = args.spec if args.spec is not None else lc.workload.from_broker_stats(
         args.from_stats, test_duration_minutes=args.duration_minutes or 2.0)
-    spec = _spec_with(lc, source, args)
+    label = args.spec if args.spec is not None else f"workload from {args.from_stats}"
+    with _naming_spec(lc, label):
+        _generate(lc, args, _spec_with(lc, source, args))
+
+
+def _generate(lc, args, spec: dict) -> None:
+    if args.memory_budget is None:
+        args.memory_budget = lc.workload.DEFAULT_MEMORY_BUDGET
+    else:
+        print(sizes_line([args.memory_budget], "memory budget"), flush=True)
     estimate = lc.workload.estimate(spec)
     print(estimate_line(estimate), flush=True)
     for line in (rate_line(estimate), backlog_line(estimate)):
@@ -300,6 +522,21 @@ def cmd_generate(args) -> None:
     print(f"wrote {progress.done:,} events to {path}")
 
 
+@contextlib.contextmanager
+def _naming_spec(lc, name: str):
+    """Adds which spec an error is about. The generator says "invalid spec: KEY: ..." of the settings
+    it was handed, and the CLI hands it settings already resolved from a file or a scenario (with
+    the flags' overrides), so the file's or the scenario's name would be lost."""
+    try:
+        yield
+    except lc.InvalidArgumentError as e:
+        message = str(e)
+        if not message.startswith("invalid spec:") or name in message:
+            raise
+        label = f"scenario {name}" if name in lc.workload.SCENARIOS else name if name.startswith("workload ") else f"spec {name}"
+        raise type(e)(message.replace("invalid spec:", f"invalid {label}:", 1)) from None
+
+
 def _spec_with(lc, spec: Any, args) -> dict:
     settings = lc.workload.resolve(spec, driver=getattr(args, "driver", None))
     if getattr(args, "brokers", None):
@@ -313,12 +550,90 @@ def _spec_with(lc, spec: Any, args) -> dict:
     return settings
 
 
+# Trace files as lc.trace reads them (a directory is a Parquet dataset), and the bytes they start with.
+TRACE_SUFFIXES = (".parquet", ".arrow", ".feather", ".ipc", ".arrows", ".csv")
+_TRACE_MAGIC = ((b"PAR1", "Parquet", ".parquet"), (b"ARROW1", "Arrow IPC", ".arrow"))
+
+
+def _is_trace(lc, name: str) -> bool:
+    """Whether ``compare``/``sweep`` take ``name`` as a trace to replay (not a spec to generate):
+    a trace file's suffix, or a directory (a Parquet dataset). A file with a trace's magic bytes
+    but another suffix is refused with the rename that makes it readable."""
+    if name in lc.workload.SCENARIOS:
+        return False
+    path = Path(name)
+    if path.suffix.lower() in TRACE_SUFFIXES or path.is_dir():
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False
+    for magic, kind, suffix in _TRACE_MAGIC:
+        if head.startswith(magic):
+            raise CliError(f"{name} is a {kind} file: name it with a {suffix} suffix to replay it as a trace")
+    return False
+
+
+def _trace_events(path: Path) -> tuple[int, bool]:
+    """The events a trace file holds, and whether that is exact: Parquet says in its footer; for
+    CSV and Arrow files an estimate from the size (the progress bar says "~")."""
+    import pyarrow.parquet as pq
+
+    try:
+        if path.is_dir() or path.suffix.lower() == ".parquet":
+            files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+            return sum(pq.ParquetFile(f).metadata.num_rows for f in files), True
+        per_event = 40 if path.suffix.lower() == ".csv" else 30
+        return max(1, path.stat().st_size // per_event), False
+    except Exception:  # an unreadable file: the replay itself reports it, in one line
+        return 1, False
+
+
+def _replay_file(lc, path: Path, configs: list, quiet: bool, label: str = "replayed") -> tuple:
+    """``lc.replay(path, configs, with_timeseries=True)`` with a progress bar in events: the batches
+    are counted as the engine takes them (twice over when belady needs a second pass). This is
+    lc.replay's own loop; it takes no progress callback (yet)."""
+    from ledgercache.replay import ReplaySession, run_session, tables
+
+    session = ReplaySession(configs)
+    events, _ = _trace_events(path)
+    progress = Progress(max(1, events * (2 if session.needs_second_pass() else 1)), quiet=quiet, unit="events")
+
+    def counted():
+        for batch in lc.trace.batches(path, keep_dictionaries=True):
+            progress.advance(batch.num_rows)
+            yield batch
+
+    with lc.trace.naming(path):
+        summary, series = tables(run_session(counted, session))
+    progress.finish(label)
+    return summary, series
+
+
 def _replay(lc, args, trace: Any, configs: list, spark) -> tuple:
     if spark is not None:
-        df = trace if not isinstance(trace, (str, Path)) else spark.read.parquet(str(trace))
+        if isinstance(trace, (str, Path)) and not (Path(trace).is_dir() or Path(trace).suffix.lower() == ".parquet"):
+            # Spark reads Parquet only: a CSV or Arrow file goes through a temporary Parquet copy.
+            df = lc.spark.trace_frame(spark, lambda path=str(trace): path)
+        else:
+            df = lc.spark.trace_frame(spark, str(trace) if isinstance(trace, Path) else trace)
         summary_df, series = lc.spark.replay(df, configs, with_timeseries=True, config_groups=args.config_groups)
         return summary_df.toArrow(), series
+    if isinstance(trace, (str, Path)):
+        return _replay_file(lc, Path(trace), configs, quiet=getattr(args, "quiet", False), label=f"replayed {trace}")
     return lc.replay(trace, configs, with_timeseries=True)
+
+
+def _check_not_inside(out: Path, trace: Path) -> None:
+    """A directory trace is every .parquet file under it: outputs written there would join it."""
+    out, trace = Path(out).resolve(), trace.resolve()
+    if trace.is_dir() and (out == trace or trace in out.parents):
+        raise CliError(f"-o {out} is inside the trace directory {trace}: its .parquet outputs would become part of "
+                       f"the trace; choose a directory outside it")
+
+
+REPLAY_OUTPUTS = ("summary.parquet", "summary.csv", "timeseries.parquet")
 
 
 def cmd_replay(args) -> None:
@@ -327,10 +642,16 @@ def cmd_replay(args) -> None:
 
     import ledgercache as lc
 
-    configs = _configs(lc, args.strategy or ALL_STRATEGIES, _sizes(lc, args, None), args.set or ())
+    sizes = _sizes(lc, args, None)
+    configs = _configs(lc, args.strategy or ALL_STRATEGIES, sizes, args.set or ())
     source = Path(args.trace)
     if not source.exists():
         raise CliError(f"trace {source} does not exist")
+    out = Path(args.output)
+    _check_not_inside(out, source)
+    # Refused before the replay: an hour's replay should not end in "that directory is not yours".
+    check_output_dir(out, args.force, REPLAY_OUTPUTS)
+    print(sizes_line(sizes), flush=True)
     spark = _session(args) if _uses_spark(args) else None
     try:
         summary, series = _replay(lc, args, source if spark is None else str(source), configs, spark)
@@ -346,9 +667,16 @@ def cmd_replay(args) -> None:
         pcsv.write_csv(summary, tmp / "summary.csv")
         pq.write_table(series, tmp / "timeseries.parquet")
 
-    out = _atomic_dir(Path(args.output), fill)
+    out = write_outputs(out, fill, force=args.force)
     print(lc.report.comparison_text(summary))
     print(f"wrote summary.parquet, summary.csv and timeseries.parquet to {out}")
+
+
+REPORT_OUTPUTS = ("summary.parquet", "timeseries.parquet", "report.md", "report.html")
+
+
+def _label(name: str) -> str:
+    return Path(name).stem if Path(name).suffix else Path(name).name if Path(name).is_dir() else name
 
 
 def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
@@ -357,23 +685,49 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
 
     import ledgercache as lc
 
-    progress = Progress(2 * len(scenarios) + 1, quiet=args.quiet)
+    out = Path(args.output)
+    # Everything a name can get wrong is found before anything runs: a misspelt scenario, a spec's
+    # bad key, a missing trace, an output directory that is not ours.
+    plan = []
+    for name in scenarios:
+        if _is_trace(lc, name):
+            if not Path(name).exists():
+                raise CliError(f"trace {name} does not exist")
+            _check_not_inside(out, Path(name))
+            plan.append((name, None, _sizes(lc, args, None)))
+        else:
+            with _naming_spec(lc, name):
+                spec = _spec_with(lc, name, args)
+            plan.append((name, spec, _sizes(lc, args, name)))
+    check_output_dir(out, args.force, REPORT_OUTPUTS + (("publish_delays.parquet",) if with_throttling else ()))
+    if len({tuple(z) for _, _, z in plan}) == 1:
+        print(sizes_line(plan[0][2]), flush=True)
+    else:
+        for name, _, sizes in plan:
+            print(sizes_line(sizes, f"cache sizes ({_label(name)})"), flush=True)
+    memory_budget = getattr(args, "memory_budget", None)
+    if memory_budget is not None:
+        print(sizes_line([memory_budget], "memory budget"), flush=True)
+    progress = Progress(2 * len(plan) + 1, quiet=args.quiet)
     spark = _session(args) if _uses_spark(args) else None
     summaries, serieses = [], []
     try:
-        for name in scenarios:
-            spec = _spec_with(lc, name, args)
-            configs = _configs(lc, args.strategy or ALL_STRATEGIES, _sizes(lc, args, name), args.set or ())
-            if spark is not None:
-                trace = lc.spark.generate(spark, spec, seed=args.seed,
-                                           memory_budget=getattr(args, "memory_budget", None)).cache()
-                trace.count()
+        for name, spec, sizes in plan:
+            configs = _configs(lc, args.strategy or ALL_STRATEGIES, sizes, args.set or ())
+            if spec is None:
+                trace: Any = Path(name)  # a trace file: replayed as it is
+                progress.step(f"read {name}")
             else:
-                trace = lc.workload.generate(spec, seed=args.seed,
-                                              memory_budget=getattr(args, "memory_budget", 4 << 30))
-            progress.step(f"generated {name}")
+                with _naming_spec(lc, name):
+                    if spark is not None:
+                        trace = lc.spark.generate(spark, spec, seed=args.seed, memory_budget=memory_budget).cache()
+                        trace.count()
+                    else:
+                        trace = lc.workload.generate(spec, seed=args.seed,
+                                                     memory_budget=memory_budget or lc.workload.DEFAULT_MEMORY_BUDGET)
+                progress.step(f"generated {name}")
             summary, series = _replay(lc, args, trace, configs, spark)
-            label = Path(name).stem if Path(name).suffix else name
+            label = _label(name)
             summaries.append(summary.append_column("scenario", pa.array([label] * summary.num_rows, pa.string())))
             serieses.append(series.append_column("scenario", pa.array([label] * series.num_rows, pa.string())))
             progress.step(f"replayed {name}")
@@ -394,7 +748,7 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
         lc.report.write_report(summary, series, tmp, title=args.title, publish=publish, target_hit_ratio=target)
 
     target = getattr(args, "target_hit_ratio", None)
-    out = _atomic_dir(Path(args.output), fill)
+    out = write_outputs(out, fill, force=args.force)
     progress.step("report")
     print(lc.report.comparison_text(summary))
     if target is not None:
@@ -435,6 +789,8 @@ def cmd_calibrate(args) -> None:
     import ledgercache as lc
 
     sizes = parse_grid(args.sizes) if args.sizes else ([parse_size(z) for z in args.cache_size] if args.cache_size else None)
+    if sizes:
+        print(sizes_line(sizes), flush=True)
     progress = Progress(1, quiet=args.quiet)
     result = lc.calibrate.calibrate(
         args.stats, args.metrics, broker_conf=args.broker_conf, design=args.design,
@@ -459,17 +815,24 @@ def _key_value(item: str, flag: str) -> tuple[str, str]:
 def cmd_broker_dump(args) -> None:
     import ledgercache as lc
 
-    spec = _spec_with(lc, args.spec, args)
-    config = lc.CacheConfig(cache_size_bytes=parse_size(args.cache_size), strategy=args.strategy)
-    stats, metrics = lc.broker_workload.dump(spec, config, seed=args.seed)
     out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    lc.broker_stats.write(stats, out / "stats.json")
-    lc.metrics.write_prometheus(metrics, out / "metrics.txt")
-    # The synthetic broker's cache size, as its broker.conf would say it (managedLedgerCacheSizeMB).
-    (out / "broker.conf").write_text(f"managedLedgerCacheSizeMB={max(1, config.cache_size_bytes >> 20)}\n")
+    check_output_dir(out, args.force, ("stats.json", "metrics.txt", "broker.conf"))
+    with _naming_spec(lc, args.spec):
+        spec = _spec_with(lc, args.spec, args)
+        config = lc.CacheConfig(cache_size_bytes=parse_size(args.cache_size), strategy=args.strategy)
+        print(sizes_line([config.cache_size_bytes], "cache size"), flush=True)
+        stats, metrics = lc.broker_workload.dump(spec, config, seed=args.seed)
+
+    def fill(tmp: Path) -> None:
+        lc.broker_stats.write(stats, tmp / "stats.json")
+        lc.metrics.write_prometheus(metrics, tmp / "metrics.txt")
+        # The synthetic broker's cache size, as its broker.conf would say it (managedLedgerCacheSizeMB).
+        (tmp / "broker.conf").write_text(f"managedLedgerCacheSizeMB={max(1, config.cache_size_bytes >> 20)}\n")
+
+    out = write_outputs(out, fill, force=args.force)
     print(f"wrote {out / 'stats.json'} ({len(stats.topics)} topics), {out / 'broker.conf'} and {out / 'metrics.txt'} "
-          f"(hit ratio {metrics.hit_ratio if metrics.hit_ratio is not None else 0:.3f} under {args.strategy} at {args.cache_size})")
+          f"(hit ratio {metrics.hit_ratio if metrics.hit_ratio is not None else 0:.3f} under {args.strategy} at "
+          f"{format_size(config.cache_size_bytes)})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -491,12 +854,17 @@ def build_parser() -> argparse.ArgumentParser:
     def sweep(sp) -> None:
         sp.add_argument("--strategy", action="append", choices=ALL_STRATEGIES, help="a strategy (repeatable; default: all)")
         sp.add_argument("--cache-size", action="append",
-                        help="a cache size such as 512MiB (repeatable; default: a bundled scenario's own sizes, "
+                        help="a cache size such as 512MiB or 4g (binary units, as Pulsar reads them; 4096B for bytes) (repeatable; default: a bundled scenario's own sizes, "
                              f"else {', '.join(DEFAULT_SIZES)})")
         sp.add_argument("--sizes", metavar="MIN:MAX[:FACTOR]",
                         help="a grid of cache sizes from MIN to MAX, each FACTOR (default 2) times the one before")
         sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="another CacheConfig setting (repeatable)")
         sp.add_argument("--config-groups", type=int, default=1, help="Spark: split the configurations over this many task groups")
+
+    def force(sp) -> None:
+        sp.add_argument("--force", action="store_true",
+                        help="write into an output directory that holds other files (they are kept; only "
+                             "ledgercache's own earlier outputs are replaced)")
 
     def omb_flags(sp) -> None:
         sp.add_argument("--driver", help="an OMB Pulsar driver file (driver-pulsar/pulsar.yaml-style); OMB workload "
@@ -505,7 +873,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--backlog-max-wait-minutes", type=float,
                         help="override backlogMaxWaitMinutes: how long the lab waits for consumerBacklogSizeGB "
                         "to build and drain (default 240)")
-        sp.add_argument("--memory-budget", type=parse_memory, default=4 << 30,
+        sp.add_argument("--memory-budget", type=parse_memory,
                         help="memory a workload's simulation may take, e.g. 8GiB (default 4GiB)")
 
     g = sub.add_parser("generate", help="generate a trace from a scenario, an OMB workload file or a broker's stats")
@@ -521,15 +889,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(run=cmd_generate)
 
     r = sub.add_parser("replay", help="replay a trace under cache configurations")
-    r.add_argument("trace", help="trace file or directory")
+    r.add_argument("trace", help="trace file (.parquet, .arrow or .csv) or directory of .parquet files")
     r.add_argument("-o", "--output", required=True, help="output directory")
+    force(r)
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
     sweep(r)
     common(r, spark_default=False)
     r.set_defaults(run=cmd_replay)
 
     c = sub.add_parser("compare", help="generate, replay and report scenarios side by side")
-    c.add_argument("spec", nargs="*", help="scenarios or spec files (default: all bundled scenarios)")
+    c.add_argument("spec", nargs="*", help="scenarios, spec files or trace files (default: all bundled scenarios)")
     c.add_argument("-o", "--output", required=True, help="report directory")
+    force(c)
     c.add_argument("--brokers", type=int, help="override the number of brokers")
     c.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
     omb_flags(c)
@@ -544,8 +915,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(run=cmd_compare)
 
     w = sub.add_parser("sweep", help="the smallest cache reaching a target hit ratio, per design, over a grid of sizes")
-    w.add_argument("spec", nargs="*", help="scenarios or spec files (default: all bundled scenarios)")
+    w.add_argument("spec", nargs="*", help="scenarios, spec files or trace files (default: all bundled scenarios)")
     w.add_argument("-o", "--output", required=True, help="report directory")
+    force(w)
     w.add_argument("--target-hit-ratio", type=float, default=SWEEP_TARGET,
                    help=f"the hit ratio a design must reach (default {SWEEP_TARGET})")
     w.add_argument("--brokers", type=int, help="override the number of brokers")
@@ -579,6 +951,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("broker-dump", help="a synthetic broker: the stats dump, metrics and broker.conf of a broker running a workload")
     b.add_argument("spec", help="a scenario or a .yaml/.json spec")
     b.add_argument("-o", "--output", required=True, help="directory for stats.json, metrics.txt and broker.conf")
+    force(b)
     b.add_argument("--cache-size", default="1GiB", help="the synthetic broker's cache size (default 1GiB)")
     b.add_argument("--strategy", default="pip430", choices=ALL_STRATEGIES, help="the synthetic broker's design (default pip430)")
     b.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
@@ -587,6 +960,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="all bundled scenarios, all strategies, each at its broker-sized caches, on Spark (local by default)")
     d.add_argument("-o", "--output", default="demo-report", help="report directory (default: demo-report)")
+    force(d)
     d.add_argument("--title", default="ledgercache demo: cache designs on the bundled scenarios")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
     d.add_argument("--brokers", type=int, help=argparse.SUPPRESS)
