@@ -205,6 +205,7 @@ same order, whatever ``batch_rows``.
 
 from __future__ import annotations
 
+import difflib
 import json
 import operator
 import os
@@ -334,7 +335,8 @@ def normalize(spec: Mapping[str, Any], source: str = "spec") -> dict[str, Any]:
         if name in IGNORED:
             continue
         if name not in KNOWN:
-            raise UnknownSettingError(f"{source}: unknown workload setting {key!r}")
+            raise UnknownSettingError(f"{source}: unknown workload setting {key!r}"
+                                      f"{_did_you_mean(str(key), [_camel(k) for k in KNOWN])}")
         if value is None:
             raise InvalidArgumentError(f"{source}: {key}: has no value")
         if name == "topic_details":
@@ -460,6 +462,16 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
     return raw
 
 
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    """`` (did you mean X?)`` for the choice closest to a misspelt name, or nothing when none is close."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+# Files that are traces, not specs: a spec is a few hundred bytes of YAML or JSON.
+_TRACE_SUFFIXES = (".parquet", ".arrow", ".feather", ".ipc", ".arrows", ".csv")
+
+
 def _is_omb_file(spec: Any) -> bool:
     return not isinstance(spec, Mapping) and Path(spec).suffix in (".yaml", ".yml")
 
@@ -470,6 +482,13 @@ def load_spec(spec: Spec) -> dict[str, Any]:
     if isinstance(spec, Mapping):
         return normalize(spec)
     path = Path(spec)
+    if path.suffix.lower() in _TRACE_SUFFIXES:
+        raise InvalidArgumentError(f"invalid spec: {path} is a trace, not a spec (a .yaml or .json file of settings): "
+                                   f"replay it (ledgercache replay, compare or sweep take it; lc.replay)")
+    if not path.suffix and not path.exists():
+        # A name without a suffix was meant as a bundled scenario.
+        hint = _did_you_mean(str(spec), list(SCENARIOS)) or f" (the scenarios: {', '.join(SCENARIOS)})"
+        raise InvalidArgumentError(f"invalid spec: {path} does not exist and is not a bundled scenario{hint}")
     return normalize(_read_mapping(path, "spec"), source=str(path))
 
 
