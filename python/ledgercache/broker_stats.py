@@ -83,8 +83,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
 
@@ -96,6 +97,7 @@ __all__ = [
     "ConsumerStats",
     "FULL_BUNDLE",
     "MAX_FILE_BYTES",
+    "MAX_PARTITIONS",
     "SUBSCRIPTION_TYPES",
     "SubscriptionStats",
     "TopicStats",
@@ -107,6 +109,11 @@ __all__ = [
 #: The largest stats file :func:`read` opens (256 MiB); a broker with 10,000 topics writes tens of MiB.
 MAX_FILE_BYTES = 256 * 1024 * 1024
 
+#: The most partitions :func:`read` splits a partitioned topic's aggregate into (the lab's
+#: ``PartitionedProducer`` makes no more either): ``metadata.partitions`` is one number in the file,
+#: and the topics it asks for must stay bounded by the file's size.
+MAX_PARTITIONS = 100_000
+
 #: Subscription types as ``PersistentSubscription.getTypeString`` writes them.
 SUBSCRIPTION_TYPES = ("Exclusive", "Failover", "Shared", "Key_Shared")
 
@@ -114,6 +121,10 @@ SUBSCRIPTION_TYPES = ("Exclusive", "Failover", "Shared", "Key_Shared")
 FULL_BUNDLE = "0x00000000_0xffffffff"
 
 Source = Union[str, "os.PathLike[str]", Mapping[str, Any]]
+
+# Java's long: no counter Pulsar prints lies outside it.
+_LONG_MAX = (1 << 63) - 1
+_LONG_MIN = -(1 << 63)
 
 
 @dataclass(frozen=True)
@@ -165,70 +176,65 @@ class TopicStats:
 
 @dataclass(frozen=True)
 class BrokerStats:
-    """Every persistent topic of one stats input, in the input's order."""
+    """Every persistent topic of one stats input, in the input's order, and the reader's notes:
+    what it skipped, clamped, split or named, in words for the operator (the module's docs list
+    them). Notes are commentary, not data: ``==`` and ``hash`` ignore them, so a copy written by
+    :func:`to_dump` and read back equals the original although it reads without notes."""
 
     topics: tuple[TopicStats, ...] = ()
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
 
 # ---------------------------------------------------------------------------------------------
-# reading
+# notes
 
 
-class _Where:
-    """Where a value is, for error messages: ``file: topic: field.path``."""
+class _Notes:
+    """Notes merged by what happened: the same repair in 12 subscriptions is one line with the
+    count and the first example, so a broker with 10,000 topics does not print 10,000 lines."""
 
-    def __init__(self, label: str, topic: str | None = None) -> None:
-        self.label = label
-        self.topic = topic
+    def __init__(self) -> None:
+        self._merged: dict[tuple[str, str], list[Any]] = {}  # (what, unit) -> [count, example]
+        self._order: list[tuple[str, str] | str] = []
 
-    def fail(self, path: str, message: str) -> InvalidArgumentError:
-        parts = [self.label]
-        if self.topic is not None:
-            parts.append(self.topic)
-        if path:
-            parts.append(path)
-        return InvalidArgumentError(": ".join(parts) + ": " + message)
+    def add(self, what: str, unit: str, example: str) -> None:
+        key = (what, unit)
+        entry = self._merged.get(key)
+        if entry is None:
+            self._merged[key] = [1, example]
+            self._order.append(key)
+        else:
+            entry[0] += 1
 
+    def say(self, text: str) -> None:
+        if text not in self._order:
+            self._order.append(text)
 
-def _rate(obj: Mapping[str, Any], key: str, where: _Where, path: str) -> float:
-    value = obj.get(key, 0.0)
-    full = f"{path}.{key}" if path else key
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise where.fail(full, f"expected a number >= 0, got {_kind(value)}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise where.fail(full, f"expected a number >= 0, got {_kind(value)}")
-    return value
-
-
-def _count(obj: Mapping[str, Any], key: str, where: _Where, path: str, *,
-           signed: bool = False, default: int | None = 0) -> int | None:
-    if key not in obj:
-        return default
-    value = obj[key]
-    full = f"{path}.{key}" if path else key
-    what = "an integer" if signed else "an integer >= 0"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise where.fail(full, f"expected {what}, got {_kind(value)}")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise where.fail(full, f"expected {what}, got {_kind(value)}")
-        value = int(value)
-    if value < 0 and not signed:
-        raise where.fail(full, f"expected {what}, got {_kind(value)}")
-    return value
+    def lines(self) -> tuple[str, ...]:
+        out = []
+        for key in self._order:
+            if isinstance(key, str):
+                out.append(key)
+                continue
+            what, unit = key
+            count, example = self._merged[key]
+            if count == 1:
+                out.append(f"{what} in {unit} {example}")
+            else:
+                out.append(f"{what} in {count} {_plural(unit)} (e.g. {example})")
+        return tuple(out)
 
 
-def _mapping(value: Any, where: _Where, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise where.fail(path, f"expected a JSON object, got {_kind(value)}")
-    return value
+def _plural(unit: str) -> str:
+    return unit[:-1] + "ies" if unit.endswith("y") else unit + "s"
 
 
-def _list(value: Any, where: _Where, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise where.fail(path, f"expected a JSON list, got {_kind(value)}")
-    return value
+def _counted(n: int, unit: str) -> str:
+    return f"{n:,} {unit if n == 1 else _plural(unit)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# values
 
 
 def _kind(value: Any) -> str:
@@ -240,43 +246,162 @@ def _kind(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _consumer(raw: Any, where: _Where, path: str) -> ConsumerStats:
-    obj = _mapping(raw, where, path)
-    name = obj.get("consumerName", "")
-    if name is None:
-        name = ""
-    if not isinstance(name, str):
-        raise where.fail(f"{path}.consumerName", f"expected a string, got {_kind(name)}")
-    return ConsumerStats(
-        name=name,
-        msg_rate_out=_rate(obj, "msgRateOut", where, path),
-        msg_throughput_out=_rate(obj, "msgThroughputOut", where, path),
-        available_permits=_count(obj, "availablePermits", where, path, signed=True, default=None),
-        unacked_messages=_count(obj, "unackedMessages", where, path),  # type: ignore[arg-type]
-        msg_rate_redeliver=_rate(obj, "msgRateRedeliver", where, path),
-    )
+# Jackson writes a double's NaN and infinities as these strings (WRITE_NAN_AS_STRINGS is on by default).
+_NON_FINITE = ("NaN", "Infinity", "-Infinity", "+Infinity")
 
 
-def _subscription(name: str, raw: Any, where: _Where) -> SubscriptionStats:
-    path = f"subscriptions.{name}"
-    obj = _mapping(raw, where, path)
-    sub_type = obj.get("type")
-    if sub_type in (None, "None"):
-        sub_type = None
-    elif sub_type not in SUBSCRIPTION_TYPES:
-        raise where.fail(f"{path}.type", f"expected one of {', '.join(SUBSCRIPTION_TYPES)} (or \"None\"), "
-                                         f"got {sub_type!r}")
-    consumers = _list(obj.get("consumers", []), where, f"{path}.consumers")
-    return SubscriptionStats(
-        name=name,
-        type=sub_type,
-        msg_rate_out=_rate(obj, "msgRateOut", where, path),
-        msg_throughput_out=_rate(obj, "msgThroughputOut", where, path),
-        msg_backlog=_count(obj, "msgBacklog", where, path),  # type: ignore[arg-type]
-        unacked_messages=_count(obj, "unackedMessages", where, path),  # type: ignore[arg-type]
-        msg_rate_redeliver=_rate(obj, "msgRateRedeliver", where, path),
-        consumers=tuple(_consumer(c, where, f"{path}.consumers[{i}]") for i, c in enumerate(consumers)),
-    )
+class _Reader:
+    """Reads values field by field, repairing what one bad counter can be repaired to and noting it."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.notes = _Notes()
+        self.skipped_non_persistent: list[str] = []
+
+    def _number(self, obj: Mapping[str, Any], key: str, unit: str, where: str, repaired_to: str) -> float | int | None:
+        """The value as a finite number, or None after noting why it is not one."""
+        value = obj[key]
+        if isinstance(value, str) and value.strip() in _NON_FINITE:
+            self.notes.add(f"{key} not finite ({value}), read as {repaired_to},", unit, where)
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.notes.add(f"{key} not a number, read as {repaired_to},", unit, f"{where}: {_kind(value)}")
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            self.notes.add(f"{key} not finite ({value}), read as {repaired_to},", unit, where)
+            return None
+        return value
+
+    def rate(self, obj: Mapping[str, Any], key: str, unit: str, where: str) -> float:
+        if obj.get(key) is None:
+            return 0.0
+        value = self._number(obj, key, unit, where, "0")
+        if value is None:
+            return 0.0
+        try:
+            value = float(value)
+        except OverflowError:  # an integer too large for a double, from a mapping
+            self.notes.add(f"{key} not finite, read as 0,", unit, where)
+            return 0.0
+        if value < 0:
+            self.notes.add(f"{key} < 0 clamped to 0", unit, f"{where}: {value:g}")
+            return 0.0
+        return value
+
+    def count(self, obj: Mapping[str, Any], key: str, unit: str, where: str, *, signed: bool = False,
+              default: int | None = 0) -> int | None:
+        if obj.get(key) is None:
+            return default
+        repaired_to = "unknown" if default is None else str(default)
+        value = self._number(obj, key, unit, where, repaired_to)
+        if value is None:
+            return default
+        if isinstance(value, float):
+            if not value.is_integer():
+                self.notes.add(f"{key} not a whole number, rounded", unit, f"{where}: {value:g}")
+            value = int(round(value))
+        if not _LONG_MIN <= value <= _LONG_MAX:
+            self.notes.add(f"{key} beyond a Java long, read as {repaired_to},", unit, f"{where}: {_kind(value)}")
+            return default
+        if value < 0 and not signed:
+            self.notes.add(f"{key} < 0 clamped to 0", unit, f"{where}: {value}")
+            return 0
+        return value
+
+    # -- objects ----------------------------------------------------------------------------------
+
+    def consumer(self, raw: Any, where: str, index: int) -> ConsumerStats | None:
+        if not isinstance(raw, Mapping):
+            self.notes.add("consumer entry not a JSON object, skipped", "subscription", f"{where}: {_kind(raw)}")
+            return None
+        name = raw.get("consumerName")
+        if name is None:
+            name = ""
+        elif not isinstance(name, str):
+            self.notes.add("consumerName not a string, read as \"\"", "subscription", f"{where}: {_kind(name)}")
+            name = ""
+        at = f"{where} consumer {name or f'#{index}'}"
+        return ConsumerStats(
+            name=name,
+            msg_rate_out=self.rate(raw, "msgRateOut", "consumer", at),
+            msg_throughput_out=self.rate(raw, "msgThroughputOut", "consumer", at),
+            # A batch is dispatched whole and can overdraw the permits: negative is legitimate.
+            available_permits=self.count(raw, "availablePermits", "consumer", at, signed=True, default=None),
+            unacked_messages=self.count(raw, "unackedMessages", "consumer", at),  # type: ignore[arg-type]
+            msg_rate_redeliver=self.rate(raw, "msgRateRedeliver", "consumer", at),
+        )
+
+    def subscription(self, name: str, raw: Any, topic: str) -> SubscriptionStats | None:
+        where = f"{topic} {name}"
+        if not isinstance(raw, Mapping):
+            self.notes.add("subscription not a JSON object, skipped", "topic", f"{where}: {_kind(raw)}")
+            return None
+        sub_type = raw.get("type")
+        if sub_type in (None, "None"):
+            sub_type = None
+        elif sub_type not in SUBSCRIPTION_TYPES:
+            self.notes.add(f"type not one of {', '.join(SUBSCRIPTION_TYPES)}, read as None (simulated as "
+                           f"Exclusive),", "subscription", f"{where}: {_kind(sub_type)}")
+            sub_type = None
+        consumers = raw.get("consumers")
+        if consumers is None:
+            consumers = []
+        elif not isinstance(consumers, list):
+            self.notes.add("consumers not a JSON list, read as none,", "subscription", f"{where}: {_kind(consumers)}")
+            consumers = []
+        read = (self.consumer(c, where, i) for i, c in enumerate(consumers))
+        return SubscriptionStats(
+            name=name,
+            type=sub_type,
+            msg_rate_out=self.rate(raw, "msgRateOut", "subscription", where),
+            msg_throughput_out=self.rate(raw, "msgThroughputOut", "subscription", where),
+            msg_backlog=self.count(raw, "msgBacklog", "subscription", where),  # type: ignore[arg-type]
+            unacked_messages=self.count(raw, "unackedMessages", "subscription", where),  # type: ignore[arg-type]
+            msg_rate_redeliver=self.rate(raw, "msgRateRedeliver", "subscription", where),
+            consumers=tuple(c for c in read if c is not None),
+        )
+
+    def topic(self, name: str, raw: Any, *, namespace: str | None, bundle: str | None) -> TopicStats | None:
+        if not isinstance(raw, Mapping):
+            self.notes.add("topic stats not a JSON object, skipped,", "topic", f"{name}: {_kind(raw)}")
+            return None
+        publishers = raw.get("publishers")
+        if publishers is None:
+            publishers = []
+        elif not isinstance(publishers, list):
+            self.notes.add("publishers not a JSON list, read as none,", "topic", f"{name}: {_kind(publishers)}")
+            publishers = []
+        count = self.count(raw, "producerCount", "topic", name, default=None)
+        subs = raw.get("subscriptions")
+        if subs is None:
+            subs = {}
+        elif not isinstance(subs, Mapping):
+            self.notes.add("subscriptions not a JSON object, read as none,", "topic", f"{name}: {_kind(subs)}")
+            subs = {}
+        rate_in = self.rate(raw, "msgRateIn", "topic", name)
+        throughput_in = self.rate(raw, "msgThroughputIn", "topic", name)
+        if raw.get("averageMsgSize") is not None:
+            average = self.rate(raw, "averageMsgSize", "topic", name)
+        else:  # what PersistentTopic.updateRates computes
+            average = throughput_in / rate_in if rate_in > 0 else 0.0
+        read = (self.subscription(str(k), v, name) for k, v in subs.items())
+        return TopicStats(
+            name=name,
+            namespace=_namespace_of(name) if namespace is None else namespace,
+            bundle=bundle,
+            msg_rate_in=rate_in,
+            msg_throughput_in=throughput_in,
+            average_msg_size=average,
+            msg_rate_out=self.rate(raw, "msgRateOut", "topic", name),
+            msg_throughput_out=self.rate(raw, "msgThroughputOut", "topic", name),
+            storage_size=self.count(raw, "storageSize", "topic", name),  # type: ignore[arg-type]
+            backlog_size=self.count(raw, "backlogSize", "topic", name),  # type: ignore[arg-type]
+            publishers=len(publishers) if count is None else count,
+            subscriptions=tuple(s for s in read if s is not None),
+        )
+
+    def skip_non_persistent(self, name: str) -> None:
+        self.skipped_non_persistent.append(name)
 
 
 def _namespace_of(name: str) -> str:
@@ -287,49 +412,53 @@ def _namespace_of(name: str) -> str:
     return rest.rsplit("/", 1)[0] if "/" in rest else ""
 
 
-def _topic(name: str, raw: Any, label: str, *, namespace: str | None, bundle: str | None) -> TopicStats:
-    where = _Where(label, name)
-    obj = _mapping(raw, where, "")
-    publishers = _list(obj.get("publishers", []), where, "publishers")
-    count = _count(obj, "producerCount", where, "", default=None)
-    subs = _mapping(obj.get("subscriptions", {}), where, "subscriptions")
-    rate_in = _rate(obj, "msgRateIn", where, "")
-    throughput_in = _rate(obj, "msgThroughputIn", where, "")
-    if "averageMsgSize" in obj:
-        average = _rate(obj, "averageMsgSize", where, "")
-    else:  # what PersistentTopic.updateRates computes
-        average = throughput_in / rate_in if rate_in > 0 else 0.0
-    return TopicStats(
-        name=name,
-        namespace=_namespace_of(name) if namespace is None else namespace,
-        bundle=bundle,
-        msg_rate_in=rate_in,
-        msg_throughput_in=throughput_in,
-        average_msg_size=average,
-        msg_rate_out=_rate(obj, "msgRateOut", where, ""),
-        msg_throughput_out=_rate(obj, "msgThroughputOut", where, ""),
-        storage_size=_count(obj, "storageSize", where, ""),  # type: ignore[arg-type]
-        backlog_size=_count(obj, "backlogSize", where, ""),  # type: ignore[arg-type]
-        publishers=len(publishers) if count is None else count,
-        subscriptions=tuple(_subscription(str(k), v, where) for k, v in subs.items()),
-    )
-
-
-def _is_persistent(name: str) -> bool:
-    return not name.startswith("non-persistent://")
-
+# ---------------------------------------------------------------------------------------------
+# shapes
 
 _TOPIC_KEYS = ("msgRateIn", "msgThroughputIn", "subscriptions", "publishers", "storageSize", "msgRateOut")
 _SECTIONS = {"persistent", "non-persistent"}
+# ManagedLedgerInternalStats' own fields: a stats-internal document has them and no rates.
+_INTERNAL_KEYS = ("entriesAddedCounter", "numberOfEntries", "currentLedgerEntries", "lastConfirmedEntry",
+                  "waitingCursorsCount")
+
+
+def _named_non_persistent(name: str) -> bool:
+    return name.startswith("non-persistent://")
 
 
 def _looks_like_topic(obj: Any) -> bool:
     return isinstance(obj, Mapping) and sum(k in obj for k in _TOPIC_KEYS) >= 2
 
 
+def _is_non_persistent_stats(obj: Mapping[str, Any]) -> bool:
+    """NonPersistentTopicStatsImpl (and its partitioned form) adds ``msgDropRate`` to the topic, its
+    subscriptions and its publishers; persistent stats have it nowhere. (``pulsar-admin topics
+    stats`` of 2.7 dropped it everywhere, apache/pulsar#10495: such output passes as persistent
+    unless its name says otherwise.)"""
+    if "msgDropRate" in obj:
+        return True
+    subs = obj.get("subscriptions")
+    if isinstance(subs, Mapping) and any(isinstance(s, Mapping) and "msgDropRate" in s for s in subs.values()):
+        return True
+    pubs = obj.get("publishers")
+    return isinstance(pubs, list) and any(isinstance(p, Mapping) and "msgDropRate" in p for p in pubs)
+
+
+def _looks_like_internal(obj: Any) -> bool:
+    return isinstance(obj, Mapping) and (
+        sum(k in obj for k in _INTERNAL_KEYS) >= 2
+        or (isinstance(obj.get("ledgers"), list) and isinstance(obj.get("cursors"), Mapping)))
+
+
 def _looks_like_partitioned(obj: Any) -> bool:
     return (isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping)
             and isinstance(obj.get("partitions"), Mapping))
+
+
+def _looks_like_partitioned_internal(obj: Any) -> bool:
+    # PartitionedTopicInternalStats holds only metadata and partitions: no rates at its top level.
+    return (_looks_like_partitioned(obj) and not any(k in obj for k in _TOPIC_KEYS)
+            and all(_looks_like_internal(p) for p in obj["partitions"].values()))
 
 
 def _looks_like_dump(obj: Mapping[str, Any]) -> bool:
@@ -341,99 +470,392 @@ def _looks_like_dump(obj: Mapping[str, Any]) -> bool:
 
 
 def _looks_like_named_topics(obj: Mapping[str, Any]) -> bool:
+    # The names say these are topics: one topic field is enough (a trimmed paste may keep only
+    # its subscriptions).
     return bool(obj) and all(
-        isinstance(k, str) and (k.startswith("persistent://") or k.startswith("non-persistent://"))
-        and (_looks_like_topic(v) or _looks_like_partitioned(v))
+        isinstance(k, str) and (k.startswith("persistent://") or _named_non_persistent(k))
+        and isinstance(v, Mapping) and any(key in v for key in _TOPIC_KEYS + ("metadata",) + _INTERNAL_KEYS)
         for k, v in obj.items()
     )
 
 
 _EXPECTED = ("expected one of: the broker's topic stats dump (pulsar-admin broker-stats topics: "
              "{namespace: {bundle: {\"persistent\": {topic: stats}}}}), one topic's stats (pulsar-admin "
-             "topics stats, or a mapping {\"persistent://tenant/ns/topic\": stats}), or a partitioned "
-             "topic's stats (pulsar-admin topics partitioned-stats)")
+             "topics stats, one or several one after another, or a mapping {\"persistent://tenant/ns/topic\": "
+             "stats}), or a partitioned topic's stats (pulsar-admin topics partitioned-stats, with or without "
+             "--per-partition)")
+
+_INTERNAL = ("this is pulsar-admin topics stats-internal output (PersistentTopicInternalStats: ledgers and cursors, "
+             "no rates), which cannot say what the cache serves; run pulsar-admin topics stats TOPIC instead "
+             "(topics partitioned-stats --per-partition TOPIC for a partitioned topic, or pulsar-admin "
+             "broker-stats topics for every topic of a broker)")
+_PARTITIONED_INTERNAL = ("this is pulsar-admin topics partitioned-stats-internal output (PartitionedTopicInternalStats: "
+                         "ledgers and cursors per partition, no rates), which cannot say what the cache serves; "
+                         "run pulsar-admin topics partitioned-stats --per-partition TOPIC instead (or "
+                         "pulsar-admin broker-stats topics for every topic of a broker)")
 
 
-def _from_dump(obj: Mapping[str, Any], label: str) -> list[TopicStats]:
+# ---------------------------------------------------------------------------------------------
+# documents
+
+
+@dataclass
+class _Document:
+    value: Any
+    line: int
+    header: str | None = None  # a topic name on the text line(s) before it
+
+
+class _Unnamed(Exception):
+    """A document names none of its topics and the caller gave no name."""
+
+
+def _from_dump(r: _Reader, obj: Mapping[str, Any]) -> list[TopicStats]:
     topics = []
     for namespace, bundles in obj.items():
         for bundle, sections in bundles.items():
             persistent = sections.get("persistent", {})
             if not isinstance(persistent, Mapping):
-                raise _Where(label).fail(f"{namespace}.{bundle}.persistent",
-                                         f"expected a JSON object of topics, got {_kind(persistent)}")
+                raise InvalidArgumentError(f"{r.label}: {namespace}.{bundle}.persistent: expected a JSON object "
+                                           f"of topics, got {_kind(persistent)}")
             for name, raw in persistent.items():
-                if _is_persistent(name):
-                    topics.append(_topic(name, raw, label, namespace=namespace, bundle=bundle))
+                # Before Pulsar 2.0 (apache/pulsar#1235) non-persistent topics were listed here too.
+                if _named_non_persistent(name) or (isinstance(raw, Mapping) and _is_non_persistent_stats(raw)):
+                    r.skip_non_persistent(name)
+                    continue
+                t = r.topic(name, raw, namespace=namespace, bundle=bundle)
+                if t is not None:
+                    topics.append(t)
+            non_persistent = sections.get("non-persistent", {})
+            if isinstance(non_persistent, Mapping):
+                for name in non_persistent:
+                    r.skip_non_persistent(name)
     return topics
 
 
-def _from_partitioned(name: str | None, obj: Mapping[str, Any], label: str) -> list[TopicStats]:
+def _split_count(total: int, n: int, i: int) -> int:
+    """Partition ``i``'s share of ``total`` over ``n``: the shares sum to ``total`` exactly."""
+    sign = -1 if total < 0 else 1
+    q, rem = divmod(abs(total), n)
+    return sign * (q + (1 if i < rem else 0))
+
+
+def _merge_repeated_consumers(r: _Reader, topic: str, sub: SubscriptionStats) -> SubscriptionStats:
+    """``SubscriptionStatsImpl.add`` sums consumer lists index by index when partitions list as many
+    consumers as the aggregate has, and appends copies when they do not, so unequal lists come out
+    concatenated: one consumer under its name several times. Merge those back, summing."""
+    names = [c.name for c in sub.consumers if c.name]
+    if len(names) == len(set(names)):
+        return sub
+    merged: dict[str, ConsumerStats] = {}
+    order: list[str | int] = []
+    for i, c in enumerate(sub.consumers):
+        key: str | int = c.name if c.name else i
+        if key not in merged:
+            merged[key] = c  # type: ignore[index]
+            order.append(key)
+            continue
+        m = merged[key]  # type: ignore[index]
+        permits = (None if m.available_permits is None and c.available_permits is None
+                   else (m.available_permits or 0) + (c.available_permits or 0))
+        merged[key] = replace(m, msg_rate_out=m.msg_rate_out + c.msg_rate_out,  # type: ignore[index]
+                              msg_throughput_out=m.msg_throughput_out + c.msg_throughput_out,
+                              available_permits=permits, unacked_messages=m.unacked_messages + c.unacked_messages,
+                              msg_rate_redeliver=m.msg_rate_redeliver + c.msg_rate_redeliver)
+    r.notes.add("consumers listed under one name several times (partitions with unequal consumer lists are "
+                "concatenated by Pulsar's aggregate), merged by name,", "subscription", f"{topic} {sub.name}")
+    return replace(sub, consumers=tuple(merged[k] for k in order))  # type: ignore[index]
+
+
+def _split_aggregate(r: _Reader, name: str, agg: TopicStats, n: int) -> list[TopicStats]:
+    """The aggregate of ``topics partitioned-stats`` without ``--per-partition``, as ``n`` equal
+    partitions. ``TopicStatsImpl.add`` sums rates, sizes and backlogs over partitions, so each
+    partition gets 1/n; publishers are merged index by index (or by name), so the aggregate lists
+    as many as one partition has; consumers likewise (see :func:`_merge_repeated_consumers`)."""
+    subs = tuple(_merge_repeated_consumers(r, name, s) for s in agg.subscriptions)
+    if agg.msg_rate_in > 0:
+        size = agg.msg_throughput_in / agg.msg_rate_in
+        if abs(size - agg.average_msg_size) > 0.01 * size + 1.0:
+            r.notes.add(f"averageMsgSize of the aggregate not msgThroughputIn / msgRateIn (Pulsar prints an "
+                        f"unweighted mean over partitions, a sum before 2.2): message size taken from "
+                        f"msgThroughputIn / msgRateIn", "partitioned topic",
+                        f"{name}: {agg.average_msg_size:,.0f} B printed, {size:,.0f} B from the rates")
+    else:
+        size = agg.average_msg_size
+    out = []
+    for i in range(n):
+        out.append(TopicStats(
+            name=f"{name}-partition-{i}",
+            namespace=agg.namespace,
+            bundle=None,
+            msg_rate_in=agg.msg_rate_in / n,
+            msg_throughput_in=agg.msg_throughput_in / n,
+            average_msg_size=size,
+            msg_rate_out=agg.msg_rate_out / n,
+            msg_throughput_out=agg.msg_throughput_out / n,
+            storage_size=_split_count(agg.storage_size, n, i),
+            backlog_size=_split_count(agg.backlog_size, n, i),
+            publishers=agg.publishers,
+            subscriptions=tuple(SubscriptionStats(
+                name=s.name, type=s.type, msg_rate_out=s.msg_rate_out / n, msg_throughput_out=s.msg_throughput_out / n,
+                msg_backlog=_split_count(s.msg_backlog, n, i), unacked_messages=_split_count(s.unacked_messages, n, i),
+                msg_rate_redeliver=s.msg_rate_redeliver / n,
+                consumers=tuple(ConsumerStats(
+                    name=c.name, msg_rate_out=c.msg_rate_out / n, msg_throughput_out=c.msg_throughput_out / n,
+                    available_permits=None if c.available_permits is None else _split_count(c.available_permits, n, i),
+                    unacked_messages=_split_count(c.unacked_messages, n, i), msg_rate_redeliver=c.msg_rate_redeliver / n)
+                    for c in s.consumers))
+                for s in subs),
+        ))
+    return out
+
+
+def _from_partitioned(r: _Reader, name: str | None, obj: Mapping[str, Any]) -> list[TopicStats]:
     partitions = obj["partitions"]
+    declared = obj["metadata"].get("partitions")
+    declared_ok = isinstance(declared, int) and not isinstance(declared, bool)
     if partitions:
-        return [_topic(str(p), raw, label, namespace=None, bundle=None)
-                for p, raw in partitions.items() if _is_persistent(str(p))]
+        topics = []
+        for p, raw in partitions.items():
+            p = str(p)
+            if _named_non_persistent(p) or (isinstance(raw, Mapping) and _is_non_persistent_stats(raw)):
+                r.skip_non_persistent(p)
+                continue
+            t = r.topic(p, raw, namespace=None, bundle=None)
+            if t is not None:
+                topics.append(t)
+        if declared_ok and declared != len(partitions):
+            # The broker leaves out the partitions whose stats failed (internalGetPartitionedStats).
+            r.notes.add(f"partitioned-stats with stats for {len(partitions):,} of its {declared:,} partitions "
+                        f"(metadata.partitions), read as the partitions it has,", "partitioned topic",
+                        str(next(iter(partitions))).rsplit("-partition-", 1)[0])
+        return topics
     if name is None:
-        raise InvalidArgumentError(f"{label}: partitioned-stats output without per-partition stats does "
-                                   f"not name its topic: pass name=")
-    return [_topic(name, obj, label, namespace=None, bundle=None)] if _is_persistent(name) else []
+        raise _Unnamed()
+    if _named_non_persistent(name) or _is_non_persistent_stats(obj):
+        r.skip_non_persistent(name)
+        return []
+    agg = r.topic(name, obj, namespace=None, bundle=None)
+    if agg is None:
+        return []
+    if not declared_ok or declared < 1:
+        r.notes.add("partitioned-stats without a partition count (metadata.partitions), read as one topic,",
+                    "partitioned topic", f"{name}: {_kind(declared)}")
+        return [agg]
+    if declared > MAX_PARTITIONS:
+        raise InvalidArgumentError(f"{r.label}: {name}: metadata.partitions: {declared:,} partitions, more than the "
+                                   f"{MAX_PARTITIONS:,} this reader splits an aggregate into; run pulsar-admin topics "
+                                   f"partitioned-stats --per-partition, or broker-stats topics")
+    r.notes.add("partitioned-stats without --per-partition: the aggregate split evenly over its partitions "
+                "(run it with --per-partition for each partition's own numbers)", "partitioned topic",
+                f"{name}: {_counted(declared, 'partition')}")
+    return _split_aggregate(r, name, agg, declared)
+
+
+def _one_document(r: _Reader, raw: Any, name: str | None, where: str) -> list[TopicStats]:
+    """The topics of one JSON document; ``where`` prefixes its errors (the file, and in a file of
+    several documents, which one)."""
+    if not isinstance(raw, Mapping):
+        raise InvalidArgumentError(f"{where}: top level is {_kind(raw)}, not a JSON object; {_EXPECTED}")
+    if _looks_like_partitioned_internal(raw):
+        raise InvalidArgumentError(f"{where}: {_PARTITIONED_INTERNAL}")
+    if _looks_like_internal(raw) and not _looks_like_topic(raw):
+        raise InvalidArgumentError(f"{where}: {_INTERNAL}")
+    if _looks_like_partitioned(raw):
+        return _from_partitioned(r, name, raw)
+    if _looks_like_topic(raw):
+        if name is None:
+            raise _Unnamed()
+        if _named_non_persistent(name) or _is_non_persistent_stats(raw):
+            r.skip_non_persistent(name)
+            return []
+        t = r.topic(name, raw, namespace=None, bundle=None)
+        return [] if t is None else [t]
+    if _looks_like_named_topics(raw):
+        topics: list[TopicStats] = []
+        for topic_name, stats in raw.items():
+            if _looks_like_partitioned_internal(stats):
+                raise InvalidArgumentError(f"{where}: {topic_name}: {_PARTITIONED_INTERNAL}")
+            if _looks_like_internal(stats) and not _looks_like_topic(stats):
+                raise InvalidArgumentError(f"{where}: {topic_name}: {_INTERNAL}")
+            if _looks_like_partitioned(stats):
+                topics.extend(_from_partitioned(r, topic_name, stats))
+            elif _named_non_persistent(topic_name) or _is_non_persistent_stats(stats):
+                r.skip_non_persistent(topic_name)
+            else:
+                t = r.topic(topic_name, stats, namespace=None, bundle=None)
+                if t is not None:
+                    topics.append(t)
+        return topics
+    if _looks_like_dump(raw):
+        return _from_dump(r, raw)
+    raise InvalidArgumentError(f"{where}: not Pulsar topic stats; {_EXPECTED}")
+
+
+def _names_itself(raw: Any) -> bool:
+    """Whether a document names its topics (a dump, a named mapping, per-partition stats)."""
+    if not isinstance(raw, Mapping):
+        return True
+    if _looks_like_partitioned(raw):
+        return bool(raw["partitions"])
+    return not _looks_like_topic(raw)
+
+
+# ---------------------------------------------------------------------------------------------
+# files
+
+
+# A topic's name on a line between documents (`echo $t` in the loop, a shell's `set -x` trace).
+_TOPIC_NAME = re.compile(r"(?:non-)?persistent://[^\s\"'<>{}\[\],;|]+")
+
+
+def _parse_int(text: str) -> int | float:
+    # Python refuses integers of over 4,300 digits; no counter has 40, so a longer one is a bad
+    # counter (read as infinite, then noted), not a bad file.
+    if len(text) > 40:
+        return float("-inf") if text.startswith("-") else float("inf")
+    return int(text)
+
+
+def _documents(text: str, label: str, notes: _Notes) -> list[_Document]:
+    """The JSON documents of ``text``, one after another (a shell loop's output), with the topic
+    name a line between them gives; other text between them is skipped with a note. Work is linear
+    in the text."""
+    decoder = json.JSONDecoder(parse_int=_parse_int)
+    docs: list[_Document] = []
+    pos, line_no = 0, 1
+    header: str | None = None
+    skipped: list[tuple[int, str]] = []
+    first_text: tuple[int, str] | None = None
+    n = len(text)
+    while pos < n:
+        ch = text[pos]
+        if ch == "\n":
+            pos += 1
+            line_no += 1
+            continue
+        if ch.isspace() or ch == "\ufeff":
+            pos += 1
+            continue
+        if ch in "{[":
+            try:
+                value, end = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError as e:
+                raise InvalidArgumentError(f"{label}: line {e.lineno} column {e.colno}: not JSON: {e.msg}") from None
+            except RecursionError:
+                raise InvalidArgumentError(f"{label}: not JSON this reader accepts: nested too deeply") from None
+            docs.append(_Document(value, line_no, header))
+            header = None
+            line_no += text.count("\n", pos, end)
+            pos = end
+            continue
+        end = text.find("\n", pos)
+        end = n if end < 0 else end
+        line = text[pos:end].strip()
+        found = _TOPIC_NAME.findall(line)
+        if found:
+            header = found[-1]
+        else:
+            skipped.append((line_no, line))
+        if first_text is None:
+            first_text = (line_no, line)
+        pos = end
+    if not docs:
+        where = f"line {first_text[0]} column 1: " if first_text else ""
+        got = f"got {_kind(first_text[1][:40])}" if first_text else "the file is empty"
+        raise InvalidArgumentError(f"{label}: {where}not JSON: expected a JSON object, {got}; {_EXPECTED}")
+    if skipped:
+        notes.say(f"skipped {_counted(len(skipped), 'line')} of text that is not JSON between the JSON documents "
+                  f"(e.g. line {skipped[0][0]}: {_kind(skipped[0][1][:60])})")
+    return docs
 
 
 def _stem(path: Path) -> str:
     name = path.name
-    for suffix in (".json", ".stats"):
+    for suffix in (".json", ".txt", ".stats"):
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
     return name
-
-
-def _load(path: Path, max_bytes: int) -> Any:
-    label = str(path)
-    text = read_text(path, max_bytes, "a stats file")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InvalidArgumentError(f"{label}: line {e.lineno} column {e.colno}: not JSON: {e.msg}") from None
-    except RecursionError:
-        raise InvalidArgumentError(f"{label}: not JSON this reader accepts: nested too deeply") from None
 
 
 def read(source: Source, *, name: str | None = None, max_bytes: int = MAX_FILE_BYTES) -> BrokerStats:
     """Read a broker's topic stats from a JSON file or a mapping (the shapes in the module's docs).
 
     ``name`` names the topic of one ``topics stats`` output (or of a partitioned topic's aggregate);
-    for a file it defaults to the file name without ``.json`` and ``.stats``."""
+    for a file it defaults to the file name without ``.json``, ``.txt`` and ``.stats``. A file of
+    several unnamed documents names them ``NAME-0``, ``NAME-1``, ... (or by a topic name on a line
+    before each). What was skipped, clamped, split or named is in the result's ``notes``."""
     if isinstance(source, Mapping):
-        label, raw = "<mapping>", source
+        label = "<mapping>"
+        docs = [_Document(source, 1)]
+        reader = _Reader(label)
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        label, raw = str(path), _load(path, max_bytes)
-        if name is None:
-            name = _stem(path)
+        label = str(path)
+        reader = _Reader(label)
+        docs = _documents(read_text(path, max_bytes, "a stats file"), label, reader.notes)
     else:
         raise InvalidArgumentError(f"source: expected a path or a mapping, got {type(source).__name__}")
 
-    if not isinstance(raw, Mapping):
-        raise InvalidArgumentError(f"{label}: top level is {_kind(raw)}, not a JSON object; {_EXPECTED}")
-    if _looks_like_partitioned(raw):
-        topics = _from_partitioned(name, raw, label)
-    elif _looks_like_topic(raw):
-        if name is None:
-            raise InvalidArgumentError(f"{label}: one topic's stats (pulsar-admin topics stats) do not name "
-                                       f"their topic: pass name=, or a mapping {{topic name: stats}}")
-        topics = [_topic(name, raw, label, namespace=None, bundle=None)] if _is_persistent(name) else []
-    elif _looks_like_named_topics(raw):
-        topics = []
-        for topic_name, stats in raw.items():
-            if _looks_like_partitioned(stats):
-                topics.extend(_from_partitioned(topic_name, stats, label))
-            elif _is_persistent(topic_name):
-                topics.append(_topic(topic_name, stats, label, namespace=None, bundle=None))
-    elif _looks_like_dump(raw):
-        topics = _from_dump(raw, label)
-    else:
-        raise InvalidArgumentError(f"{label}: not Pulsar topic stats; {_EXPECTED}")
-    return BrokerStats(topics=tuple(topics))
+    from_file = name is None and not isinstance(source, Mapping)
+    if name is None and not isinstance(source, Mapping):
+        name = _stem(Path(source))
+    # Documents that name no topic, numbered among themselves when there are several.
+    unnamed = {id(d): k for k, d in enumerate(d for d in docs if d.header is None and not _names_itself(d.value))}
+    generated: list[str] = []
+    topics: list[TopicStats] = []
+    for index, doc in enumerate(docs):
+        where = label if len(docs) == 1 else f"{label}: document {index + 1} (line {doc.line})"
+        doc_name = doc.header
+        if doc_name is None and name is not None and id(doc) in unnamed:
+            doc_name = f"{name}-{unnamed[id(doc)]}" if len(unnamed) > 1 else name
+            if from_file or len(unnamed) > 1:
+                generated.append(doc_name)
+        elif doc_name is None:
+            doc_name = name
+        try:
+            topics.extend(_one_document(reader, doc.value, doc_name, where))
+        except _Unnamed:
+            raise InvalidArgumentError(
+                f"{where}: one topic's stats (pulsar-admin topics stats, or partitioned-stats without "
+                f"--per-partition) do not name their topic: pass name=, or a mapping {{topic name: stats}}") from None
+    if generated:
+        reader.notes.say(f"{_counted(len(generated), 'topic')} whose stats do not name it, named "
+                         f"{_example_list(generated)} after the file (pulsar-admin topics stats prints no name: "
+                         f"a line with the topic's name before each document names it)")
+    return BrokerStats(topics=_last_of_each(reader, topics), notes=_finish(reader, topics))
+
+
+def _example_list(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 3 else f"{names[0]}, {names[1]}, ..., {names[-1]}"
+
+
+def _last_of_each(r: _Reader, topics: list[TopicStats]) -> tuple[TopicStats, ...]:
+    """A topic in several documents (the loop ran twice) is kept once, as the last one says, where it
+    first appeared."""
+    last: dict[str, TopicStats] = {}
+    times: dict[str, int] = {}
+    for t in topics:
+        times[t.name] = times.get(t.name, 0) + 1
+        last[t.name] = t
+    repeated = [(n, k) for n, k in times.items() if k > 1]
+    if repeated:
+        r.notes.say(f"{_counted(len(repeated), 'topic')} given more than once (e.g. {repeated[0][0]}, "
+                    f"{repeated[0][1]} times): the last stats of each kept")
+    return tuple(last.values())
+
+
+def _finish(r: _Reader, topics: list[TopicStats]) -> tuple[str, ...]:
+    skipped = list(dict.fromkeys(r.skipped_non_persistent))
+    if skipped and not topics:
+        raise InvalidArgumentError(
+            f"{r.label}: only non-persistent topics ({_counted(len(skipped), 'topic')}, e.g. {skipped[0]}): they "
+            f"bypass the managed ledger, so there is nothing the entry cache sees; take the stats of the broker's "
+            f"persistent topics (pulsar-admin broker-stats topics)")
+    if skipped:
+        r.notes.say(f"skipped {_counted(len(skipped), 'non-persistent topic')} (e.g. {skipped[0]}): they bypass "
+                    f"the managed ledger, so the entry cache never sees their messages")
+    return r.notes.lines()
 
 
 # ---------------------------------------------------------------------------------------------
