@@ -60,7 +60,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -82,6 +83,8 @@ __all__ = [
 #: The largest metrics file the readers open (256 MiB).
 MAX_FILE_BYTES = 256 * 1024 * 1024
 
+_MIB = 1 << 20
+
 # CacheMetrics attribute -> the name without its prefix (``pulsar_`` in Prometheus, ``brk_`` in JSON).
 _REQUIRED = {
     "hits_rate": "ml_cache_hits_rate",
@@ -99,10 +102,16 @@ _OPTIONAL = {
     "pool_allocated": "ml_cache_pool_allocated",
     "pool_used": "ml_cache_pool_used",
     "pool_active_allocations": "ml_cache_pool_active_allocations",
+    "pool_active_allocations_tiny": "ml_cache_pool_active_allocations_tiny",
     "pool_active_allocations_small": "ml_cache_pool_active_allocations_small",
     "pool_active_allocations_normal": "ml_cache_pool_active_allocations_normal",
     "pool_active_allocations_huge": "ml_cache_pool_active_allocations_huge",
 }
+
+# Series TopicStats.printTopicStats writes for every topic the broker serves, whatever its traffic,
+# when exposeTopicLevelMetricsInPrometheus is true (the default): the topics are counted from these.
+_PER_TOPIC = ("pulsar_rate_in", "pulsar_rate_out", "pulsar_subscriptions_count", "pulsar_producers_count",
+              "pulsar_consumers_count")
 
 Labels = dict[str, str]
 Sample = tuple[str, Labels, float]
@@ -128,6 +137,7 @@ class CacheMetrics:
     pool_active_allocations_small: float | None = None
     pool_active_allocations_normal: float | None = None
     pool_active_allocations_huge: float | None = None
+    pool_active_allocations_tiny: float | None = None
 
     @property
     def hit_ratio(self) -> float | None:
@@ -139,30 +149,96 @@ class CacheMetrics:
 @dataclass(frozen=True)
 class BrokerMetrics:
     """The cache metrics of one broker, the labels (Prometheus) or dimensions (JSON) of the series
-    they came from, and every sample of the input as ``(name, labels, value)``."""
+    they came from, every sample of the input as ``(name, labels, value)``, and what the rest of
+    the broker's series say about it (the module's docs say where each comes from)."""
 
     cache: CacheMetrics
     labels: Labels = field(default_factory=dict, hash=False)
     samples: tuple[Sample, ...] = field(default=(), hash=False, repr=False)
+    #: ``pulsar_version_info``'s ``version`` label (Prometheus, Pulsar 2.7 and later), as printed.
+    version: str | None = None
+    #: ``jvm_memory_direct_bytes_max`` (Prometheus) or ``jvm_max_direct_memory`` (JSON), bytes.
+    direct_memory_max_bytes: int | None = None
+    #: Topics the broker serves (partitions count one each), from the finest series the file has.
+    topics: int | None = None
+    #: Messages a second published to / dispatched by the broker, summed over its topics or namespaces.
+    rate_in: float | None = None
+    rate_out: float | None = None
+    #: Which series ``topics``, ``rate_in`` and ``rate_out`` were read from: ``"topic"``,
+    #: ``"namespace"`` or ``"broker"``; ``None`` when the file has none of them.
+    rates_level: str | None = None
+    #: What the reader changed or left out, in plain words (implausible values, repeated series).
+    notes: tuple[str, ...] = ()
+
+    @property
+    def version_numbers(self) -> tuple[int, ...] | None:
+        """The version's leading numbers (``"4.0.4"`` -> ``(4, 0, 4)``, ``"2.10.5.3"`` ->
+        ``(2, 10, 5, 3)``, ``"4.1.0-SNAPSHOT"`` -> ``(4, 1, 0)``), to compare with tuples such as
+        ``(4, 1)``; ``None`` when the version is unknown or does not start with a number."""
+        match = re.match(r"\d+(?:\.\d+)*", self.version or "")
+        return tuple(int(n) for n in match.group().split(".")) if match else None
+
+    def default_cache_size_bytes(self) -> int | None:
+        """The cache size the broker takes when ``managedLedgerCacheSizeMB`` is unset (empty in
+        the ``broker.conf`` Pulsar ships): ``max(64, direct memory / 5 / MiB)`` MiB, in whole MiB
+        (``ServiceConfiguration.managedLedgerCacheSizeMB``, since Pulsar 2.3; a fixed 1024 MiB
+        before). ``None`` when the file does not give the direct memory."""
+        if self.direct_memory_max_bytes is None:
+            return None
+        return max(64, self.direct_memory_max_bytes // 5 // _MIB) * _MIB
+
+
+class _Notes:
+    """Notes in plain words, one per kind of problem and series: the first occurrence is quoted
+    and the rest counted, so a file with 10,000 NaN topics gives one line, not 10,000."""
+
+    def __init__(self) -> None:
+        self._notes: dict[tuple[str, str], list[Any]] = {}
+
+    def add(self, name: str, labels: Mapping[str, str], problem: str, action: str) -> None:
+        entry = self._notes.setdefault((name, action), [f"{name}{_fmt(labels)}: {problem}; {action}", 0])
+        entry[1] += 1
+
+    def text(self) -> tuple[str, ...]:
+        return tuple(first if n == 1 else f"{first} (and {n - 1} more {name} samples like it)"
+                     for (name, _), (first, n) in self._notes.items())
+
+
+def _problem(value: float) -> str | None:
+    """What is implausible about a value every series here must have finite and >= 0, or None."""
+    if math.isnan(value):
+        return "not a number (NaN)"
+    if math.isinf(value):
+        return f"infinite ({value:+})".replace("inf", "Inf")
+    if value < 0:
+        return f"negative ({value:g})"
+    return None
 
 
 def _fmt(labels: Mapping[str, str]) -> str:
     return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
 
 
+def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
 def _select(samples: list[Sample], prefix: str, label: str, labels: Mapping[str, str] | None,
-            expected: str) -> BrokerMetrics:
-    """Group the cache samples by label set, pick one, build the result."""
+            expected: str, hint: str = "") -> tuple[tuple[tuple[str, str], ...], dict[str, float], _Notes]:
+    """Group the cache samples by label set and pick one: its labels, its values (implausible
+    ones clamped, with a note) and the notes."""
     names = {prefix + short: attr for attr, short in {**_REQUIRED, **_OPTIONAL}.items()}
     groups: dict[tuple[tuple[str, str], ...], dict[str, float]] = {}
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
     for name, sample_labels, value in samples:
         if name in names:
-            key = tuple(sorted(sample_labels.items()))
+            key = _key(sample_labels)
             groups.setdefault(key, {})[names[name]] = value
+            seen[name, key] = seen.get((name, key), 0) + 1
     # A label set that has none of the required series (e.g. only pulsar_ml_count) is not a cache.
     groups = {k: v for k, v in groups.items() if any(a in v for a in _REQUIRED)}
     if not groups:
-        raise InvalidArgumentError(f"{label}: no managed-ledger cache series; expected {expected}")
+        raise InvalidArgumentError(f"{label}: no managed-ledger cache series; expected {expected}{hint}")
     if labels is not None:
         wanted = {str(k): str(v) for k, v in labels.items()}
         chosen = {k: v for k, v in groups.items() if wanted.items() <= dict(k).items()}
@@ -180,11 +256,117 @@ def _select(samples: list[Sample], prefix: str, label: str, labels: Mapping[str,
     missing = [prefix + short for attr, short in _REQUIRED.items() if attr not in values]
     if missing:
         raise InvalidArgumentError(f"{label}: cache series {_fmt(dict(key))} lack {', '.join(missing)}")
-    for attr, value in values.items():
-        if not math.isfinite(value) or value < 0:
-            raise InvalidArgumentError(f"{label}: {[n for n, a in names.items() if a == attr][0]}"
-                                       f"{_fmt(dict(key))}: expected a number >= 0, got {value!r}")
-    return BrokerMetrics(cache=CacheMetrics(**values), labels=dict(key), samples=tuple(samples))
+    notes = _Notes()
+    by_attr = {attr: name for name, attr in names.items()}
+    for attr in list(values):
+        name, value = by_attr[attr], values[attr]
+        if seen[name, key] > 1:
+            # Two brokers' files pasted together without a label to tell them apart look like this.
+            notes.add(name, dict(key), f"{seen[name, key]} samples with the same labels",
+                      "read the last (were two brokers' files joined?)")
+        problem = _problem(value)
+        if problem is None:
+            continue
+        if value < 0:
+            why = (" (brokers before Pulsar 2.8 could print a negative size: apache/pulsar#10016)"
+                   if attr == "used_size" else "")
+            values[attr] = 0.0
+            notes.add(name, dict(key), problem, f"read as 0{why}")
+        elif attr in _REQUIRED:
+            values[attr] = 0.0
+            notes.add(name, dict(key), problem, "read as 0")
+        else:
+            del values[attr]
+            notes.add(name, dict(key), problem, "left out")
+    return key, values, notes
+
+
+def _broker_samples(samples: Iterable[Sample], key: tuple[tuple[str, str], ...]) -> list[Sample]:
+    """The samples of the broker whose cache series carry the labels ``key``: every one of a
+    broker's series carries its cluster (and a federation's instance) labels, plus its own."""
+    want = dict(key).items()
+    return [s for s in samples if want <= s[1].items()]
+
+
+def _sum_unique(samples: list[Sample], what: str, notes: _Notes) -> float:
+    """The sum of samples of one series, each label set once, implausible values left out with a note."""
+    values: dict[tuple[tuple[str, str], ...], Sample] = {}
+    for s in samples:
+        values[_key(s[1])] = s
+    if len(values) < len(samples):
+        notes.add(samples[0][0], {}, f"{len(samples) - len(values)} samples repeat another's labels",
+                  f"each label set counted once in {what}")
+    total = 0.0
+    for name, labels, value in values.values():
+        problem = _problem(value)
+        if problem is None:
+            total += value
+        elif value < 0:
+            notes.add(name, labels, problem, f"counted as 0 in {what}")
+        else:
+            notes.add(name, labels, problem, f"left out of {what}")
+    return total
+
+
+def _version(samples: list[Sample], notes: _Notes) -> str | None:
+    found = {s[1].get("version", "") for s in samples if s[0] == "pulsar_version_info"} - {""}
+    if len(found) > 1:
+        notes.add("pulsar_version_info", {}, f"{len(found)} versions ({', '.join(sorted(found))})",
+                  "version left unknown")
+        return None
+    return found.pop() if found else None
+
+
+def _direct_memory(samples: list[Sample], name: str, notes: _Notes) -> int | None:
+    found = [s for s in samples if s[0] == name]
+    if not found:
+        return None
+    _, labels, value = found[-1]
+    if math.isfinite(value) and value > 0:
+        return int(value)
+    notes.add(name, labels, _problem(value) or f"{value:g}", "direct memory left unknown")
+    return None
+
+
+def _prometheus_traffic(samples: list[Sample], notes: _Notes) -> dict[str, Any]:
+    """Topics and message rates from a broker's topic, namespace or broker series, whichever is the
+    finest the file has. A broker writes per-topic series (labels namespace and topic, and partition
+    with splitTopicAndPartitionIndexLabel) when exposeTopicLevelMetricsInPrometheus is true, else
+    per-namespace ones (NamespaceStatsAggregator: never both, they would count the same messages
+    twice); 2.2 to 2.11 also write every series once with the cluster label only and the value 0
+    (printDefaultBrokerStats), which is left out; 3.0 and later add pulsar_broker_* totals."""
+    per_topic = [s for s in samples if s[0] in _PER_TOPIC and "topic" in s[1]]
+    if per_topic:
+        # A per-namespace series beside per-topic ones is not one broker's output (a file joined
+        # from two scrapes, or from two brokers' settings): count each message once.
+        for name in ("pulsar_rate_in", "pulsar_rate_out"):
+            ns = [s for s in samples if s[0] == name and "namespace" in s[1] and "topic" not in s[1]]
+            if ns:
+                notes.add(name, ns[0][1], "a per-namespace series beside per-topic ones",
+                          "read the per-topic ones only (both would count each message twice)")
+        topics = {(s[1].get("namespace"), s[1]["topic"], s[1].get("partition")) for s in per_topic}
+        return {"rates_level": "topic", "topics": len(topics),
+                "rate_in": _total(per_topic, "pulsar_rate_in", "rate_in", notes),
+                "rate_out": _total(per_topic, "pulsar_rate_out", "rate_out", notes)}
+    per_ns = [s for s in samples if "namespace" in s[1] and "topic" not in s[1]
+              and s[0] in ("pulsar_rate_in", "pulsar_rate_out", "pulsar_topics_count")]
+    if per_ns:
+        topics = _total(per_ns, "pulsar_topics_count", "topics", notes)
+        return {"rates_level": "namespace", "topics": None if topics is None else round(topics),
+                "rate_in": _total(per_ns, "pulsar_rate_in", "rate_in", notes),
+                "rate_out": _total(per_ns, "pulsar_rate_out", "rate_out", notes)}
+    broker = [s for s in samples if s[0].startswith("pulsar_broker_")]
+    topics = _total(broker, "pulsar_broker_topics_count", "topics", notes)
+    traffic = {"topics": None if topics is None else round(topics),
+               "rate_in": _total(broker, "pulsar_broker_rate_in", "rate_in", notes),
+               "rate_out": _total(broker, "pulsar_broker_rate_out", "rate_out", notes)}
+    return {"rates_level": "broker", **traffic} if any(v is not None for v in traffic.values()) else {}
+
+
+def _total(samples: list[Sample], name: str, what: str, notes: _Notes) -> float | None:
+    """The sum of the series ``name`` among ``samples``; ``None`` when it has no sample."""
+    found = [s for s in samples if s[0] == name]
+    return _sum_unique(found, what, notes) if found else None
 
 
 def _read_text(path: Path, max_bytes: int) -> str:
@@ -215,9 +397,29 @@ def _parse_prometheus(text: str, label: str, labels: Mapping[str, str] | None) -
                 samples.append((s.name, dict(s.labels), float(s.value)))
     except (ValueError, TypeError, IndexError, KeyError) as e:
         raise InvalidArgumentError(f"{label}: not Prometheus text: {e}") from None
-    return _select(samples, "pulsar_", label, labels,
-                   "pulsar_ml_cache_hits_rate, pulsar_ml_cache_misses_rate, pulsar_ml_cache_hits_throughput, "
-                   "pulsar_ml_cache_misses_throughput, pulsar_ml_cache_used_size (a Pulsar broker's /metrics)")
+    key, values, notes = _select(samples, "pulsar_", label, labels,
+                                 "pulsar_ml_cache_hits_rate, pulsar_ml_cache_misses_rate, "
+                                 "pulsar_ml_cache_hits_throughput, pulsar_ml_cache_misses_throughput, "
+                                 "pulsar_ml_cache_used_size (a Pulsar broker's /metrics)",
+                                 _no_cache_hint(samples))
+    mine = _broker_samples(samples, key)
+    return BrokerMetrics(cache=CacheMetrics(**values), labels=dict(key), samples=tuple(samples),
+                         version=_version(mine, notes),
+                         direct_memory_max_bytes=_direct_memory(mine, "jvm_memory_direct_bytes_max", notes),
+                         **_prometheus_traffic(mine, notes), notes=notes.text())
+
+
+def _no_cache_hint(samples: list[Sample]) -> str:
+    """Why a /metrics may lack the cache's series, and what to pass instead."""
+    versions = sorted({s[1].get("version", "") for s in samples if s[0] == "pulsar_version_info"} - {""})
+    hint = ("; brokers before Pulsar 2.6 do not write them to /metrics: for such a broker save "
+            "`pulsar-admin broker-stats monitoring-metrics > metrics.json` (it has them, as brk_ml_cache_*, "
+            "on every release) and pass that file instead")
+    if versions:
+        # pulsar_version_info came in 2.7, whose brokers write the cache's series: not an old broker.
+        hint += (f"; but this file's pulsar_version_info says {', '.join(versions)}, a release that writes "
+                 f"them: was the file cut short or filtered, or is it not a broker's /metrics?")
+    return hint
 
 
 def _json_values(text: str, label: str) -> list[Any]:
@@ -260,6 +462,10 @@ def read_monitoring_metrics(source: Union[str, "os.PathLike[str]", list[Any]], *
     return _from_monitoring_values(values, label, labels)
 
 
+# Jackson writes a double that is NaN or infinite as a quoted string (QUOTE_NON_NUMERIC_NUMBERS).
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
 def _from_monitoring_values(values: list[Any], label: str, labels: Mapping[str, str] | None) -> BrokerMetrics:
     samples: list[Sample] = []
     for i, item in enumerate(values):
@@ -271,9 +477,22 @@ def _from_monitoring_values(values: list[Any], label: str, labels: Mapping[str, 
         for name, value in item["metrics"].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 samples.append((str(name), dims, float(value)))
-    return _select(samples, "brk_", label, labels,
-                   "brk_ml_cache_hits_rate, brk_ml_cache_misses_rate, brk_ml_cache_hits_throughput, "
-                   "brk_ml_cache_misses_throughput, brk_ml_cache_used_size (ManagedLedgerCacheMetrics)")
+            elif isinstance(value, str) and value in _NON_FINITE:
+                samples.append((str(name), dims, _NON_FINITE[value]))
+    key, values_, notes = _select(samples, "brk_", label, labels,
+                                  "brk_ml_cache_hits_rate, brk_ml_cache_misses_rate, brk_ml_cache_hits_throughput, "
+                                  "brk_ml_cache_misses_throughput, brk_ml_cache_used_size (ManagedLedgerCacheMetrics)")
+    mine = _broker_samples(samples, key)
+    # NamespaceStats.add: one item a namespace, with the sums over its topics; no per-topic items
+    # and no topic count (the JSON has no version either).
+    per_ns = [s for s in mine if s[0] in ("brk_in_rate", "brk_out_rate") and "namespace" in s[1]]
+    traffic: dict[str, Any] = {}
+    if per_ns:
+        traffic = {"rates_level": "namespace", "rate_in": _total(per_ns, "brk_in_rate", "rate_in", notes),
+                   "rate_out": _total(per_ns, "brk_out_rate", "rate_out", notes)}
+    return BrokerMetrics(cache=CacheMetrics(**values_), labels=dict(key), samples=tuple(samples),
+                         direct_memory_max_bytes=_direct_memory(mine, "jvm_max_direct_memory", notes),
+                         **traffic, notes=notes.text())
 
 
 def read(source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | None = None,

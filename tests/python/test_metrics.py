@@ -131,10 +131,11 @@ def test_bad_json_and_shapes(tmp_path):
         metrics.read(DATA / "one-topic.metrics.txt", max_bytes=10)
 
 
-def test_negative_value_refused():
+def test_negative_cache_value_read_as_zero_with_a_note():
     text = (DATA / "one-topic.metrics.txt").read_text().replace("} 2.35", "} -2.35")
-    with pytest.raises(lc.InvalidArgumentError, match=r"pulsar_ml_cache_misses_rate\{cluster=\"standalone\"\}: expected"):
-        metrics.read_prometheus(text)
+    m = metrics.read_prometheus(text)
+    assert m.cache.misses_rate == 0.0 and m.cache.hits_rate == 397.6
+    assert m.notes == ('pulsar_ml_cache_misses_rate{cluster="standalone"}: negative (-2.35); read as 0',)
 
 
 def test_hit_ratio_none_when_idle():
