@@ -37,6 +37,7 @@ from ._native import (
     Storage,
     SystemClock,
     __version__,
+    designs,
 )
 from .replay import export_requests, replay
 from .errors import (
@@ -97,6 +98,7 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "broker_stats",
+    "designs",
     "errors",
     "export_requests",
     "metrics",

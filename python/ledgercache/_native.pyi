@@ -39,6 +39,7 @@ __all__ = [
     "estimate_workload",
     "check_workload",
     "read_broker_conf",
+    "designs",
     "PublishRateLimiter",
     "Producer",
     "PartitionedProducer",
@@ -163,7 +164,10 @@ class CacheConfig:
     def replace(self, **changes: Any) -> CacheConfig: ...
     @staticmethod
     def from_broker_conf(
-        source: str | PathLike[str] | Mapping[str, Any], *, extend_ttl_at_startup: bool = False
+        source: str | PathLike[str] | Mapping[str, Any],
+        *,
+        extend_ttl_at_startup: bool = False,
+        direct_memory_bytes: int | None = None,
     ) -> CacheConfig: ...
     @staticmethod
     def settings() -> list[dict[str, Any]]: ...
@@ -487,6 +491,9 @@ def stream_workload(
 def estimate_workload(settings: dict[str, Any]) -> dict[str, float | str | None]: ...
 def check_workload(settings: dict[str, Any], broker: int | None = None, memory_budget: int = 4294967296) -> None: ...
 def read_broker_conf(source: str | PathLike[str] | Mapping[str, Any]) -> list[tuple[str, str]]: ...
+def designs() -> list[dict[str, str]]:
+    """The cache designs: name, label (as operators know it), models, role (broker, proposal,
+    reference or bound) and broker_settings (how a broker runs it)."""
 
 @final
 class ReplaySession:

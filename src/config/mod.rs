@@ -1,5 +1,6 @@
 //! Cache settings: Pulsar's broker settings for the entry cache, under snake_case names.
 
+pub mod designs;
 pub mod sources;
 
 use crate::error::{Error, Result};
@@ -82,6 +83,9 @@ pub enum SettingValue {
 /// `managedLedgerCacheEvictionIntervalMs`.
 const EVICTION_FREQUENCY_KEY: &str = "managedLedgerCacheEvictionFrequency";
 
+/// The `broker.conf` key of the cache size, whose default only the broker can compute.
+pub const CACHE_SIZE_KEY: &str = "managedLedgerCacheSizeMB";
+
 /// What reading a `broker.conf` did beyond the settings themselves.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerConfReport {
@@ -89,6 +93,17 @@ pub struct BrokerConfReport {
     pub applied: Vec<String>,
     /// Keys a broker would not apply as written, each with why.
     pub warnings: Vec<String>,
+    /// Keys written with an empty value: each keeps Pulsar's default.
+    pub defaulted: Vec<String>,
+    /// `managedLedgerCacheSizeMB` is empty or absent: the broker caches a fifth of its direct
+    /// memory (applied only when the caller gave the direct memory).
+    pub cache_size_is_brokers_default: bool,
+}
+
+/// Pulsar's default cache size for a JVM with `direct_memory_bytes` of direct memory: a fifth of
+/// it in whole MiB, at least 64 MiB (`ServiceConfiguration.managedLedgerCacheSizeMB`).
+pub fn default_cache_size_bytes(direct_memory_bytes: u64) -> u64 {
+    (direct_memory_bytes / 5 >> 20).max(64) << 20
 }
 
 /// The entry cache's settings. Build with [`CacheConfig::default`] and [`CacheConfig::set`], which
@@ -409,15 +424,35 @@ impl CacheConfig {
     /// only when changed at run time, are not applied (the latter are with
     /// `extend_ttl_at_startup`); each such key, and a key Pulsar reads but never applies, gets a
     /// warning saying so.
+    ///
+    /// A key written with an empty value keeps Pulsar's default, as a broker's configuration loader
+    /// does (`FieldParser.update` skips blank values). The cache size's default is a fifth of the
+    /// JVM's direct memory, at least 64 MiB (`ServiceConfiguration.managedLedgerCacheSizeMB`):
+    /// with `direct_memory_bytes` it is computed from it; without, the lab's default stays and a
+    /// warning says so, and [`BrokerConfReport::cache_size_is_brokers_default`] tells the caller.
     pub fn from_broker_conf<'a>(
         entries: impl IntoIterator<Item = (&'a str, &'a str)>,
         extend_ttl_at_startup: bool,
+        direct_memory_bytes: Option<u64>,
     ) -> Result<(Self, BrokerConfReport)> {
         let mut config = CacheConfig::default();
-        let mut report = BrokerConfReport::default();
+        let mut report = BrokerConfReport {
+            cache_size_is_brokers_default: true,
+            ..BrokerConfReport::default()
+        };
         let mut eviction_frequency = None;
+        let mut cache_size_blank = false;
         for (key, raw) in entries {
             let key = key.trim();
+            if raw.trim().is_empty() {
+                if key == CACHE_SIZE_KEY {
+                    cache_size_blank = true;
+                }
+                if sources::by_broker_key(key).is_some() || key == EVICTION_FREQUENCY_KEY {
+                    report.defaulted.push(key.to_string());
+                }
+                continue;
+            }
             if key == EVICTION_FREQUENCY_KEY {
                 let raw = raw.trim();
                 let f: f64 = raw
@@ -426,8 +461,10 @@ impl CacheConfig {
                     .filter(|f: &f64| f.is_finite())
                     .ok_or_else(|| {
                         Error::invalid(
-                            EVICTION_FREQUENCY_KEY,
-                            format!("broker.conf value {raw:?} is not a number"),
+                            "eviction_interval_ms",
+                            format!(
+                                "{EVICTION_FREQUENCY_KEY}={raw}: not a number (passes a second)"
+                            ),
                         )
                     })?;
                 eviction_frequency = Some(f);
@@ -464,8 +501,34 @@ impl CacheConfig {
                 }
                 _ => {}
             }
-            config.assign(name, parse_conf_value(name, raw.trim(), scale)?)?;
+            let raw = raw.trim();
+            let value = parse_conf_value(name, key, raw, scale)?;
+            config.assign(name, value).map_err(|e| match e {
+                Error::InvalidArgument { reason, .. } => {
+                    Error::invalid(name, format!("{key}={raw}: {reason}"))
+                }
+                other => other,
+            })?;
+            if name == "cache_size_bytes" {
+                report.cache_size_is_brokers_default = false;
+            }
             report.applied.push(key.to_string());
+        }
+        if report.cache_size_is_brokers_default {
+            match direct_memory_bytes {
+                Some(direct) => {
+                    config.cache_size_bytes = default_cache_size_bytes(direct);
+                    report.applied.push(CACHE_SIZE_KEY.to_string());
+                }
+                None if cache_size_blank => report.warnings.push(format!(
+                    "{CACHE_SIZE_KEY} is empty: a broker then caches up to a fifth of its JVM's \
+                     direct memory (at least 64 MiB), which only the broker knows; the lab uses \
+                     {} MiB: give the direct memory (-XX:MaxDirectMemorySize, or \
+                     jvm_memory_direct_bytes_max in the broker's /metrics) or the cache size",
+                    config.cache_size_bytes >> 20
+                )),
+                None => {}
+            }
         }
         // `ServiceConfiguration.getManagedLedgerCacheEvictionIntervalMs`: the deprecated frequency,
         // when positive, sets the interval (within 0.001..1000 passes a second); otherwise the
@@ -643,39 +706,44 @@ fn describe(v: &SettingValue) -> String {
     }
 }
 
-fn parse_conf_value(name: &'static str, raw: &str, scale: u64) -> Result<SettingValue> {
-    let current = CacheConfig::default().get(name);
-    Ok(match current {
+/// A `broker.conf` value (not blank) as the setting's type, parsed as Java parses the field (an
+/// `int` key takes no unit: `4g` stops a broker too). Errors name the key and the value.
+fn parse_conf_value(name: &'static str, key: &str, raw: &str, scale: u64) -> Result<SettingValue> {
+    let fail = |what: &str| Error::invalid(name, format!("{key}={raw}: {what}"));
+    let unit = if scale == 1 << 20 { " of MiB" } else { "" };
+    Ok(match CacheConfig::default().get(name) {
         Some(SettingValue::Bool(_)) => match raw.to_ascii_lowercase().as_str() {
             "true" => SettingValue::Bool(true),
             "false" => SettingValue::Bool(false),
-            _ => {
-                return Err(Error::invalid(
-                    name,
-                    format!("broker.conf value {raw:?} is not true/false"),
-                ))
-            }
+            _ => return Err(fail("not true or false")),
         },
-        Some(SettingValue::Float(_)) => SettingValue::Float(raw.parse().map_err(|_| {
-            Error::invalid(name, format!("broker.conf value {raw:?} is not a number"))
-        })?),
+        Some(SettingValue::Float(_)) => SettingValue::Float(
+            raw.parse()
+                .ok()
+                .filter(|f: &f64| f.is_finite())
+                .ok_or_else(|| fail("not a number"))?,
+        ),
         // Integers, and the optional integer (None by default).
         _ => {
-            if raw.is_empty() {
-                return Ok(SettingValue::None);
-            }
-            let v: i64 = raw.parse().map_err(|_| {
-                Error::invalid(name, format!("broker.conf value {raw:?} is not an integer"))
-            })?;
+            let v: i64 = raw
+                .parse()
+                .map_err(|_| fail(&format!("not a whole number{unit}")))?;
             SettingValue::Int(
                 v.checked_mul(scale as i64)
-                    .ok_or_else(|| Error::invalid(name, "overflows"))?,
+                    .ok_or_else(|| fail("too large"))?,
             )
         }
     })
 }
 
 fn closest_name(key: &str) -> Option<String> {
+    // A broker.conf key names its setting exactly; its unit may differ (MiB for the size).
+    if let Some((name, scale)) = sources::by_broker_key(key) {
+        return Some(match scale {
+            1 => name.to_string(),
+            s => format!("{name}, in bytes: {key} x {s}"),
+        });
+    }
     let key_l = key.to_ascii_lowercase().replace('-', "_");
     SETTING_NAMES
         .iter()
@@ -759,6 +827,7 @@ mod tests {
                 ("statsUpdateFrequencyInSecs", "30"),
             ],
             false,
+            None,
         )
         .unwrap();
         assert_eq!(c.cache_size_bytes, 64 << 20);
@@ -768,8 +837,74 @@ mod tests {
         assert_eq!(report.applied.len(), 4);
         assert!(report.warnings.is_empty());
         assert!(
-            CacheConfig::from_broker_conf([("managedLedgerCacheSizeMB", "lots")], false).is_err()
+            CacheConfig::from_broker_conf([("managedLedgerCacheSizeMB", "lots")], false, None)
+                .is_err()
         );
+    }
+
+    #[test]
+    fn a_broker_key_suggests_its_setting() {
+        let mut c = CacheConfig::default();
+        let err =
+            |c: &mut CacheConfig, k: &str| c.set(k, SettingValue::Int(1)).unwrap_err().to_string();
+        assert_eq!(
+            err(&mut c, "managedLedgerCacheSizeMB"),
+            "unknown setting \"managedLedgerCacheSizeMB\" (did you mean \"cache_size_bytes, in bytes: \
+             managedLedgerCacheSizeMB x 1048576\"?)"
+        );
+        assert!(
+            err(&mut c, "managedLedgerCacheEvictionWatermark").contains("\"eviction_watermark\"")
+        );
+        assert!(err(&mut c, "cache_size_byte").contains("\"cache_size_bytes\""));
+    }
+
+    #[test]
+    fn blank_values_keep_pulsars_defaults() {
+        // Pulsar's stock broker.conf writes these keys empty.
+        let keys = [
+            ("managedLedgerCacheSizeMB", ""),
+            ("managedLedgerCacheEvictionWatermark", " "),
+            ("managedLedgerCacheEvictionFrequency", ""),
+            ("cacheEvictionByMarkDeletedPosition", ""),
+        ];
+        let (c, report) = CacheConfig::from_broker_conf(keys, false, None).unwrap();
+        assert_eq!(c, CacheConfig::default());
+        assert_eq!(report.defaulted.len(), 4);
+        assert!(report.cache_size_is_brokers_default);
+        assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+        assert!(report.warnings[0].starts_with("managedLedgerCacheSizeMB is empty"));
+        // With the direct memory, the cache is a fifth of it in whole MiB, at least 64 MiB.
+        let (c, report) = CacheConfig::from_broker_conf(keys, false, Some(4 << 30)).unwrap();
+        assert_eq!(c.cache_size_bytes, (4 << 30) / 5 >> 20 << 20);
+        assert!(report.warnings.is_empty());
+        let (c, _) = CacheConfig::from_broker_conf([], false, Some(100 << 20)).unwrap();
+        assert_eq!(c.cache_size_bytes, 64 << 20);
+        // A size the file gives wins over the direct memory.
+        let (c, report) = CacheConfig::from_broker_conf(
+            [("managedLedgerCacheSizeMB", "512")],
+            false,
+            Some(1 << 40),
+        )
+        .unwrap();
+        assert_eq!(c.cache_size_bytes, 512 << 20);
+        assert!(!report.cache_size_is_brokers_default);
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_value() {
+        let err = |k: &'static str, v: &'static str| {
+            CacheConfig::from_broker_conf([(k, v)], false, None)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("managedLedgerCacheSizeMB", "4g"),
+            "invalid cache_size_bytes: managedLedgerCacheSizeMB=4g: not a whole number of MiB"
+        );
+        assert!(err("managedLedgerCacheEvictionWatermark", "NaN").contains("Watermark=NaN"));
+        assert!(err("managedLedgerCacheEvictionWatermark", "1.5")
+            .starts_with("invalid eviction_watermark: managedLedgerCacheEvictionWatermark=1.5: "));
+        assert!(err("managedLedgerCacheSizeMB", "9223372036854775807").ends_with("too large"));
     }
 
     #[test]
@@ -786,7 +921,7 @@ mod tests {
                 "500",
             ),
         ];
-        let (c, report) = CacheConfig::from_broker_conf(keys, false).unwrap();
+        let (c, report) = CacheConfig::from_broker_conf(keys, false, None).unwrap();
         assert_eq!(
             c.eviction_trigger_threshold, 0.98,
             "not a Pulsar key: not applied"
@@ -799,7 +934,7 @@ mod tests {
         );
         assert_eq!(report.warnings.len(), 4, "{:?}", report.warnings);
         assert!(report.warnings[0].starts_with("managedLedgerCacheEvictionTriggerThresholdPercent"));
-        let (c, report) = CacheConfig::from_broker_conf(keys, true).unwrap();
+        let (c, report) = CacheConfig::from_broker_conf(keys, true, None).unwrap();
         assert!(!c.extend_ttl_of_recently_accessed);
         assert_eq!(report.warnings.len(), 3);
     }

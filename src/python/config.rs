@@ -2,6 +2,7 @@ use super::errors::{raise, IntoPyResult};
 use crate::config::{sources, CacheConfig, SettingValue, SETTING_NAMES};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyMapping, PyString, PyTuple};
+use std::io::Read;
 
 /// CacheConfig(**settings): the entry cache's settings, frozen.
 ///
@@ -106,19 +107,34 @@ impl PyCacheConfig {
     /// broker applies only when changed at run time, are applied only with
     /// ``extend_ttl_at_startup=True``; each of these, and the continue-caching key (read, never
     /// applied by Pulsar), raises a ``BrokerConfWarning`` naming the key.
+    ///
+    /// A key with an empty value keeps Pulsar's default, as a broker does. The cache size's
+    /// default (``managedLedgerCacheSizeMB`` empty or absent) is a fifth of the JVM's direct
+    /// memory, at least 64 MiB: give ``direct_memory_bytes`` to have it computed; without, the
+    /// lab's default stays and an empty key raises a ``BrokerConfWarning`` saying so. Errors
+    /// name the file, the key and the value.
     #[staticmethod]
-    #[pyo3(signature = (source, *, extend_ttl_at_startup = false))]
+    #[pyo3(signature = (source, *, extend_ttl_at_startup = false, direct_memory_bytes = None))]
     fn from_broker_conf(
         py: Python<'_>,
         source: &Bound<'_, PyAny>,
         extend_ttl_at_startup: bool,
+        direct_memory_bytes: Option<u64>,
     ) -> PyResult<Self> {
         let pairs = conf_pairs(py, source)?;
         let (config, report) = CacheConfig::from_broker_conf(
             pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
             extend_ttl_at_startup,
+            direct_memory_bytes,
         )
-        .py_err(py)?;
+        .or_else(|e| match (&e, source.extract::<std::path::PathBuf>()) {
+            (crate::error::Error::InvalidArgument { .. }, Ok(path)) => Err(raise(
+                py,
+                "InvalidArgumentError",
+                format!("{}: {e}", path.display()),
+            )),
+            _ => Err(e).py_err(py),
+        })?;
         let category = py
             .import("ledgercache.errors")?
             .getattr("BrokerConfWarning")?;
@@ -226,15 +242,52 @@ fn conf_pairs(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Vec<(String
                 "a broker.conf is a path or a mapping of broker.conf keys",
             )
         })?;
-        let text = std::fs::read_to_string(&path).map_err(|e| {
+        let fail = |why: String| {
             raise(
                 py,
                 "InvalidArgumentError",
-                format!("invalid path: cannot read {}: {e}", path.display()),
+                format!("invalid broker_conf: {}: {why}", path.display()),
             )
+        };
+        // Bounded, so that a path such as /dev/zero cannot take the memory: Pulsar's own
+        // broker.conf is under 100 KiB.
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path)
+            .and_then(|f| f.take(MAX_BROKER_CONF_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| fail(format!("cannot read it: {e}")))?;
+        if bytes.len() as u64 > MAX_BROKER_CONF_BYTES {
+            return Err(fail(format!(
+                "more than {MAX_BROKER_CONF_BYTES} bytes: not a broker.conf"
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            fail(format!(
+                "not UTF-8 text (byte {})",
+                e.utf8_error().valid_up_to()
+            ))
         })?;
         parse_properties(&text)
     })
+}
+
+/// The cache designs, in order: each as a dict of ``name`` (the strategy), ``label`` (the name
+/// operators know it by), ``models`` (what the lab simulates), ``role`` (``"broker"``: a Pulsar
+/// release runs it; ``"proposal"``, ``"reference"`` or ``"bound"``: shown for comparison only)
+/// and ``broker_settings`` (how a broker is made to run it; empty for the others).
+#[pyfunction]
+pub fn designs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    crate::config::designs::DESIGNS
+        .iter()
+        .map(|d| {
+            let out = PyDict::new(py);
+            out.set_item("name", d.strategy.name())?;
+            out.set_item("label", d.label)?;
+            out.set_item("models", d.models)?;
+            out.set_item("role", d.role.name())?;
+            out.set_item("broker_settings", d.broker_settings)?;
+            Ok(out)
+        })
+        .collect()
 }
 
 /// The settings of a broker.conf (a path, or a mapping of key -> value), as written: what
@@ -246,6 +299,9 @@ pub fn read_broker_conf(
 ) -> PyResult<Vec<(String, String)>> {
     conf_pairs(py, source)
 }
+
+/// The largest broker.conf read (Pulsar's own is about 90 KiB).
+const MAX_BROKER_CONF_BYTES: u64 = 4 << 20;
 
 /// `key=value` lines of a Java properties file (the broker.conf format); `#`/`!` start comments.
 fn parse_properties(text: &str) -> Vec<(String, String)> {

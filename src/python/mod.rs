@@ -54,6 +54,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload::estimate_workload, m)?)?;
     m.add_function(wrap_pyfunction!(workload::check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(config::read_broker_conf, m)?)?;
+    m.add_function(wrap_pyfunction!(config::designs, m)?)?;
     m.add_class::<throttle::PyPublishRateLimiter>()?;
     m.add_class::<throttle::PyProducer>()?;
     m.add_class::<throttle::PyPartitionedProducer>()?;

@@ -99,7 +99,7 @@ def test_config_from_broker_conf(tmp_path):
     assert (m.cache_size_bytes, m.copy_entries) == (1 << 20, True)
     with pytest.raises(ValueError, match="cache_size_bytes"):
         lc.CacheConfig.from_broker_conf({"managedLedgerCacheSizeMB": "lots"})
-    with pytest.raises(ValueError, match="path"):
+    with pytest.raises(ValueError, match="missing.conf: cannot read it"):
         lc.CacheConfig.from_broker_conf(tmp_path / "missing.conf")
     with pytest.raises(TypeError):
         lc.CacheConfig.from_broker_conf(42)

@@ -1,0 +1,135 @@
+//! The cache designs as operators know them: one declaration of each design's label, what it
+//! models and whether a broker can run it, read by the command line, `calibrate`, the reports and
+//! the docs (from Python through `ledgercache.designs()`).
+
+use super::Strategy;
+
+/// What a design is to an operator choosing a cache: which of them a broker can be told to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DesignRole {
+    /// A Pulsar release runs it: a recommendation may name it.
+    Broker,
+    /// Proposed upstream, never merged: shown for comparison.
+    Proposal,
+    /// A textbook policy no broker runs: shown as a reference.
+    Reference,
+    /// The offline optimum: an upper bound, not a policy.
+    Bound,
+}
+
+impl DesignRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            DesignRole::Broker => "broker",
+            DesignRole::Proposal => "proposal",
+            DesignRole::Reference => "reference",
+            DesignRole::Bound => "bound",
+        }
+    }
+}
+
+/// One design's description.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Design {
+    pub strategy: Strategy,
+    /// The name an operator knows it by, as reports and the terminal print it.
+    pub label: &'static str,
+    /// One line on what the lab simulates under this name.
+    pub models: &'static str,
+    pub role: DesignRole,
+    /// The broker.conf settings that select it on a broker, where one can run it.
+    pub broker_settings: &'static str,
+}
+
+/// Every design, in [`Strategy::ALL`] order.
+pub const DESIGNS: [Design; 6] = [
+    Design {
+        strategy: Strategy::Pip430,
+        label: "PIP-430 (Pulsar 4.1+)",
+        models: "one broker-wide FIFO removal queue; an entry's TTL is extended while cursors still \
+                 expect to read it or it was read recently",
+        role: DesignRole::Broker,
+        broker_settings: "Pulsar 4.1 or later with its defaults",
+    },
+    Design {
+        strategy: Strategy::Pip430Fifo,
+        label: "PIP-430 without TTL extension (Pulsar 4.1+)",
+        models: "PIP-430's removal queue with both TTL extensions off: FIFO with a TTL",
+        role: DesignRole::Broker,
+        broker_settings: "Pulsar 4.1 or later with \
+                          managedLedgerCacheEvictionExtendTTLOfEntriesWithRemainingExpectedReadCount=false \
+                          and managedLedgerCacheEvictionExtendTTLOfRecentlyAccessed=false",
+    },
+    Design {
+        strategy: Strategy::Legacy,
+        label: "Pulsar 4.0 cache",
+        models: "the cache of Pulsar 4.0 and earlier: a cache per ledger, size eviction spread \
+                 over the ledgers",
+        role: DesignRole::Broker,
+        broker_settings: "Pulsar 4.0 or earlier",
+    },
+    Design {
+        strategy: Strategy::Segmented,
+        label: "PIP-174 ring (proposal)",
+        models: "PIP-174's broker-wide ring of segments, filled on publish (proposed, not merged)",
+        role: DesignRole::Proposal,
+        broker_settings: "",
+    },
+    Design {
+        strategy: Strategy::Lru,
+        label: "LRU (reference)",
+        models: "one broker-wide least-recently-used cache: a reference no Pulsar release runs",
+        role: DesignRole::Reference,
+        broker_settings: "",
+    },
+    Design {
+        strategy: Strategy::Belady,
+        label: "Belady MIN (bound)",
+        models: "the offline optimum, which knows every future read: the best any cache of that \
+                 size could do",
+        role: DesignRole::Bound,
+        broker_settings: "",
+    },
+];
+
+impl Strategy {
+    /// This design's description.
+    pub fn design(self) -> &'static Design {
+        DESIGNS
+            .iter()
+            .find(|d| d.strategy == self)
+            .expect("DESIGNS describes every strategy")
+    }
+
+    /// The name an operator knows this design by.
+    pub fn label(self) -> &'static str {
+        self.design().label
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_strategy_is_described_once_in_order() {
+        let described: Vec<_> = DESIGNS.iter().map(|d| d.strategy).collect();
+        assert_eq!(described, Strategy::ALL.to_vec());
+        let mut labels: Vec<_> = DESIGNS.iter().map(|d| d.label).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), DESIGNS.len(), "labels are distinct");
+    }
+
+    #[test]
+    fn only_broker_designs_name_broker_settings() {
+        for d in DESIGNS {
+            assert_eq!(
+                d.role == DesignRole::Broker,
+                !d.broker_settings.is_empty(),
+                "{}",
+                d.label
+            );
+        }
+    }
+}
