@@ -487,7 +487,7 @@ _EXPECTED = ("expected one of: the broker's topic stats dump (pulsar-admin broke
 
 _INTERNAL = ("this is pulsar-admin topics stats-internal output (PersistentTopicInternalStats: ledgers and cursors, "
              "no rates), which cannot say what the cache serves; run pulsar-admin topics stats TOPIC instead "
-             "(topics partitioned-stats --per-partition TOPIC for a partitioned topic, or pulsar-admin "
+             "(pulsar-admin topics partitioned-stats --per-partition TOPIC for a partitioned topic, or pulsar-admin "
              "broker-stats topics for every topic of a broker)")
 _PARTITIONED_INTERNAL = ("this is pulsar-admin topics partitioned-stats-internal output (PartitionedTopicInternalStats: "
                          "ledgers and cursors per partition, no rates), which cannot say what the cache serves; "
@@ -820,7 +820,8 @@ def read(source: Source, *, name: str | None = None, max_bytes: int = MAX_FILE_B
                 f"{where}: one topic's stats (pulsar-admin topics stats, or partitioned-stats without "
                 f"--per-partition) do not name their topic: pass name=, or a mapping {{topic name: stats}}") from None
     if generated:
-        reader.notes.say(f"{_counted(len(generated), 'topic')} whose stats do not name it, named "
+        reader.notes.say(f"{_counted(len(generated), 'topic')} whose stats do not name "
+                         f"{'it' if len(generated) == 1 else 'them'}, named "
                          f"{_example_list(generated)} after the file (pulsar-admin topics stats prints no name: "
                          f"a line with the topic's name before each document names it)")
     return BrokerStats(topics=_last_of_each(reader, topics), notes=_finish(reader, topics))

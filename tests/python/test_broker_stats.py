@@ -82,23 +82,241 @@ def test_single_topic_stats_named_from_the_file_or_name():
 
 
 def test_partitioned_stats_per_partition_and_aggregate():
-    topics = bs.read(DATA / "partitioned.stats.json").topics
+    stats = bs.read(DATA / "partitioned.stats.json")
+    topics = stats.topics
     assert [t.name for t in topics] == [f"persistent://public/default/clicks-partition-{i}" for i in range(3)]
     assert [t.subscriptions[0].msg_backlog for t in topics] == [2, 3, 4]
     assert sum(t.msg_rate_in for t in topics) == pytest.approx(901.25)
+    assert stats.notes == ()  # per-partition stats are each partition's own: nothing to say
     raw = json.loads((DATA / "partitioned.stats.json").read_text())
-    raw["partitions"] = {}  # without --per-partition: the aggregate is one topic
-    (agg,) = bs.read(raw, name="persistent://public/default/clicks").topics
-    assert agg.msg_rate_in == 901.25 and len(agg.subscriptions[0].consumers) == 3
+    raw["partitions"] = {}  # without --per-partition: the aggregate split over metadata.partitions
+    split = bs.read(raw, name="persistent://public/default/clicks")
+    assert [t.name for t in split.topics] == [t.name for t in topics]
+    assert all(t.msg_rate_in == pytest.approx(901.25 / 3) and t.average_msg_size == 256.0 for t in split.topics)
+    assert [t.subscriptions[0].msg_backlog for t in split.topics] == [3, 3, 3]
+    assert [t.backlog_size for t in split.topics] == [3072] * 3 and sum(t.storage_size for t in split.topics) == 805306368
+    assert split.notes == ("partitioned-stats without --per-partition: the aggregate split evenly over its partitions "
+                           "(run it with --per-partition for each partition's own numbers) in partitioned topic "
+                           "persistent://public/default/clicks: 3 partitions",)
+
+
+def test_partitioned_aggregate_split_as_pulsar_adds():
+    """partitioned-aggregate.stats.json is 4 unequal partitions aggregated as TopicStatsImpl.add does:
+    the split keeps every sum, one publisher and the consumer lists a partition has, and the message
+    size the rates give (the printed averageMsgSize is an unweighted mean)."""
+    stats = bs.read(DATA / "partitioned-aggregate.stats.json")
+    topics = stats.topics
+    assert [t.name for t in topics] == [f"partitioned-aggregate-partition-{i}" for i in range(4)]
+    assert sum(t.msg_rate_in for t in topics) == pytest.approx(2000.0)
+    assert sum(t.msg_throughput_in for t in topics) == pytest.approx(1_580_000.0)
+    assert {t.average_msg_size for t in topics} == {790.0}  # 1,580,000 B/s / 2000 msg/s, not the printed 850
+    assert {t.publishers for t in topics} == {1}
+    assert sum(t.backlog_size for t in topics) == 520_000 and sum(t.storage_size for t in topics) == 4 << 28
+    ingest = [t.subscriptions[0] for t in topics]
+    assert [s.msg_backlog for s in ingest] == [15] * 4 and sum(s.unacked_messages for s in ingest) == 16
+    assert [c.name for c in ingest[0].consumers] == ["ingest-a", "ingest-b"]
+    assert sum(c.msg_rate_out for s in ingest for c in s.consumers) == pytest.approx(2000.0)
+    audit = topics[0].subscriptions[1]
+    assert (audit.name, audit.type) == ("audit", "Failover")
+    # Seven concatenated entries (2 + 3 + 2 consumers) merged back into the three consumers there are.
+    assert [c.name for c in audit.consumers] == ["audit-1", "audit-2", "audit-3"]
+    assert sum(c.msg_rate_out for t in topics for c in t.subscriptions[1].consumers) == pytest.approx(2000.0)
+    assert stats.notes == (
+        "partitioned-stats without --per-partition: the aggregate split evenly over its partitions (run it with "
+        "--per-partition for each partition's own numbers) in partitioned topic partitioned-aggregate: 4 partitions",
+        "consumers listed under one name several times (partitions with unequal consumer lists are concatenated by "
+        "Pulsar's aggregate), merged by name, in subscription partitioned-aggregate audit",
+        "averageMsgSize of the aggregate not msgThroughputIn / msgRateIn (Pulsar prints an unweighted mean over "
+        "partitions, a sum before 2.2): message size taken from msgThroughputIn / msgRateIn in partitioned topic "
+        "partitioned-aggregate: 850 B printed, 790 B from the rates",
+        "1 topic whose stats do not name it, named partitioned-aggregate after the file (pulsar-admin topics stats "
+        "prints no name: a line with the topic's name before each document names it)",
+    )
+
+
+def test_partitioned_aggregate_average_of_before_2_2_and_bad_partition_counts():
+    raw = json.loads((DATA / "partitioned-aggregate.stats.json").read_text())
+    # Before 2.2 the aggregate summed averageMsgSize: 1,232,440 B where the rates say 9,622 B.
+    raw.update(msgRateIn=100.0, msgThroughputIn=962_200.0, averageMsgSize=1_232_440.0)
+    stats = bs.read(raw, name="persistent://t/ns/big")
+    assert {t.average_msg_size for t in stats.topics} == {9622.0}
+    assert any("1,232,440 B printed, 9,622 B from the rates" in n for n in stats.notes)
+    raw["averageMsgSize"] = 9622.0
+    assert not any("averageMsgSize" in n for n in bs.read(raw, name="persistent://t/ns/big").notes)
+    for bad in (0, -2, "4", None):
+        raw["metadata"]["partitions"] = bad
+        stats = bs.read(raw, name="persistent://t/ns/big")
+        assert [t.name for t in stats.topics] == ["persistent://t/ns/big"]
+        assert stats.notes == (f"partitioned-stats without a partition count (metadata.partitions), read as one "
+                               f"topic, in partitioned topic persistent://t/ns/big: {bad!r}",)
+    raw["metadata"]["partitions"] = bs.MAX_PARTITIONS + 1
+    with pytest.raises(lc.InvalidArgumentError, match=r"^<mapping>: persistent://t/ns/big: metadata.partitions: "
+                                                      r"100,001 partitions, more than the 100,000"):
+        bs.read(raw, name="persistent://t/ns/big")
+    raw["metadata"]["partitions"] = bs.MAX_PARTITIONS
+    assert len(bs.read(raw, name="persistent://t/ns/big").topics) == bs.MAX_PARTITIONS
+
+
+def test_per_partition_with_partitions_missing_real_2_4():
+    # apache/pulsar#4639 (2.4), trimmed to one of its two partitions.
+    stats = bs.read(DATA / "pulsar-4639-partitioned-per-partition-2.4.stats.json")
+    (t,) = stats.topics
+    assert (t.name, t.namespace, [s.name for s in t.subscriptions]) == (
+        "persistent://sample/standalone/ns1/pt1-partition-1", "sample/standalone/ns1", ["sub1"])
+    assert stats.notes == ("partitioned-stats with stats for 1 of its 2 partitions (metadata.partitions), read as "
+                           "the partitions it has, in partitioned topic persistent://sample/standalone/ns1/pt1",)
 
 
 def test_non_persistent_topics_are_skipped():
     raw = json.loads((DATA / "one-topic.stats.json").read_text())
     bundle = raw["public/default"]["0x40000000_0x80000000"]
-    bundle["non-persistent"] = {"non-persistent://public/default/np": bundle["persistent"]["persistent://public/default/orders"]}
-    assert [t.name for t in bs.read(raw).topics] == ["persistent://public/default/orders"]
+    orders = bundle["persistent"]["persistent://public/default/orders"]
+    bundle["non-persistent"] = {"non-persistent://public/default/np": orders}
+    skipped = ("skipped 1 non-persistent topic (e.g. non-persistent://public/default/np): they bypass the managed "
+               "ledger, so the entry cache never sees their messages",)
+    stats = bs.read(raw)
+    assert [t.name for t in stats.topics] == ["persistent://public/default/orders"] and stats.notes == skipped
+    # Before 2.0 (apache/pulsar#1235) the dump listed them in the "persistent" section.
+    del bundle["non-persistent"]
+    bundle["persistent"]["non-persistent://public/default/np"] = orders
+    stats = bs.read(raw)
+    assert [t.name for t in stats.topics] == ["persistent://public/default/orders"] and stats.notes == skipped
     single = json.loads((DATA / "single-topic.stats.json").read_text())
-    assert bs.read({"non-persistent://a/b/c": single}).topics == ()
+    stats = bs.read({"non-persistent://a/b/c": single, "persistent://a/b/d": single})
+    assert [t.name for t in stats.topics] == ["persistent://a/b/d"] and "non-persistent://a/b/c" in stats.notes[0]
+
+
+def test_non_persistent_stats_told_apart_by_msg_drop_rate():
+    # NonPersistentTopicStatsImpl: msgDropRate on the topic, its publishers and subscriptions.
+    single = json.loads((DATA / "single-topic.stats.json").read_text())
+    for where in ("topic", "publisher", "subscription"):
+        np = json.loads(json.dumps(single))
+        target = {"topic": np, "publisher": np["publishers"][0], "subscription": np["subscriptions"]["workers"]}[where]
+        target["msgDropRate"] = 0.0
+        with pytest.raises(lc.InvalidArgumentError) as e:
+            bs.read(np, name="persistent://a/b/looks-persistent")
+        assert str(e.value) == (
+            "<mapping>: only non-persistent topics (1 topic, e.g. persistent://a/b/looks-persistent): they bypass the "
+            "managed ledger, so there is nothing the entry cache sees; take the stats of the broker's persistent "
+            "topics (pulsar-admin broker-stats topics)")
+    assert bs.read(single, name="persistent://a/b/c").topics  # without msgDropRate it is persistent
+
+
+def test_non_persistent_only_real_1_19_named_by_its_command_line():
+    # apache/pulsar#538: `pulsar-admin non-persistent stats` pasted with its command line.
+    path = DATA / "pulsar-538-non-persistent-1.19.stats.txt"
+    with pytest.raises(lc.InvalidArgumentError) as e:
+        bs.read(path)
+    assert str(e.value).startswith(f"{path}: only non-persistent topics (1 topic, e.g. "
+                                   f"non-persistent://prop/cluster/ns/my-topic): they bypass the managed ledger")
+
+
+def test_broker_stats_non_persistent_section_real_2_0():
+    # apache/pulsar#1235: the dump with its "non-persistent" section (trimmed).
+    stats = bs.read(DATA / "pulsar-1235-broker-stats-non-persistent-section-2.0.stats.json")
+    (t,) = stats.topics
+    assert (t.name, t.namespace, t.bundle, t.publishers) == (
+        "persistent://sample/standalone/ns2/tp3", "sample/standalone/ns2", "0x00000000_0xffffffff", 0)
+    assert stats.notes == ("skipped 1 non-persistent topic (e.g. non-persistent://sample/standalone/ns2/t2): they "
+                           "bypass the managed ledger, so the entry cache never sees their messages",)
+
+
+@pytest.mark.parametrize("fixture, command", [
+    ("pulsar-23908-stats-internal-4.x.stats.json", "topics stats-internal"),
+    ("pulsar-15609-partitioned-stats-internal-2.8.stats.json", "topics partitioned-stats-internal"),
+])
+def test_stats_internal_refused_naming_what_to_run(fixture, command):
+    with pytest.raises(lc.InvalidArgumentError) as e:
+        bs.read(DATA / fixture)
+    message = str(e.value)
+    assert message.startswith(f"{DATA / fixture}: this is pulsar-admin {command} output (")
+    assert "\n" not in message and "no rates" in message
+    assert "pulsar-admin topics partitioned-stats --per-partition TOPIC" in message
+    assert "pulsar-admin broker-stats topics" in message
+    raw = json.loads((DATA / fixture).read_text())
+    with pytest.raises(lc.InvalidArgumentError, match=rf"^<mapping>: persistent://a/b/c: this is pulsar-admin {command}"):
+        bs.read({"persistent://a/b/c": raw})
+
+
+def test_real_topics_stats_2_4_and_4_x():
+    # apache/pulsar#5894 (2.4.2, trimmed to three of its publishers).
+    stats = bs.read(DATA / "pulsar-5894-topics-stats-2.4.stats.json")
+    (t,) = stats.topics
+    assert (t.name, t.msg_rate_in, t.average_msg_size) == ("pulsar-5894-topics-stats-2.4", 231.6668315416007,
+                                                           268.94143882819634)
+    assert (t.storage_size, t.backlog_size, t.publishers, t.subscriptions) == (5353680152, 2293765539, 3, ())
+    # apache/pulsar#23701 (master of December 2024): the 4.x fields, ignored.
+    (t,) = bs.read(DATA / "pulsar-23701-topics-stats-4.x.stats.json").topics
+    assert (t.storage_size, t.msg_rate_in, [s.name for s in t.subscriptions]) == (347722, 0.0, ["my-sub"])
+
+
+def test_real_negative_unacked_1_19_clamped_with_a_note():
+    # apache/pulsar#759 (1.19.0-incubating): a consumer's unackedMessages of -49860.
+    stats = bs.read(DATA / "pulsar-759-negative-unacked-1.19.stats.json")
+    (t,) = stats.topics
+    assert t.namespace == "fury/global/948c07dd9c6a4c5faa106651d0d2cafd-account-movements"
+    (s,) = t.subscriptions
+    assert (s.type, s.msg_backlog, s.unacked_messages) == ("Shared", 1219175, 152277)
+    assert [(c.unacked_messages, c.available_permits) for c in s.consumers] == [(0, 91), (118754, 87)]
+    assert stats.notes == (f"unackedMessages < 0 clamped to 0 in consumer {t.name} {s.name} consumer "
+                           f"i-09c2ad7fd2a49d057-10.73.103.15: -49860",)
+
+
+def test_concatenated_documents_named_after_the_file(tmp_path):
+    stats = bs.read(DATA / "loop.stats.json")
+    assert [t.name for t in stats.topics] == ["loop-0", "loop-1", "loop-2"]
+    assert [t.msg_rate_in for t in stats.topics] == [120.0, 40.0, 0.0]
+    assert stats.topics[1].subscriptions[0].msg_backlog == 9000
+    assert stats.notes == ("3 topics whose stats do not name them, named loop-0, loop-1, loop-2 after the file "
+                           "(pulsar-admin topics stats prints no name: a line with the topic's name before each "
+                           "document names it)",)
+    assert [t.name for t in bs.read(DATA / "loop.stats.json", name="x").topics] == ["x-0", "x-1", "x-2"]
+    # Documents that name their topics mix with them: a dump, then two unnamed.
+    path = tmp_path / "mixed.json"
+    path.write_text((DATA / "one-topic.stats.json").read_text() + (DATA / "loop.stats.json").read_text())
+    names = [t.name for t in bs.read(path).topics]
+    assert names == ["persistent://public/default/orders", "mixed-0", "mixed-1", "mixed-2"]
+
+
+def test_concatenated_documents_named_by_lines_between_them():
+    stats = bs.read(DATA / "loop-named.stats.txt")
+    assert [t.name for t in stats.topics] == ["persistent://acme/web/clicks", "persistent://acme/web/payments"]
+    clicks, payments = stats.topics
+    assert clicks.msg_rate_in == 900.0 and clicks.namespace == "acme/web"  # the later of its two documents
+    assert [c.available_permits for c in payments.subscriptions[0].consumers] == [100, -3]  # negative: no note
+    assert stats.notes == (
+        "skipped 2 lines of text that is not JSON between the JSON documents (e.g. line 157: 'Topic not found')",
+        "1 topic given more than once (e.g. persistent://acme/web/clicks, 2 times): the last stats of each kept",
+        "skipped 1 non-persistent topic (e.g. non-persistent://acme/web/presence): they bypass the managed ledger, "
+        "so the entry cache never sees their messages",
+    )
+
+
+def test_concatenated_documents_errors_name_the_document(tmp_path):
+    one = (DATA / "single-topic.stats.json").read_text()
+    path = tmp_path / "f.json"
+    path.write_text(one + "[1, 2]\n")
+    lines = one.count("\n") + 1
+    with pytest.raises(lc.InvalidArgumentError, match=rf"^{path}: document 2 \(line {lines}\): top level is a list"):
+        bs.read(path)
+    path.write_text(one + one[: len(one) // 2])
+    with pytest.raises(lc.InvalidArgumentError, match=rf"^{path}: line \d+ column \d+: not JSON: "):
+        bs.read(path)
+    path.write_text(one + '{"workload": "omb"}')
+    with pytest.raises(lc.InvalidArgumentError, match=rf"^{path}: document 2 \(line {lines}\): not Pulsar topic stats"):
+        bs.read(path)
+    path.write_text("Topic not found\n\nReason: Topic not found\n")
+    with pytest.raises(lc.InvalidArgumentError) as e:
+        bs.read(path)
+    assert str(e.value).startswith(f"{path}: line 1 column 1: not JSON: expected a JSON object, got 'Topic not found'; "
+                                   f"expected one of: the broker's topic stats dump")
+    path.write_text("\n")
+    with pytest.raises(lc.InvalidArgumentError, match=rf"^{path}: not JSON: expected a JSON object, the file is empty"):
+        bs.read(path)
+    # A shell's `set -x` trace names the document after it.
+    path.write_text("+ pulsar-admin topics stats persistent://t/n/traced\n" + one)
+    stats = bs.read(path)
+    assert [t.name for t in stats.topics] == ["persistent://t/n/traced"] and stats.notes == ()
 
 
 def test_defaults_and_unknown_fields():
@@ -164,37 +382,101 @@ def test_not_stats_is_one_clear_error():
         bs.read(DATA / "monitoring-metrics.json")
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("abc", "got 'abc'"), (-1.0, "got -1.0"), (float("nan"), "got nan"), (True, "got True"), ({}, "got an object"),
+@pytest.mark.parametrize("value, note", [
+    ("abc", "msgRateOut not a number, read as 0, in subscription persistent://public/default/orders billing: 'abc'"),
+    (-1.0, "msgRateOut < 0 clamped to 0 in subscription persistent://public/default/orders billing: -1"),
+    ("NaN", "msgRateOut not finite (NaN), read as 0, in subscription persistent://public/default/orders billing"),
+    (float("inf"), "msgRateOut not finite (inf), read as 0, in subscription persistent://public/default/orders billing"),
+    (True, "msgRateOut not a number, read as 0, in subscription persistent://public/default/orders billing: True"),
+    ({}, "msgRateOut not a number, read as 0, in subscription persistent://public/default/orders billing: an object"),
 ])
-def test_bad_field_names_its_path(tmp_path, value, expected):
+def test_bad_counter_read_as_0_with_a_note(tmp_path, value, note):
     raw = json.loads((DATA / "one-topic.stats.json").read_text())
     topic = raw["public/default"]["0x40000000_0x80000000"]["persistent"]["persistent://public/default/orders"]
     topic["subscriptions"]["billing"]["msgRateOut"] = value
     path = tmp_path / "stats.json"
     path.write_text(json.dumps(raw))
-    with pytest.raises(lc.InvalidArgumentError) as e:
-        bs.read(path)
-    assert str(e.value) == (f"{path}: persistent://public/default/orders: subscriptions.billing.msgRateOut: "
-                            f"expected a number >= 0, {expected}")
+    stats = bs.read(path)
+    billing = stats.topics[0].subscriptions[1]
+    assert billing.msg_rate_out == 0.0 and billing.consumers[0].msg_rate_out == 1998.112
+    assert stats.notes == (note,)
 
 
-def test_bad_consumer_and_type_fields():
-    raw = json.loads((DATA / "key-shared-backlog.stats.json").read_text())
-    topic = raw["acme/payments"]["0x00000000_0x40000000"]["persistent"]["persistent://acme/payments/events"]
-    topic["subscriptions"]["processors"]["consumers"][3]["unackedMessages"] = 1.5
-    with pytest.raises(lc.InvalidArgumentError,
-                       match=r"^<mapping>: persistent://acme/payments/events: "
-                             r"subscriptions\.processors\.consumers\[3\]\.unackedMessages: expected an integer >= 0"):
-        bs.read(raw)
-    topic["subscriptions"]["processors"]["consumers"][3]["unackedMessages"] = 7
-    topic["subscriptions"]["audit"]["type"] = "Broadcast"
-    with pytest.raises(lc.InvalidArgumentError, match=r"subscriptions\.audit\.type: expected one of Exclusive"):
-        bs.read(raw)
-    topic["subscriptions"]["audit"]["type"] = "Shared"
-    topic["storageSize"] = "12"
-    with pytest.raises(lc.InvalidArgumentError, match=r"events: storageSize: expected an integer >= 0, got '12'"):
-        bs.read(raw)
+def _dump(topics):
+    return {"t/n": {"0x00000000_0xffffffff": {"persistent": topics}}}
+
+
+def test_repeated_repairs_merge_into_one_note_with_a_count():
+    topics = {f"persistent://t/n/a{i}": {"msgRateIn": 1.0, "subscriptions": {
+        "sub1": {"type": "Shared", "unackedMessages": -5 - i, "msgBacklog": 3,
+                 "consumers": [{"consumerName": "c", "unackedMessages": -1, "availablePermits": -20}]}}}
+        for i in range(12)}
+    stats = bs.read(_dump(topics))
+    assert all(s.unacked_messages == 0 and s.consumers[0].unacked_messages == 0 and s.consumers[0].available_permits == -20
+               for t in stats.topics for s in t.subscriptions)
+    assert stats.notes == (
+        "unackedMessages < 0 clamped to 0 in 12 subscriptions (e.g. persistent://t/n/a0 sub1: -5)",
+        "unackedMessages < 0 clamped to 0 in 12 consumers (e.g. persistent://t/n/a0 sub1 consumer c: -1)",
+    )
+
+
+def test_every_repair_and_its_note(tmp_path):
+    text = json.dumps(_dump({
+        "persistent://t/n/a": {
+            "msgRateIn": "Infinity", "msgThroughputIn": 5000, "storageSize": 12.5, "backlogSize": 123,
+            "publishers": {"p": 1}, "producerCount": -2,
+            "subscriptions": {
+                "s1": {"type": "Broadcast", "msgBacklog": -1, "consumers": "x"},
+                "s2": 5,
+                "s3": {"type": "Exclusive", "consumers": [7, {"consumerName": 9, "msgRateRedeliver": float("nan"),
+                                                              "availablePermits": "12", "unackedMessages": 2**64}]},
+            }},
+        "persistent://t/n/b": [1, 2],
+    })).replace('"backlogSize": 123', '"backlogSize": ' + "9" * 50)  # too long for Python's int(): a bad counter
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    stats = bs.read(path)
+    (t,) = stats.topics
+    assert (t.msg_rate_in, t.msg_throughput_in, t.average_msg_size) == (0.0, 5000.0, 0.0)
+    assert (t.storage_size, t.backlog_size, t.publishers) == (12, 0, 0)
+    s1, s3 = t.subscriptions
+    assert (s1.name, s1.type, s1.msg_backlog, s1.consumers) == ("s1", None, 0, ())
+    (c,) = s3.consumers
+    assert (c.name, c.msg_rate_redeliver, c.available_permits, c.unacked_messages) == ("", 0.0, None, 0)
+    a = "persistent://t/n/a"
+    assert stats.notes == (
+        f"publishers not a JSON list, read as none, in topic {a}: an object",
+        f"producerCount < 0 clamped to 0 in topic {a}: -2",
+        f"msgRateIn not finite (Infinity), read as 0, in topic {a}",
+        f"storageSize not a whole number, rounded in topic {a}: 12.5",
+        f"backlogSize not finite (inf), read as 0, in topic {a}",
+        f"type not one of Exclusive, Failover, Shared, Key_Shared, read as None (simulated as Exclusive), in "
+        f"subscription {a} s1: 'Broadcast'",
+        f"consumers not a JSON list, read as none, in subscription {a} s1: 'x'",
+        f"msgBacklog < 0 clamped to 0 in subscription {a} s1: -1",
+        f"subscription not a JSON object, skipped in topic {a} s2: 5",
+        f"consumer entry not a JSON object, skipped in subscription {a} s3: 7",
+        f"consumerName not a string, read as \"\" in subscription {a} s3: 9",
+        f"availablePermits not a number, read as unknown, in consumer {a} s3 consumer #1: '12'",
+        f"unackedMessages beyond a Java long, read as 0, in consumer {a} s3 consumer #1: {2**64}",
+        f"msgRateRedeliver not finite (nan), read as 0, in consumer {a} s3 consumer #1",
+        "topic stats not a JSON object, skipped, in topic persistent://t/n/b: a list",
+    )
+
+
+def test_structural_garbage_still_errors():
+    with pytest.raises(lc.InvalidArgumentError, match=r"^<mapping>: t/n\.0x0_0x1\.persistent: expected a JSON object"):
+        bs.read({"t/n": {"0x0_0x1": {"persistent": [1]}}})
+    with pytest.raises(lc.InvalidArgumentError, match=r"^<mapping>: not Pulsar topic stats; expected one of"):
+        bs.read({"t/n": {"0x0_0x1": {"other": {}}}})
+
+
+def test_notes_are_not_data():
+    t = bs.TopicStats(name="persistent://a/b/c")
+    assert bs.BrokerStats(topics=(t,), notes=("x",)) == bs.BrokerStats(topics=(t,))
+    assert hash(bs.BrokerStats(topics=(t,), notes=("x",))) == hash(bs.BrokerStats(topics=(t,)))
+    stats = bs.read(DATA / "pulsar-1235-broker-stats-non-persistent-section-2.0.stats.json")
+    assert stats.notes and bs.read(bs.to_dump(stats)) == stats and bs.read(bs.to_dump(stats)).notes == ()
 
 
 def test_truncated_json_names_the_line(tmp_path):
