@@ -209,7 +209,7 @@ def _problem(value: float) -> str | None:
     if math.isnan(value):
         return "not a number (NaN)"
     if math.isinf(value):
-        return f"infinite ({value:+})".replace("inf", "Inf")
+        return "infinite (+Inf)" if value > 0 else "infinite (-Inf)"
     if value < 0:
         return f"negative ({value:g})"
     return None
