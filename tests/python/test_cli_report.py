@@ -26,7 +26,7 @@ def test_generate_replay_compare_write_what_they_promise(tmp_path):
     out = tmp_path / "replayed"
     r = run_cli("replay", str(trace), "-o", str(out), "--strategy", "pip430", "--strategy", "lru", "--cache-size", "2MiB")
     assert r.returncode == 0, r.stderr
-    assert {p.name for p in out.iterdir()} == {"summary.parquet", "summary.csv", "timeseries.parquet"}
+    assert {p.name for p in out.iterdir()} == {"summary.parquet", "summary.csv", "timeseries.parquet", cli.MANIFEST}
     summary = pq.read_table(out / "summary.parquet")
     assert summary.column("strategy").to_pylist() == ["pip430", "lru"]
     assert "hit ratio" in r.stdout
@@ -89,11 +89,19 @@ def test_report_tables_hold_the_replay_numbers_and_pngs_are_real(tmp_path):
 
 
 def test_size_parsing():
+    # Binary whatever the spelling, as Pulsar's ...MB keys and the JVM's -Xmx read them.
     assert cli.parse_size("16MiB") == 16 << 20
-    assert cli.parse_size("64MB") == 64_000_000
-    assert cli.parse_size("1024") == 1024
-    with pytest.raises(cli.CliError):
+    assert cli.parse_size("64MB") == 64 << 20
+    for text in ("4GB", "4g", "4G", "4GiB", "4gib", "4 gb"):
+        assert cli.parse_size(text) == 4 << 30, text
+    assert cli.parse_size("1.5GiB") == 3 << 29
+    assert cli.parse_size("4096B") == cli.parse_size("4096b") == 4096
+    with pytest.raises(cli.CliError, match=r"write 1024B for bytes, or 1024MiB"):
+        cli.parse_size("1024")  # once 1 KiB, silently
+    with pytest.raises(cli.CliError, match="unknown unit 'parsecs'"):
         cli.parse_size("12 parsecs")
+    assert [cli.format_size(n) for n in (4096, 32 << 20, 3 << 29, 1 << 40, 1_153_433)] == [
+        "4 KiB", "32 MiB", "1.5 GiB", "1 TiB", "1,153,433 B"]
 
 
 def test_report_says_which_runs_depart_from_pulsar_as_shipped(tmp_path):
@@ -114,8 +122,10 @@ def test_report_says_which_runs_depart_from_pulsar_as_shipped(tmp_path):
 def test_size_grid_parsing():
     assert cli.parse_grid("16MiB:128MiB") == [16 << 20, 32 << 20, 64 << 20, 128 << 20]
     assert cli.parse_grid("1GiB:4GiB:4") == [1 << 30, 4 << 30]
-    assert cli.parse_grid("100:250:1.5") == [100, 150, 225]
-    for bad in ("16MiB", "4GiB:1GiB", "0:1MiB", "1MiB:2MiB:1", "1MiB:2MiB:x", "1MiB:2MiB:nan", "1:1TiB:1.01"):
+    assert cli.parse_grid("100B:250B:1.5") == [100, 150, 225]
+    assert cli.parse_grid("1g:4GB:4") == [1 << 30, 4 << 30]
+    for bad in ("16MiB", "4GiB:1GiB", "0B:1MiB", "1MiB:2MiB:1", "1MiB:2MiB:x", "1MiB:2MiB:nan", "1B:1TiB:1.01",
+                "100:250B"):
         with pytest.raises(cli.CliError):
             cli.parse_grid(bad)
 
