@@ -114,6 +114,9 @@ MAX_FILE_BYTES = 256 * 1024 * 1024
 #: and the topics it asks for must stay bounded by the file's size.
 MAX_PARTITIONS = 100_000
 
+# The most topic, subscription and consumer stats a split aggregate makes (a few seconds' work).
+_MAX_SPLIT_OBJECTS = 1_000_000
+
 #: Subscription types as ``PersistentSubscription.getTypeString`` writes them.
 SUBSCRIPTION_TYPES = ("Exclusive", "Failover", "Shared", "Key_Shared")
 
@@ -646,6 +649,13 @@ def _from_partitioned(r: _Reader, name: str | None, obj: Mapping[str, Any]) -> l
         raise InvalidArgumentError(f"{r.label}: {name}: metadata.partitions: {declared:,} partitions, more than the "
                                    f"{MAX_PARTITIONS:,} this reader splits an aggregate into; run pulsar-admin topics "
                                    f"partitioned-stats --per-partition, or broker-stats topics")
+    # Each partition copies the aggregate's subscriptions and consumers: bound what one number asks for.
+    objects = declared * (1 + len(agg.subscriptions) + sum(len(x.consumers) for x in agg.subscriptions))
+    if objects > _MAX_SPLIT_OBJECTS:
+        raise InvalidArgumentError(f"{r.label}: {name}: metadata.partitions: {declared:,} partitions of "
+                                   f"{_counted(len(agg.subscriptions), 'subscription')} make {objects:,} topic, "
+                                   f"subscription and consumer stats, more than the {_MAX_SPLIT_OBJECTS:,} this reader "
+                                   f"splits an aggregate into; run pulsar-admin topics partitioned-stats --per-partition")
     r.notes.add("partitioned-stats without --per-partition: the aggregate split evenly over its partitions "
                 "(run it with --per-partition for each partition's own numbers)", "partitioned topic",
                 f"{name}: {_counted(declared, 'partition')}")

@@ -153,8 +153,12 @@ def test_partitioned_aggregate_average_of_before_2_2_and_bad_partition_counts():
     with pytest.raises(lc.InvalidArgumentError, match=r"^<mapping>: persistent://t/ns/big: metadata.partitions: "
                                                       r"100,001 partitions, more than the 100,000"):
         bs.read(raw, name="persistent://t/ns/big")
-    raw["metadata"]["partitions"] = bs.MAX_PARTITIONS
-    assert len(bs.read(raw, name="persistent://t/ns/big").topics) == bs.MAX_PARTITIONS
+    raw["metadata"]["partitions"] = 90_000  # 90,000 x (1 topic + 2 subscriptions + 9 consumer entries): too many
+    with pytest.raises(lc.InvalidArgumentError, match=r"^<mapping>: persistent://t/ns/big: metadata.partitions: "
+                                                      r"90,000 partitions of 2 subscriptions make 1,080,000 "):
+        bs.read(raw, name="persistent://t/ns/big")
+    bare = {"msgRateIn": 1e5, "msgThroughputIn": 1e7, "metadata": {"partitions": bs.MAX_PARTITIONS}, "partitions": {}}
+    assert len(bs.read(bare, name="persistent://t/ns/big").topics) == bs.MAX_PARTITIONS
 
 
 def test_per_partition_with_partitions_missing_real_2_4():
