@@ -1,5 +1,6 @@
-"""A Pulsar broker's managed-ledger cache metrics, read from its Prometheus ``/metrics`` text or
-from ``pulsar-admin broker-stats monitoring-metrics`` JSON.
+"""A Pulsar broker's managed-ledger cache metrics, and what the rest of its metrics say about it
+(release, direct memory, topics, message rates), read from its Prometheus ``/metrics`` text or from
+``pulsar-admin broker-stats monitoring-metrics`` JSON.
 
 Usage::
 
@@ -7,6 +8,10 @@ Usage::
 
     m = lc.metrics.read("broker.metrics.txt")        # Prometheus text or monitoring-metrics JSON
     print(m.cache.hits_rate, m.cache.misses_rate, m.cache.hit_ratio, m.labels)
+    print(m.version, m.version_numbers, m.direct_memory_max_bytes, m.default_cache_size_bytes())
+    print(m.topics, m.cache.managed_ledgers, m.rate_in, m.rate_out, m.rates_level)
+    for note in m.notes:                              # values the reader clamped or left out
+        print(note)
     m = lc.metrics.read("federated.txt", labels={"cluster": "east"})   # several brokers in one file
 
 :func:`read` takes a path and detects the format: a file whose first non-blank character is ``[`` or
@@ -38,21 +43,80 @@ a scrape sees the average over the last whole period:
   period: a count per period, neither a rate nor a running total; ``None`` when absent.
 - ``entries`` (``pulsar_ml_cache_entries``): entries cached now. ``inserted_entries_total``,
   ``evicted_entries_total``: running totals since the broker started (typed gauge all the same).
-- ``managed_ledgers`` (``pulsar_ml_count``): managed ledgers open on the broker.
+- ``managed_ledgers`` (``pulsar_ml_count``): managed ledgers open on the broker (one a persistent
+  topic or partition it serves; non-persistent topics have none).
 - ``pool_allocated``, ``pool_used`` (bytes), ``pool_active_allocations`` and its ``_small``,
-  ``_normal``, ``_huge`` parts: the cache's Netty allocator (``PooledByteBufAllocatorStats`` of
-  ``RangeEntryCacheImpl.ALLOCATOR``).
+  ``_normal``, ``_huge`` (and, 2.6 to 2.8, ``_tiny``) parts: the cache's Netty allocator
+  (``PooledByteBufAllocatorStats`` of ``RangeEntryCacheImpl.ALLOCATOR``).
 
 The five series ``hits_rate`` through ``used_size`` are required; the others are ``None`` when the
 broker (an older release) does not write them. :attr:`CacheMetrics.hit_ratio` is
 ``hits_rate / (hits_rate + misses_rate)``.
 
+What each release writes to ``/metrics`` (found in the mirror's history; the reader takes them all):
+
+- Before 2.6: no ``pulsar_ml_cache_*`` series at all. apache/pulsar#6705 (April 2020, first in 2.6.0)
+  added them. :func:`read_prometheus` refuses such a file, naming it, and says that
+  ``pulsar-admin broker-stats monitoring-metrics`` has them: the JSON carries ``brk_ml_cache_*`` in
+  every release (``MetricsGenerator`` has included ``ManagedLedgerCacheMetrics`` since 1.x).
+- 2.3 to 2.11: every topic series also appears once with the ``cluster`` label only and the value 0
+  (``printDefaultBrokerStats``, #2805); the reader leaves these out. Up to 2.10 the ``pulsar_*``
+  samples carry a timestamp after the value (#15558 and #17419 removed them in 2.11), and the
+  samples of one series may be scattered under a single ``# TYPE`` line; 2.6 to 2.8 have
+  ``pulsar_ml_cache_pool_active_allocations_tiny`` (removed by #12012 in 2.9).
+- 2.7 and later: ``pulsar_version_info{cluster, version, commit} 1.0`` (#7908, ``MetricsExports``).
+- 2.9 and later: with ``splitTopicAndPartitionIndexLabel``, a partition's series carry the
+  partitioned topic's name in ``topic`` and its index in ``partition`` (``-1`` for a topic that is
+  not partitioned; #12225).
+- 2.11 and later: ``pulsar_ml_cache_entries`` and the inserted/evicted totals (#17248).
+- 3.0 and later: ``pulsar_broker_topics_count``, ``pulsar_broker_rate_in``, ``pulsar_broker_rate_out``
+  (PIP-214, #19047) in place of the cluster-only zeros.
+- 4.1 runs PIP-430's cache (#24623); the cache's series are the same, so the version is the only
+  sign of which design a broker runs (before 4.1: the legacy one).
+
+The other fields of :class:`BrokerMetrics`, all ``None`` when the file does not have them:
+
+- ``version``: ``pulsar_version_info``'s ``version`` label, as printed (``"2.10.4"``,
+  ``"4.1.0-SNAPSHOT"``, a vendor's ``"2.10.5.3"``); :attr:`BrokerMetrics.version_numbers` gives its
+  leading numbers as a tuple to compare (``m.version_numbers < (4, 1)``). Prometheus only.
+- ``direct_memory_max_bytes``: ``jvm_memory_direct_bytes_max`` (Prometheus) or
+  ``jvm_max_direct_memory`` (JSON, item ``{"metric": "jvm_metrics"}``), both
+  ``DirectMemoryUtils.jvmMaxDirectMemory``, the value ``ServiceConfiguration`` sizes the cache from:
+  :meth:`BrokerMetrics.default_cache_size_bytes` is ``max(64, direct memory / 5 / MiB)`` MiB, the
+  cache a broker takes when its ``broker.conf`` leaves ``managedLedgerCacheSizeMB`` empty (as the one
+  Pulsar ships does, since 2.3; before 2.3 the default was 1024 MiB).
+- ``topics``, ``rate_in``, ``rate_out`` and ``rates_level``: the topics the broker serves (each
+  partition one, as in its topic stats) and the messages a second published to and dispatched from
+  them, summed from the finest series the file has (``rates_level``): per topic (``"topic"``: the
+  distinct ``namespace``/``topic``/``partition`` label sets of ``pulsar_rate_in``,
+  ``pulsar_rate_out``, ``pulsar_subscriptions_count``, ``pulsar_producers_count`` and
+  ``pulsar_consumers_count``, which ``TopicStats.printTopicStats`` writes for every topic, and the
+  sums of ``pulsar_rate_in`` / ``pulsar_rate_out``), else per namespace (``"namespace"``: the sums
+  of ``pulsar_topics_count``, ``pulsar_rate_in`` and ``pulsar_rate_out`` with a ``namespace`` label),
+  else the broker's totals (``"broker"``: ``pulsar_broker_*``, 3.0 and later). A broker writes per
+  topic series when ``exposeTopicLevelMetricsInPrometheus`` is true (the default) and per namespace
+  ones otherwise, never both (``NamespaceStatsAggregator.generate``); a file with both (joined from
+  two scrapes) is read per topic, with a note, so no message counts twice. The JSON has per
+  namespace ``brk_in_rate`` and ``brk_out_rate`` (``NamespaceStats.add``), so ``rates_level`` is
+  ``"namespace"`` and ``topics`` ``None``.
+- ``notes``: what the reader changed or left out, in plain words. A cache value that is negative
+  (``pulsar_ml_cache_used_size`` can be: apache/pulsar#10016, fixed in 2.8), or not a finite number,
+  is read as 0 (an optional series that is NaN or infinite is left out); a NaN or infinite rate or
+  topic count is left out of its sum and a negative one counted as 0; an unusable direct memory is
+  left unknown; repeated samples (the same series and labels) count once; several versions for one
+  broker leave the version unknown. Notes of one kind on one series are merged: the first is quoted
+  and the rest counted (``... (and 4999 more pulsar_rate_in samples like it)``). None of these
+  refuse the file; a required series that is missing does.
+
 One file may hold several brokers' series (a federation or a scrape of several brokers, told
 apart by labels such as ``cluster`` or ``instance``). The reader does not add them up: it raises an
 :class:`~ledgercache.InvalidArgumentError` listing the label sets found, and ``labels={...}`` picks
-the one whose labels include those given. Other errors, all ``InvalidArgumentError`` naming the
-file: no ``pulsar_ml_cache_*`` series (or a required one missing), text that the Prometheus parser
-rejects (its message), JSON that is not monitoring-metrics, and a file over :data:`MAX_FILE_BYTES`.
+the one whose labels include those given. The other fields are read from the samples whose labels
+include the chosen cache series' labels (every series of a broker carries its ``cluster``, and a
+federation's ``instance``). Other errors, all ``InvalidArgumentError`` naming the file: no
+``pulsar_ml_cache_*`` series (with the hint above), a required one missing, text that the
+Prometheus parser rejects (its message), JSON that is not monitoring-metrics, and a file over
+:data:`MAX_FILE_BYTES`.
 """
 
 from __future__ import annotations
@@ -333,7 +397,7 @@ def _prometheus_traffic(samples: list[Sample], notes: _Notes) -> dict[str, Any]:
     finest the file has. A broker writes per-topic series (labels namespace and topic, and partition
     with splitTopicAndPartitionIndexLabel) when exposeTopicLevelMetricsInPrometheus is true, else
     per-namespace ones (NamespaceStatsAggregator: never both, they would count the same messages
-    twice); 2.2 to 2.11 also write every series once with the cluster label only and the value 0
+    twice); 2.3 to 2.11 also write every series once with the cluster label only and the value 0
     (printDefaultBrokerStats), which is left out; 3.0 and later add pulsar_broker_* totals."""
     per_topic = [s for s in samples if s[0] in _PER_TOPIC and "topic" in s[1]]
     if per_topic:
