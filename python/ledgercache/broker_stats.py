@@ -1,4 +1,4 @@
-"""A Pulsar broker's topic stats, read from the JSON that ``pulsar-admin`` prints.
+"""A Pulsar broker's topic stats, read from the JSON that ``pulsar-admin`` and a broker print.
 
 Usage::
 
@@ -7,37 +7,79 @@ Usage::
     stats = lc.broker_stats.read("stats.json")      # or a mapping already parsed
     for topic in stats.topics:
         print(topic.name, topic.msg_rate_in, [s.type for s in topic.subscriptions])
+    for note in stats.notes:                         # what the reader skipped, repaired, split or named
+        print("note:", note)
     lc.broker_stats.write(stats, "copy.json")       # the broker-stats topics dump shape again
 
-:func:`read` takes a path to a JSON file or a mapping, and recognises three shapes by their
-structure (Pulsar source cited at the mirror of apache/pulsar used for this module, commit
-``00a6badafc62c25254f1fa93a04da513c3fc9b66``):
+:func:`read` takes a path to a file or a mapping, and recognises these shapes by their structure,
+as Pulsar 1.x to 4.x print them (Pulsar source cited at the mirror of apache/pulsar used for this
+module, commit ``00a6badafc62c25254f1fa93a04da513c3fc9b66``; older releases from the pastes in
+``tests/data/broker/README.md``):
 
-- **The broker's topic stats dump**: ``pulsar-admin broker-stats topics``, REST
-  ``GET /admin/v2/broker-stats/topics`` (``BrokerStatsBase.getTopics2``, which streams the buffer
-  ``PulsarStats.updateStats`` last built). The nesting is
-  ``{namespace: {bundle range: {"persistent": {topic: {...}}, "non-persistent": {...}}}}``; each
-  persistent topic's object is written by ``PersistentTopic.updateRates`` into a
+- **The broker's topic stats dump**: ``pulsar-admin broker-stats topics`` (``broker-stats
+  destinations`` before 2.0), REST ``GET /admin/v2/broker-stats/topics``
+  (``BrokerStatsBase.getTopics2``, which streams the buffer ``PulsarStats.updateStats`` last built).
+  The nesting is ``{namespace: {bundle range: {"persistent": {topic: {...}}, "non-persistent":
+  {...}}}}``; each persistent topic's object is written by ``PersistentTopic.updateRates`` into a
   ``StatsOutputStream``, its consumers and publishers by ``StreamingStats.writeConsumerStats`` and
   ``StreamingStats.writePublisherStats``. ``bundle`` is the bundle range key
-  (``NamespaceBundle.getBundleRange``, e.g. ``0x00000000_0x40000000``). A broker that owns no
-  topic writes ``{}``: that reads as no topics.
+  (``NamespaceBundle.getBundleRange``, e.g. ``0x00000000_0x40000000``); namespaces may be 1.x's
+  ``property/cluster/namespace``. A broker that owns no topic writes ``{}``: that reads as no
+  topics.
 - **One topic's stats**: ``pulsar-admin topics stats`` (``TopicStatsImpl`` with
   ``SubscriptionStatsImpl``, ``ConsumerStatsImpl``, ``PublisherStatsImpl``, serialised by
   Jackson under their field names). That output does not name its topic: give ``name=``, or read
-  it from a file and the topic is named from the file name (``orders.stats.json`` and
-  ``orders.json`` -> ``orders``). A mapping ``{"persistent://t/n/topic": TopicStats, ...}``
-  names its topics itself.
+  it from a file and the topic is named from the file name (``orders.stats.json``,
+  ``orders.json`` and ``orders.txt`` -> ``orders``; noted). A mapping ``{"persistent://t/n/topic":
+  stats, ...}`` names its topics itself (a value there needs only one topic field, e.g. a trimmed
+  paste's ``subscriptions``).
+- **Several documents one after another**, as a shell loop writes them (``for t in ...; do
+  pulsar-admin topics stats $t; done > f``): every document is read, of any shape here. Unnamed
+  ones are named ``NAME-0``, ``NAME-1``, ... after the file (or ``name=``), unless a line before a
+  document holds a topic name (``echo $t`` in the loop, a shell's ``set -x`` trace, a pasted
+  command line): then that name is the document's. Other lines of text between documents (an
+  error ``pulsar-admin`` printed with ``2>&1``) are skipped with a note. A topic in several
+  documents is kept once, as the last says, where it first appeared (noted).
 - **A partitioned topic's stats**: ``pulsar-admin topics partitioned-stats``
-  (``PartitionedTopicStatsImpl``: the aggregate over partitions at the top level, ``metadata``
-  with the partition count, and ``partitions`` ``{partition name: TopicStats}``, filled only with
-  ``--per-partition``). With partitions, each is a topic of its own; without, the aggregate is one
-  topic, named as above.
+  (``PartitionedTopicStatsImpl``: the aggregate over partitions at the top level, ``metadata`` with
+  the partition count, and ``partitions`` ``{partition name: TopicStats}``, filled only with
+  ``--per-partition``, always before 2.4). With partitions, each is a topic of its own and the
+  aggregate is not read (a count differing from ``metadata.partitions`` is noted: the broker leaves
+  out partitions whose stats failed). Without, the aggregate is **split evenly** into
+  ``metadata.partitions`` topics ``NAME-partition-0`` ... (noted), undoing
+  ``PersistentTopicsBase.internalGetPartitionedStats``' sum (``TopicStatsImpl.add``): each
+  partition gets 1/n of every rate, throughput, size and backlog (counts split so they sum
+  exactly), every subscription with its type, and as many publishers and consumers as the
+  aggregate lists (it merges them index by index, or by name, so it lists what one partition has),
+  each consumer at 1/n of its rates. ``SubscriptionStatsImpl.add`` appends instead of merging when
+  partitions list unequal numbers of consumers: consumers under one name several times are merged
+  back by name (noted). The aggregate's ``averageMsgSize`` cannot be trusted (an unweighted mean
+  over partitions, a sum before 2.2, apache/pulsar#2637): where it is not ``msgThroughputIn /
+  msgRateIn`` (within 1% and 1 byte), the message size is taken from the rates (noted, with both
+  numbers). A ``metadata.partitions`` that is not a count of at least 1 leaves the aggregate as one
+  topic (noted); more than :data:`MAX_PARTITIONS`, or a split making over 1,000,000 topic,
+  subscription and consumer stats, is an error asking for ``--per-partition``.
 
 Partitions are separate topics everywhere (``persistent://t/n/orders-partition-0``, ...), as a
-broker sees them. Non-persistent topics are skipped (the dump's ``"non-persistent"`` sections,
-and names starting with ``non-persistent://``): they bypass the managed ledger, so its entry cache
-never sees their messages.
+broker sees them.
+
+**Non-persistent topics** bypass the managed ledger, so its entry cache never sees their messages:
+they are skipped, with one note counting them. They are told apart by name
+(``non-persistent://``; the dump's ``"non-persistent"`` sections, and the ``"persistent"`` section
+before 2.0, apache/pulsar#1235) and by their stats: ``NonPersistentTopicStatsImpl`` (and
+``NonPersistentPartitionedTopicStatsImpl``) write ``msgDropRate`` on the topic, its publishers and
+its subscriptions, which persistent stats never have. (``pulsar-admin topics stats`` of 2.7 lost
+``msgDropRate``, apache/pulsar#10495: its unnamed output of a non-persistent topic reads as
+persistent.) An input holding only non-persistent topics is an error: nothing the entry cache sees.
+
+**Not stats**: ``pulsar-admin topics stats-internal`` and ``partitioned-stats-internal``
+(``PersistentTopicInternalStats``: ``entriesAddedCounter``, ``ledgers``, ``cursors``, ...;
+``PartitionedTopicInternalStats``: ``metadata`` and such ``partitions``) hold no rates: each is
+refused with one line naming what it is and the command to run instead (``pulsar-admin topics
+stats``, ``topics partitioned-stats --per-partition``, ``broker-stats topics``). So is JSON of
+none of the shapes above (one error naming the file, in a file of several documents which one
+and its line, and the shapes expected), a file larger than :data:`MAX_FILE_BYTES`, one that is not
+UTF-8 text, JSON cut short or broken (with the line and column), and a file with no JSON document.
 
 Fields read (JSON name -> attribute) and their units. Rates and throughputs are not instantaneous:
 the broker computes them as averages over its last stats interval (``statsUpdateFrequencyInSecs``,
@@ -63,14 +105,30 @@ the previous update by the time elapsed), and the dump writes them with three de
   negative: a batch is dispatched whole and can overdraw the permits), ``unackedMessages``,
   ``msgRateRedeliver``.
 
-Missing fields default to 0 (counts, rates), ``""`` (a consumer's name), ``()`` (subscriptions,
-consumers), ``None`` (``availablePermits``, a subscription's type). Unknown fields are ignored:
-Pulsar adds fields in most releases. A value of the wrong type (a string for ``msgRateIn``, a
-negative rate, NaN, a fractional count) is an :class:`~ledgercache.InvalidArgumentError` naming the
-file, the topic and the field path, e.g.
-``stats.json: persistent://a/b/c: subscriptions.sub1.msgRateOut: expected a number >= 0, got 'x'``.
-So is a file larger than :data:`MAX_FILE_BYTES`, one that is not UTF-8 text or not JSON (with the
-line), and JSON of none of the shapes above (one error naming the file and the shapes expected).
+Missing and ``null`` fields default to 0 (counts, rates), ``""`` (a consumer's name), ``()``
+(subscriptions, consumers), ``None`` (``availablePermits``, a subscription's type). Unknown fields
+are ignored: Pulsar adds fields in most releases.
+
+**One bad counter never refuses a file.** Pulsar has printed negative ``unackedMessages`` and
+``msgBacklog`` (apache/pulsar#759, #5755, #6510), Jackson writes a NaN or infinite double as the
+string ``"NaN"`` / ``"Infinity"``, and hand-edited files hold anything. A value the reader cannot
+take is repaired and noted: a negative rate or count (but ``availablePermits``) is clamped to 0; a
+non-finite number (``NaN``, ``Infinity``, either as a string, or an integer of over 40 digits) and
+a value of the wrong type (a string, a boolean, an object) is read as its default (0; unknown for
+``availablePermits``); a fractional count is rounded; a count outside a Java ``long`` is read as
+its default; an unknown subscription ``type`` is read as ``None``; a ``subscriptions`` that is not
+an object, or ``consumers`` / ``publishers`` not a list, as none; a topic, subscription or
+consumer entry that is not an object is skipped.
+
+**Notes** (``BrokerStats.notes``, a tuple of lines an operator reads, in the order first met): each
+repair above, merged by field and repair over the whole input with a count and the first example
+(``unackedMessages < 0 clamped to 0 in 12 subscriptions (e.g. persistent://t/n/a sub1: -5)``; one
+occurrence reads ``... in subscription persistent://t/n/a sub1: -5``); skipped non-persistent
+topics; skipped lines of text; topics named after the file; topics given more than once; a
+partitioned aggregate split, its ``averageMsgSize`` replaced, its consumers merged, its partition
+count missing; per-partition stats with partitions missing. Notes are commentary, not data:
+``BrokerStats`` equality and hash ignore them, :func:`to_dump` does not write them, and a dump read
+back has none.
 
 :func:`to_dump` and :func:`write` are the inverse: the broker-stats topics dump shape, holding the
 fields above. ``read(to_dump(stats)) == stats`` whenever every topic has a bundle (topics read from
