@@ -1,8 +1,10 @@
 """The ``ledgercache`` command: generate traces, replay them, compare cache designs, run the demo.
 
 Errors print one line (``ledgercache: error: ...``) and exit with status 2; outputs are written to a
-temporary place first and moved into place only when complete, so a failed run leaves nothing
-half-done behind. ``generate`` and ``replay`` need only the library; Spark runs (``--spark`` or
+temporary place first and moved into place only when complete, so a failed or killed run leaves no
+half-written file under an output's name. No command deletes or moves a file it did not write: an
+output directory holding other files is refused unless ``--force`` (then they stay beside the
+outputs), and only the files its manifest lists (:data:`MANIFEST`) are replaced. ``generate`` and ``replay`` need only the library; Spark runs (``--spark`` or
 ``--master``, and ``compare``/``demo`` without ``--local``) and reports (``compare``, ``demo``) need the ``lab`` extra
 (``pip install "ledgercache[lab]"``), checked before anything is computed.
 """
@@ -165,11 +167,22 @@ MANIFEST = ".ledgercache-outputs.json"
 STAGE_PREFIX = ".ledgercache-tmp."
 
 
+_UMASK: list[int] = []
+
+
 def _umask() -> int:
-    """The process's umask (read by setting it and setting it back: the CLI runs no other threads yet)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    """The process's umask: from /proc on Linux, else by setting it and setting it back (which a
+    thread creating a file at that moment would see: so it is read once, and main() reads it first,
+    before Spark starts its threads)."""
+    if not _UMASK:
+        try:
+            with open("/proc/self/status") as f:
+                _UMASK.append(next(int(line.split()[1], 8) for line in f if line.startswith("Umask:")))
+        except (OSError, StopIteration, ValueError, IndexError):
+            mask = os.umask(0o022)
+            os.umask(mask)
+            _UMASK.append(mask)
+    return _UMASK[0]
 
 
 def _follow_umask(path: Path, directory: bool = False) -> None:
@@ -306,7 +319,8 @@ def write_outputs(out: Path, fill: Callable[[Path], None], force: bool = False) 
     fresh = not out.exists()
     if fresh:
         out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=(f".{out.name}" if fresh else "") + STAGE_PREFIX,
+    # Beside a new directory the stage's name says whose it is: a killed run's is a leftover there too.
+    stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX + (f"{out.name}." if fresh else ""),
                                   dir=out.parent if fresh else out))
     _OWN_STAGES.add(stage)
     try:
@@ -498,6 +512,8 @@ def _generate(lc, args, spec: dict) -> None:
             print(line, flush=True)
     # What the simulation needs in memory is refused first: it does not depend on where the trace goes.
     lc.workload.check(spec, broker=0 if _uses_spark(args) else None, memory_budget=args.memory_budget)
+    if Path(args.output).is_dir():
+        raise CliError(f"-o {args.output} is a directory: name the trace file to write, e.g. {Path(args.output) / 'trace.parquet'}")
     _check_disk(estimate, Path(args.output).resolve())
     progress = Progress(max(1, int(estimate["events"])), quiet=args.quiet, unit="events")
     out = Path(args.output).resolve()
@@ -993,6 +1009,7 @@ def _needs(args) -> tuple[str, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _umask()
     try:
         from . import _extras
 

@@ -349,3 +349,17 @@ def test_replay_shows_progress_in_events(tmp_path, small_trace):
     assert last.startswith(f"[{2 * small_trace.num_rows:,}/~{2 * small_trace.num_rows:,} events]") and "replayed" in last
     quiet = run_cli("replay", "t.parquet", "-o", "r", "--strategy", "lru", "--cache-size", "1MiB", "--quiet", cwd=tmp_path)
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+
+
+def test_a_killed_run_into_a_new_directory_leaves_no_directory(tmp_path, trace_csv):
+    runs = tmp_path / "runs"
+    out = runs / "results"
+    run_until_killed(tmp_path, "fill", "replay", str(trace_csv), "-o", str(out), *REPLAY)
+    assert not out.exists()  # a new directory appears whole, or not at all
+    (stage,) = list(runs.iterdir())
+    assert stage.name.startswith(f"{cli.STAGE_PREFIX}results.") and stage.is_dir()
+    # Named as ledgercache's, the leftover does not make its directory someone else's (no --force needed),
+    # and is not removed: another run could be writing into it.
+    r = run_cli("replay", str(trace_csv), "-o", str(runs), *REPLAY)
+    assert r.returncode == 0 and f"{stage} was left by an interrupted run" in r.stderr, r.stderr
+    assert stage.is_dir() and (runs / "summary.parquet").exists()
