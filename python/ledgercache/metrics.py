@@ -408,8 +408,8 @@ def _prometheus_traffic(samples: list[Sample], notes: _Notes) -> dict[str, Any]:
             if ns:
                 notes.add(name, ns[0][1], "a per-namespace series beside per-topic ones",
                           "read the per-topic ones only (both would count each message twice)")
-        topics = {(s[1].get("namespace"), s[1]["topic"], s[1].get("partition")) for s in per_topic}
-        return {"rates_level": "topic", "topics": len(topics),
+        names = {(s[1].get("namespace"), s[1]["topic"], s[1].get("partition")) for s in per_topic}
+        return {"rates_level": "topic", "topics": len(names),
                 "rate_in": _total(per_topic, "pulsar_rate_in", "rate_in", notes),
                 "rate_out": _total(per_topic, "pulsar_rate_out", "rate_out", notes)}
     per_ns = [s for s in samples if "namespace" in s[1] and "topic" not in s[1]

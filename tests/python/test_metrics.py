@@ -178,8 +178,8 @@ def test_2_6_1_negative_used_size_read_as_zero_with_a_note():
     # the cluster-only zeros are not a namespace: the rates are the two partitions' sums
     assert (m.topics, m.rate_in, m.rate_out, m.rates_level) == (2, 300.0, 600.0, "topic")
     assert m.version is None and m.version_numbers is None and m.labels == {"cluster": "platform-pulsar"}
-    # 4 GiB of direct memory: a fifth, in whole MiB, is 819 MiB; a 4 GiB broker logs the same
-    # CacheMaxSize (858783744) in streamnative/aop#132
+    # 4 GiB of direct memory: a fifth, in whole MiB, is 819 MiB (858783744 B, the CacheMaxSize a
+    # broker logged in streamnative/aop#132, as one with 4 GiB and the default would)
     assert m.direct_memory_max_bytes == 4 << 30
     assert m.default_cache_size_bytes() == 819 * MIB == 858783744
 
