@@ -257,15 +257,17 @@ class _Notes:
     and the rest counted, so a file with 10,000 NaN topics gives one line, not 10,000."""
 
     def __init__(self) -> None:
-        self._notes: dict[tuple[str, str], list[Any]] = {}
+        self._notes: dict[tuple[str, str, str], list[Any]] = {}
 
     def add(self, name: str, labels: Mapping[str, str], problem: str, action: str) -> None:
-        entry = self._notes.setdefault((name, action), [f"{name}{_fmt(labels)}: {problem}; {action}", 0])
+        # Keyed by the kind of problem without its value: -1 and -312 are both "negative".
+        kind = problem.split(" (")[0]
+        entry = self._notes.setdefault((name, kind, action), [f"{name}{_fmt(labels)}: {problem}; {action}", 0])
         entry[1] += 1
 
     def text(self) -> tuple[str, ...]:
         return tuple(first if n == 1 else f"{first} (and {n - 1} more {name} samples like it)"
-                     for (name, _), (first, n) in self._notes.items())
+                     for (name, _, _), (first, n) in self._notes.items())
 
 
 def _problem(value: float) -> str | None:

@@ -294,13 +294,17 @@ def test_nan_and_negative_rates_dropped_with_merged_notes():
 def test_thousands_of_bad_samples_give_one_note():
     lines = ["# TYPE pulsar_rate_in gauge"]
     lines += [f'pulsar_rate_in{{cluster="c",namespace="a/b",topic="persistent://a/b/t{i}"}} NaN' for i in range(5000)]
+    lines += [f'pulsar_rate_in{{cluster="c",namespace="a/b",topic="persistent://a/b/u{i}"}} -{i + 1}' for i in range(3)]
+    lines += ['pulsar_rate_in{cluster="c",namespace="a/b",topic="persistent://a/b/v"} +Inf']
     text = "\n".join(lines) + "\n" + "".join(
         line.replace('cluster="standalone"', 'cluster="c"') + "\n"
         for line in (DATA / "one-topic.metrics.txt").read_text().splitlines() if "_ml_" in line)
     m = metrics.read_prometheus(text)
-    assert (m.topics, m.rate_in) == (5000, 0.0)
-    (note,) = m.notes
-    assert note.endswith("not a number (NaN); left out of rate_in (and 4999 more pulsar_rate_in samples like it)")
+    assert (m.topics, m.rate_in) == (5004, 0.0)
+    nan, negative, infinite = m.notes  # one a kind of problem, not one a sample
+    assert nan.endswith("not a number (NaN); left out of rate_in (and 4999 more pulsar_rate_in samples like it)")
+    assert negative.endswith('u0"}: negative (-1); counted as 0 in rate_in (and 2 more pulsar_rate_in samples like it)')
+    assert infinite.endswith('v"}: infinite (+Inf); left out of rate_in')
 
 
 def test_cache_nan_and_infinite_values():
