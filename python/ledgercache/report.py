@@ -1,9 +1,19 @@
-"""Reports: a Markdown and an HTML page with a table per scenario and PNG plots (hit ratio against
-cache size per strategy, cache bytes over time, storage read bytes saved), in one directory."""
+"""Reports that lead with the answer: a Markdown page (``report.md``) and the same page as one
+self-contained HTML file (``report.html``, styled, its plots embedded), with PNG plots beside them.
+
+Each report opens with the answer per scenario (which design a broker should run at what cache size,
+PIP-430 against Pulsar 4.0's cache at each size, where each design stops gaining or the smallest size
+that reaches a target, storage reads a second and MiB/s), then the detail: every run's numbers,
+the plots, how the designs are simulated. Designs are named as :func:`ledgercache.designs` names them.
+
+Other reports reuse the parts: :func:`html_page` / :func:`write_page` (Markdown to one styled HTML
+page with embedded images), :func:`plot_by_size` and :func:`plot_over_time` (the plots, in the
+report's style), :func:`design_label`, :func:`format_size` and :func:`markdown_table`.
+"""
 
 from __future__ import annotations
 
-import html
+import json
 import re
 from pathlib import Path
 
@@ -11,20 +21,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _extras
+from .report_answer import answer_lines, overview_lines
+from .report_common import MIB, broker_designs, design_label, design_order, format_mib_rate, format_rate, format_size, md_escape
+from .report_html import CSS, html_page, markdown_table, write_page
+from .report_plots import design_style, legend_below, plot_by_size, plot_over_time, size_axis
 
-__all__ = ["write_report", "comparison_text", "smallest_sizes", "sweep_text"]
+__all__ = ["write_report", "comparison_text", "smallest_sizes", "sweep_text", "answer_markdown", "run_seconds",
+           "html_page", "write_page", "markdown_table", "plot_by_size", "plot_over_time", "design_style",
+           "size_axis", "legend_below", "design_label", "format_size", "CSS", "REQUIRES"]
 
-MIB = 1 << 20
+# What write_report imports: matplotlib for the plots, Python-Markdown for the HTML page.
+REQUIRES = ("matplotlib", "markdown")
+
+_size = format_size  # the name other modules (calibrate) import
 
 
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "trace"
-
-
-def _size(n: int) -> str:
-    if n >= 1 << 30 and n % (1 << 28) == 0:
-        return f"{n / (1 << 30):g} GiB"
-    return f"{n / MIB:g} MiB" if n % (MIB // 4) == 0 else f"{n:,} B"
 
 
 def _of_scenario(table: pa.Table, scenario: str) -> list[dict]:
@@ -34,51 +47,103 @@ def _of_scenario(table: pa.Table, scenario: str) -> list[dict]:
     return table.filter(pc.equal(table.column("scenario"), scenario)).to_pylist()
 
 
+_SUMMED = ("entries_read", "read_bytes", "hits", "storage_read_ops", "storage_read_bytes", "evicted_entries",
+           "invalidated_entries", "requeues", "peak_cache_bytes", "peak_retained_bytes", "out_of_order_deliveries")
+
+
 def _rows(summary: pa.Table, scenario: str) -> list[dict]:
-    rows = _of_scenario(summary, scenario)
-    # Several brokers: add them up per (strategy, cache size).
+    """One row per (design, cache size), brokers added up, in size then :func:`ledgercache.designs`
+    order, with ``hit_ratio``, ``misses`` (entries read from storage) and ``saved_bytes`` (bytes the
+    cache served)."""
     merged: dict[tuple, dict] = {}
-    for r in rows:
+    for r in _of_scenario(summary, scenario):
         key = (r["strategy"], r["cache_size_bytes"])
-        m = merged.setdefault(key, {k: 0 for k in ("entries_read", "read_bytes", "hits", "storage_read_ops", "storage_read_bytes",
-                                                   "evicted_entries", "invalidated_entries", "requeues", "peak_cache_bytes",
-                                                   "peak_retained_bytes",
-                                                   "out_of_order_deliveries")} | {"strategy": key[0], "cache_size_bytes": key[1]})
-        for k in m:
-            if k not in ("strategy", "cache_size_bytes"):
-                m[k] += r.get(k, 0) or 0
-    out = sorted(merged.values(), key=lambda m: (m["cache_size_bytes"], m["strategy"]))
+        m = merged.setdefault(key, {"strategy": key[0], "cache_size_bytes": key[1], **{k: None for k in _SUMMED}})
+        for k in _SUMMED:
+            if r.get(k) is not None:
+                m[k] = (m[k] or 0) + r[k]
+    order = {s: i for i, s in enumerate(design_order(s for s, _ in merged))}
+    out = sorted(merged.values(), key=lambda m: (m["cache_size_bytes"], order[m["strategy"]]))
     for m in out:
+        for k in _SUMMED:
+            if k != "peak_retained_bytes" and m[k] is None:
+                m[k] = 0
         m["hit_ratio"] = m["hits"] / m["entries_read"] if m["entries_read"] else 0.0
+        m["misses"] = m["entries_read"] - m["hits"]
         m["saved_bytes"] = m["read_bytes"] - m["storage_read_bytes"]
     return out
 
 
+def run_seconds(series: pa.Table | None, scenario: str = "trace") -> float | None:
+    """How long a scenario's run is, in trace seconds (from the per-second series; None without one):
+    what the report's rates (storage reads a second, MiB/s) divide by."""
+    if series is None or series.num_rows == 0 or "second" not in series.column_names:
+        return None
+    if "scenario" in series.column_names:
+        series = series.filter(pc.equal(series.column("scenario"), scenario))
+    elif scenario != "trace":
+        return None
+    if series.num_rows == 0:
+        return None
+    lo, hi = pc.min_max(series.column("second")).values()
+    return float(hi.as_py() - lo.as_py() + 1)
+
+
+def _with_rates(rows: list[dict], seconds: float | None) -> list[dict]:
+    d = seconds or None
+    for r in rows:
+        r["storage_reads_per_second"] = r["misses"] / d if d else None
+        r["storage_bytes_per_second"] = r["storage_read_bytes"] / d if d else None
+        r["saved_bytes_per_second"] = r["saved_bytes"] / d if d else None
+    return rows
+
+
+def _mib(v) -> str:
+    return "-" if v is None else f"{v / MIB:,.1f}"
+
+
+def _per_s(v) -> str:
+    return "-" if v is None else format_rate(v)
+
+
+def _mib_s(v) -> str:
+    return "-" if v is None else format_mib_rate(v).removesuffix(" MiB/s")
+
+
+# (header, key, format). "storage reads" are entries read from storage (cache misses), as a broker's
+# pulsar_ml_cache_misses_rate counts them; "read requests" the range reads that fetched them.
 COLUMNS = (
+    ("design", "strategy", lambda v: md_escape(design_label(v))),
     ("strategy", "strategy", str),
-    ("cache", "cache_size_bytes", _size),
+    ("cache", "cache_size_bytes", format_size),
     ("hit ratio", "hit_ratio", lambda v: f"{v:.3f}"),
-    ("storage reads", "storage_read_ops", lambda v: f"{v:,}"),
-    ("storage MiB", "storage_read_bytes", lambda v: f"{v / MIB:,.1f}"),
-    ("saved MiB", "saved_bytes", lambda v: f"{v / MIB:,.1f}"),
-    ("peak cache MiB", "peak_cache_bytes", lambda v: f"{v / MIB:,.1f}"),
-    ("peak retained MiB", "peak_retained_bytes", lambda v: "-" if v is None else f"{v / MIB:,.1f}"),
+    ("storage read requests", "storage_read_ops", lambda v: f"{v:,}"),
+    ("storage reads/s", "storage_reads_per_second", _per_s),
+    ("storage MiB/s", "storage_bytes_per_second", _mib_s),
+    ("saved MiB/s", "saved_bytes_per_second", _mib_s),
+    ("storage MiB", "storage_read_bytes", _mib),
+    ("peak cache MiB", "peak_cache_bytes", _mib),
+    ("peak retained MiB", "peak_retained_bytes", _mib),
     ("requeues", "requeues", lambda v: f"{v:,}"),
 )
+_TEXT_COLUMNS = tuple(c for c in COLUMNS if c[1] not in ("storage_reads_per_second", "storage_bytes_per_second",
+                                                           "saved_bytes_per_second"))
+
+
+def _text_table(columns: tuple, rows: list[dict]) -> list[str]:
+    cells = [[fmt(r[key]).replace("\\", "") for _, key, fmt in columns] for r in rows]
+    # A list, so a table without rows still has widths (max of one int would fail).
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, (h, _, _) in enumerate(columns)]
+    first = lambda i, text, w: text.ljust(w) if i == 0 else text.rjust(w)  # noqa: E731
+    return (["  ".join(first(i, h, w) for i, ((h, _, _), w) in enumerate(zip(columns, widths)))]
+            + ["  ".join(first(i, c, w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells])
 
 
 def comparison_text(summary: pa.Table) -> str:
     """The comparison as plain text, a table per scenario (what the CLI prints)."""
     out = []
     for scenario in _scenarios(summary):
-        out.append(f"== {scenario}")
-        rows = _rows(summary, scenario)
-        cells = [[fmt(r[key]) for _, key, fmt in COLUMNS] for r in rows]
-        # A list, so a scenario without rows still has widths (max of one int would fail).
-        widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, (h, _, _) in enumerate(COLUMNS)]
-        out.append("  ".join(h.rjust(w) for (h, _, _), w in zip(COLUMNS, widths)))
-        out.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells)
-        out.append("")
+        out += [f"== {scenario}", *_text_table(_TEXT_COLUMNS, _rows(summary, scenario)), ""]
     return "\n".join(out)
 
 
@@ -98,37 +163,38 @@ def smallest_sizes(summary: pa.Table, target_hit_ratio: float) -> list[dict]:
     out = []
     for scenario in _scenarios(summary):
         rows = _rows(summary, scenario)
-        for strategy in sorted({r["strategy"] for r in rows}):
+        for strategy in design_order(r["strategy"] for r in rows):
             runs = sorted((r for r in rows if r["strategy"] == strategy), key=lambda r: r["cache_size_bytes"])
             reached = next((r for r in runs if r["hit_ratio"] >= target_hit_ratio), None)
             at = reached or runs[-1]
             out.append({"scenario": scenario, "strategy": strategy,
                         "cache_size_bytes": reached["cache_size_bytes"] if reached else None,
                         "hit_ratio": at["hit_ratio"], "saved_bytes": at["saved_bytes"],
+                        "storage_read_bytes": at["storage_read_bytes"], "misses": at["misses"],
                         "largest_size_bytes": runs[-1]["cache_size_bytes"]})
     return out
 
 
 SWEEP_COLUMNS = (
+    ("design", "strategy", lambda v: md_escape(design_label(v))),
     ("strategy", "strategy", str),
-    ("smallest cache", "cache_size_bytes", lambda v: "not reached" if v is None else _size(v)),
+    ("smallest cache", "cache_size_bytes", lambda v: "not reached" if v is None else format_size(v)),
     ("hit ratio there", "hit_ratio", lambda v: f"{v:.3f}"),
-    ("storage MiB saved there", "saved_bytes", lambda v: f"{v / MIB:,.1f}"),
-    ("largest size run", "largest_size_bytes", _size),
+    ("storage reads/s there", "storage_reads_per_second", _per_s),
+    ("saved MiB/s there", "saved_bytes_per_second", _mib_s),
+    ("storage MiB saved there", "saved_bytes", _mib),
+    ("largest size run", "largest_size_bytes", format_size),
 )
 
 
 def sweep_text(summary: pa.Table, target_hit_ratio: float) -> str:
     """:func:`smallest_sizes` as plain text, a table per scenario (what ``ledgercache sweep`` prints)."""
     rows = smallest_sizes(summary, target_hit_ratio)
+    columns = tuple(c for c in SWEEP_COLUMNS if not c[0].endswith("/s there"))
     out = []
     for scenario in _scenarios(summary):
         out.append(f"== {scenario}: smallest cache with hit ratio >= {target_hit_ratio:g}")
-        cells = [[fmt(r[key]) for _, key, fmt in SWEEP_COLUMNS] for r in rows if r["scenario"] == scenario]
-        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (h, _, _) in enumerate(SWEEP_COLUMNS)]
-        out.append("  ".join(h.rjust(w) for (h, _, _), w in zip(SWEEP_COLUMNS, widths)))
-        out.extend("  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells)
-        out.append("")
+        out += [*_text_table(columns, [r for r in rows if r["scenario"] == scenario]), ""]
     return "\n".join(out)
 
 
@@ -142,73 +208,41 @@ def _scenarios(summary: pa.Table) -> list[str]:
     return seen
 
 
-def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def _plots(rows: list[dict], series: pa.Table | None, scenario: str, out: Path) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    strategies = sorted({r["strategy"] for r in rows})
-    sizes = sorted({r["cache_size_bytes"] for r in rows})
+def _plots(rows: list[dict], series: pa.Table | None, scenario: str, seconds: float | None, out: Path,
+           target: float | None) -> list[tuple[str, str]]:
+    """The scenario's PNGs in ``out``: (file name, caption)."""
     slug = _slug(scenario)
     made = []
-
-    fig, ax = plt.subplots(figsize=(6.4, 4))
-    for s in strategies:
-        pts = [(r["cache_size_bytes"] / MIB, r["hit_ratio"]) for r in rows if r["strategy"] == s]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks([z / MIB for z in sizes], [f"{z / MIB:g}" for z in sizes])
-    ax.set_xlabel("cache size (MiB)")
-    ax.set_ylabel("hit ratio")
-    ax.set_title(f"{scenario}: hit ratio by cache size")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
     name = f"hit-ratio-{slug}.png"
-    _save(fig, out / name)
-    made.append((name, "hit ratio by cache size"))
+    plot_by_size(rows, out / name, title=f"{scenario}: hit ratio by cache size", target=target)
+    made.append((name, f"{scenario}: hit ratio by cache size" + (f", target {target:g}" if target is not None else "")))
 
-    fig, ax = plt.subplots(figsize=(6.4, 4))
-    width = 0.8 / max(1, len(strategies))
-    for i, s in enumerate(strategies):
-        saved = [next((r["saved_bytes"] / MIB for r in rows if r["strategy"] == s and r["cache_size_bytes"] == z), 0) for z in sizes]
-        ax.bar([j + i * width for j in range(len(sizes))], saved, width=width, label=s)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(sizes))], [_size(z) for z in sizes])
-    ax.set_ylabel("storage read MiB saved")
-    ax.set_title(f"{scenario}: storage reads saved by the cache")
-    ax.legend(fontsize="small")
-    name = f"storage-saved-{slug}.png"
-    _save(fig, out / name)
-    made.append((name, "storage read bytes saved"))
+    d, unit = (seconds, "/s") if seconds else (1.0, " over the run")
+    pts = [{"strategy": r["strategy"], "cache_size_bytes": r["cache_size_bytes"], "reads": r["misses"] / d,
+            "mib": r["storage_read_bytes"] / d / MIB} for r in rows]
+    first = rows[0]
+    name = f"storage-reads-{slug}.png"
+    plot_by_size(pts, out / name, title=f"{scenario}: storage reads by cache size (fewer is better; the gap to "
+                                         f"'no cache' is what the cache saves)",
+                 panels=(("reads", f"storage reads{unit} (entries)"), ("mib", f"storage MiB{unit}")),
+                 lines={"reads": (first["entries_read"] / d, f"no cache: {format_rate(first['entries_read'] / d)}"),
+                        "mib": (first["read_bytes"] / d / MIB, f"no cache: {first['read_bytes'] / d / MIB:,.0f}")})
+    made.append((name, f"{scenario}: storage reads{unit} and MiB{unit} by cache size"))
 
-    if series is not None and series.num_rows:
-        ts = _of_scenario(series, scenario)
-        if ts:
-            size = sizes[len(sizes) // 2]
-            fig, ax = plt.subplots(figsize=(6.4, 4))
-            for s in strategies:
-                per_second: dict[int, int] = {}
-                for r in ts:
-                    if r["strategy"] == s and r["cache_size_bytes"] == size:
-                        per_second[r["second"]] = per_second.get(r["second"], 0) + r["cache_bytes"]
-                xs = sorted(per_second)
-                ax.plot(xs, [per_second[x] / MIB for x in xs], label=s)
-            ax.set_xlabel("trace second")
-            ax.set_ylabel("cache MiB")
-            ax.set_title(f"{scenario}: cache bytes over time ({_size(size)} cache)")
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize="small")
-            name = f"cache-bytes-{slug}.png"
-            _save(fig, out / name)
-            made.append((name, "cache bytes over time"))
+    ts = _of_scenario(series, scenario) if series is not None and series.num_rows else []
+    if ts:
+        sizes = sorted({r["cache_size_bytes"] for r in rows})
+        size = sizes[len(sizes) // 2]
+        lines: dict[str, dict[int, int]] = {}
+        for r in ts:
+            if r["cache_size_bytes"] == size:
+                per_second = lines.setdefault(r["strategy"], {})
+                per_second[r["second"]] = per_second.get(r["second"], 0) + r["cache_bytes"]
+        name = f"cache-bytes-{slug}.png"
+        plot_over_time({s: [(x, v / MIB) for x, v in p.items()] for s, p in lines.items()}, out / name,
+                       title=f"{scenario}: bytes cached over time ({format_size(size)} cache)", ylabel="cached MiB",
+                       limit=(size / MIB, f"cache size {format_size(size)}"))
+        made.append((name, f"{scenario}: bytes cached over time, {format_size(size)} cache"))
     return made
 
 
@@ -232,21 +266,32 @@ DEPARTURES = (
     ("expected_read_on_every_redelivery", "add an expected read on every redelivery, not only on a Key_Shared hold-back", (False,)),
 )
 
+# What of Pulsar's code each design's simulation follows (docs/fidelity.md), by strategy name.
+FIDELITY = {
+    "pip430": "Pulsar's master: a redelivery read is never cached; only a Key_Shared hold-back adds an expected read",
+    "pip430-fifo": "as PIP-430, with both TTL extensions off",
+    "legacy": "branch-4.0: storage reads cached only for cursors close together in backlog, off by default; "
+              "backlogged cursors inactive; the cache cleared when the last active cursor leaves; ranges served "
+              "all or nothing",
+    "segmented": "PIP-174's PR #15955: cached on publish only, ranges all or nothing",
+    "lru": "admits everything; evicts the least recently used entry",
+    "belady": "admits everything; evicts the entry read furthest in the future (it knows every future read)",
+}
+
 
 def _model_section(summary: pa.Table) -> list[str]:
     """How the designs were simulated, and every setting of these runs that departs from Pulsar."""
-    import json
+    from .report_common import design_info
 
-    lines = [
-        "## How the designs are simulated",
-        "",
-        "Each design is Pulsar's code as shipped (see docs/fidelity.md): `legacy` is branch-4.0 (storage reads cached "
-        "only for cursors close together in backlog, off by default; backlogged cursors inactive; the cache cleared when "
-        "the last active cursor leaves; ranges served all or nothing), `pip430` is master (a redelivery read is never "
-        "cached; only a Key_Shared hold-back adds an expected read), `segmented` is PIP-174's PR #15955 (cached on "
-        "publish only, ranges all or nothing); `lru` and `belady` are reference designs that admit everything.",
-        "",
-    ]
+    run = set(summary.column("strategy").to_pylist()) if "strategy" in summary.column_names else set()
+    rows = [[md_escape(design_info(s)["label"]), f"`{s}`", md_escape(design_info(s)["models"]),
+             md_escape(design_info(s)["broker_settings"] or "no broker runs it"), md_escape(FIDELITY.get(s, ""))]
+            for s in design_order(run)]
+    lines = ["## How the designs are simulated", "",
+             "Each design is simulated as Pulsar's code ships it (docs/fidelity.md). The strategy is the name "
+             "`--strategy` takes.", "",
+             *markdown_table(["design", "strategy", "what it models", "on a broker", "as simulated"], rows,
+                             align="lllll"), ""]
     configs = [json.loads(c) for c in summary.column("config").to_pylist()] if "config" in summary.column_names else []
     for name, what, shipped in DEPARTURES:
         values = sorted({repr(c.get(name)) for c in configs if c.get(name) not in shipped})
@@ -257,23 +302,42 @@ def _model_section(summary: pa.Table) -> list[str]:
     return lines + [""]
 
 
-def _table(columns: tuple, rows: list[dict]) -> tuple[list[str], list[str]]:
-    """A table as Markdown lines and as HTML lines."""
-    md = ["| " + " | ".join(h for h, _, _ in columns) + " |", "|" + "---|" * len(columns)]
-    md += ["| " + " | ".join(fmt(r[key]) for _, key, fmt in columns) + " |" for r in rows]
-    body = ["<table border='1' cellspacing='0' cellpadding='4'>",
-            "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in columns) + "</tr>"]
-    body += ["<tr>" + "".join(f"<td>{html.escape(fmt(r[key]))}</td>" for _, key, fmt in columns) + "</tr>" for r in rows]
-    body.append("</table>")
-    return md, body
+def _table(columns: tuple, rows: list[dict]) -> list[str]:
+    """A Markdown table of ``columns`` (header, key, format): text columns left, numbers right."""
+    align = "".join("l" if key in ("strategy", "mode", "topic") else "r" for _, key, _ in columns)
+    return markdown_table([h for h, _, _ in columns], [[fmt(r[key]) for _, key, fmt in columns] for r in rows], align)
 
 
-def _publish_section(publish: pa.Table, title: str) -> tuple[list[str], list[str]]:
-    table_md, table_body = _table(PUBLISH_COLUMNS, publish.to_pylist())
-    md = [f"## {title}", "",
-          "Publish delays with the limiter in each mode. Topics under their quota that still wait are waiting for a "
-          "neighbour on their connection.", "", *table_md, ""]
-    return md, [f"<h2>{html.escape(title)}</h2>", *table_body]
+def answer_markdown(summary: pa.Table, series: pa.Table | None = None, target_hit_ratio: float | None = None) -> str:
+    """The answer a report opens with, as Markdown: with several scenarios a table of each one's
+    recommendation, then per scenario the recommendation (only designs a broker runs), PIP-430
+    against Pulsar 4.0's cache at each size, where each design stops gaining (and, with
+    ``target_hit_ratio``, the smallest size that reaches it) and the storage reads each saves, a
+    second when ``series`` gives the run's duration (:func:`run_seconds`)."""
+    scenarios = [(s, _rows(summary, s), run_seconds(series, s)) for s in _scenarios(summary)]
+    seconds = sorted({d for _, _, d in scenarios if d})
+    span = ("" if not seconds else f", averaged over each scenario's {seconds[0]:g} s run" if len(seconds) == 1
+            else f", averaged over each scenario's run ({seconds[0]:g}-{seconds[-1]:g} s)")
+    lines = ["## The answer", "",
+             "Which cache design a broker should run, and at what size, per scenario. Recommendations are among the "
+             f"designs a Pulsar broker runs ({', '.join(d['label'] for d in broker_designs())}); "
+             "the others are shown for comparison. Hit ratio: the share of entries read that the cache served. "
+             "Storage reads: entries read from BookKeeper (cache misses, what a broker's "
+             f"`pulsar_ml_cache_misses_rate` counts) and their MiB{span}.", ""]
+    if target_hit_ratio is not None:
+        lines += [f"Target hit ratio: {target_hit_ratio:g}. Sizes are the ones replayed: a finer `--sizes` grid "
+                  "gives a tighter answer.", ""]
+    if len(scenarios) > 1:
+        lines += overview_lines(scenarios, target_hit_ratio)
+    for scenario, rows, d in scenarios:
+        lines += answer_lines(scenario, rows, d, target_hit_ratio)
+    return "\n".join(lines)
+
+
+def _publish_section(publish: pa.Table, title: str) -> list[str]:
+    return [f"## {md_escape(title)}", "",
+            "Publish delays with the limiter in each mode. Topics under their quota that still wait are waiting for a "
+            "neighbour on their connection.", "", *_table(PUBLISH_COLUMNS, publish.to_pylist()), ""]
 
 
 def write_report(
@@ -287,42 +351,37 @@ def write_report(
 ) -> Path:
     """Writes ``report.md``, ``report.html`` and the PNGs into ``out_dir``; returns the Markdown path.
 
+    The report opens with the answer (:func:`answer_markdown`), then per scenario every run's
+    numbers and the plots (hit ratio by cache size, storage reads a second and MiB/s by cache
+    size, bytes cached over time), then how the designs are simulated. ``report.html`` is one
+    self-contained page (:func:`html_page`: styled, the plots embedded).
+
     ``summary`` and ``series`` are what :func:`ledgercache.replay` returns (with timeseries), with
-    an optional ``scenario`` column to group the tables and plots. ``publish`` adds a section of
-    publish delays (:func:`ledgercache.publish.compare_modes`), modes side by side. With
-    ``target_hit_ratio``, each scenario also gets the smallest cache per strategy that reaches it
-    (:func:`smallest_sizes`). The plots need
-    matplotlib (the ``lab`` extra): without it, :class:`~ledgercache.errors.MissingDependencyError`
-    is raised before anything is written.
+    an optional ``scenario`` column to group the tables and plots; the series gives each run's
+    duration, which the rates divide by (without it, totals over the run). ``publish`` adds a
+    section of publish delays (:func:`ledgercache.publish.compare_modes`), modes side by side. With
+    ``target_hit_ratio``, each scenario also gets the smallest cache per design that reaches it
+    (:func:`smallest_sizes`), and the hit ratio plots a target line. Needs matplotlib and markdown
+    (the ``lab`` extra): without them, :class:`~ledgercache.errors.MissingDependencyError` is
+    raised before anything is written.
     """
-    _extras.require("ledgercache.report.write_report", _extras.REPORT)
+    _extras.require("ledgercache.report.write_report", REQUIRES)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     smallest = smallest_sizes(summary, target_hit_ratio) if target_hit_ratio is not None else []
-    model = _model_section(summary)
-    md = [f"# {title}", "", *model]
-    body = [f"<h1>{html.escape(title)}</h1>", f"<h2>{html.escape(model[0][3:])}</h2>",
-            *(f"<p>{html.escape(line)}</p>" for line in model[2:] if line)]
+    md = [f"# {md_escape(title)}", "", answer_markdown(summary, series, target_hit_ratio), ""]
     for scenario in _scenarios(summary):
-        rows = _rows(summary, scenario)
-        table_md, table_body = _table(COLUMNS, rows)
-        md += [f"## {scenario}", "", *table_md, ""]
-        body += [f"<h2>{html.escape(scenario)}</h2>", *table_body]
+        seconds = run_seconds(series, scenario)
+        rows = _with_rates(_rows(summary, scenario), seconds)
+        md += [f"## {md_escape(scenario)}: every run", ""]
+        for name, caption in _plots(rows, series, scenario, seconds, out, target_hit_ratio) if rows else []:
+            md += [f"![{md_escape(caption)}]({name})", ""]
+        md += [*_table(COLUMNS, rows), ""]
         if target_hit_ratio is not None:
-            heading = f"Smallest cache with hit ratio >= {target_hit_ratio:g} (of the sizes run)"
-            sweep_md, sweep_body = _table(SWEEP_COLUMNS, [r for r in smallest if r["scenario"] == scenario])
-            md += [f"### {heading}", "", *sweep_md, ""]
-            body += [f"<h3>{html.escape(heading)}</h3>", *sweep_body]
-        for name, caption in _plots(rows, series, scenario, out):
-            md += [f"![{caption}]({name})", ""]
-            body.append(f"<p><img src='{name}' alt='{html.escape(caption)}'></p>")
+            mine = _with_rates([r for r in smallest if r["scenario"] == scenario], seconds)
+            md += [f"### Smallest cache with hit ratio >= {target_hit_ratio:g} (of the sizes run)", "",
+                   *_table(SWEEP_COLUMNS, mine), ""]
     if publish is not None:
-        section_md, section_body = _publish_section(publish, publish_title)
-        md += section_md
-        body += section_body
-    (out / "report.md").write_text("\n".join(md))
-    (out / "report.html").write_text(
-        "<!doctype html><html><head><meta charset='utf-8'><title>" + html.escape(title) + "</title></head><body>"
-        + "\n".join(body) + "</body></html>"
-    )
-    return out / "report.md"
+        md += _publish_section(publish, publish_title)
+    md += _model_section(summary)
+    return write_page(out, "\n".join(md), title)

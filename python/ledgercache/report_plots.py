@@ -1,0 +1,144 @@
+"""The report's plots, one style for every report: designs named and coloured as everywhere
+(:func:`ledgercache.designs`; the designs a broker runs in solid lines, the others dashed), cache
+sizes in binary units on a log axis, the legend below the axes (it covers no data), a target
+line where a target was given. Each helper writes one PNG and returns its path; they need
+matplotlib (the ``lab`` extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from .report_common import MIB, design_info, design_label, design_order, format_size, is_broker_design
+
+__all__ = ["design_style", "size_axis", "legend_below", "save", "plot_by_size", "plot_over_time"]
+
+# Colours by strategy name (the README's plots describe them: LRU green, PIP-430 red, ...).
+_COLOURS = {"belady": "C0", "legacy": "C1", "lru": "C2", "pip430": "C3", "pip430-fifo": "C4", "segmented": "C5"}
+_SPARE = ("C6", "C7", "C8", "C9")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def design_style(name: str) -> dict:
+    """Matplotlib keyword arguments for a design's line: its label (:func:`ledgercache.designs`),
+    colour, and a solid line for a design a broker runs, dashed for a proposal, dash-dotted for a
+    reference, dotted for a bound."""
+    colour = _COLOURS.get(name) or _SPARE[sum(map(ord, name)) % len(_SPARE)]
+    broker = is_broker_design(name)
+    role = design_info(name)["role"]
+    dash = "-" if broker else {"reference": "-.", "bound": (0, (1, 1.5))}.get(role, "--")
+    return {"label": design_label(name), "color": colour, "linestyle": dash,
+            "linewidth": 2.2 if broker else 1.4, "marker": "o" if broker else "s", "markersize": 5 if broker else 4}
+
+
+def size_axis(ax, sizes: Sequence[int], axis: str = "x") -> None:
+    """A log-2 axis of cache sizes labelled in binary units (``512 MiB``, ``2 GiB``); with more than
+    six sizes the labels are rotated, with more than twelve every other one is shown."""
+    sizes = sorted(set(sizes))
+    step = 2 if len(sizes) > 12 else 1
+    labels = [format_size(z) if i % step == 0 or i == len(sizes) - 1 else "" for i, z in enumerate(sizes)]
+    set_scale, set_ticks = (ax.set_xscale, ax.set_xticks) if axis == "x" else (ax.set_yscale, ax.set_yticks)
+    if len(sizes) > 1:
+        set_scale("log", base=2)
+    set_ticks([z / MIB for z in sizes], labels, minor=False)
+    set_ticks([], minor=True)
+    if axis == "x" and len(sizes) > 6:
+        for t in ax.get_xticklabels():
+            t.set_rotation(40)
+            t.set_horizontalalignment("right")
+    (ax.set_xlabel if axis == "x" else ax.set_ylabel)("cache size")
+
+
+def legend_below(fig, axes, ncol: int = 2) -> None:
+    """One legend for the figure, below its axes (so it covers no data), broker designs first."""
+    handles, labels, seen = [], [], set()
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in seen:
+                seen.add(lab)
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol, fontsize="small",
+                   frameon=False)
+
+
+def save(fig, path: str | Path) -> Path:
+    """Saves a figure as PNG (tight, so a legend below the axes is kept) and closes it."""
+    plt = _pyplot()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, bbox_inches="tight", pad_inches=0.15)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_by_size(rows: Iterable[Mapping], path: str | Path, *, title: str,
+                 panels: Sequence[tuple[str, str]] = (("hit_ratio", "hit ratio"),),
+                 target: float | None = None, lines: Mapping[str, tuple[float, str]] | None = None,
+                 width: float = 6.4) -> Path:
+    """One line per design of a value against cache size, a panel per ``(key, axis label)`` of
+    ``panels``, side by side. ``rows`` are dicts with ``strategy``, ``cache_size_bytes`` and each
+    panel's key. ``target`` draws a horizontal "target" line on the first panel; ``lines`` maps a
+    panel's key to a horizontal reference line ``(value, label)`` (e.g. the reads with no cache)."""
+    plt = _pyplot()
+    rows = list(rows)
+    sizes = sorted({r["cache_size_bytes"] for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(width if len(panels) == 1 else 5.4 * len(panels), 4.2),
+                             squeeze=False)
+    axes = list(axes[0])
+    for i, (ax, (key, ylabel)) in enumerate(zip(axes, panels)):
+        for s in design_order(r["strategy"] for r in rows):
+            pts = sorted((r["cache_size_bytes"], r[key]) for r in rows if r["strategy"] == s and r.get(key) is not None)
+            if pts:
+                ax.plot([p[0] / MIB for p in pts], [p[1] for p in pts], **design_style(s))
+        if i == 0 and target is not None:
+            ax.axhline(target, color="black", linestyle=":", linewidth=1.3)
+            ax.annotate(f"target {target:g}", xy=(0.005, target), xycoords=("axes fraction", "data"),
+                        xytext=(0, 3), textcoords="offset points", fontsize="small")
+        if lines and key in lines:
+            value, label = lines[key]
+            ax.axhline(value, color="grey", linestyle=":", linewidth=1.3)
+            ax.annotate(label, xy=(0.005, value), xycoords=("axes fraction", "data"), xytext=(0, 3),
+                        textcoords="offset points", fontsize="small", color="dimgrey")
+            ax.set_ylim(top=max(ax.get_ylim()[1], value * 1.12))
+        size_axis(ax, sizes)
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0)
+        if key == "hit_ratio":
+            ax.set_ylim(0, 1.06)
+        ax.grid(True, alpha=0.3)
+        ax.ticklabel_format(axis="y", style="plain", useOffset=False) if key != "hit_ratio" else None
+    fig.suptitle(title, fontsize="medium")
+    legend_below(fig, axes, ncol=3 if len(panels) > 1 else 2)
+    return save(fig, path)
+
+
+def plot_over_time(series: Mapping[str, Sequence[tuple[float, float]]], path: str | Path, *, title: str,
+                   ylabel: str, limit: tuple[float, str] | None = None, xlabel: str = "trace second") -> Path:
+    """One line per design (``series`` maps a strategy name to ``(x, y)`` points) over time;
+    ``limit`` a horizontal line ``(value, label)`` such as the cache size."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    for s in design_order(series):
+        pts = sorted(series[s])
+        style = design_style(s) | {"marker": None}
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], **style)
+    if limit is not None:
+        ax.axhline(limit[0], color="black", linestyle=":", linewidth=1.2)
+        ax.annotate(limit[1], xy=(0.005, limit[0]), xycoords=("axes fraction", "data"), xytext=(0, 3),
+                    textcoords="offset points", fontsize="small")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0, top=max([ax.get_ylim()[1]] + ([limit[0] * 1.08] if limit else [])))
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title, fontsize="medium")
+    legend_below(fig, [ax])
+    return save(fig, path)
