@@ -83,39 +83,40 @@ def _versus(rows: Sequence[dict], run: dict, rates: Rates) -> str:
         return ""
     diff_reads, diff_bytes = o["misses"] - run["misses"], o["storage_read_bytes"] - run["storage_read_bytes"]
     verb = "saves" if diff_reads >= 0 else "costs"
-    return (f" {design_label(other)} at that size: hit ratio {o['hit_ratio']:.3f}, "
-            f"{rates.both(o['misses'], o['storage_read_bytes'])} from storage; "
-            f"{design_label(run['strategy'])} {verb} {rates.both(abs(diff_reads), abs(diff_bytes))} of storage reads.")
+    return (f" Against {design_label(other)} at that size (hit ratio {o['hit_ratio']:.3f}, "
+            f"{rates.both(o['misses'], o['storage_read_bytes'])} from storage) it {verb} "
+            f"{rates.both(abs(diff_reads), abs(diff_bytes))} of storage reads.")
 
 
 def _recommendation(rows: Sequence[dict], points: Sequence[dict], target: float | None, rates: Rates) -> list[str]:
     rec = recommend(points, target)
     if rec is None:
-        return ["> **Recommendation:** none: no design a broker runs was replayed here "
+        return ["> **Recommendation: none.** No design a broker runs was replayed here "
                 "(add `--strategy pip430 --strategy legacy`)."]
     run = rec["run"]
     name, size = run["strategy"], format_size(run["cache_size_bytes"])
     label = design_label(name)
     largest = format_size(max(r["cache_size_bytes"] for r in rows))
-    there = (f"hit ratio {run['hit_ratio']:.3f}, {rates.both(run['misses'], run['storage_read_bytes'])} from storage, "
+    there = (f"Hit ratio {run['hit_ratio']:.3f}; {rates.both(run['misses'], run['storage_read_bytes'])} from storage, "
              f"{rates.mib(run['saved_bytes'])} served from the cache.")
     settings = design_info(name)["broker_settings"]
-    run_as = f" Run as: {settings}." if settings else ""
+    run_as = f" Broker: {settings}." if settings else ""
+    stops = f"A larger cache adds less than {PLATEAU:g} to its hit ratio."
     if target is not None and rec["reached"]:
         head = (f"**Recommendation: {label} with a {size} cache**, the smallest size run that reaches hit ratio "
-                f"{target:g}: {there}")
+                f"{target:g}. {there}")
     elif target is not None:
-        head = (f"**Recommendation: none of the designs a broker runs reaches hit ratio {target:g}** at the sizes run "
-                f"(up to {largest}). The closest is **{label} with a {size} cache**: {there}"
+        head = (f"**Recommendation: no design a broker runs reaches hit ratio {target:g}** at the sizes run (up to "
+                f"{largest}). The closest is **{label} with a {size} cache**. {there}"
                 + (" It is still gaining at the largest size: run larger sizes." if rec.get("still_gaining")
-                   else f" It stops gaining there (within {PLATEAU:g} of its best): a larger cache will not reach the "
-                        f"target."))
+                   else f" {stops} A larger cache will not reach the target."))
     elif rec.get("still_gaining"):
-        head = (f"**Recommendation: {label}, with at least {size}** (the largest size run), where it is still "
-                f"gaining: {there} Run larger sizes to find where it stops.")
+        head = (f"**Recommendation: {label} with at least {size}** (the largest size run: it is still gaining "
+                f"there; run larger sizes to find where it stops). {there}")
     else:
-        head = (f"**Recommendation: {label} with a {size} cache**, where it stops gaining (a larger cache adds less "
-                f"than {PLATEAU:g} to its hit ratio): {there}")
+        head = f"**Recommendation: {label} with a {size} cache**, where it stops gaining. {there}"
+        if run["cache_size_bytes"] < max(r["cache_size_bytes"] for r in rows if r["strategy"] == name):
+            head += " " + stops
     return ["> " + head + _versus(rows, run, rates) + run_as]
 
 
@@ -135,8 +136,8 @@ def _pip430_vs_40(rows: Sequence[dict], rates: Rates) -> list[str]:
         d_reads, d_bytes = y["misses"] - x["misses"], y["storage_read_bytes"] - x["storage_read_bytes"]
         return ("" if d_reads >= 0 else "−") + rates.both(abs(d_reads), abs(d_bytes))
 
-    unit = "a second" if rates.seconds else "over the run"
-    return [f"{la} against {lb}, hit ratio and storage reads {unit} (MiB/s) at each size:", "",
+    unit = "a second (MiB/s)" if rates.seconds else "over the run (MiB)"
+    return [f"{la} against {lb}, hit ratio and storage reads {unit} at each size:", "",
             *markdown_table(["cache size", la, lb, f"storage reads {la} saves"],
                             [[format_size(z), cell(x), cell(y), saved(x, y)] for z, x, y in pairs]), ""]
 

@@ -41,10 +41,11 @@ def design_style(name: str) -> dict:
 
 def size_axis(ax, sizes: Sequence[int], axis: str = "x") -> None:
     """A log-2 axis of cache sizes labelled in binary units (``512 MiB``, ``2 GiB``); with more than
-    six sizes the labels are rotated, with more than twelve every other one is shown."""
+    six sizes the labels are rotated, with more than twelve every other one is shown (the largest always)."""
     sizes = sorted(set(sizes))
     step = 2 if len(sizes) > 12 else 1
-    labels = [format_size(z) if i % step == 0 or i == len(sizes) - 1 else "" for i, z in enumerate(sizes)]
+    # Counted from the largest size, so the last label is shown and the gaps stay even.
+    labels = [format_size(z) if (len(sizes) - 1 - i) % step == 0 else "" for i, z in enumerate(sizes)]
     set_scale, set_ticks = (ax.set_xscale, ax.set_xticks) if axis == "x" else (ax.set_yscale, ax.set_yticks)
     if len(sizes) > 1:
         set_scale("log", base=2)
