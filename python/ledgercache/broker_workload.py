@@ -480,10 +480,11 @@ def dump(spec: Any, config: Any, *, seed: int = 1) -> tuple["_stats.BrokerStats"
     row = summary.to_pylist()[0]
     entry = row["read_bytes"] / row["entries_read"] if row["entries_read"] else 0.0
     inside = series.filter(pc.less(series.column("second"), window[1]))
+    stats = summarize(lambda: lc.workload.stream(settings, seed), since_us=window[0] * 1_000_000,
+                      until_us=window[1] * 1_000_000, subscription=subscriptions_of(settings))
     metrics = _metrics.CacheMetrics(
         hits_rate=hits / seconds, misses_rate=(reads - hits) / seconds, hits_throughput=hits * entry / seconds,
         misses_throughput=(reads - hits) * entry / seconds,
-        used_size=float(inside.column("cache_bytes")[-1].as_py()) if inside.num_rows else 0.0, evictions=None)
-    stats = summarize(lambda: lc.workload.stream(settings, seed), since_us=window[0] * 1_000_000,
-                      until_us=window[1] * 1_000_000, subscription=subscriptions_of(settings))
+        used_size=float(inside.column("cache_bytes")[-1].as_py()) if inside.num_rows else 0.0, evictions=None,
+        managed_ledgers=float(len(stats.topics)))  # a managed ledger a topic, as a broker opens them
     return stats, metrics

@@ -1,51 +1,66 @@
 """Your broker: the lab's prediction held against a broker's own cache metrics, then its advice.
 
-:func:`calibrate` takes a broker's topic stats (:mod:`ledgercache.broker_stats`), its cache metrics
-(:mod:`ledgercache.metrics`) and optionally its ``broker.conf``. It turns the stats into a workload
-(:func:`ledgercache.broker_workload.from_broker_stats`), replays it with the broker's current cache
-settings and compares the lab's predicted hit ratio and storage read rate (entries a second read
-from BookKeeper: cache misses) with what the broker observed (``pulsar_ml_cache_hits_rate`` and
-``pulsar_ml_cache_misses_rate``). Then it replays the same trace under each design over a sweep of
-cache sizes and recommends, per design, the smallest cache whose hit ratio is within ``margin``
-(0.01) of the best that design reaches in the sweep, with the storage reads a second it saves
-against the current settings.
+:func:`calibrate` takes a broker's topic stats (:mod:`ledgercache.broker_stats`), its metrics
+(:mod:`ledgercache.metrics`) and optionally its ``broker.conf``, and answers in this order:
 
-Producers batch as the broker's numbers say (:func:`batching_from`: messages dispatched over
-entries read from the cache), so the lab reads as many entries as the broker does.
+1. **Do the files agree?** (:func:`cross_check`) The stats' topic count against the broker's
+   managed ledgers (``pulsar_ml_count``), the stats' publish and dispatch rates against
+   ``pulsar_rate_in`` / ``pulsar_rate_out``, and cache reads against dispatch. Files taken from
+   different brokers or at different times give a confident prediction of the wrong broker: a
+   mismatch is the first thing the report says.
+2. **How good is the lab's model of this broker?** It turns the stats into a workload
+   (:func:`ledgercache.broker_workload.from_broker_stats`), replays it with the broker's settings
+   and design, and sets the predicted hit ratio and storage reads (entries a second read from
+   BookKeeper: cache misses) beside the observed ones (``pulsar_ml_cache_hits_rate``,
+   ``..._misses_rate``): the gap is the model's error on this broker (:class:`Fit`).
+3. **What would help?** The same trace under each design over a sweep of cache sizes. Per design a
+   broker can run (``lc.designs()`` with role ``"broker"``: PIP-430 and Pulsar 4.0's cache), the
+   smallest cache within ``margin`` (0.01) of the best hit ratio it reaches, with the storage reads
+   a second (and MB/s) it saves against now. A change whose effect on storage reads is smaller than
+   the model's own error is *withheld*; one less than twice it is *qualified*. LRU, PIP-174's ring
+   and Belady's MIN are shown as references only: no broker runs them. A grid whose answer sits on
+   its edge is widened (up to :data:`MAX_WIDENINGS` doublings each way) and the report says so.
 
-The current settings are ``broker.conf``'s (:meth:`ledgercache.CacheConfig.from_broker_conf`), and
-so are the dispatcher and ledger settings the simulated traffic takes
-(:func:`ledgercache.workload.settings_from_broker_conf`: ``dispatcherMaxReadBatchSize``,
-``managedLedgerMaxEntriesPerLedger``, ...);
-without one, the lab's defaults (a 1 GiB cache: pass the broker's ``broker.conf``, as
-``managedLedgerCacheSizeMB`` defaults to a fifth of the broker's direct memory, which only the
-broker knows). The design is ``design`` (``pip430``, as on Pulsar's master; ``legacy`` for a 4.0
-broker). Predictions are measured over the generated run's test window (after the warm-up that
-builds the backlogs); the observed figures are the broker's, averaged over its last stats interval.
+The current settings: ``broker.conf``'s (:meth:`ledgercache.CacheConfig.from_broker_conf`, which
+keeps Pulsar's default for an empty value), with the dispatcher and ledger keys that shape the
+traffic (:func:`ledgercache.workload.settings_from_broker_conf`). The cache size, when the file
+leaves ``managedLedgerCacheSizeMB`` empty or has no such key (as Pulsar ships it), is the broker's
+default, a fifth of its direct memory: taken from ``jvm_memory_direct_bytes_max`` in the metrics,
+else from ``current_cache_size``, else an error saying which to give. The design follows the
+broker's version (``pulsar_version_info``: before 4.1 a broker runs Pulsar 4.0's cache,
+``legacy``), unless ``design`` says otherwise.
+
+Producers batch as the broker's numbers say (:func:`batching_from`). Predictions are measured over
+the generated run's test window (after the warm-up that builds the backlogs); the observed figures
+are the broker's, averaged over its last stats interval.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
 
 from . import broker_stats as _stats
 from . import broker_workload as _bw
 from . import metrics as _metrics
 from . import workload as _workload
 from .errors import InvalidArgumentError
-from .report import _size
 
-__all__ = ["DESIGNS", "Calibration", "Prediction", "batching_from", "calibrate", "default_sizes"]
+__all__ = ["DESIGNS", "MAX_WIDENINGS", "Calibration", "Fit", "Prediction", "batching_from", "calibrate",
+           "cross_check", "default_sizes", "merge_notes"]
 
-# Designs swept by default: every strategy a broker could run, and the lab's reference LRU.
-# (belady needs the trace twice; ask for it with designs=.)
+# Designs swept by default: those a broker can run, and two references (belady needs the trace
+# twice; ask for it with designs=).
 DESIGNS = ("pip430", "pip430-fifo", "legacy", "segmented", "lru")
 MIB = 1 << 20
+#: How many times a sweep is doubled past an edge its answer sits on, each way.
+MAX_WIDENINGS = 3
+# The release that first runs PIP-430 (Pulsar 4.1).
+_PIP430_SINCE = (4, 1)
 
 
 @dataclass(frozen=True)
@@ -60,8 +75,43 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class Fit:
+    """The lab's prediction for the broker as it runs, beside what the broker observed."""
+
+    observed_hit_ratio: float | None
+    predicted_hit_ratio: float | None
+    observed_storage_reads: float
+    predicted_storage_reads: float
+
+    @property
+    def storage_reads_gap(self) -> float:
+        """Predicted minus observed storage reads a second: the model's error on this broker."""
+        return self.predicted_storage_reads - self.observed_storage_reads
+
+    @property
+    def relative_gap(self) -> float | None:
+        """The gap over the observed storage reads (None when the broker read none)."""
+        return self.storage_reads_gap / self.observed_storage_reads if self.observed_storage_reads > 0 else None
+
+    @property
+    def quality(self) -> str:
+        """``"close"`` (storage reads within 10% or 1 read/s, hit ratio within 0.02), ``"rough"``
+        (within 30% and 0.05) or ``"poor"``."""
+        gap = abs(self.storage_reads_gap)
+        rel = abs(self.relative_gap) if self.relative_gap is not None else (0.0 if gap < 1 else math.inf)
+        dh = (abs(self.predicted_hit_ratio - self.observed_hit_ratio)
+              if self.predicted_hit_ratio is not None and self.observed_hit_ratio is not None else 0.0)
+        if (rel <= 0.10 or gap < 1) and dh <= 0.02:
+            return "close"
+        if (rel <= 0.30 or gap < 1) and dh <= 0.05:
+            return "rough"
+        return "poor"
+
+
+@dataclass(frozen=True)
 class Calibration:
-    """What :func:`calibrate` found; :meth:`text` and :meth:`markdown` render it."""
+    """What :func:`calibrate` found; :meth:`text` and :meth:`markdown` render it
+    (:mod:`ledgercache.calibrate_report`)."""
 
     spec: dict[str, Any]
     stats: _stats.BrokerStats
@@ -75,16 +125,32 @@ class Calibration:
     settings_source: str
     batching: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: Where the stats and the metrics disagree, each in plain words (empty when they agree).
+    mismatches: tuple[str, ...] = ()
+    fit: Fit | None = None
+    #: Designs no broker runs, at their best: dicts as in ``recommendations``, for reference.
+    references: tuple[dict[str, Any], ...] = ()
+    #: Bytes an entry holds on average (for MB/s), from the metrics or the stats.
+    entry_bytes: float = 0.0
+    #: How the current design and cache size were decided.
+    design_source: str = ""
+    size_source: str = ""
+    #: The broker's version, when the metrics give it.
+    version: str | None = None
 
     def comparison_rows(self) -> list[dict[str, Any]]:
         """The stats' rates and backlogs beside the generated trace's."""
         return _bw.side_by_side(self.stats, self.generated)
 
-    def text(self) -> str:
-        return "\n".join(_render(self, markdown=False))
+    def text(self, top: int = 10) -> str:
+        from .calibrate_report import render
+
+        return "\n".join(render(self, markdown=False, top=top))
 
     def markdown(self) -> str:
-        return "\n".join(_render(self, markdown=True))
+        from .calibrate_report import render
+
+        return "\n".join(render(self, markdown=True, top=None))
 
 
 def default_sizes(current: int) -> list[int]:
@@ -92,16 +158,66 @@ def default_sizes(current: int) -> list[int]:
     return [max(MIB, current // 8 << k) for k in range(6)]
 
 
+def _design_for(version: tuple[int, ...] | None, text: str | None) -> tuple[str, str]:
+    if version is None:
+        return "pip430", ("PIP-430 assumed: the metrics do not give the broker's version (pulsar_version_info); "
+                          "pass --design legacy for Pulsar 4.0 or earlier")
+    if version[:2] < _PIP430_SINCE:
+        return "legacy", f"Pulsar {text} runs the Pulsar 4.0 cache (PIP-430 came in 4.1)"
+    return "pip430", f"Pulsar {text} runs PIP-430"
+
+
+def _current_config(lc: Any, conf: Mapping[str, str], conf_label: str | None, observed: _metrics.BrokerMetrics,
+                    current_cache_size: int | None) -> tuple[Any, str]:
+    """The broker's cache settings and where its size came from."""
+    import warnings
+
+    key = "managedLedgerCacheSizeMB"
+    written = (conf.get(key) or "").strip()
+    direct = observed.direct_memory_max_bytes
+    if written:
+        source = f"{key}={written} ({conf_label})"
+        direct = None
+    elif current_cache_size is not None:
+        source = "--current-cache-size"
+        direct = None
+    elif direct is not None:
+        source = (f"{key} {'empty' if key in conf else 'not set'}: a fifth of the broker's direct memory "
+                  f"({direct / (1 << 30):.2f} GiB, jvm_memory_direct_bytes_max)")
+    else:
+        fix = "pass --current-cache-size (current_cache_size= from Python; e.g. 1GiB: -XX:MaxDirectMemorySize / 5)"
+        if conf_label is None:
+            raise InvalidArgumentError(
+                f"the broker's cache size is unknown: no broker.conf was given, and the metrics do not give the "
+                f"direct memory a broker takes its default from (no jvm_memory_direct_bytes_max): pass --broker-conf, "
+                f"or {fix}")
+        where = f"{conf_label} leaves {key} empty" if key in conf else f"{conf_label} does not set {key}"
+        raise InvalidArgumentError(
+            f"{where}, so the broker caches a fifth of its JVM's direct memory, and the metrics do not say how "
+            f"much that is (no jvm_memory_direct_bytes_max): {fix}, or set {key} in the broker.conf")
+    with warnings.catch_warnings():
+        # The one warning this would raise (an empty cache size) is answered above.
+        warnings.simplefilter("ignore", lc.BrokerConfWarning)
+        config = lc.CacheConfig.from_broker_conf(dict(conf), direct_memory_bytes=direct)
+    if current_cache_size is not None and not written:
+        config = config.replace(cache_size_bytes=current_cache_size)
+    return config, source
+
+
 def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str | None = None,
               designs: Iterable[str] = DESIGNS, sizes: Iterable[int] | None = None, margin: float = 0.01,
               seed: int = 1, test_duration_minutes: float = 2.0, max_backlog_minutes: float = 10.0,
-              labels: Mapping[str, str] | None = None) -> Calibration:
+              labels: Mapping[str, str] | None = None, current_cache_size: int | None = None,
+              widen: bool = True) -> Calibration:
     """Replays the broker's workload under its settings and a sweep (the module docstring says how).
 
     ``stats``: a stats dump (path, mapping or ``BrokerStats``); ``metrics``: a Prometheus text or
-    monitoring-metrics JSON file (:func:`ledgercache.metrics.read`), or ``BrokerMetrics`` (``labels`` picks one series where it has several); ``broker_conf``: a
-    path or mapping; ``design``: the strategy the broker runs (default: the settings'); ``sizes``:
-    the sweep's cache sizes (default :func:`default_sizes` of the current size).
+    monitoring-metrics JSON file (:func:`ledgercache.metrics.read`), or ``BrokerMetrics``
+    (``labels`` picks one series where it has several); ``broker_conf``: a path or mapping;
+    ``design``: the strategy the broker runs (default: from its version); ``sizes``: the sweep's
+    cache sizes (default :func:`default_sizes` of the current size); ``current_cache_size``: the
+    broker's cache in bytes where its ``broker.conf`` leaves it to the direct memory and the
+    metrics do not give that; ``widen``: widen a sweep whose answer sits on its edge.
     """
     import ledgercache as lc
 
@@ -111,43 +227,203 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     stats = stats if isinstance(stats, _stats.BrokerStats) else _stats.read(stats)
     observed = metrics if isinstance(metrics, _metrics.BrokerMetrics) else _metrics.read(metrics, labels=labels)
     conf: dict[str, str] = {}
+    conf_label: str | None = None
     if broker_conf is not None:
         # Read once: the cache's settings and the traffic's come from the same lines.
         conf = dict(lc._native.read_broker_conf(broker_conf if isinstance(broker_conf, Mapping) else os.fspath(broker_conf)))
-        config = lc.CacheConfig.from_broker_conf(conf)
-        source = "broker.conf"
-    else:
-        config = lc.CacheConfig()
-        source = "the lab's defaults (no broker.conf given)"
+        conf_label = "the broker.conf" if isinstance(broker_conf, Mapping) else os.fspath(broker_conf)
+    config, size_source = _current_config(lc, conf, conf_label, observed, current_cache_size)
     if design is not None:
-        config = config.replace(strategy=design)
+        design_source = "as given (--design)"
+    else:
+        design, design_source = _design_for(observed.version_numbers, observed.version)
+    config = config.replace(strategy=design)
     designs = list(dict.fromkeys(designs))
+    given_sizes = sizes is not None
     sizes = sorted(set(sizes)) if sizes is not None else default_sizes(config.cache_size_bytes)
     if not designs or not sizes:
         raise InvalidArgumentError("invalid sweep: name at least one design and one cache size")
     batching = batching_from(stats, observed.cache)
-    # The broker's dispatcher and ledger settings shape its traffic as much as its cache's.
     traffic = _workload.settings_from_broker_conf(conf)
     spec, notes = _bw.workload_and_notes(stats, test_duration_minutes=test_duration_minutes,
                                          max_backlog_minutes=max_backlog_minutes, settings={**batching, **traffic})
     window = _bw.window_seconds(spec)
+    seconds = window[1] - window[0]
     # The memory model only adds peak retained bytes, which calibration does not report.
     config = config.replace(memory_model=False)
-    configs = [config] + [config.replace(strategy=d, cache_size_bytes=s) for d in designs for s in sizes]
-    summary, series = lc.replay(lambda: _workload.stream(spec, seed), configs, with_timeseries=True)
-    seconds = window[1] - window[0]
-    predictions = []
-    for i, c in enumerate(configs):
-        reads, hits = _bw.window_counts(series, window, i)
-        predictions.append(Prediction(c.strategy, c.cache_size_bytes, hits / reads if reads else None,
-                                      reads / seconds, (reads - hits) / seconds))
-    current, sweep = predictions[0], tuple(predictions[1:])
+
+    def run(configs: list[Any]) -> list[Prediction]:
+        _, series = lc.replay(lambda: _workload.stream(spec, seed), configs, with_timeseries=True)
+        out = []
+        for i, c in enumerate(configs):
+            reads, hits = _bw.window_counts(series, window, i)
+            out.append(Prediction(c.strategy, c.cache_size_bytes, hits / reads if reads else None,
+                                  reads / seconds, (reads - hits) / seconds))
+        return out
+
+    runs = run([config] + [config.replace(strategy=d, cache_size_bytes=s) for d in designs for s in sizes])
+    current, sweep = runs[0], runs[1:]
+    widened: list[str] = []
+    for _ in range(MAX_WIDENINGS if widen else 0):
+        extra = _widening(sweep, margin)
+        if not extra:
+            break
+        sweep += run([config.replace(strategy=d, cache_size_bytes=s) for d, s in extra])
+        widened += [f"{d} at {s >> 20} MiB" for d, s in extra]
+    if widened:
+        notes.append(f"the sweep was widened where a design's answer sat on its edge ({len(widened)} runs added: "
+                     f"{', '.join(widened[:4])}{', ...' if len(widened) > 4 else ''})"
+                     + (" beyond the sizes given" if given_sizes else ""))
+    fit = Fit(observed.cache.hit_ratio, current.hit_ratio, observed.cache.misses_rate, current.storage_reads_per_second)
+    entry_bytes = _entry_bytes(stats, observed.cache)
+    roles = {d["name"]: d["role"] for d in lc.designs()}
+    picks = _picks(current, sweep, margin, entry_bytes)
+    recommendations = tuple(_qualified(p, fit, current) for p in picks if roles.get(p["strategy"]) == "broker")
+    references = tuple(p for p in picks if roles.get(p["strategy"]) != "broker")
     generated = _bw.summarize(lambda: _workload.stream(spec, seed), since_us=window[0] * 1_000_000,
                               until_us=window[1] * 1_000_000, subscription=_bw.subscriptions_of(spec))
     return Calibration(spec=spec, stats=stats, generated=generated, observed=observed.cache, current=current,
-                       sweep=sweep, recommendations=tuple(_recommend(current, sweep, margin)), margin=margin,
-                       window_seconds=float(seconds), settings_source=source, batching=_batching_text(batching),
-                       notes=tuple(notes))
+                       sweep=tuple(sweep), recommendations=recommendations, margin=margin,
+                       window_seconds=float(seconds), settings_source=conf_label or "the lab's defaults (no broker.conf)",
+                       batching=_batching_text(batching),
+                       notes=tuple(merge_notes(list(stats.notes) + list(observed.notes) + notes)),
+                       mismatches=tuple(cross_check(stats, observed)), fit=fit, references=references,
+                       entry_bytes=entry_bytes, design_source=design_source, size_source=size_source,
+                       version=observed.version)
+
+
+def _entry_bytes(stats: _stats.BrokerStats, cache: _metrics.CacheMetrics) -> float:
+    """Bytes an entry read from the cache holds: the cache's own throughput over its rate, else the
+    stats' dispatched bytes over the entries the cache serves."""
+    reads = cache.hits_rate + cache.misses_rate
+    if reads > 0 and cache.hits_throughput + cache.misses_throughput > 0:
+        return (cache.hits_throughput + cache.misses_throughput) / reads
+    out = sum(t.msg_throughput_out for t in stats.topics)
+    return out / reads if reads > 0 else 0.0
+
+
+def _widening(sweep: list[Prediction], margin: float) -> list[tuple[str, int]]:
+    """The runs that widen the sweep where a design's answer sits on its edge: at the top while the
+    hit ratio still gains more than ``margin`` from the size before, at the bottom while the
+    smallest size is already within ``margin`` of the best (it might do as well smaller)."""
+    extra = []
+    by_design: dict[str, list[Prediction]] = {}
+    for p in sweep:
+        by_design.setdefault(p.strategy, []).append(p)
+    for strategy, runs in by_design.items():
+        runs = sorted((p for p in runs if p.hit_ratio is not None), key=lambda p: p.cache_size_bytes)
+        if len(runs) < 2:
+            continue
+        best = max(p.hit_ratio for p in runs)  # type: ignore[type-var]
+        top, below = runs[-1], runs[-2]
+        if top.hit_ratio >= best - 1e-12 and top.hit_ratio - below.hit_ratio > margin:  # type: ignore[operator]
+            extra.append((strategy, top.cache_size_bytes * 2))
+        low = runs[0]
+        if low.hit_ratio >= best - margin and low.cache_size_bytes >= 2 * MIB and best > 0:  # type: ignore[operator]
+            extra.append((strategy, low.cache_size_bytes // 2))
+    return extra
+
+
+def _picks(current: Prediction, sweep: Iterable[Prediction], margin: float, entry_bytes: float) -> list[dict[str, Any]]:
+    by_design: dict[str, list[Prediction]] = {}
+    for p in sweep:
+        by_design.setdefault(p.strategy, []).append(p)
+    out = []
+    for strategy, runs in by_design.items():
+        ratios = [p.hit_ratio for p in runs if p.hit_ratio is not None]
+        if not ratios:
+            continue
+        best = max(ratios)
+        pick = min((p for p in runs if p.hit_ratio is not None and p.hit_ratio >= best - margin),
+                   key=lambda p: p.cache_size_bytes)
+        saved = current.storage_reads_per_second - pick.storage_reads_per_second
+        out.append({"strategy": strategy, "cache_size_bytes": pick.cache_size_bytes, "hit_ratio": pick.hit_ratio,
+                    "best_hit_ratio": best, "storage_reads_per_second": pick.storage_reads_per_second,
+                    "storage_reads_saved_per_second": saved,
+                    "storage_mb_saved_per_second": saved * entry_bytes / 1e6})
+    return out
+
+
+def _qualified(pick: dict[str, Any], fit: Fit, current: Prediction) -> dict[str, Any]:
+    """A broker design's pick with its verdict against the model's error on this broker:
+    ``unchanged`` (the current design and size), ``withheld`` (the change it makes to storage reads
+    is no larger than the gap between the lab and the broker, or it shrinks the cache on a fit that
+    is not close), ``qualified`` (less than twice the gap, or a poor fit), ``recommended``."""
+    saved = pick["storage_reads_saved_per_second"]
+    error = abs(fit.storage_reads_gap)
+    if pick["strategy"] == current.strategy and pick["cache_size_bytes"] == current.cache_size_bytes:
+        verdict = "unchanged"
+    elif pick["cache_size_bytes"] < current.cache_size_bytes and saved >= -max(1.0, error):
+        # Memory saved at about the same storage reads: a model that misses the broker's own hit
+        # ratio by more than a close fit cannot tell whether a smaller cache loses that much.
+        verdict = "recommended" if fit.quality == "close" else "withheld"
+    elif abs(saved) <= error:
+        verdict = "withheld"
+    elif abs(saved) < 2 * error or fit.quality == "poor":
+        verdict = "qualified"
+    else:
+        verdict = "recommended"
+    return {**pick, "verdict": verdict, "model_error_per_second": error}
+
+
+def cross_check(stats: _stats.BrokerStats, metrics: _metrics.BrokerMetrics) -> list[str]:
+    """Where the stats and the metrics disagree, in plain words: they should come from one broker
+    at one time, or the prediction is of another broker than the one observed."""
+    out = []
+    topics = len(stats.topics)
+    ledgers = metrics.cache.managed_ledgers if metrics.cache.managed_ledgers is not None else metrics.topics
+    label = "managed ledgers (pulsar_ml_count)" if metrics.cache.managed_ledgers is not None else "topics in its series"
+    if ledgers is not None and not _close(topics, ledgers, rel=0.10, absolute=1):
+        out.append(f"the stats hold {topics:,} persistent topics, the metrics' broker has {ledgers:,.0f} {label}: "
+                   f"{'the stats cover part of the broker' if topics < ledgers else 'the stats cover more than this broker'}"
+                   f" (take both from the same broker: `pulsar-admin broker-stats topics` and its /metrics)")
+    for what, mine, theirs, series in (
+            ("publish", sum(t.msg_rate_in for t in stats.topics), metrics.rate_in, "pulsar_rate_in"),
+            ("dispatch", sum(t.msg_rate_out for t in stats.topics), metrics.rate_out, "pulsar_rate_out")):
+        if theirs is not None and not _close(mine, theirs, rel=0.25, absolute=1.0):
+            out.append(f"the stats {what} {mine:,.1f} msg/s, the metrics {theirs:,.1f} msg/s ({series}): "
+                       f"taken at different times or from different brokers?")
+    dispatched = sum(t.msg_rate_out for t in stats.topics)
+    reads = metrics.cache.hits_rate + metrics.cache.misses_rate
+    if dispatched > 1 and reads == 0:
+        out.append(f"the stats dispatch {dispatched:,.1f} msg/s but the broker's cache served no reads "
+                   f"(pulsar_ml_cache_hits_rate + misses_rate = 0): these metrics are not of this broker at this time")
+    elif dispatched == 0 and reads > 1:
+        out.append(f"the broker's cache serves {reads:,.1f} entries/s but the stats dispatch nothing: "
+                   f"the stats are not of this broker at this time")
+    return out
+
+
+def _close(a: float, b: float, *, rel: float, absolute: float) -> bool:
+    return abs(a - b) <= max(absolute, rel * max(abs(a), abs(b)))
+
+
+_NOTE_SUBJECT = re.compile(r"^((?:non-)?persistent://\S+(?: \S+)?): (.+)$", re.S)
+
+
+def merge_notes(notes: Iterable[str]) -> list[str]:
+    """Notes about many topics or subscriptions that say the same thing, as one line with the count
+    and the first example; others as they are, in order."""
+    merged: dict[str, list[Any]] = {}
+    order: list[str] = []
+    for note in notes:
+        m = _NOTE_SUBJECT.match(note)
+        key, subject = (m.group(2), m.group(1)) if m else (note, None)
+        if key not in merged:
+            merged[key] = [0, subject]
+            order.append(key)
+        merged[key][0] += 1
+    out = []
+    for key in order:
+        count, subject = merged[key]
+        if subject is None:
+            out.append(key if count == 1 else f"{key} (x{count})")
+        elif count == 1:
+            out.append(f"{subject}: {key}")
+        else:
+            kind = "subscriptions" if " " in subject else "topics"
+            out.append(f"{count} {kind}: {key} (e.g. {subject})")
+    return out
 
 
 def batching_from(stats: _stats.BrokerStats, cache: _metrics.CacheMetrics) -> dict[str, Any]:
@@ -165,40 +441,6 @@ def batching_from(stats: _stats.BrokerStats, cache: _metrics.CacheMetrics) -> di
     return {"batchingEnabled": True, "batchingMaxMessages": round(per_entry), "batchingMaxPublishDelayMs": 1000}
 
 
-def _recommend(current: Prediction, sweep: Iterable[Prediction], margin: float) -> list[dict[str, Any]]:
-    by_design: dict[str, list[Prediction]] = {}
-    for p in sweep:
-        by_design.setdefault(p.strategy, []).append(p)
-    out = []
-    for strategy, runs in by_design.items():
-        ratios = [p.hit_ratio for p in runs if p.hit_ratio is not None]
-        if not ratios:
-            continue
-        best = max(ratios)
-        pick = min((p for p in runs if p.hit_ratio is not None and p.hit_ratio >= best - margin),
-                   key=lambda p: p.cache_size_bytes)
-        out.append({"strategy": strategy, "cache_size_bytes": pick.cache_size_bytes, "hit_ratio": pick.hit_ratio,
-                    "best_hit_ratio": best, "storage_reads_per_second": pick.storage_reads_per_second,
-                    "storage_reads_saved_per_second": current.storage_reads_per_second - pick.storage_reads_per_second})
-    return out
-
-
-def _ratio(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3f}"
-
-
-def _rate(v: float | None) -> str:
-    return "-" if v is None else f"{v + 0.0:,.1f}".replace("-0.0", "0.0")
-
-
-def _table(markdown: bool, header: list[str], rows: list[list[str]]) -> list[str]:
-    if markdown:
-        return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
-    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
-    fmt = lambda r: "  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))
-    return [fmt(header)] + [fmt(r) for r in rows]
-
-
 def _batching_text(batching: Mapping[str, Any]) -> str:
     """How :func:`batching_from`'s settings read in the report."""
     if not batching:
@@ -207,39 +449,3 @@ def _batching_text(batching: Mapping[str, Any]) -> str:
         return "one message an entry (dispatched messages over cache reads)"
     return (f"{batching['batchingMaxMessages']} messages an entry (dispatched messages over cache reads; at most "
             f"{batching.get('batchingMaxBytes', 131072):,} bytes a batch, the client's batchingMaxBytes)")
-
-
-def _render(c: Calibration, markdown: bool) -> list[str]:
-    h = (lambda s: f"## {s}") if markdown else (lambda s: s + ":")
-    subs = sum(len(t.subscriptions) for t in c.stats.topics)
-    warmup = c.spec.get("warmupDurationMinutes", 0.0)
-    lines = [h("Your broker"), "",
-             f"{len(c.stats.topics)} topics, {subs} subscriptions; simulated {c.window_seconds:.0f} s of test after "
-             f"{warmup * 60:.0f} s of warm-up that builds the backlogs. Settings: {c.settings_source}; design "
-             f"{c.current.strategy} at {_size(c.current.cache_size_bytes)}. Producer batching: "
-             f"{c.batching}.", ""]
-    lines += _table(markdown, ["", "observed (broker)", "predicted (lab)"], [
-        ["cache hit ratio", _ratio(c.observed.hit_ratio), _ratio(c.current.hit_ratio)],
-        ["storage reads (entries/s)", _rate(c.observed.misses_rate), _rate(c.current.storage_reads_per_second)],
-        ["cache reads (entries/s)", _rate(c.observed.hits_rate + c.observed.misses_rate), _rate(c.current.reads_per_second)],
-    ])
-    lines += ["", h(f"Per design and cache size: hit ratio (storage reads/s)"), ""]
-    designs = list(dict.fromkeys(p.strategy for p in c.sweep))
-    sizes = sorted({p.cache_size_bytes for p in c.sweep})
-    cell = {(p.strategy, p.cache_size_bytes): p for p in c.sweep}
-    lines += _table(markdown, ["cache size"] + designs, [
-        [_size(s)] + [f"{_ratio(cell[d, s].hit_ratio)} ({_rate(cell[d, s].storage_reads_per_second)})" for d in designs]
-        for s in sizes])
-    lines += ["", h(f"Recommendation: per design, the smallest cache within {c.margin:g} of its best hit ratio"), ""]
-    lines += _table(markdown, ["design", "cache size", "hit ratio", "storage reads/s", "saved vs now (reads/s)"], [
-        [r["strategy"], _size(r["cache_size_bytes"]), _ratio(r["hit_ratio"]), _rate(r["storage_reads_per_second"]),
-         _rate(r["storage_reads_saved_per_second"])] for r in c.recommendations])
-    lines += ["", h("The broker's stats beside the generated workload (messages/s; backlogs in entries, as Pulsar counts them)"), ""]
-    lines += _table(markdown, ["topic", "subscription", "stats rate", "generated", "stats backlog", "generated"], [
-        [r["topic"], r["subscription"] or "(publish)", _rate(r["stats_rate"]), _rate(r["generated_rate"]),
-         "" if r["stats_backlog"] is None else f"{r['stats_backlog']:,}",
-         "" if r["generated_backlog"] is None else f"{r['generated_backlog']:,}"]
-        for r in c.comparison_rows()])
-    if c.notes:
-        lines += [""] + [f"- {n}" if markdown else f"note: {n}" for n in c.notes]
-    return lines

@@ -803,22 +803,33 @@ def cmd_demo(args) -> None:
 
 def cmd_calibrate(args) -> None:
     import ledgercache as lc
+    from . import calibrate_report
 
     sizes = parse_grid(args.sizes) if args.sizes else ([parse_size(z) for z in args.cache_size] if args.cache_size else None)
     if sizes:
         print(sizes_line(sizes), flush=True)
+    current = parse_size(args.current_cache_size, "--current-cache-size") if args.current_cache_size else None
+    if current is not None:
+        print(sizes_line([current], "current cache size"), flush=True)
+    if args.output:
+        check_output_dir(Path(args.output).absolute(), args.force)  # before minutes of replay, not after
+    labels = dict(_key_value(x, "--label") for x in args.label) if args.label else None
+    stats, metrics = lc.broker_stats.read(args.stats), lc.metrics.read(args.metrics, labels=labels)
+    # Files of different brokers or times would give a confident prediction of the wrong broker:
+    # said before minutes of replay, and again at the top of the answer.
+    for line in lc.calibrate.cross_check(stats, metrics):
+        print(f"ledgercache: check first: {line}", file=sys.stderr, flush=True)
     progress = Progress(1, quiet=args.quiet)
     result = lc.calibrate.calibrate(
-        args.stats, args.metrics, broker_conf=args.broker_conf, design=args.design,
+        stats, metrics, broker_conf=args.broker_conf, design=args.design,
         designs=args.strategy or lc.calibrate.DESIGNS, sizes=sizes, margin=args.margin, seed=args.seed,
         test_duration_minutes=args.duration_minutes, max_backlog_minutes=args.max_backlog_minutes,
-        labels=dict(_key_value(x, "--label") for x in args.label) if args.label else None)
+        current_cache_size=current)
     progress.step("replayed")
     print(result.text())
     if args.output:
-        out = Path(args.output)
-        path = _atomic_file(out / "report.md", lambda tmp: Path(tmp).write_text(result.markdown() + "\n"))
-        print(f"report: {path}")
+        out = write_outputs(Path(args.output), lambda stage: calibrate_report.write(result, stage), args.force)
+        print(f"report: {out / 'report.html'} (and report.md, calibrate.png)")
 
 
 def _key_value(item: str, flag: str) -> tuple[str, str]:
@@ -841,7 +852,10 @@ def cmd_broker_dump(args) -> None:
 
     def fill(tmp: Path) -> None:
         lc.broker_stats.write(stats, tmp / "stats.json")
-        lc.metrics.write_prometheus(metrics, tmp / "metrics.txt")
+        # A broker of the release that runs the design, so that calibrate infers it back.
+        version = {"pip430": "4.1.0", "pip430-fifo": "4.1.0", "legacy": "4.0.0"}.get(args.strategy)
+        lc.metrics.write_prometheus(metrics, tmp / "metrics.txt", version=version,
+                                    topic_rates=[(t.name, t.msg_rate_in, t.msg_rate_out) for t in stats.topics])
         # The synthetic broker's cache size, as its broker.conf would say it (managedLedgerCacheSizeMB).
         (tmp / "broker.conf").write_text(f"managedLedgerCacheSizeMB={max(1, config.cache_size_bytes >> 20)}\n")
 
@@ -948,9 +962,14 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("calibrate", help="your broker: the lab's prediction beside its cache metrics, then a sweep and a recommendation")
     k.add_argument("--stats", required=True, help="the broker's stats dump (pulsar-admin broker-stats topics > stats.json)")
     k.add_argument("--metrics", required=True, help="the broker's Prometheus metrics (curl http://broker:8080/metrics/ > metrics.txt)")
-    k.add_argument("--broker-conf", help="the broker's broker.conf (its cache settings; default: the lab's, a 1 GiB cache)")
+    k.add_argument("--broker-conf", help="the broker's broker.conf (its cache and dispatcher settings; an empty "
+                                         "value is Pulsar's default)")
+    k.add_argument("--current-cache-size", metavar="SIZE",
+                   help="the broker's cache size (e.g. 2GiB), where its broker.conf leaves managedLedgerCacheSizeMB "
+                        "empty (a fifth of the direct memory) and the metrics lack jvm_memory_direct_bytes_max")
     k.add_argument("--design", choices=ALL_STRATEGIES,
-                   help="the design the broker runs (default pip430, as on Pulsar's master; legacy for Pulsar 4.0)")
+                   help="the design the broker runs (default: from its version in the metrics, pulsar_version_info: "
+                        "legacy before 4.1, else pip430)")
     k.add_argument("--strategy", action="append", choices=ALL_STRATEGIES, help="a design to sweep (repeatable; default: all but belady)")
     k.add_argument("--cache-size", action="append", help="a cache size to sweep (repeatable; default: 1/8 to 4x the current size)")
     k.add_argument("--sizes", metavar="MIN:MAX[:FACTOR]", help="a grid of cache sizes to sweep")
@@ -960,7 +979,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a backlog is simulated as at most this many minutes of lag (default 10)")
     k.add_argument("--label", action="append", metavar="KEY=VALUE", help="pick the metrics series with this label (repeatable)")
     k.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
-    k.add_argument("-o", "--output", help="also write the report (report.md, section 'Your broker') into this directory")
+    k.add_argument("-o", "--output", help="also write the report (report.html, report.md, calibrate.png) into this directory")
+    k.add_argument("--force", action="store_true",
+                   help="write into an output directory that holds other files (they are left alone)")
     k.add_argument("--quiet", action="store_true", help="no progress line")
     k.set_defaults(run=cmd_calibrate, spark=False, master=None)
 

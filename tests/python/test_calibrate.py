@@ -172,12 +172,12 @@ def test_calibration_recovers_the_hit_ratio_of_a_synthetic_broker():
     # size within the margin of the best.
     lru = sorted((p for p in result.sweep if p.strategy == "lru"), key=lambda p: p.cache_size_bytes)
     assert [p.hit_ratio for p in lru] == sorted(p.hit_ratio for p in lru)
-    rec = {r["strategy"]: r for r in result.recommendations}["lru"]
+    rec = {r["strategy"]: r for r in result.references}["lru"]  # LRU: a reference, no broker runs it
     assert rec["hit_ratio"] >= rec["best_hit_ratio"] - 0.01
     assert rec["cache_size_bytes"] == min(p.cache_size_bytes for p in lru if p.hit_ratio >= rec["best_hit_ratio"] - 0.01)
     text = result.text()
-    assert "Your broker" in text and "Recommendation" in text
-    assert "## Your broker" in result.markdown()
+    assert "YOUR BROKER" in text and "The answer" in text
+    assert result.markdown().startswith("# Your broker")
 
 
 def _cli(*args, cwd=None):
@@ -187,12 +187,12 @@ def _cli(*args, cwd=None):
 def test_calibrate_command_on_a_fixture(tmp_path):
     r = _cli("calibrate", "--stats", str(DATA / "one-topic.stats.json"), "--metrics", str(DATA / "one-topic.metrics.txt"),
              "--cache-size", "16MiB", "--cache-size", "64MiB", "--strategy", "pip430", "--strategy", "lru",
-             "--duration-minutes", "0.5", "-o", str(tmp_path), "--quiet")
+             "--duration-minutes", "0.5", "-o", str(tmp_path / "out"), "--quiet", "--current-cache-size", "64MiB")
     assert r.returncode == 0, r.stderr
     assert "observed (broker)" in r.stdout and "predicted (lab)" in r.stdout
     assert "persistent://public/default/orders" in r.stdout
-    report = (tmp_path / "report.md").read_text()
-    assert report.startswith("## Your broker")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert report.startswith("# Your broker")
 
 
 def test_broker_dump_then_calibrate_on_a_bundled_scenario(tmp_path):
@@ -210,8 +210,9 @@ def test_broker_dump_then_calibrate_on_a_bundled_scenario(tmp_path):
              "--duration-minutes", "0.25", "--quiet")
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("cache hit ratio"))
-    assert line.split()[-2] == f"{observed.hit_ratio:.3f}"  # observed, as the synthetic broker reported it
-    assert "design pip430 at 16 MiB" in r.stdout
+    assert line.split()[-3] == f"{observed.hit_ratio:.3f}"  # observed, as the synthetic broker reported it
+    # Its metrics give the release that runs the design, and calibrate takes the design from it.
+    assert "runs PIP-430 (Pulsar 4.1+) with a 16 MiB cache (Pulsar 4.1.0 runs PIP-430" in r.stdout
 
 
 def test_generate_from_stats(tmp_path):
@@ -286,3 +287,116 @@ def test_redelivering_subscriptions_warm_up_for_the_nack_delay(tmp_path):
     sub["msgRateRedeliver"] = 0.0
     (tmp_path / "stats.json").write_text(json.dumps(raw))
     assert lc.workload.from_broker_stats(tmp_path / "stats.json")["warmupDurationMinutes"] < 1
+
+
+# --- issue 58: a stock broker.conf, the design from the version, the fit, cross-checks, verdicts ---
+
+def test_a_stock_broker_conf_calibrates_with_the_direct_memory_of_the_metrics(tmp_path):
+    # Pulsar 4.1's own broker.conf leaves managedLedgerCacheSizeMB empty: the broker caches a fifth
+    # of its direct memory, which a 4.0.4 broker's /metrics give (2 GiB -> 409 MiB); its version
+    # says it runs the Pulsar 4.0 cache.
+    result = lc.calibrate.calibrate(DATA / "one-topic.stats.json", DATA / "pulsar-4.0.4-namespace.metrics.txt",
+                                    broker_conf=DATA / "pulsar-4.1.broker.conf", designs=["pip430", "legacy", "lru"],
+                                    sizes=[64 * MIB, 512 * MIB], test_duration_minutes=0.2, widen=False)
+    assert result.current.cache_size_bytes == (2 << 30) // 5 // MIB * MIB
+    assert result.current.strategy == "legacy" and "4.0.4" in result.design_source
+    assert "jvm_memory_direct_bytes_max" in result.size_source
+    # One topic in the stats, five managed ledgers on the broker: said first.
+    assert result.mismatches and "1 persistent topics" in result.mismatches[0]
+    text = result.text()
+    assert text.index("Check first") < text.index("The answer") < text.index("How well the lab fits")
+
+
+def test_an_empty_cache_size_without_direct_memory_asks_for_the_current_size(tmp_path):
+    with pytest.raises(lc.InvalidArgumentError, match=r"pulsar-4.1.broker.conf leaves managedLedgerCacheSizeMB "
+                                                       r"empty.*--current-cache-size"):
+        lc.calibrate.calibrate(DATA / "one-topic.stats.json", DATA / "one-topic.metrics.txt",
+                               broker_conf=DATA / "pulsar-4.1.broker.conf", designs=["lru"], sizes=[MIB])
+    result = lc.calibrate.calibrate(DATA / "one-topic.stats.json", DATA / "one-topic.metrics.txt",
+                                    broker_conf=DATA / "pulsar-4.1.broker.conf", designs=["lru"], sizes=[MIB],
+                                    current_cache_size=96 * MIB, test_duration_minutes=0.2, widen=False)
+    assert result.current.cache_size_bytes == 96 * MIB and result.size_source == "--current-cache-size"
+    # The version is unknown here: PIP-430 assumed, and the report says so.
+    assert result.current.strategy == "pip430" and "--design legacy" in result.design_source
+
+
+def test_the_stock_conf_through_the_command_line(tmp_path):
+    r = _cli("calibrate", "--stats", str(DATA / "one-topic.stats.json"), "--metrics", str(DATA / "one-topic.metrics.txt"),
+             "--broker-conf", str(DATA / "pulsar-3.0.broker.conf"), "--quiet")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "managedLedgerCacheSizeMB" in r.stderr and "pulsar-3.0.broker.conf" in r.stderr
+    assert "--current-cache-size" in r.stderr
+    r = _cli("calibrate", "--stats", str(DATA / "one-topic.stats.json"), "--metrics", str(DATA / "one-topic.metrics.txt"),
+             "--broker-conf", str(DATA / "pulsar-3.0.broker.conf"), "--current-cache-size", "2g", "--strategy", "pip430",
+             "--cache-size", "1GiB", "--duration-minutes", "0.2", "-o", str(tmp_path / "out"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "current cache size: 2 GiB" in r.stdout and "with a 2 GiB cache" in r.stdout
+    assert {"report.md", "calibrate.png"} <= {p.name for p in (tmp_path / "out").iterdir()}
+
+
+def test_recommendations_name_only_designs_a_broker_runs():
+    stats, observed = bw.dump({"testDurationMinutes": 0.3, "topicDetails": [
+        {"name": "persistent://t/ns/a", "producerRate": 2000, "messageSize": 512, "subscriptions": [
+            {"name": "tail", "type": "Exclusive", "consumerRates": [2400]},
+            {"name": "behind", "type": "Exclusive", "consumerRates": [2000], "startSeconds": 10}]}]},
+        lc.CacheConfig(cache_size_bytes=4 * MIB), seed=3)
+    result = lc.calibrate.calibrate(stats, lc.metrics.BrokerMetrics(cache=observed),
+                                    broker_conf={"managedLedgerCacheSizeMB": "4"},
+                                    sizes=[2 * MIB, 4 * MIB, 16 * MIB], test_duration_minutes=0.3, widen=False)
+    broker = {d["name"] for d in lc.designs() if d["role"] == "broker"}
+    assert {r["strategy"] for r in result.recommendations} == broker & set(lc.calibrate.DESIGNS)
+    assert {r["strategy"] for r in result.references} == {"lru", "segmented"}
+    assert all(r["verdict"] in ("unchanged", "recommended", "qualified", "withheld") for r in result.recommendations)
+    labels = {d["label"] for d in lc.designs()}
+    text = result.text()
+    assert "LRU (reference)" in text and "PIP-430 (Pulsar 4.1+)" in text and " lru " not in text
+    assert all(label in result.markdown() for label in labels if "Belady" not in label)
+
+
+def test_a_change_within_the_models_error_is_withheld():
+    cal = lc.calibrate
+    current = cal.Prediction("pip430", 64 * MIB, 0.79, 100.0, 30.0)
+    poor = cal.Fit(observed_hit_ratio=0.84, predicted_hit_ratio=0.79, observed_storage_reads=20.0,
+                   predicted_storage_reads=30.0)
+    close = cal.Fit(0.80, 0.79, 29.0, 30.0)
+    assert (poor.quality, close.quality) == ("poor", "close")
+    pick = lambda size, saved: {"strategy": "pip430", "cache_size_bytes": size, "storage_reads_saved_per_second": saved}
+    # 8x smaller at the same storage reads: only on a close fit.
+    assert cal._qualified(pick(8 * MIB, 0.0), poor, current)["verdict"] == "withheld"
+    assert cal._qualified(pick(8 * MIB, 0.0), close, current)["verdict"] == "recommended"
+    # Bigger, saving 5 reads/s where the model is off by 10: withheld; by 15: qualified; by 25: recommended
+    # on a close fit (error 1), qualified on a poor one.
+    assert cal._qualified(pick(256 * MIB, 5.0), poor, current)["verdict"] == "withheld"
+    assert cal._qualified(pick(256 * MIB, 15.0), poor, current)["verdict"] == "qualified"
+    assert cal._qualified(pick(256 * MIB, 25.0), poor, current)["verdict"] == "qualified"
+    assert cal._qualified(pick(256 * MIB, 25.0), close, current)["verdict"] == "recommended"
+    assert cal._qualified(pick(64 * MIB, 0.0), poor, current)["verdict"] == "unchanged"
+
+
+def test_a_sweep_whose_answer_sits_on_an_edge_is_widened():
+    P = lc.calibrate.Prediction
+    still_gaining = [P("lru", s * MIB, h, 1.0, 1.0) for s, h in ((8, 0.5), (16, 0.6), (32, 0.8))]
+    assert lc.calibrate._widening(still_gaining, 0.01) == [("lru", 64 * MIB)]
+    flat = [P("lru", s * MIB, h, 1.0, 1.0) for s, h in ((8, 0.8), (16, 0.8), (32, 0.8))]
+    assert lc.calibrate._widening(flat, 0.01) == [("lru", 4 * MIB)]
+    inside = [P("lru", s * MIB, h, 1.0, 1.0) for s, h in ((8, 0.5), (16, 0.8), (32, 0.8))]
+    assert lc.calibrate._widening(inside, 0.01) == []
+
+
+def test_notes_about_many_subscriptions_are_merged():
+    notes = [f"persistent://t/n/topic-{i} sub-1: its backlog changes faster" for i in range(30)]
+    notes += ["persistent://t/n/x: a backlog but no publishing", "the sweep was widened"]
+    merged = lc.calibrate.merge_notes(notes)
+    assert merged == ["30 subscriptions: its backlog changes faster (e.g. persistent://t/n/topic-0 sub-1)",
+                      "persistent://t/n/x: a backlog but no publishing", "the sweep was widened"]
+
+
+def test_stats_and_metrics_of_different_brokers_are_said_to_disagree():
+    stats = lc.broker_stats.read(DATA / "many-small-topics.stats.json")
+    metrics = lc.metrics.read(DATA / "pulsar-4.0.4-namespace.metrics.txt")
+    found = lc.calibrate.cross_check(stats, metrics)
+    assert any("60 persistent topics" in m and "5 managed ledgers" in m for m in found)
+    assert any("publish" in m and "pulsar_rate_in" in m for m in found)
+    same = lc.calibrate.cross_check(lc.broker_stats.read(DATA / "one-topic.stats.json"),
+                                    lc.metrics.read(DATA / "one-topic.metrics.txt"))
+    assert same == []
