@@ -147,7 +147,6 @@ __all__ = [
 #: The largest metrics file the readers open (256 MiB).
 MAX_FILE_BYTES = 256 * 1024 * 1024
 
-_MIB = 1 << 20
 
 # CacheMetrics attribute -> the name without its prefix (``pulsar_`` in Prometheus, ``brk_`` in JSON).
 _REQUIRED = {
@@ -249,7 +248,10 @@ class BrokerMetrics:
         before). ``None`` when the file does not give the direct memory."""
         if self.direct_memory_max_bytes is None:
             return None
-        return max(64, self.direct_memory_max_bytes // 5 // _MIB) * _MIB
+        from ._native import CacheConfig
+
+        # One implementation of Pulsar's rule: the one broker.conf reading applies.
+        return CacheConfig.from_broker_conf({}, direct_memory_bytes=self.direct_memory_max_bytes).cache_size_bytes
 
 
 class _Notes:
