@@ -225,8 +225,8 @@ def _plots(rows: list[dict], series: pa.Table | None, scenario: str, seconds: fl
     plot_by_size(pts, out / name, title=f"{scenario}: storage reads by cache size (fewer is better; the gap to "
                                          f"'no cache' is what the cache saves)",
                  panels=(("reads", f"storage reads{unit} (entries)"), ("mib", f"storage MiB{unit}")),
-                 lines={"reads": (first["entries_read"] / d, f"no cache: {format_rate(first['entries_read'] / d)}"),
-                        "mib": (first["read_bytes"] / d / MIB, f"no cache: {first['read_bytes'] / d / MIB:,.0f}")})
+                 lines={"reads": (first["entries_read"] / d, f"no cache\n{format_rate(first['entries_read'] / d)}"),
+                        "mib": (first["read_bytes"] / d / MIB, f"no cache\n{first['read_bytes'] / d / MIB:,.0f}")})
     made.append((name, f"{scenario}: storage reads{unit} and MiB{unit} by cache size"))
 
     ts = _of_scenario(series, scenario) if series is not None and series.num_rows else []
@@ -241,7 +241,7 @@ def _plots(rows: list[dict], series: pa.Table | None, scenario: str, seconds: fl
         name = f"cache-bytes-{slug}.png"
         plot_over_time({s: [(x, v / MIB) for x, v in p.items()] for s, p in lines.items()}, out / name,
                        title=f"{scenario}: bytes cached over time ({format_size(size)} cache)", ylabel="cached MiB",
-                       limit=(size / MIB, f"cache size {format_size(size)}"))
+                       limit=(size / MIB, f"cache size\n{format_size(size)}"))
         made.append((name, f"{scenario}: bytes cached over time, {format_size(size)} cache"))
     return made
 

@@ -82,9 +82,11 @@ def _versus(rows: Sequence[dict], run: dict, rates: Rates) -> str:
     if o is None:
         return ""
     diff_reads, diff_bytes = o["misses"] - run["misses"], o["storage_read_bytes"] - run["storage_read_bytes"]
+    theirs = f"hit ratio {o['hit_ratio']:.3f}, {rates.both(o['misses'], o['storage_read_bytes'])} from storage"
+    if abs(diff_reads) <= 0.005 * max(o["misses"], run["misses"], 1) and abs(o["hit_ratio"] - run["hit_ratio"]) < 0.0005:
+        return f" {design_label(other)} does as well at that size ({theirs}): here the design matters less than the size."
     verb = "saves" if diff_reads >= 0 else "costs"
-    return (f" Against {design_label(other)} at that size (hit ratio {o['hit_ratio']:.3f}, "
-            f"{rates.both(o['misses'], o['storage_read_bytes'])} from storage) it {verb} "
+    return (f" Against {design_label(other)} at that size ({theirs}) it {verb} "
             f"{rates.both(abs(diff_reads), abs(diff_bytes))} of storage reads.")
 
 
@@ -109,7 +111,8 @@ def _recommendation(rows: Sequence[dict], points: Sequence[dict], target: float 
         head = (f"**Recommendation: no design a broker runs reaches hit ratio {target:g}** at the sizes run (up to "
                 f"{largest}). The closest is **{label} with a {size} cache**. {there}"
                 + (" It is still gaining at the largest size: run larger sizes." if rec.get("still_gaining")
-                   else f" {stops} A larger cache will not reach the target."))
+                   else f" It stops gaining there (a larger cache adds less than {PLATEAU:g}): a larger cache will "
+                        "not reach the target."))
     elif rec.get("still_gaining"):
         head = (f"**Recommendation: {label} with at least {size}** (the largest size run: it is still gaining "
                 f"there; run larger sizes to find where it stops). {there}")
@@ -117,14 +120,15 @@ def _recommendation(rows: Sequence[dict], points: Sequence[dict], target: float 
         head = f"**Recommendation: {label} with a {size} cache**, where it stops gaining. {there}"
         if run["cache_size_bytes"] < max(r["cache_size_bytes"] for r in rows if r["strategy"] == name):
             head += " " + stops
+        if run["cache_size_bytes"] == min(r["cache_size_bytes"] for r in rows) and len(rows) > 1:
+            head += " It is the smallest size run: a smaller cache may do as well."
     return ["> " + head + _versus(rows, run, rates) + run_as]
 
 
 def _pip430_vs_40(rows: Sequence[dict], rates: Rates) -> list[str]:
     a, b = "pip430", "legacy"
     sizes = sorted({r["cache_size_bytes"] for r in rows if r["strategy"] in (a, b)})
-    pairs = [(z, _at(rows, a, z), _at(rows, b, z)) for z in sizes]
-    pairs = [(z, x, y) for z, x, y in pairs if x is not None and y is not None]
+    pairs = [(z, x, y) for z in sizes if (x := _at(rows, a, z)) is not None and (y := _at(rows, b, z)) is not None]
     la, lb = design_label(a), design_label(b)
     if not pairs:
         return [f"{la} against {lb}: not both replayed here (add `--strategy {a} --strategy {b}`).", ""]
@@ -207,7 +211,11 @@ def overview_lines(per_scenario: Sequence[tuple[str, Sequence[dict], float | Non
             size += f" (does not reach {target:g})"
         elif rec.get("still_gaining"):
             size += " (still gaining)"
+        saved = ("" if o is None else ("" if o["misses"] >= run["misses"] else "−")
+                 + rates.both(abs(o["misses"] - run["misses"]), abs(o["storage_read_bytes"] - run["storage_read_bytes"])))
         body.append([md_escape(scenario), f"{design_label(run['strategy'])}, {size}", f"{run['hit_ratio']:.3f}",
-                     rates.both(run["misses"], run["storage_read_bytes"]), vs])
+                     rates.both(run["misses"], run["storage_read_bytes"]), vs, saved])
+    legacy = design_label("legacy")
     return markdown_table(["scenario", "run this (design, cache size)", "hit ratio", "storage reads",
-                           f"{design_label('legacy')} at that size"], body, align="llrrr") + [""]
+                           f"{legacy} at that size", f"storage reads saved against {legacy}"], body,
+                          align="llrrrr") + [""]

@@ -70,7 +70,7 @@ def html_page(markdown_text: str, title: str, base_dir: str | Path | None = None
     and embedded as ``data:`` URIs (each keeps its file name as its ``title``); without
     ``base_dir``, or for a file that is not there, the link stays as written. Wide tables scroll
     sideways rather than stretch the page."""
-    import markdown
+    import markdown  # type: ignore[import-untyped]  # the lab extra; no stubs
 
     body = markdown.markdown(markdown_text, extensions=["tables", "sane_lists", "toc"], output_format="html")
     body = body.replace("<table>", '<div class="scroll"><table>').replace("</table>", "</table></div>")

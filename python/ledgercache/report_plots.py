@@ -72,6 +72,12 @@ def legend_below(fig, axes, ncol: int = 2) -> None:
                    frameon=False)
 
 
+def _line_label(ax, y: float, text: str, colour: str) -> None:
+    """A horizontal line's label in the margin right of the axes, where it covers no data."""
+    ax.annotate(text, xy=(1.0, y), xycoords=("axes fraction", "data"), xytext=(4, 0), textcoords="offset points",
+                ha="left", va="center", fontsize="small", color=colour)
+
+
 def save(fig, path: str | Path) -> Path:
     """Saves a figure as PNG (tight, so a legend below the axes is kept) and closes it."""
     plt = _pyplot()
@@ -102,13 +108,11 @@ def plot_by_size(rows: Iterable[Mapping], path: str | Path, *, title: str,
                 ax.plot([p[0] / MIB for p in pts], [p[1] for p in pts], **design_style(s))
         if i == 0 and target is not None:
             ax.axhline(target, color="black", linestyle=":", linewidth=1.3)
-            ax.annotate(f"target {target:g}", xy=(0.005, target), xycoords=("axes fraction", "data"),
-                        xytext=(0, 3), textcoords="offset points", fontsize="small")
+            _line_label(ax, target, f"target\n{target:g}", "black")
         if lines and key in lines:
             value, label = lines[key]
             ax.axhline(value, color="grey", linestyle=":", linewidth=1.3)
-            ax.annotate(label, xy=(0.005, value), xycoords=("axes fraction", "data"), xytext=(0, 3),
-                        textcoords="offset points", fontsize="small", color="dimgrey")
+            _line_label(ax, value, label, "dimgrey")
             ax.set_ylim(top=max(ax.get_ylim()[1], value * 1.12))
         size_axis(ax, sizes)
         ax.set_ylabel(ylabel)
@@ -134,8 +138,7 @@ def plot_over_time(series: Mapping[str, Sequence[tuple[float, float]]], path: st
         ax.plot([p[0] for p in pts], [p[1] for p in pts], **style)
     if limit is not None:
         ax.axhline(limit[0], color="black", linestyle=":", linewidth=1.2)
-        ax.annotate(limit[1], xy=(0.005, limit[0]), xycoords=("axes fraction", "data"), xytext=(0, 3),
-                    textcoords="offset points", fontsize="small")
+        _line_label(ax, limit[0], limit[1], "black")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0, top=max([ax.get_ylim()[1]] + ([limit[0] * 1.08] if limit else [])))
