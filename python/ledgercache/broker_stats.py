@@ -244,6 +244,8 @@ class BrokerStats:
 
     topics: tuple[TopicStats, ...] = ()
     notes: tuple[str, ...] = field(default=(), compare=False)
+    #: The file the stats were read from (None for a mapping), for messages that name it.
+    source: str | None = field(default=None, compare=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -892,7 +894,8 @@ def read(source: Source, *, name: str | None = None, max_bytes: int = MAX_FILE_B
                          f"{'it' if len(generated) == 1 else 'them'}, named "
                          f"{_example_list(generated)} after the file (pulsar-admin topics stats prints no name: "
                          f"a line with the topic's name before each document names it)")
-    return BrokerStats(topics=_last_of_each(reader, topics), notes=_finish(reader, topics))
+    return BrokerStats(topics=_last_of_each(reader, topics), notes=_finish(reader, topics),
+                       source=None if isinstance(source, Mapping) else label)
 
 
 def _example_list(names: list[str]) -> str:

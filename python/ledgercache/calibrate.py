@@ -28,7 +28,7 @@ leaves ``managedLedgerCacheSizeMB`` empty or has no such key (as Pulsar ships it
 default, a fifth of its direct memory: taken from ``jvm_memory_direct_bytes_max`` in the metrics,
 else from ``current_cache_size``, else an error saying which to give. The design follows the
 broker's version (``pulsar_version_info``: before 4.1 a broker runs Pulsar 4.0's cache,
-``legacy``), unless ``design`` says otherwise.
+``legacy``; without a version, too), unless ``design`` says otherwise.
 
 Producers batch as the broker's numbers say (:func:`batching_from`). Predictions are measured over
 the generated run's test window (after the warm-up that builds the backlogs); the observed figures
@@ -154,14 +154,17 @@ class Calibration:
 
 
 def default_sizes(current: int) -> list[int]:
-    """The sweep around the current size: an eighth of it to four times it, each twice the one before."""
-    return [max(MIB, current // 8 << k) for k in range(6)]
+    """The sweep around the current size: an eighth of it to four times it, each twice the one
+    before, in whole MiB (at least 1 MiB)."""
+    return sorted({max(MIB, round(current * 2.0 ** k / MIB) * MIB) for k in range(-3, 3)})
 
 
 def _design_for(version: tuple[int, ...] | None, text: str | None) -> tuple[str, str]:
     if version is None:
-        return "pip430", ("PIP-430 assumed: the metrics do not give the broker's version (pulsar_version_info); "
-                          "pass --design legacy for Pulsar 4.0 or earlier")
+        # Brokers that print no version are older than 2.7 or give monitoring-metrics JSON; most
+        # brokers in service run a release before 4.1.
+        return "legacy", ("the Pulsar 4.0 cache assumed: the metrics do not give the broker's version "
+                          "(pulsar_version_info, printed since 2.7); pass --design pip430 for Pulsar 4.1 or later")
     if version[:2] < _PIP430_SINCE:
         return "legacy", f"Pulsar {text} runs the Pulsar 4.0 cache (PIP-430 came in 4.1)"
     return "pip430", f"Pulsar {text} runs PIP-430"
@@ -225,6 +228,7 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
             and 0 <= margin < 1):
         raise InvalidArgumentError(f"invalid margin: expected a hit-ratio margin in [0, 1), got {margin!r}")
     stats = stats if isinstance(stats, _stats.BrokerStats) else _stats.read(stats)
+    stats_label = stats.source
     observed = metrics if isinstance(metrics, _metrics.BrokerMetrics) else _metrics.read(metrics, labels=labels)
     conf: dict[str, str] = {}
     conf_label: str | None = None
@@ -245,8 +249,13 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
         raise InvalidArgumentError("invalid sweep: name at least one design and one cache size")
     batching = batching_from(stats, observed.cache)
     traffic = _workload.settings_from_broker_conf(conf)
-    spec, notes = _bw.workload_and_notes(stats, test_duration_minutes=test_duration_minutes,
-                                         max_backlog_minutes=max_backlog_minutes, settings={**batching, **traffic})
+    try:
+        spec, notes = _bw.workload_and_notes(stats, test_duration_minutes=test_duration_minutes,
+                                             max_backlog_minutes=max_backlog_minutes, settings={**batching, **traffic})
+    except InvalidArgumentError as e:
+        if stats_label is None:
+            raise
+        raise InvalidArgumentError(f"{stats_label}: {e}") from None
     window = _bw.window_seconds(spec)
     seconds = window[1] - window[0]
     # The memory model only adds peak retained bytes, which calibration does not report.
@@ -374,7 +383,7 @@ def cross_check(stats: _stats.BrokerStats, metrics: _metrics.BrokerMetrics) -> l
     ledgers = metrics.cache.managed_ledgers if metrics.cache.managed_ledgers is not None else metrics.topics
     label = "managed ledgers (pulsar_ml_count)" if metrics.cache.managed_ledgers is not None else "topics in its series"
     if ledgers is not None and not _close(topics, ledgers, rel=0.10, absolute=1):
-        out.append(f"the stats hold {topics:,} persistent topics, the metrics' broker has {ledgers:,.0f} {label}: "
+        out.append(f"the stats hold {_count(topics, 'persistent topic')}, the metrics' broker has {ledgers:,.0f} {label}: "
                    f"{'the stats cover part of the broker' if topics < ledgers else 'the stats cover more than this broker'}"
                    f" (take both from the same broker: `pulsar-admin broker-stats topics` and its /metrics)")
     for what, mine, theirs, series in (
@@ -392,6 +401,10 @@ def cross_check(stats: _stats.BrokerStats, metrics: _metrics.BrokerMetrics) -> l
         out.append(f"the broker's cache serves {reads:,.1f} entries/s but the stats dispatch nothing: "
                    f"the stats are not of this broker at this time")
     return out
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _close(a: float, b: float, *, rel: float, absolute: float) -> bool:

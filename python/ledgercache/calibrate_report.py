@@ -39,6 +39,10 @@ def _rate(v: float | None) -> str:
     return "-" if v is None else f"{v + 0.0:,.1f}".replace("-0.0", "0.0")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def _mbps(reads: float, entry_bytes: float) -> str:
     return f"{reads * entry_bytes / 1e6:,.2f} MB/s" if entry_bytes > 0 else "? MB/s"
 
@@ -85,6 +89,9 @@ def headline(c: "Calibration", labels: dict[str, str]) -> str:
         prefix = "First make the stats and the metrics agree (below); until then: "
     else:
         prefix = ""
+    if c.current.reads_per_second == 0:
+        return (f"{prefix}nothing to recommend: in the workload the stats describe, no subscription reads "
+                f"(the broker's cache reads come from elsewhere; see the notes)")
     if not acted:
         withheld = [r for r in c.recommendations if r["verdict"] == "withheld"]
         why = (f"the changes the lab sees are within its error on this broker ({_rate(abs(c.fit.storage_reads_gap))} "
@@ -111,7 +118,7 @@ def _answer(c: "Calibration", labels: dict[str, str], bullet: str) -> list[str]:
                   else f"costs {_rate(-saved)} more storage reads/s" if saved < -0.05 else "the same storage reads")
         lines.append(f"{bullet}{label} at {_size(r['cache_size_bytes'])}: hit ratio {_ratio(r['hit_ratio'])}, {effect} "
                      f"against now. Verdict: {_VERDICT[r['verdict']]}.")
-    if not c.recommendations:
+    if not c.recommendations and c.current.reads_per_second > 0:
         lines.append("No design a broker can run was swept (add --strategy pip430 or legacy).")
     return lines
 
@@ -157,7 +164,7 @@ def render(c: "Calibration", markdown: bool, top: int | None = TOP_TOPICS, plots
             ["cache reads (entries/s)", _rate(c.observed.hits_rate + c.observed.misses_rate),
              _rate(c.current.reads_per_second), ""],
         ])
-        lines += ["", f"{len(c.stats.topics):,} topics, {subs:,} subscriptions; simulated {c.window_seconds:.0f} s "
+        lines += ["", f"{_count(len(c.stats.topics), 'topic')}, {_count(subs, 'subscription')}; simulated {c.window_seconds:.0f} s "
                       f"after {c.spec.get('warmupDurationMinutes', 0.0) * 60:.0f} s of warm-up that builds the backlogs. "
                       f"Settings: {c.settings_source}. Producer batching: {c.batching}."
                       + (f" Broker version: {c.version}." if c.version else ""), ""]

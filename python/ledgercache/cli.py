@@ -814,7 +814,8 @@ def cmd_calibrate(args) -> None:
     if args.output:
         check_output_dir(Path(args.output).absolute(), args.force)  # before minutes of replay, not after
     labels = dict(_key_value(x, "--label") for x in args.label) if args.label else None
-    stats, metrics = lc.broker_stats.read(args.stats), lc.metrics.read(args.metrics, labels=labels)
+    metrics = lc.metrics.read(args.metrics, labels=labels)
+    stats = lc.broker_stats.read(args.stats)
     # Files of different brokers or times would give a confident prediction of the wrong broker:
     # said before minutes of replay, and again at the top of the answer.
     for line in lc.calibrate.cross_check(stats, metrics):
