@@ -121,13 +121,14 @@ COLUMNS = (
     ("storage reads/s", "storage_reads_per_second", _per_s),
     ("storage MiB/s", "storage_bytes_per_second", _mib_s),
     ("saved MiB/s", "saved_bytes_per_second", _mib_s),
-    ("storage MiB", "storage_read_bytes", _mib),
+    ("storage MiB", "storage_read_bytes", _mib),  # the run's total: in the text table (no duration there)
     ("peak cache MiB", "peak_cache_bytes", _mib),
     ("peak retained MiB", "peak_retained_bytes", _mib),
     ("requeues", "requeues", lambda v: f"{v:,}"),
 )
 _TEXT_COLUMNS = tuple(c for c in COLUMNS if c[1] not in ("storage_reads_per_second", "storage_bytes_per_second",
                                                            "saved_bytes_per_second"))
+_REPORT_COLUMNS = tuple(c for c in COLUMNS if c[1] != "storage_read_bytes")
 
 
 def _text_table(columns: tuple, rows: list[dict]) -> list[str]:
@@ -226,7 +227,7 @@ def _plots(rows: list[dict], series: pa.Table | None, scenario: str, seconds: fl
                                          f"'no cache' is what the cache saves)",
                  panels=(("reads", f"storage reads{unit} (entries)"), ("mib", f"storage MiB{unit}")),
                  lines={"reads": (first["entries_read"] / d, f"no cache\n{format_rate(first['entries_read'] / d)}"),
-                        "mib": (first["read_bytes"] / d / MIB, f"no cache\n{first['read_bytes'] / d / MIB:,.0f}")})
+                        "mib": (first["read_bytes"] / d / MIB, f"no cache\n{format_rate(first['read_bytes'] / d / MIB)}")})
     made.append((name, f"{scenario}: storage reads{unit} and MiB{unit} by cache size"))
 
     ts = _of_scenario(series, scenario) if series is not None and series.num_rows else []
@@ -291,7 +292,7 @@ def _model_section(summary: pa.Table) -> list[str]:
              "Each design is simulated as Pulsar's code ships it (docs/fidelity.md). The strategy is the name "
              "`--strategy` takes.", "",
              *markdown_table(["design", "strategy", "what it models", "on a broker", "as simulated"], rows,
-                             align="lllll"), ""]
+                             align="lllwl"), ""]
     configs = [json.loads(c) for c in summary.column("config").to_pylist()] if "config" in summary.column_names else []
     for name, what, shipped in DEPARTURES:
         values = sorted({repr(c.get(name)) for c in configs if c.get(name) not in shipped})
@@ -376,7 +377,7 @@ def write_report(
         md += [f"## {md_escape(scenario)}: every run", ""]
         for name, caption in _plots(rows, series, scenario, seconds, out, target_hit_ratio) if rows else []:
             md += [f"![{md_escape(caption)}]({name})", ""]
-        md += [*_table(COLUMNS, rows), ""]
+        md += [*_table(_REPORT_COLUMNS if seconds else COLUMNS, rows), ""]
         if target_hit_ratio is not None:
             mine = _with_rates([r for r in smallest if r["scenario"] == scenario], seconds)
             md += [f"### Smallest cache with hit ratio >= {target_hit_ratio:g} (of the sizes run)", "",

@@ -17,7 +17,7 @@ __all__ = ["CSS", "html_page", "markdown_table", "write_page"]
 CSS = """
 :root { --ink: #1f2328; --muted: #57606a; --line: #d0d7de; --band: #f6f8fa; --accent: #0969da; }
 body { font: 15px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--ink);
-       max-width: 1180px; margin: 0 auto; padding: 24px 28px 64px; }
+       max-width: 1280px; margin: 0 auto; padding: 24px 28px 64px; }
 h1 { font-size: 1.9em; margin: 0 0 .3em; }
 h2 { font-size: 1.45em; margin: 1.8em 0 .5em; padding-bottom: .25em; border-bottom: 1px solid var(--line); }
 h3 { font-size: 1.15em; margin: 1.4em 0 .4em; }
@@ -28,10 +28,12 @@ blockquote { margin: .8em 0; padding: .6em 1em; border-left: 5px solid var(--acc
              border-radius: 0 6px 6px 0; font-size: 1.05em; }
 blockquote p { margin: .3em 0; }
 table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: .9em; }
-th, td { border: 1px solid var(--line); padding: 4px 9px; vertical-align: top; }
-th { background: var(--band); text-align: left; }
+th, td { border: 1px solid var(--line); padding: 4px 8px; vertical-align: top; }
+th { background: var(--band); text-align: left; font-weight: 600; }
+td:first-child { white-space: nowrap; }
+td[style*="left"] { overflow-wrap: anywhere; }  /* markdown_table's "w" columns: long setting names */
 tbody tr:nth-child(even) { background: #fbfcfd; }
-td[style*="right"], th[style*="right"] { font-variant-numeric: tabular-nums; white-space: nowrap; }
+td[style*="right"] { font-variant-numeric: tabular-nums; white-space: nowrap; }
 img { max-width: 100%; height: auto; display: block; margin: .4em 0 1em; }
 .scroll { overflow-x: auto; }
 """
@@ -39,11 +41,12 @@ img { max-width: 100%; height: auto; display: block; margin: .4em 0 1em; }
 
 def markdown_table(header: list[str] | tuple[str, ...], rows: list[list[str]],
                    align: str | None = None) -> list[str]:
-    """A Markdown table's lines; ``align`` a letter per column, ``l`` or ``r`` (default: the first
-    column left, the others right). Cells are written as given: escape user text with
-    :func:`ledgercache.report_common.md_escape`."""
+    """A Markdown table's lines; ``align`` a letter per column: ``l`` left, ``r`` right (numbers,
+    kept on one line), ``w`` left and wrapped anywhere (long names such as broker settings); by
+    default the first column left, the others right. Cells are written as given: escape user text
+    with :func:`ledgercache.report_common.md_escape`."""
     align = align or "l" + "r" * (len(header) - 1)
-    rule = "|" + "".join("---:|" if a == "r" else "---|" for a in align)
+    rule = "|" + "".join({"r": "---:|", "w": ":---|"}.get(a, "---|") for a in align)
     return ["| " + " | ".join(header) + " |", rule, *("| " + " | ".join(r) + " |" for r in rows)]
 
 

@@ -102,10 +102,15 @@ def plot_by_size(rows: Iterable[Mapping], path: str | Path, *, title: str,
                              squeeze=False)
     axes = list(axes[0])
     for i, (ax, (key, ylabel)) in enumerate(zip(axes, panels)):
+        drawn = []
         for s in design_order(r["strategy"] for r in rows):
             pts = sorted((r["cache_size_bytes"], r[key]) for r in rows if r["strategy"] == s and r.get(key) is not None)
             if pts:
                 ax.plot([p[0] / MIB for p in pts], [p[1] for p in pts], **design_style(s))
+                drawn.append([round(p[1], 6) for p in pts])
+        if len(drawn) > 1 and all(d == drawn[0] for d in drawn):
+            ax.text(0.5, 0.5, "every design the same here:\nthe lines lie on one another", transform=ax.transAxes,
+                    ha="center", va="center", fontsize="small", color="dimgrey")
         if i == 0 and target is not None:
             ax.axhline(target, color="black", linestyle=":", linewidth=1.3)
             _line_label(ax, target, f"target\n{target:g}", "black")
