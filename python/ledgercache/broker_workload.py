@@ -56,7 +56,7 @@ in the stats the reader keeps.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -313,40 +313,7 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0, until_us: int | N
         adds = batch.filter(is_add)
         if adds.num_rows:
             _count_adds(topics, adds, since_us)
-        for row, published in _cursor_rows(batch, is_add, before):
-            t = topics.setdefault(row["topic"], _Topic())
-            op, ledger = row["op"], row["ledger_id"]
-            state = t.cursors.get(row["cursor"])
-            if op == "open":
-                # An open at a position reads from it (the entries before it count as acknowledged);
-                # an open without one, from the end.
-                start = published if ledger is None else max(0, _index(t, ledger, row["entry_id"]))
-                if state is None:
-                    state = t.cursors[row["cursor"]] = _Cursor(start)
-                state.upto = state.read_at = start
-                continue
-            if state is None:
-                continue  # a cursor row before the cursor opened: nothing to count from
-            if op == "ack":
-                state.upto = _index(t, ledger, row["entry_id"]) + 1
-            elif op == "individual_ack":
-                # Counted once it joins the acknowledged prefix (acknowledgements past a gap are
-                # not tracked: the backlog counts them until the gap is acknowledged).
-                first = _index(t, ledger, row["entry_id"])
-                if first <= state.upto:
-                    state.upto = max(state.upto, first + max(1, row["count"] or 1))
-            elif op == "seek":
-                state.read_at = max(0, _index(t, ledger, row["entry_id"]))
-            elif op == "rewind":
-                state.read_at = state.upto
-            elif op == "read":
-                # A read takes what was published from the read position on, at most its count.
-                taken = min(row["count"] or 0, max(0, published - state.read_at))
-                state.read_at += taken
-                if row["ts_us"] >= since_us:
-                    state.dispatched += taken
-            elif op == "replay" and row["ts_us"] >= since_us:
-                state.dispatched += 1
+        _cursor_ops(topics, batch, is_add, before, since_us)
     if first_us is None:
         raise InvalidArgumentError("invalid trace: it has no events to summarize")
     end_us = until_us if until_us is not None else last_us
@@ -377,30 +344,149 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0, until_us: int | N
 
 
 _CURSOR_OPS = ("open", "ack", "individual_ack", "read", "replay", "seek", "rewind")
+# Codes of _CURSOR_OPS; the first three that follow (read, replay, ack) are all most cursors' rows
+# hold, and a batch's rows of such a cursor are counted without a Python step per row.
+_OPEN, _ACK, _INDIVIDUAL_ACK, _READ, _REPLAY, _SEEK, _REWIND = range(len(_CURSOR_OPS))
 
 
-def _cursor_rows(batch: pa.RecordBatch, is_add: pa.ChunkedArray | pa.Array,
-                 before: Mapping[str, int]) -> Iterator[tuple[dict[str, Any], int]]:
-    """The batch's cursor rows (open, ack, individual_ack, read, replay, seek, rewind), each with the entries its topic had
-    published by then."""
+def _cursor_ops(topics: dict[str, _Topic], batch: pa.RecordBatch, is_add: pa.ChunkedArray | pa.Array,
+                before: Mapping[str, int], since_us: int) -> None:
+    """Applies the batch's cursor rows (open, ack, individual_ack, read, replay, seek, rewind) to
+    the cursors' states, each row seeing the entries its topic had published by then (the batch's
+    adds are already in ``topics``' ledgers).
+
+    Cursors are independent of one another, so a batch's rows are taken cursor by cursor (in trace
+    order within each). A cursor whose rows in the batch are only reads, replays and acks, none of
+    its reads asking for more than was published, is counted at once (its reads move the read
+    position by their counts, its last ack sets the acknowledged prefix); any other cursor goes
+    row by row, as :func:`_apply` says. Either way the cost is the batch's rows, not the batch's
+    rows times its topics."""
     import numpy as np
 
     # Made here, not at import: pyarrow's conversion of a Python list imports pandas (when
     # installed), which would add a fifth of a second to every `import ledgercache`.
-    rows = pc.indices_nonzero(pc.is_in(batch.column("op"), pa.array(_CURSOR_OPS, pa.string())))
+    op_code = pc.index_in(batch.column("op"), value_set=pa.array(_CURSOR_OPS, pa.string()))
+    rows = pc.indices_nonzero(pc.is_valid(op_code)).to_numpy()
     if len(rows) == 0:
         return
-    picked = batch.take(rows)
-    at = rows.to_numpy()
-    topics = picked.column("topic")
-    published = np.zeros(len(at), dtype=np.int64)
-    all_topics = batch.column("topic")
-    for topic in pc.unique(topics).to_pylist():
-        adds = pc.and_(is_add, pc.equal(all_topics, topic)).to_numpy(zero_copy_only=False)
-        so_far = np.cumsum(adds, dtype=np.int64) + before.get(topic, 0)
-        mine = pc.equal(topics, topic).to_numpy(zero_copy_only=False)
-        published[mine] = so_far[at[mine]]
-    yield from zip(picked.to_pylist(), published.tolist())
+    # The entries each row's topic had published by then: the adds of its topic up to the row,
+    # counted in one sort by topic (stable, so rows keep their order within a topic).
+    topic_all = pc.dictionary_encode(batch.column("topic"))
+    names = topic_all.dictionary.to_pylist()
+    codes = topic_all.indices.to_numpy(zero_copy_only=False)
+    adds = np.asarray(is_add.to_numpy(zero_copy_only=False), dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    running = np.cumsum(adds[order])
+    sorted_codes = codes[order]
+    starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+    base = np.zeros(len(names), dtype=np.int64)
+    base[sorted_codes[starts]] = np.r_[0, running[starts[1:] - 1]]
+    offset = np.array([before.get(name, 0) for name in names], dtype=np.int64)
+    published_all = np.empty(len(codes), dtype=np.int64)
+    published_all[order] = running - base[sorted_codes] + offset[sorted_codes]
+
+    taken = batch.take(pa.array(rows))
+    op = op_code.to_numpy(zero_copy_only=False)[rows].astype(np.int64)
+    topic = codes[rows]
+    published = published_all[rows]
+    cursor_enc = pc.dictionary_encode(taken.column("cursor"))
+    # A null cursor is a name of its own (None), after the dictionary's.
+    cursor_names = cursor_enc.dictionary.to_pylist() + [None]
+    cursor_code = pc.fill_null(cursor_enc.indices, len(cursor_names) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+    ts = taken.column("ts_us").to_numpy(zero_copy_only=False)
+    count = pc.fill_null(taken.column("count"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    # Group by cursor (topic, cursor name), trace order kept within each group.
+    key = topic.astype(np.int64) * len(cursor_names) + cursor_code
+    by = np.argsort(key, kind="stable")
+    key_sorted = key[by]
+    first = np.flatnonzero(np.r_[True, key_sorted[1:] != key_sorted[:-1]])
+    last = np.r_[first[1:], len(by)]
+    op_sorted = op[by]
+    # A group is simple when it holds only reads, replays and acks.
+    other = ((op_sorted != _READ) & (op_sorted != _REPLAY) & (op_sorted != _ACK)).astype(np.int64)
+    complex_group = np.add.reduceat(other, first) > 0
+    is_read = op_sorted == _READ
+    c_sorted = np.where(is_read, count[by], 0)
+    # Read position before each read, were no read cut short: the group's start plus the counts
+    # of its reads before it.
+    within = np.cumsum(c_sorted)
+    group_of = np.repeat(np.arange(len(first)), last - first)
+    before_row = within - c_sorted - np.r_[0, within[first[1:] - 1]][group_of]
+    p_sorted = published[by]
+    in_window = ts[by] >= since_us
+    read_sums = np.add.reduceat(c_sorted, first)
+    window_moved = np.add.reduceat(np.where(in_window, c_sorted, 0), first) + \
+        np.add.reduceat((op_sorted == _REPLAY) & in_window, first).astype(np.int64)
+    ack_rows = np.flatnonzero(op_sorted == _ACK)
+    last_ack = np.full(len(first), -1, dtype=np.int64)
+    last_ack[group_of[ack_rows]] = ack_rows  # the last one wins: rows are in order
+
+    ledger_col = taken.column("ledger_id")
+    entry_col = taken.column("entry_id")
+    rows_list = None
+    for g in range(len(first)):
+        lo, hi = int(first[g]), int(last[g])
+        i0 = int(by[lo])
+        t = topics.setdefault(names[topic[i0]], _Topic())
+        name = cursor_names[cursor_code[i0]]
+        state = t.cursors.get(name)
+        if not complex_group[g]:
+            if state is None:
+                continue  # cursor rows before the cursor opened: nothing to count from
+            x0 = state.read_at
+            reads = slice(lo, hi)
+            pos = before_row[reads] + x0
+            want = c_sorted[reads]
+            # Every read takes its whole count: the vector path is the row-by-row one.
+            if np.all(want <= np.maximum(0, p_sorted[reads] - pos)):
+                state.read_at = x0 + int(read_sums[g])
+                state.dispatched += int(window_moved[g])
+                if last_ack[g] >= 0:
+                    i = int(by[last_ack[g]])
+                    state.upto = _index(t, ledger_col[i].as_py(), entry_col[i].as_py()) + 1
+                continue
+        if rows_list is None:
+            rows_list = {c: taken.column(c).to_pylist() for c in ("ledger_id", "entry_id", "count", "ts_us")}
+        for j in by[lo:hi].tolist():
+            state = _apply(t, name, state, int(op[j]), rows_list["ledger_id"][j], rows_list["entry_id"][j],
+                           rows_list["count"][j], rows_list["ts_us"][j], int(published[j]), since_us)
+
+
+def _apply(t: _Topic, name: str | None, state: _Cursor | None, op: int, ledger: int | None, entry: int | None,
+           count: int | None, ts_us: int, published: int, since_us: int) -> _Cursor | None:
+    """One cursor row applied to its cursor's state (``None`` before it opens); the state after."""
+    if op == _OPEN:
+        # An open at a position reads from it (the entries before it count as acknowledged);
+        # an open without one, from the end.
+        start = published if ledger is None else max(0, _index(t, ledger, entry))
+        if state is None:
+            state = t.cursors[name] = _Cursor(start)  # type: ignore[index]
+        state.upto = state.read_at = start
+        return state
+    if state is None:
+        return None  # a cursor row before the cursor opened: nothing to count from
+    if op == _ACK:
+        state.upto = _index(t, ledger, entry) + 1
+    elif op == _INDIVIDUAL_ACK:
+        # Counted once it joins the acknowledged prefix (acknowledgements past a gap are
+        # not tracked: the backlog counts them until the gap is acknowledged).
+        first = _index(t, ledger, entry)
+        if first <= state.upto:
+            state.upto = max(state.upto, first + max(1, count or 1))
+    elif op == _SEEK:
+        state.read_at = max(0, _index(t, ledger, entry))
+    elif op == _REWIND:
+        state.read_at = state.upto
+    elif op == _READ:
+        # A read takes what was published from the read position on, at most its count.
+        taken = min(count or 0, max(0, published - state.read_at))
+        state.read_at += taken
+        if ts_us >= since_us:
+            state.dispatched += taken
+    elif op == _REPLAY and ts_us >= since_us:
+        state.dispatched += 1
+    return state
 
 
 def _namespace(topic: str) -> str:
