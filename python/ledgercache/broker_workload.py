@@ -69,8 +69,8 @@ from . import trace as _trace
 from . import workload as _workload
 from .errors import InvalidArgumentError
 
-__all__ = ["STALLED_RATE", "TAIL_SECONDS", "CLIENT_DEFAULTS", "from_broker_stats", "dump", "summarize", "side_by_side", "subscriptions_of",
-           "window_counts", "window_seconds", "workload_and_notes"]
+__all__ = ["STALLED_RATE", "TAIL_SECONDS", "CLIENT_DEFAULTS", "Summary", "from_broker_stats", "dump", "summarize", "side_by_side",
+           "subscriptions_of", "tee", "window_counts", "window_seconds", "workload_and_notes"]
 
 # A subscription at most this many seconds of publishing behind tails (acknowledgements trail
 # deliveries; entries this recent are in any cache).
@@ -296,17 +296,38 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0, until_us: int | N
 
     Read in one pass, batch by batch; memory holds a few numbers per topic, ledger and cursor.
     """
-    topics: dict[str, _Topic] = {}
-    first_us = last_us = None
+    summary = Summary(since_us=since_us, until_us=until_us)
     for batch in _trace.batches(trace):
+        summary.feed(batch, conformed=True)
+    return summary.stats(subscription)
+
+
+class Summary:
+    """:func:`summarize` fed batch by batch, in trace order: what lets a caller summarize a trace in
+    the pass that replays it (:func:`tee`) instead of generating it again."""
+
+    def __init__(self, *, since_us: int = 0, until_us: int | None = None) -> None:
+        self.since_us, self.until_us = since_us, until_us
+        self._topics: dict[str, _Topic] = {}
+        self._first_us: int | None = None
+        self._last_us: int | None = None
+
+    def feed(self, batch: pa.RecordBatch, *, conformed: bool = False) -> None:
+        """Counts the batch's rows (conformed to :data:`ledgercache.trace.SCHEMA` here unless
+        ``conformed``)."""
+        if not conformed:
+            batch = _trace.conform(batch)
+        if batch.num_rows == 0:
+            return
+        since_us, until_us, topics = self.since_us, self.until_us, self._topics
         if until_us is not None:
             batch = batch.filter(pc.less(batch.column("ts_us"), until_us))
             if batch.num_rows == 0:
-                continue
+                return
         ts = batch.column("ts_us")
         lo, hi = pc.min_max(ts).values()
-        first_us = lo.as_py() if first_us is None else first_us
-        last_us = hi.as_py()
+        self._first_us = lo.as_py() if self._first_us is None else self._first_us
+        self._last_us = hi.as_py()
         before = {name: t.entries for name, t in topics.items()}
         ops = batch.column("op")
         is_add = pc.equal(ops, "add")
@@ -314,33 +335,63 @@ def summarize(trace: _trace.TraceSource, *, since_us: int = 0, until_us: int | N
         if adds.num_rows:
             _count_adds(topics, adds, since_us)
         _cursor_ops(topics, batch, is_add, before, since_us)
-    if first_us is None:
-        raise InvalidArgumentError("invalid trace: it has no events to summarize")
-    end_us = until_us if until_us is not None else last_us
-    seconds = max(1e-6, (end_us - max(since_us, first_us)) / 1e6)
-    out = []
-    for name, t in sorted(topics.items()):
-        per_entry = t.messages / t.entries if t.entries else 1.0
-        rate_in = t.window_messages / seconds
-        subs = []
-        for cursor, state in sorted(t.cursors.items()):
-            upto = state.upto
-            moved = state.dispatched * per_entry / seconds
-            kind, n = subscription(name, cursor) if subscription else ("Exclusive", 1)
-            backlog = max(0, t.entries - upto)  # entries, as Pulsar counts a backlog
-            per = [_stats.ConsumerStats(name=f"{cursor}-consumer-{i}", msg_rate_out=moved / n if n else 0.0,
-                                        msg_throughput_out=0.0, available_permits=None, unacked_messages=0,
-                                        msg_rate_redeliver=0.0) for i in range(n)]
-            subs.append(_stats.SubscriptionStats(name=cursor, type=kind, msg_rate_out=moved, msg_throughput_out=0.0,
-                                                 msg_backlog=backlog, unacked_messages=0, msg_rate_redeliver=0.0,
-                                                 consumers=tuple(per)))
-        size = t.window_bytes / t.window_messages if t.window_messages else 0.0
-        out.append(_stats.TopicStats(
-            name=name, namespace=_namespace(name), bundle=None, msg_rate_in=rate_in,
-            msg_throughput_in=t.window_bytes / seconds, average_msg_size=size,
-            msg_rate_out=sum(s.msg_rate_out for s in subs), msg_throughput_out=0.0, storage_size=0,
-            backlog_size=0, publishers=1 if t.entries else 0, subscriptions=tuple(subs)))
-    return _stats.BrokerStats(topics=tuple(out))
+
+    def stats(self, subscription: Callable[[str, str], tuple[str, int]] | None = None) -> "_stats.BrokerStats":
+        """The stats of what was fed (:func:`summarize` says what each field is)."""
+        since_us, until_us, topics = self.since_us, self.until_us, self._topics
+        first_us, last_us = self._first_us, self._last_us
+        if first_us is None or last_us is None:
+            raise InvalidArgumentError("invalid trace: it has no events to summarize")
+        end_us = until_us if until_us is not None else last_us
+        seconds = max(1e-6, (end_us - max(since_us, first_us)) / 1e6)
+        out = []
+        for name, t in sorted(topics.items()):
+            per_entry = t.messages / t.entries if t.entries else 1.0
+            rate_in = t.window_messages / seconds
+            subs = []
+            for cursor, state in sorted(t.cursors.items()):
+                upto = state.upto
+                moved = state.dispatched * per_entry / seconds
+                kind, n = subscription(name, cursor) if subscription else ("Exclusive", 1)
+                backlog = max(0, t.entries - upto)  # entries, as Pulsar counts a backlog
+                per = [_stats.ConsumerStats(name=f"{cursor}-consumer-{i}", msg_rate_out=moved / n if n else 0.0,
+                                            msg_throughput_out=0.0, available_permits=None, unacked_messages=0,
+                                            msg_rate_redeliver=0.0) for i in range(n)]
+                subs.append(_stats.SubscriptionStats(name=cursor, type=kind, msg_rate_out=moved, msg_throughput_out=0.0,
+                                                     msg_backlog=backlog, unacked_messages=0, msg_rate_redeliver=0.0,
+                                                     consumers=tuple(per)))
+            size = t.window_bytes / t.window_messages if t.window_messages else 0.0
+            out.append(_stats.TopicStats(
+                name=name, namespace=_namespace(name), bundle=None, msg_rate_in=rate_in,
+                msg_throughput_in=t.window_bytes / seconds, average_msg_size=size,
+                msg_rate_out=sum(s.msg_rate_out for s in subs), msg_throughput_out=0.0, storage_size=0,
+                backlog_size=0, publishers=1 if t.entries else 0, subscriptions=tuple(subs)))
+        return _stats.BrokerStats(topics=tuple(out))
+
+
+def tee(trace: Callable[[], Any], summary: Summary) -> Callable[[], pa.RecordBatchReader]:
+    """``trace`` (a function returning a trace, as :func:`ledgercache.replay` takes one) whose
+    first pass also feeds ``summary``, batch by batch: a replay then summarizes the trace as it
+    reads it. Later passes (Belady's second) only replay. Replaying with decoding ahead (the
+    default), the batches are taken, and so summarized, on a thread of their own while the
+    engine replays the batch before."""
+    passes = 0
+
+    def source() -> pa.RecordBatchReader:
+        nonlocal passes
+        passes += 1
+        first = passes == 1
+        reader = _trace.batches(trace())
+
+        def batches() -> Any:
+            for batch in reader:
+                if first:
+                    summary.feed(batch, conformed=True)
+                yield batch
+
+        return pa.RecordBatchReader.from_batches(_trace.SCHEMA, batches())
+
+    return source
 
 
 _CURSOR_OPS = ("open", "ack", "individual_ack", "read", "replay", "seek", "rewind")

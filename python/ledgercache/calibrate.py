@@ -261,8 +261,12 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     # The memory model only adds peak retained bytes, which calibration does not report.
     config = config.replace(memory_model=False)
 
-    def run(configs: list[Any]) -> list[Prediction]:
-        _, series = lc.replay(lambda: _workload.stream(spec, seed), configs, with_timeseries=True)
+    # The first replay also summarizes the trace it reads (on the thread that takes its batches),
+    # rather than generating it once more for the summary.
+    summary = _bw.Summary(since_us=window[0] * 1_000_000, until_us=window[1] * 1_000_000)
+
+    def run(configs: list[Any], trace: Any = lambda: _workload.stream(spec, seed)) -> list[Prediction]:
+        _, series = lc.replay(trace, configs, with_timeseries=True)
         out = []
         for i, c in enumerate(configs):
             reads, hits = _bw.window_counts(series, window, i)
@@ -270,7 +274,8 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
                                   reads / seconds, (reads - hits) / seconds))
         return out
 
-    runs = run([config] + [config.replace(strategy=d, cache_size_bytes=s) for d in designs for s in sizes])
+    runs = run([config] + [config.replace(strategy=d, cache_size_bytes=s) for d in designs for s in sizes],
+               _bw.tee(lambda: _workload.stream(spec, seed), summary))
     current, sweep = runs[0], runs[1:]
     widened: list[str] = []
     for _ in range(MAX_WIDENINGS if widen else 0):
@@ -289,8 +294,7 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     picks = _picks(current, sweep, margin, entry_bytes)
     recommendations = tuple(_qualified(p, fit, current) for p in picks if roles.get(p["strategy"]) == "broker")
     references = tuple(p for p in picks if roles.get(p["strategy"]) != "broker")
-    generated = _bw.summarize(lambda: _workload.stream(spec, seed), since_us=window[0] * 1_000_000,
-                              until_us=window[1] * 1_000_000, subscription=_bw.subscriptions_of(spec))
+    generated = summary.stats(_bw.subscriptions_of(spec))
     return Calibration(spec=spec, stats=stats, generated=generated, observed=observed.cache, current=current,
                        sweep=tuple(sweep), recommendations=recommendations, margin=margin,
                        window_seconds=float(seconds), settings_source=conf_label or "the lab's defaults (no broker.conf)",
