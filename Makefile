@@ -71,6 +71,7 @@ bench-all: build
 	@cat target/ledger_reads.txt
 	$(VPY) benches/ledger_reads.py $$(sed -n 's/.*: \([0-9.]*\) M entries.*/\1/p' target/ledger_reads.txt)
 	$(VPY) benches/replay_throughput.py
+	$(VPY) benches/calibrate.py
 
 lint: build ## cargo fmt/clippy checks; the type stubs against the built extension (mypy stubtest)
 	cargo fmt --check
