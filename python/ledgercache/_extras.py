@@ -1,7 +1,7 @@
 """Optional dependencies: the ``lab`` extra (``pip install "ledgercache[lab]"``).
 
 The library needs only pyarrow and numpy. Spark jobs (:mod:`ledgercache.spark`) need pyspark and
-pandas, reports (:func:`ledgercache.report.write_report`) need matplotlib; each checks for them before
+pandas, reports (:func:`ledgercache.report.write_report`) need matplotlib and markdown; each checks for them before
 it does any work and raises :class:`~ledgercache.errors.MissingDependencyError`, naming the extra.
 """
 
@@ -14,7 +14,7 @@ from .errors import MissingDependencyError
 LAB_INSTALL = 'pip install "ledgercache[lab]"'
 
 SPARK = ("pyspark", "pandas")  # pandas: what Spark's mapInArrow checks for
-REPORT = ("matplotlib",)
+REPORT = ("matplotlib", "markdown")
 
 
 def require(what: str, modules: tuple[str, ...] | list[str]) -> None:

@@ -10,6 +10,7 @@ broker runs, the topics, the notes. Designs are named as operators know them (``
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .report_common import MIB, design_label, format_size as _size, md_escape
@@ -26,9 +27,9 @@ BEHIND_SECONDS = 10
 
 
 def _labels() -> dict[str, str]:
-    import ledgercache as lc
+    from .report_common import _designs
 
-    return {d["name"]: design_label(d["name"]) for d in lc.designs()}
+    return {d["name"]: design_label(d["name"]) for d in _designs()}
 
 
 def _ratio(v: float | None) -> str:
@@ -127,7 +128,7 @@ def _topic_rows(c: "Calibration") -> list[dict[str, Any]]:
     """Topics ranked by the reads most likely to reach storage: dispatch of the subscriptions
     whose backlog is more than :data:`BEHIND_SECONDS` of publishing (their reads run behind the
     tail, where a cache holds least). The lab counts cache misses broker-wide, not per topic."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for t in c.stats.topics:
         behind = [s for s in t.subscriptions if s.msg_backlog > max(1.0, BEHIND_SECONDS * t.msg_rate_in)]
         rows.append({"topic": t.name, "rate_in": t.msg_rate_in, "rate_out": t.msg_rate_out,
@@ -138,7 +139,7 @@ def _topic_rows(c: "Calibration") -> list[dict[str, Any]]:
     return rows
 
 
-def render(c: "Calibration", markdown: bool, top: int | None = TOP_TOPICS, plots: list[tuple[str, str]] = ()) -> list[str]:
+def render(c: "Calibration", markdown: bool, top: int | None = TOP_TOPICS, plots: Sequence[tuple[str, str]] = ()) -> list[str]:
     """The calibration as lines of text (``markdown=False``: for the terminal, ``top`` topics) or
     Markdown (every topic; ``plots`` as ``(title, file name)`` pairs to show)."""
     labels = _labels()

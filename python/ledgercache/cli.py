@@ -704,7 +704,7 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
     out = Path(args.output)
     # Everything a name can get wrong is found before anything runs: a misspelt scenario, a spec's
     # bad key, a missing trace, an output directory that is not ours.
-    plan = []
+    plan: list[tuple[str, dict | None, list[int]]] = []
     for name in scenarios:
         if _is_trace(lc, name):
             if not Path(name).exists():
@@ -713,8 +713,8 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
             plan.append((name, None, _sizes(lc, args, None)))
         else:
             with _naming_spec(lc, name):
-                spec = _spec_with(lc, name, args)
-            plan.append((name, spec, _sizes(lc, args, name)))
+                named_spec = _spec_with(lc, name, args)
+            plan.append((name, named_spec, _sizes(lc, args, name)))
     check_output_dir(out, args.force, REPORT_OUTPUTS + (("publish_delays.parquet",) if with_throttling else ()))
     if len({tuple(z) for _, _, z in plan}) == 1:
         print(sizes_line(plan[0][2]), flush=True)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable
 
@@ -43,7 +42,6 @@ def format_mib_rate(bytes_per_second: float) -> str:
     return f"{v:,.0f} MiB/s" if v >= 100 else f"{v:.1f} MiB/s" if v >= 1 else f"{v:.2f} MiB/s"
 
 
-@functools.lru_cache(maxsize=1)
 def _designs() -> tuple[dict, ...]:
     from . import _native
 

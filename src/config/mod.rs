@@ -103,7 +103,7 @@ pub struct BrokerConfReport {
 /// Pulsar's default cache size for a JVM with `direct_memory_bytes` of direct memory: a fifth of
 /// it in whole MiB, at least 64 MiB (`ServiceConfiguration.managedLedgerCacheSizeMB`).
 pub fn default_cache_size_bytes(direct_memory_bytes: u64) -> u64 {
-    (direct_memory_bytes / 5 >> 20).max(64) << 20
+    ((direct_memory_bytes / 5) >> 20).max(64) << 20
 }
 
 /// The entry cache's settings. Build with [`CacheConfig::default`] and [`CacheConfig::set`], which
@@ -875,7 +875,7 @@ mod tests {
         assert!(report.warnings[0].starts_with("managedLedgerCacheSizeMB is empty"));
         // With the direct memory, the cache is a fifth of it in whole MiB, at least 64 MiB.
         let (c, report) = CacheConfig::from_broker_conf(keys, false, Some(4 << 30)).unwrap();
-        assert_eq!(c.cache_size_bytes, (4 << 30) / 5 >> 20 << 20);
+        assert_eq!(c.cache_size_bytes, ((4 << 30) / 5) >> 20 << 20);
         assert!(report.warnings.is_empty());
         let (c, _) = CacheConfig::from_broker_conf([], false, Some(100 << 20)).unwrap();
         assert_eq!(c.cache_size_bytes, 64 << 20);
