@@ -24,7 +24,7 @@ import time
 import zipfile
 from pathlib import Path
 
-LAB = ("pyspark", "pandas", "matplotlib")
+LAB = ("pyspark", "pandas", "matplotlib", "markdown")
 
 
 def check(ok: bool, what: str) -> None:
@@ -78,7 +78,7 @@ def main() -> None:
     print(f"== installed into a bare virtual environment ({sys.prefix})")
     installed = sorted(d.metadata["Name"].lower() for d in importlib.metadata.distributions())
     print(f"  distributions: {', '.join(installed)}")
-    check(not set(LAB) & set(installed), "no lab extra installed (pyspark, pandas, matplotlib)")
+    check(not set(LAB) & set(installed), "no lab extra installed (pyspark, pandas, matplotlib, markdown)")
     requires = importlib.metadata.requires("ledgercache") or []
     core = {re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in requires if "extra ==" not in r}
     print(f"  declared dependencies: {', '.join(sorted(core))}")

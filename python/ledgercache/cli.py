@@ -1020,12 +1020,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _needs(args) -> tuple[str, ...]:
-    """The optional modules (the ``lab`` extra) a command needs: matplotlib for a report, pyspark
+    """The optional modules (the ``lab`` extra) a command needs: matplotlib and markdown for a report, pyspark
     and pandas for a Spark run. Checked before the command computes anything."""
     from . import _extras
 
     spark = _uses_spark(args)
-    report = args.command in ("compare", "sweep", "demo")
+    report = args.command in ("compare", "sweep", "demo") or (args.command == "calibrate" and bool(args.output))
     return (_extras.REPORT if report else ()) + (_extras.SPARK if spark else ())
 
 

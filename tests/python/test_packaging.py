@@ -17,7 +17,7 @@ from ledgercache import _extras, cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(lc.__file__).resolve().parent
-LAB_MODULES = ("pyspark", "pandas", "matplotlib")
+LAB_MODULES = ("pyspark", "pandas", "matplotlib", "markdown")
 tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
 
 
@@ -76,7 +76,7 @@ def test_lazy_imports_are_declared_and_checked_for_with_a_clear_error():
     lab_only = {m for m in lazy if _distribution(m) not in core}
     assert lab_only <= set(_extras.SPARK + _extras.REPORT), "a lab module without a MissingDependencyError check"
     assert set(LAB_MODULES) <= {_distribution(m) for m in _extras.SPARK + _extras.REPORT}
-    assert {"pyspark", "pandas", "matplotlib"} <= lab
+    assert {"pyspark", "pandas", "matplotlib", "markdown"} <= lab
 
 
 BLOCK = """
@@ -112,7 +112,7 @@ def test_import_ledgercache_loads_no_lab_module(tmp_path):
     assert r.returncode == 0, r.stderr
     assert list(tmp_path.iterdir()) == []
     assert r.stdout.strip() == (
-        'ledgercache.report.write_report needs matplotlib (not installed); install the lab extra: '
+        'ledgercache.report.write_report needs matplotlib, markdown (not installed); install the lab extra: '
         'pip install "ledgercache[lab]"'
     )
 
@@ -136,6 +136,8 @@ def test_import_ledgercache_with_the_lab_installed_loads_no_lab_module():
         (["compare", "seek-storm"], ["pyspark", "pandas"], "pyspark, pandas (not installed)"),
         (["compare", "seek-storm"], ["matplotlib", "pandas"], "matplotlib, pandas (not installed)"),
         (["demo"], ["matplotlib"], "matplotlib (not installed)"),
+        (["demo"], ["markdown"], "markdown (not installed)"),
+        (["calibrate", "--stats", "s.json", "--metrics", "m.txt"], ["markdown"], "markdown (not installed)"),
         (["generate", "seek-storm", "--spark"], ["pyspark"], "pyspark (not installed)"),
         (["replay", "trace.parquet", "--spark"], ["pandas"], "pandas (not installed)"),
     ],
