@@ -772,7 +772,10 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
     if publish is not None:
         for r in publish.to_pylist():
             print(f"publish {r['mode']:<18} {r['topic']:<6} p99 {r['p99_ms']:9.1f} ms  own throttles {r['throttles']}")
-    print(f"report: {out / 'report.md'} (and report.html, PNG plots, summary.parquet, timeseries.parquet)")
+    # Last, where the terminal leaves it in view: the answer.
+    print()
+    print(lc.report.answer_text(summary, series, target))
+    print(f"report: {out / 'report.html'} (and report.md, PNG plots, summary.parquet, timeseries.parquet)")
 
 
 def cmd_compare(args) -> None:

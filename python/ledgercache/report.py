@@ -26,7 +26,8 @@ from .report_common import MIB, broker_designs, design_label, design_order, form
 from .report_html import CSS, html_page, markdown_table, write_page
 from .report_plots import design_style, legend_below, plot_by_size, plot_over_time, size_axis
 
-__all__ = ["write_report", "comparison_text", "smallest_sizes", "sweep_text", "answer_markdown", "run_seconds",
+__all__ = ["write_report", "comparison_text", "smallest_sizes", "sweep_text", "answer_markdown", "answer_text",
+           "run_seconds",
            "html_page", "write_page", "markdown_table", "plot_by_size", "plot_over_time", "design_style",
            "size_axis", "legend_below", "design_label", "format_size", "CSS", "REQUIRES"]
 
@@ -332,6 +333,34 @@ def answer_markdown(summary: pa.Table, series: pa.Table | None = None, target_hi
         lines += overview_lines(scenarios, target_hit_ratio)
     for scenario, rows, d in scenarios:
         lines += answer_lines(scenario, rows, d, target_hit_ratio)
+    return "\n".join(lines)
+
+
+def answer_text(summary: pa.Table, series: pa.Table | None = None, target_hit_ratio: float | None = None) -> str:
+    """The answer in plain lines for the terminal (what ``compare``, ``sweep`` and ``demo`` print
+    last): per scenario the design and size to run (:func:`answer_markdown`'s choice) beside Pulsar
+    4.0's cache at that size."""
+    from .report_answer import Rates, _at, design_points, recommend
+
+    lines = ["The answer (only designs a Pulsar broker runs are recommended; the report has the detail):"]
+    for scenario in _scenarios(summary):
+        rows, rates = _rows(summary, scenario), Rates(run_seconds(series, scenario))
+        rec = recommend(design_points(rows, target_hit_ratio), target_hit_ratio) if rows else None
+        if rec is None:
+            lines.append(f"  {scenario}: no design a broker runs was replayed")
+            continue
+        run = rec["run"]
+        size = format_size(run["cache_size_bytes"])
+        why = (f"does not reach {target_hit_ratio:g}" if target_hit_ratio is not None and not rec["reached"]
+               else f"reaches {target_hit_ratio:g}" if target_hit_ratio is not None
+               else "still gaining at the largest size" if rec.get("still_gaining") else "where it stops gaining")
+        line = (f"  {scenario}: {design_label(run['strategy'])} at {size} ({why}): hit ratio {run['hit_ratio']:.3f}, "
+                f"{rates.both(run['misses'], run['storage_read_bytes'])} from storage")
+        other = None if run["strategy"] == "legacy" else _at(rows, "legacy", run["cache_size_bytes"])
+        if other is not None:
+            line += (f"; {design_label('legacy')} there {other['hit_ratio']:.3f}, "
+                     f"{rates.both(other['misses'], other['storage_read_bytes'])}")
+        lines.append(line)
     return "\n".join(lines)
 
 

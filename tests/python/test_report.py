@@ -298,3 +298,19 @@ def test_a_design_still_gaining_at_the_largest_size_says_so():
     text = report.answer_markdown(summary)
     assert "with at least 256 MiB" in _recommendations(text)[0] and "still gaining" in text
     assert f"{LABELS['pip430']} against {LABELS['legacy']}: not both replayed" in text
+
+
+def test_the_terminal_ends_with_the_answer(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "ledgercache.cli", "compare", "--local", "seek-storm", "-o",
+                        str(tmp_path / "out"), "--cache-size", "8MiB", "--cache-size", "64MiB", "--duration-minutes",
+                        "0.1", "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    tail = r.stdout.strip().splitlines()[-3:]
+    assert tail[0].startswith("The answer")
+    assert tail[1].startswith("  seek-storm: ") and "Pulsar 4.0 cache there" in tail[1]
+    labels = {d["label"] for d in lc.designs() if d["role"] == "broker"}
+    assert any(tail[1].startswith(f"  seek-storm: {label} at ") for label in labels)
+    assert tail[2].startswith("report: ")
