@@ -265,24 +265,28 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     # rather than generating it once more for the summary.
     summary = _bw.Summary(since_us=window[0] * 1_000_000, until_us=window[1] * 1_000_000)
 
-    def run(configs: list[Any], trace: Any = lambda: _workload.stream(spec, seed)) -> list[Prediction]:
-        _, series = lc.replay(trace, configs, with_timeseries=True)
+    def run(configs: list[Any], trace: Any = lambda: _workload.stream(spec, seed)) -> list[tuple[Prediction, int]]:
+        """Each configuration's prediction and the peak bytes its cache held."""
+        result, series = lc.replay(trace, configs, with_timeseries=True)
+        peaks = result.column("peak_cache_bytes").to_pylist()
         out = []
         for i, c in enumerate(configs):
             reads, hits = _bw.window_counts(series, window, i)
-            out.append(Prediction(c.strategy, c.cache_size_bytes, hits / reads if reads else None,
-                                  reads / seconds, (reads - hits) / seconds))
+            out.append((Prediction(c.strategy, c.cache_size_bytes, hits / reads if reads else None,
+                                   reads / seconds, (reads - hits) / seconds), peaks[i]))
         return out
 
-    runs = run([config] + [config.replace(strategy=d, cache_size_bytes=s) for d in designs for s in sizes],
-               _bw.tee(lambda: _workload.stream(spec, seed), summary))
-    current, sweep = runs[0], runs[1:]
+    sweeper = _Sweep(config, run)
+    # The broker's own configuration is the sweep's design at its size, in the same passes.
+    first = _bw.tee(lambda: _workload.stream(spec, seed), summary)
+    current, *sweep = sweeper.predict([(design, config.cache_size_bytes)] + [(d, s) for d in designs for s in sizes],
+                                      first)
     widened: list[str] = []
     for _ in range(MAX_WIDENINGS if widen else 0):
         extra = _widening(sweep, margin)
         if not extra:
             break
-        sweep += run([config.replace(strategy=d, cache_size_bytes=s) for d, s in extra])
+        sweep += sweeper.predict(extra)
         widened += [f"{d} at {s >> 20} MiB" for d, s in extra]
     if widened:
         notes.append(f"the sweep was widened where a design's answer sat on its edge ({len(widened)} runs added: "
@@ -303,6 +307,71 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
                        mismatches=tuple(cross_check(stats, observed)), fit=fit, references=references,
                        entry_bytes=entry_bytes, design_source=design_source, size_source=size_source,
                        version=observed.version)
+
+
+#: A run whose cache never held more than this share of its size evicted nothing for size: every
+#: design evicts for size only past its trigger (PIP-430 and Pulsar 4.0 at 0.98 of the size, LRU
+#: and Belady when full, PIP-174's ring when it wraps, a segment before the end), so the same
+#: design at any size this share covers replays the same, and is not replayed again.
+UNFILLED_SHARE = 0.5
+
+
+class _Sweep:
+    """Predictions for (design, size) pairs, replaying only what could differ: first each design
+    at its largest size asked for, then only the smaller sizes its cache filled enough to evict
+    for size (:data:`UNFILLED_SHARE`); the others take the largest size's figures. A sweep over a
+    broker whose cache holds a second of traffic replays each design once, not once a size."""
+
+    def __init__(self, config: Any, run: Any) -> None:
+        self._config, self._run = config, run
+        # design -> (the peak bytes of a run that evicted nothing for size, its prediction)
+        self._unfilled: dict[str, tuple[int, Prediction]] = {}
+        self.replayed = 0
+
+    def _known(self, design: str, size: int) -> Prediction | None:
+        seen = self._unfilled.get(design)
+        if seen is None or seen[0] > UNFILLED_SHARE * size:
+            return None
+        p = seen[1]
+        return Prediction(design, size, p.hit_ratio, p.reads_per_second, p.storage_reads_per_second)
+
+    def _replay(self, pairs: list[tuple[str, int]], trace: Any = None) -> dict[tuple[str, int], Prediction]:
+        configs = [self._config.replace(strategy=d, cache_size_bytes=s) for d, s in pairs]
+        results = self._run(configs) if trace is None else self._run(configs, trace)
+        self.replayed += len(configs)
+        out = {}
+        for (d, s), (p, peak) in zip(pairs, results):
+            if peak <= UNFILLED_SHARE * s and (d not in self._unfilled or peak < self._unfilled[d][0]):
+                self._unfilled[d] = (peak, p)
+            out[d, s] = p
+        return out
+
+    def predict(self, pairs: list[tuple[str, int]], trace: Any = None) -> list[Prediction]:
+        """Each pair's prediction, in order; ``trace`` (the first pass's, which must be read) or a
+        fresh stream of the workload."""
+        done: dict[tuple[str, int], Prediction] = {}
+        todo = []
+        for pair in dict.fromkeys(pairs):
+            known = self._known(*pair)
+            if known is None:
+                todo.append(pair)
+            else:
+                done[pair] = known
+        tops: dict[str, int] = {}
+        for d, s in todo:
+            tops[d] = max(s, tops.get(d, 0))
+        if tops or trace is not None:
+            done.update(self._replay(sorted(tops.items()), trace))
+        rest = []
+        for pair in todo:
+            known = None if pair in done else self._known(*pair)
+            if known is not None:
+                done[pair] = known
+            elif pair not in done:
+                rest.append(pair)
+        if rest:
+            done.update(self._replay(rest))
+        return [done[pair] for pair in pairs]
 
 
 def _entry_bytes(stats: _stats.BrokerStats, cache: _metrics.CacheMetrics) -> float:

@@ -405,3 +405,44 @@ def test_stats_and_metrics_of_different_brokers_are_said_to_disagree():
 def test_the_default_sweep_is_in_whole_mib_around_the_current_size():
     assert lc.calibrate.default_sizes(409 * MIB) == [m * MIB for m in (51, 102, 204, 409, 818, 1636)]
     assert lc.calibrate.default_sizes(4 * MIB) == [m * MIB for m in (1, 2, 4, 8, 16)]
+
+
+def test_a_sweep_replays_only_the_sizes_that_could_differ_and_gets_what_replaying_all_gives():
+    # A tailing subscription and one 20 s behind: an LRU cache under 80 MB misses the second's
+    # reads, a larger one holds them; PIP-430's TTL keeps its cache small at any size.
+    spec = {"testDurationMinutes": 1.0, "topicDetails": [
+        {"name": "persistent://t/ns/a", "producerRate": 4000, "messageSize": 1024, "subscriptions": [
+            {"name": "tail", "type": "Exclusive", "consumerRates": [4800]},
+            {"name": "behind", "type": "Exclusive", "consumerRates": [4000], "startSeconds": 20}]}]}
+    stats, observed = bw.dump(spec, lc.CacheConfig(cache_size_bytes=16 * MIB, strategy="lru"), seed=3)
+    sizes = [2 * MIB, 8 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB]
+    designs = ["pip430", "legacy", "lru"]
+    replayed = []
+    real = lc.calibrate._Sweep._replay
+
+    def counting(self, pairs, trace=None):
+        replayed.extend(pairs)
+        return real(self, pairs, trace)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(lc.calibrate._Sweep, "_replay", counting):
+        result = lc.calibrate.calibrate(stats, lc.metrics.BrokerMetrics(cache=observed),
+                                        broker_conf={"managedLedgerCacheSizeMB": "16"}, design="pip430",
+                                        designs=designs, sizes=sizes, test_duration_minutes=0.3, widen=False, seed=5)
+    # Every (design, size) replayed on its own gives the figures the sweep reports.
+    spec_run = result.spec
+    configs = [lc.CacheConfig(cache_size_bytes=s, strategy=d, memory_model=False) for d in designs for s in sizes]
+    _, series = lc.replay(lambda: lc.workload.stream(spec_run, 5), configs, with_timeseries=True)
+    window = bw.window_seconds(spec_run)
+    got = {(p.strategy, p.cache_size_bytes): p for p in result.sweep}
+    for i, c in enumerate(configs):
+        reads, hits = bw.window_counts(series, window, i)
+        p = got[c.strategy, c.cache_size_bytes]
+        assert p.hit_ratio == (hits / reads if reads else None), (c.strategy, c.cache_size_bytes)
+    lru = [got["lru", s].hit_ratio for s in sizes]
+    assert lru[0] < 0.7 and lru[-1] == 1.0, lru  # the sizes differ: a copied figure would be caught
+    # ... while the sizes a design's cache never half filled were not replayed.
+    assert len(replayed) < len(configs), replayed
+    assert ("lru", 2 * MIB) in replayed, replayed  # a size the cache filled is replayed
+    assert ("pip430", 1024 * MIB) in replayed and ("pip430", 256 * MIB) not in replayed
