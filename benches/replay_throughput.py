@@ -11,8 +11,12 @@ Timings on a shared machine are noisy, and its speed drifts over minutes: each l
 measured again beside it, its rounds alternating with the line's, so that a line and its anchor
 see the same machine; each timing is the best of ROUNDS runs. Two lines replay with the memory
 model off (`memory_model=False`, hit ratios only); one replays `pip430` with a 2 GiB cache whose
-entries live 30 s (millions of cached entries and live buffers); the last two read the trace from
-a Parquet file, as libCacheSim reads its own.
+entries live 30 s (millions of cached entries and live buffers); two read the trace from
+a Parquet file, as libCacheSim reads its own. The last two replay a Key_Shared trace
+(`key-shared-slow-consumer`, 23 minutes: 2.1 M rows, producer batches read by several consumers)
+with lc.replay's defaults (a 1 GiB cache and the memory model; `lru`, then the default design) in
+cache requests/s beside libCacheSim's LRU on its request stream, and say what the memory model
+costs: the time over that of the same replay with `memory_model=False`.
 Run: .venv/bin/python benches/replay_throughput.py [minutes of trace, default 2.5]"""
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ PIP430_GOAL = 6e6
 # Every timing here, libCacheSim's and lc.replay's alike, is the best of this many runs: a single
 # run on a shared machine moves by several percent from one run to the next.
 ROUNDS = 2
+# The Key_Shared trace's length, and the goal for the memory model's cost: a replay with it takes at
+# most this many times the time of one without (issue 58).
+KEY_SHARED_MINUTES = 23
+MEMORY_MODEL_GOAL = 1.3
 # Each strategy's anchor in libCacheSim and the goal, as a fraction of the anchor's requests/s.
 GOALS = {
     "lru": ("LRU", 1.0),
@@ -147,6 +155,38 @@ def main() -> None:
             rate = events / took
             print(f"{strategy + ' (Parquet file)':<12} {rate / 1e6:5.1f} M events/s vs libCacheSim LRU {anchor / 1e6:5.1f} M/s: "
                   f"{rate / anchor:4.2f}x (no goal; reading the file included, as libCacheSim's)")
+
+    key_shared_defaults()
+
+
+def key_shared_defaults() -> None:
+    """lc.replay with its defaults over a Key_Shared trace, in cache requests/s beside libCacheSim's
+    LRU (same cache size) on the same requests, and beside itself without the memory model."""
+    spec = {**lc.workload.SCENARIOS["key-shared-slow-consumer"], "testDurationMinutes": KEY_SHARED_MINUTES}
+    trace = lc.workload.generate(spec, seed=1)
+    cache_bytes = lc.CacheConfig().cache_size_bytes
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "requests.oracleGeneral.bin"
+        requests = lc.export_requests(trace, lc.CacheConfig(), path)
+        print(f"Key_Shared trace: {trace.num_rows:,} rows, {requests:,} cache requests, "
+              f"a {cache_bytes >> 30} GiB cache (lc.replay's default)")
+        for strategy in ("lru", lc.CacheConfig().strategy):
+            took = {True: float("inf"), False: float("inf")}
+            anchor = 0.0
+            for _ in range(ROUNDS):
+                anchor = max(anchor, libcachesim_round(path, requests, "LRU", cache_bytes)[0])
+                for memory_model in (True, False):
+                    config = lc.CacheConfig(strategy=strategy, memory_model=memory_model)
+                    start = time.perf_counter()
+                    lc.replay(trace, config)
+                    took[memory_model] = min(took[memory_model], time.perf_counter() - start)
+            rate, engine_only = requests / took[True], requests / took[False]
+            cost = took[True] / took[False]
+            wanted = (f"goal <= {MEMORY_MODEL_GOAL:g}x: {'met' if cost <= MEMORY_MODEL_GOAL else 'NOT met'}"
+                      if strategy == "lru" else "no goal")
+            print(f"{strategy + ' (defaults)':<12} {rate / 1e6:5.1f} M requests/s vs libCacheSim LRU {anchor / 1e6:5.1f} M/s: "
+                  f"{rate / anchor:4.2f}x; memory_model=False {engine_only / 1e6:5.1f} M/s ({engine_only / anchor:4.2f}x): "
+                  f"the memory model costs {cost:4.2f}x ({wanted})")
 
 
 if __name__ == "__main__":

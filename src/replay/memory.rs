@@ -6,8 +6,8 @@
 //! trace time, how many bytes the cached entries really retain.
 
 use super::strategy::{CacheStrategy, EntryKey};
-use crate::fast_hash::FastMap;
 use crate::position::Position;
+use crate::prefetch::prefetch;
 use std::collections::VecDeque;
 
 /// Netty's `AdaptiveRecvByteBufAllocator` size table: 16..=496 by 16, then powers of two.
@@ -103,7 +103,7 @@ impl EntryRuns {
 
     /// Drops the uncached entries in front (entries leave mostly oldest first) and says whether
     /// one is still cached.
-    fn any_cached(&mut self, cached: impl Fn(EntryKey) -> bool) -> bool {
+    fn any_cached(&mut self, mut cached: impl FnMut(EntryKey) -> bool) -> bool {
         while let Some(run) = &mut self.first {
             loop {
                 if cached(run.key(run.first)) {
@@ -144,7 +144,8 @@ struct Buffer {
     live: bool,
     /// Entries arrived, or its front entry left the cache, since the last sample: check it.
     dirty: bool,
-    /// The next live buffer with the same front entry (see `MemoryModel::by_front`).
+    /// While following: the next live buffer with the same front entry (see
+    /// `MemoryModel::following`).
     next_same_front: usize,
     /// The sample that last saw it open (a topic's burst still fills it).
     open_at: u64,
@@ -175,12 +176,15 @@ pub struct MemoryModel {
     /// The design notes the removal of the entries the model watches (see
     /// [`CacheStrategy::report_removals`]), so the model can follow it.
     can_follow: bool,
-    /// While following: each live buffer by its front entry (a chain through
-    /// `next_same_front`), each front watched, so that a sample checks only the buffers whose
-    /// front left and those that got entries. Otherwise a sample checks every live buffer. Which
-    /// one costs less depends on how long buffers live ([`MemoryModel::choose_how_to_sample`]).
-    by_front: Option<FastMap<EntryKey, usize>>,
-    removed: Vec<EntryKey>,
+    /// Following: the design watches each live buffer's front entry, the removal of which it
+    /// reports by the buffer's slot (its token), so that a sample checks only the buffers whose
+    /// front left and those that got entries. Live buffers with one front are chained through
+    /// `next_same_front` from the one whose token the design keeps. Otherwise a sample checks
+    /// every live buffer, and nothing is watched. Which one costs less depends on how long
+    /// buffers live ([`MemoryModel::choose_how_to_sample`]).
+    following: bool,
+    /// The tokens of the fronts that left, as [`CacheStrategy::take_removed`] gives them.
+    removed: Vec<u32>,
     /// Buffers live at the last sample.
     live: usize,
     /// Buffers that got entries since the last sample.
@@ -213,7 +217,7 @@ impl MemoryModel {
             dirty: Vec::new(),
             idle: Vec::new(),
             can_follow: false,
-            by_front: None,
+            following: false,
             removed: Vec::new(),
             live: 0,
             grown: 0,
@@ -352,38 +356,42 @@ impl MemoryModel {
             }
         }
         if self.can_follow {
-            // Taken while not following too: the fronts watched when it followed last still
-            // leave, and are noted.
+            // Taken while not following too: a design that notes removals by key notes those of
+            // entries watched before, and forgets them here.
             cache.take_removed(&mut self.removed);
         }
-        match &mut self.by_front {
-            Some(by_front) => {
-                for key in self.removed.drain(..) {
-                    let mut b = by_front.remove(&key).unwrap_or(NONE);
-                    while b != NONE {
-                        let buffer = &mut self.buffers[b];
-                        buffer.live = false;
-                        self.live -= 1;
-                        self.retained -= buffer.capacity;
-                        if !buffer.dirty {
-                            buffer.dirty = true;
-                            self.dirty.push(b);
-                        }
-                        b = std::mem::replace(&mut buffer.next_same_front, NONE);
+        if self.following {
+            for i in 0..self.removed.len() {
+                // A buffer whose front left was checked a second or more ago: it misses the CPU's
+                // caches, and is loaded a few removals ahead.
+                if let Some(&ahead) = self.removed.get(i + LOOKUP_AHEAD) {
+                    prefetch(std::ptr::from_ref(&self.buffers[ahead as usize]).cast());
+                }
+                let mut b = self.removed[i] as usize;
+                while b != NONE {
+                    let buffer = &mut self.buffers[b];
+                    debug_assert!(buffer.live, "a token names a live buffer, once");
+                    buffer.live = false;
+                    self.live -= 1;
+                    self.retained -= buffer.capacity;
+                    if !buffer.dirty {
+                        buffer.dirty = true;
+                        self.dirty.push(b);
                     }
+                    b = std::mem::replace(&mut buffer.next_same_front, NONE);
                 }
             }
-            None => {
-                self.removed.clear();
-                self.live = 0;
-                for (b, buffer) in self.buffers.iter_mut().enumerate() {
-                    if buffer.live {
-                        buffer.live = false;
-                        self.retained -= buffer.capacity;
-                        if !buffer.dirty {
-                            buffer.dirty = true;
-                            self.dirty.push(b);
-                        }
+            self.removed.clear();
+        } else {
+            self.removed.clear();
+            self.live = 0;
+            for (b, buffer) in self.buffers.iter_mut().enumerate() {
+                if buffer.live {
+                    buffer.live = false;
+                    self.retained -= buffer.capacity;
+                    if !buffer.dirty {
+                        buffer.dirty = true;
+                        self.dirty.push(b);
                     }
                 }
             }
@@ -412,12 +420,24 @@ impl MemoryModel {
             if buffer.live {
                 continue; // only got entries: its front is still cached
             }
-            if buffer.entries.any_cached(|key| cache.contains(key)) {
+            // While following, the check watches the entry it finds cached, in the same lookup:
+            // the one its front is then.
+            let mut head = None;
+            let cached = if self.following {
+                let token = token(b);
+                buffer.entries.any_cached(|key| {
+                    head = cache.watch_removal(key, token);
+                    head.is_some()
+                })
+            } else {
+                buffer.entries.any_cached(|key| cache.contains(key))
+            };
+            if cached {
                 buffer.live = true;
                 self.live += 1;
                 self.retained += buffer.capacity;
-                if let Some(by_front) = &mut self.by_front {
-                    follow_front(by_front, buffer, b, cache);
+                if let Some(head) = head {
+                    self.chain(b, head as usize);
                 }
             } else if buffer.open_at == now {
                 idle.push(b);
@@ -448,38 +468,51 @@ impl MemoryModel {
         /// Check every buffer again once they are fewer than this many times.
         const CHECK_BELOW: usize = 2;
         let grown = std::mem::take(&mut self.grown);
-        let follow = match self.by_front {
-            None => {
-                self.can_follow
-                    && self.live >= FOLLOW_FROM
-                    && self.live > FOLLOW_ABOVE.saturating_mul(grown)
-            }
-            Some(_) => self.live >= CHECK_BELOW.saturating_mul(grown),
+        let follow = if self.following {
+            self.live >= CHECK_BELOW.saturating_mul(grown)
+        } else {
+            self.can_follow
+                && self.live >= FOLLOW_FROM
+                && self.live > FOLLOW_ABOVE.saturating_mul(grown)
         };
         #[cfg(test)]
         let follow = self.switching_at_random.as_mut().map_or(follow, |state| {
             crate::replay::strategy::xorshift(state) % 3 != 0 && self.can_follow
         });
-        match (&self.by_front, follow) {
-            (None, true) => {
-                // Every live buffer was just checked: its front is cached.
-                let mut by_front = FastMap::default();
-                for (b, buffer) in self.buffers.iter_mut().enumerate() {
-                    if buffer.live {
-                        follow_front(&mut by_front, buffer, b, cache);
-                    }
-                }
-                self.by_front = Some(by_front);
+        if follow == self.following {
+            return;
+        }
+        self.following = follow;
+        // Every live buffer was just checked: its front is cached.
+        for b in 0..self.buffers.len() {
+            let buffer = &mut self.buffers[b];
+            if !buffer.live {
+                continue;
             }
-            (Some(_), false) => self.by_front = None,
-            _ => {}
+            let front = buffer.entries.front().expect("a cached entry");
+            if follow {
+                let head = cache.watch_removal(front, token(b));
+                self.chain(b, head.expect("a live buffer's front is cached") as usize);
+            } else {
+                cache.unwatch(front);
+                buffer.next_same_front = NONE;
+            }
         }
     }
 
     /// Whether the samples follow the design's removals now.
     #[cfg(test)]
     fn follows(&self) -> bool {
-        self.by_front.is_some()
+        self.following
+    }
+
+    /// Chains live buffer `b`, whose front the design now watches by the token of buffer `head`
+    /// (`b` itself, or the first live buffer found with that front), behind `head`.
+    fn chain(&mut self, b: usize, head: usize) {
+        if head != b {
+            let next = std::mem::replace(&mut self.buffers[head].next_same_front, b);
+            self.buffers[b].next_same_front = next;
+        }
     }
 
     fn release(&mut self, b: usize) {
@@ -489,17 +522,9 @@ impl MemoryModel {
     }
 }
 
-/// Chains live buffer `b` under its front entry, which is cached, and has `cache` watch that
-/// entry's removal: what following a buffer takes.
-fn follow_front<S: CacheStrategy + ?Sized>(
-    by_front: &mut FastMap<EntryKey, usize>,
-    buffer: &mut Buffer,
-    b: usize,
-    cache: &mut S,
-) {
-    let front = buffer.entries.front().expect("a cached entry");
-    buffer.next_same_front = by_front.insert(front, b).unwrap_or(NONE);
-    cache.watch_removal(front);
+/// Buffer `b`'s token for the design (see [`CacheStrategy::watch_removal`]).
+fn token(b: usize) -> u32 {
+    u32::try_from(b).expect("fewer than 2^32 buffers (100 bytes each)")
 }
 
 #[cfg(test)]
@@ -673,10 +698,15 @@ mod tests {
         fn report_removals(&mut self) -> bool {
             self.inner.report_removals()
         }
-        fn watch_removal(&mut self, key: EntryKey) {
-            self.inner.watch_removal(key)
+        /// A question too: whether `key` is cached.
+        fn watch_removal(&mut self, key: EntryKey, token: u32) -> Option<u32> {
+            self.contains.set(self.contains.get() + 1);
+            self.inner.watch_removal(key, token)
         }
-        fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+        fn unwatch(&mut self, key: EntryKey) {
+            self.inner.unwatch(key)
+        }
+        fn take_removed(&mut self, out: &mut Vec<u32>) {
             self.inner.take_removed(out)
         }
     }
@@ -806,27 +836,50 @@ mod tests {
     }
 
     impl MemoryModel {
-        /// The model's own bookkeeping: `live` counts the live buffers, and while following each
-        /// live buffer is in exactly one chain, under its front entry.
-        fn check_bookkeeping(&self) {
+        /// The model's own bookkeeping, right after a sample: `live` counts the live buffers;
+        /// while following, each live buffer is in exactly one chain, of buffers with one front,
+        /// whose first buffer's token `cache` keeps for that front; otherwise no front is watched.
+        fn check_bookkeeping(&self, cache: &mut dyn CacheStrategy) {
+            // A token no buffer has: asked with it, the design tells the token it keeps.
+            const ASKING: u32 = u32::MAX - 1;
             let live: Vec<usize> = (0..self.buffers.len())
                 .filter(|&b| self.buffers[b].live)
                 .collect();
             assert_eq!(live.len(), self.live, "live buffers counted");
-            if let Some(by_front) = &self.by_front {
-                let mut chained = vec![0u32; self.buffers.len()];
-                for (front, &first) in by_front {
-                    let mut b = first;
-                    while b != NONE {
-                        chained[b] += 1;
-                        assert!(self.buffers[b].live, "a buffer in a chain is live");
-                        assert_eq!(self.buffers[b].entries.front(), Some(*front));
-                        b = self.buffers[b].next_same_front;
-                    }
-                }
+            let front = |b: usize| self.buffers[b].entries.front().expect("a live buffer");
+            if !self.following {
                 for &b in &live {
-                    assert_eq!(chained[b], 1, "live buffer {b} in one chain");
+                    assert_eq!(self.buffers[b].next_same_front, NONE);
+                    assert_eq!(cache.watch_removal(front(b), ASKING), Some(ASKING));
+                    cache.unwatch(front(b));
                 }
+                return;
+            }
+            let mut behind = vec![false; self.buffers.len()];
+            for &b in &live {
+                let next = self.buffers[b].next_same_front;
+                if next != NONE {
+                    behind[next] = true;
+                }
+            }
+            let mut chained = vec![0u32; self.buffers.len()];
+            for &first in live.iter().filter(|&&b| !behind[b]) {
+                let token = cache.watch_removal(front(first), ASKING);
+                assert_eq!(
+                    token,
+                    Some(first as u32),
+                    "the design keeps the first's token"
+                );
+                let mut b = first;
+                while b != NONE {
+                    chained[b] += 1;
+                    assert!(self.buffers[b].live, "a buffer in a chain is live");
+                    assert_eq!(front(b), front(first));
+                    b = self.buffers[b].next_same_front;
+                }
+            }
+            for &b in &live {
+                assert_eq!(chained[b], 1, "live buffer {b} in one chain");
             }
         }
     }
@@ -921,7 +974,7 @@ mod tests {
                 full.sample(cache),
                 "second {second}"
             );
-            following.check_bookkeeping();
+            following.check_bookkeeping(cache);
             switches += u32::from(followed != following.follows());
         }
         assert!(full.peak_retained > 0);

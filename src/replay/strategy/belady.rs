@@ -17,7 +17,7 @@
 
 use super::farthest_first::FarthestFirst;
 use super::largest_key_first::LargestKeyFirst;
-use super::{CacheStrategy, EntryKey, StrategyCounters};
+use super::{CacheStrategy, EntryKey, StrategyCounters, WatchTokens};
 use crate::fast_hash::FastMap;
 use std::cell::Cell;
 
@@ -491,6 +491,7 @@ struct Belady<I: ReadIndex> {
     /// Entries removed since the memory model last asked (when it asks: see
     /// [`CacheStrategy::report_removals`]).
     removed: Option<Vec<EntryKey>>,
+    tokens: WatchTokens,
 }
 
 impl<I: ReadIndex> Belady<I> {
@@ -508,6 +509,7 @@ impl<I: ReadIndex> Belady<I> {
             never_again: LargestKeyFirst::default(),
             counters: StrategyCounters::default(),
             removed: None,
+            tokens: WatchTokens::default(),
         }
     }
 
@@ -689,9 +691,18 @@ impl<I: ReadIndex> CacheStrategy for Belady<I> {
         true
     }
 
-    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+    fn watch_removal(&mut self, key: EntryKey, token: u32) -> Option<u32> {
+        self.place_of(&key)?;
+        Some(self.tokens.watch(key, token))
+    }
+
+    fn unwatch(&mut self, key: EntryKey) {
+        self.tokens.unwatch(key);
+    }
+
+    fn take_removed(&mut self, out: &mut Vec<u32>) {
         if let Some(removed) = &mut self.removed {
-            out.append(removed);
+            self.tokens.take(removed.drain(..), out);
         }
     }
 }

@@ -26,16 +26,19 @@ struct Cached {
     size: u32,
     /// When it was cached (time eviction compares it).
     inserted_ns: u64,
-    /// Its removal is noted (see [`CacheStrategy::watch_removal`]).
-    watched: bool,
+    /// The token its removal is noted by (see [`CacheStrategy::watch_removal`]), or
+    /// [`UNWATCHED`].
+    watch: u32,
 }
+
+const UNWATCHED: u32 = u32::MAX;
 
 #[derive(Default)]
 struct TopicCache {
     entries: BTreeMap<Position, Cached>,
     bytes: u64,
-    /// Watched entries removed since the memory model last asked.
-    watched_gone: Vec<Position>,
+    /// The tokens of the watched entries removed since the memory model last asked.
+    watched_gone: Vec<u32>,
 }
 
 impl TopicCache {
@@ -48,17 +51,17 @@ impl TopicCache {
             if !keep_going(p, v, freed) {
                 break;
             }
-            let (p, gone) = self.entries.pop_first().expect("non-empty");
-            freed += self.forget(p, gone);
+            let (_, gone) = self.entries.pop_first().expect("non-empty");
+            freed += self.forget(gone);
             n += 1;
         }
         (n, freed)
     }
 
     /// Accounts for an entry taken out of `entries`; returns its size.
-    fn forget(&mut self, p: Position, gone: Cached) -> u64 {
-        if gone.watched {
-            self.watched_gone.push(p);
+    fn forget(&mut self, gone: Cached) -> u64 {
+        if gone.watch != UNWATCHED {
+            self.watched_gone.push(gone.watch);
         }
         self.bytes -= u64::from(gone.size);
         u64::from(gone.size)
@@ -111,7 +114,7 @@ impl Legacy {
                 vacant.insert(Cached {
                     size,
                     inserted_ns: now,
-                    watched: false,
+                    watch: UNWATCHED,
                 });
                 t.bytes += size as u64;
                 self.total += size as u64;
@@ -186,7 +189,7 @@ impl CacheStrategy for Legacy {
         let (mut freed, removed) = (0, doomed.len() as u64);
         for p in doomed {
             let gone = t.entries.remove(&p).expect("listed");
-            freed += t.forget(p, gone);
+            freed += t.forget(gone);
         }
         self.total -= freed;
         self.counters.invalidated_entries += removed;
@@ -228,19 +231,25 @@ impl CacheStrategy for Legacy {
         true
     }
 
-    fn watch_removal(&mut self, key: EntryKey) {
+    fn watch_removal(&mut self, key: EntryKey, token: u32) -> Option<u32> {
+        let t = self.topics.get_mut(key.topic as usize)?;
+        let e = t.entries.get_mut(&key.position)?;
+        if e.watch == UNWATCHED {
+            e.watch = token;
+        }
+        Some(e.watch)
+    }
+
+    fn unwatch(&mut self, key: EntryKey) {
         let cached = self.topics.get_mut(key.topic as usize);
         if let Some(e) = cached.and_then(|t| t.entries.get_mut(&key.position)) {
-            e.watched = true;
+            e.watch = UNWATCHED;
         }
     }
 
-    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
-        for (topic, t) in self.topics.iter_mut().enumerate() {
-            out.extend(t.watched_gone.drain(..).map(|position| EntryKey {
-                topic: topic as u32,
-                position,
-            }));
+    fn take_removed(&mut self, out: &mut Vec<u32>) {
+        for t in &mut self.topics {
+            out.append(&mut t.watched_gone);
         }
     }
 }

@@ -14,8 +14,9 @@ struct Node {
     size: u32,
     prev: u32,
     next: u32,
-    /// Its removal is reported (see [`CacheStrategy::watch_removal`]).
-    watched: bool,
+    /// The token its removal is reported by ([`CacheStrategy::watch_removal`]), or [`NIL`]: in
+    /// the node, whose 40 bytes had room for it, the memory model needs no map of its fronts.
+    watch: u32,
 }
 
 pub struct Lru {
@@ -31,12 +32,12 @@ pub struct Lru {
     head: u32,
     tail: u32,
     counters: StrategyCounters,
-    /// Watched entries removed since the memory model last asked (when it asks: see
-    /// [`CacheStrategy::report_removals`]). Only the watched ones: the model wants the fronts of
-    /// its buffers, a few of the entries, and a report of every removal was about a twentieth of
-    /// the LRU replay's profile with the model (a key stored per removal, looked up at each
-    /// sample).
-    removed: Option<Vec<EntryKey>>,
+    /// The tokens of the watched entries removed since the memory model last asked (when it
+    /// asks: see [`CacheStrategy::report_removals`]). Only the watched ones: the model wants the
+    /// fronts of its buffers, a few of the entries, and a report of every removal was about a
+    /// twentieth of the LRU replay's profile with the model (a key stored per removal, looked up
+    /// at each sample).
+    removed: Option<Vec<u32>>,
 }
 
 fn hash_of(key: &EntryKey) -> u64 {
@@ -106,12 +107,12 @@ impl Lru {
         self.unlink(n);
         let node = &self.nodes[n as usize];
         self.used -= node.size as u64;
-        let (key, watched) = (node.key, node.watched);
+        let (key, watch) = (node.key, node.watch);
         if let Ok(slot) = self.index.find_entry(hash_of(&key), |&m| m == n) {
             slot.remove();
         }
-        if let (true, Some(removed)) = (watched, &mut self.removed) {
-            removed.push(key);
+        if let (true, Some(removed)) = (watch != NIL, &mut self.removed) {
+            removed.push(watch);
         }
         self.free.push(n);
     }
@@ -129,7 +130,7 @@ impl Lru {
             size,
             prev: NIL,
             next: NIL,
-            watched: false,
+            watch: NIL,
         };
         let n = match self.free.pop() {
             Some(n) => {
@@ -221,13 +222,22 @@ impl CacheStrategy for Lru {
         true
     }
 
-    fn watch_removal(&mut self, key: EntryKey) {
+    fn watch_removal(&mut self, key: EntryKey, token: u32) -> Option<u32> {
+        let n = self.find(&key)?;
+        let node = &mut self.nodes[n as usize];
+        if node.watch == NIL {
+            node.watch = token;
+        }
+        Some(node.watch)
+    }
+
+    fn unwatch(&mut self, key: EntryKey) {
         if let Some(n) = self.find(&key) {
-            self.nodes[n as usize].watched = true;
+            self.nodes[n as usize].watch = NIL;
         }
     }
 
-    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+    fn take_removed(&mut self, out: &mut Vec<u32>) {
         if let Some(removed) = &mut self.removed {
             out.append(removed);
         }
@@ -263,14 +273,21 @@ mod tests {
         for e in 0..3 {
             lru.admit(k(e), 10);
         }
-        lru.watch_removal(k(1));
-        lru.watch_removal(k(9)); // not cached: nothing to watch
+        assert_eq!(lru.watch_removal(k(1), 7), Some(7));
+        assert_eq!(lru.watch_removal(k(1), 8), Some(7), "the first token stays");
+        assert_eq!(lru.watch_removal(k(2), 9), Some(9));
+        lru.unwatch(k(2));
+        assert_eq!(
+            lru.watch_removal(k(9), 1),
+            None,
+            "not cached: nothing to watch"
+        );
         for e in 3..6 {
             lru.admit(k(e), 10); // evicts 0, 1 and 2
         }
         let mut removed = Vec::new();
         lru.take_removed(&mut removed);
-        assert_eq!(removed, [k(1)]);
+        assert_eq!(removed, [7]);
         // Cached again, the entry is a new one, unwatched until the model asks.
         lru.admit(k(1), 10);
         lru.on_ledger_deleted(0, 1);

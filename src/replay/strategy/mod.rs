@@ -120,11 +120,42 @@ pub trait CacheStrategy: Send {
     fn report_removals(&mut self) -> bool {
         false
     }
-    /// Once reporting: the memory model will want to hear when `key`, cached now, leaves (it is
-    /// the front entry of a live buffer). A design may then report only the entries it was asked
-    /// to watch, since the removal of any other concerns no buffer's front; reporting more changes
-    /// nothing but the work.
-    fn watch_removal(&mut self, _key: EntryKey) {}
-    /// Moves the entries that left since the last call into `out` (once reporting).
-    fn take_removed(&mut self, _out: &mut Vec<EntryKey>) {}
+    /// Once reporting: if `key` is cached, the memory model wants to hear when it leaves (it is
+    /// the front entry of a live buffer), by `token` (the buffer), so that it finds the buffer
+    /// without a map of its own: a design keeps the token with the entry where it can. Returns
+    /// the token the removal will be reported by: `token`, or the one an earlier call gave while
+    /// the entry stayed cached and watched (a front shared by two buffers); `None` if `key` is
+    /// not cached, as [`CacheStrategy::contains`] says, so that a check and its watch are one
+    /// lookup. A design may report only the entries it was asked to watch, since the removal of
+    /// any other concerns no buffer's front.
+    fn watch_removal(&mut self, _key: EntryKey, _token: u32) -> Option<u32> {
+        None
+    }
+    /// The model stops following the design: `key`'s removal is no longer wanted, and a later
+    /// [`CacheStrategy::watch_removal`] of it gives the token of that call.
+    fn unwatch(&mut self, _key: EntryKey) {}
+    /// Moves the tokens of the watched entries that left since the last call into `out` (once
+    /// reporting).
+    fn take_removed(&mut self, _out: &mut Vec<u32>) {}
+}
+
+/// The tokens of the watched entries (see [`CacheStrategy::watch_removal`]) of a design that
+/// notes removals by key, having no place for a token beside its entries.
+#[derive(Default)]
+pub(crate) struct WatchTokens(crate::fast_hash::FastMap<EntryKey, u32>);
+
+impl WatchTokens {
+    /// Watches `key`, which the design says is cached; the token its removal is reported by.
+    pub fn watch(&mut self, key: EntryKey, token: u32) -> u32 {
+        *self.0.entry(key).or_insert(token)
+    }
+
+    pub fn unwatch(&mut self, key: EntryKey) {
+        self.0.remove(&key);
+    }
+
+    /// The tokens of the watched entries among `gone`, the keys the design removed, into `out`.
+    pub fn take(&mut self, gone: impl IntoIterator<Item = EntryKey>, out: &mut Vec<u32>) {
+        out.extend(gone.into_iter().filter_map(|key| self.0.remove(&key)));
+    }
 }

@@ -1,7 +1,7 @@
 //! PIP-430 (and, with both extensions off, plain FIFO with a TTL) through the real entry cache
 //! manager, on the replay's manual clock.
 
-use super::{CacheStrategy, EntryKey, StrategyCounters};
+use super::{CacheStrategy, EntryKey, StrategyCounters, WatchTokens};
 use crate::clock::ManualClock;
 use crate::config::CacheConfig;
 use crate::entry::{CachedEntry, Payload};
@@ -42,6 +42,9 @@ pub struct Pip430 {
     /// The memory model has asked to watch an entry's removal (see
     /// [`CacheStrategy::watch_removal`]).
     watching: bool,
+    /// The watched entries' tokens: the entry cache's slots have no room for them, and only the
+    /// lab watches entries.
+    tokens: WatchTokens,
 }
 
 impl Pip430 {
@@ -59,6 +62,7 @@ impl Pip430 {
             last_kept: 0,
             held: RefCell::default(),
             watching: false,
+            tokens: WatchTokens::default(),
         })
     }
 
@@ -239,27 +243,35 @@ impl CacheStrategy for Pip430 {
         true
     }
 
-    fn watch_removal(&mut self, key: EntryKey) {
-        if (key.topic as usize) < self.caches.len() {
-            self.watching = true;
-            self.held_cache(key.topic).1.watch_removal(key.position);
+    /// The entry cache's note stays on an entry unwatched: its removal finds no token.
+    fn watch_removal(&mut self, key: EntryKey, token: u32) -> Option<u32> {
+        if (key.topic as usize) >= self.caches.len() {
+            return None;
         }
+        self.watching = true;
+        if !self.held_cache(key.topic).1.watch_removal(key.position) {
+            return None;
+        }
+        Some(self.tokens.watch(key, token))
+    }
+
+    fn unwatch(&mut self, key: EntryKey) {
+        self.tokens.unwatch(key);
     }
 
     /// The caches note the removal of the entries watched, however they go (the passes of ticks
     /// and inserts, invalidations, deleted ledgers), so they are asked here, each under its lock;
     /// none until something is watched.
-    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
+    fn take_removed(&mut self, out: &mut Vec<u32>) {
         if !self.watching {
             return;
         }
         for topic in 0..self.caches.len() as u32 {
-            let (_, held) = self.held_cache(topic);
-            out.extend(
-                held.take_watched_gone()
-                    .into_iter()
-                    .map(|position| EntryKey { topic, position }),
-            );
+            let gone = self.held_cache(topic).1.take_watched_gone();
+            let keys = gone
+                .into_iter()
+                .map(|position| EntryKey { topic, position });
+            self.tokens.take(keys, out);
         }
     }
 

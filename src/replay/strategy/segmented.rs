@@ -3,7 +3,7 @@
 //! is emptied wholesale and written. Eviction is a rotation: no per-entry bookkeeping, no TTL.
 //! Entries are cached as in the broker (published with an active cursor, read by an active reader).
 
-use super::{CacheStrategy, EntryKey, StrategyCounters};
+use super::{CacheStrategy, EntryKey, StrategyCounters, WatchTokens};
 use crate::fast_hash::FastMap;
 
 /// Where an entry was written: its segment, and how often that segment had been emptied then (the
@@ -29,6 +29,7 @@ pub struct Segmented {
     watched: Vec<Vec<EntryKey>>,
     /// Watched entries removed since the memory model last asked.
     watched_gone: Vec<EntryKey>,
+    tokens: WatchTokens,
 }
 
 impl Segmented {
@@ -43,6 +44,7 @@ impl Segmented {
             counters: StrategyCounters::default(),
             watched: vec![Vec::new(); n],
             watched_gone: Vec::new(),
+            tokens: WatchTokens::default(),
         }
     }
 
@@ -137,19 +139,27 @@ impl CacheStrategy for Segmented {
         true
     }
 
-    fn watch_removal(&mut self, key: EntryKey) {
-        if let Some(p) = self.index.get_mut(&key) {
-            // Once: the model may ask again (a front shared by two buffers, or when it starts
-            // following again), and the list only empties when the segment does.
-            if self.generation[p.segment as usize] == p.generation && !p.watched {
-                p.watched = true;
-                self.watched[p.segment as usize].push(key);
-            }
+    fn watch_removal(&mut self, key: EntryKey, token: u32) -> Option<u32> {
+        let p = self.index.get_mut(&key)?;
+        if self.generation[p.segment as usize] != p.generation {
+            return None;
         }
+        // Listed once: the model may ask again (a front shared by two buffers, or when it starts
+        // following again), and the list only empties when the segment does.
+        if !p.watched {
+            p.watched = true;
+            self.watched[p.segment as usize].push(key);
+        }
+        Some(self.tokens.watch(key, token))
     }
 
-    fn take_removed(&mut self, out: &mut Vec<EntryKey>) {
-        out.append(&mut self.watched_gone);
+    /// The entry stays listed: its removal is noted, and finds no token.
+    fn unwatch(&mut self, key: EntryKey) {
+        self.tokens.unwatch(key);
+    }
+
+    fn take_removed(&mut self, out: &mut Vec<u32>) {
+        self.tokens.take(self.watched_gone.drain(..), out);
     }
 }
 
@@ -166,8 +176,12 @@ mod tests {
         let mut ring = Segmented::new(300, 3); // 100 bytes a segment
         assert!(ring.report_removals());
         ring.insert(0, k(0), 60, 0);
-        for _ in 0..5 {
-            ring.watch_removal(k(0));
+        for token in 0..5 {
+            assert_eq!(
+                ring.watch_removal(k(0), token),
+                Some(0),
+                "the first token stays"
+            );
         }
         assert_eq!(ring.watched.iter().map(Vec::len).sum::<usize>(), 1);
         for e in 1..4 {
@@ -176,14 +190,17 @@ mod tests {
         assert!(!ring.contains(k(0)));
         let mut removed = Vec::new();
         ring.take_removed(&mut removed);
-        assert_eq!(removed, [k(0)]);
+        assert_eq!(removed, [0]);
         // Cached again, it is a new entry: watched anew, noted anew (here: its ledger deleted).
         ring.insert(0, k(0), 60, 0);
-        ring.watch_removal(k(0));
-        ring.watch_removal(k(0));
+        assert_eq!(ring.watch_removal(k(0), 7), Some(7));
+        assert_eq!(ring.watch_removal(k(0), 8), Some(7));
+        ring.insert(0, k(1), 30, 0);
+        assert_eq!(ring.watch_removal(k(1), 9), Some(9));
+        ring.unwatch(k(1)); // still listed, no longer reported
         ring.on_ledger_deleted(0, 1);
         removed.clear();
         ring.take_removed(&mut removed);
-        assert_eq!(removed, [k(0)]);
+        assert_eq!(removed, [7]);
     }
 }
