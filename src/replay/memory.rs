@@ -130,6 +130,16 @@ const NONE: usize = usize::MAX;
 /// ([`CacheStrategy::prefetch_lookup`]): enough misses in flight to hide most of the wait.
 const LOOKUP_AHEAD: usize = 8;
 
+/// Hints the CPU to load all of `buffer` (two or three cache lines): a sample reads its state,
+/// then its entries.
+fn prefetch_buffer(buffer: &Buffer) {
+    let start: *const u8 = std::ptr::from_ref(buffer).cast();
+    let size = std::mem::size_of::<Buffer>();
+    for offset in (0..size).step_by(64).chain([size - 1]) {
+        prefetch(start.wrapping_add(offset));
+    }
+}
+
 /// Asks `cache` to start looking up the front of `buffer` if a sample will check it (not live).
 fn start_lookup<S: CacheStrategy + ?Sized>(buffer: &Buffer, cache: &S) {
     if let (false, Some(key)) = (buffer.live, buffer.entries.front()) {
@@ -365,7 +375,7 @@ impl MemoryModel {
                 // A buffer whose front left was checked a second or more ago: it misses the CPU's
                 // caches, and is loaded a few removals ahead.
                 if let Some(&ahead) = self.removed.get(i + LOOKUP_AHEAD) {
-                    prefetch(std::ptr::from_ref(&self.buffers[ahead as usize]).cast());
+                    prefetch_buffer(&self.buffers[ahead as usize]);
                 }
                 let mut b = self.removed[i] as usize;
                 while b != NONE {
@@ -405,13 +415,20 @@ impl MemoryModel {
             }
         }
         let dirty = std::mem::take(&mut self.dirty);
-        // A check's lookup misses the CPU's caches nearly every time: the design is asked to
-        // start looking a buffer's front up a few buffers before its check, so that those misses
-        // overlap. Only the buffers the loop checks (not live) are asked about.
+        // A check's lookup misses the CPU's caches nearly every time, and so may the buffer that
+        // says what to look up: the buffer is loaded two strides before its check, and the design
+        // asked to start looking its front up one stride before, so that those misses overlap.
+        // Only the buffers the loop checks (not live) are asked about.
+        for &b in dirty.iter().take(2 * LOOKUP_AHEAD) {
+            prefetch_buffer(&self.buffers[b]);
+        }
         for &b in dirty.iter().take(LOOKUP_AHEAD) {
             start_lookup(&self.buffers[b], cache);
         }
         for (i, &b) in dirty.iter().enumerate() {
+            if let Some(&ahead) = dirty.get(i + 2 * LOOKUP_AHEAD) {
+                prefetch_buffer(&self.buffers[ahead]);
+            }
             if let Some(&ahead) = dirty.get(i + LOOKUP_AHEAD) {
                 start_lookup(&self.buffers[ahead], cache);
             }
@@ -454,8 +471,8 @@ impl MemoryModel {
     /// Whether the next samples follow the design's removals or check every live buffer.
     ///
     /// Checking every live buffer asks the design about each one, each sample. Following costs
-    /// a few times that per buffer that gets entries (a watch, a map entry, its front's removal
-    /// noted and looked up, a check), whatever its life. So a design whose entries live a second
+    /// about twice that per buffer that gets entries (a check that watches the front it finds,
+    /// its front's removal noted, the check again), whatever its life. So a design whose entries live a second
     /// or two (the default TTL) is cheaper to check, and one with a large cache whose entries live
     /// long (a long TTL, LRU) is cheaper to follow: about one and a half times faster to replay
     /// with a 2 GiB cache whose entries live 30 s (benches/replay_throughput.py). The switch
