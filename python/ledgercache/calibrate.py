@@ -17,9 +17,15 @@
    broker can run (``lc.designs()`` with role ``"broker"``: PIP-430 and Pulsar 4.0's cache), the
    smallest cache within ``margin`` (0.01) of the best hit ratio it reaches, with the storage reads
    a second (and MB/s) it saves against now. A change whose effect on storage reads is smaller than
-   the model's own error is *withheld*; one less than twice it is *qualified*. LRU, PIP-174's ring
-   and Belady's MIN are shown as references only: no broker runs them. A grid whose answer sits on
-   its edge is widened (up to :data:`MAX_WIDENINGS` doublings each way) and the report says so.
+   the model's own error is *withheld*; one less than twice it is *qualified*. LRU is replayed at
+   the broker's size as a reference (:data:`REFERENCES`; PIP-174's ring, LRU and Belady's MIN swept
+   over the sizes with ``designs=``): no broker runs them. A sweep whose design still gains at its
+   largest size is widened (up to :data:`MAX_WIDENINGS` doublings) and the report says so; a design
+   whose hit ratio is the same at every size swept is said to be so.
+
+Replays are what a calibration costs (each replays the whole workload), so the sweep replays only
+configurations that could differ (:class:`_Sweep`): each design at its largest size first, then
+only the sizes its cache filled enough to evict for size.
 
 The current settings: ``broker.conf``'s (:meth:`ledgercache.CacheConfig.from_broker_conf`, which
 keeps Pulsar's default for an empty value), with the dispatcher and ledger keys that shape the
@@ -41,6 +47,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,14 +57,16 @@ from . import metrics as _metrics
 from . import workload as _workload
 from .errors import InvalidArgumentError
 
-__all__ = ["DESIGNS", "MAX_WIDENINGS", "Calibration", "Fit", "Prediction", "batching_from", "calibrate",
+__all__ = ["DESIGNS", "MAX_WIDENINGS", "REFERENCES", "UNFILLED_SHARE", "Calibration", "Fit", "Prediction", "batching_from", "calibrate",
            "cross_check", "default_sizes", "merge_notes"]
 
-# Designs swept by default: those a broker can run, and two references (belady needs the trace
-# twice; ask for it with designs=).
-DESIGNS = ("pip430", "pip430-fifo", "legacy", "segmented", "lru")
+#: Designs swept by default: those a broker can run.
+DESIGNS = ("pip430", "pip430-fifo", "legacy")
+#: Designs replayed at the broker's cache size only, for reference (swept when named in designs=;
+#: LRU and PIP-174's ring at large sizes hold every entry published, which costs memory).
+REFERENCES = ("lru",)
 MIB = 1 << 20
-#: How many times a sweep is doubled past an edge its answer sits on, each way.
+#: How many times a sweep is doubled past its largest size while a design still gains there.
 MAX_WIDENINGS = 3
 # The release that first runs PIP-430 (Pulsar 4.1).
 _PIP430_SINCE = (4, 1)
@@ -208,7 +217,8 @@ def _current_config(lc: Any, conf: Mapping[str, str], conf_label: str | None, ob
 
 
 def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str | None = None,
-              designs: Iterable[str] = DESIGNS, sizes: Iterable[int] | None = None, margin: float = 0.01,
+              designs: Iterable[str] = DESIGNS, references: Iterable[str] = REFERENCES,
+              sizes: Iterable[int] | None = None, margin: float = 0.01,
               seed: int = 1, test_duration_minutes: float = 2.0, max_backlog_minutes: float = 10.0,
               labels: Mapping[str, str] | None = None, current_cache_size: int | None = None,
               widen: bool = True) -> Calibration:
@@ -265,8 +275,7 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     # rather than generating it once more for the summary.
     summary = _bw.Summary(since_us=window[0] * 1_000_000, until_us=window[1] * 1_000_000)
 
-    def run(configs: list[Any], trace: Any = lambda: _workload.stream(spec, seed)) -> list[tuple[Prediction, int]]:
-        """Each configuration's prediction and the peak bytes its cache held."""
+    def run_group(configs: list[Any], trace: Any) -> list[tuple[Prediction, int]]:
         result, series = lc.replay(trace, configs, with_timeseries=True)
         peaks = result.column("peak_cache_bytes").to_pylist()
         out = []
@@ -276,11 +285,29 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
                                    reads / seconds, (reads - hits) / seconds), peaks[i]))
         return out
 
+    def run(configs: list[Any], trace: Any = None) -> list[tuple[Prediction, int]]:
+        """Each configuration's prediction and the peak bytes its cache held. ``trace`` (read by
+        the first group) or the workload's own stream."""
+        fresh = lambda: _workload.stream(spec, seed)
+        # The group reading ``trace`` also summarizes it (in Python): it takes one configuration.
+        first = 1 if trace is not None else _CONFIGS_A_PASS
+        groups = [configs[:first]] + [configs[i:i + _CONFIGS_A_PASS] for i in range(first, len(configs), _CONFIGS_A_PASS)]
+        traces = [trace or fresh] + [fresh] * (len(groups) - 1)
+        workers = min(len(groups), os.cpu_count() or 1)
+        if workers <= 1:
+            results = [run_group(g, t) for g, t in zip(groups, traces)]
+        else:
+            with ThreadPoolExecutor(workers) as pool:  # replays run in Rust, without the GIL
+                results = list(pool.map(run_group, groups, traces))
+        return [r for group in results for r in group]
+
     sweeper = _Sweep(config, run)
     # The broker's own configuration is the sweep's design at its size, in the same passes.
     first = _bw.tee(lambda: _workload.stream(spec, seed), summary)
-    current, *sweep = sweeper.predict([(design, config.cache_size_bytes)] + [(d, s) for d in designs for s in sizes],
-                                      first)
+    refs = [(r, config.cache_size_bytes) for r in dict.fromkeys(references) if r not in designs]
+    current, *runs = sweeper.predict([(design, config.cache_size_bytes)] + refs
+                                     + [(d, s) for d in designs for s in sizes], first)
+    reference_runs, sweep = runs[:len(refs)], runs[len(refs):]
     widened: list[str] = []
     for _ in range(MAX_WIDENINGS if widen else 0):
         extra = _widening(sweep, margin)
@@ -289,15 +316,17 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
         sweep += sweeper.predict(extra)
         widened += [f"{d} at {s >> 20} MiB" for d, s in extra]
     if widened:
-        notes.append(f"the sweep was widened where a design's answer sat on its edge ({len(widened)} runs added: "
-                     f"{', '.join(widened[:4])}{', ...' if len(widened) > 4 else ''})"
+        notes.append(f"the sweep was widened where a design still gained at its largest size ({len(widened)} runs "
+                     f"added: {', '.join(widened[:4])}{', ...' if len(widened) > 4 else ''})"
                      + (" beyond the sizes given" if given_sizes else ""))
+    notes += _flat_notes(sweep, margin)
     fit = Fit(observed.cache.hit_ratio, current.hit_ratio, observed.cache.misses_rate, current.storage_reads_per_second)
     entry_bytes = _entry_bytes(stats, observed.cache)
     roles = {d["name"]: d["role"] for d in lc.designs()}
     picks = _picks(current, sweep, margin, entry_bytes)
     recommendations = tuple(_qualified(p, fit, current) for p in picks if roles.get(p["strategy"]) == "broker")
-    references = tuple(p for p in picks if roles.get(p["strategy"]) != "broker")
+    references = tuple(p for p in picks + _picks(current, reference_runs, margin, entry_bytes)
+                       if roles.get(p["strategy"]) != "broker")
     generated = summary.stats(_bw.subscriptions_of(spec))
     return Calibration(spec=spec, stats=stats, generated=generated, observed=observed.cache, current=current,
                        sweep=tuple(sweep), recommendations=recommendations, margin=margin,
@@ -308,6 +337,11 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
                        entry_bytes=entry_bytes, design_source=design_source, size_source=size_source,
                        version=observed.version)
 
+
+#: Configurations one replay pass takes: more, and their states crowd each other out of the CPU's
+#: caches as each batch goes through all of them (4 in one pass took 2x as long each as 2 at
+#: 1,000 topics); the passes run on threads of their own, a core each.
+_CONFIGS_A_PASS = 2
 
 #: A run whose cache never held more than this share of its size evicted nothing for size: every
 #: design evicts for size only past its trigger (PIP-430 and Pulsar 4.0 at 0.98 of the size, LRU
@@ -385,25 +419,43 @@ def _entry_bytes(stats: _stats.BrokerStats, cache: _metrics.CacheMetrics) -> flo
 
 
 def _widening(sweep: list[Prediction], margin: float) -> list[tuple[str, int]]:
-    """The runs that widen the sweep where a design's answer sits on its edge: at the top while the
-    hit ratio still gains more than ``margin`` from the size before, at the bottom while the
-    smallest size is already within ``margin`` of the best (it might do as well smaller)."""
+    """The runs that widen the sweep where a design's answer sits on its top edge: twice the
+    largest size while the hit ratio still gains more than ``margin`` from the size before. (At
+    the bottom edge a design's hit ratio is within ``margin`` of its best at every size swept:
+    :func:`_flat_notes` says so rather than replaying smaller caches.)"""
     extra = []
-    by_design: dict[str, list[Prediction]] = {}
-    for p in sweep:
-        by_design.setdefault(p.strategy, []).append(p)
-    for strategy, runs in by_design.items():
-        runs = sorted((p for p in runs if p.hit_ratio is not None), key=lambda p: p.cache_size_bytes)
+    for strategy, runs in _by_design(sweep).items():
         if len(runs) < 2:
             continue
         best = max(p.hit_ratio for p in runs)  # type: ignore[type-var]
         top, below = runs[-1], runs[-2]
         if top.hit_ratio >= best - 1e-12 and top.hit_ratio - below.hit_ratio > margin:  # type: ignore[operator]
             extra.append((strategy, top.cache_size_bytes * 2))
-        low = runs[0]
-        if low.hit_ratio >= best - margin and low.cache_size_bytes >= 2 * MIB and best > 0:  # type: ignore[operator]
-            extra.append((strategy, low.cache_size_bytes // 2))
     return extra
+
+
+def _by_design(sweep: Iterable[Prediction]) -> dict[str, list[Prediction]]:
+    """Each design's runs with a hit ratio, by size."""
+    by_design: dict[str, list[Prediction]] = {}
+    for p in sweep:
+        if p.hit_ratio is not None:
+            by_design.setdefault(p.strategy, []).append(p)
+    return {d: sorted(runs, key=lambda p: p.cache_size_bytes) for d, runs in by_design.items()}
+
+
+def _flat_notes(sweep: Iterable[Prediction], margin: float) -> list[str]:
+    """A note for the designs whose hit ratio is within ``margin`` at every size swept."""
+    from .report_common import design_label, format_size
+
+    flat = {d: runs for d, runs in _by_design(sweep).items()
+            if len(runs) > 1 and max(p.hit_ratio for p in runs) - min(p.hit_ratio for p in runs) <= margin}  # type: ignore[operator]
+    if not flat:
+        return []
+    runs = next(iter(flat.values()))
+    return [f"{', '.join(design_label(d) for d in flat)}: the same hit ratio (within {margin:g}) at every size from "
+            f"{format_size(runs[0].cache_size_bytes)} to {format_size(runs[-1].cache_size_bytes)}: here the cache size "
+            f"does not change the storage reads (those come from reads behind what any of these caches holds); "
+            f"smaller sizes were not replayed"]
 
 
 def _picks(current: Prediction, sweep: Iterable[Prediction], margin: float, entry_bytes: float) -> list[dict[str, Any]]:

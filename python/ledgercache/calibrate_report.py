@@ -180,7 +180,7 @@ def render(c: "Calibration", markdown: bool, top: int | None = TOP_TOPICS, plots
                      for s in sizes])
     if c.references:
         lines += ["", h("References no broker runs (for comparison only)"), ""]
-        lines += [bullet + f"{labels.get(r['strategy'], r['strategy'])}: {_ratio(r['best_hit_ratio'])} at best, from "
+        lines += [bullet + f"{labels.get(r['strategy'], r['strategy'])}: hit ratio {_ratio(r['hit_ratio'])} at "
                            f"{_size(r['cache_size_bytes'])} ({_rate(r['storage_reads_saved_per_second'])} storage reads/s "
                            f"fewer than now)" for r in c.references]
     for title, name in plots:

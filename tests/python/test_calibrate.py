@@ -345,12 +345,14 @@ def test_recommendations_name_only_designs_a_broker_runs():
                                     sizes=[2 * MIB, 4 * MIB, 16 * MIB], test_duration_minutes=0.3, widen=False)
     broker = {d["name"] for d in lc.designs() if d["role"] == "broker"}
     assert {r["strategy"] for r in result.recommendations} == broker & set(lc.calibrate.DESIGNS)
-    assert {r["strategy"] for r in result.references} == {"lru", "segmented"}
+    # LRU at the broker's size, by default; no broker runs it.
+    assert [(r["strategy"], r["cache_size_bytes"]) for r in result.references] == [("lru", 4 * MIB)]
     assert all(r["verdict"] in ("unchanged", "recommended", "qualified", "withheld") for r in result.recommendations)
     labels = {d["label"] for d in lc.designs()}
+    d_role = {d["label"]: d["role"] for d in lc.designs()}.get
     text = result.text()
     assert "LRU (reference)" in text and "PIP-430 (Pulsar 4.1+)" in text and " lru " not in text
-    assert all(label in result.markdown() for label in labels if "Belady" not in label)
+    assert all(label in result.markdown() for label in labels if d_role(label) in ("broker", "reference"))
 
 
 def test_a_change_within_the_models_error_is_withheld():
@@ -377,8 +379,12 @@ def test_a_sweep_whose_answer_sits_on_an_edge_is_widened():
     P = lc.calibrate.Prediction
     still_gaining = [P("lru", s * MIB, h, 1.0, 1.0) for s, h in ((8, 0.5), (16, 0.6), (32, 0.8))]
     assert lc.calibrate._widening(still_gaining, 0.01) == [("lru", 64 * MIB)]
-    flat = [P("lru", s * MIB, h, 1.0, 1.0) for s, h in ((8, 0.8), (16, 0.8), (32, 0.8))]
-    assert lc.calibrate._widening(flat, 0.01) == [("lru", 4 * MIB)]
+    # Flat: the bottom edge is not widened (every size does as well); a note says so.
+    flat = [P("lru", s * MIB, h, 1.0, 1.0) for s, h in ((8, 0.8), (16, 0.805), (32, 0.8))]
+    assert lc.calibrate._widening(flat, 0.01) == []
+    assert lc.calibrate._flat_notes(flat, 0.01)[0].startswith("LRU (reference): the same hit ratio (within 0.01) at "
+                                                              "every size from 8 MiB to 32 MiB")
+    assert lc.calibrate._flat_notes(still_gaining, 0.01) == []
     inside = [P("lru", s * MIB, h, 1.0, 1.0) for s, h in ((8, 0.5), (16, 0.8), (32, 0.8))]
     assert lc.calibrate._widening(inside, 0.01) == []
 
