@@ -325,15 +325,15 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     roles = {d["name"]: d["role"] for d in lc.designs()}
     picks = _picks(current, sweep, margin, entry_bytes)
     recommendations = tuple(_qualified(p, fit, current) for p in picks if roles.get(p["strategy"]) == "broker")
-    references = tuple(p for p in picks + _picks(current, reference_runs, margin, entry_bytes)
-                       if roles.get(p["strategy"]) != "broker")
+    reference_picks = tuple(p for p in picks + _picks(current, reference_runs, margin, entry_bytes)
+                            if roles.get(p["strategy"]) != "broker")
     generated = summary.stats(_bw.subscriptions_of(spec))
     return Calibration(spec=spec, stats=stats, generated=generated, observed=observed.cache, current=current,
                        sweep=tuple(sweep), recommendations=recommendations, margin=margin,
                        window_seconds=float(seconds), settings_source=conf_label or "the lab's defaults (no broker.conf)",
                        batching=_batching_text(batching),
                        notes=tuple(merge_notes(list(stats.notes) + list(observed.notes) + notes)),
-                       mismatches=tuple(cross_check(stats, observed)), fit=fit, references=references,
+                       mismatches=tuple(cross_check(stats, observed)), fit=fit, references=reference_picks,
                        entry_bytes=entry_bytes, design_source=design_source, size_source=size_source,
                        version=observed.version)
 
@@ -447,8 +447,11 @@ def _flat_notes(sweep: Iterable[Prediction], margin: float) -> list[str]:
     """A note for the designs whose hit ratio is within ``margin`` at every size swept."""
     from .report_common import design_label, format_size
 
-    flat = {d: runs for d, runs in _by_design(sweep).items()
-            if len(runs) > 1 and max(p.hit_ratio for p in runs) - min(p.hit_ratio for p in runs) <= margin}  # type: ignore[operator]
+    def spread(runs: list[Prediction]) -> float:
+        ratios = [p.hit_ratio for p in runs if p.hit_ratio is not None]
+        return max(ratios) - min(ratios)
+
+    flat = {d: runs for d, runs in _by_design(sweep).items() if len(runs) > 1 and spread(runs) <= margin}
     if not flat:
         return []
     runs = next(iter(flat.values()))
