@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from .errors import InvalidArgumentError
 
@@ -29,3 +31,18 @@ def read_text(path: Path, max_bytes: int, what: str) -> str:
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise InvalidArgumentError(f"{label}: line {line}: not UTF-8 text (byte {e.start})") from None
+
+
+_DECODER = json.JSONDecoder()
+
+
+def decode_json_at(text: str, pos: int, label: str, decoder: json.JSONDecoder = _DECODER) -> tuple[Any, int]:
+    """The JSON document that starts at ``pos`` of ``text`` and where it ends (files may hold
+    several, one after another); ``InvalidArgumentError`` naming ``label`` and the line if it is
+    not JSON, or nested deeper than Python's recursion allows."""
+    try:
+        return decoder.raw_decode(text, pos)
+    except json.JSONDecodeError as e:
+        raise InvalidArgumentError(f"{label}: line {e.lineno} column {e.colno}: not JSON: {e.msg}") from None
+    except RecursionError:
+        raise InvalidArgumentError(f"{label}: not JSON this reader accepts: nested too deeply") from None

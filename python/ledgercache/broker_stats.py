@@ -147,7 +147,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
 
-from ._files import read_text
+from ._files import decode_json_at, read_text
 from .errors import InvalidArgumentError
 
 __all__ = [
@@ -808,12 +808,7 @@ def _documents(text: str, label: str, notes: _Notes) -> list[_Document]:
             pos += 1
             continue
         if ch in "{[":
-            try:
-                value, end = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as e:
-                raise InvalidArgumentError(f"{label}: line {e.lineno} column {e.colno}: not JSON: {e.msg}") from None
-            except RecursionError:
-                raise InvalidArgumentError(f"{label}: not JSON this reader accepts: nested too deeply") from None
+            value, end = decode_json_at(text, pos, label, decoder)
             docs.append(_Document(value, line_no, header))
             header = None
             line_no += text.count("\n", pos, end)

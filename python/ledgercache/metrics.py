@@ -121,7 +121,6 @@ Prometheus parser rejects (its message), JSON that is not monitoring-metrics, an
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -130,7 +129,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ._files import read_text
+from ._files import decode_json_at, read_text
 from .errors import InvalidArgumentError, MissingDependencyError
 
 __all__ = [
@@ -494,7 +493,6 @@ def _json_values(text: str, label: str) -> list[Any]:
     """The REST endpoint returns a JSON list; ``pulsar-admin broker-stats monitoring-metrics``
     prints the list's objects one after another (``CmdBrokerStats.CmdMonitoringMetrics``), without
     separators or, with ``-i``, separated by blank lines: accept both."""
-    decoder = json.JSONDecoder()
     values: list[Any] = []
     pos = 0
     while True:
@@ -502,12 +500,7 @@ def _json_values(text: str, label: str) -> list[Any]:
             pos += 1
         if pos >= len(text):
             return values
-        try:
-            value, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            raise InvalidArgumentError(f"{label}: line {e.lineno} column {e.colno}: not JSON: {e.msg}") from None
-        except RecursionError:
-            raise InvalidArgumentError(f"{label}: not JSON this reader accepts: nested too deeply") from None
+        value, pos = decode_json_at(text, pos, label)
         if isinstance(value, list):
             values.extend(value)
         else:
