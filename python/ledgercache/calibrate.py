@@ -488,19 +488,25 @@ def _qualified(pick: dict[str, Any], fit: Fit, current: Prediction) -> dict[str,
     is not close), ``qualified`` (less than twice the gap, or a poor fit), ``recommended``."""
     saved = pick["storage_reads_saved_per_second"]
     error = abs(fit.storage_reads_gap)
+    off = f"the lab misses this broker's storage reads by {error:,.1f}/s"
     if pick["strategy"] == current.strategy and pick["cache_size_bytes"] == current.cache_size_bytes:
-        verdict = "unchanged"
+        verdict, why = "unchanged", "what the broker runs"
     elif pick["cache_size_bytes"] < current.cache_size_bytes and saved >= -max(1.0, error):
         # Memory saved at about the same storage reads: a model that misses the broker's own hit
         # ratio by more than a close fit cannot tell whether a smaller cache loses that much.
-        verdict = "recommended" if fit.quality == "close" else "withheld"
+        if fit.quality == "close":
+            verdict, why = "recommended", "the same storage reads with less memory, on a close fit"
+        else:
+            verdict, why = "withheld", (f"a smaller cache needs a close fit to trust, and this one is {fit.quality} "
+                                        f"({off})")
     elif abs(saved) <= error:
-        verdict = "withheld"
+        verdict, why = "withheld", f"the change ({abs(saved):,.1f} storage reads/s) is within the lab's error ({off})"
     elif abs(saved) < 2 * error or fit.quality == "poor":
-        verdict = "qualified"
+        verdict, why = "qualified", (f"worth trying: the change ({abs(saved):,.1f} storage reads/s) is larger than the "
+                                     f"lab's error, but {'less than twice it' if abs(saved) < 2 * error else 'the fit is poor'}")
     else:
-        verdict = "recommended"
-    return {**pick, "verdict": verdict, "model_error_per_second": error}
+        verdict, why = "recommended", f"the change is more than twice the lab's error ({off})"
+    return {**pick, "verdict": verdict, "why": why, "model_error_per_second": error}
 
 
 def cross_check(stats: _stats.BrokerStats, metrics: _metrics.BrokerMetrics) -> list[str]:

@@ -73,14 +73,6 @@ def _fit_words(c: "Calibration") -> str:
             f"observed {_rate(f.observed_storage_reads)}: a gap of {gap}. Fit: {meaning}.")
 
 
-_VERDICT = {
-    "unchanged": "keep as is",
-    "recommended": "recommended",
-    "qualified": "worth trying, but within twice the model's error (or on a rough fit)",
-    "withheld": "not recommended on this evidence: the change is within the model's error",
-}
-
-
 def headline(c: "Calibration", labels: dict[str, str]) -> str:
     """The answer in one sentence: the best change a broker can make that the fit supports, or why none."""
     cur = c.current
@@ -95,8 +87,8 @@ def headline(c: "Calibration", labels: dict[str, str]) -> str:
                 f"(the broker's cache reads come from elsewhere; see the notes)")
     if not acted:
         withheld = [r for r in c.recommendations if r["verdict"] == "withheld"]
-        why = (f"the changes the lab sees are within its error on this broker ({_rate(abs(c.fit.storage_reads_gap))} "
-               f"storage reads/s)" if withheld and c.fit is not None else "no design a broker runs does better")
+        why = ("the lab withholds the changes it sees: " + withheld[0]["why"] if withheld
+               else "no design a broker runs does better")
         return f"{prefix}keep {now}: {why}."
     best = max(acted, key=lambda r: (r["storage_reads_saved_per_second"], -r["cache_size_bytes"]))
     saved = best["storage_reads_saved_per_second"]
@@ -118,7 +110,7 @@ def _answer(c: "Calibration", labels: dict[str, str], bullet: str) -> list[str]:
         effect = (f"saves {_rate(saved)} storage reads/s ({_mbps(saved, c.entry_bytes)})" if saved > 0.05
                   else f"costs {_rate(-saved)} more storage reads/s" if saved < -0.05 else "the same storage reads")
         lines.append(f"{bullet}{label} at {_size(r['cache_size_bytes'])}: hit ratio {_ratio(r['hit_ratio'])}, {effect} "
-                     f"against now. Verdict: {_VERDICT[r['verdict']]}.")
+                     f"against now. Verdict: {r['verdict']}: {r['why']}.")
     if not c.recommendations and c.current.reads_per_second > 0:
         lines.append("No design a broker can run was swept (add --strategy pip430 or legacy).")
     return lines
