@@ -493,8 +493,13 @@ def cmd_generate(args) -> None:
     if args.from_stats is not None and args.warmup_minutes is not None:
         raise CliError("--warmup-minutes does not go with --from-stats: the warm-up is what builds the stats' backlogs")
     # From stats, the test's length goes into the conversion: backlogs are fitted to the run's end.
-    source = args.spec if args.spec is not None else lc.workload.from_broker_stats(
-        args.from_stats, test_duration_minutes=args.duration_minutes or 2.0)
+    source: Any = args.spec
+    if args.from_stats is not None:
+        stats = lc.broker_stats.read(args.from_stats)
+        source, notes = lc.broker_workload.workload_and_notes(stats, test_duration_minutes=args.duration_minutes or 2.0)
+        # What the reader repaired and what the workload cannot give, as calibrate says them.
+        for note in lc.calibrate.merge_notes(list(stats.notes) + notes):
+            print(f"note: {note}", file=sys.stderr)
     label = args.spec if args.spec is not None else f"workload from {args.from_stats}"
     with _naming_spec(lc, label):
         _generate(lc, args, _spec_with(lc, source, args))

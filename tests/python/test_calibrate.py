@@ -452,3 +452,13 @@ def test_a_sweep_replays_only_the_sizes_that_could_differ_and_gets_what_replayin
     assert len(replayed) < len(configs), replayed
     assert ("lru", 2 * MIB) in replayed, replayed  # a size the cache filled is replayed
     assert ("pip430", 1024 * MIB) in replayed and ("pip430", 256 * MIB) not in replayed
+
+
+def test_generate_from_stats_says_what_the_reader_repaired(tmp_path):
+    # A real 1.19 paste with a negative unackedMessages, on a topic nobody publishes to.
+    r = _cli("generate", "--from-stats", str(DATA / "pulsar-759-negative-unacked-1.19.stats.json"),
+             "--duration-minutes", "0.1", "-o", str(tmp_path / "t.parquet"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note: ")]
+    assert any("unackedMessages < 0 clamped to 0" in n for n in notes), r.stderr
+    assert any("a backlog but no publishing" in n for n in notes), r.stderr
