@@ -351,6 +351,18 @@ class _Reader:
             return 0.0
         return value
 
+    def container(self, obj: Mapping[str, Any], key: str, kind: type, unit: str, where: str) -> Any:
+        """``obj[key]`` when it is a JSON list (``kind`` list) or object (``Mapping``); empty, with a
+        note, when it is anything else; empty when absent."""
+        value = obj.get(key)
+        if value is None:
+            return [] if kind is list else {}
+        if not isinstance(value, kind):
+            shape = "list" if kind is list else "object"
+            self.notes.add(f"{key} not a JSON {shape}, read as none,", unit, f"{where}: {_kind(value)}")
+            return [] if kind is list else {}
+        return value
+
     def count(self, obj: Mapping[str, Any], key: str, unit: str, where: str, *, signed: bool = False,
               default: int | None = 0) -> int | None:
         if obj.get(key) is None:
@@ -406,12 +418,7 @@ class _Reader:
             self.notes.add(f"type not one of {', '.join(SUBSCRIPTION_TYPES)}, read as None (simulated as "
                            f"Exclusive),", "subscription", f"{where}: {_kind(sub_type)}")
             sub_type = None
-        consumers = raw.get("consumers")
-        if consumers is None:
-            consumers = []
-        elif not isinstance(consumers, list):
-            self.notes.add("consumers not a JSON list, read as none,", "subscription", f"{where}: {_kind(consumers)}")
-            consumers = []
+        consumers = self.container(raw, "consumers", list, "subscription", where)
         read = (self.consumer(c, where, i) for i, c in enumerate(consumers))
         return SubscriptionStats(
             name=name,
@@ -428,19 +435,9 @@ class _Reader:
         if not isinstance(raw, Mapping):
             self.notes.add("topic stats not a JSON object, skipped,", "topic", f"{name}: {_kind(raw)}")
             return None
-        publishers = raw.get("publishers")
-        if publishers is None:
-            publishers = []
-        elif not isinstance(publishers, list):
-            self.notes.add("publishers not a JSON list, read as none,", "topic", f"{name}: {_kind(publishers)}")
-            publishers = []
+        publishers = self.container(raw, "publishers", list, "topic", name)
         count = self.count(raw, "producerCount", "topic", name, default=None)
-        subs = raw.get("subscriptions")
-        if subs is None:
-            subs = {}
-        elif not isinstance(subs, Mapping):
-            self.notes.add("subscriptions not a JSON object, read as none,", "topic", f"{name}: {_kind(subs)}")
-            subs = {}
+        subs = self.container(raw, "subscriptions", Mapping, "topic", name)
         rate_in = self.rate(raw, "msgRateIn", "topic", name)
         throughput_in = self.rate(raw, "msgThroughputIn", "topic", name)
         if raw.get("averageMsgSize") is not None:
