@@ -985,11 +985,25 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 if let Some(log) = &mut self.requests {
                     log.record(e.ts_us, key, e.size, false);
                 }
-                if let Some(m) = &mut self.memory {
-                    m.on_publish(e.ts_us, e.topic, p, e.size);
-                }
-                if let Some(expected) = admitted {
-                    self.strategy.insert(now, key, e.size, expected);
+                let watch = match &mut self.memory {
+                    Some(m) => m.on_publish(e.ts_us, e.topic, p, e.size),
+                    None => None,
+                };
+                match (admitted, watch) {
+                    // The entry starts a buffer the model follows: the design may watch it as it
+                    // caches it, sparing the model a lookup at its next sample.
+                    (Some(expected), Some(token)) => {
+                        if self
+                            .strategy
+                            .insert_watched(now, key, e.size, expected, token)
+                        {
+                            if let Some(m) = &mut self.memory {
+                                m.front_watched(token);
+                            }
+                        }
+                    }
+                    (Some(expected), None) => self.strategy.insert(now, key, e.size, expected),
+                    (None, _) => {}
                 }
                 self.metrics.published_entries += 1;
                 self.metrics.published_bytes += e.size as u64;

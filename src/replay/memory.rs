@@ -130,6 +130,10 @@ const NONE: usize = usize::MAX;
 /// ([`CacheStrategy::prefetch_lookup`]): enough misses in flight to hide most of the wait.
 const LOOKUP_AHEAD: usize = 8;
 
+/// How many removals ahead a sample loads the buffer whose front left: that loop does little
+/// else than wait for those loads, so it needs more of them in flight than the check's.
+const REMOVED_AHEAD: usize = 32;
+
 /// Hints the CPU to load all of `buffer` (two or three cache lines): a sample reads its state,
 /// then its entries.
 fn prefetch_buffer(buffer: &Buffer) {
@@ -142,7 +146,7 @@ fn prefetch_buffer(buffer: &Buffer) {
 
 /// Asks `cache` to start looking up the front of `buffer` if a sample will check it (not live).
 fn start_lookup<S: CacheStrategy + ?Sized>(buffer: &Buffer, cache: &S) {
-    if let (false, Some(key)) = (buffer.live, buffer.entries.front()) {
+    if let (false, false, Some(key)) = (buffer.live, buffer.watched_new, buffer.entries.front()) {
         cache.prefetch_lookup(key);
     }
 }
@@ -154,6 +158,10 @@ struct Buffer {
     live: bool,
     /// Entries arrived, or its front entry left the cache, since the last sample: check it.
     dirty: bool,
+    /// While following: a new buffer whose first entry the design cached and watches by its
+    /// token since its insertion ([`MemoryModel::front_watched`]), and that has not left (its
+    /// removal clears this): its check needs no lookup.
+    watched_new: bool,
     /// While following: the next live buffer with the same front entry (see
     /// `MemoryModel::following`).
     next_same_front: usize,
@@ -253,12 +261,18 @@ impl MemoryModel {
             entries: EntryRuns::default(),
             live: false,
             dirty: false,
+            watched_new: false,
             next_same_front: NONE,
             open_at: 0,
         };
         match self.free_slots.pop() {
             Some(b) => {
                 self.buffers[b] = buffer;
+                // The next buffer takes the next free slot, released at a sample since and cold by
+                // then: its load starts now, a publish or more before it is written.
+                if let Some(&next) = self.free_slots.last() {
+                    prefetch_buffer(&self.buffers[next]);
+                }
                 b
             }
             None => {
@@ -282,7 +296,17 @@ impl MemoryModel {
     /// in the same millisecond arrive in one socket read; the read fills buffers of the allocator's
     /// current guess, and an entry that does not fit the rest of a buffer is copied into one of its
     /// own by the frame decoder.
-    pub fn on_publish(&mut self, ts_us: i64, topic: u32, position: Position, size: u32) {
+    ///
+    /// Returns the token of the buffer the entry starts, while following: the design may watch
+    /// the entry from its insertion ([`CacheStrategy::insert_watched`], then
+    /// [`MemoryModel::front_watched`]).
+    pub fn on_publish(
+        &mut self,
+        ts_us: i64,
+        topic: u32,
+        position: Position,
+        size: u32,
+    ) -> Option<u32> {
         let t = topic as usize;
         while self.topics.len() <= t {
             self.topics.push(TopicRecv {
@@ -307,12 +331,14 @@ impl MemoryModel {
             conn.open = None;
         }
         conn.burst_bytes += size;
+        let mut starts = false;
         let buffer = match conn.open {
             Some((b, room)) if room >= size => {
                 conn.open = Some((b, room - size));
                 b
             }
             previous => {
+                starts = true;
                 let guess = table[conn.recv.index] as u64;
                 if previous.is_some() {
                     record(table, &mut conn.recv, guess); // the last read filled its buffer
@@ -328,6 +354,13 @@ impl MemoryModel {
             }
         };
         self.push(buffer, topic, position.ledger_id, position.entry_id);
+        (starts && self.following).then(|| token(buffer))
+    }
+
+    /// The design cached the first entry of new buffer `token` (as [`MemoryModel::on_publish`]
+    /// returned it) and watches it: until its removal is reported, the buffer is live.
+    pub fn front_watched(&mut self, token: u32) {
+        self.buffers[token as usize].watched_new = true;
     }
 
     /// Entries of one ledger (ids and sizes) one storage read brought back, in order.
@@ -373,11 +406,18 @@ impl MemoryModel {
         if self.following {
             for i in 0..self.removed.len() {
                 // A buffer whose front left was checked a second or more ago: it misses the CPU's
-                // caches, and is loaded a few removals ahead.
-                if let Some(&ahead) = self.removed.get(i + LOOKUP_AHEAD) {
+                // caches, and is loaded several removals ahead.
+                if let Some(&ahead) = self.removed.get(i + REMOVED_AHEAD) {
                     prefetch_buffer(&self.buffers[ahead as usize]);
                 }
                 let mut b = self.removed[i] as usize;
+                if !self.buffers[b].live {
+                    // A new buffer's first entry, watched from its insertion, left before the
+                    // buffer's first check (it is dirty, still to check): it is checked by lookup.
+                    debug_assert!(self.buffers[b].watched_new && self.buffers[b].dirty);
+                    self.buffers[b].watched_new = false;
+                    continue;
+                }
                 while b != NONE {
                     let buffer = &mut self.buffers[b];
                     debug_assert!(buffer.live, "a token names a live buffer, once");
@@ -437,6 +477,14 @@ impl MemoryModel {
             if buffer.live {
                 continue; // only got entries: its front is still cached
             }
+            if std::mem::take(&mut buffer.watched_new) {
+                // New, and its first entry, watched by its token since its insertion, is still
+                // cached: live, the first of its chain, as a check's watch would have made it.
+                buffer.live = true;
+                self.live += 1;
+                self.retained += buffer.capacity;
+                continue;
+            }
             // While following, the check watches the entry it finds cached, in the same lookup:
             // the one its front is then.
             let mut head = None;
@@ -475,11 +523,15 @@ impl MemoryModel {
     /// its front's removal noted, the check again), whatever its life. So a design whose entries live a second
     /// or two (the default TTL) is cheaper to check, and one with a large cache whose entries live
     /// long (a long TTL, LRU) is cheaper to follow: about one and a half times faster to replay
-    /// with a 2 GiB cache whose entries live 30 s (benches/replay_throughput.py). The switch
-    /// costs a pass over the buffers, and the two thresholds are apart so that it is rare.
+    /// with a 2 GiB cache whose entries live 30 s (benches/replay_throughput.py). Since a check
+    /// watches in its lookup and a design keeps the token, following costs less than that: pip430
+    /// with its defaults over the Key_Shared trace (about 5 live buffers per buffer that got
+    /// entries) follows from 4 (the model cost 1.47x the replay without it) where 8 kept it
+    /// checking (1.70x); 3 or 4 with a bar of 1 or 2 to stop measured alike. The switch costs a
+    /// pass over the buffers, and the two thresholds are apart so that it is rare.
     fn choose_how_to_sample<S: CacheStrategy + ?Sized>(&mut self, cache: &mut S) {
         /// Follow once the live buffers are this many times those that got entries...
-        const FOLLOW_ABOVE: usize = 8;
+        const FOLLOW_ABOVE: usize = 4;
         /// ... and at least this many.
         const FOLLOW_FROM: usize = 256;
         /// Check every buffer again once they are fewer than this many times.
@@ -623,9 +675,9 @@ mod tests {
                     let size = 100 + rand(900) as u32;
                     let k = key(t, next[t as usize]);
                     next[t as usize] += 1;
-                    following.on_publish(ts, t, k.position, size);
+                    let watch = following.on_publish(ts, t, k.position, size);
                     full.on_publish(ts, t, k.position, size);
-                    cache.insert(now, k, size, 1);
+                    insert(&mut following, cache, now, k, size, 1, watch);
                 }
                 if rand(5) == 0 {
                     // A reader re-reads a few entries from behind: some come from storage.
@@ -681,6 +733,27 @@ mod tests {
         assert_eq!(following.peak_retained, full.peak_retained, "{what}");
         assert!(full.peak_retained > 0, "{what}");
         switches
+    }
+
+    /// Caches a published entry as the replay does: watched from its insertion when it starts a
+    /// buffer `model` follows (`watch`, as [`MemoryModel::on_publish`] returned it).
+    fn insert(
+        model: &mut MemoryModel,
+        cache: &mut dyn CacheStrategy,
+        now: u64,
+        key: EntryKey,
+        size: u32,
+        expected: i32,
+        watch: Option<u32>,
+    ) {
+        match watch {
+            Some(token) => {
+                if cache.insert_watched(now, key, size, expected, token) {
+                    model.front_watched(token);
+                }
+            }
+            None => cache.insert(now, key, size, expected),
+        }
     }
 
     /// A design that counts the memory model's questions.
@@ -945,9 +1018,9 @@ mod tests {
                     let size = 50 + rand(900) as u32;
                     let k = key(t as u32, ledger[t], next[t]);
                     next[t] += 1;
-                    following.on_publish(ts, t as u32, k.position, size);
+                    let watch = following.on_publish(ts, t as u32, k.position, size);
                     full.on_publish(ts, t as u32, k.position, size);
-                    cache.insert(now, k, size, rand(3) as i32);
+                    insert(&mut following, cache, now, k, size, rand(3) as i32, watch);
                 }
                 if rand(4) == 0 {
                     // A storage read, of entries missed and sometimes of entries still cached.

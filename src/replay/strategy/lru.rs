@@ -118,8 +118,14 @@ impl Lru {
     }
 
     pub fn admit(&mut self, key: EntryKey, size: u32) {
+        self.admit_watched(key, size, NIL);
+    }
+
+    /// Caches `key` as a new entry whose removal is reported by `watch` (or [`NIL`]); false if
+    /// it is cached already or larger than the cache.
+    fn admit_watched(&mut self, key: EntryKey, size: u32, watch: u32) -> bool {
         if self.find(&key).is_some() || size as u64 > self.capacity {
-            return;
+            return false;
         }
         while self.used + size as u64 > self.capacity && self.tail != NIL {
             self.remove_node(self.tail);
@@ -130,7 +136,7 @@ impl Lru {
             size,
             prev: NIL,
             next: NIL,
-            watch: NIL,
+            watch,
         };
         let n = match self.free.pop() {
             Some(n) => {
@@ -147,6 +153,7 @@ impl Lru {
         self.index
             .insert_unique(hash_of(&key), n, |&m| hash_of(&nodes[m as usize].key));
         self.used += size as u64;
+        true
     }
 
     /// Marks `key` used; true if cached.
@@ -165,6 +172,19 @@ impl Lru {
 impl CacheStrategy for Lru {
     fn insert(&mut self, _now: u64, key: EntryKey, size: u32, _expected: i32) {
         self.admit(key, size);
+    }
+
+    fn insert_watched(
+        &mut self,
+        _now: u64,
+        key: EntryKey,
+        size: u32,
+        _expected: i32,
+        token: u32,
+    ) -> bool {
+        // Watched only once reporting (the model asks for reports before it follows).
+        let watch = if self.removed.is_some() { token } else { NIL };
+        self.admit_watched(key, size, watch) && watch != NIL
     }
 
     fn read(&mut self, _now: u64, key: EntryKey) -> bool {

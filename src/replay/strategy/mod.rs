@@ -63,6 +63,22 @@ pub trait CacheStrategy: Send {
     /// Caches an entry (if the design has room or makes it) that still expects `expected_reads`
     /// reads; designs without read counters ignore the count.
     fn insert(&mut self, now_ns: u64, key: EntryKey, size: u32, expected_reads: i32);
+    /// [`CacheStrategy::insert`] of the first entry of a buffer the memory model follows: if the
+    /// design caches it as a new entry, it watches it as [`CacheStrategy::watch_removal`] would
+    /// with `token` and returns true, so that the model need not look it up at its next sample
+    /// (while the entry is hot here, it would be cold then). A design that returns false (the
+    /// default, or the entry not cached anew) has the buffer checked by a lookup.
+    fn insert_watched(
+        &mut self,
+        now_ns: u64,
+        key: EntryKey,
+        size: u32,
+        expected_reads: i32,
+        _token: u32,
+    ) -> bool {
+        self.insert(now_ns, key, size, expected_reads);
+        false
+    }
     /// Caches an entry a storage read returned: `expected_reads` counts the `copies` handed out
     /// with it (the reader's and one for each read that waited for the storage read), which are
     /// released at [`CacheStrategy::end_read`].
