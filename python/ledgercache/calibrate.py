@@ -360,7 +360,6 @@ class _Sweep:
         self._config, self._run = config, run
         # design -> (the peak bytes of a run that evicted nothing for size, its prediction)
         self._unfilled: dict[str, tuple[int, Prediction]] = {}
-        self.replayed = 0
 
     def _known(self, design: str, size: int) -> Prediction | None:
         seen = self._unfilled.get(design)
@@ -372,7 +371,6 @@ class _Sweep:
     def _replay(self, pairs: list[tuple[str, int]], trace: Any = None) -> dict[tuple[str, int], Prediction]:
         configs = [self._config.replace(strategy=d, cache_size_bytes=s) for d, s in pairs]
         results = self._run(configs) if trace is None else self._run(configs, trace)
-        self.replayed += len(configs)
         out = {}
         for (d, s), (p, peak) in zip(pairs, results):
             if peak <= UNFILLED_SHARE * s and (d not in self._unfilled or peak < self._unfilled[d][0]):
@@ -517,7 +515,7 @@ def cross_check(stats: _stats.BrokerStats, metrics: _metrics.BrokerMetrics) -> l
     ledgers = metrics.cache.managed_ledgers if metrics.cache.managed_ledgers is not None else metrics.topics
     label = "managed ledgers (pulsar_ml_count)" if metrics.cache.managed_ledgers is not None else "topics in its series"
     if ledgers is not None and not _close(topics, ledgers, rel=0.10, absolute=1):
-        out.append(f"the stats hold {_count(topics, 'persistent topic')}, the metrics' broker has {ledgers:,.0f} {label}: "
+        out.append(f"the stats hold {_stats._counted(topics, 'persistent topic')}, the metrics' broker has {ledgers:,.0f} {label}: "
                    f"{'the stats cover part of the broker' if topics < ledgers else 'the stats cover more than this broker'}"
                    f" (take both from the same broker: `pulsar-admin broker-stats topics` and its /metrics)")
     for what, mine, theirs, series in (
@@ -535,10 +533,6 @@ def cross_check(stats: _stats.BrokerStats, metrics: _metrics.BrokerMetrics) -> l
         out.append(f"the broker's cache serves {reads:,.1f} entries/s but the stats dispatch nothing: "
                    f"the stats are not of this broker at this time")
     return out
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _close(a: float, b: float, *, rel: float, absolute: float) -> bool:

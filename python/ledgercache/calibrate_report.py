@@ -13,6 +13,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .broker_stats import _counted
 from .report_common import MIB, design_label, format_size as _size, md_escape
 
 if TYPE_CHECKING:
@@ -38,10 +39,6 @@ def _ratio(v: float | None) -> str:
 
 def _rate(v: float | None) -> str:
     return "-" if v is None else f"{v + 0.0:,.1f}".replace("-0.0", "0.0")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _mbps(reads: float, entry_bytes: float) -> str:
@@ -157,7 +154,7 @@ def render(c: "Calibration", markdown: bool, top: int | None = TOP_TOPICS, plots
             ["cache reads (entries/s)", _rate(c.observed.hits_rate + c.observed.misses_rate),
              _rate(c.current.reads_per_second), ""],
         ])
-        lines += ["", f"{_count(len(c.stats.topics), 'topic')}, {_count(subs, 'subscription')}; simulated {c.window_seconds:.0f} s "
+        lines += ["", f"{_counted(len(c.stats.topics), 'topic')}, {_counted(subs, 'subscription')}; simulated {c.window_seconds:.0f} s "
                       f"after {c.spec.get('warmupDurationMinutes', 0.0) * 60:.0f} s of warm-up that builds the backlogs. "
                       f"Settings: {c.settings_source}. Producer batching: {c.batching}."
                       + (f" Broker version: {c.version}." if c.version else ""), ""]

@@ -613,21 +613,12 @@ def _trace_events(path: Path) -> tuple[int, bool]:
 
 def _replay_file(lc, path: Path, configs: list, quiet: bool, label: str = "replayed") -> tuple:
     """``lc.replay(path, configs, with_timeseries=True)`` with a progress bar in events: the batches
-    are counted as the engine takes them (twice over when belady needs a second pass). This is
-    lc.replay's own loop; it takes no progress callback (yet)."""
-    from ledgercache.replay import ReplaySession, run_session, tables
-
-    session = ReplaySession(configs)
+    are counted as the engine takes them (twice over when belady needs a second pass)."""
     events, _ = _trace_events(path)
-    progress = Progress(max(1, events * (2 if session.needs_second_pass() else 1)), quiet=quiet, unit="events")
-
-    def counted():
-        for batch in lc.trace.batches(path, keep_dictionaries=True):
-            progress.advance(batch.num_rows)
-            yield batch
-
-    with lc.trace.naming(path):
-        summary, series = tables(run_session(counted, session))
+    passes = 2 if any(c.strategy == "belady" for c in configs) else 1
+    progress = Progress(max(1, events * passes), quiet=quiet, unit="events")
+    summary, series = lc.replay(path, configs, with_timeseries=True,
+                                on_batch=lambda batch: progress.advance(batch.num_rows))
     progress.finish(label)
     return summary, series
 
@@ -864,7 +855,8 @@ def cmd_broker_dump(args) -> None:
         # A broker of the release that runs the design, so that calibrate infers it back.
         version = {"pip430": "4.1.0", "pip430-fifo": "4.1.0", "legacy": "4.0.0"}.get(args.strategy)
         lc.metrics.write_prometheus(metrics, tmp / "metrics.txt", version=version,
-                                    topic_rates=[(t.name, t.msg_rate_in, t.msg_rate_out) for t in stats.topics])
+                                    topic_rates=[(t.name, t.namespace, t.msg_rate_in, t.msg_rate_out)
+                                                 for t in stats.topics])
         # The synthetic broker's cache size, as its broker.conf would say it (managedLedgerCacheSizeMB).
         (tmp / "broker.conf").write_text(f"managedLedgerCacheSizeMB={max(1, config.cache_size_bytes >> 20)}\n")
 

@@ -570,12 +570,12 @@ def read(source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | 
 
 
 def to_prometheus(cache: CacheMetrics, labels: Mapping[str, str] | None = None, *, version: str | None = None,
-                  topic_rates: Iterable[tuple[str, float, float]] = ()) -> str:
+                  topic_rates: Iterable[tuple[str, str, float, float]] = ()) -> str:
     """The cache metrics as a broker's ``/metrics`` writes them: each set series under its
     ``pulsar_`` name with a ``# TYPE ... gauge`` line and the given labels (default
     ``cluster="standalone"``); :func:`read_prometheus` reads it back. How ``ledgercache
     broker-dump`` writes a synthetic broker's metrics. ``version`` adds ``pulsar_version_info``;
-    ``topic_rates`` (topic, msg/s in, msg/s out) add the per-topic ``pulsar_rate_in`` and
+    ``topic_rates`` (topic, namespace, msg/s in, msg/s out) add the per-topic ``pulsar_rate_in`` and
     ``pulsar_rate_out`` a broker writes by default (``exposeTopicLevelMetricsInPrometheus``)."""
     labels = {"cluster": "standalone"} if labels is None else dict(labels)
     text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
@@ -586,12 +586,11 @@ def to_prometheus(cache: CacheMetrics, labels: Mapping[str, str] | None = None, 
             continue
         lines += [f"# TYPE pulsar_{name} gauge", f"pulsar_{name}{{{text}}} {float(value)!r}"]
     rates = list(topic_rates)
-    for i, name in ((1, "rate_in"), (2, "rate_out")):
+    for i, name in ((2, "rate_in"), (3, "rate_out")):
         if rates:
             lines.append(f"# TYPE pulsar_{name} gauge")
         for r in rates:
-            ns = r[0].split("://", 1)[-1].rsplit("/", 1)[0]
-            lines.append(f'pulsar_{name}{{{text},namespace="{_escape(ns)}",topic="{_escape(r[0])}"}} {float(r[i])!r}')
+            lines.append(f'pulsar_{name}{{{text},namespace="{_escape(r[1])}",topic="{_escape(r[0])}"}} {float(r[i])!r}')
     if version is not None:
         lines += ["# TYPE pulsar_version_info gauge", f'pulsar_version_info{{{text},version="{_escape(version)}"}} 1.0']
     return "\n".join(lines) + "\n"
@@ -603,6 +602,6 @@ def _escape(value: str) -> str:
 
 def write_prometheus(cache: CacheMetrics, path: Union[str, "os.PathLike[str]"],
                      labels: Mapping[str, str] | None = None, *, version: str | None = None,
-                     topic_rates: Iterable[tuple[str, float, float]] = ()) -> None:
+                     topic_rates: Iterable[tuple[str, str, float, float]] = ()) -> None:
     """Writes :func:`to_prometheus`'s text to ``path``."""
     Path(path).write_text(to_prometheus(cache, labels, version=version, topic_rates=topic_rates))

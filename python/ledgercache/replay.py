@@ -113,6 +113,7 @@ def replay(
     publish_throttling: str | None = None,
     publish_limiter: PublishRateLimiter | None = None,
     decode_ahead: bool = True,
+    on_batch: Callable[[pa.RecordBatch], None] | None = None,
 ) -> pa.Table | tuple[pa.Table, pa.Table]:
     """Replays a trace under each configuration and returns one row per (broker, configuration).
 
@@ -135,6 +136,8 @@ def replay(
     With ``decode_ahead=True`` (the default) a second thread decodes the next rows of a batch while
     the engine replays the current ones, so a replay takes up to two cores; ``False`` keeps it on
     the calling thread. The results, and the error a bad trace raises, are the same.
+
+    ``on_batch`` is called with each batch as the engine takes it in, on every pass (for progress).
     """
     configs = _configs(configs)
     if publish_throttling is not None:
@@ -150,8 +153,18 @@ def replay(
             "(e.g. lambda: lc.workload.stream(spec, seed))")
     with _trace.naming(trace):
         session = ReplaySession(configs, decode_ahead=decode_ahead)
-        summary, series = tables(run_session(lambda: _trace.batches(trace, keep_dictionaries=True), session))
+        summary, series = tables(run_session(lambda: _reported(_trace.batches(trace, keep_dictionaries=True), on_batch),
+                                             session))
     return (summary, series) if with_timeseries else summary
+
+
+def _reported(batches: Iterable[pa.RecordBatch],
+              on_batch: Callable[[pa.RecordBatch], None] | None) -> Iterable[pa.RecordBatch]:
+    """``batches``, each handed to ``on_batch`` first (when given)."""
+    for batch in batches:
+        if on_batch is not None:
+            on_batch(batch)
+        yield batch
 
 
 def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path, format: str = "oracleGeneral") -> int:
