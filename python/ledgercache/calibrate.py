@@ -392,7 +392,7 @@ class _Sweep:
         tops: dict[str, int] = {}
         for d, s in todo:
             tops[d] = max(s, tops.get(d, 0))
-        if tops or trace is not None:
+        if tops:  # never empty on the first call, which reads ``trace``: nothing is known yet
             done.update(self._replay(sorted(tops.items()), trace))
         rest = []
         for pair in todo:
