@@ -360,6 +360,7 @@ fn retained_bytes_follow_the_receive_buffers() {
     let base = [
         ("cache_size_bytes", Int(200_000)),
         ("strategy", Str("lru".into())),
+        ("memory_model", SettingValue::Bool(true)),
     ];
     let with = |extra: &[(&str, SettingValue)]| {
         let mut s = base.to_vec();

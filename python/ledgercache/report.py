@@ -141,11 +141,29 @@ def _text_table(columns: tuple, rows: list[dict]) -> list[str]:
             + ["  ".join(first(i, c, w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells])
 
 
+def retained_note(summary: pa.Table) -> str | None:
+    """What "peak retained MiB" leaves out of these runs: None when every run measured it, else
+    which runs did not (``memory_model`` off, :class:`ledgercache.CacheConfig`'s default) and how to."""
+    if "peak_retained_bytes" not in summary.column_names or summary.num_rows == 0:
+        return None
+    unmeasured = summary.column("peak_retained_bytes").null_count
+    if unmeasured == 0:
+        return None
+    which = "no run" if unmeasured == summary.num_rows else f"{unmeasured:,} of {summary.num_rows:,} runs do not"
+    verb = "measures" if unmeasured == summary.num_rows else "measure"
+    return (f"peak retained MiB: {which} {verb} the buffers cached entries keep allocated (`memory_model` off, "
+            "lc.replay's default, for speed); replay with `memory_model=True` (`--set memory_model=true`) to "
+            "measure them.")
+
+
 def comparison_text(summary: pa.Table) -> str:
     """The comparison as plain text, a table per scenario (what the CLI prints)."""
     out = []
     for scenario in _scenarios(summary):
         out += [f"== {scenario}", *_text_table(_TEXT_COLUMNS, _rows(summary, scenario)), ""]
+    note = retained_note(summary)
+    if note:
+        out += [note.replace("`", ""), ""]
     return "\n".join(out)
 
 
@@ -301,6 +319,9 @@ def _model_section(summary: pa.Table) -> list[str]:
             lines.append(f"- **Not as Pulsar ships it:** `{name}` = {', '.join(values)} in some runs: {what}.")
         else:
             lines.append(f"- `{name}` is off in every run, as Pulsar ships it (on, it would {what}).")
+    note = retained_note(summary)
+    if note:
+        lines.append(f"- **Not measured:** {note}")
     return lines + [""]
 
 

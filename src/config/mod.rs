@@ -157,9 +157,11 @@ pub struct CacheConfig {
     pub exact_cursor_counts: Option<bool>,
     /// Lab-only: every redelivery adds an expected read, not just Key_Shared hold-backs.
     pub expected_read_on_every_redelivery: bool,
-    /// Replay lab: track the buffers cached slices retain (`peak_retained_bytes`). Off, a replay
-    /// measures hit ratios only, faster: the model never changes what a design caches, only
-    /// `peak_retained_bytes` is then not measured. Irrelevant with `copy_entries` (nothing to track).
+    /// Replay lab: track the buffers cached slices retain (`peak_retained_bytes`). Off by
+    /// default: the model costs the replay 1.5-1.7x its time (benches/replay_throughput.py) and
+    /// never changes what a design caches, so a replay for hit ratios should not pay for it; off,
+    /// `peak_retained_bytes` is null (not measured), and the reports say so. The command line's
+    /// reports turn it on. Irrelevant with `copy_entries` (nothing to track).
     pub memory_model: bool,
 }
 
@@ -194,7 +196,7 @@ impl Default for CacheConfig {
             apply_continue_caching_window: None,
             exact_cursor_counts: None,
             expected_read_on_every_redelivery: false,
-            memory_model: true,
+            memory_model: false,
         }
     }
 }

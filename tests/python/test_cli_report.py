@@ -30,6 +30,8 @@ def test_generate_replay_compare_write_what_they_promise(tmp_path):
     summary = pq.read_table(out / "summary.parquet")
     assert summary.column("strategy").to_pylist() == ["pip430", "lru"]
     assert "hit ratio" in r.stdout
+    # The command line's reports measure what lc.replay's default leaves out.
+    assert summary.column("peak_retained_bytes").null_count == 0 and "not measure" not in r.stdout
     report = tmp_path / "report"
     r = run_cli("compare", "key-shared-slow-consumer", "-o", str(report), "--local", "--quiet", "--cache-size", "1MiB",
                 "--cache-size", "4MiB", "--strategy", "pip430", "--strategy", "pip430-fifo", "--with-throttling", *SMALL)
@@ -41,6 +43,7 @@ def test_generate_replay_compare_write_what_they_promise(tmp_path):
     assert "| throttle-producer | cold | 500 | 0.0 | 0.0 | 0.0 | 0 | yes |" in (report / "report.md").read_text()
     assert "publish throttle-producer  cold   p99       0.0 ms" in r.stdout
     assert any(n.startswith("hit-ratio-") and n.endswith(".png") for n in names)
+    assert "Not measured" not in (report / "report.md").read_text()
 
 
 @pytest.mark.parametrize(

@@ -117,7 +117,7 @@ def test_memory_model_off_changes_only_peak_retained_bytes():
     spec = {**lc.workload.SCENARIOS["many-topics-small-cache"], "testDurationMinutes": 0.1}
     t = lc.workload.generate(spec, seed=2)
     for strategy in ("pip430", "pip430-fifo", "lru", "legacy", "segmented", "belady"):
-        on = lc.CacheConfig(strategy=strategy, cache_size_bytes=4 << 20)
+        on = lc.CacheConfig(strategy=strategy, cache_size_bytes=4 << 20, memory_model=True)
         off = on.replace(memory_model=False)
         (a, a_series), (b, b_series) = (lc.replay(t, c, with_timeseries=True) for c in (on, off))
         a, b = a.to_pylist()[0], b.to_pylist()[0]
@@ -128,8 +128,28 @@ def test_memory_model_off_changes_only_peak_retained_bytes():
         assert a_series.equals(b_series), strategy
     # With copied entries there are no buffers to model: the accounted size either way.
     copied = lc.CacheConfig(strategy="lru", copy_entries=True)
-    rows = [lc.replay(t, c).to_pylist()[0] for c in (copied, copied.replace(memory_model=False))]
+    rows = [lc.replay(t, c).to_pylist()[0] for c in (copied.replace(memory_model=True), copied)]
     assert rows[0]["peak_retained_bytes"] == rows[1]["peak_retained_bytes"] == rows[0]["peak_cache_bytes"]
+
+
+def test_the_default_replay_leaves_the_memory_model_off_and_the_report_says_what_is_not_measured(tmp_path):
+    """lc.replay's default skips the memory model (it costs 1.5x the replay's time): peak retained
+    bytes is null, and the terminal table and the report say it was not measured and how to measure it."""
+    from ledgercache import report
+
+    assert lc.CacheConfig().memory_model is False
+    t = fanout(300)
+    summary = lc.replay(t, [lc.CacheConfig(cache_size_bytes=20_000, strategy=s) for s in ("pip430", "lru")])
+    assert summary.column("peak_retained_bytes").null_count == 2
+    text = report.comparison_text(summary)
+    assert "peak retained MiB: no run measures" in text and "memory_model=True" in text
+    pytest.importorskip("matplotlib")
+    page = report.write_report(summary, None, tmp_path / "r").read_text()
+    assert "**Not measured:** peak retained MiB" in page
+    measured = lc.replay(t, lc.CacheConfig(cache_size_bytes=20_000, memory_model=True))
+    assert measured.column("peak_retained_bytes").null_count == 0
+    assert report.retained_note(measured) is None
+    assert "Not measured" not in report.write_report(measured, None, tmp_path / "m").read_text()
 
 
 def test_feed_all_replays_as_feeding_each_batch_and_raises_the_sources_own_error():
