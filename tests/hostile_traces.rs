@@ -4,7 +4,7 @@
 //! traces.
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
-use ledgercache::replay::strategy::{CacheStrategy, EntryKey, Pip430, StrategyCounters};
+use ledgercache::replay::strategy::{CacheStrategy, EntryKey, Legacy, Pip430, StrategyCounters};
 use ledgercache::replay::{replay, Op, Replayer, TraceDecoder};
 use ledgercache::{CacheConfig, SettingValue};
 use proptest::prelude::*;
@@ -114,10 +114,10 @@ fn a_read_of_2_to_the_31_entries_reads_what_exists() {
     assert_eq!((m.entries_read, m.hits), (100, 100), "{m:?}");
 }
 
-/// PIP-430 counting the periodic ticks it runs; `never_idle` makes the replay run every tick (the
+/// A design counting the periodic ticks it runs; `never_idle` makes the replay run every tick (the
 /// behaviour before idle ticks were skipped), to compare results with.
 struct CountingTicks {
-    inner: Pip430,
+    inner: Box<dyn CacheStrategy>,
     ticks: Arc<AtomicU64>,
     never_idle: bool,
 }
@@ -157,6 +157,13 @@ impl CacheStrategy for CountingTicks {
     fn tick_is_idle(&self) -> bool {
         !self.never_idle && self.inner.tick_is_idle()
     }
+    fn next_tick_change_ns(&self) -> u64 {
+        if self.never_idle {
+            0
+        } else {
+            self.inner.next_tick_change_ns()
+        }
+    }
     fn cached_bytes(&self) -> u64 {
         self.inner.cached_bytes()
     }
@@ -174,8 +181,13 @@ fn counted(
     never_idle: bool,
 ) -> (ledgercache::replay::ReplayMetrics, u64) {
     let ticks = Arc::new(AtomicU64::new(0));
+    let inner: Box<dyn CacheStrategy> = if cfg.strategy == ledgercache::Strategy::Legacy {
+        Box::new(Legacy::new(cfg))
+    } else {
+        Box::new(Pip430::new(cfg.clone()).unwrap())
+    };
     let strategy = CountingTicks {
-        inner: Pip430::new(cfg.clone()).unwrap(),
+        inner,
         ticks: ticks.clone(),
         never_idle,
     };
@@ -222,6 +234,100 @@ fn a_time_jump_of_31_years_runs_the_eviction_task_only_while_it_can_change_somet
         ..every
     };
     assert_eq!(m_long, m_short);
+}
+
+/// Metrics without the per-second series (which names the seconds of the trace).
+fn totals(m: ledgercache::replay::ReplayMetrics) -> ledgercache::replay::ReplayMetrics {
+    ledgercache::replay::ReplayMetrics {
+        per_second: vec![],
+        ..m
+    }
+}
+
+#[test]
+fn a_ttl_of_a_century_runs_the_eviction_task_only_when_an_entry_can_expire() {
+    // Before: with an entry cached and a TTL longer than the jump, every 10 ms tick of the 31
+    // years ran (10^11 ticks: hours), each finding nothing old enough to expire.
+    let century_ms = 100 * 365 * 86_400_000i64;
+    for strategy in ["pip430", "pip430-fifo", "legacy"] {
+        let cfg = config(&[
+            ("cache_size_bytes", Int(1 << 20)),
+            ("strategy", Str(strategy.into())),
+            ("eviction_time_threshold_ms", Int(century_ms)),
+        ]);
+        let rows = [
+            open(0, "c", None),
+            add(1, 0, 10),
+            add(2, 1, 10),
+            read(3, "c", 1),
+            add(1_000_000_000_000, 2, 10), // ts_us 10^15
+            read(1_000_000_000_001, "c", 5),
+        ];
+        let (m, ticks) = counted(&rows, &cfg, false);
+        assert!(ticks < 10, "{strategy}: {ticks} ticks");
+        assert_eq!((m.entries_read, m.misses), (3, 0), "{strategy}: {m:?}");
+        // With a one-minute jump and every tick run: the same answers.
+        let mut short = rows;
+        short[4].0 = 60_000;
+        short[5].0 = 60_001;
+        let (every, every_ticks) = counted(&short, &cfg, true);
+        assert!(every_ticks > 5_000, "{strategy}");
+        assert_eq!(totals(m), totals(every), "{strategy}");
+    }
+}
+
+/// A small trace of publishes, reads, seeks and acknowledgements with gaps around a TTL.
+fn arb_quiet_trace() -> impl Strategy<Value = Vec<Row>> {
+    let row = (0u8..6, 0i64..400, 0usize..2, 0i64..12, 1i32..4);
+    proptest::collection::vec(row, 1..40).prop_map(|rows| {
+        let cursors = ["a", "b"];
+        let mut out = vec![open(0, "a", Some(0)), open(0, "b", Some(0))];
+        let (mut ts, mut added) = (0i64, 0i64);
+        for (op, gap, c, e, n) in rows {
+            ts += gap;
+            let c = cursors[c];
+            out.push(match op {
+                0 | 1 => {
+                    added += 1;
+                    add(ts, added - 1, 10 * n)
+                }
+                2 | 3 => read(ts, c, n),
+                4 => seek(ts, c, e.min(added)),
+                _ => ack(ts, c, e.min(added)),
+            });
+        }
+        out
+    })
+}
+
+proptest! {
+    #![proptest_config(support::fixed_cases(96))]
+
+    /// Jumping over the ticks that can change nothing gives the results of running every tick.
+    #[test]
+    fn skipping_quiet_ticks_changes_no_result(
+        rows in arb_quiet_trace(),
+        strategy in 0usize..3,
+        ttl_ms in 1i64..300,
+        interval_ms in 1i64..40,
+        size in 20i64..200,
+        requeues in 0i64..3,
+        recently_accessed in any::<bool>(),
+        latency_ms in 0i64..3,
+    ) {
+        let cfg = config(&[
+            ("cache_size_bytes", Int(size)),
+            ("strategy", Str(["pip430", "pip430-fifo", "legacy"][strategy].into())),
+            ("eviction_time_threshold_ms", Int(ttl_ms)),
+            ("eviction_interval_ms", Int(interval_ms)),
+            ("extend_ttl_max_times", Int(requeues)),
+            ("extend_ttl_of_recently_accessed", SettingValue::Bool(recently_accessed)),
+            ("storage_read_latency_ms", Int(latency_ms)),
+        ]);
+        let (skipped, _) = counted(&rows, &cfg, false);
+        let (every, _) = counted(&rows, &cfg, true);
+        prop_assert_eq!(totals(skipped), totals(every));
+    }
 }
 
 #[test]
@@ -533,7 +639,7 @@ proptest! {
         let cfg = with_strategy("pip430");
         let ticks = Arc::new(AtomicU64::new(0));
         let strategy = CountingTicks {
-            inner: Pip430::new(cfg.clone()).unwrap(),
+            inner: Box::new(Pip430::new(cfg.clone()).unwrap()),
             ticks: ticks.clone(),
             never_idle: false,
         };

@@ -168,27 +168,42 @@ def _reported(batches: Iterable[pa.RecordBatch],
 
 
 def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path, format: str = "oracleGeneral") -> int:
-    """Writes the request stream a replay of ``trace`` sees, to cross-check with other simulators.
+    """Writes the request stream the replay of ``trace`` under ``config`` sees, to cross-check with
+    other simulators.
 
     Every publish (an insert) and every entry a cursor reads (a lookup) becomes one request: object
     id (one per position), size, time and the index of the object's next request. ``format`` is
     ``"oracleGeneral"`` (libCacheSim's binary: ``u32 seconds, u64 id, u32 size, i64 next``) or
-    ``"csv"`` (``ts_us,obj_id,size,next_access_vtime,op`` with op ``insert`` or ``read``). The stream
-    does not depend on the cache design, so ``config`` only names which replay it stands for. Only
+    ``"csv"`` (``ts_us,obj_id,size,next_access_vtime,op`` with op ``insert`` or ``read``). Only
     single-broker traces are accepted. Returns the number of requests written.
 
+    The requests come in the order the replay touches the cache: a read of several entries takes
+    its hits first, then reads its misses from storage and caches them, so within a read the order
+    depends on ``config``'s design and size. ``config=None`` stands for a cache that holds nothing
+    (each read's entries in their order). ``belady`` reads the trace twice, as :func:`replay` does.
+
     To compare hit ratios, count hits on ``read`` requests only: an ``insert`` is a publish, a miss
-    in any simulator's eyes. With reads of one entry each, ``lru``, ``pip430-fifo`` (trigger and
-    watermark 1.0, no TTL) and ``belady`` match libCacheSim's LRU, FIFO and Belady exactly.
+    in any simulator's eyes. libCacheSim's LRU on the stream of an ``lru`` configuration gives that
+    replay's hits exactly; with reads of one entry each the stream is the same for every design, and
+    ``pip430-fifo`` (trigger and watermark 1.0, no TTL) and ``belady`` match libCacheSim's FIFO and
+    Belady exactly too.
     """
     if config is not None and not isinstance(config, CacheConfig):
         raise TypeError("config must be a CacheConfig or None")
-    recorder = RequestRecorder()
-    brokers: set[str] = set()
+    if config is not None and config.strategy == "belady" and _trace.is_one_shot(trace):
+        raise UnsupportedError(
+            "trace: strategy 'belady' reads the trace twice, and a RecordBatchReader can be read only once: pass a "
+            "Table, a path, or a function that returns a new reader for each pass")
+    recorder = RequestRecorder(config)
     with _trace.naming(trace):
-        for batch in _trace.batches(trace, keep_dictionaries=True):
-            brokers.update(batch.column("broker").unique().drop_null().to_pylist())
-            if len(brokers) > 1:
-                raise ValueError(f"export_requests takes one broker's trace; this one has {sorted(brokers)}")
-            recorder.feed(batch)
+        for _ in range(2):
+            brokers: set[str] = set()
+            for batch in _trace.batches(trace, keep_dictionaries=True):
+                brokers.update(batch.column("broker").unique().drop_null().to_pylist())
+                if len(brokers) > 1:
+                    raise ValueError(f"export_requests takes one broker's trace; this one has {sorted(brokers)}")
+                recorder.feed(batch)
+            if not recorder.needs_second_pass():
+                break
+            recorder.start_second_pass()
     return recorder.write(str(path), format)

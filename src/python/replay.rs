@@ -336,9 +336,27 @@ pub struct PyRequestRecorder(UntilFinished<crate::replay::RequestRecorder>);
 
 #[pymethods]
 impl PyRequestRecorder {
+    /// The stream the replay under `config` sees (None: a cache that holds nothing, every read
+    /// in its entries' order).
     #[new]
-    fn new() -> Self {
-        PyRequestRecorder(UntilFinished::new(Default::default(), "request recorder"))
+    #[pyo3(signature = (config = None))]
+    fn new(py: Python<'_>, config: Option<PyCacheConfig>) -> PyResult<Self> {
+        let recorder = match config {
+            Some(c) => crate::replay::RequestRecorder::new(&c.0).py_err(py)?,
+            None => Default::default(),
+        };
+        Ok(PyRequestRecorder(UntilFinished::new(
+            recorder,
+            "request recorder",
+        )))
+    }
+
+    fn needs_second_pass(&self, py: Python<'_>) -> PyResult<bool> {
+        self.0.with(py, |r| r.needs_second_pass())
+    }
+
+    fn start_second_pass(&self, py: Python<'_>) -> PyResult<()> {
+        self.0.with(py, |r| r.start_second_pass())
     }
 
     fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {

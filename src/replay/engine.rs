@@ -830,8 +830,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         loop {
             let check = self.next_backlog_check_ns.filter(|at| *at <= now);
             if tick <= now && check.is_none_or(|at| tick <= at) {
-                if self.strategy.tick_is_idle() {
-                    tick = first_after(tick, interval, now);
+                let change = self.strategy.next_tick_change_ns();
+                if tick < change {
+                    // The ticks before `change` change nothing: on to the first at or after it
+                    // (past `now` if it is later).
+                    tick = first_after(tick, interval, (change - 1).min(now));
                     continue;
                 }
                 self.strategy.tick(tick);
@@ -1397,10 +1400,6 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 r.record(key);
             }
             let size = entries.map_or(0, |l| l.size(entry));
-            if let Some(log) = &mut self.requests {
-                let ts_us = self.origin_us.unwrap_or(0) + (now / 1_000) as i64;
-                log.record(ts_us, key, size, true);
-            }
             self.metrics.entries_read += 1;
             self.metrics.read_bytes += size as u64;
             let hit = !whole_run_missing && self.strategy.read(now, key);
@@ -1410,6 +1409,17 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             }
             if hit {
                 self.metrics.hits += 1;
+                // The logged stream touches the cache as the read does: its hits as it finds them,
+                // then its misses as storage returns them (below), so that a simulator that
+                // inserts on a miss sees this design's order.
+                if let Some(log) = &mut self.requests {
+                    log.record(
+                        self.origin_us.unwrap_or(0) + (now / 1_000) as i64,
+                        key,
+                        size,
+                        true,
+                    );
+                }
             } else {
                 self.metrics.misses += 1;
                 if after_hit && !self.misses.is_empty() {
@@ -1418,6 +1428,16 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 self.misses.push((entry, size));
             }
             after_hit = hit;
+        }
+        if let Some(log) = &mut self.requests {
+            let ts_us = self.origin_us.unwrap_or(0) + (now / 1_000) as i64;
+            for &(entry, size) in &self.misses {
+                let key = EntryKey {
+                    topic,
+                    position: Position::new(ledger, entry),
+                };
+                log.record(ts_us, key, size, true);
+            }
         }
         if self.misses.is_empty() {
             return false;
@@ -1775,6 +1795,9 @@ pub(crate) trait Replay: Send {
             .map_err(|s| s.named(names))
     }
     fn take_recording(&mut self) -> Option<FutureReads>;
+    /// Logs every publish and read from now on (see [`RequestLog`]).
+    fn log_requests(&mut self);
+    fn take_requests(&mut self) -> Option<RequestLog>;
     fn finish(self: Box<Self>) -> ReplayMetrics;
 }
 
@@ -1789,6 +1812,14 @@ impl<S: CacheStrategy + ?Sized> Replay for Replayer<S> {
 
     fn take_recording(&mut self) -> Option<FutureReads> {
         Replayer::take_recording(self)
+    }
+
+    fn log_requests(&mut self) {
+        self.requests = Some(RequestLog::default());
+    }
+
+    fn take_requests(&mut self) -> Option<RequestLog> {
+        Replayer::take_requests(self)
     }
 
     fn finish(self: Box<Self>) -> ReplayMetrics {

@@ -80,25 +80,26 @@ pub fn replay(events: &[Event], names: &Names, config: &CacheConfig) -> Result<R
     Ok(r.finish())
 }
 
-/// Records the request stream of a trace (publishes and reads), batch by batch.
+/// Records the request stream of a trace (publishes and reads), batch by batch, as the replay
+/// under one configuration touches the cache: a range read takes its hits before its misses, so
+/// the order within a read depends on the design and its size. Belady needs the trace twice
+/// ([`RequestRecorder::needs_second_pass`]); its deciding pass is the one logged.
 pub struct RequestRecorder {
+    config: CacheConfig,
     decoder: TraceDecoder,
-    replayer: Replayer<NoCache>,
+    replayer: Box<dyn Replay>,
+    second: bool,
     events: Vec<Event>,
 }
 
 impl Default for RequestRecorder {
+    /// A cache that holds nothing: every read misses, so each read's entries come in their order.
     fn default() -> Self {
-        RequestRecorder {
-            decoder: TraceDecoder::new(),
-            replayer: Replayer::new(Box::new(NoCache), &request_log_config()).logging_requests(),
-            events: Vec::new(),
-        }
+        Self::new(&request_log_config()).expect("the default recorder's configuration is valid")
     }
 }
 
-/// The request stream is the reference designs' (every publish and read), so the recorder runs
-/// their read flow.
+/// The reference designs' read flow over a cache that holds nothing.
 fn request_log_config() -> CacheConfig {
     CacheConfig {
         strategy: Strategy::Lru,
@@ -108,6 +109,24 @@ fn request_log_config() -> CacheConfig {
 }
 
 impl RequestRecorder {
+    /// Records the stream the replay under `config` sees (its memory model left out: it measures
+    /// buffers and changes no hit).
+    pub fn new(config: &CacheConfig) -> Result<Self> {
+        let config = CacheConfig {
+            memory_model: false,
+            ..config.clone()
+        };
+        let mut replayer = first_pass(&config)?;
+        replayer.log_requests();
+        Ok(RequestRecorder {
+            config,
+            decoder: TraceDecoder::new(),
+            replayer,
+            second: false,
+            events: Vec::new(),
+        })
+    }
+
     pub fn feed(&mut self, batch: &RecordBatch) -> Result<()> {
         self.feed_checked(batch, &mut || Ok(()))
     }
@@ -128,8 +147,23 @@ impl RequestRecorder {
         Ok(())
     }
 
+    /// Belady: the trace was fed once and must be fed again (its deciding pass is the stream).
+    pub fn needs_second_pass(&self) -> bool {
+        !self.second && self.config.strategy == Strategy::Belady
+    }
+
+    /// Starts Belady's deciding pass: feed the same trace again.
+    pub fn start_second_pass(&mut self) {
+        self.second = true;
+        self.decoder = TraceDecoder::new();
+        if let Some(future) = self.replayer.take_recording() {
+            self.replayer = second_pass(&self.config, future);
+            self.replayer.log_requests();
+        }
+    }
+
     pub fn finish(mut self) -> requests::RequestLog {
-        self.replayer.take_requests().expect("logging was on")
+        self.replayer.take_requests().unwrap_or_default()
     }
 }
 

@@ -213,6 +213,16 @@ impl CacheStrategy for Legacy {
         self.topics.iter().all(|t| t.entries.is_empty())
     }
 
+    fn next_tick_change_ns(&self) -> u64 {
+        // A tick removes a cache's lowest entry once it is `ttl` old, and only then the next.
+        self.topics
+            .iter()
+            .filter_map(|t| t.entries.first_key_value())
+            .map(|(_, e)| e.inserted_ns.saturating_add(self.ttl_ns))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     fn cached_bytes(&self) -> u64 {
         self.total
     }

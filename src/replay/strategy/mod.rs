@@ -120,6 +120,18 @@ pub trait CacheStrategy: Send {
     fn tick_is_idle(&self) -> bool {
         true
     }
+    /// The earliest time at which a tick could change something, if only ticks and cursor checks
+    /// (which only take entries away) happen until then; `u64::MAX`: not before the next insert.
+    /// The replay jumps over the ticks before it, so that a quiet stretch costs work by what is
+    /// cached, not by its length over the tick interval (a TTL of years with an entry cached).
+    /// May be early (a tick then changes nothing), never late.
+    fn next_tick_change_ns(&self) -> u64 {
+        if self.tick_is_idle() {
+            u64::MAX
+        } else {
+            0
+        }
+    }
     fn cached_bytes(&self) -> u64;
     fn counters(&self) -> StrategyCounters;
     /// Whether the entry is cached (no side effects).

@@ -12,6 +12,7 @@ use crate::position::Position;
 use crate::read_count::ReadCountHandler;
 use crate::read_flow::Invalidation;
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 pub struct Pip430 {
@@ -45,12 +46,21 @@ pub struct Pip430 {
     /// The watched entries' tokens: the entry cache's slots have no room for them, and only the
     /// lab watches entries.
     tokens: WatchTokens,
+    /// When the removal queue's items may be stamped: the starts of the [`Self::stamp_ns`]-long
+    /// spans in which an entry was inserted or may have been requeued, ascending, the spans whose
+    /// items a tick has certainly passed dropped. The first is at or before the queue head's
+    /// stamp, so no tick can expire anything until it is `ttl` old
+    /// ([`CacheStrategy::next_tick_change_ns`]); the manager does not show its stamps.
+    stamps: VecDeque<u64>,
+    /// The span of [`Self::stamps`]: the eviction interval, so a span costs at most two ticks.
+    stamp_ns: u64,
 }
 
 impl Pip430 {
     /// `config.strategy` must be `pip430` or `pip430-fifo`.
     pub fn new(config: CacheConfig) -> Result<Self> {
         let clock = Arc::new(ManualClock::new(0));
+        let stamp_ns = config.eviction_interval_ms.saturating_mul(1_000_000).max(1);
         let manager = EntryCacheManager::new(config, clock.clone(), false)?;
         Ok(Pip430 {
             manager,
@@ -63,7 +73,35 @@ impl Pip430 {
             held: RefCell::default(),
             watching: false,
             tokens: WatchTokens::default(),
+            stamps: VecDeque::new(),
+            stamp_ns,
         })
+    }
+
+    /// Notes that entries may be stamped `now` (or later: the clock never goes back).
+    fn stamp(&mut self, now: u64) {
+        let span = now - now % self.stamp_ns;
+        match self.stamps.back() {
+            Some(&last) if last == span => {}
+            Some(&last) if last > span => {
+                // The replay's times do not go back; kept right if they did.
+                if let Err(at) = self.stamps.binary_search(&span) {
+                    self.stamps.insert(at, span);
+                }
+            }
+            _ => {
+                if self.manager.entry_count() == 0 {
+                    // Nothing cached: the items left in the queue are stale.
+                    self.stamps.clear();
+                }
+                self.stamps.push_back(span);
+            }
+        }
+    }
+
+    /// Whether a size pass is due (a tick runs one then, whatever the stamps).
+    fn over_trigger(&self) -> bool {
+        self.manager.size_bytes() > self.manager.config().trigger_bytes()
     }
 
     /// Lets go of the locks held for reads, before anything but a read touches the manager.
@@ -119,6 +157,7 @@ impl Pip430 {
 impl CacheStrategy for Pip430 {
     fn insert(&mut self, now: u64, key: EntryKey, size: u32, expected: i32) {
         self.at(now);
+        self.stamp(now);
         let Ok((count, size)) = count_and_size(&Payload::empty(), expected, Some(size)) else {
             return;
         };
@@ -137,6 +176,7 @@ impl CacheStrategy for Pip430 {
     fn insert_read(&mut self, now: u64, key: EntryKey, size: u32, expected: i32, copies: u32) {
         self.hold_released();
         self.at(now);
+        self.stamp(now);
         let copy = self.cache(key.topic).insert_for_reader(
             key.position,
             Payload::empty(),
@@ -216,7 +256,40 @@ impl CacheStrategy for Pip430 {
     fn tick(&mut self, now: u64) {
         self.hold_released();
         self.at(now);
+        let expire_before = now.checked_sub(self.manager.config().ttl_ns());
+        let oldest = self.stamps.front().copied();
+        // A requeued item is stamped `now`: one may be if an item may expire or a size pass runs.
+        let may_requeue =
+            expire_before.is_some_and(|e| oldest.is_some_and(|o| o < e)) || self.over_trigger();
         self.manager.run_eviction();
+        if let Some(e) = expire_before {
+            // The time pass took every item stamped before `e`: the queue is in stamp order.
+            while self
+                .stamps
+                .front()
+                .is_some_and(|&s| s.saturating_add(self.stamp_ns) <= e)
+            {
+                self.stamps.pop_front();
+            }
+        }
+        if may_requeue {
+            self.stamp(now);
+        }
+    }
+
+    fn next_tick_change_ns(&self) -> u64 {
+        if self.tick_is_idle() {
+            return u64::MAX;
+        }
+        if self.over_trigger() {
+            return 0;
+        }
+        // An item stamped `s` expires on the first tick after `s + ttl`.
+        self.stamps.front().map_or(0, |&oldest| {
+            oldest
+                .saturating_add(self.manager.config().ttl_ns())
+                .saturating_add(1)
+        })
     }
 
     fn tick_is_idle(&self) -> bool {
