@@ -183,10 +183,10 @@ def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path,
     (each read's entries in their order). ``belady`` reads the trace twice, as :func:`replay` does.
 
     To compare hit ratios, count hits on ``read`` requests only: an ``insert`` is a publish, a miss
-    in any simulator's eyes. libCacheSim's LRU on the stream of an ``lru`` configuration gives that
-    replay's hits exactly; with reads of one entry each the stream is the same for every design, and
-    ``pip430-fifo`` (trigger and watermark 1.0, no TTL) and ``belady`` match libCacheSim's FIFO and
-    Belady exactly too.
+    in any simulator's eyes. libCacheSim's LRU on the stream of an ``lru`` configuration, and its
+    Belady on a ``belady`` one, give that replay's hits exactly; with reads of one entry each the
+    stream is the same for every design, and ``pip430-fifo`` (trigger and watermark 1.0, no TTL)
+    matches libCacheSim's FIFO exactly too.
     """
     if config is not None and not isinstance(config, CacheConfig):
         raise TypeError("config must be a CacheConfig or None")

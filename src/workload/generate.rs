@@ -542,6 +542,10 @@ pub(super) struct Sim {
     prune_index: bool,
     /// Entries the normal reads delivered (what the trace's replay must read too).
     entries_read: u64,
+    /// Tasks in `queue` other than the subscriptions' once-a-second acknowledgements.
+    other_tasks: u64,
+    /// When [`Sim::only_quiet_acks_left`] may look again (at most once a simulated second).
+    next_quiet_check_us: u64,
     /// Entries delivered that the broker had as acknowledged (a read must pass over them).
     #[cfg(test)]
     acknowledged_delivered: u64,
@@ -552,6 +556,9 @@ impl Sim {
         if at <= self.end_us {
             self.seq += 1;
             self.queue.push(Reverse((at, self.seq, task)));
+            if !matches!(task, Task::Ack(..)) {
+                self.other_tasks += 1;
+            }
             true
         } else {
             false
@@ -1676,6 +1683,9 @@ impl Sim {
             self.queue.clear();
             return false;
         }
+        if !matches!(task, Task::Ack(..)) {
+            self.other_tasks -= 1;
+        }
         match task {
             Task::Publish(p, k) => self.publish(t, p as usize, k as usize),
             Task::Dispatch(p, s) => {
@@ -1703,7 +1713,15 @@ impl Sim {
             Task::Backlog => self.backlog_test(t),
             Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
             Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
-            Task::Ack(p, s) => self.ack(t, p as usize, s as usize),
+            Task::Ack(p, s) => {
+                self.ack(t, p as usize, s as usize);
+                if self.only_quiet_acks_left(t) {
+                    // Nothing is published, read or timed any more: the rest of the run would
+                    // only step through its seconds.
+                    self.queue.clear();
+                    return false;
+                }
+            }
             Task::OpenAtFirst(p, s) => {
                 let (p, s) = (p as usize, s as usize);
                 if !self.parts[p].subs[s].active {
@@ -1727,6 +1745,37 @@ impl Sim {
             }
         }
         true
+    }
+
+    /// Whether the tasks left are acknowledgement ticks that will never write a row: then
+    /// nothing else can happen (each tick plans only the next), and a long quiet run (nothing
+    /// published, a huge duration) would cost work per simulated second per consumer for
+    /// nothing. Looks at most once a simulated second, at the cost of one tick of each
+    /// subscription.
+    fn only_quiet_acks_left(&mut self, t: u64) -> bool {
+        if self.other_tasks > 0 || t < self.next_quiet_check_us {
+            return false;
+        }
+        self.next_quiet_check_us = t.saturating_add(1_000_000);
+        self.queue.iter().all(|Reverse((_, _, task))| match *task {
+            Task::Ack(p, s) => self.ack_is_quiet(p as usize, s as usize),
+            _ => false,
+        })
+    }
+
+    /// Whether subscription `s`'s acknowledgement ticks write nothing now or later while no other
+    /// task runs: its consumers have nothing to process (or are paused) and no acknowledgement
+    /// waiting to be sent, and the trace has its mark-delete position.
+    fn ack_is_quiet(&self, p: usize, s: usize) -> bool {
+        let sub = &self.parts[p].subs[s];
+        if !sub.active {
+            return true;
+        }
+        let idle = sub.consumers.iter().all(|c| {
+            (c.queued == 0 || sub.paused) && c.acks.lowest(self.grouping).is_none()
+        });
+        let first = self.first_unacked(p, s);
+        idle && (first == 0 || sub.acked_upto.is_some_and(|a| a >= first - 1))
     }
 
     /// Runs tasks until at least `rows` events wait in `out`, or the simulation is over; false
@@ -2178,6 +2227,8 @@ impl Sim {
             backlog: None,
             prune_index: spec.seeks_per_minute == 0.0,
             entries_read: 0,
+            other_tasks: 0,
+            next_quiet_check_us: 0,
             #[cfg(test)]
             acknowledged_delivered: 0,
         };
@@ -2353,6 +2404,40 @@ mod tests {
         assert_eq!(bytes[1], messages[1] * 5000);
         assert_eq!(messages[2], 0);
         assert_eq!(ev.topic_names, vec!["a", "b", "quiet"]);
+    }
+
+    #[test]
+    fn a_workload_that_publishes_nothing_ends_once_only_quiet_ticks_are_left() {
+        // Before: each subscription's acknowledgement tick ran once a simulated second over its
+        // 1,000 consumers for the whole duration (10^9 minutes: 6 x 10^10 ticks, hours).
+        for kind in [
+            SubscriptionType::Shared,
+            SubscriptionType::KeyShared,
+            SubscriptionType::Exclusive,
+            SubscriptionType::Failover,
+        ] {
+            let topics = vec![TopicDetail {
+                name: "quiet".into(),
+                producer_rate: 0.0,
+                message_size: 100,
+                subscriptions: vec![
+                    sub("a", kind, &[100.0; 1000], 0.0),
+                    sub("b", kind, &[5.0; 3], 30.0),
+                ],
+            }];
+            for minutes in [1e9, 2.0] {
+                let spec = detailed(topics.clone(), minutes);
+                let (mut sim, _) = Sim::new(&spec, 7, 0);
+                let mut steps = 0u64;
+                while sim.step() {
+                    steps += 1;
+                    assert!(steps < 1_000, "{kind:?}: still stepping at {steps}");
+                }
+                // Both cursors open; nothing to read or acknowledge.
+                let ops: Vec<&str> = (0..sim.out.len()).map(|i| sim.out.op[i]).collect();
+                assert_eq!(ops, ["open", "open"], "{kind:?} {minutes}");
+            }
+        }
     }
 
     #[test]
