@@ -3,28 +3,45 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from .errors import InvalidArgumentError
 
 
+def read_bounded(path: Path, max_bytes: int, what: str, label: str | None = None) -> bytes:
+    """At most ``max_bytes`` of ``path``, read as far as one byte past the bound (its stat size
+    is no bound: a device such as ``/dev/zero`` says 0, a file may grow). A device, a directory or
+    more than ``max_bytes`` raise ``OSError``/``InvalidArgumentError`` naming the file
+    (``label``, else the path); ``what`` names the kind of file in the size error."""
+    label = str(path) if label is None else label
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+            raise InvalidArgumentError(f"{label}: a device, not a file")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        size = f"{st.st_size:,} bytes" if st.st_size > max_bytes else "longer"
+        raise InvalidArgumentError(f"{label}: {size}, more than the {max_bytes:,} {what} may have (max_bytes=)")
+    return data
+
+
 def read_text(path: Path, max_bytes: int, what: str) -> str:
     """The UTF-8 text of ``path`` (``what`` names the kind of file in the size error). A missing,
-    unreadable or oversized file, or bytes that are not UTF-8, raise ``InvalidArgumentError``
-    naming the file (and the line of a bad byte)."""
+    unreadable or oversized file, a device, or bytes that are not UTF-8, raise
+    ``InvalidArgumentError`` naming the file (and the line of a bad byte)."""
     label = str(path)
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise InvalidArgumentError(f"{label}: {size:,} bytes, more than the {max_bytes:,} {what} "
-                                       f"may have (max_bytes=)")
-        data = path.read_bytes()
+        data = read_bounded(path, max_bytes, what)
     except FileNotFoundError:
         raise InvalidArgumentError(f"{label}: does not exist") from None
     except OSError as e:
         raise InvalidArgumentError(f"{label}: {e.strerror or e}") from None
     except ValueError as e:  # a path with a NUL byte
+        if isinstance(e, InvalidArgumentError):
+            raise
         raise InvalidArgumentError(f"{label!r}: {e}") from None
     try:
         return data.decode("utf-8")

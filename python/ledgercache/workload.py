@@ -218,6 +218,7 @@ import pyarrow as pa
 import yaml
 
 from . import _native
+from ._files import read_bounded
 from .errors import InvalidArgumentError, LedgerCacheError, ResourceLimitError, UnknownSettingError
 from .trace import SCHEMA, conform
 
@@ -430,17 +431,20 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
     """A YAML or JSON file's top-level mapping; every problem an ``InvalidArgumentError`` naming
     the file (and the line, for YAML)."""
     try:
-        # OMB's files are a few hundred bytes: a large file is not a spec (and is not read whole).
+        # OMB's files are a few hundred bytes: a large file is not a spec (and is not read whole,
+        # nor is a device whose size says nothing).
         if path.is_file() and path.stat().st_size > MAX_SPEC_FILE_BYTES:
             raise InvalidArgumentError(f"invalid {what}: {path} is {path.stat().st_size:,} bytes, more than a "
                                        f"settings file's {MAX_SPEC_FILE_BYTES:,}")
-        text = path.read_bytes().decode("utf-8")
+        text = read_bounded(path, MAX_SPEC_FILE_BYTES, "a settings file", f"invalid {what}: {path}").decode("utf-8")
     except FileNotFoundError:
         raise InvalidArgumentError(f"invalid {what}: {path} does not exist") from None
     except UnicodeDecodeError as e:
         raise InvalidArgumentError(f"invalid {what}: {path} is not UTF-8 text (byte {e.start})") from None
     except OSError as e:
         raise InvalidArgumentError(f"invalid {what}: {path}: {e.strerror or e}") from None
+    except InvalidArgumentError:
+        raise
     except ValueError as e:  # a path with a NUL byte
         raise InvalidArgumentError(f"invalid {what}: {path!r}: {e}") from None
     try:

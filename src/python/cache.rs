@@ -1,3 +1,4 @@
+use super::args::{get_opt, Int};
 use super::arrow_batch::{batch_entries, entries_to_batch, to_pyarrow, ReadsArg};
 use super::clock::clock_arg;
 use super::config::PyCacheConfig;
@@ -109,7 +110,8 @@ impl PyEntryCacheManager {
     }
 
     /// One size pass freeing at least `n` bytes oldest-first, honouring requeues.
-    fn evict_bytes(&self, py: Python<'_>, n: i64) -> PyResult<(u64, u64)> {
+    fn evict_bytes(&self, py: Python<'_>, n: Int) -> PyResult<(u64, u64)> {
+        let n: i64 = n.get(py, "n")?;
         if n <= 0 {
             return Err(raise(
                 py,
@@ -184,15 +186,18 @@ impl PyEntryCache {
     /// Caches `data` at `position` unless that position is cached already (or caching is off);
     /// returns whether it was inserted. `expected_reads` > 0 gives the entry a read counter;
     /// `size` overrides the accounted size (default ``len(data)``).
-    #[pyo3(signature = (position, data, expected_reads = 0, size = None))]
+    #[pyo3(signature = (position, data, expected_reads = Int::of(0), size = None))]
+    #[pyo3(text_signature = "(self, position, data, expected_reads=0, size=None)")]
     fn insert(
         &self,
         py: Python<'_>,
         position: PyPosition,
         data: &Bound<'_, PyAny>,
-        expected_reads: i64,
-        size: Option<i64>,
+        expected_reads: Int,
+        size: Option<Int>,
     ) -> PyResult<bool> {
+        let expected_reads: i64 = expected_reads.get(py, "expected_reads")?;
+        let size = get_opt::<i64>(py, size, "size")?;
         let expected_reads = i32::try_from(expected_reads)
             .ok()
             .filter(|n| *n >= 0)
@@ -264,12 +269,14 @@ impl PyEntryCache {
     fn insert_batch(
         &self,
         py: Python<'_>,
-        ledger_id: i64,
-        first_entry_id: i64,
+        ledger_id: Int,
+        first_entry_id: Int,
         data: &Bound<'_, PyAny>,
         expected_reads: ReadsArg<'_>,
         sizes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
+        let ledger_id: i64 = ledger_id.get(py, "ledger_id")?;
+        let first_entry_id: i64 = first_entry_id.get(py, "first_entry_id")?;
         let entries = batch_entries(data, &expected_reads, sizes)?;
         // Inline eviction may run here, and what it evicts or the batch skips is released once
         // the cache's lock is let go: a producer's release callback may take the GIL (pyarrow's

@@ -1,3 +1,4 @@
+use super::args::{get_opt, Int};
 use super::errors::{raise, IntoPyResult};
 use crate::config::{sources, CacheConfig, SettingValue, SETTING_NAMES};
 use pyo3::prelude::*;
@@ -119,8 +120,9 @@ impl PyCacheConfig {
         py: Python<'_>,
         source: &Bound<'_, PyAny>,
         extend_ttl_at_startup: bool,
-        direct_memory_bytes: Option<u64>,
+        direct_memory_bytes: Option<Int>,
     ) -> PyResult<Self> {
+        let direct_memory_bytes = get_opt::<u64>(py, direct_memory_bytes, "direct_memory_bytes")?;
         let pairs = conf_pairs(py, source)?;
         let (config, report) = CacheConfig::from_broker_conf(
             pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),

@@ -1,6 +1,7 @@
 //! PyO3 bindings: the `ledgercache._native` extension module. Thin wrappers over the core; the
 //! Python package `ledgercache` re-exports them with stubs and docs.
 
+mod args;
 mod arrow_batch;
 mod arrow_import;
 mod cache;

@@ -1,3 +1,4 @@
+use super::args::Int;
 use crate::position::Position;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -20,8 +21,11 @@ pub struct PyPosition(pub Position);
 #[pymethods]
 impl PyPosition {
     #[new]
-    fn new(ledger_id: i64, entry_id: i64) -> Self {
-        PyPosition(Position::new(ledger_id, entry_id))
+    fn new(py: Python<'_>, ledger_id: Int, entry_id: Int) -> PyResult<Self> {
+        Ok(PyPosition(Position::new(
+            ledger_id.get(py, "ledger_id")?,
+            entry_id.get(py, "entry_id")?,
+        )))
     }
 
     #[getter]

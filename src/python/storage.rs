@@ -1,6 +1,7 @@
 //! Storage classes: `Storage` (the base), `MemoryStorage`, `FileStorage`, and `CallableStorage`,
 //! which reads from a user's own store through a Python function.
 
+use super::args::Int;
 use super::errors::IntoPyResult;
 use super::payload::shared_bytes;
 use crate::entry::Payload;
@@ -45,10 +46,12 @@ impl PyStorage {
     fn read(
         &self,
         py: Python<'_>,
-        ledger_id: i64,
-        first: i64,
-        last: i64,
+        ledger_id: Int,
+        first: Int,
+        last: Int,
     ) -> PyResult<Vec<Py<PyAny>>> {
+        let ledger_id: i64 = ledger_id.get(py, "ledger_id")?;
+        let (first, last): (i64, i64) = (first.get(py, "first")?, last.get(py, "last")?);
         let entries = py
             .detach(|| self.handle.read(ledger_id, first, last))
             .py_err(py)?;
@@ -241,9 +244,23 @@ impl PyCallableStorage {
     #[new]
     #[pyo3(signature = (load, ledgers = None))]
     fn new(
+        py: Python<'_>,
         load: Bound<'_, PyAny>,
-        ledgers: Option<HashMap<String, Vec<(i64, u64)>>>,
+        ledgers: Option<HashMap<String, Vec<(Int, Int)>>>,
     ) -> PyResult<PyClassInitializer<Self>> {
+        let ledgers = ledgers
+            .map(|all| {
+                all.into_iter()
+                    .map(|(name, list)| {
+                        let list = list
+                            .into_iter()
+                            .map(|(id, n)| Ok((id.get(py, "ledgers")?, n.get(py, "ledgers")?)))
+                            .collect::<PyResult<Vec<(i64, u64)>>>()?;
+                        Ok((name, list))
+                    })
+                    .collect::<PyResult<HashMap<_, _>>>()
+            })
+            .transpose()?;
         if !load.is_callable() {
             return Err(pyo3::exceptions::PyTypeError::new_err(
                 "load must be callable: load(ledger_id, first, last)",

@@ -2,6 +2,7 @@
 //! `Producer` / `PartitionedProducer`, and the wire commands as bytes. Rates are plain keyword
 //! arguments; reasons cross the boundary as their protocol names.
 
+use super::args::{get_opt, Int};
 use super::errors::{non_negative, raise, IntoPyResult};
 use super::replay::import_batch;
 use crate::throttle::limiter::{Breach, PublishRateLimiter, Rate};
@@ -115,10 +116,18 @@ impl PyPublishRateLimiter {
     fn set_connection_limits(
         &self,
         py: Python<'_>,
-        max_pending_publish_requests: Option<i64>,
-        max_publish_buffer_bytes: Option<i64>,
-        num_io_threads: Option<i64>,
+        max_pending_publish_requests: Option<Int>,
+        max_publish_buffer_bytes: Option<Int>,
+        num_io_threads: Option<Int>,
     ) -> PyResult<()> {
+        let max_pending_publish_requests = get_opt::<i64>(
+            py,
+            max_pending_publish_requests,
+            "max_pending_publish_requests",
+        )?;
+        let max_publish_buffer_bytes =
+            get_opt::<i64>(py, max_publish_buffer_bytes, "max_publish_buffer_bytes")?;
+        let num_io_threads = get_opt::<i64>(py, num_io_threads, "num_io_threads")?;
         let threads = num_io_threads
             .map(|n| non_negative(py, "num_io_threads", n))
             .transpose()?
@@ -138,16 +147,21 @@ impl PyPublishRateLimiter {
     /// Charges one publish (an entry of `messages` messages, `size` bytes); returns the breach it
     /// causes as a dict (`reason`, `pause_for_millis`, `resume_at_ns`), or `None` when it is
     /// within every quota.
-    #[pyo3(signature = (now_ns, topic, connection, size, messages = 1))]
+    #[pyo3(signature = (now_ns, topic, connection, size, messages = Int::of(1)))]
+    #[pyo3(text_signature = "(self, now_ns, topic, connection, size, messages=1)")]
     fn on_publish<'py>(
         &self,
         py: Python<'py>,
-        now_ns: i64,
+        now_ns: Int,
         topic: &str,
-        connection: i64,
-        size: i64,
-        messages: i64,
+        connection: Int,
+        size: Int,
+        messages: Int,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
+        let connection: i64 = connection.get(py, "connection")?;
+        let size: i64 = size.get(py, "size")?;
+        let messages: i64 = messages.get(py, "messages")?;
         let (now, conn, size) = (
             non_negative(py, "now_ns", now_ns)?,
             non_negative(py, "connection", connection)?,
@@ -168,14 +182,17 @@ impl PyPublishRateLimiter {
 
     /// How long a publish stays pending after it is read (the bookies' add latency) when
     /// `simulate_publishes` replays through this limiter; 0 (the default) persists it at once.
-    fn set_publish_persist_latency(&self, py: Python<'_>, latency_ns: i64) -> PyResult<()> {
+    fn set_publish_persist_latency(&self, py: Python<'_>, latency_ns: Int) -> PyResult<()> {
+        let latency_ns: i64 = latency_ns.get(py, "latency_ns")?;
         let latency = non_negative(py, "latency_ns", latency_ns)?;
         self.0.with(|l| l.set_persist_latency_ns(latency));
         Ok(())
     }
 
     /// A publish of `size` bytes on `connection` was persisted: it no longer counts as pending.
-    fn on_publish_persisted(&self, py: Python<'_>, connection: i64, size: i64) -> PyResult<()> {
+    fn on_publish_persisted(&self, py: Python<'_>, connection: Int, size: Int) -> PyResult<()> {
+        let connection: i64 = connection.get(py, "connection")?;
+        let size: i64 = size.get(py, "size")?;
         let (conn, size) = (
             non_negative(py, "connection", connection)?,
             non_negative(py, "size", size)?,
@@ -185,7 +202,8 @@ impl PyPublishRateLimiter {
     }
 
     /// Whether a connection has drained to half its limits after a connection-level breach.
-    fn connection_recovered(&self, py: Python<'_>, connection: i64) -> PyResult<bool> {
+    fn connection_recovered(&self, py: Python<'_>, connection: Int) -> PyResult<bool> {
+        let connection: i64 = connection.get(py, "connection")?;
         let conn = non_negative(py, "connection", connection)?;
         Ok(self.0.with(|l| l.connection_recovered(conn)))
     }
@@ -237,8 +255,11 @@ pub struct PyProducer(Guarded<Producer>);
 #[pymethods]
 impl PyProducer {
     #[new]
-    #[pyo3(signature = (topic, producer_id, send_timeout_ms = 30_000))]
-    fn new(py: Python<'_>, topic: &str, producer_id: i64, send_timeout_ms: i64) -> PyResult<Self> {
+    #[pyo3(signature = (topic, producer_id, send_timeout_ms = Int::of(30_000)))]
+    #[pyo3(text_signature = "(topic, producer_id, send_timeout_ms=30000)")]
+    fn new(py: Python<'_>, topic: &str, producer_id: Int, send_timeout_ms: Int) -> PyResult<Self> {
+        let producer_id: i64 = producer_id.get(py, "producer_id")?;
+        let send_timeout_ms: i64 = send_timeout_ms.get(py, "send_timeout_ms")?;
         let id = non_negative(py, "producer_id", producer_id)?;
         let timeout = non_negative(py, "send_timeout_ms", send_timeout_ms)?;
         Ok(PyProducer(Guarded::new(
@@ -260,20 +281,23 @@ impl PyProducer {
     fn on_throttle<'py>(
         &self,
         py: Python<'py>,
-        now_ns: i64,
+        now_ns: Int,
         command: &[u8],
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
         self.0.with(|p| on_throttle_bytes(py, p, now_ns, command))
     }
 
     /// Whether the producer is throttled at `now_ns` (cleared lazily once the pause has passed).
-    fn is_throttled(&self, py: Python<'_>, now_ns: i64) -> PyResult<bool> {
+    fn is_throttled(&self, py: Python<'_>, now_ns: Int) -> PyResult<bool> {
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
         let now = non_negative(py, "now_ns", now_ns)?;
         Ok(self.0.with(|p| p.is_throttled(now)))
     }
 
     /// The reason of the throttle in force at `now_ns`, or `None`.
-    fn throttle_reason(&self, py: Python<'_>, now_ns: i64) -> PyResult<Option<&'static str>> {
+    fn throttle_reason(&self, py: Python<'_>, now_ns: Int) -> PyResult<Option<&'static str>> {
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
         let now = non_negative(py, "now_ns", now_ns)?;
         Ok(self
             .0
@@ -281,14 +305,16 @@ impl PyProducer {
     }
 
     /// Sends one message: returns `(sequence, deferred_until_ns)`, the latter `None` if it went now.
-    fn send(&self, py: Python<'_>, now_ns: i64) -> PyResult<(u64, Option<u64>)> {
+    fn send(&self, py: Python<'_>, now_ns: Int) -> PyResult<(u64, Option<u64>)> {
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
         let now = non_negative(py, "now_ns", now_ns)?;
         let (seq, o) = self.0.with(|p| p.send(now));
         Ok((seq, outcome(o)))
     }
 
     /// The broker persisted every send up to `sequence` (cumulative).
-    fn acknowledge(&self, py: Python<'_>, sequence: i64) -> PyResult<()> {
+    fn acknowledge(&self, py: Python<'_>, sequence: Int) -> PyResult<()> {
+        let sequence: i64 = sequence.get(py, "sequence")?;
         let s = non_negative(py, "sequence", sequence)?;
         self.0.with(|p| p.acknowledge(s));
         Ok(())
@@ -297,7 +323,8 @@ impl PyProducer {
     /// Sends that timed out by `now_ns`, as exception instances (not raised): a
     /// `ProducerThrottledException` carrying the reason when the timeout fell in a throttle, else a
     /// `ProducerSendTimeoutException`. Each send is reported once.
-    fn expire(&self, py: Python<'_>, now_ns: i64) -> PyResult<Vec<Py<PyAny>>> {
+    fn expire(&self, py: Python<'_>, now_ns: Int) -> PyResult<Vec<Py<PyAny>>> {
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
         let now = non_negative(py, "now_ns", now_ns)?;
         let (topic, failures) = self.0.with(|p| (p.topic().to_string(), p.expire(now)));
         failures
@@ -354,14 +381,18 @@ impl PyPartitionedProducer {
 #[pymethods]
 impl PyPartitionedProducer {
     #[new]
-    #[pyo3(signature = (topic, partitions, first_producer_id = 0, send_timeout_ms = 30_000))]
+    #[pyo3(signature = (topic, partitions, first_producer_id = Int::of(0), send_timeout_ms = Int::of(30_000)))]
+    #[pyo3(text_signature = "(topic, partitions, first_producer_id=0, send_timeout_ms=30000)")]
     fn new(
         py: Python<'_>,
         topic: &str,
-        partitions: i64,
-        first_producer_id: i64,
-        send_timeout_ms: i64,
+        partitions: Int,
+        first_producer_id: Int,
+        send_timeout_ms: Int,
     ) -> PyResult<Self> {
+        let partitions: i64 = partitions.get(py, "partitions")?;
+        let first_producer_id: i64 = first_producer_id.get(py, "first_producer_id")?;
+        let send_timeout_ms: i64 = send_timeout_ms.get(py, "send_timeout_ms")?;
         let n = non_negative(py, "partitions", partitions)?;
         let n = u32::try_from(n).map_err(|_| {
             raise(
@@ -382,7 +413,8 @@ impl PyPartitionedProducer {
     }
 
     /// True if any partition is throttled at `now_ns`.
-    fn is_throttled(&self, py: Python<'_>, now_ns: i64) -> PyResult<bool> {
+    fn is_throttled(&self, py: Python<'_>, now_ns: Int) -> PyResult<bool> {
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
         let now = non_negative(py, "now_ns", now_ns)?;
         Ok(self.0.with(|p| p.is_throttled(now)))
     }
@@ -391,9 +423,11 @@ impl PyPartitionedProducer {
     fn is_partition_throttled(
         &self,
         py: Python<'_>,
-        partition: usize,
-        now_ns: i64,
+        partition: Int,
+        now_ns: Int,
     ) -> PyResult<bool> {
+        let partition: usize = partition.get(py, "partition")?;
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
         let now = non_negative(py, "now_ns", now_ns)?;
         self.with_partition(py, partition, |p| Ok(p.is_throttled(now)))
     }
@@ -402,15 +436,18 @@ impl PyPartitionedProducer {
     fn on_throttle<'py>(
         &self,
         py: Python<'py>,
-        partition: usize,
-        now_ns: i64,
+        partition: Int,
+        now_ns: Int,
         command: &[u8],
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let partition: usize = partition.get(py, "partition")?;
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
         self.with_partition(py, partition, |p| on_throttle_bytes(py, p, now_ns, command))
     }
 
     /// Sends one message: returns `(partition, sequence, deferred_until_ns)`.
-    fn send(&self, py: Python<'_>, now_ns: i64) -> PyResult<(usize, u64, Option<u64>)> {
+    fn send(&self, py: Python<'_>, now_ns: Int) -> PyResult<(usize, u64, Option<u64>)> {
+        let now_ns: i64 = now_ns.get(py, "now_ns")?;
         let now = non_negative(py, "now_ns", now_ns)?;
         let (p, seq, o) = self.0.with(|pp| pp.send(now));
         Ok((p, seq, outcome(o)))
@@ -421,11 +458,14 @@ impl PyPartitionedProducer {
 #[pyfunction]
 pub fn encode_throttle_producer<'py>(
     py: Python<'py>,
-    request_id: i64,
-    producer_id: i64,
+    request_id: Int,
+    producer_id: Int,
     reason: &str,
-    pause_for_millis: i64,
+    pause_for_millis: Int,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let request_id: i64 = request_id.get(py, "request_id")?;
+    let producer_id: i64 = producer_id.get(py, "producer_id")?;
+    let pause_for_millis: i64 = pause_for_millis.get(py, "pause_for_millis")?;
     let cmd = CommandThrottleProducer::new(
         non_negative(py, "request_id", request_id)?,
         non_negative(py, "producer_id", producer_id)?,
@@ -450,8 +490,9 @@ pub fn decode_throttle_producer<'py>(py: Python<'py>, data: &[u8]) -> PyResult<B
 #[pyfunction]
 pub fn encode_throttle_producer_receipt<'py>(
     py: Python<'py>,
-    request_id: i64,
+    request_id: Int,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let request_id: i64 = request_id.get(py, "request_id")?;
     let r = CommandThrottleProducerReceipt {
         request_id: non_negative(py, "request_id", request_id)?,
     };

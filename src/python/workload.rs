@@ -2,6 +2,7 @@
 //! through the Arrow C stream interface (`__arrow_c_stream__`), so pyarrow reads them without a
 //! copy, one batch at a time, while the simulation runs only as far as the batches taken need.
 
+use super::args::{get_opt, Int};
 use super::config::to_setting;
 use super::errors::{raise, IntoPyResult};
 use crate::workload::{DetailValue, TraceBatches, TraceStream, WorkloadSpec};
@@ -132,15 +133,22 @@ const _: () = assert!(crate::workload::DEFAULT_BATCH_ROWS as i64 == 65536);
 /// need more than ``memory_budget`` bytes raises ``ResourceLimitError`` before anything is
 /// allocated.
 #[pyfunction]
-#[pyo3(signature = (settings, seed, broker = None, batch_rows = 65536, memory_budget = 4294967296))]
+#[pyo3(signature = (settings, seed, broker = None, batch_rows = Int::of(65536), memory_budget = Int::of(4294967296)))]
+#[pyo3(
+    text_signature = "(settings, seed, broker=None, batch_rows=65536, memory_budget=4294967296)"
+)]
 pub fn stream_workload(
     py: Python<'_>,
     settings: &Bound<'_, PyDict>,
-    seed: u64,
-    broker: Option<u32>,
-    batch_rows: i64,
-    memory_budget: u64,
+    seed: Int,
+    broker: Option<Int>,
+    batch_rows: Int,
+    memory_budget: Int,
 ) -> PyResult<PyWorkloadStream> {
+    let seed: u64 = seed.get(py, "seed")?;
+    let broker = get_opt::<u32>(py, broker, "broker")?;
+    let batch_rows: i64 = batch_rows.get(py, "batch_rows")?;
+    let memory_budget: u64 = memory_budget.get(py, "memory_budget")?;
     let spec = spec_of(py, settings)?;
     if batch_rows < 1 {
         return Err(raise(
@@ -164,13 +172,16 @@ const _: () = assert!(crate::workload::DEFAULT_MEMORY_BUDGET == 4294967296);
 /// within ``memory_budget``), without setting up the simulation: for a caller that starts the
 /// streams elsewhere (Spark tasks) and wants a spec that cannot fit refused first.
 #[pyfunction]
-#[pyo3(signature = (settings, broker = None, memory_budget = 4294967296))]
+#[pyo3(signature = (settings, broker = None, memory_budget = Int::of(4294967296)))]
+#[pyo3(text_signature = "(settings, broker=None, memory_budget=4294967296)")]
 pub fn check_workload(
     py: Python<'_>,
     settings: &Bound<'_, PyDict>,
-    broker: Option<u32>,
-    memory_budget: u64,
+    broker: Option<Int>,
+    memory_budget: Int,
 ) -> PyResult<()> {
+    let broker = get_opt::<u32>(py, broker, "broker")?;
+    let memory_budget: u64 = memory_budget.get(py, "memory_budget")?;
     let spec = spec_of(py, settings)?;
     TraceStream::check(&spec, broker, memory_budget).py_err(py)
 }

@@ -1771,9 +1771,10 @@ impl Sim {
         if !sub.active {
             return true;
         }
-        let idle = sub.consumers.iter().all(|c| {
-            (c.queued == 0 || sub.paused) && c.acks.lowest(self.grouping).is_none()
-        });
+        let idle = sub
+            .consumers
+            .iter()
+            .all(|c| (c.queued == 0 || sub.paused) && c.acks.lowest(self.grouping).is_none());
         let first = self.first_unacked(p, s);
         idle && (first == 0 || sub.acked_upto.is_some_and(|a| a >= first - 1))
     }
