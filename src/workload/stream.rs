@@ -209,7 +209,7 @@ pub struct TraceStream {
 impl TraceStream {
     /// Every broker's events, merged by time as [`generate`](super::generate) gives them.
     pub fn new(spec: &WorkloadSpec, seed: u64) -> Self {
-        Self::of((0..spec.brokers).map(|b| Sim::new(spec, seed, b)))
+        Self::of((0..super::generate::holding_brokers(spec)).map(|b| Sim::new(spec, seed, b)))
     }
 
     /// One broker's events, as [`generate_broker`](super::generate_broker) gives them.
