@@ -179,8 +179,10 @@ def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path,
 
     The requests come in the order the replay touches the cache: a read of several entries takes
     its hits first, then reads its misses from storage and caches them, so within a read the order
-    depends on ``config``'s design and size. ``config=None`` stands for a cache that holds nothing
-    (each read's entries in their order). ``belady`` reads the trace twice, as :func:`replay` does.
+    depends on ``config``'s design and size (with ``storage_read_latency_ms`` the misses still follow
+    their read's hits, though the replay caches them when storage returns them). ``config=None``
+    stands for a cache that holds nothing (each read's entries in their order). ``belady`` reads
+    the trace twice, as :func:`replay` does.
 
     To compare hit ratios, count hits on ``read`` requests only: an ``insert`` is a publish, a miss
     in any simulator's eyes. libCacheSim's LRU on the stream of an ``lru`` configuration, and its

@@ -1389,6 +1389,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             });
         self.misses.clear();
         self.miss_run_ends.clear();
+        let log_ts_us = self.origin_us.unwrap_or(0) + (now / 1_000) as i64;
         let mut after_hit = true;
         let entries = self.topics[topic as usize].ledger(ledger);
         for entry in first..=end {
@@ -1410,15 +1411,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             if hit {
                 self.metrics.hits += 1;
                 // The logged stream touches the cache as the read does: its hits as it finds them,
-                // then its misses as storage returns them (below), so that a simulator that
-                // inserts on a miss sees this design's order.
+                // then its misses, which storage reads and the design caches (below), so that a
+                // simulator that inserts on a miss sees this design's order. (With read latency
+                // they are cached later, other events between; the log keeps them together.)
                 if let Some(log) = &mut self.requests {
-                    log.record(
-                        self.origin_us.unwrap_or(0) + (now / 1_000) as i64,
-                        key,
-                        size,
-                        true,
-                    );
+                    log.record(log_ts_us, key, size, true);
                 }
             } else {
                 self.metrics.misses += 1;
@@ -1430,13 +1427,12 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             after_hit = hit;
         }
         if let Some(log) = &mut self.requests {
-            let ts_us = self.origin_us.unwrap_or(0) + (now / 1_000) as i64;
             for &(entry, size) in &self.misses {
                 let key = EntryKey {
                     topic,
                     position: Position::new(ledger, entry),
                 };
-                log.record(ts_us, key, size, true);
+                log.record(log_ts_us, key, size, true);
             }
         }
         if self.misses.is_empty() {

@@ -117,7 +117,10 @@ impl RequestRecorder {
             ..config.clone()
         };
         let mut replayer = first_pass(&config)?;
-        replayer.log_requests();
+        // Belady's first pass only records the reads; its deciding pass is the stream.
+        if config.strategy != Strategy::Belady {
+            replayer.log_requests();
+        }
         Ok(RequestRecorder {
             config,
             decoder: TraceDecoder::new(),
