@@ -37,6 +37,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cache::PyEntryCacheManager>()?;
     m.add_class::<cache::PyEntryCache>()?;
     m.add_class::<cache::PyCachedEntry>()?;
+    m.add_class::<cache::PyEntryInfo>()?;
     m.add_class::<cursors::PyActiveCursorContainer>()?;
     m.add_class::<cursors::PyCursorHandle>()?;
     m.add_class::<cursors::PySlowestCursorHeap>()?;
