@@ -7,6 +7,7 @@ use crate::entry::{CachedEntry, Payload};
 use crate::error::{Error, Result};
 use crate::position::Position;
 use crate::range_cache::RangeCache;
+use crate::read_flow::inflight::ReadsLimiter;
 pub use crate::range_cache::EntryInfo;
 use crate::read_count::{ReadCount, ReadCountHandler};
 use crate::removal_queue::{Evictor, Pass, QueueItem, RemovalQueue};
@@ -133,6 +134,7 @@ impl HeldCache {
 pub struct EntryCacheManager {
     shared: Arc<Shared>,
     background: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    reads_limiter: Arc<ReadsLimiter>,
 }
 
 /// (entries, bytes) removed by an operation.
@@ -173,7 +175,12 @@ impl EntryCacheManager {
             config,
         });
         let background = background_eviction.then(|| spawn_background_evictor(&shared));
-        Ok(EntryCacheManager { shared, background })
+        let reads_limiter = ReadsLimiter::new(&shared.config, shared.clock.clone());
+        Ok(EntryCacheManager {
+            shared,
+            background,
+            reads_limiter,
+        })
     }
 
     /// The configuration the manager was made with. Settings changed since
@@ -189,6 +196,12 @@ impl EntryCacheManager {
 
     pub fn clock(&self) -> &SharedClock {
         &self.shared.clock
+    }
+
+    /// The reads-in-flight limiter its managed ledgers' reads share
+    /// (`RangeEntryCacheManagerImpl.getInflightReadsLimiter`).
+    pub fn reads_limiter(&self) -> &Arc<ReadsLimiter> {
+        &self.reads_limiter
     }
 
     /// The cache named `name`, created on first use; the same object for the same name.

@@ -23,6 +23,8 @@ __all__ = [
     "EntryCache",
     "CachedEntry",
     "EntryInfo",
+    "InflightReadsHandle",
+    "InflightReadsLimiter",
     "ActiveCursorContainer",
     "CursorHandle",
     "SlowestCursorHeap",
@@ -302,6 +304,10 @@ class EntryCacheManager:
     def stats(self) -> dict[str, int]: ...
     def removal_queue_len(self) -> int: ...
     def metadata_bytes(self) -> int: ...
+    def reads_in_flight(self) -> dict[str, int]:
+        """The reads-in-flight limiter its managed ledgers share: ``max_bytes``,
+        ``remaining_bytes``, ``waiting``, and the counts ``acquired``, ``released``, ``queued``,
+        ``timed_out``, ``refused``."""
     def update_config(self, **changes: Any) -> tuple[int, int]:
         """Changes settings while the manager runs, as a broker's dynamic configuration does: only
         ``cache_size_bytes``, ``eviction_watermark``, ``eviction_time_threshold_ms``,
@@ -309,6 +315,42 @@ class EntryCacheManager:
         ``UnsupportedError`` naming it (it needs a restart). A cache left above its trigger
         threshold evicts down to the new watermark at once; returns the (entries, bytes) this
         call evicted."""
+
+@final
+class InflightReadsHandle:
+    """Permits a read holds (Pulsar's ``InflightReadsLimiter.Handle``)."""
+
+    @property
+    def permits(self) -> int: ...
+    @property
+    def success(self) -> bool: ...
+    @property
+    def created_ns(self) -> int: ...
+
+@final
+class InflightReadsLimiter:
+    """Pulsar's limiter of the bytes managed-ledger reads hold (managedLedgerMaxReadsInFlightSizeInMB);
+    0 or less disables it. Queued reads' callbacks run in ``release`` and ``check_timeouts``."""
+
+    def __new__(
+        cls,
+        max_reads_in_flight_bytes: int,
+        acquire_queue_size: int = 50000,
+        acquire_timeout_ms: int = 60000,
+        clock: _Clock | None = None,
+    ) -> InflightReadsLimiter: ...
+    @property
+    def disabled(self) -> bool: ...
+    @property
+    def remaining_bytes(self) -> int: ...
+    @property
+    def queued(self) -> int: ...
+    def acquire(
+        self, permits: int, callback: Callable[[InflightReadsHandle], object] | None = None
+    ) -> InflightReadsHandle | None: ...
+    def release(self, handle: InflightReadsHandle) -> None: ...
+    def check_timeouts(self) -> int: ...
+    def stats(self) -> dict[str, int]: ...
 
 @final
 class ActiveCursorContainer:

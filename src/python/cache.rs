@@ -167,6 +167,18 @@ impl PyEntryCacheManager {
         Ok(d)
     }
 
+    /// The reads-in-flight limiter its managed ledgers share: ``max_bytes``, ``remaining_bytes``,
+    /// ``waiting`` (reads queued now), and the counts ``acquired``, ``released``, ``queued``,
+    /// ``timed_out``, ``refused``.
+    fn reads_in_flight<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (max, remaining, waiting, counts) = self.inner.reads_limiter().snapshot();
+        let d = super::inflight::counts_dict(py, counts)?;
+        d.set_item("max_bytes", max)?;
+        d.set_item("remaining_bytes", remaining)?;
+        d.set_item("waiting", waiting)?;
+        Ok(d)
+    }
+
     /// Items in the removal queue, stale ones included.
     fn removal_queue_len(&self, py: Python<'_>) -> usize {
         py.detach(|| self.inner.removal_queue_len())

@@ -11,7 +11,13 @@
 //! and the replay lab drive each in their own time. Where Pulsar calls a queued read's callback,
 //! the limiter returns its ticket with the handle it gets.
 
+use crate::clock::SharedClock;
+use crate::config::CacheConfig;
+use crate::error::{Error, Result};
+use crate::fast_hash::FastMap;
+use parking_lot::Mutex;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// What Pulsar adds to an entry's estimated size for BookKeeper's overhead
 /// (`RangeEntryCacheImpl.BOOKKEEPER_READ_OVERHEAD_PER_ENTRY`).
@@ -240,11 +246,207 @@ impl InflightReadsLimiter {
         settled
     }
 
+    /// Takes the queued read `ticket` out of the queue (its reader gave up); false if it is not
+    /// queued.
+    pub fn cancel(&mut self, ticket: Ticket) -> bool {
+        match self.queue.iter().position(|q| q.ticket == ticket) {
+            Some(i) => {
+                self.queue.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// When the first queued read times out, if one is queued and reads time out.
     pub fn next_timeout_ns(&self) -> Option<u64> {
         let q = self.queue.front()?;
         (self.timeout_ns > 0).then(|| q.created_ns.saturating_add(self.timeout_ns))
     }
+}
+
+/// The limiter the managed ledgers of one [`crate::EntryCacheManager`] share, as the caches of
+/// Pulsar's `RangeEntryCacheManagerImpl` share one: each ledger takes what was settled for its own
+/// waiting reads when it polls, so a release never reaches into another ledger.
+#[derive(Debug)]
+pub struct ReadsLimiter {
+    clock: SharedClock,
+    state: Mutex<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    limiter: InflightReadsLimiter,
+    /// Queued reads settled (granted or failed) and not yet taken by their ledger, with when.
+    settled: FastMap<Ticket, (Handle, u64)>,
+}
+
+impl Shared {
+    fn settle(&mut self, settled: Vec<(Ticket, Handle)>, at: u64) {
+        for (ticket, handle) in settled {
+            self.settled.insert(ticket, (handle, at));
+        }
+    }
+}
+
+impl ReadsLimiter {
+    pub fn new(config: &CacheConfig, clock: SharedClock) -> Arc<Self> {
+        Arc::new(ReadsLimiter {
+            clock,
+            state: Mutex::new(Shared {
+                limiter: InflightReadsLimiter::new(
+                    config.max_reads_in_flight_bytes,
+                    config.reads_in_flight_acquire_queue_size as usize,
+                    config.reads_in_flight_acquire_timeout_ms,
+                ),
+                settled: FastMap::default(),
+            }),
+        })
+    }
+
+    /// Permits free now, reads waiting, and the counts (see [`InflightReadsLimiter`]).
+    pub fn snapshot(&self) -> (u64, u64, usize, LimiterCounts) {
+        let st = self.state.lock();
+        let l = &st.limiter;
+        (l.max_bytes(), l.remaining_bytes(), l.queued(), l.counts())
+    }
+
+    fn release(&self, handle: Handle) {
+        let now = self.clock.now_ns();
+        let mut st = self.state.lock();
+        let settled = st.limiter.release(handle, now);
+        st.settle(settled, now);
+    }
+}
+
+/// A read's permits (held until it is dropped: the library's read holds them until its outcome
+/// is taken, its entries handed over), or its place in the queue.
+#[derive(Debug)]
+pub struct ReadPermits {
+    limiter: Arc<ReadsLimiter>,
+    state: PermitState,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum PermitState {
+    Held(Handle),
+    Waiting(Ticket),
+    Done,
+}
+
+/// Where a read stands with the limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// It may read (from this time on).
+    Go(u64),
+    /// It waits for permits.
+    Wait,
+}
+
+impl ReadPermits {
+    /// A read of `entries` entries of a ledger whose entries average `average_entry_bytes` asks
+    /// for permits. A read that may not wait (`can_wait` false: it completes within the call, and
+    /// nothing can free permits meanwhile) fails instead of queueing.
+    pub fn acquire(
+        limiter: &Arc<ReadsLimiter>,
+        entries: u64,
+        average_entry_bytes: Option<u64>,
+        can_wait: bool,
+    ) -> Result<(Self, Admission)> {
+        let permits = estimated_read_bytes(entries, average_entry_bytes);
+        let now = limiter.clock.now_ns();
+        let acquired = limiter.state.lock().limiter.acquire(permits, now);
+        let mut this = ReadPermits {
+            limiter: limiter.clone(),
+            state: PermitState::Done,
+        };
+        match acquired {
+            Acquire::Granted(h) => {
+                this.state = PermitState::Held(h);
+                Ok((this, Admission::Go(now)))
+            }
+            Acquire::Queued(ticket) => {
+                this.state = PermitState::Waiting(ticket);
+                if can_wait {
+                    Ok((this, Admission::Wait))
+                } else {
+                    // Dropping `this` takes it out of the queue.
+                    Err(too_many(permits, entries, "a read that completes at once cannot wait"))
+                }
+            }
+            Acquire::Refused(_) => Err(too_many(
+                permits,
+                entries,
+                "reads_in_flight_acquire_queue_size reads wait already",
+            )),
+        }
+    }
+
+    pub fn is_waiting(&self) -> bool {
+        matches!(self.state, PermitState::Waiting(_))
+    }
+
+    /// A waiting read's turn, checked at the limiter's clock (timeouts first): `Some(Ok(at))` it
+    /// may read from `at`, `Some(Err)` it failed, `None` it still waits.
+    pub fn poll(&mut self) -> Option<Result<u64>> {
+        let PermitState::Waiting(ticket) = self.state else {
+            return None;
+        };
+        let now = self.limiter.clock.now_ns();
+        let mut st = self.limiter.state.lock();
+        let expired = st.limiter.check_timeouts(now);
+        st.settle(expired, now);
+        let (handle, at) = st.settled.remove(&ticket)?;
+        drop(st);
+        if handle.success {
+            self.state = PermitState::Held(handle);
+            Some(Ok(at))
+        } else {
+            self.state = PermitState::Done;
+            Some(Err(too_many(
+                handle.permits,
+                0,
+                "it waited reads_in_flight_acquire_timeout_ms",
+            )))
+        }
+    }
+}
+
+impl Drop for ReadPermits {
+    fn drop(&mut self) {
+        match self.state {
+            PermitState::Held(h) => self.limiter.release(h),
+            PermitState::Waiting(ticket) => {
+                let settled = {
+                    let mut st = self.limiter.state.lock();
+                    if st.limiter.cancel(ticket) {
+                        None
+                    } else {
+                        st.settled.remove(&ticket)
+                    }
+                };
+                // Granted meanwhile: given back.
+                if let Some((h, _)) = settled.filter(|(h, _)| h.success) {
+                    self.limiter.release(h);
+                }
+            }
+            PermitState::Done => {}
+        }
+    }
+}
+
+/// Pulsar's `TooManyRequestsException` for a read without permits.
+fn too_many(permits: u64, entries: u64, why: &str) -> Error {
+    let size = if entries > 0 {
+        format!("estimated read size {permits} bytes for {entries} entries")
+    } else {
+        "the read".to_string()
+    };
+    Error::ResourceLimit(format!(
+        "couldn't acquire enough permits on the max reads in flight limiter for {size}: {why} \
+         (check max_reads_in_flight_bytes, reads_in_flight_acquire_timeout_ms and \
+         reads_in_flight_acquire_queue_size)"
+    ))
 }
 
 #[cfg(test)]
