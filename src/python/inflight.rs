@@ -25,7 +25,7 @@ struct State {
 }
 
 /// Permits a read holds (Pulsar's ``InflightReadsLimiter.Handle``).
-#[pyclass(name = "InflightReadsHandle", module = "ledgercache", frozen)]
+#[pyclass(name = "InflightReadsHandle", module = "ledgercache", frozen, from_py_object)]
 #[derive(Clone, Copy)]
 pub struct PyInflightReadsHandle(Handle);
 
