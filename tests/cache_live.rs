@@ -38,7 +38,12 @@ fn peek_neither_marks_accessed_nor_counts_a_lookup() {
     c.insert(p(1), Payload::from(vec![0; 10]), 0, None).unwrap();
     let info = c.peek(p(0)).unwrap();
     assert_eq!(
-        (info.size, info.expected_reads, info.requeue_count, info.accessed),
+        (
+            info.size,
+            info.expected_reads,
+            info.requeue_count,
+            info.accessed
+        ),
         (10, Some(3), 0, false)
     );
     assert_eq!(c.peek(p(1)).unwrap().expected_reads, None);
@@ -50,7 +55,9 @@ fn peek_neither_marks_accessed_nor_counts_a_lookup() {
     c.peek(p(0));
     clock.advance_ms(150);
     m.evict_expired();
-    assert!(c.peek(p(1)).is_some_and(|i| i.requeue_count == 1 && !i.accessed));
+    assert!(c
+        .peek(p(1))
+        .is_some_and(|i| i.requeue_count == 1 && !i.accessed));
 }
 
 /// ManagedCursorContainerTest.testSlowestReader, for both containers (a fixed shuffle per round).
@@ -76,7 +83,10 @@ fn slowest_reader() {
             active.slowest_cursor().map(|(k, p)| (k.clone(), p)),
             Some(("cursor1".to_string(), Position::new(0, 1)))
         );
-        assert_eq!(heap.slowest_cursor().map(|(k, _)| k.as_str()), Some("cursor1"));
+        assert_eq!(
+            heap.slowest_cursor().map(|(k, _)| k.as_str()),
+            Some("cursor1")
+        );
     }
 }
 
@@ -93,18 +103,21 @@ fn a_smaller_size_evicts_at_once_and_other_settings_are_refused() {
             .unwrap();
     }
     assert_eq!(m.size_bytes(), 155);
-    let (_, freed) = m
-        .update_config([("cache_size_bytes", Int(100))])
-        .unwrap();
+    let (_, freed) = m.update_config([("cache_size_bytes", Int(100))]).unwrap();
     assert!(m.size_bytes() <= 80);
     assert_eq!(freed, 155 - m.size_bytes());
     assert_eq!(m.max_size_bytes(), 100);
-    assert_eq!(m.config().cache_size_bytes, 200, "the start config stays as it was");
-    let err = m
-        .update_config([("copy_entries", Bool(true))])
-        .unwrap_err();
+    assert_eq!(
+        m.config().cache_size_bytes,
+        200,
+        "the start config stays as it was"
+    );
+    let err = m.update_config([("copy_entries", Bool(true))]).unwrap_err();
     assert!(matches!(err, Error::Unsupported(_)));
-    assert!(err.to_string().contains("managedLedgerCacheCopyEntries"), "{err}");
+    assert!(
+        err.to_string().contains("managedLedgerCacheCopyEntries"),
+        "{err}"
+    );
     assert!(err.to_string().contains("restart"), "{err}");
     assert!(matches!(
         m.update_config([("cache_size", Int(1))]),
@@ -152,7 +165,8 @@ fn updates_race_inserts_and_the_background_evictor() {
     for w in writers {
         w.join().unwrap();
     }
-    m.update_config([("cache_size_bytes", Int(10_000))]).unwrap();
+    m.update_config([("cache_size_bytes", Int(10_000))])
+        .unwrap();
     m.run_eviction();
     let s = m.settled_accounting();
     assert_eq!(s.accounted, s.cached);

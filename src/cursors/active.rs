@@ -438,9 +438,7 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
             .cursors
             .iter()
             .position(|c| c.state() == SlotState::Live && c.counted() == Some(at))?;
-        self.keys[slot]
-            .as_ref()
-            .map(|named| (&named.key, at))
+        self.keys[slot].as_ref().map(|named| (&named.key, at))
     }
 
     /// The position a cursor was last given (pending or applied).

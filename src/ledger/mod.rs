@@ -35,11 +35,11 @@ use crate::fast_hash::FastMap;
 use crate::manager::{EntryCache, EntryCacheManager};
 use crate::position::Position;
 use crate::read_count::{ReadCount, ReadCountHandler};
+use crate::read_flow::inflight::{Admission, ReadPermits, ReadsLimiter};
 use crate::read_flow::{
     plan_storage_reads, Context, CursorActivity, EntryRange, Invalidation, ReadFlow, ReadKind,
     RedeliveryReason, StorageReadAdmission,
 };
-use crate::read_flow::inflight::{Admission, ReadPermits, ReadsLimiter};
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
 use acked::unacked_runs;
 use cursor::{

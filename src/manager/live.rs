@@ -3,8 +3,8 @@
 
 use super::{released_after, EntryCacheManager};
 use crate::config::{sources, SettingValue};
-use crate::error::{Error, Result};
 use crate::entry::Payload;
+use crate::error::{Error, Result};
 use crate::manager::Removed;
 use std::sync::atomic::Ordering;
 

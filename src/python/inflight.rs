@@ -25,7 +25,12 @@ struct State {
 }
 
 /// Permits a read holds (Pulsar's ``InflightReadsLimiter.Handle``).
-#[pyclass(name = "InflightReadsHandle", module = "ledgercache", frozen, from_py_object)]
+#[pyclass(
+    name = "InflightReadsHandle",
+    module = "ledgercache",
+    frozen,
+    from_py_object
+)]
 #[derive(Clone, Copy)]
 pub struct PyInflightReadsHandle(Handle);
 

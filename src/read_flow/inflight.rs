@@ -152,7 +152,10 @@ impl InflightReadsLimiter {
             success: true,
         };
         if self.is_disabled() {
-            return Acquire::Granted(Handle { permits: 0, ..handle });
+            return Acquire::Granted(Handle {
+                permits: 0,
+                ..handle
+            });
         }
         if let Some(granted) = self.take(permits, now_ns) {
             return Acquire::Granted(granted);
@@ -371,7 +374,11 @@ impl ReadPermits {
                     Ok((this, Admission::Wait))
                 } else {
                     // Dropping `this` takes it out of the queue.
-                    Err(too_many(permits, entries, "a read that completes at once cannot wait"))
+                    Err(too_many(
+                        permits,
+                        entries,
+                        "a read that completes at once cannot wait",
+                    ))
                 }
             }
             Acquire::Refused(_) => Err(too_many(
@@ -688,7 +695,10 @@ mod tests {
         assert_eq!(estimated_read_bytes(3, None), 3 * (10 * 1024 + 64));
         assert_eq!(estimated_read_bytes(2, Some(0)), 2 * 65);
         assert_eq!(estimated_read_bytes(u64::MAX, Some(u64::MAX)), u64::MAX);
-        assert_eq!(default_max_reads_in_flight_bytes(1 << 30), ((1u64 << 30) as f64 * 0.15) as u64);
+        assert_eq!(
+            default_max_reads_in_flight_bytes(1 << 30),
+            ((1u64 << 30) as f64 * 0.15) as u64
+        );
         assert_eq!(default_max_reads_in_flight_bytes(0), 5 << 20);
     }
 }

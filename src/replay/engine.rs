@@ -1487,7 +1487,14 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             let storage = self.storage_reads.front().map(|r| r.due_ns);
             let delivery = self.in_flight.front().map(|r| r.due_ns);
             // Reads waiting for permits time out before what completes after their timeout.
-            self.expire_permits(storage.into_iter().chain(delivery).min().unwrap_or(now).min(now));
+            self.expire_permits(
+                storage
+                    .into_iter()
+                    .chain(delivery)
+                    .min()
+                    .unwrap_or(now)
+                    .min(now),
+            );
             match (storage, delivery) {
                 (Some(s), d) if s <= now && d.is_none_or(|d| s <= d) => {
                     self.complete_storage_read()

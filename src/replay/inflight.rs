@@ -19,8 +19,8 @@
 use super::{CacheStrategy, InFlight, Replayer};
 use crate::config::CacheConfig;
 use crate::fast_hash::FastMap;
-use crate::read_flow::inflight::{Acquire, Handle, InflightReadsLimiter, Ticket};
 use crate::read_flow::inflight::READ_OVERHEAD_PER_ENTRY;
+use crate::read_flow::inflight::{Acquire, Handle, InflightReadsLimiter, Ticket};
 
 pub(super) struct LabInflight {
     limiter: InflightReadsLimiter,
@@ -110,12 +110,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 
     /// Fails the waiting reads that have waited the timeout by `now` (Pulsar's scheduled check).
     pub(super) fn expire_permits(&mut self, now: u64) {
-        if !self
-            .inflight
-            .limiter
-            .next_timeout_ns()
-            .is_some_and(|at| at <= now)
-        {
+        let due = self.inflight.limiter.next_timeout_ns();
+        if due.is_none_or(|at| at > now) {
             return;
         }
         for (ticket, h) in self.inflight.limiter.check_timeouts(now) {
