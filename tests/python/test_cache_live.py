@@ -328,6 +328,67 @@ def test_multiple_queued_entries_with_timeouts_that_are_timed_out_when_permits_a
     assert l.remaining_bytes == 100
 
 
+def test_multiple_queued_entries_with_timeout_and_exception_in_first_callback(clock):
+    """InflightReadsLimiterTest.testMultipleQueuedEntriesWithTimeoutAndExceptionInFirstCallback"""
+    l = limiter(clock)
+    h1 = l.acquire(100)
+    got2, got3 = [], []
+
+    def raising(h):
+        got2.append(h)
+        raise RuntimeError("Callback exception on timeout")
+
+    assert l.acquire(50, raising) is None
+    clock.advance_ms(50)
+    assert l.acquire(50, got3.append) is None
+    clock.advance_ms(200)
+    reported = []
+    old, sys.unraisablehook = sys.unraisablehook, reported.append
+    try:
+        assert l.check_timeouts() == 2
+    finally:
+        sys.unraisablehook = old
+    assert len(reported) == 1
+    assert not got2[0].success and not got3[0].success and l.remaining_bytes == 0
+    l.release(h1)
+    assert l.remaining_bytes == 100
+
+
+def test_acquire_release_count_metrics(clock):
+    """InflightReadsLimiterTest.testAcquireReleaseCountMetrics, as stats()."""
+    l = limiter(clock)
+
+    def counts():
+        s = l.stats()
+        return s["acquired"], s["released"]
+
+    h1 = l.acquire(50)
+    h2 = l.acquire(50)
+    assert counts() == (2, 0)
+    got = []
+    assert l.acquire(50, got.append) is None and counts() == (2, 0)
+    l.release(h1)
+    assert got[0].success and counts() == (3, 1)
+    l.release(h2)
+    assert counts() == (3, 2)
+    l.release(got[0])
+    assert counts() == (3, 3)
+
+
+def test_acquire_count_metrics_exceeding_max(clock):
+    """InflightReadsLimiterTest.testAcquireCountMetricsExceedingMax, as stats()."""
+    l = limiter(clock)
+    h1 = l.acquire(200)
+    assert (h1.success, h1.permits) == (True, 100) and l.stats()["acquired"] == 1
+    got = []
+    assert l.acquire(200, got.append) is None
+    l.release(h1)
+    assert (got[0].success, got[0].permits) == (True, 100)
+    assert (l.stats()["acquired"], l.stats()["released"]) == (2, 1)
+    l.release(got[0])
+    assert l.stats()["released"] == 2
+
+
 def test_queue_size_limit_reached(clock):
     """InflightReadsLimiterTest.testQueueSizeLimitReached"""
     l = limiter(clock, queue=4)
