@@ -40,7 +40,7 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::{CacheConfig, SettingValue, Strategy};
 pub use entry::{CachedEntry, Payload, PayloadBuffer, PayloadGroup};
 pub use error::{Error, Result};
-pub use manager::{BatchEntry, EntryCache, EntryCacheManager, SettledAccounting};
+pub use manager::{BatchEntry, EntryCache, EntryCacheManager, EntryInfo, SettledAccounting};
 pub use position::Position;
 pub use read_count::{ReadCount, ReadCountHandler};
 pub use stats::CacheStats;

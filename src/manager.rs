@@ -6,8 +6,10 @@ use crate::config::{CacheConfig, Strategy};
 use crate::entry::{CachedEntry, Payload};
 use crate::error::{Error, Result};
 use crate::position::Position;
+pub use crate::range_cache::EntryInfo;
 use crate::range_cache::RangeCache;
 use crate::read_count::{ReadCount, ReadCountHandler};
+use crate::read_flow::inflight::ReadsLimiter;
 use crate::removal_queue::{Evictor, Pass, QueueItem, RemovalQueue};
 use crate::stats::{CacheStats, Counters, Lookups};
 use parking_lot::{ArcMutexGuard, Condvar, Mutex, RawMutex, RwLock};
@@ -18,8 +20,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 mod batch;
+mod live;
 mod pass;
 pub use batch::BatchEntry;
+pub use live::LIVE_SETTINGS;
 
 type SharedRangeCache = Arc<Mutex<RangeCache>>;
 
@@ -33,7 +37,13 @@ struct CacheTable {
 }
 
 struct Shared {
+    /// As the manager was made: the settings a broker reads only at start-up.
     config: CacheConfig,
+    /// `config` with the changes made while running ([`EntryCacheManager::update_config`]):
+    /// what passes and size checks read.
+    current: RwLock<CacheConfig>,
+    /// `current`'s trigger threshold in bytes, read by every insert.
+    trigger_bytes: AtomicU64,
     clock: SharedClock,
     size_bytes: AtomicU64,
     entry_count: AtomicU64,
@@ -50,6 +60,9 @@ pub struct EntryCache {
     state: SharedRangeCache,
     shared: Arc<Shared>,
     closed: AtomicBool,
+    /// Made while the cache size was 0: it caches nothing, whatever the size becomes (Pulsar's
+    /// `getEntryCache` hands out an `EntryCacheDisabled` then).
+    disabled: bool,
 }
 
 /// An entry cache's lock kept across many calls by the only thread that uses its manager: the
@@ -121,6 +134,7 @@ impl HeldCache {
 pub struct EntryCacheManager {
     shared: Arc<Shared>,
     background: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    reads_limiter: Arc<ReadsLimiter>,
 }
 
 /// (entries, bytes) removed by an operation.
@@ -156,18 +170,38 @@ impl EntryCacheManager {
             caches: RwLock::new(CacheTable::default()),
             counters: Counters::default(),
             wake_evictor: background_eviction.then(|| (Mutex::new(false), Condvar::new())),
+            current: RwLock::new(config.clone()),
+            trigger_bytes: AtomicU64::new(config.trigger_bytes()),
             config,
         });
         let background = background_eviction.then(|| spawn_background_evictor(&shared));
-        Ok(EntryCacheManager { shared, background })
+        let reads_limiter = ReadsLimiter::new(&shared.config, shared.clock.clone());
+        Ok(EntryCacheManager {
+            shared,
+            background,
+            reads_limiter,
+        })
     }
 
+    /// The configuration the manager was made with. Settings changed since
+    /// ([`Self::update_config`]) are in [`Self::current_config`].
     pub fn config(&self) -> &CacheConfig {
         &self.shared.config
     }
 
+    /// The configuration in force: [`Self::config`] with the changes made while running.
+    pub fn current_config(&self) -> CacheConfig {
+        self.shared.current.read().clone()
+    }
+
     pub fn clock(&self) -> &SharedClock {
         &self.shared.clock
+    }
+
+    /// The reads-in-flight limiter its managed ledgers' reads share
+    /// (`RangeEntryCacheManagerImpl.getInflightReadsLimiter`).
+    pub fn reads_limiter(&self) -> &Arc<ReadsLimiter> {
+        &self.reads_limiter
     }
 
     /// The cache named `name`, created on first use; the same object for the same name.
@@ -194,6 +228,7 @@ impl EntryCacheManager {
             state,
             shared: self.shared.clone(),
             closed: AtomicBool::new(false),
+            disabled: self.max_size_bytes() == 0,
         });
         table.by_name.insert(name.to_string(), cache.clone());
         cache
@@ -253,7 +288,7 @@ impl EntryCacheManager {
     }
 
     pub fn max_size_bytes(&self) -> u64 {
-        self.shared.config.cache_size_bytes
+        self.shared.current.read().cache_size_bytes
     }
 
     /// One time pass: evicts entries stamped more than `eviction_time_threshold_ms` ago, extending
@@ -434,7 +469,8 @@ impl Shared {
     fn evict_expired(&self, evictor: &mut Evictor<'_>, released: Released<'_>) -> Removed {
         let now = self.clock.now_ns();
         self.counters.time_passes.fetch_add(1, Ordering::Relaxed);
-        match now.checked_sub(self.config.ttl_ns()) {
+        let ttl_ns = self.current.read().ttl_ns();
+        match now.checked_sub(ttl_ns) {
             Some(expire_before_ns) => {
                 self.run_pass(evictor, Pass::Time { expire_before_ns }, released)
             }
@@ -461,10 +497,14 @@ impl Shared {
         released: Released<'_>,
     ) -> Removed {
         let size = self.size_bytes.load(Ordering::Acquire);
-        if size <= self.config.trigger_bytes() {
+        let (trigger, watermark) = {
+            let current = self.current.read();
+            (current.trigger_bytes(), current.watermark_bytes())
+        };
+        if size <= trigger {
             return (0, 0);
         }
-        match size.checked_sub(self.config.watermark_bytes()) {
+        match size.checked_sub(watermark) {
             Some(excess) if excess > 0 => self.evict_size(evictor, excess, released),
             _ => (0, 0),
         }
@@ -472,7 +512,7 @@ impl Shared {
 
     /// Whether an insert that grew the cache to `total` bytes calls for a size pass.
     fn pass_due(&self, total: u64) -> bool {
-        total > self.config.trigger_bytes()
+        total > self.trigger_bytes.load(Ordering::Relaxed)
     }
 
     /// Called after an insert grew the cache to `total` bytes: the size pass (or the background
@@ -675,10 +715,9 @@ impl EntryCache {
     /// What this cache keeps of an inserted payload: `None` when caching is off, a private copy
     /// with `copy_entries`.
     fn to_cache(&self, payload: Payload) -> Option<Payload> {
-        let config = &self.shared.config;
-        if config.cache_size_bytes == 0 {
+        if self.disabled {
             None
-        } else if config.copy_entries {
+        } else if self.shared.config.copy_entries {
             Some(payload.deep_copy())
         } else {
             Some(payload)
@@ -772,6 +811,13 @@ impl EntryCache {
         state.lookups.served(&found);
         state.lookups.misses += u64::from(found.is_none());
         found
+    }
+
+    /// A look at the cached entry at `position` (its size, expected reads, requeues, whether it was
+    /// read since the evictor last looked), without marking it accessed or counting a lookup: a
+    /// [`Self::get`] marks it accessed, which extends its TTL at the next time pass.
+    pub fn peek(&self, position: Position) -> Option<EntryInfo> {
+        self.state.lock().info(position)
     }
 
     /// This cache's lock, to keep across a run of reads (see [`HeldCache`]).

@@ -40,6 +40,24 @@ pub(crate) struct Slot {
     state: u8,
 }
 
+/// A cached entry as the evictor sees it, looked at without touching it (see
+/// [`crate::EntryCache::peek`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryInfo {
+    pub position: Position,
+    /// The accounted size.
+    pub size: u32,
+    /// Remaining expected reads; `None` if the entry was cached without a count.
+    pub expected_reads: Option<i32>,
+    /// How many times the evictor extended its TTL.
+    pub requeue_count: u16,
+    /// Read since the evictor last looked at it (its TTL is extended once if the
+    /// recently-accessed extension is on).
+    pub accessed: bool,
+    /// When it was inserted or last requeued (its TTL counts from here), on the manager's clock.
+    pub timestamp_ns: u64,
+}
+
 /// What the evictor's visit of a slot came to (see [`RangeCache::visit`]).
 pub(crate) enum Visit {
     /// No live entry: a tombstone, now freed.
@@ -344,6 +362,20 @@ impl RangeCache {
     /// A reader's copy without marking the entry accessed.
     pub fn peek_copy(&mut self, p: Position) -> Option<CachedEntry> {
         self.index.get(p).map(|n| self.copy_for_reader(n, p))
+    }
+
+    /// What the evictor knows of the entry at `p`, without marking it accessed.
+    pub fn info(&self, p: Position) -> Option<EntryInfo> {
+        let n = self.index.get(p)?;
+        let slot = &self.slots[n as usize];
+        Some(EntryInfo {
+            position: p,
+            size: self.size_of(n),
+            expected_reads: slot.read_count.expected_reads(),
+            requeue_count: slot.requeue_count,
+            accessed: slot.accessed,
+            timestamp_ns: slot.timestamp_ns,
+        })
     }
 
     /// Looks an entry up without marking it accessed.

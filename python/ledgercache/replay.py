@@ -35,6 +35,8 @@ SUMMARY_COLUMNS = (
     "peak_retained_bytes",
     "out_of_order_deliveries",
     "discarded_reads",
+    "reads_waited_for_permits",
+    "reads_failed_for_permits",
     "replay_seconds",
 )
 

@@ -163,6 +163,16 @@ pub struct CacheConfig {
     /// `peak_retained_bytes` is null (not measured), and the reports say so. The command line's
     /// reports turn it on. Irrelevant with `copy_entries` (nothing to track).
     pub memory_model: bool,
+    /// The reads-in-flight limiter (managedLedgerMaxReadsInFlightSizeInMB, in bytes; 0: off): a
+    /// managed ledger's reads hold permits for their estimated size until their entries are
+    /// released; see [`crate::read_flow::inflight`].
+    pub max_reads_in_flight_bytes: u64,
+    /// How long a read waits for permits before it fails
+    /// (managedLedgerMaxReadsInFlightPermitsAcquireTimeoutMillis; 0: no limit).
+    pub reads_in_flight_acquire_timeout_ms: u64,
+    /// How many reads may wait for permits; one more fails at once
+    /// (managedLedgerMaxReadsInFlightPermitsAcquireQueueSize).
+    pub reads_in_flight_acquire_queue_size: u32,
 }
 
 impl Default for CacheConfig {
@@ -197,12 +207,23 @@ impl Default for CacheConfig {
             exact_cursor_counts: None,
             expected_read_on_every_redelivery: false,
             memory_model: false,
+            max_reads_in_flight_bytes: DEFAULT_MAX_READS_IN_FLIGHT_BYTES,
+            reads_in_flight_acquire_timeout_ms: 60_000,
+            reads_in_flight_acquire_queue_size: 50_000,
         }
     }
 }
 
+/// Pulsar master's default limit when `managedLedgerMaxReadsInFlightSizeInMB` is unset is 15% of
+/// the JVM's direct memory; the default cache size here (1 GiB) is a broker's with 5 GiB of it
+/// (a fifth), whose 15% is 768 MiB.
+pub const DEFAULT_MAX_READS_IN_FLIGHT_BYTES: u64 = 768 << 20;
+
+/// The `broker.conf` key of the reads-in-flight limit, whose default only the broker can compute.
+pub const MAX_READS_IN_FLIGHT_KEY: &str = "managedLedgerMaxReadsInFlightSizeInMB";
+
 /// Names accepted by [`CacheConfig::set`], in declaration order.
-pub const SETTING_NAMES: [&str; 28] = [
+pub const SETTING_NAMES: [&str; 31] = [
     "cache_size_bytes",
     "eviction_watermark",
     "eviction_trigger_threshold",
@@ -231,6 +252,9 @@ pub const SETTING_NAMES: [&str; 28] = [
     "exact_cursor_counts",
     "expected_read_on_every_redelivery",
     "memory_model",
+    "max_reads_in_flight_bytes",
+    "reads_in_flight_acquire_timeout_ms",
+    "reads_in_flight_acquire_queue_size",
 ];
 
 impl CacheConfig {
@@ -342,6 +366,20 @@ impl CacheConfig {
             "storage_read_latency_ms" => next.storage_read_latency_ms = non_negative(name, &value)?,
             "cursor_epochs" => next.cursor_epochs = boolean(name, &value)?,
             "memory_model" => next.memory_model = boolean(name, &value)?,
+            "max_reads_in_flight_bytes" => {
+                next.max_reads_in_flight_bytes = non_negative(name, &value)?
+            }
+            "reads_in_flight_acquire_timeout_ms" => {
+                next.reads_in_flight_acquire_timeout_ms = non_negative(name, &value)?
+            }
+            "reads_in_flight_acquire_queue_size" => {
+                let v = non_negative(name, &value)?;
+                // A Java int in Pulsar.
+                next.reads_in_flight_acquire_queue_size = u32::try_from(v)
+                    .ok()
+                    .filter(|v| *v <= i32::MAX as u32)
+                    .ok_or_else(|| Error::invalid(name, format!("{v} is above {}", i32::MAX)))?;
+            }
             "min_backlog_cursors_for_caching" => {
                 let v = non_negative(name, &value)?;
                 next.min_backlog_cursors_for_caching = u32::try_from(v)
@@ -444,6 +482,7 @@ impl CacheConfig {
         };
         let mut eviction_frequency = None;
         let mut cache_size_blank = false;
+        let mut reads_in_flight_given = false;
         for (key, raw) in entries {
             let key = key.trim();
             if raw.trim().is_empty() {
@@ -514,6 +553,16 @@ impl CacheConfig {
             if name == "cache_size_bytes" {
                 report.cache_size_is_brokers_default = false;
             }
+            if name == "max_reads_in_flight_bytes" {
+                reads_in_flight_given = true;
+                let limit = config.max_reads_in_flight_bytes;
+                if limit > 0 && limit < crate::read_flow::inflight::DISPATCHER_MAX_READ_SIZE_BYTES {
+                    // ManagedLedgerClientFactory logs the same.
+                    report.warnings.push(format!(
+                        "{key}={raw}: below dispatcherMaxReadSizeBytes (5 MiB), so one read can                          wait for permits that never come free until it gets the whole limit; a                          broker warns of it"
+                    ));
+                }
+            }
             report.applied.push(key.to_string());
         }
         if report.cache_size_is_brokers_default {
@@ -531,6 +580,12 @@ impl CacheConfig {
                 )),
                 None => {}
             }
+        }
+        if let (false, Some(direct)) = (reads_in_flight_given, direct_memory_bytes) {
+            // Master's default (`ManagedLedgerClientFactory`); 4.0's is 0 (off).
+            config.max_reads_in_flight_bytes =
+                crate::read_flow::inflight::default_max_reads_in_flight_bytes(direct);
+            report.applied.push(MAX_READS_IN_FLIGHT_KEY.to_string());
         }
         // `ServiceConfiguration.getManagedLedgerCacheEvictionIntervalMs`: the deprecated frequency,
         // when positive, sets the interval (within 0.001..1000 passes a second); otherwise the
@@ -611,6 +666,13 @@ impl CacheConfig {
                 SettingValue::Bool(self.expected_read_on_every_redelivery)
             }
             "memory_model" => SettingValue::Bool(self.memory_model),
+            "max_reads_in_flight_bytes" => SettingValue::Int(self.max_reads_in_flight_bytes as i64),
+            "reads_in_flight_acquire_timeout_ms" => {
+                SettingValue::Int(self.reads_in_flight_acquire_timeout_ms as i64)
+            }
+            "reads_in_flight_acquire_queue_size" => {
+                SettingValue::Int(self.reads_in_flight_acquire_queue_size as i64)
+            }
             _ => return None,
         })
     }

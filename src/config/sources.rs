@@ -54,7 +54,7 @@ const fn lab(name: &'static str, note: &'static str) -> Setting {
 }
 
 /// Every setting, in [`super::SETTING_NAMES`] order.
-pub const SETTINGS: [Setting; 28] = [
+pub const SETTINGS: [Setting; 31] = [
     Setting {
         name: "cache_size_bytes",
         source: Source::Broker {
@@ -166,6 +166,27 @@ pub const SETTINGS: [Setting; 28] = [
     lab(
         "memory_model",
         "the lab's model of the buffers cached slices retain; off: peak_retained_bytes is not measured (null), hit ratios unchanged",
+    ),
+    Setting {
+        name: "max_reads_in_flight_bytes",
+        source: Source::Broker {
+            key: "managedLedgerMaxReadsInFlightSizeInMB",
+            read_by: BOTH,
+            scale: 1 << 20,
+        },
+        note: "0 turns it off; unset, master limits to 15% of direct memory (at least dispatcherMaxReadSizeBytes), 4.0 to nothing (0); the lab's reads wait only with storage_read_latency_ms",
+    },
+    broker(
+        "reads_in_flight_acquire_timeout_ms",
+        "managedLedgerMaxReadsInFlightPermitsAcquireTimeoutMillis",
+        BOTH,
+        "a read that waited this long fails; the dispatcher reads again after dispatcherReadFailureBackoffInitialTimeInMs",
+    ),
+    broker(
+        "reads_in_flight_acquire_queue_size",
+        "managedLedgerMaxReadsInFlightPermitsAcquireQueueSize",
+        BOTH,
+        "a read that finds this many waiting fails at once",
     ),
 ];
 

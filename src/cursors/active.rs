@@ -427,6 +427,20 @@ impl<K: Hash + Eq + Clone> ActiveCursorContainer<K> {
         self.counts.first()
     }
 
+    /// The slowest cursor and its position: the name of a tracked cursor at the lowest tracked
+    /// position (Pulsar's `ManagedCursorContainer.getSlowestCursor` with
+    /// `getCursorWithOldestPosition`). Among cursors tied there, the one in the lowest slot: Pulsar's
+    /// heap names any of them. The counts keep positions, not names, so this looks at every
+    /// cursor (O(cursors)); `slowest_position` stays O(1).
+    pub fn slowest_cursor(&mut self) -> Option<(&K, Position)> {
+        let at = self.slowest_position()?;
+        let slot = self
+            .cursors
+            .iter()
+            .position(|c| c.state() == SlotState::Live && c.counted() == Some(at))?;
+        self.keys[slot].as_ref().map(|named| (&named.key, at))
+    }
+
     /// The position a cursor was last given (pending or applied).
     pub fn position_of<Q>(&self, key: &Q) -> Option<Position>
     where

@@ -104,6 +104,12 @@ impl<K: Hash + Eq + Clone> SlowestCursorHeap<K> {
     }
 
     /// The lowest position among ordered cursors.
+    /// The slowest cursor and its position (Pulsar's `getSlowestCursor`): the heap's top.
+    pub fn slowest_cursor(&self) -> Option<(&K, Position)> {
+        let c = &self.cursors[*self.heap.first()?];
+        c.position.map(|p| (&c.key, p))
+    }
+
     pub fn slowest_position(&self) -> Option<Position> {
         self.heap.first().and_then(|&i| self.cursors[i].position)
     }

@@ -35,6 +35,7 @@ use crate::fast_hash::FastMap;
 use crate::manager::{EntryCache, EntryCacheManager};
 use crate::position::Position;
 use crate::read_count::{ReadCount, ReadCountHandler};
+use crate::read_flow::inflight::{Admission, ReadPermits, ReadsLimiter};
 use crate::read_flow::{
     plan_storage_reads, Context, CursorActivity, EntryRange, Invalidation, ReadFlow, ReadKind,
     RedeliveryReason, StorageReadAdmission,
@@ -101,6 +102,27 @@ pub enum StartAt {
     At(Position),
 }
 
+/// A read of `positions` asks the reads-in-flight limiter for permits, estimated from the
+/// average entry of the first position's ledger: its permits, whether it reads now, or why it
+/// fails (see [`ReadPermits::acquire`]).
+fn admit(
+    limiter: &Arc<ReadsLimiter>,
+    layout: &Layout,
+    positions: &[Position],
+    now_only: bool,
+) -> (Option<ReadPermits>, bool, Option<Error>) {
+    let average = positions
+        .first()
+        .and_then(|p| layout.get(p.ledger_id))
+        .filter(|l| l.entries > 0 && l.bytes > 0)
+        .map(|l| l.bytes / l.entries);
+    match ReadPermits::acquire(limiter, positions.len() as u64, average, !now_only) {
+        Ok((permits, Admission::Go(_))) => (Some(permits), true, None),
+        Ok((permits, Admission::Wait)) => (Some(permits), false, None),
+        Err(e) => (None, false, Some(e)),
+    }
+}
+
 /// What a completed read produced.
 #[derive(Debug)]
 pub enum ReadOutcome {
@@ -133,6 +155,9 @@ struct ReadOp {
     step_failed: bool,
     /// Where a sequential read whose last window was all acknowledged leaves its cursor.
     skip_to: Option<Position>,
+    /// Its reads-in-flight permits (given back when the read is taken), or its place in their
+    /// queue.
+    permits: Option<ReadPermits>,
 }
 
 /// A storage read in flight; several reads may wait for it.
@@ -172,6 +197,7 @@ struct Inner {
     clock: SharedClock,
     config: LedgerConfig,
     state: Mutex<State>,
+    limiter: Arc<ReadsLimiter>,
 }
 
 /// A managed ledger. Cheap to clone; clones share everything.
@@ -236,6 +262,7 @@ impl ManagedLedger {
                 clock: manager.clock().clone(),
                 config,
                 state: Mutex::new(state),
+                limiter: manager.reads_limiter().clone(),
             }),
         })
     }
@@ -428,7 +455,34 @@ impl ManagedLedger {
     /// reads finished.
     pub fn poll(&self) -> usize {
         let mut st = self.inner.state.lock();
-        self.complete_due(&mut st, self.inner.clock.now_ns())
+        let failed = self.start_permitted(&mut st);
+        failed + self.complete_due(&mut st, self.inner.clock.now_ns())
+    }
+
+    /// Starts the reads whose permits came, from when they came, and fails those that waited
+    /// past the timeout; returns how many failed.
+    fn start_permitted(&self, st: &mut State) -> usize {
+        let mut waiting: Vec<u64> = st
+            .ops
+            .iter()
+            .filter(|(_, op)| op.permits.as_ref().is_some_and(ReadPermits::is_waiting))
+            .map(|(id, _)| *id)
+            .collect();
+        // In the order they were started (the map's order is arbitrary).
+        waiting.sort_unstable();
+        let mut failed = 0;
+        for id in waiting {
+            let op = st.ops.get_mut(&id).expect("a waiting read");
+            match op.permits.as_mut().and_then(ReadPermits::poll) {
+                Some(Ok(at)) => self.continue_read(st, id, at),
+                Some(Err(e)) => {
+                    op.outcome = Some(Err(e));
+                    failed += 1;
+                }
+                None => {}
+            }
+        }
+        failed
     }
 
     /// Whether a started read has finished.
@@ -574,6 +628,7 @@ impl ManagedLedger {
                 (positions, units, None)
             }
         };
+        let (permits, go, failed) = admit(&inner.limiter, &st.layout, &positions, now_only);
         let op_id = st.next_op;
         st.next_op += 1;
         st.ops.insert(
@@ -586,16 +641,19 @@ impl ManagedLedger {
                 positions,
                 waiting: 0,
                 retried: false,
-                outcome: None,
+                outcome: failed.map(Err),
                 units,
                 step: Vec::new(),
                 now_only,
                 step_failed: false,
                 skip_to,
+                permits,
             },
         );
-        let now = self.inner.clock.now_ns();
-        self.continue_read(&mut st, op_id, now);
+        if go {
+            let now = self.inner.clock.now_ns();
+            self.continue_read(&mut st, op_id, now);
+        }
         Ok(ReadId(op_id))
     }
 

@@ -54,12 +54,12 @@ impl EntryCache {
                 })?;
         }
         let shared = &self.shared;
-        if shared.config.cache_size_bytes == 0 {
+        if self.disabled {
             return Ok(0);
         }
         // A background evictor is only woken, so there is no reason to break the batch for it.
         let trigger = match shared.wake_evictor {
-            None => shared.config.trigger_bytes(),
+            None => shared.trigger_bytes.load(Ordering::Relaxed),
             Some(_) => u64::MAX,
         };
         let mut entry_id = first_entry_id;

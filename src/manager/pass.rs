@@ -192,7 +192,7 @@ impl Shared {
         released: Released<'_>,
     ) -> Removed {
         let now = self.clock.now_ns();
-        let policy = EvictionPolicy::from_config(&self.config);
+        let policy = EvictionPolicy::from_config(&self.current.read());
         let listed = OnceCell::new();
         let mut held = HeldCaches {
             shared: self,

@@ -1,12 +1,12 @@
 use super::args::{get_opt, Int};
 use super::arrow_batch::{batch_entries, entries_to_batch, to_pyarrow, ReadsArg};
 use super::clock::clock_arg;
-use super::config::PyCacheConfig;
+use super::config::{to_setting, PyCacheConfig};
 use super::errors::{raise, IntoPyResult};
 use super::payload::{detached_releasing, payload_arg, payload_to_py};
 use super::position::PyPosition;
 use crate::entry::CachedEntry;
-use crate::manager::{count_and_size, EntryCache, EntryCacheManager};
+use crate::manager::{count_and_size, EntryCache, EntryCacheManager, EntryInfo};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -21,7 +21,6 @@ use std::sync::Arc;
 pub struct PyEntryCacheManager {
     /// Dropped without the GIL (see the `Drop` impl).
     pub(super) inner: ManuallyDrop<Arc<EntryCacheManager>>,
-    config: PyCacheConfig,
     /// The Python wrapper of each cache, so `get_cache` returns the same object for a name.
     wrappers: Mutex<HashMap<String, Py<PyEntryCache>>>,
 }
@@ -53,7 +52,6 @@ impl PyEntryCacheManager {
                 .py_err(py)?;
         Ok(PyEntryCacheManager {
             inner: ManuallyDrop::new(Arc::new(inner)),
-            config,
             wrappers: Mutex::new(HashMap::new()),
         })
     }
@@ -84,9 +82,41 @@ impl PyEntryCacheManager {
         self.inner.cache_names()
     }
 
+    /// The settings in force: those the manager was made with, and the changes
+    /// ``update_config`` made since.
     #[getter]
     fn config(&self) -> PyCacheConfig {
-        self.config.clone()
+        PyCacheConfig(self.inner.current_config())
+    }
+
+    /// Changes settings while the manager runs, as a broker's dynamic configuration does: only
+    /// ``cache_size_bytes``, ``eviction_watermark``, ``eviction_time_threshold_ms``,
+    /// ``extend_ttl_max_times`` and ``extend_ttl_of_recently_accessed`` (the cache keys Pulsar
+    /// applies live); any other raises ``UnsupportedError`` naming it (a broker needs a restart
+    /// for it). A cache left above its trigger threshold evicts down to the new watermark at once
+    /// (on the background evictor when there is one); returns the (entries, bytes) this call
+    /// evicted. On error nothing changes.
+    #[pyo3(signature = (**changes))]
+    fn update_config(
+        &self,
+        py: Python<'_>,
+        changes: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<(u64, u64)> {
+        let mut pairs = Vec::new();
+        if let Some(changes) = changes {
+            for (k, v) in changes.iter() {
+                let key: String = k.extract()?;
+                let value = to_setting(py, &key, &v)?;
+                pairs.push((key, value));
+            }
+        }
+        detached_releasing(py, |released| {
+            self.inner.update_config_releasing(
+                pairs.iter().map(|(k, v)| (k.as_str(), v.clone())),
+                released,
+            )
+        })
+        .py_err(py)
     }
 
     #[getter]
@@ -136,6 +166,18 @@ impl PyEntryCacheManager {
         for (k, v) in self.inner.stats().fields() {
             d.set_item(k, v)?;
         }
+        Ok(d)
+    }
+
+    /// The reads-in-flight limiter its managed ledgers share: ``max_bytes``, ``remaining_bytes``,
+    /// ``waiting`` (reads queued now), and the counts ``acquired``, ``released``, ``queued``,
+    /// ``timed_out``, ``refused``.
+    fn reads_in_flight<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (max, remaining, waiting, counts) = self.inner.reads_limiter().snapshot();
+        let d = super::inflight::counts_dict(py, counts)?;
+        d.set_item("max_bytes", max)?;
+        d.set_item("remaining_bytes", remaining)?;
+        d.set_item("waiting", waiting)?;
         Ok(d)
     }
 
@@ -324,6 +366,13 @@ impl PyEntryCache {
             .transpose()
     }
 
+    /// A look at the cached entry at `position` (size, expected reads, requeues, whether it was
+    /// read since the evictor last looked), or None; unlike ``get`` it does not mark the entry
+    /// accessed (which extends its TTL) nor count a lookup.
+    fn peek(&self, position: PyPosition) -> Option<PyEntryInfo> {
+        self.inner.peek(position.0).map(PyEntryInfo)
+    }
+
     /// Cached entries from `first` to `last`, both inclusive, in position order.
     fn get_range(
         &self,
@@ -461,6 +510,64 @@ impl PyCachedEntry {
             p.ledger_id,
             p.entry_id,
             self.inner.size()
+        )
+    }
+}
+
+/// A cached entry as the evictor sees it (``EntryCache.peek``): looking did not mark it accessed.
+#[pyclass(name = "EntryInfo", module = "ledgercache", frozen)]
+pub struct PyEntryInfo(EntryInfo);
+
+#[pymethods]
+impl PyEntryInfo {
+    #[getter]
+    fn position(&self) -> PyPosition {
+        PyPosition(self.0.position)
+    }
+
+    /// The accounted size.
+    #[getter]
+    fn size(&self) -> u32 {
+        self.0.size
+    }
+
+    /// Remaining expected reads, or None if the entry was cached without a count.
+    #[getter]
+    fn expected_reads(&self) -> Option<i32> {
+        self.0.expected_reads
+    }
+
+    /// How many times the evictor extended the entry's TTL.
+    #[getter]
+    fn requeue_count(&self) -> u16 {
+        self.0.requeue_count
+    }
+
+    /// Read since the evictor last looked at it.
+    #[getter]
+    fn accessed(&self) -> bool {
+        self.0.accessed
+    }
+
+    /// When it was inserted or last requeued (its TTL counts from here), on the manager's clock.
+    #[getter]
+    fn timestamp_ns(&self) -> u64 {
+        self.0.timestamp_ns
+    }
+
+    fn __repr__(&self) -> String {
+        let p = self.0.position;
+        let reads = self
+            .0
+            .expected_reads
+            .map_or("None".to_string(), |n| n.to_string());
+        format!(
+            "EntryInfo(Position({}, {}), size={}, expected_reads={reads}, requeue_count={}, accessed={})",
+            p.ledger_id,
+            p.entry_id,
+            self.0.size,
+            self.0.requeue_count,
+            if self.0.accessed { "True" } else { "False" }
         )
     }
 }

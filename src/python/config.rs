@@ -170,6 +170,7 @@ impl PyCacheConfig {
                 d.set_item("broker_key", key)?;
                 d.set_item("read_by", read_by)?;
                 d.set_item("note", s.note)?;
+                d.set_item("live", crate::manager::LIVE_SETTINGS.contains(&s.name))?;
                 Ok(d)
             })
             .collect()

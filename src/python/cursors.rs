@@ -81,6 +81,12 @@ impl PyActiveCursorContainer {
         self.0.lock().slowest_position().map(PyPosition)
     }
 
+    /// The name of the slowest tracked cursor (one at ``slowest_position()``; among cursors tied
+    /// there, any one), or None (Pulsar's ``getSlowestCursor``).
+    fn slowest_cursor(&self) -> Option<String> {
+        self.0.lock().slowest_cursor().map(|(k, _)| k.clone())
+    }
+
     /// The position cursor `name` was last given, or None.
     fn position_of(&self, name: &str) -> Option<PyPosition> {
         self.0.lock().position_of(name).map(PyPosition)
@@ -197,6 +203,11 @@ impl PySlowestCursorHeap {
 
     fn slowest_position(&self) -> Option<PyPosition> {
         self.0.lock().slowest_position().map(PyPosition)
+    }
+
+    /// The name of the cursor at the heap's top (Pulsar's ``getSlowestCursor``), or None.
+    fn slowest_cursor(&self) -> Option<String> {
+        self.0.lock().slowest_cursor().map(|(k, _)| k.clone())
     }
 
     fn __len__(&self) -> usize {

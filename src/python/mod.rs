@@ -9,6 +9,7 @@ mod clock;
 mod config;
 mod cursors;
 mod errors;
+mod inflight;
 mod ledger;
 mod payload;
 mod position;
@@ -38,6 +39,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cache::PyEntryCacheManager>()?;
     m.add_class::<cache::PyEntryCache>()?;
     m.add_class::<cache::PyCachedEntry>()?;
+    m.add_class::<cache::PyEntryInfo>()?;
+    m.add_class::<inflight::PyInflightReadsLimiter>()?;
+    m.add_class::<inflight::PyInflightReadsHandle>()?;
     m.add_class::<cursors::PyActiveCursorContainer>()?;
     m.add_class::<cursors::PyCursorHandle>()?;
     m.add_class::<cursors::PySlowestCursorHeap>()?;

@@ -321,6 +321,8 @@ impl PyReplaySession {
                 )?;
                 d.set_item("out_of_order_deliveries", m.out_of_order_deliveries)?;
                 d.set_item("discarded_reads", m.discarded_reads)?;
+                d.set_item("reads_waited_for_permits", m.reads_waited_for_permits)?;
+                d.set_item("reads_failed_for_permits", m.reads_failed_for_permits)?;
                 d.set_item("replay_seconds", took.as_secs_f64())?;
                 d.set_item("per_second", m.per_second)?;
                 d.set_item("config", PyCacheConfig(config))?;

@@ -19,6 +19,7 @@
 //!   is admitted, so their numbers compare with libCacheSim's.
 
 mod activity;
+pub mod inflight;
 mod pending_reads;
 
 pub use activity::{CursorActivity, CursorTracking};

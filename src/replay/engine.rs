@@ -27,6 +27,9 @@ use crate::read_flow::{
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+#[path = "inflight.rs"]
+mod inflight;
+
 /// Why a replay stopped short of the events it was given.
 #[derive(Debug)]
 pub(crate) enum Stopped {
@@ -447,6 +450,9 @@ struct InFlight {
     /// Its copies of cache hits, kept by the design until it is delivered
     /// ([`CacheStrategy::keep_read`]; 0: none).
     kept: u64,
+    /// The reads-in-flight permits it asks for, and those it holds (see `inflight.rs`).
+    permits: u64,
+    held: Option<u64>,
 }
 
 /// A storage read under way (reads take time): what it returns is cached when it completes, as
@@ -644,6 +650,10 @@ pub struct ReplayMetrics {
     pub out_of_order_deliveries: u64,
     /// Reads discarded on completion because their cursor's epoch moved on.
     pub discarded_reads: u64,
+    /// Reads that waited for reads-in-flight permits (`max_reads_in_flight_bytes`).
+    pub reads_waited_for_permits: u64,
+    /// Reads that failed for want of permits: they waited past the timeout or found the queue full.
+    pub reads_failed_for_permits: u64,
     /// (second of trace time, cache bytes at its end, reads, hits in it).
     pub per_second: Vec<(i64, u64, u64, u64)>,
 }
@@ -673,6 +683,7 @@ pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
     read_latency_ns: u64,
     cursor_epochs: bool,
     in_flight: VecDeque<InFlight>,
+    inflight: inflight::LabInflight,
     /// Storage reads under way, in completion order (latency is constant), numbered in that order
     /// from `first_storage_read` (the front's number).
     storage_reads: VecDeque<PendingStorageRead>,
@@ -723,6 +734,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             read_latency_ns: 0,
             cursor_epochs: true,
             in_flight: VecDeque::new(),
+            inflight: inflight::LabInflight::new(config),
             storage_reads: VecDeque::new(),
             first_storage_read: 0,
             storage_read_ranges: FastMap::default(),
@@ -1072,6 +1084,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 let (from, epoch) = (c.read_position, c.epoch);
                 let skip_to =
                     unacked_runs(&c.acked, from, u64::from(e.count), &t.layout, t, &mut runs);
+                let read_before = (self.metrics.entries_read, self.metrics.read_bytes);
                 let mut missed = false;
                 // Without read latency nothing is ever in flight, so deliveries are in order and
                 // need no tracking.
@@ -1149,6 +1162,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                             replay: false,
                             holds,
                             kept,
+                            permits: inflight::permits_for(
+                                self.metrics.entries_read - read_before.0,
+                                self.metrics.read_bytes - read_before.1,
+                            ),
+                            held: None,
                         },
                         missed,
                     );
@@ -1160,6 +1178,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                 c.replay.remove(&p);
                 let epoch = c.epoch;
                 if t.contains(p) {
+                    let read_before = (self.metrics.entries_read, self.metrics.read_bytes);
                     let missed = self.read_run(
                         e.topic,
                         e.cursor,
@@ -1180,6 +1199,11 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                             replay: true,
                             holds: false,
                             kept: 0,
+                            permits: inflight::permits_for(
+                                self.metrics.entries_read - read_before.0,
+                                self.metrics.read_bytes - read_before.1,
+                            ),
+                            held: None,
                         },
                         missed,
                     );
@@ -1457,7 +1481,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
 
     /// Delivers a read now, or when its storage read completes if it missed and reads take time.
     fn complete_read(&mut self, mut read: InFlight, missed: bool) {
-        if missed && self.read_latency_ns > 0 {
+        if self.limits_reads() {
+            self.admit_read(read, missed);
+        } else if missed && self.read_latency_ns > 0 {
             read.due_ns = read.due_ns.saturating_add(self.read_latency_ns);
             self.in_flight.push_back(read);
         } else if !read.positions.is_empty() {
@@ -1476,6 +1502,15 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         loop {
             let storage = self.storage_reads.front().map(|r| r.due_ns);
             let delivery = self.in_flight.front().map(|r| r.due_ns);
+            // Reads waiting for permits time out before what completes after their timeout.
+            self.expire_permits(
+                storage
+                    .into_iter()
+                    .chain(delivery)
+                    .min()
+                    .unwrap_or(now)
+                    .min(now),
+            );
             match (storage, delivery) {
                 (Some(s), d) if s <= now && d.is_none_or(|d| s <= d) => {
                     self.complete_storage_read()
@@ -1491,11 +1526,14 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
     }
 
     /// Delivers a read that waited for storage; dispatched or discarded, its copies are released.
-    fn dispatch(&mut self, read: InFlight) {
-        let kept = read.kept;
+    fn dispatch(&mut self, mut read: InFlight) {
+        let (kept, held, at) = (read.kept, read.held.take(), read.due_ns);
         self.deliver(read);
         if kept != 0 {
             self.strategy.release_kept(kept);
+        }
+        if let Some(permits) = held {
+            self.release_permits(permits, at);
         }
     }
 
