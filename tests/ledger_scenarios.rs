@@ -2,7 +2,9 @@
 //! read cases, legacy mode, storage, and the three races of the cursor-epoch proposal (PIP-269),
 //! each shown wrong without epochs and right with them.
 
-use ledgercache::ledger::{LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, StartAt};
+use ledgercache::ledger::{
+    LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, SkipMode, StartAt,
+};
 use ledgercache::read_flow::RedeliveryReason;
 use ledgercache::storage::{FileStorage, MemoryStorage, ReadLatency, Storage, StorageHandle};
 use ledgercache::{
@@ -738,14 +740,14 @@ fn a_ledger_rolls_over_by_entries_only_after_the_minimum_time_and_always_at_the_
     publish(&ml, 1);
     assert_eq!(
         entries(&ml),
-        vec![9],
-        "this entry found it full: it is the last"
+        vec![9, 0],
+        "this entry found it full: it is the last, and the next ledger is created at once"
     );
     publish(&ml, 6);
     assert_eq!(entries(&ml), vec![9, 6], "the next ledger is young again");
     f.clock.advance_ms(240_000);
     publish(&ml, 1);
-    assert_eq!(entries(&ml), vec![9, 7]);
+    assert_eq!(entries(&ml), vec![9, 7, 0]);
     publish(&ml, 1);
     assert_eq!(entries(&ml), vec![9, 7, 1]);
     f.clock.advance_ms(299_999);
@@ -772,7 +774,10 @@ fn epoch_increase_blocks_reads_and_conflicts() {
         c.start_increase_epoch(ps[4]),
         Err(Error::CursorEpochConflict(_))
     ));
-    assert!(matches!(c.seek(ps[4]), Err(Error::CursorEpochConflict(_))));
+    assert!(matches!(
+        c.seek(ps[4], false),
+        Err(Error::CursorEpochConflict(_))
+    ));
     assert!(c.end_increase_epoch().unwrap());
     assert_eq!(c.stats().unwrap().epoch_increase_count, 1);
     assert_eq!(read_all(&c, 1), vec![ps[3]]);
@@ -784,7 +789,7 @@ fn epoch_increase_blocks_reads_and_conflicts() {
     for op in [0, 1, 2, 3] {
         match op {
             0 => c.rewind().unwrap(),
-            1 => c.skip(2).unwrap(),
+            1 => c.skip(2, SkipMode::Exclude).unwrap(),
             2 => c.reset(ps[5]).unwrap(),
             _ => c.clear_backlog().unwrap(),
         }
@@ -924,7 +929,7 @@ fn scenario_reset_vs_reconnect(two_phase: bool) -> (Position, Vec<(&'static str,
     if two_phase {
         c.end_increase_epoch().unwrap();
     } else {
-        c.seek(reset_to).unwrap();
+        c.seek(reset_to, true).unwrap();
     }
     if deferred {
         reconnect(&mut d).unwrap();

@@ -52,11 +52,15 @@ impl CursorState {
         self.read_position = read_position_past(self.read_position, last, self.mark_delete, layout);
     }
 
+    /// A cursor reading next at `read_position`, everything before it acknowledged: its
+    /// mark-delete position is the entry before (`ManagedCursorImpl.initializeCursorPosition` with
+    /// `ManagedLedgerImpl.getPreviousPosition`), so one opened at the end of a full ledger `L`
+    /// whose successor `L+1` is still empty sits at `(L, last)` / `(L+1, 0)`.
     pub fn new(name: &str, read_position: Position, layout: &Layout, active: bool) -> Self {
         CursorState {
             name: name.to_string(),
             read_position,
-            mark_delete: layout.before(read_position),
+            mark_delete: layout.previous(read_position),
             acked: AckedRanges::default(),
             replay: BTreeSet::new(),
             active,
@@ -163,6 +167,24 @@ impl CursorState {
                 .saturating_sub(self.acked.count_from(self.read_position, layout)),
             None => 0,
         }
+    }
+
+    /// Whether a sequential read would find an entry (`ManagedCursorImpl.hasMoreEntries`): the
+    /// read position is at or before the last entry written. Like Pulsar's, it does not look at
+    /// individually acknowledged entries, which [`CursorState::entries_to_read`] leaves out.
+    pub fn has_more_entries(&self, layout: &Layout) -> bool {
+        layout
+            .last_entry()
+            .is_some_and(|last| layout.normalize(self.read_position) <= last)
+    }
+
+    /// The individually acknowledged entries past the mark-delete position, as
+    /// `(first, last)` positions, both inclusive, in position order.
+    pub fn acked_ranges(&self) -> Vec<(Position, Position)> {
+        self.acked
+            .iter()
+            .map(|(l, first, last)| (Position::new(l, first), Position::new(l, last)))
+            .collect()
     }
 
     pub fn stats(&self, layout: &Layout) -> CursorStats {
