@@ -181,6 +181,13 @@ struct ReadOp {
     skip_to: Option<Position>,
 }
 
+/// Where `p` is among a read's positions. They are in position order without repeats (a
+/// sequential read's runs, a replay read's queue order), so a read of `n` entries costs
+/// `O(n log n)` to fill, not `O(n^2)`.
+fn slot_of(positions: &[Position], p: Position) -> Option<usize> {
+    positions.binary_search(&p).ok()
+}
+
 /// A storage read in flight; several reads may wait for it.
 struct PendingRead {
     seq: u64,
@@ -775,19 +782,14 @@ impl ManagedLedger {
             }
             if let Some(&(ledger, _, last)) = op.step.last() {
                 let through = Position::new(ledger, last);
-                let read = op
-                    .positions
-                    .iter()
-                    .position(|p| *p == through)
-                    .expect("a step reads requested positions");
+                let read =
+                    slot_of(&op.positions, through).expect("a step reads requested positions");
                 if op.step_failed {
                     // A later ledger's storage read failed: the read delivers the ledgers before
                     // it, as `OpReadEntry.internalReadEntriesFailed` completes with the entries
                     // it has (the first ledger's failure fails the read).
                     let first = op.step.first().map(|&(l, f, _)| Position::new(l, f));
-                    if let Some(from) =
-                        first.and_then(|f| op.positions.iter().position(|p| *p == f))
-                    {
+                    if let Some(from) = first.and_then(|f| slot_of(&op.positions, f)) {
                         op.entries[from..].iter_mut().for_each(|e| *e = None);
                     }
                     op.units.clear();
@@ -866,11 +868,7 @@ impl ManagedLedger {
         };
         let op = st.ops.get_mut(&op_id).expect("reading for a known read");
         let (cursor, kind, now_only) = (op.cursor, op.kind, op.now_only);
-        let base = op
-            .positions
-            .iter()
-            .position(|p| *p == from)
-            .expect("unit start is requested");
+        let base = slot_of(&op.positions, from).expect("unit start is requested");
         let mut gaps = Vec::new();
         let mut found = found.into_iter().peekable();
         let mut gap_start: Option<i64> = None;
@@ -1026,7 +1024,7 @@ impl ManagedLedger {
                         .iter()
                         .filter(|e| (take_from..=take_to).contains(&e.position().entry_id));
                     for e in taken {
-                        if let Some(slot) = op.positions.iter().position(|q| *q == e.position()) {
+                        if let Some(slot) = slot_of(&op.positions, e.position()) {
                             op.entries[slot] = Some(e.copy());
                         }
                     }
@@ -1275,13 +1273,23 @@ impl ManagedCursor {
     }
 
     /// Acknowledges every entry up to `p`; an error for a position past the last entry written,
-    /// which a broker fails as an invalid mark-delete position.
+    /// which a broker fails as an invalid mark-delete position, and for one before the
+    /// mark-delete position (`MarkDeletingMarkedPosition`).
     pub fn mark_delete(&self, p: Position) -> Result<()> {
         self.after_ack(|c, l| {
             if !mark_delete_allowed(p, l) {
                 return Err(Error::invalid(
                     "position",
                     format!("{p} is past the last entry written"),
+                ));
+            }
+            if p < c.mark_delete {
+                return Err(Error::invalid(
+                    "position",
+                    format!(
+                        "{p} is before the mark-delete position {}: entries are acknowledged up to there already (seek or reset to read them again)",
+                        c.mark_delete
+                    ),
                 ));
             }
             c.mark_delete(p, l);
