@@ -258,6 +258,56 @@ mod tests {
     }
 
     #[test]
+    fn previous_is_pulsars_get_previous_position() {
+        let l = layout();
+        assert_eq!(l.previous(Position::new(7, 1)), Position::new(7, 0));
+        assert_eq!(
+            l.previous(Position::new(7, 0)),
+            Position::new(3, 4),
+            "the last entry of the nearest earlier ledger with one (4 is empty)"
+        );
+        assert_eq!(l.previous(Position::new(9, 0)), Position::new(7, 1));
+        assert_eq!(l.previous(Position::new(3, 0)), Position::new(3, -1));
+        let empty_first = Layout {
+            ledgers: vec![
+                LedgerInfo {
+                    id: 4,
+                    entries: 0,
+                    bytes: 0,
+                },
+                LedgerInfo {
+                    id: 9,
+                    entries: 0,
+                    bytes: 0,
+                },
+            ],
+        };
+        assert_eq!(empty_first.previous(Position::new(9, 0)), Position::new(4, -1));
+    }
+
+    #[test]
+    fn counts_saturate_over_ledgers_longer_than_u64_in_total() {
+        let huge = |id| LedgerInfo {
+            id,
+            entries: u64::MAX / 2,
+            bytes: 0,
+        };
+        let l = Layout {
+            ledgers: vec![huge(1), huge(2), huge(3)],
+        };
+        assert_eq!(l.entry_count(), u64::MAX);
+        let last = l.last_entry().unwrap();
+        assert_eq!(last, Position::new(3, i64::MAX - 1));
+        assert_eq!(l.count_between(Position::new(1, -1), last), u64::MAX);
+        assert_eq!(
+            l.count_between(Position::new(2, -1), last),
+            u64::MAX - 1,
+            "two ledgers of u64::MAX / 2"
+        );
+        assert_eq!(l.end(), Position::new(3, i64::MAX));
+    }
+
+    #[test]
     fn the_current_ledger_shortcut_finds_what_the_search_finds() {
         let mut l = layout();
         for _ in 0..2 {

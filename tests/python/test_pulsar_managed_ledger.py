@@ -127,8 +127,8 @@ def test_spanning_multiple_ledgers(factory):
 
 
 def test_invalid_read_entries_arg(factory):
-    # ManagedLedgerTest.invalidReadEntriesArg1. (invalidReadEntriesArg2: Pulsar refuses a read of 0
-    # entries; ours returns none, see docs/fidelity.md.)
+    # ManagedLedgerTest.invalidReadEntriesArg1, invalidReadEntriesArg2 (a departure: Pulsar refuses
+    # a read of 0 entries; ours returns none, see docs/fidelity.md)
     ledger = factory()
     cursor = ledger.open_cursor("c1")
     ledger.add_entry(b"entry")
