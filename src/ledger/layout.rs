@@ -282,7 +282,10 @@ mod tests {
                 },
             ],
         };
-        assert_eq!(empty_first.previous(Position::new(9, 0)), Position::new(4, -1));
+        assert_eq!(
+            empty_first.previous(Position::new(9, 0)),
+            Position::new(4, -1)
+        );
     }
 
     #[test]
