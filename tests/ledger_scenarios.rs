@@ -1004,3 +1004,66 @@ fn the_replay_queue_is_dropped_when_no_consumer_is_left() {
     c.set_active(false).unwrap();
     assert!(c.replay_queue().unwrap().is_empty());
 }
+
+/// Issue 59 from Rust: the ledger opened with the managed ledger and after a full one
+/// (`ManagedLedgerImpl.initializeBookKeeper`, `createLedgerAfterClosed`), `seek` with and without
+/// force (`ManagedCursorImpl.seek`), `skip` in both modes (`skipEntries`), and a replay of a position
+/// with no entry failing (`asyncReplayEntries`).
+#[test]
+fn pulsars_positions_seek_skip_and_replay_from_rust() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        max_entries_per_ledger: 4,
+        min_rollover_ms: 0,
+        ..Default::default()
+    });
+    let c = ml.open_cursor("s", StartAt::Latest, true).unwrap();
+    let first = ml.ledgers()[0].id;
+    assert_eq!(
+        (
+            c.mark_delete_position().unwrap(),
+            c.read_position().unwrap()
+        ),
+        (Position::new(first, -1), Position::new(first, 0))
+    );
+    let ps = publish(&ml, 4);
+    let next = ml.ledgers()[1];
+    assert_eq!((next.entries, ml.entry_count()), (0, 4));
+    let late = ml.open_cursor("late", StartAt::Latest, true).unwrap();
+    assert_eq!(
+        (
+            late.mark_delete_position().unwrap(),
+            late.read_position().unwrap()
+        ),
+        (ps[3], Position::new(next.id, 0))
+    );
+    assert!(!late.has_more_entries().unwrap());
+    c.ack(ps[1]).unwrap();
+    assert_eq!(c.individually_acked().unwrap(), vec![(ps[1], ps[1])]);
+    assert_eq!((c.entries_to_read().unwrap(), c.backlog().unwrap()), (3, 3));
+    c.skip(1, SkipMode::Include).unwrap();
+    assert_eq!(c.mark_delete_position().unwrap(), ps[1]);
+    c.skip(1, SkipMode::Exclude).unwrap();
+    assert_eq!(c.mark_delete_position().unwrap(), ps[2]);
+    c.seek(ps[0], false).unwrap();
+    assert_eq!(c.read_position().unwrap(), ps[3]);
+    c.seek(ps[0], true).unwrap();
+    assert_eq!(c.read_position().unwrap(), ps[0]);
+    assert!(matches!(
+        c.mark_delete(ps[1]),
+        Err(Error::InvalidArgument {
+            name: "position",
+            ..
+        })
+    ));
+    c.add_to_replay(&[ps[3], Position::new(99, 0)], RedeliveryReason::Nack)
+        .unwrap();
+    let err = c.read_replay(10).unwrap_err();
+    assert!(
+        matches!(&err, Error::NotFound { what: "entry", name } if name.starts_with("99:0")),
+        "{err}"
+    );
+    assert_eq!(c.replay_queue().unwrap(), vec![ps[3]]);
+    assert_eq!(ml.slowest_reader_position(), Some(ps[0]));
+    assert_eq!(ml.slowest_consumer().unwrap().name(), "s");
+}

@@ -506,3 +506,21 @@ def test_int_arguments_name_themselves():
         c.is_epoch_outdated(2**40)
     with pytest.raises(TypeError, match="n must be an int"):
         c.read_data("3")  # type: ignore[arg-type]
+
+
+def test_spanning_multiple_ledgers_with_size(factory):
+    # ManagedLedgerTest.spanningMultipleLedgersWithSize (Pulsar's 1 MiB limit, in bytes here)
+    ledger = factory(max_entries_per_ledger=1_000_000, max_bytes_per_ledger=1 << 20)
+    assert (ledger.entry_count, total_size(ledger)) == (0, 0)
+    cursor = ledger.open_cursor("c1")
+    for _ in range(3):
+        ledger.add_entry(bytes(1023 * 1024))
+    entries = cursor.read_entries(100)
+    assert len(entries) == 3
+    assert not cursor.has_more_entries()
+    first, last = entries[0].position, entries[-1].position
+    data(entries)
+    assert cursor.read_entries(100) == []
+    assert not cursor.has_more_entries()
+    assert first.ledger_id < last.ledger_id
+    assert (first.entry_id, last.entry_id) == (0, 0)
