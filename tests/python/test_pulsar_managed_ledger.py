@@ -524,3 +524,68 @@ def test_spanning_multiple_ledgers_with_size(factory):
     assert not cursor.has_more_entries()
     assert first.ledger_id < last.ledger_id
     assert (first.entry_id, last.entry_id) == (0, 0)
+
+
+def legacy_ledger(name, **settings):
+    """A managed ledger as MockedBookKeeperTestCase.initManagedLedgerConfig sets one up: the
+    expected-read count off (Pulsar before PIP-430), so the cache is invalidated behind the
+    slowest active cursor."""
+    config = lc.CacheConfig(eviction_by_expected_read_count=False, **settings)
+    manager = lc.EntryCacheManager(config, clock=lc.ManualClock())
+    return manager, lc.ManagedLedger(name, manager, lc.MemoryStorage())
+
+
+def test_invalidate_consumed_entries_from_cache():
+    # ManagedLedgerTest.invalidateConsumedEntriesFromCache (Pulsar's setReadPosition is ours with
+    # the cursor's epoch; deactivateCursor is active=False)
+    manager, ledger = legacy_ledger("my_test_ledger_for_invalidateConsumedEntriesFromCache")
+    c1, c2 = ledger.open_cursor("c1"), ledger.open_cursor("c2")
+    _, p2, p3, p4 = ledger.add_entries([f"entry-{i}".encode() for i in range(1, 5)])
+
+    def cached():
+        assert manager.size_bytes == ledger.cache.size_bytes
+        return ledger.cache.size_bytes
+
+    assert cached() == 7 * 4
+    c2.set_read_position(p3, c2.epoch)
+    assert cached() == 7 * 4
+    c1.set_read_position(p2, c1.epoch)
+    assert cached() == 7 * 3
+    c1.set_read_position(p3, c1.epoch)
+    assert cached() == 7 * 2
+    c1.active = False
+    assert cached() == 7 * 2, "c2 reads from p3: p3 and p4 stay"
+    c2.set_read_position(p4, c2.epoch)
+    assert cached() == 7
+    c2.active = False
+    assert cached() == 0
+
+
+def test_invalidate_entries_from_cache_by_mark_delete_position():
+    # ManagedLedgerTest.invalidateEntriesFromCacheByMarkDeletePosition
+    manager, ledger = legacy_ledger(
+        "my_test_ledger_for_invalidateEntriesFromCacheByMarkDeletePosition", eviction_by_mark_deleted_position=True
+    )
+    c1, c2 = ledger.open_cursor("c1"), ledger.open_cursor("c2")
+    _, p2, p3, p4 = ledger.add_entries([f"entry-{i}".encode() for i in range(1, 5)])
+
+    def cached():
+        assert manager.size_bytes == ledger.cache.size_bytes
+        return ledger.cache.size_bytes
+
+    assert cached() == 7 * 4
+    c2.set_read_position(p4, c2.epoch)
+    c2.mark_delete(p3)
+    assert cached() == 7 * 4
+    c1.set_read_position(p3, c1.epoch)
+    c1.mark_delete(p2)
+    assert cached() == 7 * 3
+    c1.set_read_position(p4, c1.epoch)
+    c1.mark_delete(p3)
+    assert cached() == 7 * 2
+    c1.active = False
+    assert cached() == 7 * 2
+    c2.mark_delete(p4)
+    assert cached() == 7
+    c2.active = False
+    assert cached() == 0
