@@ -589,3 +589,74 @@ def test_invalidate_entries_from_cache_by_mark_delete_position():
     assert cached() == 7
     c2.active = False
     assert cached() == 0
+
+
+def test_active_deactive_cursor():
+    # ManagedLedgerTest.testActiveDeactiveCursor: nothing is cached without an active cursor; a
+    # deactivated cursor does not hold entries in the cache.
+    _, ledger = legacy_ledger("cache_eviction_ledger")
+    total = 20
+    ledger.add_entries([b"entry"] * total)
+    assert ledger.cache.size_bytes == 0
+    cursor1, cursor2 = ledger.open_cursor("c1"), ledger.open_cursor("c2")
+    cursor2.active = False
+    ledger.add_entries([b"entry"] * total)
+    assert ledger.cache.size_bytes == 5 * total
+    assert len(data(cursor1.read_entries(total))) == total
+    cursor1.active = False
+    assert ledger.cache.size_bytes == 0
+
+
+def test_active_deactive_cursor_with_discard_entries_from_cache():
+    # ManagedLedgerTest.testActiveDeactiveCursorWithDiscardEntriesFromCache
+    _, ledger = legacy_ledger("cache_eviction_ledger")
+    cursor1, cursor2 = ledger.open_cursor("c1"), ledger.open_cursor("c2")
+    assert ledger.active_cursor_count == 2
+    total, read = 50, 20
+    ledger.add_entries([b"entry"] * total)
+    assert ledger.cache.size_bytes == 5 * total
+    for c in (cursor1, cursor2):
+        entries = c.read_entries(read)
+        c.mark_delete(entries[-1].position)
+        data(entries)
+    assert ledger.cache.size_bytes == 5 * (total - read)
+    entries = cursor1.read_entries(total - read)
+    cursor1.mark_delete(entries[-1].position)
+    data(entries)
+    assert ledger.cache.size_bytes == 5 * (total - read), "cursor2 still reads them"
+    cursor1.active = False
+    cursor2.active = False
+    assert ledger.cache.size_bytes == 0
+
+
+def test_should_keep_entries_in_cache_by_earliest_read_position():
+    # ManagedLedgerTest.shouldKeepEntriesInCacheByEarliestReadPosition: ten cursors read 20, 19, ...
+    # 11 entries and mark-delete the i-th; the cache drops what is behind the earliest read
+    # position: 11 entries.
+    _, ledger = legacy_ledger("t")
+    cursors = [ledger.open_cursor(f"c{i}") for i in range(10)]
+    ledger.add_entries([f"entry-{i}".encode() for i in range(100)])
+    assert len(ledger.cache) == 100
+    for i, cursor in enumerate(cursors):
+        entries = cursor.read_entries(20 - i)
+        cursor.mark_delete(entries[i].position)
+        data(entries)
+    assert 100 - len(ledger.cache) == 11
+
+
+def test_should_keep_entries_in_cache_by_earliest_mark_delete_position():
+    # ManagedLedgerTest.shouldKeepEntriesInCacheByEarliestMarkDeletePosition: ten cursors read
+    # 50, 55, ... entries and mark-delete the (20-i)-th; the cache drops what is behind the earliest
+    # mark-delete position, the slowest cursor's: 11 entries.
+    _, ledger = legacy_ledger("t", eviction_by_mark_deleted_position=True)
+    cursors = [ledger.open_cursor(f"c{i}") for i in range(10)]
+    ledger.add_entries([f"entry-{i}".encode() for i in range(100)])
+    assert len(ledger.cache) == 100
+    last_mark_delete = None
+    for i, cursor in enumerate(cursors):
+        entries = cursor.read_entries(50 + 5 * i)
+        last_mark_delete = entries[20 - i].position
+        cursor.mark_delete(last_mark_delete)
+        data(entries)
+    assert ledger.slowest_consumer().mark_delete_position == last_mark_delete
+    assert 100 - len(ledger.cache) == 11
