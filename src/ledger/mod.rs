@@ -24,7 +24,7 @@ pub(crate) mod cursor;
 pub(crate) mod layout;
 pub mod rollover;
 
-pub use cursor::CursorStats;
+pub use cursor::{CursorStats, SkipMode};
 pub use layout::LedgerInfo;
 
 use crate::clock::SharedClock;
@@ -42,7 +42,8 @@ use crate::read_flow::{
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
 use acked::unacked_runs;
 use cursor::{
-    mark_delete_after_ledger_deleted, mark_delete_allowed, read_position_after_read, CursorState,
+    mark_delete_after_ledger_deleted, mark_delete_allowed, nth_entry_after, nth_unacked_after,
+    read_position_after_read, CursorState,
 };
 use layout::Layout;
 use parking_lot::Mutex;
@@ -102,49 +103,6 @@ pub enum StartAt {
     Earliest,
     Latest,
     At(Position),
-}
-
-/// Whether [`ManagedCursor::skip`] counts entries acknowledged on their own
-/// (`ManagedCursor.IndividualDeletedEntries`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SkipMode {
-    /// They count among the `n` skipped.
-    Include,
-    /// They are passed over: `n` unacknowledged entries are skipped.
-    Exclude,
-}
-
-/// The `n`th entry after `p` (`ManagedLedgerImpl.getPositionAfterN(p, n, startExcluded)`), or
-/// `None` for `n == 0`; past the last entry, the end.
-fn nth_entry_after(layout: &Layout, p: Position, n: u64) -> Option<Position> {
-    if n == 0 {
-        return None;
-    }
-    let runs = layout.runs_from(layout.next_after(p), n);
-    runs.last()
-        .map(|&(l, _, last)| Position::new(l, last))
-        .or(Some(p))
-}
-
-/// The `n`th entry after the mark-delete position not acknowledged on its own; past the last one,
-/// the last entry. Steps over the acknowledged ranges, not their entries.
-fn nth_unacked_after(layout: &Layout, c: &CursorState, n: u64) -> Option<Position> {
-    if n == 0 {
-        return None;
-    }
-    let mut left = n;
-    let mut at = c.mark_delete;
-    for (ledger, first, last) in c.acked.iter() {
-        let range_first = Position::new(ledger, first);
-        // Unacknowledged entries between `at` and the range.
-        let gap = layout.count_between(at, layout.previous(range_first).max(at));
-        if gap >= left {
-            break;
-        }
-        left -= gap;
-        at = Position::new(ledger, last).max(at);
-    }
-    nth_entry_after(layout, at, left)
 }
 
 /// What a completed read produced.
