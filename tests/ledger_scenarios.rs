@@ -2,7 +2,9 @@
 //! read cases, legacy mode, storage, and the three races of the cursor-epoch proposal (PIP-269),
 //! each shown wrong without epochs and right with them.
 
-use ledgercache::ledger::{LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, StartAt};
+use ledgercache::ledger::{
+    LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, SkipMode, StartAt,
+};
 use ledgercache::read_flow::RedeliveryReason;
 use ledgercache::storage::{FileStorage, MemoryStorage, ReadLatency, Storage, StorageHandle};
 use ledgercache::{
@@ -738,14 +740,14 @@ fn a_ledger_rolls_over_by_entries_only_after_the_minimum_time_and_always_at_the_
     publish(&ml, 1);
     assert_eq!(
         entries(&ml),
-        vec![9],
-        "this entry found it full: it is the last"
+        vec![9, 0],
+        "this entry found it full: it is the last, and the next ledger is created at once"
     );
     publish(&ml, 6);
     assert_eq!(entries(&ml), vec![9, 6], "the next ledger is young again");
     f.clock.advance_ms(240_000);
     publish(&ml, 1);
-    assert_eq!(entries(&ml), vec![9, 7]);
+    assert_eq!(entries(&ml), vec![9, 7, 0]);
     publish(&ml, 1);
     assert_eq!(entries(&ml), vec![9, 7, 1]);
     f.clock.advance_ms(299_999);
@@ -772,7 +774,10 @@ fn epoch_increase_blocks_reads_and_conflicts() {
         c.start_increase_epoch(ps[4]),
         Err(Error::CursorEpochConflict(_))
     ));
-    assert!(matches!(c.seek(ps[4]), Err(Error::CursorEpochConflict(_))));
+    assert!(matches!(
+        c.seek(ps[4], false),
+        Err(Error::CursorEpochConflict(_))
+    ));
     assert!(c.end_increase_epoch().unwrap());
     assert_eq!(c.stats().unwrap().epoch_increase_count, 1);
     assert_eq!(read_all(&c, 1), vec![ps[3]]);
@@ -784,7 +789,7 @@ fn epoch_increase_blocks_reads_and_conflicts() {
     for op in [0, 1, 2, 3] {
         match op {
             0 => c.rewind().unwrap(),
-            1 => c.skip(2).unwrap(),
+            1 => c.skip(2, SkipMode::Exclude).unwrap(),
             2 => c.reset(ps[5]).unwrap(),
             _ => c.clear_backlog().unwrap(),
         }
@@ -924,7 +929,7 @@ fn scenario_reset_vs_reconnect(two_phase: bool) -> (Position, Vec<(&'static str,
     if two_phase {
         c.end_increase_epoch().unwrap();
     } else {
-        c.seek(reset_to).unwrap();
+        c.seek(reset_to, true).unwrap();
     }
     if deferred {
         reconnect(&mut d).unwrap();
@@ -998,4 +1003,67 @@ fn the_replay_queue_is_dropped_when_no_consumer_is_left() {
     assert_eq!(c.replay_queue().unwrap(), ps[1..3].to_vec());
     c.set_active(false).unwrap();
     assert!(c.replay_queue().unwrap().is_empty());
+}
+
+/// Issue 59 from Rust: the ledger opened with the managed ledger and after a full one
+/// (`ManagedLedgerImpl.initializeBookKeeper`, `createLedgerAfterClosed`), `seek` with and without
+/// force (`ManagedCursorImpl.seek`), `skip` in both modes (`skipEntries`), and a replay of a position
+/// with no entry failing (`asyncReplayEntries`).
+#[test]
+fn pulsars_positions_seek_skip_and_replay_from_rust() {
+    let f = fixture(&[]);
+    let ml = f.ledger(LedgerConfig {
+        max_entries_per_ledger: 4,
+        min_rollover_ms: 0,
+        ..Default::default()
+    });
+    let c = ml.open_cursor("s", StartAt::Latest, true).unwrap();
+    let first = ml.ledgers()[0].id;
+    assert_eq!(
+        (
+            c.mark_delete_position().unwrap(),
+            c.read_position().unwrap()
+        ),
+        (Position::new(first, -1), Position::new(first, 0))
+    );
+    let ps = publish(&ml, 4);
+    let next = ml.ledgers()[1];
+    assert_eq!((next.entries, ml.entry_count()), (0, 4));
+    let late = ml.open_cursor("late", StartAt::Latest, true).unwrap();
+    assert_eq!(
+        (
+            late.mark_delete_position().unwrap(),
+            late.read_position().unwrap()
+        ),
+        (ps[3], Position::new(next.id, 0))
+    );
+    assert!(!late.has_more_entries().unwrap());
+    c.ack(ps[1]).unwrap();
+    assert_eq!(c.individually_acked().unwrap(), vec![(ps[1], ps[1])]);
+    assert_eq!((c.entries_to_read().unwrap(), c.backlog().unwrap()), (3, 3));
+    c.skip(1, SkipMode::Include).unwrap();
+    assert_eq!(c.mark_delete_position().unwrap(), ps[1]);
+    c.skip(1, SkipMode::Exclude).unwrap();
+    assert_eq!(c.mark_delete_position().unwrap(), ps[2]);
+    c.seek(ps[0], false).unwrap();
+    assert_eq!(c.read_position().unwrap(), ps[3]);
+    c.seek(ps[0], true).unwrap();
+    assert_eq!(c.read_position().unwrap(), ps[0]);
+    assert!(matches!(
+        c.mark_delete(ps[1]),
+        Err(Error::InvalidArgument {
+            name: "position",
+            ..
+        })
+    ));
+    c.add_to_replay(&[ps[3], Position::new(99, 0)], RedeliveryReason::Nack)
+        .unwrap();
+    let err = c.read_replay(10).unwrap_err();
+    assert!(
+        matches!(&err, Error::NotFound { what: "entry", name } if name.starts_with("99:0")),
+        "{err}"
+    );
+    assert_eq!(c.replay_queue().unwrap(), vec![ps[3]]);
+    assert_eq!(ml.slowest_reader_position(), Some(ps[0]));
+    assert_eq!(ml.slowest_consumer().unwrap().name(), "s");
 }

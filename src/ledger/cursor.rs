@@ -52,11 +52,15 @@ impl CursorState {
         self.read_position = read_position_past(self.read_position, last, self.mark_delete, layout);
     }
 
+    /// A cursor reading next at `read_position`, everything before it acknowledged: its
+    /// mark-delete position is the entry before (`ManagedCursorImpl.initializeCursorPosition` with
+    /// `ManagedLedgerImpl.getPreviousPosition`), so one opened at the end of a full ledger `L`
+    /// whose successor `L+1` is still empty sits at `(L, last)` / `(L+1, 0)`.
     pub fn new(name: &str, read_position: Position, layout: &Layout, active: bool) -> Self {
         CursorState {
             name: name.to_string(),
             read_position,
-            mark_delete: layout.before(read_position),
+            mark_delete: layout.previous(read_position),
             acked: AckedRanges::default(),
             replay: BTreeSet::new(),
             active,
@@ -163,6 +167,24 @@ impl CursorState {
                 .saturating_sub(self.acked.count_from(self.read_position, layout)),
             None => 0,
         }
+    }
+
+    /// Whether a sequential read would find an entry (`ManagedCursorImpl.hasMoreEntries`): the
+    /// read position is at or before the last entry written. Like Pulsar's, it does not look at
+    /// individually acknowledged entries, which [`CursorState::entries_to_read`] leaves out.
+    pub fn has_more_entries(&self, layout: &Layout) -> bool {
+        layout
+            .last_entry()
+            .is_some_and(|last| layout.normalize(self.read_position) <= last)
+    }
+
+    /// The individually acknowledged entries past the mark-delete position, as
+    /// `(first, last)` positions, both inclusive, in position order.
+    pub fn acked_ranges(&self) -> Vec<(Position, Position)> {
+        self.acked
+            .iter()
+            .map(|(l, first, last)| (Position::new(l, first), Position::new(l, last)))
+            .collect()
     }
 
     pub fn stats(&self, layout: &Layout) -> CursorStats {
@@ -314,6 +336,49 @@ pub(crate) fn mark_delete_after_ledger_deleted(
     } else {
         mark_delete
     }
+}
+
+/// Whether `ManagedCursor::skip` counts entries acknowledged on their own
+/// (`ManagedCursor.IndividualDeletedEntries`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipMode {
+    /// They count among the `n` skipped.
+    Include,
+    /// They are passed over: `n` unacknowledged entries are skipped.
+    Exclude,
+}
+
+/// The `n`th entry after `p` (`ManagedLedgerImpl.getPositionAfterN(p, n, startExcluded)`), or
+/// `None` for `n == 0`; past the last entry, the end.
+pub(crate) fn nth_entry_after(layout: &Layout, p: Position, n: u64) -> Option<Position> {
+    if n == 0 {
+        return None;
+    }
+    let runs = layout.runs_from(layout.next_after(p), n);
+    runs.last()
+        .map(|&(l, _, last)| Position::new(l, last))
+        .or(Some(p))
+}
+
+/// The `n`th entry after the mark-delete position not acknowledged on its own; past the last one,
+/// the last entry. Steps over the acknowledged ranges, not their entries.
+pub(crate) fn nth_unacked_after(layout: &Layout, c: &CursorState, n: u64) -> Option<Position> {
+    if n == 0 {
+        return None;
+    }
+    let mut left = n;
+    let mut at = c.mark_delete;
+    for (ledger, first, last) in c.acked.iter() {
+        let range_first = Position::new(ledger, first);
+        // Unacknowledged entries between `at` and the range.
+        let gap = layout.count_between(at, layout.previous(range_first).max(at));
+        if gap >= left {
+            break;
+        }
+        left -= gap;
+        at = Position::new(ledger, last).max(at);
+    }
+    nth_entry_after(layout, at, left)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ pub(crate) mod cursor;
 pub(crate) mod layout;
 pub mod rollover;
 
-pub use cursor::CursorStats;
+pub use cursor::{CursorStats, SkipMode};
 pub use layout::LedgerInfo;
 
 use crate::clock::SharedClock;
@@ -43,7 +43,7 @@ use crate::read_flow::{
 use crate::storage::{ReadLatency, StorageHandle, StorageStats};
 use acked::unacked_runs;
 use cursor::{
-    mark_delete_after_ledger_deleted, mark_delete_after_reset, mark_delete_allowed,
+    mark_delete_after_ledger_deleted, mark_delete_allowed, nth_entry_after, nth_unacked_after,
     read_position_after_read, CursorState,
 };
 use layout::Layout;
@@ -93,6 +93,10 @@ impl Default for LedgerConfig {
         }
     }
 }
+
+/// The most entries one read returns; a caller reads again for more (a broker's dispatcher reads
+/// in far smaller batches: `dispatcherMaxReadBatchSize`, 100).
+pub const MAX_ENTRIES_PER_READ: u64 = 1 << 20;
 
 /// Where a new cursor starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +164,13 @@ struct ReadOp {
     permits: Option<ReadPermits>,
 }
 
+/// Where `p` is among a read's positions. They are in position order without repeats (a
+/// sequential read's runs, a replay read's queue order), so a read of `n` entries costs
+/// `O(n log n)` to fill, not `O(n^2)`.
+fn slot_of(positions: &[Position], p: Position) -> Option<usize> {
+    positions.binary_search(&p).ok()
+}
+
 /// A storage read in flight; several reads may wait for it.
 struct PendingRead {
     seq: u64,
@@ -200,6 +211,20 @@ struct Inner {
     limiter: Arc<ReadsLimiter>,
 }
 
+impl Drop for Inner {
+    /// The ledger created for appends that never came is deleted when the managed ledger goes:
+    /// Pulsar deletes it at the next open (`initializeBookKeeper`), which here would leave an
+    /// empty segment file behind each open of a `FileStorage` until then.
+    fn drop(&mut self) {
+        let st = self.state.get_mut();
+        if let Some(l) = st.layout.current() {
+            if l.entries == 0 {
+                let _ = self.storage.delete_ledger(l.id);
+            }
+        }
+    }
+}
+
 /// A managed ledger. Cheap to clone; clones share everything.
 #[derive(Clone)]
 pub struct ManagedLedger {
@@ -229,21 +254,41 @@ impl ManagedLedger {
                 "must be at least 1",
             ));
         }
-        let ledgers = storage
-            .ledgers(name)?
-            .into_iter()
-            .map(|(id, entries)| LedgerInfo {
-                id,
-                entries,
-                bytes: 0,
-            })
-            .collect();
-        let flow = ReadFlow::new(manager.config(), Context::Library);
         let loaded_ns = manager.clock().now_ns();
-        let layout = Layout { ledgers };
+        let mut ledgers: Vec<LedgerInfo> = Vec::new();
+        for (id, entries) in storage.ledgers(name)? {
+            if entries > 0 {
+                ledgers.push(LedgerInfo {
+                    id,
+                    entries,
+                    bytes: 0,
+                });
+            } else {
+                // Pulsar drops the empty ledgers it finds at open
+                // (`ManagedLedgerImpl.initializeBookKeeper`); they hold nothing, so a store that
+                // cannot delete them (read-only) only keeps a file it would have dropped.
+                let _ = storage.delete_ledger(id);
+            }
+        }
+        let mut layout = Layout { ledgers };
+        // A broker opening a managed ledger creates the ledger that takes its appends at once (the
+        // ones before are closed), so a cursor opened now sits in it: `(L,-1)` / `(L,0)` on a new
+        // topic. A read-only store creates none; its appends fail as before.
+        let created = match storage.create_ledger(name) {
+            Ok(id) => {
+                layout.ledgers.push(LedgerInfo {
+                    id,
+                    entries: 0,
+                    bytes: 0,
+                });
+                true
+            }
+            Err(Error::Unsupported(_)) => false,
+            Err(e) => return Err(e),
+        };
+        let flow = ReadFlow::new(manager.config(), Context::Library);
         let state = State {
-            // A broker opening a managed ledger starts a new ledger (the ones before are closed).
-            open_ledger: OpenLedger::new(loaded_ns / 1000, layout.current().is_some()),
+            open_ledger: OpenLedger::new(loaded_ns / 1000, !created && layout.current().is_some()),
             layout,
             cursors: Vec::new(),
             by_name: FastMap::default(),
@@ -296,16 +341,10 @@ impl ManagedLedger {
         self.inner.state.lock().layout.last_entry()
     }
 
-    /// Entries written in all ledgers not deleted.
+    /// Entries written in all ledgers not deleted (saturating at `u64::MAX`: a store can declare
+    /// ledgers whose lengths sum past it).
     pub fn entry_count(&self) -> u64 {
-        self.inner
-            .state
-            .lock()
-            .layout
-            .ledgers
-            .iter()
-            .map(|l| l.entries)
-            .sum()
+        self.inner.state.lock().layout.entry_count()
     }
 
     /// Cursors the read flow counts as active.
@@ -350,6 +389,19 @@ impl ManagedLedger {
         let rule = inner.config.rollover();
         st.open_ledger
             .added(&rule, payload.len() as u64, now / 1000);
+        if st.open_ledger.is_full() {
+            // Pulsar closes a full ledger and creates the next at once
+            // (`ledgerClosed` -> `createLedgerAfterClosed`): a cursor that reads past it sits at
+            // `(L+1,0)`. The entry is stored: a failed creation is not this add's error; the next
+            // add creates the ledger (and reports the failure if it persists).
+            if let Ok(id) = inner.storage.create_ledger(&inner.name) {
+                st.layout.ledgers.push(LedgerInfo {
+                    id,
+                    entries: 0,
+                    bytes: 0,
+                });
+            }
+        }
         let position = Position::new(ledger, entry_id);
         if let Some(expected) = inner.flow.on_add(&st.activity, now) {
             let size = payload.len() as u32;
@@ -410,6 +462,31 @@ impl ManagedLedger {
         let mut names: Vec<_> = st.by_name.keys().cloned().collect();
         names.sort();
         names
+    }
+
+    /// The lowest read position among the cursors (`ManagedCursorContainer.getSlowestReaderPosition`,
+    /// over all cursors as `ManagedLedgerImpl.getCursors().getSlowestReaderPosition()`); `None`
+    /// without cursors.
+    pub fn slowest_reader_position(&self) -> Option<Position> {
+        let st = self.inner.state.lock();
+        st.cursors
+            .iter()
+            .flatten()
+            .map(|c| st.layout.normalize(c.read_position))
+            .min()
+    }
+
+    /// The cursor with the lowest mark-delete position (`ManagedLedgerImpl.getSlowestConsumer`,
+    /// the cursor `ManagedCursorContainer.getSlowestCursor` holds); the first opened among equals.
+    pub fn slowest_consumer(&self) -> Option<ManagedCursor> {
+        let st = self.inner.state.lock();
+        let (id, c) = st
+            .cursors
+            .iter()
+            .enumerate()
+            .filter_map(|(id, c)| Some((id, c.as_ref()?)))
+            .min_by_key(|(id, c)| (c.mark_delete, *id))?;
+        Some(self.cursor_handle(id as u32, &c.name))
     }
 
     /// Deletes a ledger (not the current one) and drops its cached entries; cursors in it move on.
@@ -587,11 +664,57 @@ impl ManagedLedger {
         }
     }
 
+    /// A replay read of positions that hold no entry fails, as Pulsar's `asyncReplayEntries` fails
+    /// reading a ledger that does not exist: the error names them, and they leave the replay queue
+    /// so that the next replay read proceeds. Looks at the `n` unacknowledged positions the read
+    /// would take (acknowledged ones are passed over, as Pulsar filters them before reading).
+    fn drop_missing_replays(st: &mut State, cursor: u32, n: u64) -> Result<()> {
+        let State {
+            cursors, layout, ..
+        } = st;
+        let Some(c) = cursors.get_mut(cursor as usize).and_then(|c| c.as_mut()) else {
+            return Ok(());
+        };
+        let missing: Vec<Position> = c
+            .replay
+            .iter()
+            .filter(|p| !c.is_acked(**p))
+            .take(usize::try_from(n).unwrap_or(usize::MAX))
+            .filter(|p| !layout.contains(**p))
+            .copied()
+            .collect();
+        let Some(first) = missing.first() else {
+            return Ok(());
+        };
+        for p in &missing {
+            c.replay.remove(p);
+        }
+        let why = match layout.get(first.ledger_id) {
+            Some(_) => "past the ledger's last entry",
+            None => "its ledger does not exist (deleted, or never created)",
+        };
+        Err(Error::not_found(
+            "entry",
+            format!(
+                "{first} in the replay queue of cursor {:?}: {why}; {} position(s) with no entry left the queue, read again to replay the rest",
+                c.name,
+                missing.len()
+            ),
+        ))
+    }
+
     /// Starts a read for `cursor`. With `now_only`, its storage reads complete at once (latency is
     /// not simulated) and it joins no in-flight read that completes later.
     fn start_read(&self, cursor: u32, kind: ReadKind, n: u64, now_only: bool) -> Result<ReadId> {
+        // A read holds a slot per entry it returns: capped, so that a count a caller means as
+        // "all of them" costs what the entries cost, not what `n` says (a store can declare
+        // ledgers of 2**63 entries).
+        let n = n.min(MAX_ENTRIES_PER_READ);
         let inner = &*self.inner;
         let mut st = inner.state.lock();
+        if kind == ReadKind::Replay {
+            Self::drop_missing_replays(&mut st, cursor, n)?;
+        }
         let c = st
             .cursors
             .get(cursor as usize)
@@ -616,8 +739,8 @@ impl ManagedLedger {
                 let positions: Vec<Position> = c
                     .replay
                     .iter()
-                    .filter(|p| st.layout.contains(**p) && !c.is_acked(**p))
-                    .take(n as usize)
+                    .filter(|p| !c.is_acked(**p))
+                    .take(usize::try_from(n).unwrap_or(usize::MAX))
                     .copied()
                     .collect();
                 // Pulsar's `asyncReplayEntries` reads each position on its own.
@@ -675,19 +798,14 @@ impl ManagedLedger {
             }
             if let Some(&(ledger, _, last)) = op.step.last() {
                 let through = Position::new(ledger, last);
-                let read = op
-                    .positions
-                    .iter()
-                    .position(|p| *p == through)
-                    .expect("a step reads requested positions");
+                let read =
+                    slot_of(&op.positions, through).expect("a step reads requested positions");
                 if op.step_failed {
                     // A later ledger's storage read failed: the read delivers the ledgers before
                     // it, as `OpReadEntry.internalReadEntriesFailed` completes with the entries
                     // it has (the first ledger's failure fails the read).
                     let first = op.step.first().map(|&(l, f, _)| Position::new(l, f));
-                    if let Some(from) =
-                        first.and_then(|f| op.positions.iter().position(|p| *p == f))
-                    {
+                    if let Some(from) = first.and_then(|f| slot_of(&op.positions, f)) {
                         op.entries[from..].iter_mut().for_each(|e| *e = None);
                     }
                     op.units.clear();
@@ -766,11 +884,7 @@ impl ManagedLedger {
         };
         let op = st.ops.get_mut(&op_id).expect("reading for a known read");
         let (cursor, kind, now_only) = (op.cursor, op.kind, op.now_only);
-        let base = op
-            .positions
-            .iter()
-            .position(|p| *p == from)
-            .expect("unit start is requested");
+        let base = slot_of(&op.positions, from).expect("unit start is requested");
         let mut gaps = Vec::new();
         let mut found = found.into_iter().peekable();
         let mut gap_start: Option<i64> = None;
@@ -926,7 +1040,7 @@ impl ManagedLedger {
                         .iter()
                         .filter(|e| (take_from..=take_to).contains(&e.position().entry_id));
                     for e in taken {
-                        if let Some(slot) = op.positions.iter().position(|q| *q == e.position()) {
+                        if let Some(slot) = slot_of(&op.positions, e.position()) {
                             op.entries[slot] = Some(e.copy());
                         }
                     }
@@ -1041,7 +1155,8 @@ impl ManagedCursor {
     }
 
     /// Reads up to `n` entries from the read position and completes at once (storage latency is
-    /// not simulated); advances the read position. An empty list at the end of the ledger.
+    /// not simulated); advances the read position. An empty list at the end of the ledger. At most
+    /// [`MAX_ENTRIES_PER_READ`] entries, whatever `n` (each read variant alike).
     pub fn read_entries(&self, n: u64) -> Result<ReadOutcome> {
         self.read_now(ReadKind::Sequential, n)
     }
@@ -1126,6 +1241,28 @@ impl ManagedCursor {
         self.ledger.with_cursor(self.id, |c, _| Ok(c.mark_delete))
     }
 
+    /// Entries from the read position to the last entry written, less those acknowledged on
+    /// their own (`ManagedCursorImpl.getNumberOfEntries`).
+    pub fn entries_to_read(&self) -> Result<u64> {
+        self.ledger
+            .with_cursor(self.id, |c, l| Ok(c.entries_to_read(l)))
+    }
+
+    /// Whether the read position is at or before the last entry written
+    /// (`ManagedCursorImpl.hasMoreEntries`).
+    pub fn has_more_entries(&self) -> Result<bool> {
+        self.ledger
+            .with_cursor(self.id, |c, l| Ok(c.has_more_entries(l)))
+    }
+
+    /// The entries acknowledged on their own past the mark-delete position, as `(first, last)`
+    /// ranges with both ends inclusive (`getIndividuallyDeletedMessagesSet`, which Pulsar prints as
+    /// open-closed ranges `(first-1, last]`).
+    pub fn individually_acked(&self) -> Result<Vec<(Position, Position)>> {
+        self.ledger
+            .with_cursor(self.id, |c, _| Ok(c.acked_ranges()))
+    }
+
     pub fn backlog(&self) -> Result<u64> {
         self.ledger.with_cursor(self.id, |c, l| Ok(c.backlog(l)))
     }
@@ -1152,13 +1289,23 @@ impl ManagedCursor {
     }
 
     /// Acknowledges every entry up to `p`; an error for a position past the last entry written,
-    /// which a broker fails as an invalid mark-delete position.
+    /// which a broker fails as an invalid mark-delete position, and for one before the
+    /// mark-delete position (`MarkDeletingMarkedPosition`).
     pub fn mark_delete(&self, p: Position) -> Result<()> {
         self.after_ack(|c, l| {
             if !mark_delete_allowed(p, l) {
                 return Err(Error::invalid(
                     "position",
                     format!("{p} is past the last entry written"),
+                ));
+            }
+            if p < c.mark_delete {
+                return Err(Error::invalid(
+                    "position",
+                    format!(
+                        "{p} is before the mark-delete position {}: entries are acknowledged up to there already (seek or reset to read them again)",
+                        c.mark_delete
+                    ),
                 ));
             }
             c.mark_delete(p, l);
@@ -1178,11 +1325,11 @@ impl ManagedCursor {
     /// the reason brings one (Pulsar: a Key_Shared hold-back).
     pub fn add_to_replay(&self, positions: &[Position], reason: RedeliveryReason) -> Result<()> {
         let l = &self.ledger;
-        let added: Vec<Position> = l.with_cursor(self.id, |c, layout| {
+        let added: Vec<Position> = l.with_cursor(self.id, |c, _| {
             Ok(positions
                 .iter()
                 .copied()
-                .filter(|p| layout.contains(*p) && !c.is_acked(*p) && c.replay.insert(*p))
+                .filter(|p| !c.is_acked(*p) && c.replay.insert(*p))
                 .collect())
         })?;
         if l.inner.flow.redelivery_adds_read(reason) {
@@ -1266,17 +1413,27 @@ impl ManagedCursor {
         Ok(())
     }
 
-    /// Moves the read position only (Pulsar's internal `seek`).
-    pub fn seek(&self, p: Position) -> Result<()> {
-        self.reposition(|_, layout| layout.normalize(p))
+    /// Moves the read position only (`ManagedCursorImpl.seek(position, force)`): without `force`
+    /// a position at or before the mark-delete position moves it to the entry after the
+    /// mark-delete position, so acknowledged entries are not read again; with `force` it goes
+    /// there (and a read delivers acknowledged entries again).
+    pub fn seek(&self, p: Position, force: bool) -> Result<()> {
+        self.reposition(|c, layout| {
+            if !force && p <= c.mark_delete {
+                layout.next_after(c.mark_delete)
+            } else {
+                layout.normalize(p)
+            }
+        })
     }
 
     /// Resets the subscription to `p` (`reset-cursor`): everything before `p` counts as acknowledged,
-    /// nothing from `p` on, and the replay queue is cleared.
+    /// nothing from `p` on, and the replay queue is cleared. The mark-delete position is the entry
+    /// before `p` as `internalResetCursor` takes it (`getPreviousPosition`).
     pub fn reset(&self, p: Position) -> Result<()> {
         self.reposition(|c, layout| {
             let p = layout.normalize(p);
-            c.mark_delete = mark_delete_after_reset(p, layout);
+            c.mark_delete = layout.previous(p);
             c.acked.clear();
             c.replay.clear();
             p
@@ -1288,17 +1445,21 @@ impl ManagedCursor {
         self.reposition(|c, layout| layout.next_after(c.mark_delete))
     }
 
-    /// Acknowledges the next `n` unacknowledged entries (`skip`).
-    pub fn skip(&self, n: u64) -> Result<()> {
+    /// Skips `n` entries from the mark-delete position (`ManagedCursorImpl.skipEntries(n, mode)`):
+    /// the mark-delete position moves to the `n`th entry after it, counting entries acknowledged
+    /// on their own with [`SkipMode::Include`] and passing over them with [`SkipMode::Exclude`]
+    /// (what a broker's skip-messages does). Stops at the last entry written.
+    pub fn skip(&self, n: u64, mode: SkipMode) -> Result<()> {
         self.reposition(|c, layout| {
-            let mut left = n;
-            let mut p = layout.next_after(c.mark_delete);
-            while left > 0 && layout.contains(p) {
-                if !c.is_acked(p) {
-                    left -= 1;
-                }
+            let Some(last) = layout.last_entry() else {
+                return c.read_position;
+            };
+            let target = match mode {
+                SkipMode::Include => nth_entry_after(layout, c.mark_delete, n),
+                SkipMode::Exclude => nth_unacked_after(layout, c, n),
+            };
+            if let Some(p) = target.map(|p| p.min(last)) {
                 c.mark_delete(p, layout);
-                p = layout.next_after(p);
             }
             c.read_position.max(layout.next_after(c.mark_delete))
         })

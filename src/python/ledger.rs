@@ -1,19 +1,89 @@
 //! `ManagedLedger`, `ManagedCursor` and `ReadHandle`.
 
 use super::cache::{entries_to_py, PyCachedEntry, PyEntryCache, PyEntryCacheManager};
-use super::errors::{non_negative, raise, IntoPyResult};
+use super::errors::{raise, IntoPyResult};
 use super::payload::{payload_arg, payload_to_py};
 use super::position::PyPosition;
 use super::storage::PyStorage;
 use crate::error::{Error, Result};
 use crate::ledger::{
-    rollover, CursorStats, LedgerConfig, ManagedCursor, ManagedLedger, ReadId, ReadOutcome, StartAt,
+    rollover, CursorStats, LedgerConfig, ManagedCursor, ManagedLedger, ReadId, ReadOutcome,
+    SkipMode, StartAt,
 };
 use crate::read_flow::RedeliveryReason;
 use crate::storage::ReadLatency;
 use parking_lot::Mutex;
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyInt};
+
+/// An int argument that must fit `lo..=hi`, with errors that name it: PyO3's own conversion
+/// raises an OverflowError that does not say which argument (for ints in [2**63, 2**64) given to
+/// an i64). Below `lo` is an `InvalidArgumentError` (a `ValueError`), above `hi` an
+/// `OverflowError`, not an int a `TypeError`.
+fn int_arg(
+    py: Python<'_>,
+    name: &'static str,
+    obj: &Bound<'_, PyAny>,
+    lo: i128,
+    hi: i128,
+) -> PyResult<i128> {
+    if !obj.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be an int, got {}",
+            obj.get_type().name()?
+        )));
+    }
+    let value = match (obj.extract::<i64>(), obj.extract::<u64>()) {
+        (Ok(v), _) => Some(i128::from(v)),
+        (_, Ok(v)) => Some(i128::from(v)),
+        _ => None,
+    };
+    let below = match value {
+        Some(v) if (lo..=hi).contains(&v) => return Ok(v),
+        Some(v) => v < lo,
+        None => obj.lt(0)?,
+    };
+    if below {
+        let bound = if lo == 0 {
+            ">= 0".to_string()
+        } else {
+            format!(">= {lo}")
+        };
+        Err(raise(
+            py,
+            "InvalidArgumentError",
+            format!("invalid {name}: must be {bound}, got {obj}"),
+        ))
+    } else {
+        Err(PyOverflowError::new_err(format!(
+            "invalid {name}: {obj} is too large (at most {hi})"
+        )))
+    }
+}
+
+/// A count or size: `0..=2**64-1`.
+fn u64_arg(py: Python<'_>, name: &'static str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    int_arg(py, name, obj, 0, i128::from(u64::MAX)).map(|v| v as u64)
+}
+
+/// A `u64_arg` whose default is `default` (the signature shows it; None takes it too).
+fn u64_or(
+    py: Python<'_>,
+    name: &'static str,
+    obj: Option<&Bound<'_, PyAny>>,
+    default: u64,
+) -> PyResult<u64> {
+    obj.map_or(Ok(default), |o| u64_arg(py, name, o))
+}
+
+fn i64_arg(py: Python<'_>, name: &'static str, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    int_arg(py, name, obj, i128::from(i64::MIN), i128::from(i64::MAX)).map(|v| v as i64)
+}
+
+fn u32_arg(py: Python<'_>, name: &'static str, obj: &Bound<'_, PyAny>) -> PyResult<u32> {
+    int_arg(py, name, obj, 0, i128::from(u32::MAX)).map(|v| v as u32)
+}
 
 /// ManagedLedger(name, manager, storage, ...): one topic partition: appends go to storage and,
 /// per PIP-430, into `manager`'s cache; cursors read through the cache.
@@ -66,22 +136,24 @@ const _: () = assert!(
 #[pymethods]
 impl PyManagedLedger {
     #[new]
-    // The rollover defaults are `ledger::rollover`'s (checked below), written out so that the
-    // signature Python sees shows them.
-    #[pyo3(signature = (name, manager, storage, *, max_entries_per_ledger = 50_000,
-                        max_bytes_per_ledger = 2_147_483_648, min_rollover_ms = 600_000,
-                        max_rollover_ms = 14_400_000, cursor_epochs = true, read_latency_ms = 0.0, read_latency_per_entry_us = 0.0,
-                        read_latency_per_kib_us = 0.0))]
+    // The rollover defaults are `ledger::rollover`'s (checked above), written out in the text
+    // signature so that Python shows them; the parameters take any int and name themselves in
+    // their errors (see `int_arg`).
+    #[pyo3(signature = (name, manager, storage, *, max_entries_per_ledger = None,
+                        max_bytes_per_ledger = None, min_rollover_ms = None,
+                        max_rollover_ms = None, cursor_epochs = true, read_latency_ms = 0.0, read_latency_per_entry_us = 0.0,
+                        read_latency_per_kib_us = 0.0),
+           text_signature = "(name, manager, storage, *, max_entries_per_ledger=50000, max_bytes_per_ledger=2147483648, min_rollover_ms=600000, max_rollover_ms=14400000, cursor_epochs=True, read_latency_ms=0.0, read_latency_per_entry_us=0.0, read_latency_per_kib_us=0.0)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         name: String,
         manager: Bound<'_, PyEntryCacheManager>,
         storage: Bound<'_, PyStorage>,
-        max_entries_per_ledger: i64,
-        max_bytes_per_ledger: i64,
-        min_rollover_ms: i64,
-        max_rollover_ms: i64,
+        max_entries_per_ledger: Option<&Bound<'_, PyAny>>,
+        max_bytes_per_ledger: Option<&Bound<'_, PyAny>>,
+        min_rollover_ms: Option<&Bound<'_, PyAny>>,
+        max_rollover_ms: Option<&Bound<'_, PyAny>>,
         cursor_epochs: bool,
         read_latency_ms: f64,
         read_latency_per_entry_us: f64,
@@ -101,14 +173,20 @@ impl PyManagedLedger {
             }
         }
         let config = LedgerConfig {
-            max_entries_per_ledger: non_negative(
+            max_entries_per_ledger: u64_or(
                 py,
                 "max_entries_per_ledger",
                 max_entries_per_ledger,
+                rollover::MAX_ENTRIES,
             )?,
-            max_bytes_per_ledger: non_negative(py, "max_bytes_per_ledger", max_bytes_per_ledger)?,
-            min_rollover_ms: non_negative(py, "min_rollover_ms", min_rollover_ms)?,
-            max_rollover_ms: non_negative(py, "max_rollover_ms", max_rollover_ms)?,
+            max_bytes_per_ledger: u64_or(
+                py,
+                "max_bytes_per_ledger",
+                max_bytes_per_ledger,
+                rollover::MAX_BYTES,
+            )?,
+            min_rollover_ms: u64_or(py, "min_rollover_ms", min_rollover_ms, rollover::MIN_AGE_MS)?,
+            max_rollover_ms: u64_or(py, "max_rollover_ms", max_rollover_ms, rollover::MAX_AGE_MS)?,
             cursor_epochs,
             read_latency: ReadLatency {
                 fixed_ns: (read_latency_ms * 1e6) as u64,
@@ -203,8 +281,24 @@ impl PyManagedLedger {
     }
 
     /// Deletes a ledger (not the current one); its cached entries are dropped.
-    fn delete_ledger(&self, py: Python<'_>, ledger_id: i64) -> PyResult<()> {
+    fn delete_ledger(&self, py: Python<'_>, ledger_id: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ledger_id = i64_arg(py, "ledger_id", ledger_id)?;
         py.detach(|| self.inner.delete_ledger(ledger_id)).py_err(py)
+    }
+
+    /// The lowest read position among the cursors, or None without cursors (Pulsar's
+    /// `ManagedCursorContainer.getSlowestReaderPosition`).
+    #[getter]
+    fn slowest_reader_position(&self, py: Python<'_>) -> Option<PyPosition> {
+        py.detach(|| self.inner.slowest_reader_position())
+            .map(PyPosition)
+    }
+
+    /// The cursor with the lowest mark-delete position, the first opened among equals; None
+    /// without cursors (Pulsar's `ManagedLedgerImpl.getSlowestConsumer`).
+    fn slowest_consumer(&self, py: Python<'_>) -> Option<PyManagedCursor> {
+        py.detach(|| self.inner.slowest_consumer())
+            .map(|inner| PyManagedCursor { inner })
     }
 
     /// (ledger_id, entries, bytes) of each ledger, oldest first.
@@ -289,15 +383,19 @@ impl PyManagedCursor {
 
     /// Reads up to `n` entries from the read position; each consumes one expected read when
     /// released. An empty list at the end of the ledger.
-    fn read_entries(&self, py: Python<'_>, n: i64) -> PyResult<Vec<Py<PyCachedEntry>>> {
-        let n = non_negative(py, "n", n)?;
+    fn read_entries(
+        &self,
+        py: Python<'_>,
+        n: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Py<PyCachedEntry>>> {
+        let n = u64_arg(py, "n", n)?;
         let outcome = py.detach(|| self.inner.read_entries(n)).py_err(py)?;
         delivered(py, outcome)
     }
 
     /// Reads up to `n` entries and delivers them at once: their payloads, each read consumed.
-    fn read_data(&self, py: Python<'_>, n: i64) -> PyResult<Vec<Py<PyAny>>> {
-        let n = non_negative(py, "n", n)?;
+    fn read_data(&self, py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyAny>>> {
+        let n = u64_arg(py, "n", n)?;
         let outcome = py.detach(|| self.inner.read_entries(n)).py_err(py)?;
         Ok(match outcome {
             ReadOutcome::Delivered(entries) => entries
@@ -312,21 +410,25 @@ impl PyManagedCursor {
     }
 
     /// Starts a read of up to `n` entries that completes when its storage reads do.
-    fn read_entries_async(&self, py: Python<'_>, n: i64) -> PyResult<PyReadHandle> {
-        let n = non_negative(py, "n", n)?;
+    fn read_entries_async(&self, py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<PyReadHandle> {
+        let n = u64_arg(py, "n", n)?;
         let id = py.detach(|| self.inner.read_entries_async(n)).py_err(py)?;
         Ok(PyReadHandle::new(self.inner.ledger().clone(), id))
     }
 
     /// Reads up to `n` entries of the replay queue (lowest first).
-    fn read_replay(&self, py: Python<'_>, n: i64) -> PyResult<Vec<Py<PyCachedEntry>>> {
-        let n = non_negative(py, "n", n)?;
+    fn read_replay(
+        &self,
+        py: Python<'_>,
+        n: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Py<PyCachedEntry>>> {
+        let n = u64_arg(py, "n", n)?;
         let outcome = py.detach(|| self.inner.read_replay(n)).py_err(py)?;
         delivered(py, outcome)
     }
 
-    fn read_replay_async(&self, py: Python<'_>, n: i64) -> PyResult<PyReadHandle> {
-        let n = non_negative(py, "n", n)?;
+    fn read_replay_async(&self, py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<PyReadHandle> {
+        let n = u64_arg(py, "n", n)?;
         let id = py.detach(|| self.inner.read_replay_async(n)).py_err(py)?;
         Ok(PyReadHandle::new(self.inner.ledger().clone(), id))
     }
@@ -396,9 +498,39 @@ impl PyManagedCursor {
         py.detach(|| self.inner.close()).py_err(py)
     }
 
-    /// Moves the read position only.
-    fn seek(&self, py: Python<'_>, position: PyPosition) -> PyResult<()> {
-        py.detach(|| self.inner.seek(position.0)).py_err(py)
+    /// Moves the read position only (Pulsar's `seek(position, force)`): without `force` a
+    /// position at or before the mark-delete position moves it to the entry after the mark-delete
+    /// position; with `force` it goes there, and reads deliver acknowledged entries again.
+    #[pyo3(signature = (position, force = false))]
+    fn seek(&self, py: Python<'_>, position: PyPosition, force: bool) -> PyResult<()> {
+        py.detach(|| self.inner.seek(position.0, force)).py_err(py)
+    }
+
+    /// Entries from the read position to the last entry written, less those acknowledged on
+    /// their own (Pulsar's `getNumberOfEntries`).
+    #[getter]
+    fn entries_to_read(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.inner.entries_to_read()).py_err(py)
+    }
+
+    /// Whether the read position is at or before the last entry written (Pulsar's
+    /// `hasMoreEntries`; like it, entries acknowledged on their own still count).
+    fn has_more_entries(&self, py: Python<'_>) -> PyResult<bool> {
+        py.detach(|| self.inner.has_more_entries()).py_err(py)
+    }
+
+    /// The entries acknowledged on their own past the mark-delete position, as (first, last)
+    /// Position pairs with both ends inclusive, in position order (Pulsar's
+    /// `getIndividuallyDeletedMessagesSet`, which prints each as an open-closed range
+    /// `(first-1, last]`).
+    #[getter]
+    fn individually_acked(&self, py: Python<'_>) -> PyResult<Vec<(PyPosition, PyPosition)>> {
+        Ok(py
+            .detach(|| self.inner.individually_acked())
+            .py_err(py)?
+            .into_iter()
+            .map(|(a, b)| (PyPosition(a), PyPosition(b)))
+            .collect())
     }
 
     /// Resets the subscription to `position`: everything before it acknowledged, nothing after.
@@ -411,10 +543,24 @@ impl PyManagedCursor {
         py.detach(|| self.inner.rewind()).py_err(py)
     }
 
-    /// Acknowledges the next `n` unacknowledged entries.
-    fn skip(&self, py: Python<'_>, n: i64) -> PyResult<()> {
-        let n = non_negative(py, "n", n)?;
-        py.detach(|| self.inner.skip(n)).py_err(py)
+    /// Skips `n` entries from the mark-delete position (Pulsar's `skipEntries(n, mode)`):
+    /// `individually_acked="exclude"` (the default, a broker's skip-messages) passes over entries
+    /// acknowledged on their own, skipping `n` unacknowledged ones; "include" counts them.
+    #[pyo3(signature = (n, individually_acked = "exclude"))]
+    fn skip(&self, py: Python<'_>, n: &Bound<'_, PyAny>, individually_acked: &str) -> PyResult<()> {
+        let n = u64_arg(py, "n", n)?;
+        let mode = match individually_acked {
+            "exclude" => SkipMode::Exclude,
+            "include" => SkipMode::Include,
+            other => {
+                return Err(Error::invalid(
+                    "individually_acked",
+                    format!("{other:?} is not one of \"exclude\", \"include\""),
+                ))
+                .py_err(py)
+            }
+        };
+        py.detach(|| self.inner.skip(n, mode)).py_err(py)
     }
 
     /// Acknowledges everything.
@@ -440,7 +586,8 @@ impl PyManagedCursor {
     }
 
     /// True if a read started at `epoch` would be discarded now.
-    fn is_epoch_outdated(&self, py: Python<'_>, epoch: u32) -> PyResult<bool> {
+    fn is_epoch_outdated(&self, py: Python<'_>, epoch: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let epoch = u32_arg(py, "epoch", epoch)?;
         py.detach(|| self.inner.is_epoch_outdated(epoch)).py_err(py)
     }
 
@@ -449,8 +596,9 @@ impl PyManagedCursor {
         &self,
         py: Python<'_>,
         position: PyPosition,
-        expected_epoch: u32,
+        expected_epoch: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
+        let expected_epoch = u32_arg(py, "expected_epoch", expected_epoch)?;
         py.detach(|| self.inner.set_read_position(position.0, expected_epoch))
             .py_err(py)
     }
