@@ -21,6 +21,7 @@
 
 pub(crate) mod acked;
 pub(crate) mod cursor;
+mod durable;
 pub(crate) mod layout;
 pub mod rollover;
 
@@ -162,6 +163,9 @@ struct State {
     next_op: u64,
     pending: Vec<PendingRead>,
     next_seq: u64,
+    /// Cursors restored from the store and not opened since: their first `open_cursor` sets
+    /// whether they are active.
+    recovered_cursors: crate::fast_hash::FastSet<u32>,
 }
 
 struct Inner {
@@ -215,7 +219,7 @@ impl ManagedLedger {
         let flow = ReadFlow::new(manager.config(), Context::Library);
         let loaded_ns = manager.clock().now_ns();
         let layout = Layout { ledgers };
-        let state = State {
+        let mut state = State {
             // A broker opening a managed ledger starts a new ledger (the ones before are closed).
             open_ledger: OpenLedger::new(loaded_ns / 1000, layout.current().is_some()),
             layout,
@@ -226,7 +230,9 @@ impl ManagedLedger {
             next_op: 0,
             pending: Vec::new(),
             next_seq: 0,
+            recovered_cursors: Default::default(),
         };
+        durable::restore_all(&mut state, &storage, name)?;
         Ok(ManagedLedger {
             inner: Arc::new(Inner {
                 name: name.to_string(),
@@ -341,11 +347,23 @@ impl ManagedLedger {
         Ok(position)
     }
 
-    /// Opens (or returns) the cursor `name`. A new cursor starts at `start`.
+    /// Opens (or returns) the cursor `name`. A new cursor starts at `start`; one the store kept
+    /// (a durable cursor of a `FileStorage`) is recovered where it was instead.
     pub fn open_cursor(&self, name: &str, start: StartAt, active: bool) -> Result<ManagedCursor> {
         let mut st = self.inner.state.lock();
-        if let Some(&id) = st.by_name.get(name) {
-            return Ok(self.cursor_handle(id, name));
+        let known = st.by_name.get(name).copied();
+        let known = match known {
+            Some(id) => Some(id),
+            None => durable::restore_one(&mut st, &self.inner.storage, &self.inner.name, name)?,
+        };
+        if let Some(id) = known {
+            let first_open = st.recovered_cursors.remove(&id);
+            drop(st);
+            let cursor = self.cursor_handle(id, name);
+            if first_open && active {
+                cursor.set_active(true)?;
+            }
+            return Ok(cursor);
         }
         let read_position = match start {
             StartAt::Earliest => st.layout.first(),
@@ -354,6 +372,7 @@ impl ManagedLedger {
         };
         let id = st.cursors.len() as u32;
         let state = CursorState::new(name, read_position, &st.layout, false);
+        durable::persist_full(&self.inner.storage, &self.inner.name, &state)?;
         st.cursors.push(Some(state));
         st.by_name.insert(name.to_string(), id);
         st.activity.name(id, java_string_hash(name));
@@ -1081,6 +1100,7 @@ impl ManagedCursor {
     /// Acknowledges one entry on its own; a sequential read passes over it. An error for a
     /// position past the last entry written, which a broker fails as `asyncDelete` does.
     pub fn ack(&self, p: Position) -> Result<()> {
+        let (storage, owner) = (&self.ledger.inner.storage, &self.ledger.inner.name);
         self.after_ack(|c, l| {
             if !mark_delete_allowed(p, l) {
                 return Err(Error::invalid(
@@ -1089,13 +1109,14 @@ impl ManagedCursor {
                 ));
             }
             c.ack(p, l);
-            Ok(())
+            durable::persist_acked(storage, owner, c, Some(p))
         })
     }
 
     /// Acknowledges every entry up to `p`; an error for a position past the last entry written,
     /// which a broker fails as an invalid mark-delete position.
     pub fn mark_delete(&self, p: Position) -> Result<()> {
+        let (storage, owner) = (&self.ledger.inner.storage, &self.ledger.inner.name);
         self.after_ack(|c, l| {
             if !mark_delete_allowed(p, l) {
                 return Err(Error::invalid(
@@ -1104,7 +1125,7 @@ impl ManagedCursor {
                 ));
             }
             c.mark_delete(p, l);
-            Ok(())
+            durable::persist_acked(storage, owner, c, None)
         })
     }
 
@@ -1222,7 +1243,8 @@ impl ManagedCursor {
             c.acked.clear();
             c.replay.clear();
             p
-        })
+        })?;
+        self.persist_state()
     }
 
     /// Reads again from the first unacknowledged entry.
@@ -1243,7 +1265,8 @@ impl ManagedCursor {
                 p = layout.next_after(p);
             }
             c.read_position.max(layout.next_after(c.mark_delete))
-        })
+        })?;
+        self.persist_state()
     }
 
     /// Acknowledges everything (`clear-backlog`).
@@ -1255,6 +1278,7 @@ impl ManagedCursor {
             c.acked.clear();
             c.replay.clear();
             layout.end()
-        })
+        })?;
+        self.persist_state()
     }
 }
