@@ -32,13 +32,13 @@ def test_out_of_order_delete_persistence_with_close(tmp_path):
     added = [ml.add_entry(f"dummy-entry-{i}".encode()) for i in range(20)]
     for i in (2, 5, 7, 8, 9):
         c1.ack(added[i])
-    assert c1.backlog() == 20 - 5
+    assert c1.backlog == 20 - 5
     store.close()
 
     store, ml = open_ledger(tmp_path)
     assert ml.cursor_names() == ["c1"]
     c1 = ml.open_cursor("c1")
-    assert c1.backlog() == 20 - 5
+    assert c1.backlog == 20 - 5
     got = texts(c1, 20)
     assert len(got) == 15
     assert got[:5] == ["dummy-entry-0", "dummy-entry-1", "dummy-entry-3", "dummy-entry-4", "dummy-entry-6"]
@@ -57,12 +57,12 @@ def test_clear_backlog_and_mark_delete_survive_and_read_resumes_after_them(tmp_p
 
     store, ml = open_ledger(tmp_path, sync="always")
     assert ml.cursor_names() == ["cleared", "marked", "pulsar.dedup"]
-    assert ml.open_cursor("cleared").backlog() == 0
+    assert ml.open_cursor("cleared").backlog == 0
     marked = ml.open_cursor("marked", start="earliest")  # a recovered cursor keeps its position
-    assert marked.mark_delete_position() == ps[3]
-    assert marked.read_position() == ps[4]
+    assert marked.mark_delete_position == ps[3]
+    assert marked.read_position == ps[4]
     assert texts(marked) == ["e4", "e5"]
-    assert ml.open_cursor("pulsar.dedup").backlog() == 6
+    assert ml.open_cursor("pulsar.dedup").backlog == 6
     store.close()
 
 
@@ -77,7 +77,7 @@ def test_deleted_cursor_stays_deleted(tmp_path):
     store.close()
     store, ml = open_ledger(tmp_path)
     assert ml.cursor_names() == []
-    assert ml.open_cursor("sub", start="earliest").backlog() == 1
+    assert ml.open_cursor("sub", start="earliest").backlog == 1
     store.close()
 
 
@@ -116,10 +116,10 @@ def test_random_acks_and_reopens_keep_exactly_the_acknowledged_entries(tmp_path_
         else:
             c.mark_delete(added[k % len(added)])
             acked.update(range(k % len(added) + 1))
-        assert c.backlog() == len(added) - len(acked)
+        assert c.backlog == len(added) - len(acked)
     store.close()
     store, ml = open_ledger(path)
     c = ml.open_cursor("c")
-    assert c.backlog() == len(added) - len(acked)
+    assert c.backlog == len(added) - len(acked)
     assert texts(c, 1000) == [str(i) for i in range(len(added)) if i not in acked]
     store.close()
