@@ -130,7 +130,10 @@ fn cursor_persistence_2() {
     // p0 is the position before the first ledger existed; recovery places it before the first
     // entry, where the cursor was.
     let c3 = o.cursor("c3");
-    assert_eq!(c3.mark_delete_position().unwrap(), Position::new(p1.ledger_id, -1));
+    assert_eq!(
+        c3.mark_delete_position().unwrap(),
+        Position::new(p1.ledger_id, -1)
+    );
     assert!(c3.mark_delete_position().unwrap() >= p0);
     assert_eq!(c3.backlog().unwrap(), 6);
     assert_eq!(o.cursor("c4").mark_delete_position().unwrap(), p1);
@@ -321,15 +324,18 @@ fn recovery_reads_from_after_the_mark_delete_position() {
     let o = open(dir.path(), 4);
     assert_eq!(o.ml.cursor_names(), ["reset", "skipped", "sub"]);
     assert_eq!(o.ml.active_cursor_count(), 0);
-    let c = o
-        .ml
-        .open_cursor("sub", StartAt::At(added[9]), true)
-        .unwrap();
+    let c =
+        o.ml.open_cursor("sub", StartAt::At(added[9]), true)
+            .unwrap();
     assert_eq!(o.ml.active_cursor_count(), 1);
     assert_eq!(c.mark_delete_position().unwrap(), added[2]);
     assert_eq!(c.read_position().unwrap(), added[3]);
     let got: Vec<Position> = read(&c, 10).into_iter().map(|(p, _)| p).collect();
-    let want: Vec<Position> = added[3..].iter().copied().filter(|&p| p != added[4]).collect();
+    let want: Vec<Position> = added[3..]
+        .iter()
+        .copied()
+        .filter(|&p| p != added[4])
+        .collect();
     assert_eq!(got, want);
     let r = o.cursor("reset");
     assert_eq!(r.mark_delete_position().unwrap(), added[6]);
@@ -401,7 +407,12 @@ fn any_cursor_name_round_trips() {
         .unwrap()
         .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(files.iter().all(|f| f == "cursors.log" || f.ends_with(".seg")), "{files:?}");
+    assert!(
+        files
+            .iter()
+            .all(|f| f == "cursors.log" || f.ends_with(".seg")),
+        "{files:?}"
+    );
 }
 
 /// The log is rewritten when it grows large next to the live state: 20,000 acks leave a log a few
@@ -436,7 +447,11 @@ fn the_log_is_compacted_and_stays_bounded() {
     let c = o.cursor("c");
     assert_eq!(c.mark_delete_position().unwrap(), md);
     assert_eq!(c.backlog().unwrap(), backlog);
-    assert!(!o.store.cursor_log_path(TOPIC).with_extension("log.tmp").exists());
+    assert!(!o
+        .store
+        .cursor_log_path(TOPIC)
+        .with_extension("log.tmp")
+        .exists());
 }
 
 /// Writes a cursor log through a ledger and returns the durable state after each call with the
@@ -502,8 +517,8 @@ fn truncation_at_every_offset_recovers_the_last_whole_state() {
             .find(|(len, _)| *len <= cut as u64)
             .unwrap()
             .1;
-        let (got, recovered) = reopen_with_log(&bytes[..cut])
-            .unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let (got, recovered) =
+            reopen_with_log(&bytes[..cut]).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
         assert_eq!(&got, want, "cut at {cut}");
         // A 0-byte log is a crash right after creating it, like a 0-byte new segment.
         let whole = cut == 8 || (cut > 8 && history.iter().any(|(len, _)| *len == cut as u64));
@@ -554,7 +569,10 @@ fn a_flipped_byte_before_the_last_record_is_an_error_naming_the_log() {
                 errors += 1;
                 let msg = e.to_string();
                 assert!(matches!(e, Error::CorruptSegment { .. }), "{msg}");
-                assert!(msg.contains("cursors.log") && msg.contains("cursor log"), "{msg}");
+                assert!(
+                    msg.contains("cursors.log") && msg.contains("cursor log"),
+                    "{msg}"
+                );
             }
         }
     }
@@ -575,7 +593,10 @@ fn a_flipped_byte_before_the_last_record_is_an_error_naming_the_log() {
     )
     .err()
     .expect("a damaged cursor log is refused");
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
     assert_eq!(std::fs::read(&path).unwrap(), damaged, "nothing was cut");
 }
 
@@ -646,13 +667,12 @@ fn ack_writer_child() {
     let md = c.mark_delete_position().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(std::process::id() as u64);
     // Entries not yet under the mark-delete position.
-    let mut open: VecDeque<Position> = o
-        .ml
-        .ledgers()
-        .iter()
-        .flat_map(|l| (0..l.entries as i64).map(move |e| Position::new(l.id, e)))
-        .filter(|&p| p > md)
-        .collect();
+    let mut open: VecDeque<Position> =
+        o.ml.ledgers()
+            .iter()
+            .flat_map(|l| (0..l.entries as i64).map(move |e| Position::new(l.id, e)))
+            .filter(|&p| p > md)
+            .collect();
     let mut out = std::io::stdout().lock();
     for i in 0u64.. {
         open.push_back(add(&o.ml, &format!("{i}")));
@@ -731,12 +751,19 @@ fn kill_9_during_acks_loses_no_acknowledged_ack() {
             .count();
         let Some(d) = durable(&o.store, CURSOR) else {
             // Killed before the cursor was created.
-            assert!(acks.is_empty() && mds.is_empty(), "trial {trial}: the cursor is lost");
+            assert!(
+                acks.is_empty() && mds.is_empty(),
+                "trial {trial}: the cursor is lost"
+            );
             o.close();
             continue;
         };
         let c = o.ml.cursor(CURSOR).expect("the cursor is listed");
-        assert_eq!(c.mark_delete_position().unwrap(), d.mark_delete, "trial {trial}");
+        assert_eq!(
+            c.mark_delete_position().unwrap(),
+            d.mark_delete,
+            "trial {trial}"
+        );
         for &p in &mds {
             assert!(d.mark_delete >= p, "trial {trial}: mark-delete to {p} lost");
         }

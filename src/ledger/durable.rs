@@ -143,6 +143,8 @@ impl ManagedCursor {
         if !l.inner.storage.keeps_cursors() {
             return Ok(());
         }
-        l.with_cursor(self.id, |c, _| persist_full(&l.inner.storage, &l.inner.name, c))
+        l.with_cursor(self.id, |c, _| {
+            persist_full(&l.inner.storage, &l.inner.name, c)
+        })
     }
 }

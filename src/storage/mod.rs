@@ -8,8 +8,8 @@ pub use file::{FileOptions, FileStorage, Recovered, SyncPolicy, MAX_ENTRY_BYTES}
 pub use memory::MemoryStorage;
 
 use crate::entry::Payload;
-use crate::position::Position;
 use crate::error::Result;
+use crate::position::Position;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 

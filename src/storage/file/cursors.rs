@@ -330,7 +330,10 @@ impl CursorLog {
             return Err(self.corrupt(0, "not a ledgercache cursor log (bad magic)"));
         }
         if len < HEADER as usize {
-            return Ok((0, Some(format!("new cursor log has {len} of 8 header bytes"))));
+            return Ok((
+                0,
+                Some(format!("new cursor log has {len} of 8 header bytes")),
+            ));
         }
         let mut at = HEADER as usize;
         let rh = RECORD_HEADER as usize;
@@ -340,7 +343,10 @@ impl CursorLog {
             // An OS crash can extend a file over blocks whose data never reached the disk.
             let zeros = || rest.iter().all(|&b| b == 0);
             if rest.len() < rh {
-                return torn(&format!("incomplete record header ({} of 12 bytes)", rest.len()));
+                return torn(&format!(
+                    "incomplete record header ({} of 12 bytes)",
+                    rest.len()
+                ));
             }
             let n = le32(rest) as usize;
             if crc32fast::hash(&rest[..8]) != le32(&rest[8..]) {
@@ -350,7 +356,9 @@ impl CursorLog {
                 return Err(self.corrupt(at as u64, "record header checksum mismatch"));
             }
             if n as u64 > MAX_ENTRY_BYTES {
-                return Err(self.corrupt(at as u64, &format!("record length {n} is over the limit")));
+                return Err(
+                    self.corrupt(at as u64, &format!("record length {n} is over the limit"))
+                );
             }
             if rest.len() - rh < n {
                 return torn(&format!(
@@ -446,11 +454,9 @@ impl CursorLog {
         self.end += record.len() as u64;
         let change = decode(&payload).expect("a record this version wrote");
         apply(&mut self.cursors, change);
-        if self.end >= self.compact_at {
-            if self.compact().is_err() {
-                // The change is durable in the log as it is; the rewrite is retried later.
-                self.compact_at = self.end.saturating_add(COMPACT_MIN);
-            }
+        // A failed rewrite leaves the log as it was, holding this change: it is retried later.
+        if self.end >= self.compact_at && self.compact().is_err() {
+            self.compact_at = self.end.saturating_add(COMPACT_MIN);
         }
         Ok(())
     }
@@ -529,7 +535,11 @@ impl FileStorage {
         }
     }
 
-    pub(super) fn persist_cursor_change(&self, owner: &str, update: &CursorUpdate<'_>) -> Result<()> {
+    pub(super) fn persist_cursor_change(
+        &self,
+        owner: &str,
+        update: &CursorUpdate<'_>,
+    ) -> Result<()> {
         if self.options.read_only {
             // A reader (a Spark executor) moves its cursors in memory only.
             return Ok(());
