@@ -561,3 +561,100 @@ impl FileStorage {
         self.dir.join(super::escape(owner)).join(LOG_FILE)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Fault;
+    use super::*;
+    use crate::storage::Storage;
+    use std::sync::atomic::Ordering;
+
+    const OWNER: &str = "persistent://t/ns/c";
+
+    fn full(md: i64, acked: &[(i64, i64, i64)]) -> DurableCursor {
+        DurableCursor {
+            name: "c".into(),
+            mark_delete: Position::new(1, md),
+            acked: acked.to_vec(),
+        }
+    }
+
+    /// A write of a cursor change that fails after any number of its bytes (or whose fsync fails),
+    /// with the truncation that undoes it failing or not: the call fails, the log is as it was on
+    /// disk and in memory, the next change lands, and a reopen finds exactly the changes that
+    /// returned, with nothing to recover.
+    #[test]
+    fn a_failed_cursor_write_leaves_the_log_as_it_was() {
+        let ack = CursorUpdate::Acked {
+            name: "c",
+            acked: Some(Position::new(1, 5)),
+            mark_delete: Position::new(1, 2),
+        };
+        let record_len = RECORD_HEADER as usize + encode(&ack).len();
+        for sync in [SyncPolicy::Never, SyncPolicy::Always] {
+            let mut faults: Vec<(Fault, u32)> = (0..=record_len)
+                .map(|n| (Fault::WriteFailsAfter(n), 0))
+                .collect();
+            faults.push((Fault::WriteFailsAfter(9), 1));
+            if sync == SyncPolicy::Always {
+                faults.push((Fault::SyncFails, 0));
+            }
+            for (fault, failing_truncates) in faults {
+                let dir = tempfile::tempdir().unwrap();
+                let options = FileOptions {
+                    sync,
+                    ..Default::default()
+                };
+                let s = FileStorage::open_with(dir.path(), options).unwrap();
+                s.persist_cursor(OWNER, &CursorUpdate::Full(&full(0, &[])))
+                    .unwrap();
+                let len = s.cursor_log_len(OWNER).unwrap();
+                *s.fault.lock() = Some(fault);
+                s.failing_truncates
+                    .store(failing_truncates, Ordering::Release);
+                let err = s.persist_cursor(OWNER, &ack).unwrap_err();
+                assert!(err.to_string().contains("cursors.log"), "{err}");
+                assert_eq!(s.load_cursors(OWNER).unwrap(), [full(0, &[])], "{fault:?}");
+                if failing_truncates == 0 {
+                    let on_disk = fs::metadata(s.cursor_log_path(OWNER)).unwrap().len();
+                    assert_eq!(on_disk, len, "{fault:?} {sync:?}");
+                }
+                s.persist_cursor(OWNER, &ack).unwrap();
+                let want = [full(2, &[(1, 5, 5)])];
+                assert_eq!(s.load_cursors(OWNER).unwrap(), want);
+                s.close();
+                let s = FileStorage::open_with(dir.path(), options).unwrap();
+                assert!(s.recovered().is_empty(), "{fault:?}: {:?}", s.recovered());
+                assert_eq!(s.load_cursors(OWNER).unwrap(), want, "{fault:?} {sync:?}");
+            }
+        }
+    }
+
+    /// Loading never believes a count or length from the file: a whole-state record whose range
+    /// count claims more ranges than its payload holds is refused, however large the count.
+    #[test]
+    fn a_range_count_larger_than_the_record_is_refused_without_allocating_by_it() {
+        let mut payload = Vec::new();
+        put_full(&mut payload, "c", Position::new(1, 0), &[(1, 2, 3)]);
+        let at = payload.len() - 24 - 4;
+        payload[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode(&payload).is_none());
+        let mut bytes = MAGIC.to_vec();
+        for _ in 0..2 {
+            bytes.extend_from_slice(&record_header(&payload));
+            bytes.extend_from_slice(&payload);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let s = FileStorage::open(dir.path()).unwrap();
+        let path = s.cursor_log_path(OWNER);
+        s.close();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, &bytes).unwrap();
+        let s = FileStorage::open(dir.path()).unwrap();
+        let err = s.load_cursors(OWNER).unwrap_err().to_string();
+        assert!(
+            err.contains("cannot read") && err.contains("byte 8"),
+            "{err}"
+        );
+    }
+}
