@@ -868,7 +868,8 @@ fn concurrent_mark_deletes_persist_the_furthest() {
 fn recover_cursor_ahead_of_last_position() {
     let dir = tempfile::tempdir().unwrap();
     let o = open(dir.path(), 50_000);
-    let last = (0..11).map(|_| add(&o.ml, "e")).last().unwrap();
+    let added: Vec<Position> = (0..11).map(|_| add(&o.ml, "e")).collect();
+    let last = added[10];
     let ahead = DurableCursor {
         name: "my_test_cursor".into(),
         mark_delete: Position::new(last.ledger_id + 1, -1),
