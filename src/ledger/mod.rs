@@ -21,6 +21,7 @@
 
 pub(crate) mod acked;
 pub(crate) mod cursor;
+mod durable;
 pub(crate) mod layout;
 pub mod rollover;
 
@@ -198,6 +199,9 @@ struct State {
     next_op: u64,
     pending: Vec<PendingRead>,
     next_seq: u64,
+    /// Cursors restored from the store and not opened since: their first `open_cursor` sets
+    /// whether they are active.
+    recovered_cursors: crate::fast_hash::FastSet<u32>,
 }
 
 struct Inner {
@@ -287,7 +291,7 @@ impl ManagedLedger {
             Err(e) => return Err(e),
         };
         let flow = ReadFlow::new(manager.config(), Context::Library);
-        let state = State {
+        let mut state = State {
             open_ledger: OpenLedger::new(loaded_ns / 1000, !created && layout.current().is_some()),
             layout,
             cursors: Vec::new(),
@@ -297,7 +301,9 @@ impl ManagedLedger {
             next_op: 0,
             pending: Vec::new(),
             next_seq: 0,
+            recovered_cursors: Default::default(),
         };
+        durable::restore_all(&mut state, &storage, name)?;
         Ok(ManagedLedger {
             inner: Arc::new(Inner {
                 name: name.to_string(),
@@ -420,11 +426,23 @@ impl ManagedLedger {
         Ok(position)
     }
 
-    /// Opens (or returns) the cursor `name`. A new cursor starts at `start`.
+    /// Opens (or returns) the cursor `name`. A new cursor starts at `start`; one the store kept
+    /// (a durable cursor of a `FileStorage`) is recovered where it was instead.
     pub fn open_cursor(&self, name: &str, start: StartAt, active: bool) -> Result<ManagedCursor> {
         let mut st = self.inner.state.lock();
-        if let Some(&id) = st.by_name.get(name) {
-            return Ok(self.cursor_handle(id, name));
+        let known = st.by_name.get(name).copied();
+        let known = match known {
+            Some(id) => Some(id),
+            None => durable::restore_one(&mut st, &self.inner.storage, &self.inner.name, name)?,
+        };
+        if let Some(id) = known {
+            let first_open = st.recovered_cursors.remove(&id);
+            drop(st);
+            let cursor = self.cursor_handle(id, name);
+            if first_open && active {
+                cursor.set_active(true)?;
+            }
+            return Ok(cursor);
         }
         let read_position = match start {
             StartAt::Earliest => st.layout.first(),
@@ -433,6 +451,7 @@ impl ManagedLedger {
         };
         let id = st.cursors.len() as u32;
         let state = CursorState::new(name, read_position, &st.layout, false);
+        durable::persist_full(&self.inner.storage, &self.inner.name, &state)?;
         st.cursors.push(Some(state));
         st.by_name.insert(name.to_string(), id);
         st.activity.name(id, java_string_hash(name));
@@ -1276,6 +1295,7 @@ impl ManagedCursor {
     /// Acknowledges one entry on its own; a sequential read passes over it. An error for a
     /// position past the last entry written, which a broker fails as `asyncDelete` does.
     pub fn ack(&self, p: Position) -> Result<()> {
+        let (storage, owner) = (&self.ledger.inner.storage, &self.ledger.inner.name);
         self.after_ack(|c, l| {
             if !mark_delete_allowed(p, l) {
                 return Err(Error::invalid(
@@ -1284,7 +1304,7 @@ impl ManagedCursor {
                 ));
             }
             c.ack(p, l);
-            Ok(())
+            durable::persist_acked(storage, owner, c, Some(p))
         })
     }
 
@@ -1292,6 +1312,7 @@ impl ManagedCursor {
     /// which a broker fails as an invalid mark-delete position, and for one before the
     /// mark-delete position (`MarkDeletingMarkedPosition`).
     pub fn mark_delete(&self, p: Position) -> Result<()> {
+        let (storage, owner) = (&self.ledger.inner.storage, &self.ledger.inner.name);
         self.after_ack(|c, l| {
             if !mark_delete_allowed(p, l) {
                 return Err(Error::invalid(
@@ -1309,7 +1330,7 @@ impl ManagedCursor {
                 ));
             }
             c.mark_delete(p, l);
-            Ok(())
+            durable::persist_acked(storage, owner, c, None)
         })
     }
 
@@ -1437,7 +1458,8 @@ impl ManagedCursor {
             c.acked.clear();
             c.replay.clear();
             p
-        })
+        })?;
+        self.persist_state()
     }
 
     /// Reads again from the first unacknowledged entry.
@@ -1462,7 +1484,8 @@ impl ManagedCursor {
                 c.mark_delete(p, layout);
             }
             c.read_position.max(layout.next_after(c.mark_delete))
-        })
+        })?;
+        self.persist_state()
     }
 
     /// Acknowledges everything (`clear-backlog`).
@@ -1474,6 +1497,7 @@ impl ManagedCursor {
             c.acked.clear();
             c.replay.clear();
             layout.end()
-        })
+        })?;
+        self.persist_state()
     }
 }

@@ -280,6 +280,12 @@ impl PyManagedLedger {
         py.detach(|| self.inner.cursor_names())
     }
 
+    /// Deletes cursor `name` (Pulsar's deleteCursor): closed, and forgotten by a FileStorage, so
+    /// reopening the ledger does not bring it back. NotFoundError if there is no such cursor.
+    fn delete_cursor(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        py.detach(|| self.inner.delete_cursor(name)).py_err(py)
+    }
+
     /// Deletes a ledger (not the current one); its cached entries are dropped.
     fn delete_ledger(&self, py: Python<'_>, ledger_id: &Bound<'_, PyAny>) -> PyResult<()> {
         let ledger_id = i64_arg(py, "ledger_id", ledger_id)?;

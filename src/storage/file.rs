@@ -20,7 +20,7 @@
 //!   its checks is damage: entries before it stay readable, appends to that ledger are refused, and
 //!   reads past it name the file and the byte offset. A read-only open changes nothing on disk.
 
-use super::{check_range, Storage};
+use super::{check_range, CursorUpdate, DurableCursor, Storage};
 use crate::entry::Payload;
 use crate::error::{Error, Result};
 use bytes::Bytes;
@@ -156,6 +156,8 @@ pub struct FileStorage {
     /// (Python's garbage collector may drop it late, hence `close`).
     lock: Mutex<Option<File>>,
     closed: AtomicBool,
+    /// Each managed ledger's cursor log (see `cursors`), or the damage that stops it loading.
+    cursor_logs: Mutex<BTreeMap<String, Result<cursors::CursorLog>>>,
     #[cfg(test)]
     fault: Mutex<Option<Fault>>,
     /// How many of the next truncations (undoing a failed append) fail.
@@ -435,6 +437,7 @@ impl FileStorage {
         }
         let mut segments = BTreeMap::new();
         let mut recovered = Vec::new();
+        let mut cursor_logs = BTreeMap::new();
         let mut max_id = 0;
         for owner_dir in fs::read_dir(&dir).map_err(|e| io_err(&dir, "cannot list", e))? {
             let owner_dir = owner_dir
@@ -458,6 +461,8 @@ impl FileStorage {
                 let seg = Self::load(owner.clone(), path, options, &mut recovered)?;
                 segments.insert(id, Arc::new(Mutex::new(seg)));
             }
+            let log = cursors::CursorLog::load(&owner_dir, options, &mut recovered);
+            cursor_logs.insert(owner, log);
         }
         let next_id = max_id.checked_add(1).ok_or_else(|| {
             Error::Storage(format!("{}: ledger ids are exhausted", dir.display()))
@@ -470,6 +475,7 @@ impl FileStorage {
             recovered,
             lock: Mutex::new(Some(lock)),
             closed: AtomicBool::new(false),
+            cursor_logs: Mutex::new(cursor_logs),
             #[cfg(test)]
             fault: Mutex::new(None),
             #[cfg(test)]
@@ -574,6 +580,7 @@ impl FileStorage {
             drop(seg.lock());
         }
         drop(segments);
+        self.cursor_logs.lock().clear();
         lock.take();
     }
 
@@ -828,7 +835,20 @@ impl Storage for FileStorage {
     fn describe(&self) -> String {
         format!("FileStorage({})", self.dir.display())
     }
+
+    fn keeps_cursors(&self) -> bool {
+        !self.options.read_only
+    }
+
+    fn persist_cursor(&self, owner: &str, update: &CursorUpdate<'_>) -> Result<()> {
+        self.persist_cursor_change(owner, update)
+    }
+
+    fn load_cursors(&self, owner: &str) -> Result<Vec<DurableCursor>> {
+        self.load_cursor_log(owner)
+    }
 }
 
+mod cursors;
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,7 @@ pub use memory::MemoryStorage;
 
 use crate::entry::Payload;
 use crate::error::Result;
+use crate::position::Position;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -29,6 +30,60 @@ pub trait Storage: Send + Sync {
     fn delete_ledger(&self, ledger_id: i64) -> Result<()>;
     /// A short description for messages and reprs.
     fn describe(&self) -> String;
+    /// Whether the store keeps cursors ([`Storage::persist_cursor`]); when false the ledger does
+    /// not build the updates at all.
+    fn keeps_cursors(&self) -> bool {
+        false
+    }
+    /// Records a change to cursor `update.name()` of managed ledger `owner`. A store that keeps
+    /// cursors has it durable, with the guarantee its entries have, when this returns.
+    fn persist_cursor(&self, owner: &str, update: &CursorUpdate<'_>) -> Result<()> {
+        let _ = (owner, update);
+        Ok(())
+    }
+    /// The cursors of `owner` as persisted, by name.
+    fn load_cursors(&self, owner: &str) -> Result<Vec<DurableCursor>> {
+        let _ = owner;
+        Ok(Vec::new())
+    }
+}
+
+/// A cursor as a store keeps it: what Pulsar persists of a `ManagedCursorImpl` (its mark-delete
+/// position and individually deleted ranges); the read position is derived from them at recovery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurableCursor {
+    pub name: String,
+    pub mark_delete: Position,
+    /// Ranges acknowledged past the mark-delete position, `(ledger, first, last)` inclusive, in
+    /// position order.
+    pub acked: Vec<(i64, i64, i64)>,
+}
+
+/// One change to a durable cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CursorUpdate<'a> {
+    /// The whole state (a new cursor, a reset, a skip, a cleared backlog).
+    Full(&'a DurableCursor),
+    /// An acknowledgement: `acked` (when it is still acknowledged on its own after the call)
+    /// joins the ranges, then the mark-delete position moves to `mark_delete` and the ranges up to
+    /// it are dropped. Mark-delete positions only move forward this way, so the change is exact
+    /// without the ledger's layout.
+    Acked {
+        name: &'a str,
+        acked: Option<Position>,
+        mark_delete: Position,
+    },
+    /// The cursor is deleted.
+    Deleted { name: &'a str },
+}
+
+impl CursorUpdate<'_> {
+    pub fn name(&self) -> &str {
+        match self {
+            CursorUpdate::Full(c) => &c.name,
+            CursorUpdate::Acked { name, .. } | CursorUpdate::Deleted { name } => name,
+        }
+    }
 }
 
 /// Reads served by a store: operations, entries and bytes.
@@ -128,6 +183,18 @@ impl StorageHandle {
 
     pub fn delete_ledger(&self, ledger_id: i64) -> Result<()> {
         self.store.delete_ledger(ledger_id)
+    }
+
+    pub fn keeps_cursors(&self) -> bool {
+        self.store.keeps_cursors()
+    }
+
+    pub fn persist_cursor(&self, owner: &str, update: &CursorUpdate<'_>) -> Result<()> {
+        self.store.persist_cursor(owner, update)
+    }
+
+    pub fn load_cursors(&self, owner: &str) -> Result<Vec<DurableCursor>> {
+        self.store.load_cursors(owner)
     }
 
     pub fn stats(&self) -> StorageStats {
