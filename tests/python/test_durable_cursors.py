@@ -113,6 +113,10 @@ def test_random_acks_and_reopens_keep_exactly_the_acknowledged_entries(tmp_path_
         elif op == "ack":
             c.ack(added[k % len(added)])
             acked.add(k % len(added))
+        elif added[k % len(added)] < c.mark_delete_position:
+            # Before the mark-delete position: refused, as Pulsar's markDelete refuses it.
+            with pytest.raises(lc.InvalidArgumentError, match="before the mark-delete position"):
+                c.mark_delete(added[k % len(added)])
         else:
             c.mark_delete(added[k % len(added)])
             acked.update(range(k % len(added) + 1))
