@@ -4,7 +4,9 @@
 //! Child processes are this test binary run again on one `#[ignore]`d test, as in
 //! `tests/file_storage.rs`.
 
-use ledgercache::ledger::{LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, SkipMode, StartAt};
+use ledgercache::ledger::{
+    LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, SkipMode, StartAt,
+};
 use ledgercache::storage::{
     DurableCursor, FileOptions, FileStorage, Storage, StorageHandle, SyncPolicy,
 };
@@ -898,7 +900,10 @@ fn recover_cursor_ahead_of_last_position() {
     // (`ManagedLedgerImpl.initializeBookKeeper`), which `recoveredCursor` clamps to, as here.
     let created = o.ml.ledgers().last().unwrap().id;
     assert!(created > last.ledger_id);
-    assert_eq!(c.mark_delete_position().unwrap(), Position::new(created, -1));
+    assert_eq!(
+        c.mark_delete_position().unwrap(),
+        Position::new(created, -1)
+    );
     assert_eq!(c.read_position().unwrap(), Position::new(created, 0));
     assert_eq!(c.backlog().unwrap(), 0);
     assert!(read(&c, 10).is_empty());
