@@ -83,6 +83,38 @@ fn add(st: &mut State, c: CursorState) -> u32 {
     id
 }
 
+/// Pulsar's `maybeUpdateCursorBeforeTrimmingConsumedLedger`, run after a factory opens a managed
+/// ledger and after each ledger it creates: a cursor whose mark-delete position is the last entry
+/// of a ledger with a ledger after it moves to `(next,-1)`, and the move is persisted (Pulsar
+/// 4.x, apache/pulsar#25087). Nothing is read or acknowledged by it: the read position is already
+/// the next ledger's first entry. Returns the first store error after moving every cursor; a
+/// caller drops it, as Pulsar does (the next open or rollover moves the cursor again): neither an
+/// open (a read-only store cannot persist) nor an add that stored its entry fails for it.
+pub(super) fn advance_consumed(st: &mut State, storage: &StorageHandle, owner: &str) -> Result<()> {
+    let mut first_err = None;
+    let layout = &st.layout;
+    for c in st.cursors.iter_mut().flatten() {
+        let md = c.mark_delete;
+        let Ok(i) = layout.index_of(md.ledger_id) else {
+            continue;
+        };
+        let Some(next) = layout.ledgers.get(i + 1) else {
+            continue;
+        };
+        let entries = layout.ledgers[i].entries;
+        if md.entry_id < 0 || u64::try_from(md.entry_id).map_or(true, |e| e + 1 < entries) {
+            continue;
+        }
+        c.mark_delete = Position::new(next.id, -1);
+        c.acked.remove_through(c.mark_delete);
+        c.read_position = c.read_position.max(layout.next_after(c.mark_delete));
+        if let Err(e) = persist_full(storage, owner, c) {
+            first_err.get_or_insert(e);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
 /// Restores every cursor the store keeps for `owner` into a ledger being opened.
 pub(super) fn restore_all(st: &mut State, storage: &StorageHandle, owner: &str) -> Result<()> {
     for d in storage.load_cursors(owner)? {

@@ -22,7 +22,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    fn index_of(&self, ledger_id: i64) -> Result<usize, usize> {
+    pub(super) fn index_of(&self, ledger_id: i64) -> Result<usize, usize> {
         // Appends and tailing reads, most lookups, are in the current ledger; a topic that has
         // rolled over many ledgers would otherwise pay a search of all of them each time.
         match self.ledgers.last() {

@@ -304,6 +304,7 @@ impl ManagedLedger {
             recovered_cursors: Default::default(),
         };
         durable::restore_all(&mut state, &storage, name)?;
+        let _ = durable::advance_consumed(&mut state, &storage, name);
         Ok(ManagedLedger {
             inner: Arc::new(Inner {
                 name: name.to_string(),
@@ -406,6 +407,7 @@ impl ManagedLedger {
                     entries: 0,
                     bytes: 0,
                 });
+                let _ = durable::advance_consumed(&mut st, &inner.storage, &inner.name);
             }
         }
         let position = Position::new(ledger, entry_id);
