@@ -39,6 +39,7 @@ fn range_cache_settings() -> Vec<(&'static str, SettingValue)> {
     vec![("extend_ttl_of_recently_accessed", Bool(false))]
 }
 
+/// RangeCacheTest.simple
 #[test]
 fn range_cache_simple() {
     let (m, _) = manager(&range_cache_settings());
@@ -61,6 +62,7 @@ fn range_cache_simple() {
     assert_eq!((c.size_bytes(), c.len(), m.size_bytes()), (0, 0, 0));
 }
 
+/// RangeCacheTest.doubleInsert
 #[test]
 fn range_cache_double_insert_keeps_the_first() {
     let (m, _) = manager(&range_cache_settings());
@@ -74,6 +76,7 @@ fn range_cache_double_insert_keeps_the_first() {
     assert_eq!(m.stats().inserted, 2);
 }
 
+/// RangeCacheTest.getRange
 #[test]
 fn range_cache_get_range_is_inclusive_and_skips_gaps() {
     let (m, _) = manager(&range_cache_settings());
@@ -138,6 +141,7 @@ fn range_cache_ranges_span_ledgers() {
     assert_eq!(c.positions(), vec![Position::new(2, 1)]);
 }
 
+/// RangeCacheTest.eviction
 #[test]
 fn size_pass_returns_entries_and_bytes_oldest_first() {
     let (m, _) = manager(&range_cache_settings());
@@ -155,6 +159,7 @@ fn size_pass_returns_entries_and_bytes_oldest_first() {
     assert!(m.evict_bytes(0).is_err());
 }
 
+/// RangeCacheTest.evictions
 #[test]
 fn size_passes_over_a_hundred_entries() {
     let (m, _) = manager(&range_cache_settings());
@@ -223,6 +228,7 @@ fn queue_items_of_removed_entries_never_reach_newer_entries() {
     assert_eq!(m.sum_of_cache_sizes(), (4, 20));
 }
 
+/// RangeCacheTest.customTimeExtraction
 #[test]
 fn time_pass_evicts_entries_older_than_the_ttl() {
     let mut s = range_cache_settings();
@@ -244,6 +250,7 @@ fn time_pass_evicts_entries_older_than_the_ttl() {
     assert_eq!(m.evict_expired(), (1, 4));
 }
 
+/// RangeCacheRemovalQueueTest.testTimeBasedEvictionRespectsExpectedReadsRequeueThreshold
 #[test]
 fn time_pass_requeues_entries_with_expected_reads_up_to_the_limit() {
     let (m, clock) = manager(&[
@@ -263,6 +270,7 @@ fn time_pass_requeues_entries_with_expected_reads_up_to_the_limit() {
     assert_eq!(m.removal_queue_len(), 0);
 }
 
+/// RangeCacheRemovalQueueTest.testExtendTTLOfRecentlyAccessedRequeuesOnTimeBasedEviction
 #[test]
 fn time_pass_requeues_recently_accessed_entries_once_per_access() {
     let (m, clock) = manager(&[
@@ -327,6 +335,7 @@ fn three_entries(max_requeues: i64) -> (EntryCacheManager, Arc<ledgercache::Entr
     (m, c)
 }
 
+/// RangeCacheRemovalQueueTest.testSizeBasedEvictionEvictsAsLongAsNeeded
 #[test]
 fn size_pass_frees_everything_when_asked_to() {
     let (m, c) = three_entries(1);
@@ -334,6 +343,7 @@ fn size_pass_frees_everything_when_asked_to() {
     assert!(c.is_empty());
 }
 
+/// RangeCacheRemovalQueueTest.testSizeBasedEvictionEvictsEasiestFirstAsLongAsNeeded
 #[test]
 fn size_pass_evicts_the_easiest_entry_first() {
     let (m, c) = three_entries(1);
@@ -344,6 +354,7 @@ fn size_pass_evicts_the_easiest_entry_first() {
     );
 }
 
+/// RangeCacheRemovalQueueTest.testSizeBasedEvictionEvictsExpectedReadsLast
 #[test]
 fn size_pass_evicts_entries_with_expected_reads_last() {
     let (m, c) = three_entries(5);
@@ -368,6 +379,7 @@ fn released_reads_make_an_entry_evictable() {
     assert!(!c.contains(p(1)));
 }
 
+/// EntryCacheManagerTest.simple
 #[test]
 fn manager_evicts_the_oldest_entry_across_caches() {
     let (m, _) = manager(&[
@@ -417,6 +429,7 @@ fn manager_evicts_the_oldest_entry_across_caches() {
     assert!(m.get_cache("cache1").is_empty());
 }
 
+/// EntryCacheManagerTest.cacheSizeUpdate
 #[test]
 fn manager_settles_at_155_bytes() {
     let (m, _) = manager(&[
@@ -445,6 +458,7 @@ fn manager_settles_at_155_bytes() {
     );
 }
 
+/// EntryCacheManagerTest.cacheDisabled
 #[test]
 fn cache_size_zero_caches_nothing() {
     let (m, _) = manager(&[("cache_size_bytes", Int(0))]);

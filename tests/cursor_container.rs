@@ -25,6 +25,7 @@ fn shuffled(n: u32, position: impl Fn(u32) -> Option<Position>, rng: &mut StdRng
     c
 }
 
+/// ActiveManagedCursorContainerTest.testAddingInReverseOrder
 #[test]
 fn adding_in_reverse_order() {
     let mut c = Container::new();
@@ -36,6 +37,7 @@ fn adding_in_reverse_order() {
     }
 }
 
+/// ActiveManagedCursorContainerTest.testAddingMultipleWithSamePosition
 #[test]
 fn a_thousand_cursors_in_pairs() {
     let mut rng = StdRng::seed_from_u64(1);
@@ -51,6 +53,7 @@ fn a_thousand_cursors_in_pairs() {
     c.check_invariants().unwrap();
 }
 
+/// ActiveManagedCursorContainerTest.testCountNumberOfCursorsAtSamePositionOrBefore
 #[test]
 fn counts_after_a_seek() {
     let mut rng = StdRng::seed_from_u64(2);
@@ -65,6 +68,7 @@ fn counts_after_a_seek() {
     }
 }
 
+/// ActiveManagedCursorContainerTest.testCountNumberOfCursorsAtSamePositionOrBefore_SamePosition
 #[test]
 fn nine_hundred_ninety_six_cursors_at_one_position() {
     let mut c = Container::new();
@@ -80,6 +84,7 @@ fn nine_hundred_ninety_six_cursors_at_one_position() {
     assert_eq!(c.slowest_position(), p(0, 1));
 }
 
+/// ActiveManagedCursorContainerTest.testRandomSeekingForward
 #[test]
 fn ten_thousand_random_forward_seeks_checked_after_each() {
     let mut rng = StdRng::seed_from_u64(1);
@@ -100,6 +105,7 @@ fn ten_thousand_random_forward_seeks_checked_after_each() {
     }
 }
 
+/// ActiveManagedCursorContainerTest.testRandomSeeking
 #[test]
 fn random_seeks_both_ways_across_ledgers() {
     let mut rng = StdRng::seed_from_u64(1);
@@ -137,6 +143,7 @@ fn random_seeks_both_ways_across_ledgers() {
     }
 }
 
+/// ActiveManagedCursorContainerTest.testRandomSeekingWithLazyUpdates
 #[test]
 fn a_hundred_thousand_lazy_seeks_then_one_query() {
     let mut rng = StdRng::seed_from_u64(7);

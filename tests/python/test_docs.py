@@ -78,3 +78,28 @@ def test_fidelity_lists_every_setting():
     text = (ROOT / "docs" / "fidelity.md").read_text()
     missing = [r["name"] for r in ledgercache.CacheConfig.settings() if f"| `{r['name']}` |" not in text]
     assert missing == []
+
+
+def pulsar_ported_names() -> list[str]:
+    """`Class.method` of every row `docs/pulsar-tests.md` marks ported, under its `## Class (...)`."""
+    names, cls = [], None
+    for line in (ROOT / "docs" / "pulsar-tests.md").read_text().splitlines():
+        header = re.match(r"## (\w+) \(", line)
+        if header:
+            cls = header.group(1)
+            continue
+        row = re.match(r"\| `(\w+)` \| (ported[^|]*)\|", line)
+        if row and cls:
+            names.append(f"{cls}.{row.group(1)}")
+    return names
+
+
+def test_every_pulsar_test_the_list_calls_ported_is_named_in_a_test():
+    # The list in docs/pulsar-tests.md cannot rot: a port it claims names its Java class and method
+    # (`Class.method`) in a test file of the tree.
+    names = pulsar_ported_names()
+    assert len(names) > 100
+    files = [*(ROOT / "tests").rglob("*.rs"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "src").rglob("*.rs")]
+    text = "\n".join(f.read_text() for f in files)
+    missing = [n for n in names if not re.search(re.escape(n) + r"\b", text)]
+    assert missing == []

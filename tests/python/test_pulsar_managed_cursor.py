@@ -176,7 +176,7 @@ def test_reset_cursor1(factory):
 
 
 def test_seek_position(factory):
-    # ManagedCursorTest.seekPosition, seekPosition2
+    # ManagedCursorTest.seekPosition, ManagedCursorTest.seekPosition2
     ledger = factory(max_entries_per_ledger=10)
     cursor = ledger.open_cursor("c1")
     ps = ledger.add_entries([b"dummy-entry-1", b"dummy-entry-2", b"dummy-entry-3", b"dummy-entry-4"])
@@ -527,8 +527,9 @@ def test_has_backlog_matches_backlog_counts_after_reset_cursor(factory):
 
 
 def test_individually_deleted_messages(factory):
-    # ManagedCursorTest.testIndividuallyDeletedMessages, ...1, ...2, ...3: acknowledgements that the
-    # mark-delete position reaches leave no ranges behind.
+    # ManagedCursorTest.testIndividuallyDeletedMessages, ManagedCursorTest.testIndividuallyDeletedMessages1,
+    # ManagedCursorTest.testIndividuallyDeletedMessages2, ManagedCursorTest.testIndividuallyDeletedMessages3:
+    # acknowledgements that the mark-delete position reaches leave no ranges behind.
     for acks, mark in [((1, 2), 3), ((1,), 3), ((1, 2, 0), None), ((1, 2), 0)]:
         ledger = factory(f"testIndividuallyDeletedMessages-{acks}-{mark}")
         c1 = ledger.open_cursor("c1")

@@ -127,8 +127,8 @@ def test_spanning_multiple_ledgers(factory):
 
 
 def test_invalid_read_entries_arg(factory):
-    # ManagedLedgerTest.invalidReadEntriesArg1, invalidReadEntriesArg2 (a departure: Pulsar refuses
-    # a read of 0 entries; ours returns none, see docs/fidelity.md)
+    # ManagedLedgerTest.invalidReadEntriesArg1, ManagedLedgerTest.invalidReadEntriesArg2 (a departure:
+    # Pulsar refuses a read of 0 entries; ours returns none, see docs/fidelity.md)
     ledger = factory()
     cursor = ledger.open_cursor("c1")
     ledger.add_entry(b"entry")
@@ -139,7 +139,7 @@ def test_invalid_read_entries_arg(factory):
 
 
 def test_read_from_older_ledger(factory):
-    # ManagedLedgerTest.readFromOlderLedger, readFromOlderLedgers
+    # ManagedLedgerTest.readFromOlderLedger, ManagedLedgerTest.readFromOlderLedgers
     ledger = factory(max_entries_per_ledger=1)
     cursor = ledger.open_cursor("test")
     ledger.add_entries([b"entry-1", b"entry-2", b"entry-3"])
