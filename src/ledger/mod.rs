@@ -137,7 +137,10 @@ pub enum ReadOutcome {
     Discarded,
 }
 
-/// Identifies a started read until its result is taken.
+/// Identifies a started read until its result is taken. It is a plain id: the read, and the
+/// reads-in-flight permits it holds, stay in the ledger until [`ManagedLedger::take_read`] takes
+/// its outcome, so a caller who drops the id without taking the outcome must call
+/// [`ManagedLedger::discard_read`], or later reads wait for permits that never come back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ReadId(u64);
 
@@ -596,6 +599,17 @@ impl ManagedLedger {
         let mut st = self.inner.state.lock();
         st.ops.get(&id.0)?.outcome.as_ref()?;
         st.ops.remove(&id.0).and_then(|op| op.outcome)
+    }
+
+    /// Forgets a started read, finished or not, whose outcome nobody will take: its permits go
+    /// back to the reads-in-flight limiter (or its place in their queue is given up), and the
+    /// storage reads it waits for complete for the other reads waiting on them. Returns whether
+    /// the read was there (it was not if its outcome was taken or it was discarded before).
+    pub fn discard_read(&self, id: ReadId) -> bool {
+        let op = self.inner.state.lock().ops.remove(&id.0);
+        // Dropped after the ledger's lock is let go: its entries release their expected reads
+        // into the cache and its permits go back to the limiter, neither of which needs the ledger.
+        op.is_some()
     }
 
     /// Reads in flight (started, not finished).

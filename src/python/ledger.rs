@@ -687,6 +687,18 @@ impl PyReadHandle {
     }
 }
 
+impl Drop for PyReadHandle {
+    /// A handle dropped before its outcome was taken discards its read: the read would otherwise
+    /// hold its reads-in-flight permits in the ledger for ever, and later reads would wait for
+    /// them. Without the GIL, as every other call into the ledger.
+    fn drop(&mut self) {
+        if self.taken.get_mut().is_none() {
+            let (ledger, id) = (&self.ledger, self.id);
+            Python::attach(|py| py.detach(|| ledger.discard_read(id)));
+        }
+    }
+}
+
 #[pymethods]
 impl PyReadHandle {
     #[getter]
