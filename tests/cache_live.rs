@@ -4,7 +4,7 @@
 
 use ledgercache::cursors::active::ActiveCursorContainer;
 use ledgercache::cursors::heap::SlowestCursorHeap;
-use ledgercache::ledger::{LedgerConfig, ManagedLedger, StartAt};
+use ledgercache::ledger::{LedgerConfig, ManagedLedger, ReadOutcome, StartAt};
 use ledgercache::read_flow::inflight::{Admission, ReadPermits};
 use ledgercache::storage::{MemoryStorage, StorageHandle};
 use ledgercache::{
@@ -240,4 +240,38 @@ fn permits_given_up_while_waiting_leave_the_queue() {
     drop(held);
     drop(waiting);
     assert_eq!(limiter.snapshot().1, 1000);
+}
+
+#[test]
+fn a_discarded_read_gives_its_permits_back() {
+    let clock = Arc::new(ManualClock::new(0));
+    let (m, ml) = ledger(5000, &clock);
+    clock.advance_ms(3_000);
+    for _ in 0..10 {
+        ml.add_entry(Payload::from(vec![0; 1000])).unwrap();
+    }
+    let a = ml.open_cursor("a", StartAt::Earliest, true).unwrap();
+    let b = ml.open_cursor("b", StartAt::Earliest, true).unwrap();
+    let ra = a.read_entries_async(4).unwrap();
+    let rb = b.read_entries_async(4).unwrap();
+    // Waiting for permits: it leaves the queue.
+    assert!(ml.discard_read(rb));
+    assert_eq!(m.reads_limiter().snapshot().2, 0);
+    clock.advance_ms(10);
+    assert_eq!(ml.poll(), 1);
+    // Finished and not taken: its permits come back.
+    assert!(ml.discard_read(ra));
+    assert_eq!(m.reads_limiter().snapshot().1, 5000);
+    assert!(!ml.discard_read(ra) && ml.take_read(ra).is_none());
+    // Discarded in flight: the storage read it issued completes for nobody.
+    let rb = b.read_entries_async(8).unwrap();
+    assert!(ml.discard_read(rb));
+    assert_eq!(
+        (ml.reads_in_flight(), m.reads_limiter().snapshot().1),
+        (0, 5000)
+    );
+    clock.advance_ms(10);
+    assert_eq!(ml.poll(), 0);
+    let c = ml.open_cursor("c", StartAt::Earliest, true).unwrap();
+    assert!(matches!(c.read_entries(4), Ok(ReadOutcome::Delivered(e)) if e.len() == 4));
 }

@@ -64,20 +64,34 @@ impl Int {
 
     /// The value as a `T`, or `InvalidArgumentError` naming `name` and `T`'s range.
     pub fn get<T: IntArg>(self, py: Python<'_>, name: &'static str) -> PyResult<T> {
-        let out_of_range = |got: String| {
-            let why = if T::MIN == 0 {
-                format!("must be in [0, {}], got {got}", T::MAX)
-            } else {
-                format!("must be in [{}, {}], got {got}", T::MIN, T::MAX)
-            };
-            to_py(py, Error::invalid(name, why))
-        };
+        let v = self.within(py, name, T::MIN, T::MAX)?;
+        T::try_from(v).map_err(|_| out_of_range(py, name, T::MIN, T::MAX, v.to_string()))
+    }
+
+    /// The value in `[0, i64::MAX]`, as a `u64`: a count or time that other code keeps in an
+    /// `i64` too (a clock's nanoseconds).
+    pub fn non_negative_i64(self, py: Python<'_>, name: &'static str) -> PyResult<u64> {
+        let max = i128::from(i64::MAX);
+        let v = self.within(py, name, 0, max)?;
+        u64::try_from(v).map_err(|_| out_of_range(py, name, 0, max, v.to_string()))
+    }
+
+    /// The value if it is in `[min, max]`, or `InvalidArgumentError` naming `name` and the range.
+    fn within(self, py: Python<'_>, name: &'static str, min: i128, max: i128) -> PyResult<i128> {
         match self.0 {
-            Value::Fits(v) => T::try_from(v).map_err(|_| out_of_range(v.to_string())),
-            Value::Above => Err(out_of_range("a larger int".into())),
-            Value::Below => Err(out_of_range("a smaller int".into())),
+            Value::Fits(v) if (min..=max).contains(&v) => Ok(v),
+            Value::Fits(v) => Err(out_of_range(py, name, min, max, v.to_string())),
+            Value::Above => Err(out_of_range(py, name, min, max, "a larger int".into())),
+            Value::Below => Err(out_of_range(py, name, min, max, "a smaller int".into())),
         }
     }
+}
+
+fn out_of_range(py: Python<'_>, name: &'static str, min: i128, max: i128, got: String) -> PyErr {
+    to_py(
+        py,
+        Error::invalid(name, format!("must be in [{min}, {max}], got {got}")),
+    )
 }
 
 /// [`Int::get`] of an optional argument.

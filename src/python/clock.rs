@@ -1,4 +1,5 @@
-use super::errors::{non_negative, IntoPyResult};
+use super::args::Int;
+use super::errors::IntoPyResult;
 use crate::clock::{Clock, ManualClock, SharedClock, SystemClock};
 use crate::error::Error;
 use pyo3::prelude::*;
@@ -11,11 +12,11 @@ pub struct PyManualClock(pub Arc<ManualClock>);
 #[pymethods]
 impl PyManualClock {
     #[new]
-    #[pyo3(signature = (start_ns = 0))]
-    fn new(py: Python<'_>, start_ns: i64) -> PyResult<Self> {
-        Ok(PyManualClock(Arc::new(ManualClock::new(non_negative(
-            py, "start_ns", start_ns,
-        )?))))
+    #[pyo3(signature = (start_ns = Int::of(0)), text_signature = "(start_ns=0)")]
+    fn new(py: Python<'_>, start_ns: Int) -> PyResult<Self> {
+        Ok(PyManualClock(Arc::new(ManualClock::new(
+            start_ns.non_negative_i64(py, "start_ns")?,
+        ))))
     }
 
     /// The current time in nanoseconds.
@@ -24,8 +25,8 @@ impl PyManualClock {
     }
 
     /// Moves the clock forward by `ms` milliseconds; returns the new time in nanoseconds.
-    fn advance_ms(&self, py: Python<'_>, ms: i64) -> PyResult<u64> {
-        let ms = non_negative(py, "ms", ms)?;
+    fn advance_ms(&self, py: Python<'_>, ms: Int) -> PyResult<u64> {
+        let ms = ms.non_negative_i64(py, "ms")?;
         let ns = ms
             .checked_mul(1_000_000)
             .ok_or_else(|| Error::invalid("ms", format!("{ms} ms overflows the clock")))
@@ -34,8 +35,8 @@ impl PyManualClock {
     }
 
     /// Moves the clock forward by `ns` nanoseconds; returns the new time.
-    fn advance_ns(&self, py: Python<'_>, ns: i64) -> PyResult<u64> {
-        let ns = non_negative(py, "ns", ns)?;
+    fn advance_ns(&self, py: Python<'_>, ns: Int) -> PyResult<u64> {
+        let ns = ns.non_negative_i64(py, "ns")?;
         self.0.checked_advance_ns(ns, "ns").py_err(py)
     }
 

@@ -1,5 +1,6 @@
 //! `ManagedLedger`, `ManagedCursor` and `ReadHandle`.
 
+use super::args::{get_opt, Int};
 use super::cache::{entries_to_py, PyCachedEntry, PyEntryCache, PyEntryCacheManager};
 use super::errors::{raise, IntoPyResult};
 use super::payload::{payload_arg, payload_to_py};
@@ -13,77 +14,8 @@ use crate::ledger::{
 use crate::read_flow::RedeliveryReason;
 use crate::storage::ReadLatency;
 use parking_lot::Mutex;
-use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt};
-
-/// An int argument that must fit `lo..=hi`, with errors that name it: PyO3's own conversion
-/// raises an OverflowError that does not say which argument (for ints in [2**63, 2**64) given to
-/// an i64). Below `lo` is an `InvalidArgumentError` (a `ValueError`), above `hi` an
-/// `OverflowError`, not an int a `TypeError`.
-fn int_arg(
-    py: Python<'_>,
-    name: &'static str,
-    obj: &Bound<'_, PyAny>,
-    lo: i128,
-    hi: i128,
-) -> PyResult<i128> {
-    if !obj.is_instance_of::<PyInt>() {
-        return Err(PyTypeError::new_err(format!(
-            "{name} must be an int, got {}",
-            obj.get_type().name()?
-        )));
-    }
-    let value = match (obj.extract::<i64>(), obj.extract::<u64>()) {
-        (Ok(v), _) => Some(i128::from(v)),
-        (_, Ok(v)) => Some(i128::from(v)),
-        _ => None,
-    };
-    let below = match value {
-        Some(v) if (lo..=hi).contains(&v) => return Ok(v),
-        Some(v) => v < lo,
-        None => obj.lt(0)?,
-    };
-    if below {
-        let bound = if lo == 0 {
-            ">= 0".to_string()
-        } else {
-            format!(">= {lo}")
-        };
-        Err(raise(
-            py,
-            "InvalidArgumentError",
-            format!("invalid {name}: must be {bound}, got {obj}"),
-        ))
-    } else {
-        Err(PyOverflowError::new_err(format!(
-            "invalid {name}: {obj} is too large (at most {hi})"
-        )))
-    }
-}
-
-/// A count or size: `0..=2**64-1`.
-fn u64_arg(py: Python<'_>, name: &'static str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    int_arg(py, name, obj, 0, i128::from(u64::MAX)).map(|v| v as u64)
-}
-
-/// A `u64_arg` whose default is `default` (the signature shows it; None takes it too).
-fn u64_or(
-    py: Python<'_>,
-    name: &'static str,
-    obj: Option<&Bound<'_, PyAny>>,
-    default: u64,
-) -> PyResult<u64> {
-    obj.map_or(Ok(default), |o| u64_arg(py, name, o))
-}
-
-fn i64_arg(py: Python<'_>, name: &'static str, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
-    int_arg(py, name, obj, i128::from(i64::MIN), i128::from(i64::MAX)).map(|v| v as i64)
-}
-
-fn u32_arg(py: Python<'_>, name: &'static str, obj: &Bound<'_, PyAny>) -> PyResult<u32> {
-    int_arg(py, name, obj, 0, i128::from(u32::MAX)).map(|v| v as u32)
-}
+use pyo3::types::PyDict;
 
 /// ManagedLedger(name, manager, storage, ...): one topic partition: appends go to storage and,
 /// per PIP-430, into `manager`'s cache; cursors read through the cache.
@@ -138,7 +70,7 @@ impl PyManagedLedger {
     #[new]
     // The rollover defaults are `ledger::rollover`'s (checked above), written out in the text
     // signature so that Python shows them; the parameters take any int and name themselves in
-    // their errors (see `int_arg`).
+    // their errors (see `super::args`).
     #[pyo3(signature = (name, manager, storage, *, max_entries_per_ledger = None,
                         max_bytes_per_ledger = None, min_rollover_ms = None,
                         max_rollover_ms = None, cursor_epochs = true, read_latency_ms = 0.0, read_latency_per_entry_us = 0.0,
@@ -150,10 +82,10 @@ impl PyManagedLedger {
         name: String,
         manager: Bound<'_, PyEntryCacheManager>,
         storage: Bound<'_, PyStorage>,
-        max_entries_per_ledger: Option<&Bound<'_, PyAny>>,
-        max_bytes_per_ledger: Option<&Bound<'_, PyAny>>,
-        min_rollover_ms: Option<&Bound<'_, PyAny>>,
-        max_rollover_ms: Option<&Bound<'_, PyAny>>,
+        max_entries_per_ledger: Option<Int>,
+        max_bytes_per_ledger: Option<Int>,
+        min_rollover_ms: Option<Int>,
+        max_rollover_ms: Option<Int>,
         cursor_epochs: bool,
         read_latency_ms: f64,
         read_latency_per_entry_us: f64,
@@ -173,20 +105,14 @@ impl PyManagedLedger {
             }
         }
         let config = LedgerConfig {
-            max_entries_per_ledger: u64_or(
-                py,
-                "max_entries_per_ledger",
-                max_entries_per_ledger,
-                rollover::MAX_ENTRIES,
-            )?,
-            max_bytes_per_ledger: u64_or(
-                py,
-                "max_bytes_per_ledger",
-                max_bytes_per_ledger,
-                rollover::MAX_BYTES,
-            )?,
-            min_rollover_ms: u64_or(py, "min_rollover_ms", min_rollover_ms, rollover::MIN_AGE_MS)?,
-            max_rollover_ms: u64_or(py, "max_rollover_ms", max_rollover_ms, rollover::MAX_AGE_MS)?,
+            max_entries_per_ledger: get_opt(py, max_entries_per_ledger, "max_entries_per_ledger")?
+                .unwrap_or(rollover::MAX_ENTRIES),
+            max_bytes_per_ledger: get_opt(py, max_bytes_per_ledger, "max_bytes_per_ledger")?
+                .unwrap_or(rollover::MAX_BYTES),
+            min_rollover_ms: get_opt(py, min_rollover_ms, "min_rollover_ms")?
+                .unwrap_or(rollover::MIN_AGE_MS),
+            max_rollover_ms: get_opt(py, max_rollover_ms, "max_rollover_ms")?
+                .unwrap_or(rollover::MAX_AGE_MS),
             cursor_epochs,
             read_latency: ReadLatency {
                 fixed_ns: (read_latency_ms * 1e6) as u64,
@@ -287,8 +213,8 @@ impl PyManagedLedger {
     }
 
     /// Deletes a ledger (not the current one); its cached entries are dropped.
-    fn delete_ledger(&self, py: Python<'_>, ledger_id: &Bound<'_, PyAny>) -> PyResult<()> {
-        let ledger_id = i64_arg(py, "ledger_id", ledger_id)?;
+    fn delete_ledger(&self, py: Python<'_>, ledger_id: Int) -> PyResult<()> {
+        let ledger_id: i64 = ledger_id.get(py, "ledger_id")?;
         py.detach(|| self.inner.delete_ledger(ledger_id)).py_err(py)
     }
 
@@ -389,19 +315,15 @@ impl PyManagedCursor {
 
     /// Reads up to `n` entries from the read position; each consumes one expected read when
     /// released. An empty list at the end of the ledger.
-    fn read_entries(
-        &self,
-        py: Python<'_>,
-        n: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Py<PyCachedEntry>>> {
-        let n = u64_arg(py, "n", n)?;
+    fn read_entries(&self, py: Python<'_>, n: Int) -> PyResult<Vec<Py<PyCachedEntry>>> {
+        let n: u64 = n.get(py, "n")?;
         let outcome = py.detach(|| self.inner.read_entries(n)).py_err(py)?;
         delivered(py, outcome)
     }
 
     /// Reads up to `n` entries and delivers them at once: their payloads, each read consumed.
-    fn read_data(&self, py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<Vec<Py<PyAny>>> {
-        let n = u64_arg(py, "n", n)?;
+    fn read_data(&self, py: Python<'_>, n: Int) -> PyResult<Vec<Py<PyAny>>> {
+        let n: u64 = n.get(py, "n")?;
         let outcome = py.detach(|| self.inner.read_entries(n)).py_err(py)?;
         Ok(match outcome {
             ReadOutcome::Delivered(entries) => entries
@@ -416,25 +338,21 @@ impl PyManagedCursor {
     }
 
     /// Starts a read of up to `n` entries that completes when its storage reads do.
-    fn read_entries_async(&self, py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<PyReadHandle> {
-        let n = u64_arg(py, "n", n)?;
+    fn read_entries_async(&self, py: Python<'_>, n: Int) -> PyResult<PyReadHandle> {
+        let n: u64 = n.get(py, "n")?;
         let id = py.detach(|| self.inner.read_entries_async(n)).py_err(py)?;
         Ok(PyReadHandle::new(self.inner.ledger().clone(), id))
     }
 
     /// Reads up to `n` entries of the replay queue (lowest first).
-    fn read_replay(
-        &self,
-        py: Python<'_>,
-        n: &Bound<'_, PyAny>,
-    ) -> PyResult<Vec<Py<PyCachedEntry>>> {
-        let n = u64_arg(py, "n", n)?;
+    fn read_replay(&self, py: Python<'_>, n: Int) -> PyResult<Vec<Py<PyCachedEntry>>> {
+        let n: u64 = n.get(py, "n")?;
         let outcome = py.detach(|| self.inner.read_replay(n)).py_err(py)?;
         delivered(py, outcome)
     }
 
-    fn read_replay_async(&self, py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<PyReadHandle> {
-        let n = u64_arg(py, "n", n)?;
+    fn read_replay_async(&self, py: Python<'_>, n: Int) -> PyResult<PyReadHandle> {
+        let n: u64 = n.get(py, "n")?;
         let id = py.detach(|| self.inner.read_replay_async(n)).py_err(py)?;
         Ok(PyReadHandle::new(self.inner.ledger().clone(), id))
     }
@@ -553,8 +471,8 @@ impl PyManagedCursor {
     /// `individually_acked="exclude"` (the default, a broker's skip-messages) passes over entries
     /// acknowledged on their own, skipping `n` unacknowledged ones; "include" counts them.
     #[pyo3(signature = (n, individually_acked = "exclude"))]
-    fn skip(&self, py: Python<'_>, n: &Bound<'_, PyAny>, individually_acked: &str) -> PyResult<()> {
-        let n = u64_arg(py, "n", n)?;
+    fn skip(&self, py: Python<'_>, n: Int, individually_acked: &str) -> PyResult<()> {
+        let n: u64 = n.get(py, "n")?;
         let mode = match individually_acked {
             "exclude" => SkipMode::Exclude,
             "include" => SkipMode::Include,
@@ -592,8 +510,8 @@ impl PyManagedCursor {
     }
 
     /// True if a read started at `epoch` would be discarded now.
-    fn is_epoch_outdated(&self, py: Python<'_>, epoch: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let epoch = u32_arg(py, "epoch", epoch)?;
+    fn is_epoch_outdated(&self, py: Python<'_>, epoch: Int) -> PyResult<bool> {
+        let epoch: u32 = epoch.get(py, "epoch")?;
         py.detach(|| self.inner.is_epoch_outdated(epoch)).py_err(py)
     }
 
@@ -602,9 +520,9 @@ impl PyManagedCursor {
         &self,
         py: Python<'_>,
         position: PyPosition,
-        expected_epoch: &Bound<'_, PyAny>,
+        expected_epoch: Int,
     ) -> PyResult<bool> {
-        let expected_epoch = u32_arg(py, "expected_epoch", expected_epoch)?;
+        let expected_epoch: u32 = expected_epoch.get(py, "expected_epoch")?;
         py.detach(|| self.inner.set_read_position(position.0, expected_epoch))
             .py_err(py)
     }
@@ -684,6 +602,18 @@ impl PyReadHandle {
             }
         }
         taken.is_some()
+    }
+}
+
+impl Drop for PyReadHandle {
+    /// A handle dropped before its outcome was taken discards its read: the read would otherwise
+    /// hold its reads-in-flight permits in the ledger for ever, and later reads would wait for
+    /// them. Without the GIL, as every other call into the ledger.
+    fn drop(&mut self) {
+        if self.taken.get_mut().is_none() {
+            let (ledger, id) = (&self.ledger, self.id);
+            Python::attach(|py| py.detach(|| ledger.discard_read(id)));
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 a container, settings changed while the manager runs, and the reads-in-flight limiter (library,
 Python class and replay lab)."""
 
+import gc
 import random
 import sys
 import threading
@@ -465,7 +466,7 @@ def test_a_ledger_read_waits_for_permits_until_the_read_before_it_is_taken(clock
 def test_a_ledger_read_that_waits_too_long_fails(clock):
     manager, ml = limited_ledger(clock, limit=5000, timeout_ms=50)
     a, b = ml.open_cursor("a", start="earliest"), ml.open_cursor("b", start="earliest")
-    a.read_entries_async(4)
+    ha = a.read_entries_async(4)  # noqa: F841 -- kept: a dropped handle gives its permits back
     start = b.read_position
     hb = b.read_entries_async(4)
     clock.advance_ms(60)
@@ -479,13 +480,45 @@ def test_a_ledger_read_that_waits_too_long_fails(clock):
 def test_a_synchronous_read_cannot_wait_and_a_full_queue_refuses(clock):
     manager, ml = limited_ledger(clock, limit=5000, queue=1)
     a, b, c = (ml.open_cursor(n, start="earliest") for n in "abc")
-    a.read_entries_async(4)
+    ha = a.read_entries_async(4)  # noqa: F841 -- kept: a dropped handle gives its permits back
     with pytest.raises(lc.ResourceLimitError, match="cannot wait"):
         b.read_entries(4)
     assert manager.reads_in_flight()["waiting"] == 0, "it left the queue"
-    b.read_entries_async(4)
+    hb = b.read_entries_async(4)  # noqa: F841 -- kept: it holds the queue's one place
     with pytest.raises(lc.ResourceLimitError, match="reads_in_flight_acquire_queue_size"):
         c.read_entries_async(4).result()
+
+
+def test_a_dropped_read_handle_gives_its_permits_back(clock):
+    """A read holds its permits until its outcome is taken; a handle dropped unchecked, running,
+    finished or waiting for permits, discards its read, so later reads get permits at once."""
+    manager, ml = limited_ledger(clock, limit=5000)
+    a, b, c = (ml.open_cursor(n, start="earliest") for n in "abc")
+    ha, hb = a.read_entries_async(4), b.read_entries_async(4)
+    assert ml.reads_in_flight == 2 and manager.reads_in_flight()["waiting"] == 1
+    del hb  # waiting for permits: it leaves the queue
+    gc.collect()
+    assert ml.reads_in_flight == 1 and manager.reads_in_flight()["waiting"] == 0
+    clock.advance_ms(10)
+    # Finished, not taken (looking at `ha` would take it): its permits are still held.
+    assert ml.poll() == 1 and ml.reads_in_flight == 0
+    assert manager.reads_in_flight()["remaining_bytes"] == 5000 - 4256
+    del ha  # finished, never checked
+    gc.collect()
+    assert manager.reads_in_flight()["remaining_bytes"] == 5000
+    assert len(c.read_entries(4)) == 4, "a synchronous read, which cannot wait, gets permits at once"
+    # Many reads started and forgotten while in flight.
+    for _ in range(20):
+        c.read_entries_async(4)
+    gc.collect()
+    assert ml.reads_in_flight == 0
+    stats = manager.reads_in_flight()
+    assert (stats["remaining_bytes"], stats["waiting"], stats["timed_out"]) == (5000, 0, 0)
+    hb = b.read_entries_async(4)
+    assert manager.reads_in_flight()["waiting"] == 0, "the next read is admitted at once"
+    clock.advance_ms(10)
+    ml.poll()
+    assert hb.done and len(hb.result()) == 4
 
 
 def test_the_default_limit_changes_nothing_for_small_reads(clock):

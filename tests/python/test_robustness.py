@@ -30,8 +30,32 @@ def _throttle_command() -> bytes:
 
 
 # (what is called, the argument's name, the values it refuses): every public integer argument of
-# the bindings in src/python/{config,cache,position,storage,workload,throttle}.rs.
+# the bindings in src/python/{config,cache,position,storage,workload,throttle,clock,ledger}.rs.
+U32_HIGH = (2**32, 2**64, 2**200)
+
+
+def _cursor():
+    manager = lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=1 << 20))
+    return lc.ManagedLedger("t", manager, lc.MemoryStorage()).open_cursor("c")
+
+
+def _ledger(**kw):
+    return lc.ManagedLedger("t", lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=1 << 20)), lc.MemoryStorage(), **kw)
+
+
 CASES = [
+    ("ManualClock", lambda v: lc.ManualClock(v), "start_ns", HUGE + NEGATIVE),
+    ("ManualClock", lambda v: lc.ManualClock(start_ns=v), "start_ns", HUGE + NEGATIVE),
+    ("ManualClock.advance_ms", lambda v: lc.ManualClock().advance_ms(v), "ms", HUGE + NEGATIVE),
+    ("ManualClock.advance_ns", lambda v: lc.ManualClock().advance_ns(v), "ns", HUGE + NEGATIVE),
+    *[("ManagedLedger", lambda v, k=k: _ledger(**{k: v}), k, HUGE_U64 + NEGATIVE)
+      for k in ("max_entries_per_ledger", "max_bytes_per_ledger", "min_rollover_ms", "max_rollover_ms")],
+    ("ManagedLedger.delete_ledger", lambda v: _ledger().delete_ledger(v), "ledger_id", HUGE + SIGNED_LOW),
+    *[(f"ManagedCursor.{m}", lambda v, m=m: getattr(_cursor(), m)(v), "n", HUGE_U64 + NEGATIVE)
+      for m in ("read_entries", "read_data", "read_entries_async", "read_replay", "read_replay_async", "skip")],
+    ("ManagedCursor.is_epoch_outdated", lambda v: _cursor().is_epoch_outdated(v), "epoch", U32_HIGH + NEGATIVE),
+    ("ManagedCursor.set_read_position", lambda v: _cursor().set_read_position(lc.Position(1, 0), v), "expected_epoch",
+     U32_HIGH + NEGATIVE),
     ("Position", lambda v: lc.Position(v, 0), "ledger_id", HUGE + SIGNED_LOW),
     ("Position", lambda v: lc.Position(0, v), "entry_id", HUGE + SIGNED_LOW),
     ("CacheConfig", lambda v: lc.CacheConfig(cache_size_bytes=v), "cache_size_bytes", HUGE + NEGATIVE),
@@ -144,6 +168,19 @@ def test_the_named_error_is_an_invalid_argument_error_with_the_range():
         lc.Position(2**63, 0)
     with pytest.raises(lc.InvalidArgumentError, match=r"invalid seed: .*got a larger int"):
         _native.stream_workload({"topics": 1}, 2**200)
+    with pytest.raises(lc.InvalidArgumentError, match=r"invalid start_ns: must be in \[0, 9223372036854775807\], "
+                                                      r"got 9223372036854775808"):
+        lc.ManualClock(2**63)
+    with pytest.raises(lc.InvalidArgumentError, match=r"invalid ms: must be in \[0, 9223372036854775807\], got -1"):
+        lc.ManualClock().advance_ms(-1)
+    with pytest.raises(lc.InvalidArgumentError, match=r"invalid ns: .*got a larger int"):
+        lc.ManualClock().advance_ns(2**200)
+    with pytest.raises(lc.InvalidArgumentError, match=r"invalid n: must be in \[0, 18446744073709551615\], "
+                                                      r"got 18446744073709551616"):
+        _cursor().read_entries(2**64)
+    with pytest.raises(lc.InvalidArgumentError, match=r"invalid expected_epoch: must be in \[0, 4294967295\]"):
+        _cursor().set_read_position(lc.Position(1, 0), -1)
+    assert lc.ManualClock(2**63 - 1).now_ns() == 2**63 - 1
     # Values in range and wrong types behave as before.
     assert lc.Position(2**63 - 1, -1).entry_id == -1
     with pytest.raises(TypeError):
