@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import ledgercache as lc
+from ledgercache import cli
 
 pytestmark = pytest.mark.cluster
 pyspark = pytest.importorskip("pyspark", reason="make venv installs pyspark; the cluster test needs it")
@@ -173,7 +174,9 @@ def test_generate_and_replay_on_the_cluster_equal_lc_replay(cluster, tmp_path):
     said = r.stdout + r.stderr  # spark-submit merges the driver's stderr into its stdout
     assert f"spark: master {cluster['master']}" in said and "'local[1]' is ignored" in said
     summary = pq.read_table(tmp_path / "out" / "summary.parquet").drop_columns(["replay_seconds"]).to_pylist()
-    configs = [lc.CacheConfig(cache_size_bytes=z << 20, strategy=s) for z in (1, 4) for s in STRATEGIES]
+    # The command line's runs measure what lc.replay's defaults leave out (cli.REPORT_SETTINGS).
+    configs = [lc.CacheConfig(cache_size_bytes=z << 20, strategy=s, **cli.REPORT_SETTINGS)
+               for z in (1, 4) for s in STRATEGIES]
     assert sorted(summary, key=lambda r: (r["broker"], r["strategy"], r["cache_size_bytes"])) == _in_process(configs)
 
 
