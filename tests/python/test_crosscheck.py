@@ -13,15 +13,22 @@ import ledgercache as lc
 INT64_MAX = 2**63 - 1
 
 
-def random_trace(seed: int, events: int = 6000) -> pa.Table:
-    rnd = random.Random(seed)
-    # The required columns only: the optional ones (messages, reason) may be left out.
+def _trace_builder():
+    """The required trace columns only (the optional ones, messages and reason, may be left out),
+    and a function that appends one row of broker b1, topic t."""
     schema = pa.schema([f for f in lc.trace.SCHEMA if f.name not in lc.trace.OPTIONAL])
     cols = {f.name: [] for f in schema}
 
     def row(ts, op, cursor=None, entry=None, count=0, size=0):
         for k, v in zip(cols, (ts, "b1", "t", op, cursor, None if entry is None else 1, entry, count, size)):
             cols[k].append(v)
+
+    return schema, cols, row
+
+
+def random_trace(seed: int, events: int = 6000) -> pa.Table:
+    rnd = random.Random(seed)
+    schema, cols, row = _trace_builder()
 
     cursors = ["a", "b", "c"]
     for c in cursors:
@@ -101,12 +108,7 @@ def libcachesim_lru_hits(path, requests: int, cache_bytes: int) -> int:
 def multi_entry_trace(seed: int, events: int = 4000) -> pa.Table:
     """Reads of up to 8 entries and seeks back: ranges whose hits and misses interleave."""
     rnd = random.Random(seed)
-    schema = pa.schema([f for f in lc.trace.SCHEMA if f.name not in lc.trace.OPTIONAL])
-    cols = {f.name: [] for f in schema}
-
-    def row(ts, op, cursor=None, entry=None, count=0, size=0):
-        for k, v in zip(cols, (ts, "b1", "t", op, cursor, None if entry is None else 1, entry, count, size)):
-            cols[k].append(v)
+    schema, cols, row = _trace_builder()
 
     cursors = ["a", "b", "c"]
     for c in cursors:
