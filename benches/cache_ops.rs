@@ -4,7 +4,7 @@
 #[path = "support.rs"]
 mod support;
 
-use ledgercache::removal_queue::{QueueItem, RemovalQueue};
+use ledgercache::cache::removal_queue::{QueueItem, RemovalQueue};
 use ledgercache::{CacheConfig, EntryCacheManager, Payload, Position, SettingValue, SystemClock};
 use std::hint::black_box;
 use std::sync::Arc;

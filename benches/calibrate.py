@@ -46,10 +46,18 @@ def r3(x: float) -> float:
 
 
 def _consumer(name: str, index: int, rate: float, size: int, rng: random.Random) -> dict:
-    return {"address": f"/10.2.{index // 250}.{index % 250}:52000", "consumerName": name,
-            "availablePermits": rng.randint(400, 1000), "connectedSince": "2026-08-20T07:00:01.000Z",
-            "msgRateOut": r3(rate), "msgThroughputOut": r3(rate * size), "msgRateRedeliver": 0.0,
-            "avgMessagesPerEntry": MESSAGES_PER_ENTRY, "messageAckRate": r3(rate), "metadata": {}}
+    return {
+        "address": f"/10.2.{index // 250}.{index % 250}:52000",
+        "consumerName": name,
+        "availablePermits": rng.randint(400, 1000),
+        "connectedSince": "2026-08-20T07:00:01.000Z",
+        "msgRateOut": r3(rate),
+        "msgThroughputOut": r3(rate * size),
+        "msgRateRedeliver": 0.0,
+        "avgMessagesPerEntry": MESSAGES_PER_ENTRY,
+        "messageAckRate": r3(rate),
+        "metadata": {},
+    }
 
 
 def build(topics: int) -> tuple[dict, str]:
@@ -77,31 +85,60 @@ def build(topics: int) -> tuple[dict, str]:
                 hits += entries
                 hit_bytes += entries * size * MESSAGES_PER_ENTRY
             shared = k == 1
-            consumers = ([_consumer(f"etl-{index}-{c}", index, out / 2, size, rng) for c in range(2)] if shared
-                         else [_consumer(f"sink-{index}", index, out, size, rng)])
+            consumers = (
+                [_consumer(f"etl-{index}-{c}", index, out / 2, size, rng) for c in range(2)]
+                if shared
+                else [_consumer(f"sink-{index}", index, out, size, rng)]
+            )
             subs["etl" if shared else "sink"] = {
-                "consumers": consumers, "msgBacklog": backlog, "msgRateExpired": 0.0, "msgRateOut": out,
-                "messageAckRate": out, "msgThroughputOut": r3(out * size), "msgRateRedeliver": 0.0,
-                "numberOfEntriesSinceFirstNotAckedMessage": backlog + 1, "totalNonContiguousDeletedMessagesRange": 0,
-                "type": "Shared" if shared else "Exclusive", "filterProcessedMsgCount": 0,
-                "filterAcceptedMsgCount": 0, "filterRejectedMsgCount": 0, "filterRescheduledMsgCount": 0,
+                "consumers": consumers,
+                "msgBacklog": backlog,
+                "msgRateExpired": 0.0,
+                "msgRateOut": out,
+                "messageAckRate": out,
+                "msgThroughputOut": r3(out * size),
+                "msgRateRedeliver": 0.0,
+                "numberOfEntriesSinceFirstNotAckedMessage": backlog + 1,
+                "totalNonContiguousDeletedMessagesRange": 0,
+                "type": "Shared" if shared else "Exclusive",
+                "filterProcessedMsgCount": 0,
+                "filterAcceptedMsgCount": 0,
+                "filterRejectedMsgCount": 0,
+                "filterRescheduledMsgCount": 0,
                 **({"unackedMessages": 0, "blockedSubscriptionOnUnackedMsgs": False} if shared else {}),
             }
             out_total += out
         rate_in += rate
         rate_out += out_total
         dump[ns][bundle]["persistent"][name] = {
-            "publishers": [{"msgRateIn": rate, "msgThroughputIn": r3(rate * size), "averageMsgSize": float(size),
-                            "address": f"/10.1.{index // 250}.{index % 250}:41000", "producerId": 0,
-                            "producerName": f"{CLUSTER}-{index}-0", "connectedSince": "2026-08-20T07:00:00.000Z",
-                            "metadata": {}}],
-            "replication": {}, "subscriptions": subs, "producerCount": 1, "averageMsgSize": float(size),
-            "msgRateIn": rate, "msgRateOut": r3(out_total), "msgInCount": int(rate * 3600),
-            "bytesInCount": int(rate * 3600) * size, "msgOutCount": int(out_total * 3600),
-            "bytesOutCount": int(out_total * 3600) * size, "msgThroughputIn": r3(rate * size),
-            "msgThroughputOut": r3(out_total * size), "storageSize": int(rate * 3600 * 24) * size,
+            "publishers": [
+                {
+                    "msgRateIn": rate,
+                    "msgThroughputIn": r3(rate * size),
+                    "averageMsgSize": float(size),
+                    "address": f"/10.1.{index // 250}.{index % 250}:41000",
+                    "producerId": 0,
+                    "producerName": f"{CLUSTER}-{index}-0",
+                    "connectedSince": "2026-08-20T07:00:00.000Z",
+                    "metadata": {},
+                }
+            ],
+            "replication": {},
+            "subscriptions": subs,
+            "producerCount": 1,
+            "averageMsgSize": float(size),
+            "msgRateIn": rate,
+            "msgRateOut": r3(out_total),
+            "msgInCount": int(rate * 3600),
+            "bytesInCount": int(rate * 3600) * size,
+            "msgOutCount": int(out_total * 3600),
+            "bytesOutCount": int(out_total * 3600) * size,
+            "msgThroughputIn": r3(rate * size),
+            "msgThroughputOut": r3(out_total * size),
+            "storageSize": int(rate * 3600 * 24) * size,
             "backlogSize": sum(s["msgBacklog"] for s in subs.values()) * size * MESSAGES_PER_ENTRY,
-            "pendingAddEntriesCount": 0, "filteredEntriesCount": 0,
+            "pendingAddEntriesCount": 0,
+            "filteredEntriesCount": 0,
         }
     series = {
         "jvm_memory_direct_bytes_max": (f'{{cluster="{CLUSTER}"}}', float(DIRECT_MEMORY)),
@@ -180,14 +217,27 @@ def main() -> None:
             wall, rss, out = measured([python, "-c", ANCHOR, str(stats), str(metrics), str(BROKER_CONF)])
             rows, generate = out.split()
             awall, arss = wall, rss
-            wall, rss, out = measured([cli, "calibrate", "--stats", str(stats), "--metrics", str(metrics),
-                                       "--broker-conf", str(BROKER_CONF), "--quiet"])
+            wall, rss, out = measured(
+                [
+                    cli,
+                    "calibrate",
+                    "--stats",
+                    str(stats),
+                    "--metrics",
+                    str(metrics),
+                    "--broker-conf",
+                    str(BROKER_CONF),
+                    "--quiet",
+                ]
+            )
             met = wall <= GOAL_SECONDS and rss <= GOAL_RSS
-            print(f"calibrate, {topics:,} topics: {wall:.1f} s, peak RSS {rss / (1 << 20):,.0f} MiB "
-                  f"(goal <= {GOAL_SECONDS:g} s and <= {GOAL_RSS >> 20:,} MiB: {'met' if met else 'NOT met'}); "
-                  f"anchor, generating its trace once ({int(rows):,} events): {float(generate):.1f} s "
-                  f"({awall:.1f} s and {arss / (1 << 20):,.0f} MiB with start-up and reading the stats): "
-                  f"calibrate takes {wall / float(generate):.1f}x the generation")
+            print(
+                f"calibrate, {topics:,} topics: {wall:.1f} s, peak RSS {rss / (1 << 20):,.0f} MiB "
+                f"(goal <= {GOAL_SECONDS:g} s and <= {GOAL_RSS >> 20:,} MiB: {'met' if met else 'NOT met'}); "
+                f"anchor, generating its trace once ({int(rows):,} events): {float(generate):.1f} s "
+                f"({awall:.1f} s and {arss / (1 << 20):,.0f} MiB with start-up and reading the stats): "
+                f"calibrate takes {wall / float(generate):.1f}x the generation"
+            )
 
 
 if __name__ == "__main__":

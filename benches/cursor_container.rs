@@ -9,9 +9,9 @@
 #[path = "support.rs"]
 mod support;
 
-use ledgercache::cursors::active::ActiveCursorContainer;
-use ledgercache::cursors::java_hash_map::java_string_hash;
-use ledgercache::cursors::pulsar_list::PulsarCursorList;
+use ledgercache::broker::cursors::active::ActiveCursorContainer;
+use ledgercache::broker::cursors::java_hash_map::java_string_hash;
+use ledgercache::broker::cursors::pulsar_list::PulsarCursorList;
 use ledgercache::Position;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -55,8 +55,10 @@ def python_free_ns() -> float:
 def main() -> None:
     rust = float(sys.argv[1]) if len(sys.argv) > 1 else None
     print(f"eviction from Python: {ENTRIES} entries of 64-byte bytes, time passes until empty, best of {ROUNDS}")
-    print(f"  anchor: Python frees the same 64-byte bytes from a list in {python_free_ns():.1f} ns/object "
-          "(with copy_entries=False each evicted entry's object is freed by the pass)")
+    print(
+        f"  anchor: Python frees the same 64-byte bytes from a list in {python_free_ns():.1f} ns/object "
+        "(with copy_entries=False each evicted entry's object is freed by the pass)"
+    )
     for requeues in (True, False):
         label = "10% expected reads + 10% accessed" if requeues else "no requeues"
         for copy_entries in (False, True):

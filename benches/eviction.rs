@@ -194,7 +194,7 @@ fn hint(p: *const u8) {
 /// of vacant slots, so here its later passes do not pack: nothing is inserted between passes to
 /// take the first pass's). What touching that memory costs, whatever the structure around it.
 fn memory_floor(pattern: &[(bool, bool)]) -> (Duration, u32) {
-    // The pass's STREAM_SLOT_AHEAD and STREAM_PAYLOAD_AHEAD (src/manager/pass.rs).
+    // The pass's STREAM_SLOT_AHEAD and STREAM_PAYLOAD_AHEAD (src/cache/manager/pass.rs).
     const RECORD_AHEAD: usize = 128;
     const PAYLOAD_AHEAD: usize = 32;
     let mut records: Vec<Record> = pattern

@@ -6,8 +6,8 @@
 #[path = "support.rs"]
 mod support;
 
-use ledgercache::ledger::{LedgerConfig, ManagedLedger, ReadOutcome, StartAt};
-use ledgercache::storage::{MemoryStorage, StorageHandle};
+use ledgercache::broker::ledger::{LedgerConfig, ManagedLedger, ReadOutcome, StartAt};
+use ledgercache::broker::storage::{MemoryStorage, StorageHandle};
 use ledgercache::{CacheConfig, EntryCacheManager, Payload, SettingValue, SystemClock};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

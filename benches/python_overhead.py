@@ -17,5 +17,7 @@ best = lambda stmt: min(timeit.repeat(stmt, number=N, repeat=7, globals=globals(
 t_get = best("cache.get(p)")
 t_dict = best("table.get(p)")
 t_data = best("cache.get(p).data")
-print(f"python: cache.get hit {t_get:.0f} ns, .get(p).data {t_data:.0f} ns, dict.get {t_dict:.0f} ns "
-      f"(cache.get / dict.get = {t_get / t_dict:.1f}x)")
+print(
+    f"python: cache.get hit {t_get:.0f} ns, .get(p).data {t_data:.0f} ns, dict.get {t_dict:.0f} ns "
+    f"(cache.get / dict.get = {t_get / t_dict:.1f}x)"
+)

@@ -115,8 +115,10 @@ def main() -> None:
             passes = 2 if strategy == "belady" else 1
             ratio, ratio_one = rate / anchor, one_thread / anchor
             if goal is not None:
-                wanted = (f"goal >= {goal:g}x: {'met' if ratio >= goal else 'NOT met'}; "
-                          f"one thread {ratio_one:4.2f}x: {'met' if ratio_one >= goal else 'NOT met'}")
+                wanted = (
+                    f"goal >= {goal:g}x: {'met' if ratio >= goal else 'NOT met'}; "
+                    f"one thread {ratio_one:4.2f}x: {'met' if ratio_one >= goal else 'NOT met'}"
+                )
             elif strategy == "pip430" and memory_model:
                 wanted = f"goal >= {PIP430_GOAL / 1e6:g} M events/s: {'met' if rate >= PIP430_GOAL else 'NOT met'}"
             else:
@@ -130,18 +132,21 @@ def main() -> None:
         # A GiB cache whose entries live for half a minute holds millions of entries and buffers:
         # the memory model must follow what leaves the cache, not check every live buffer each
         # trace second.
-        config = lc.CacheConfig(cache_size_bytes=LARGE_CACHE_BYTES, strategy="pip430",
-                                eviction_time_threshold_ms=LARGE_CACHE_TTL_MS)
+        config = lc.CacheConfig(
+            cache_size_bytes=LARGE_CACHE_BYTES, strategy="pip430", eviction_time_threshold_ms=LARGE_CACHE_TTL_MS
+        )
         took, anchor = float("inf"), 0.0
         for _ in range(ROUNDS):
             anchor = max(anchor, anchor_round("LRU", LARGE_CACHE_BYTES))
             start = time.perf_counter()
             out = lc.replay(trace, config).to_pylist()[0]
             took = min(took, time.perf_counter() - start)
-        print(f"pip430 ({LARGE_CACHE_BYTES >> 30} GiB cache, {LARGE_CACHE_TTL_MS // 1000} s TTL) {events / took / 1e6:5.1f} "
-              f"M events/s vs libCacheSim LRU ({LARGE_CACHE_BYTES >> 30} GiB) {anchor / 1e6:5.1f} M/s: {events / took / anchor:4.2f}x "
-              f"(no goal), peak {out['peak_cache_bytes'] / 2**30:.1f} GiB cached, "
-              f"{out['peak_retained_bytes'] / 2**30:.1f} GiB retained")
+        print(
+            f"pip430 ({LARGE_CACHE_BYTES >> 30} GiB cache, {LARGE_CACHE_TTL_MS // 1000} s TTL) {events / took / 1e6:5.1f} "
+            f"M events/s vs libCacheSim LRU ({LARGE_CACHE_BYTES >> 30} GiB) {anchor / 1e6:5.1f} M/s: {events / took / anchor:4.2f}x "
+            f"(no goal), peak {out['peak_cache_bytes'] / 2**30:.1f} GiB cached, "
+            f"{out['peak_retained_bytes'] / 2**30:.1f} GiB retained"
+        )
         # As libCacheSim reads its trace file, lc.replay reads a Parquet trace (reading included).
         parquet = lc.trace.write(trace, Path(tmp) / "trace.parquet")
         for strategy in ("lru", "pip430"):
@@ -153,8 +158,10 @@ def main() -> None:
                 lc.replay(parquet, config)
                 took = min(took, time.perf_counter() - start)
             rate = events / took
-            print(f"{strategy + ' (Parquet file)':<12} {rate / 1e6:5.1f} M events/s vs libCacheSim LRU {anchor / 1e6:5.1f} M/s: "
-                  f"{rate / anchor:4.2f}x (no goal; reading the file included, as libCacheSim's)")
+            print(
+                f"{strategy + ' (Parquet file)':<12} {rate / 1e6:5.1f} M events/s vs libCacheSim LRU {anchor / 1e6:5.1f} M/s: "
+                f"{rate / anchor:4.2f}x (no goal; reading the file included, as libCacheSim's)"
+            )
 
     key_shared_defaults()
 
@@ -170,8 +177,10 @@ def key_shared_defaults() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "requests.oracleGeneral.bin"
         requests = lc.export_requests(trace, defaults, path)
-        print(f"Key_Shared trace: {trace.num_rows:,} rows, {requests:,} cache requests, "
-              f"a {cache_bytes >> 30} GiB cache (lc.replay's default; memory_model={defaults.memory_model})")
+        print(
+            f"Key_Shared trace: {trace.num_rows:,} rows, {requests:,} cache requests, "
+            f"a {cache_bytes >> 30} GiB cache (lc.replay's default; memory_model={defaults.memory_model})"
+        )
         for strategy in ("lru", defaults.strategy):
             took = {True: float("inf"), False: float("inf")}
             anchor = 0.0
@@ -185,10 +194,12 @@ def key_shared_defaults() -> None:
             rate = requests / took[defaults.memory_model]
             cost = took[defaults.memory_model] / took[False]
             model_on = took[True] / took[False]
-            print(f"{strategy + ' (defaults)':<12} {rate / 1e6:5.1f} M requests/s vs libCacheSim LRU {anchor / 1e6:5.1f} M/s: "
-                  f"{rate / anchor:4.2f}x; the defaults cost {cost:4.2f}x the engine without the memory model "
-                  f"(goal <= {MEMORY_MODEL_GOAL:g}x: {'met' if cost <= MEMORY_MODEL_GOAL else 'NOT met'}); "
-                  f"memory_model=True {requests / took[True] / 1e6:5.1f} M/s, {model_on:4.2f}x the time (no goal)")
+            print(
+                f"{strategy + ' (defaults)':<12} {rate / 1e6:5.1f} M requests/s vs libCacheSim LRU {anchor / 1e6:5.1f} M/s: "
+                f"{rate / anchor:4.2f}x; the defaults cost {cost:4.2f}x the engine without the memory model "
+                f"(goal <= {MEMORY_MODEL_GOAL:g}x: {'met' if cost <= MEMORY_MODEL_GOAL else 'NOT met'}); "
+                f"memory_model=True {requests / took[True] / 1e6:5.1f} M/s, {model_on:4.2f}x the time (no goal)"
+            )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 mod support;
 
 use crossbeam_skiplist::SkipMap;
-use ledgercache::position_index::PositionIndex;
+use ledgercache::cache::position_index::PositionIndex;
 use ledgercache::Position;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;

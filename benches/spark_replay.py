@@ -35,9 +35,13 @@ def main() -> None:
         lc.spark.replay(gen, CONFIGS, presorted=True).collect()
         presorted = time.perf_counter() - start
         spark.stop()
-    print(f"Spark local[2], shuffled and sorted: {on_spark:.2f} s once the session is up ({up:.1f} s to start it); "
-          f"{len(rows)} rows; Spark / in-process = {on_spark / local:.2f}x")
-    print(f"Spark local[2], presorted (one partition per broker): {presorted:.2f} s; Spark / in-process = {presorted / local:.2f}x")
+    print(
+        f"Spark local[2], shuffled and sorted: {on_spark:.2f} s once the session is up ({up:.1f} s to start it); "
+        f"{len(rows)} rows; Spark / in-process = {on_spark / local:.2f}x"
+    )
+    print(
+        f"Spark local[2], presorted (one partition per broker): {presorted:.2f} s; Spark / in-process = {presorted / local:.2f}x"
+    )
 
 
 if __name__ == "__main__":

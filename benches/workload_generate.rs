@@ -2,7 +2,7 @@
 //! record batches (`TraceStream`), on an OMB-like workload and a multi-broker Shared one.
 
 use ledgercache::config::SettingValue::{self, Float, Int, Str};
-use ledgercache::workload::{generate, TraceStream, WorkloadSpec, DEFAULT_BATCH_ROWS};
+use ledgercache::lab::workload::{generate, TraceStream, WorkloadSpec, DEFAULT_BATCH_ROWS};
 use std::time::Instant;
 
 fn spec(settings: &[(&str, SettingValue)]) -> WorkloadSpec {

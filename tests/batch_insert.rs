@@ -3,7 +3,7 @@
 
 mod support;
 
-use ledgercache::arrow_payload::{slices_of, ArrowValues};
+use ledgercache::cache::arrow_payload::{slices_of, ArrowValues};
 use ledgercache::{
     BatchEntry, CacheConfig, EntryCacheManager, ManualClock, Payload, Position, ReadCount,
     SettingValue,

@@ -2,11 +2,11 @@
 //! settings `EntryCacheManager::update_config` changes while running (with threads and the
 //! background evictor), and the reads-in-flight limiter a manager's ledgers share.
 
-use ledgercache::cursors::active::ActiveCursorContainer;
-use ledgercache::cursors::heap::SlowestCursorHeap;
-use ledgercache::ledger::{LedgerConfig, ManagedLedger, ReadOutcome, StartAt};
-use ledgercache::read_flow::inflight::{Admission, ReadPermits};
-use ledgercache::storage::{MemoryStorage, StorageHandle};
+use ledgercache::broker::cursors::active::ActiveCursorContainer;
+use ledgercache::broker::cursors::heap::SlowestCursorHeap;
+use ledgercache::broker::ledger::{LedgerConfig, ManagedLedger, ReadOutcome, StartAt};
+use ledgercache::broker::storage::{MemoryStorage, StorageHandle};
+use ledgercache::cache::inflight_reads::{Admission, ReadPermits};
 use ledgercache::{
     CacheConfig, EntryCacheManager, Error, ManualClock, Payload, Position, SettingValue,
 };
@@ -183,7 +183,7 @@ fn ledger(limit: i64, clock: &Arc<ManualClock>) -> (EntryCacheManager, ManagedLe
     let m = EntryCacheManager::new(c, clock.clone(), false).unwrap();
     let storage = StorageHandle::new(Arc::new(MemoryStorage::new()));
     let config = LedgerConfig {
-        read_latency: ledgercache::storage::ReadLatency {
+        read_latency: ledgercache::broker::storage::ReadLatency {
             fixed_ns: 10_000_000,
             ..Default::default()
         },

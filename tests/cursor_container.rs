@@ -1,7 +1,7 @@
 //! Scenarios of Pulsar's `ActiveManagedCursorContainerTest` (ported in our own words), the two tail
 //! moves Pulsar miscounts, and a model test against a plain sorted list.
 
-use ledgercache::cursors::active::ActiveCursorContainer;
+use ledgercache::broker::cursors::active::ActiveCursorContainer;
 use ledgercache::Position;
 use proptest::prelude::*;
 use rand::rngs::StdRng;

@@ -4,10 +4,10 @@
 //! Child processes are this test binary run again on one `#[ignore]`d test, as in
 //! `tests/file_storage.rs`.
 
-use ledgercache::ledger::{
+use ledgercache::broker::ledger::{
     LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, SkipMode, StartAt,
 };
-use ledgercache::storage::{
+use ledgercache::broker::storage::{
     DurableCursor, FileOptions, FileStorage, Storage, StorageHandle, SyncPolicy,
 };
 use ledgercache::{CacheConfig, EntryCacheManager, Error, ManualClock, Payload, Position};
@@ -1119,7 +1119,10 @@ fn recover_cursor_ahead_of_last_position() {
         acked: vec![],
     };
     o.store
-        .persist_cursor(TOPIC, &ledgercache::storage::CursorUpdate::Full(&ahead))
+        .persist_cursor(
+            TOPIC,
+            &ledgercache::broker::storage::CursorUpdate::Full(&ahead),
+        )
         .unwrap();
     o.close();
     let o = open(dir.path(), 50_000);

@@ -10,7 +10,7 @@
 //! refuses or replaces with a copy, one by one, in a batch and for a reader. (The last handle of a cache whose
 //! manager is gone clears it the same way; these buffers hold the manager, so that is not tried.)
 
-use ledgercache::entry::PayloadBuffer;
+use ledgercache::cache::entry::PayloadBuffer;
 use ledgercache::{
     BatchEntry, CacheConfig, EntryCache, EntryCacheManager, ManualClock, Payload, Position,
     ReadCount, SettingValue,

@@ -2,8 +2,8 @@
 //! writing process at random times. The child processes are this test binary run again on one
 //! `#[ignore]`d test (named by `--exact`), told what to do through an environment variable.
 
-use ledgercache::ledger::{LedgerConfig, ManagedLedger};
-use ledgercache::storage::{FileOptions, FileStorage, Storage, StorageHandle};
+use ledgercache::broker::ledger::{LedgerConfig, ManagedLedger};
+use ledgercache::broker::storage::{FileOptions, FileStorage, Storage, StorageHandle};
 use ledgercache::{CacheConfig, EntryCacheManager, Error, ManualClock, Payload, Position};
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Write};

@@ -1,7 +1,7 @@
 //! PIP-385's wire values at the ends of their types: the decoders take any bytes, a pause of
 //! Java's "forever" saturates, and the limiter's resume time is computed, never walked to.
 
-use ledgercache::throttle::{
+use ledgercache::broker::throttle::{
     CommandThrottleProducer, CommandThrottleProducerReceipt, FeatureFlags, Producer, SendOutcome,
     ThrottlingReason, TokenBucket,
 };

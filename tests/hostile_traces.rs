@@ -4,8 +4,10 @@
 //! traces.
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
-use ledgercache::replay::strategy::{CacheStrategy, EntryKey, Legacy, Pip430, StrategyCounters};
-use ledgercache::replay::{replay, Op, Replayer, TraceDecoder};
+use ledgercache::lab::replay::strategy::{
+    CacheStrategy, EntryKey, Legacy, Pip430, StrategyCounters,
+};
+use ledgercache::lab::replay::{replay, Op, Replayer, TraceDecoder};
 use ledgercache::{CacheConfig, SettingValue};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,7 +37,7 @@ fn with_strategy(s: &str) -> CacheConfig {
 fn replay_rows(
     rows: &[Row],
     cfg: &CacheConfig,
-) -> ledgercache::Result<ledgercache::replay::ReplayMetrics> {
+) -> ledgercache::Result<ledgercache::lab::replay::ReplayMetrics> {
     let mut d = TraceDecoder::new();
     let mut events = Vec::new();
     d.decode(&batch(rows), &mut events)?;
@@ -144,7 +146,7 @@ impl CacheStrategy for CountingTicks {
     fn add_expected_read(&mut self, key: EntryKey) {
         self.inner.add_expected_read(key)
     }
-    fn invalidate(&mut self, topic: u32, how: ledgercache::read_flow::Invalidation) {
+    fn invalidate(&mut self, topic: u32, how: ledgercache::broker::read_flow::Invalidation) {
         self.inner.invalidate(topic, how)
     }
     fn on_ledger_deleted(&mut self, topic: u32, ledger: i64) {
@@ -184,7 +186,7 @@ fn counted(
     rows: &[Row],
     cfg: &CacheConfig,
     never_idle: bool,
-) -> (ledgercache::replay::ReplayMetrics, u64) {
+) -> (ledgercache::lab::replay::ReplayMetrics, u64) {
     let ticks = Arc::new(AtomicU64::new(0));
     let inner: Box<dyn CacheStrategy> = if cfg.strategy == ledgercache::Strategy::Legacy {
         Box::new(Legacy::new(cfg))
@@ -230,11 +232,11 @@ fn a_time_jump_of_31_years_runs_the_eviction_task_only_while_it_can_change_somet
     let (every, every_ticks) = counted(&short, &cfg, true);
     assert!(every_ticks > 5_000);
     assert_eq!(skipped, every);
-    let m_long = ledgercache::replay::ReplayMetrics {
+    let m_long = ledgercache::lab::replay::ReplayMetrics {
         per_second: vec![],
         ..m
     };
-    let m_short = ledgercache::replay::ReplayMetrics {
+    let m_short = ledgercache::lab::replay::ReplayMetrics {
         per_second: vec![],
         ..every
     };
@@ -242,8 +244,8 @@ fn a_time_jump_of_31_years_runs_the_eviction_task_only_while_it_can_change_somet
 }
 
 /// Metrics without the per-second series (which names the seconds of the trace).
-fn totals(m: ledgercache::replay::ReplayMetrics) -> ledgercache::replay::ReplayMetrics {
-    ledgercache::replay::ReplayMetrics {
+fn totals(m: ledgercache::lab::replay::ReplayMetrics) -> ledgercache::lab::replay::ReplayMetrics {
+    ledgercache::lab::replay::ReplayMetrics {
         per_second: vec![],
         ..m
     }
@@ -350,7 +352,7 @@ fn events_naming_cursors_their_names_do_not_have_are_errors_naming_the_row() {
     d.decode(&batch(&rows), &mut events).unwrap();
     let cfg = with_strategy("pip430");
     assert!(replay(&events, &d.names, &cfg).is_ok());
-    let run = |events: &[ledgercache::replay::Event]| {
+    let run = |events: &[ledgercache::lab::replay::Event]| {
         let mut r = Replayer::new(Box::new(Pip430::new(cfg.clone()).unwrap()), &cfg);
         r.run(events, &d.names).unwrap_err().to_string()
     };
@@ -612,10 +614,10 @@ proptest! {
             ("strategy", Str(STRATEGIES[strategy].into())),
             ("storage_read_latency_ms", Int(latency)),
         ]);
-        let adds = events.iter().filter(|e| e.op == ledgercache::replay::Op::Add).count() as u64;
+        let adds = events.iter().filter(|e| e.op == ledgercache::lab::replay::Op::Add).count() as u64;
         let reads = events
             .iter()
-            .filter(|e| matches!(e.op, ledgercache::replay::Op::Read | ledgercache::replay::Op::Replay))
+            .filter(|e| matches!(e.op, ledgercache::lab::replay::Op::Read | ledgercache::lab::replay::Op::Replay))
             .count() as u64;
         if let Ok(m) = replay(&events, &d.names, &cfg) {
             prop_assert!(m.entries_read <= adds * reads, "{m:?}");
@@ -686,7 +688,7 @@ fn with_cursor_keys(
 }
 
 /// The events of one batch, decoded on their own.
-fn decoded(b: &RecordBatch) -> ledgercache::Result<Vec<ledgercache::replay::Event>> {
+fn decoded(b: &RecordBatch) -> ledgercache::Result<Vec<ledgercache::lab::replay::Event>> {
     let mut events = Vec::new();
     TraceDecoder::new().decode(b, &mut events)?;
     Ok(events)

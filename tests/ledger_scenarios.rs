@@ -2,11 +2,13 @@
 //! read cases, legacy mode, storage, and the three races of the cursor-epoch proposal (PIP-269),
 //! each shown wrong without epochs and right with them.
 
-use ledgercache::ledger::{
+use ledgercache::broker::ledger::{
     LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, SkipMode, StartAt,
 };
-use ledgercache::read_flow::RedeliveryReason;
-use ledgercache::storage::{FileStorage, MemoryStorage, ReadLatency, Storage, StorageHandle};
+use ledgercache::broker::read_flow::RedeliveryReason;
+use ledgercache::broker::storage::{
+    FileStorage, MemoryStorage, ReadLatency, Storage, StorageHandle,
+};
 use ledgercache::{
     CacheConfig, CachedEntry, EntryCacheManager, Error, ManualClock, Payload, Position,
     SettingValue,

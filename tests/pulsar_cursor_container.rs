@@ -3,8 +3,8 @@
 //! hash-map order against Java's `ConcurrentHashMap` (the fixtures in `tests/data/pulsar-container/`,
 //! written by the programs in its `oracle/` directory); then properties no sequence may break.
 
-use ledgercache::cursors::java_hash_map::{java_string_hash, Flavor, JavaHashOrder};
-use ledgercache::cursors::pulsar_list::PulsarCursorList;
+use ledgercache::broker::cursors::java_hash_map::{java_string_hash, Flavor, JavaHashOrder};
+use ledgercache::broker::cursors::pulsar_list::PulsarCursorList;
 use ledgercache::Position;
 use proptest::prelude::*;
 use std::collections::HashMap;

@@ -7,10 +7,12 @@
 //! same PIP-430 cache.
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
-use ledgercache::ledger::{LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, StartAt};
-use ledgercache::read_flow::RedeliveryReason;
-use ledgercache::replay::{replay, ReplayMetrics, TraceDecoder};
-use ledgercache::storage::{MemoryStorage, StorageHandle};
+use ledgercache::broker::ledger::{
+    LedgerConfig, ManagedCursor, ManagedLedger, ReadOutcome, StartAt,
+};
+use ledgercache::broker::read_flow::RedeliveryReason;
+use ledgercache::broker::storage::{MemoryStorage, StorageHandle};
+use ledgercache::lab::replay::{replay, ReplayMetrics, TraceDecoder};
 use ledgercache::{CacheConfig, EntryCacheManager, ManualClock, Payload, Position, SettingValue};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -8,10 +8,10 @@
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use ledgercache::config::SettingValue;
-use ledgercache::replay::{
+use ledgercache::lab::replay::{
     FeedError, FeedStatus, Session, DECODE_AHEAD_ROWS, DECODE_AHEAD_SLICES, DECODE_SLICE_ROWS,
 };
-use ledgercache::workload::{generate, WorkloadSpec};
+use ledgercache::lab::workload::{generate, WorkloadSpec};
 use ledgercache::CacheConfig;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The replay engine on small hand-written traces whose answers are worked out here.
 
 use arrow_array::RecordBatch;
-use ledgercache::replay::{replay, TraceDecoder};
+use ledgercache::lab::replay::{replay, TraceDecoder};
 use ledgercache::{CacheConfig, SettingValue};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

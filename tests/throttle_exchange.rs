@@ -1,6 +1,6 @@
 //! PIP-385's cases, each as the proposal describes it, and the client producers.
 
-use ledgercache::throttle::{
+use ledgercache::broker::throttle::{
     Breach, BrokerAction, CommandThrottleProducer, PartitionedProducer, Producer, SendFailure,
     SendOutcome, ServerConnection, ThrottlingReason,
 };

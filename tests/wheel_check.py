@@ -36,12 +36,12 @@ def check(ok: bool, what: str) -> None:
 def elf_sections(data: bytes) -> list[str]:
     """Section names of a 64-bit little-endian ELF file."""
     assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, "not a 64-bit little-endian ELF file"
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
     strtab_off, strtab_size = headers[shstrndx][4], headers[shstrndx][5]
-    strtab = data[strtab_off:strtab_off + strtab_size]
-    return [strtab[h[0]:strtab.index(b"\0", h[0])].decode() for h in headers]
+    strtab = data[strtab_off : strtab_off + strtab_size]
+    return [strtab[h[0] : strtab.index(b"\0", h[0])].decode() for h in headers]
 
 
 def glibc_versions(data: bytes) -> list[tuple[int, ...]]:
@@ -87,21 +87,34 @@ def main() -> None:
     before = set(sys.modules)
     import ledgercache as lc
 
-    check(Path(lc.__file__).resolve().is_relative_to(site), f"import ledgercache from site-packages ({Path(lc.__file__).parent})")
+    check(
+        Path(lc.__file__).resolve().is_relative_to(site),
+        f"import ledgercache from site-packages ({Path(lc.__file__).parent})",
+    )
     # Top-level modules the import loaded from site-packages (Cython's `cython_runtime` has no file).
     loaded = {
-        m for m, mod in list(sys.modules.items())
-        if "." not in m and m not in before and m != "ledgercache" and site in Path(getattr(mod, "__file__", None) or "/").resolve().parents
+        m
+        for m, mod in list(sys.modules.items())
+        if "." not in m
+        and m not in before
+        and m != "ledgercache"
+        and site in Path(getattr(mod, "__file__", None) or "/").resolve().parents
     }
     owners = importlib.metadata.packages_distributions()
     loaded_dists = {owners.get(m, [m])[0].lower() for m in loaded}
-    check(loaded_dists <= core, f"modules loaded at import come from declared dependencies ({', '.join(sorted(loaded_dists))})")
+    check(
+        loaded_dists <= core,
+        f"modules loaded at import come from declared dependencies ({', '.join(sorted(loaded_dists))})",
+    )
     check(not set(LAB) & loaded, "import loads no lab module")
 
     trace = lc.workload.generate({"producerRate": 100, "testDurationMinutes": 0.05}, seed=1)
     summary = lc.replay(trace, lc.CacheConfig(cache_size_bytes=1 << 20))
     row = summary.to_pylist()[0]
-    check(summary.num_rows == 1 and row["entries_read"] > 0, f"a small replay: {trace.num_rows} events, hit ratio {row['hit_ratio']:.3f}")
+    check(
+        summary.num_rows == 1 and row["entries_read"] > 0,
+        f"a small replay: {trace.num_rows} events, hit ratio {row['hit_ratio']:.3f}",
+    )
     print(f"  import and replay took {time.monotonic() - t0:.1f}s")
 
     print("== the command line")
@@ -114,18 +127,25 @@ def main() -> None:
     r = run(cli, "generate", "seek-storm", "-o", "trace.parquet", "--duration-minutes", "0.05", cwd=work)
     check(r.returncode == 0, f"ledgercache generate: {r.stdout.strip() or r.stderr.strip()}")
     r = run(cli, "replay", "trace.parquet", "-o", "replayed", "--strategy", "pip430", "--cache-size", "1MiB", cwd=work)
-    check(r.returncode == 0 and (work / "replayed" / "summary.parquet").exists(),
-          f"ledgercache replay: {r.stdout.strip().splitlines()[-1] if r.returncode == 0 else r.stderr.strip()}")
+    check(
+        r.returncode == 0 and (work / "replayed" / "summary.parquet").exists(),
+        f"ledgercache replay: {r.stdout.strip().splitlines()[-1] if r.returncode == 0 else r.stderr.strip()}",
+    )
     t = time.monotonic()
     r = run(cli, "compare", "seek-storm", "--local", "-o", "report", cwd=work)
     took = time.monotonic() - t
     lines = r.stderr.strip().splitlines()
     print(f"  ledgercache compare: exit {r.returncode} in {took:.1f}s: {r.stderr.strip()}")
-    check(r.returncode == 2 and len(lines) == 1 and 'pip install "ledgercache[lab]"' in lines[0],
-          "compare without the lab extra: exit 2, one line naming the extra")
+    check(
+        r.returncode == 2 and len(lines) == 1 and 'pip install "ledgercache[lab]"' in lines[0],
+        "compare without the lab extra: exit 2, one line naming the extra",
+    )
     check(not (work / "report").exists() and "generated" not in r.stderr, "... before computing anything")
     r = run(cli, "demo", "-o", "demo", cwd=work)
-    check(r.returncode == 2 and "pyspark" in r.stderr and "ledgercache[lab]" in r.stderr, f"demo names the extra too: {r.stderr.strip()}")
+    check(
+        r.returncode == 2 and "pyspark" in r.stderr and "ledgercache[lab]" in r.stderr,
+        f"demo names the extra too: {r.stderr.strip()}",
+    )
     print("wheel-check: all checks passed")
 
 

@@ -2,8 +2,8 @@
 //! replay engine accepts.
 
 use ledgercache::config::SettingValue;
-use ledgercache::replay::{replay, TraceDecoder};
-use ledgercache::workload::{generate, EventColumns, WorkloadSpec};
+use ledgercache::lab::replay::{replay, TraceDecoder};
+use ledgercache::lab::workload::{generate, EventColumns, WorkloadSpec};
 use ledgercache::CacheConfig;
 
 fn spec(settings: &[(&str, SettingValue)]) -> WorkloadSpec {
@@ -255,7 +255,7 @@ fn arrow_select_take(
 
 #[test]
 fn brokers_generated_apart_add_up_to_the_whole_trace() {
-    use ledgercache::workload::generate_broker;
+    use ledgercache::lab::workload::generate_broker;
     let s = spec(&[
         ("topics", Int(5)),
         ("brokers", Int(3)),
@@ -281,7 +281,9 @@ fn brokers_generated_apart_add_up_to_the_whole_trace() {
 // Each test names the Pulsar (branch master) or OpenMessaging Benchmark code it follows; see
 // docs/fidelity.md.
 
-use ledgercache::workload::{ConsistentHashRing, REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW};
+use ledgercache::lab::workload::{
+    ConsistentHashRing, REASON_HOLD_BACK, REASON_NACK, REASON_OVERFLOW,
+};
 use std::collections::{BTreeSet, HashMap};
 
 fn rows_of<'a>(ev: &'a EventColumns, cursor: &'a str) -> impl Iterator<Item = usize> + 'a {
@@ -501,7 +503,7 @@ fn key_shared_normal_read_holds_back_keys_waiting_in_replay() {
 /// (not key % n), and when a consumer leaves, only its keys move.
 #[test]
 fn consistent_hashing_spreads_keys_and_keeps_them_when_a_consumer_leaves() {
-    use ledgercache::workload::sticky_key_hash;
+    use ledgercache::lab::workload::sticky_key_hash;
     let names = ["consumer-0", "consumer-1", "consumer-2", "consumer-3"];
     let mut ring = ConsistentHashRing::new(100);
     for (c, name) in names.iter().enumerate() {
@@ -1374,7 +1376,7 @@ fn the_generator_gives_the_traces_it_gave_before() {
 // ---- streaming: the same rows, batch by batch ---------------------------------------------------
 
 use arrow_array::{Array, RecordBatch};
-use ledgercache::workload::{generate_broker, trace_schema, TraceStream};
+use ledgercache::lab::workload::{generate_broker, trace_schema, TraceStream};
 
 /// A string column's value (plain or dictionary-encoded), None when null.
 fn text_at(c: &dyn Array, i: usize) -> Option<&str> {
@@ -1542,7 +1544,7 @@ fn the_trace_decoder_reads_dictionary_encoded_batches_as_plain_ones() {
 
 // ---- OMB's rates and sizes: broker ingest capacity, specs too big to simulate -------------------
 
-use ledgercache::workload::DEFAULT_MEMORY_BUDGET;
+use ledgercache::lab::workload::DEFAULT_MEMORY_BUDGET;
 use ledgercache::Error;
 
 fn published_messages(ev: &EventColumns) -> i64 {
@@ -1765,7 +1767,7 @@ fn the_mark_delete_position_never_passes_an_entry_still_to_be_redelivered() {
 
 // ---- the replay lab reads what the generator delivered -----------------------------------------
 
-use ledgercache::workload::generate_broker_counting_reads;
+use ledgercache::lab::workload::generate_broker_counting_reads;
 
 /// A replay of a generated trace reads exactly the entries the generator's dispatchers delivered
 /// (normal reads, passing over individually acknowledged entries after rewinds, and replays): the

@@ -14,7 +14,19 @@ b'hello'
 
 from __future__ import annotations
 
-from . import broker_stats, broker_workload, calibrate, errors, metrics, protocol, publish, report, spark, trace, workload
+from . import (
+    broker_stats,
+    broker_workload,
+    calibrate,
+    errors,
+    metrics,
+    protocol,
+    publish,
+    report,
+    spark,
+    trace,
+    workload,
+)
 from ._native import (
     ActiveCursorContainer,
     CacheConfig,

@@ -363,8 +363,9 @@ class _Reader:
             return [] if kind is list else {}
         return value
 
-    def count(self, obj: Mapping[str, Any], key: str, unit: str, where: str, *, signed: bool = False,
-              default: int | None = 0) -> int | None:
+    def count(
+        self, obj: Mapping[str, Any], key: str, unit: str, where: str, *, signed: bool = False, default: int | None = 0
+    ) -> int | None:
         if obj.get(key) is None:
             return default
         repaired_to = "unknown" if default is None else str(default)
@@ -393,7 +394,7 @@ class _Reader:
         if name is None:
             name = ""
         elif not isinstance(name, str):
-            self.notes.add("consumerName not a string, read as \"\"", "subscription", f"{where}: {_kind(name)}")
+            self.notes.add('consumerName not a string, read as ""', "subscription", f"{where}: {_kind(name)}")
             name = ""
         at = f"{where} consumer {name or f'#{index}'}"
         return ConsumerStats(
@@ -415,8 +416,11 @@ class _Reader:
         if sub_type in (None, "None"):
             sub_type = None
         elif sub_type not in SUBSCRIPTION_TYPES:
-            self.notes.add(f"type not one of {', '.join(SUBSCRIPTION_TYPES)}, read as None (simulated as "
-                           f"Exclusive),", "subscription", f"{where}: {_kind(sub_type)}")
+            self.notes.add(
+                f"type not one of {', '.join(SUBSCRIPTION_TYPES)}, read as None (simulated as Exclusive),",
+                "subscription",
+                f"{where}: {_kind(sub_type)}",
+            )
             sub_type = None
         consumers = self.container(raw, "consumers", list, "subscription", where)
         read = (self.consumer(c, where, i) for i, c in enumerate(consumers))
@@ -478,8 +482,13 @@ def _namespace_of(name: str) -> str:
 _TOPIC_KEYS = ("msgRateIn", "msgThroughputIn", "subscriptions", "publishers", "storageSize", "msgRateOut")
 _SECTIONS = {"persistent", "non-persistent"}
 # ManagedLedgerInternalStats' own fields: a stats-internal document has them and no rates.
-_INTERNAL_KEYS = ("entriesAddedCounter", "numberOfEntries", "currentLedgerEntries", "lastConfirmedEntry",
-                  "waitingCursorsCount")
+_INTERNAL_KEYS = (
+    "entriesAddedCounter",
+    "numberOfEntries",
+    "currentLedgerEntries",
+    "lastConfirmedEntry",
+    "waitingCursorsCount",
+)
 
 
 def _named_non_persistent(name: str) -> bool:
@@ -507,18 +516,25 @@ def _is_non_persistent_stats(obj: Mapping[str, Any]) -> bool:
 def _looks_like_internal(obj: Any) -> bool:
     return isinstance(obj, Mapping) and (
         sum(k in obj for k in _INTERNAL_KEYS) >= 2
-        or (isinstance(obj.get("ledgers"), list) and isinstance(obj.get("cursors"), Mapping)))
+        or (isinstance(obj.get("ledgers"), list) and isinstance(obj.get("cursors"), Mapping))
+    )
 
 
 def _looks_like_partitioned(obj: Any) -> bool:
-    return (isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping)
-            and isinstance(obj.get("partitions"), Mapping))
+    return (
+        isinstance(obj, Mapping)
+        and isinstance(obj.get("metadata"), Mapping)
+        and isinstance(obj.get("partitions"), Mapping)
+    )
 
 
 def _looks_like_partitioned_internal(obj: Any) -> bool:
     # PartitionedTopicInternalStats holds only metadata and partitions: no rates at its top level.
-    return (_looks_like_partitioned(obj) and not any(k in obj for k in _TOPIC_KEYS)
-            and all(_looks_like_internal(p) for p in obj["partitions"].values()))
+    return (
+        _looks_like_partitioned(obj)
+        and not any(k in obj for k in _TOPIC_KEYS)
+        and all(_looks_like_internal(p) for p in obj["partitions"].values())
+    )
 
 
 def _looks_like_dump(obj: Mapping[str, Any]) -> bool:
@@ -533,26 +549,34 @@ def _looks_like_named_topics(obj: Mapping[str, Any]) -> bool:
     # The names say these are topics: one topic field is enough (a trimmed paste may keep only
     # its subscriptions).
     return bool(obj) and all(
-        isinstance(k, str) and (k.startswith("persistent://") or _named_non_persistent(k))
-        and isinstance(v, Mapping) and any(key in v for key in _TOPIC_KEYS + ("metadata",) + _INTERNAL_KEYS)
+        isinstance(k, str)
+        and (k.startswith("persistent://") or _named_non_persistent(k))
+        and isinstance(v, Mapping)
+        and any(key in v for key in _TOPIC_KEYS + ("metadata",) + _INTERNAL_KEYS)
         for k, v in obj.items()
     )
 
 
-_EXPECTED = ("expected one of: the broker's topic stats dump (pulsar-admin broker-stats topics: "
-             "{namespace: {bundle: {\"persistent\": {topic: stats}}}}), one topic's stats (pulsar-admin "
-             "topics stats, one or several one after another, or a mapping {\"persistent://tenant/ns/topic\": "
-             "stats}), or a partitioned topic's stats (pulsar-admin topics partitioned-stats, with or without "
-             "--per-partition)")
+_EXPECTED = (
+    "expected one of: the broker's topic stats dump (pulsar-admin broker-stats topics: "
+    '{namespace: {bundle: {"persistent": {topic: stats}}}}), one topic\'s stats (pulsar-admin '
+    'topics stats, one or several one after another, or a mapping {"persistent://tenant/ns/topic": '
+    "stats}), or a partitioned topic's stats (pulsar-admin topics partitioned-stats, with or without "
+    "--per-partition)"
+)
 
-_INTERNAL = ("this is pulsar-admin topics stats-internal output (PersistentTopicInternalStats: ledgers and cursors, "
-             "no rates), which cannot say what the cache serves; run pulsar-admin topics stats TOPIC instead "
-             "(pulsar-admin topics partitioned-stats --per-partition TOPIC for a partitioned topic, or pulsar-admin "
-             "broker-stats topics for every topic of a broker)")
-_PARTITIONED_INTERNAL = ("this is pulsar-admin topics partitioned-stats-internal output (PartitionedTopicInternalStats: "
-                         "ledgers and cursors per partition, no rates), which cannot say what the cache serves; "
-                         "run pulsar-admin topics partitioned-stats --per-partition TOPIC instead (or "
-                         "pulsar-admin broker-stats topics for every topic of a broker)")
+_INTERNAL = (
+    "this is pulsar-admin topics stats-internal output (PersistentTopicInternalStats: ledgers and cursors, "
+    "no rates), which cannot say what the cache serves; run pulsar-admin topics stats TOPIC instead "
+    "(pulsar-admin topics partitioned-stats --per-partition TOPIC for a partitioned topic, or pulsar-admin "
+    "broker-stats topics for every topic of a broker)"
+)
+_PARTITIONED_INTERNAL = (
+    "this is pulsar-admin topics partitioned-stats-internal output (PartitionedTopicInternalStats: "
+    "ledgers and cursors per partition, no rates), which cannot say what the cache serves; "
+    "run pulsar-admin topics partitioned-stats --per-partition TOPIC instead (or "
+    "pulsar-admin broker-stats topics for every topic of a broker)"
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -576,8 +600,10 @@ def _from_dump(r: _Reader, obj: Mapping[str, Any]) -> list[TopicStats]:
         for bundle, sections in bundles.items():
             persistent = sections.get("persistent", {})
             if not isinstance(persistent, Mapping):
-                raise InvalidArgumentError(f"{r.label}: {namespace}.{bundle}.persistent: expected a JSON object "
-                                           f"of topics, got {_kind(persistent)}")
+                raise InvalidArgumentError(
+                    f"{r.label}: {namespace}.{bundle}.persistent: expected a JSON object "
+                    f"of topics, got {_kind(persistent)}"
+                )
             for name, raw in persistent.items():
                 # Before Pulsar 2.0 (apache/pulsar#1235) non-persistent topics were listed here too.
                 if _named_non_persistent(name) or (isinstance(raw, Mapping) and _is_non_persistent_stats(raw)):
@@ -616,14 +642,25 @@ def _merge_repeated_consumers(r: _Reader, topic: str, sub: SubscriptionStats) ->
             order.append(key)
             continue
         m = merged[key]  # type: ignore[index]
-        permits = (None if m.available_permits is None and c.available_permits is None
-                   else (m.available_permits or 0) + (c.available_permits or 0))
-        merged[key] = replace(m, msg_rate_out=m.msg_rate_out + c.msg_rate_out,  # type: ignore[index]
-                              msg_throughput_out=m.msg_throughput_out + c.msg_throughput_out,
-                              available_permits=permits, unacked_messages=m.unacked_messages + c.unacked_messages,
-                              msg_rate_redeliver=m.msg_rate_redeliver + c.msg_rate_redeliver)
-    r.notes.add("consumers listed under one name several times (partitions with unequal consumer lists are "
-                "concatenated by Pulsar's aggregate), merged by name,", "subscription", f"{topic} {sub.name}")
+        permits = (
+            None
+            if m.available_permits is None and c.available_permits is None
+            else (m.available_permits or 0) + (c.available_permits or 0)
+        )
+        merged[key] = replace(
+            m,
+            msg_rate_out=m.msg_rate_out + c.msg_rate_out,  # type: ignore[index]
+            msg_throughput_out=m.msg_throughput_out + c.msg_throughput_out,
+            available_permits=permits,
+            unacked_messages=m.unacked_messages + c.unacked_messages,
+            msg_rate_redeliver=m.msg_rate_redeliver + c.msg_rate_redeliver,
+        )
+    r.notes.add(
+        "consumers listed under one name several times (partitions with unequal consumer lists are "
+        "concatenated by Pulsar's aggregate), merged by name,",
+        "subscription",
+        f"{topic} {sub.name}",
+    )
     return replace(sub, consumers=tuple(merged[k] for k in order))  # type: ignore[index]
 
 
@@ -636,37 +673,57 @@ def _split_aggregate(r: _Reader, name: str, agg: TopicStats, n: int) -> list[Top
     if agg.msg_rate_in > 0:
         size = agg.msg_throughput_in / agg.msg_rate_in
         if abs(size - agg.average_msg_size) > 0.01 * size + 1.0:
-            r.notes.add(f"averageMsgSize of the aggregate not msgThroughputIn / msgRateIn (Pulsar prints an "
-                        f"unweighted mean over partitions, a sum before 2.2): message size taken from "
-                        f"msgThroughputIn / msgRateIn", "partitioned topic",
-                        f"{name}: {agg.average_msg_size:,.0f} B printed, {size:,.0f} B from the rates")
+            r.notes.add(
+                f"averageMsgSize of the aggregate not msgThroughputIn / msgRateIn (Pulsar prints an "
+                f"unweighted mean over partitions, a sum before 2.2): message size taken from "
+                f"msgThroughputIn / msgRateIn",
+                "partitioned topic",
+                f"{name}: {agg.average_msg_size:,.0f} B printed, {size:,.0f} B from the rates",
+            )
     else:
         size = agg.average_msg_size
     out = []
     for i in range(n):
-        out.append(TopicStats(
-            name=f"{name}-partition-{i}",
-            namespace=agg.namespace,
-            bundle=None,
-            msg_rate_in=agg.msg_rate_in / n,
-            msg_throughput_in=agg.msg_throughput_in / n,
-            average_msg_size=size,
-            msg_rate_out=agg.msg_rate_out / n,
-            msg_throughput_out=agg.msg_throughput_out / n,
-            storage_size=_split_count(agg.storage_size, n, i),
-            backlog_size=_split_count(agg.backlog_size, n, i),
-            publishers=agg.publishers,
-            subscriptions=tuple(SubscriptionStats(
-                name=s.name, type=s.type, msg_rate_out=s.msg_rate_out / n, msg_throughput_out=s.msg_throughput_out / n,
-                msg_backlog=_split_count(s.msg_backlog, n, i), unacked_messages=_split_count(s.unacked_messages, n, i),
-                msg_rate_redeliver=s.msg_rate_redeliver / n,
-                consumers=tuple(ConsumerStats(
-                    name=c.name, msg_rate_out=c.msg_rate_out / n, msg_throughput_out=c.msg_throughput_out / n,
-                    available_permits=None if c.available_permits is None else _split_count(c.available_permits, n, i),
-                    unacked_messages=_split_count(c.unacked_messages, n, i), msg_rate_redeliver=c.msg_rate_redeliver / n)
-                    for c in s.consumers))
-                for s in subs),
-        ))
+        out.append(
+            TopicStats(
+                name=f"{name}-partition-{i}",
+                namespace=agg.namespace,
+                bundle=None,
+                msg_rate_in=agg.msg_rate_in / n,
+                msg_throughput_in=agg.msg_throughput_in / n,
+                average_msg_size=size,
+                msg_rate_out=agg.msg_rate_out / n,
+                msg_throughput_out=agg.msg_throughput_out / n,
+                storage_size=_split_count(agg.storage_size, n, i),
+                backlog_size=_split_count(agg.backlog_size, n, i),
+                publishers=agg.publishers,
+                subscriptions=tuple(
+                    SubscriptionStats(
+                        name=s.name,
+                        type=s.type,
+                        msg_rate_out=s.msg_rate_out / n,
+                        msg_throughput_out=s.msg_throughput_out / n,
+                        msg_backlog=_split_count(s.msg_backlog, n, i),
+                        unacked_messages=_split_count(s.unacked_messages, n, i),
+                        msg_rate_redeliver=s.msg_rate_redeliver / n,
+                        consumers=tuple(
+                            ConsumerStats(
+                                name=c.name,
+                                msg_rate_out=c.msg_rate_out / n,
+                                msg_throughput_out=c.msg_throughput_out / n,
+                                available_permits=None
+                                if c.available_permits is None
+                                else _split_count(c.available_permits, n, i),
+                                unacked_messages=_split_count(c.unacked_messages, n, i),
+                                msg_rate_redeliver=c.msg_rate_redeliver / n,
+                            )
+                            for c in s.consumers
+                        ),
+                    )
+                    for s in subs
+                ),
+            )
+        )
     return out
 
 
@@ -686,9 +743,12 @@ def _from_partitioned(r: _Reader, name: str | None, obj: Mapping[str, Any]) -> l
                 topics.append(t)
         if declared_ok and declared != len(partitions):
             # The broker leaves out the partitions whose stats failed (internalGetPartitionedStats).
-            r.notes.add(f"partitioned-stats with stats for {len(partitions):,} of its {declared:,} partitions "
-                        f"(metadata.partitions), read as the partitions it has,", "partitioned topic",
-                        str(next(iter(partitions))).rsplit("-partition-", 1)[0])
+            r.notes.add(
+                f"partitioned-stats with stats for {len(partitions):,} of its {declared:,} partitions "
+                f"(metadata.partitions), read as the partitions it has,",
+                "partitioned topic",
+                str(next(iter(partitions))).rsplit("-partition-", 1)[0],
+            )
         return topics
     if name is None:
         raise _Unnamed()
@@ -699,23 +759,33 @@ def _from_partitioned(r: _Reader, name: str | None, obj: Mapping[str, Any]) -> l
     if agg is None:
         return []
     if not declared_ok or declared < 1:
-        r.notes.add("partitioned-stats without a partition count (metadata.partitions), read as one topic,",
-                    "partitioned topic", f"{name}: {_kind(declared)}")
+        r.notes.add(
+            "partitioned-stats without a partition count (metadata.partitions), read as one topic,",
+            "partitioned topic",
+            f"{name}: {_kind(declared)}",
+        )
         return [agg]
     if declared > MAX_PARTITIONS:
-        raise InvalidArgumentError(f"{r.label}: {name}: metadata.partitions: {declared:,} partitions, more than the "
-                                   f"{MAX_PARTITIONS:,} this reader splits an aggregate into; run pulsar-admin topics "
-                                   f"partitioned-stats --per-partition, or broker-stats topics")
+        raise InvalidArgumentError(
+            f"{r.label}: {name}: metadata.partitions: {declared:,} partitions, more than the "
+            f"{MAX_PARTITIONS:,} this reader splits an aggregate into; run pulsar-admin topics "
+            f"partitioned-stats --per-partition, or broker-stats topics"
+        )
     # Each partition copies the aggregate's subscriptions and consumers: bound what one number asks for.
     objects = declared * (1 + len(agg.subscriptions) + sum(len(x.consumers) for x in agg.subscriptions))
     if objects > _MAX_SPLIT_OBJECTS:
-        raise InvalidArgumentError(f"{r.label}: {name}: metadata.partitions: {declared:,} partitions of "
-                                   f"{_counted(len(agg.subscriptions), 'subscription')} make {objects:,} topic, "
-                                   f"subscription and consumer stats, more than the {_MAX_SPLIT_OBJECTS:,} this reader "
-                                   f"splits an aggregate into; run pulsar-admin topics partitioned-stats --per-partition")
-    r.notes.add("partitioned-stats without --per-partition: the aggregate split evenly over its partitions "
-                "(run it with --per-partition for each partition's own numbers)", "partitioned topic",
-                f"{name}: {_counted(declared, 'partition')}")
+        raise InvalidArgumentError(
+            f"{r.label}: {name}: metadata.partitions: {declared:,} partitions of "
+            f"{_counted(len(agg.subscriptions), 'subscription')} make {objects:,} topic, "
+            f"subscription and consumer stats, more than the {_MAX_SPLIT_OBJECTS:,} this reader "
+            f"splits an aggregate into; run pulsar-admin topics partitioned-stats --per-partition"
+        )
+    r.notes.add(
+        "partitioned-stats without --per-partition: the aggregate split evenly over its partitions "
+        "(run it with --per-partition for each partition's own numbers)",
+        "partitioned topic",
+        f"{name}: {_counted(declared, 'partition')}",
+    )
     return _split_aggregate(r, name, agg, declared)
 
 
@@ -827,8 +897,10 @@ def _documents(text: str, label: str, notes: _Notes) -> list[_Document]:
         got = f"got {_kind(first_text[1][:40])}" if first_text else "the file is empty"
         raise InvalidArgumentError(f"{label}: {where}not JSON: expected a JSON object, {got}; {_EXPECTED}")
     if skipped:
-        notes.say(f"skipped {_counted(len(skipped), 'line')} of text that is not JSON between the JSON documents "
-                  f"(e.g. line {skipped[0][0]}: {_kind(skipped[0][1][:60])})")
+        notes.say(
+            f"skipped {_counted(len(skipped), 'line')} of text that is not JSON between the JSON documents "
+            f"(e.g. line {skipped[0][0]}: {_kind(skipped[0][1][:60])})"
+        )
     return docs
 
 
@@ -880,14 +952,20 @@ def read(source: Source, *, name: str | None = None, max_bytes: int = MAX_FILE_B
         except _Unnamed:
             raise InvalidArgumentError(
                 f"{where}: one topic's stats (pulsar-admin topics stats, or partitioned-stats without "
-                f"--per-partition) do not name their topic: pass name=, or a mapping {{topic name: stats}}") from None
+                f"--per-partition) do not name their topic: pass name=, or a mapping {{topic name: stats}}"
+            ) from None
     if generated:
-        reader.notes.say(f"{_counted(len(generated), 'topic')} whose stats do not name "
-                         f"{'it' if len(generated) == 1 else 'them'}, named "
-                         f"{_example_list(generated)} after the file (pulsar-admin topics stats prints no name: "
-                         f"a line with the topic's name before each document names it)")
-    return BrokerStats(topics=_last_of_each(reader, topics), notes=_finish(reader, topics),
-                       source=None if isinstance(source, Mapping) else label)
+        reader.notes.say(
+            f"{_counted(len(generated), 'topic')} whose stats do not name "
+            f"{'it' if len(generated) == 1 else 'them'}, named "
+            f"{_example_list(generated)} after the file (pulsar-admin topics stats prints no name: "
+            f"a line with the topic's name before each document names it)"
+        )
+    return BrokerStats(
+        topics=_last_of_each(reader, topics),
+        notes=_finish(reader, topics),
+        source=None if isinstance(source, Mapping) else label,
+    )
 
 
 def _example_list(names: list[str]) -> str:
@@ -904,8 +982,10 @@ def _last_of_each(r: _Reader, topics: list[TopicStats]) -> tuple[TopicStats, ...
         last[t.name] = t
     repeated = [(n, k) for n, k in times.items() if k > 1]
     if repeated:
-        r.notes.say(f"{_counted(len(repeated), 'topic')} given more than once (e.g. {repeated[0][0]}, "
-                    f"{repeated[0][1]} times): the last stats of each kept")
+        r.notes.say(
+            f"{_counted(len(repeated), 'topic')} given more than once (e.g. {repeated[0][0]}, "
+            f"{repeated[0][1]} times): the last stats of each kept"
+        )
     return tuple(last.values())
 
 
@@ -915,10 +995,13 @@ def _finish(r: _Reader, topics: list[TopicStats]) -> tuple[str, ...]:
         raise InvalidArgumentError(
             f"{r.label}: only non-persistent topics ({_counted(len(skipped), 'topic')}, e.g. {skipped[0]}): they "
             f"bypass the managed ledger, so there is nothing the entry cache sees; take the stats of the broker's "
-            f"persistent topics (pulsar-admin broker-stats topics)")
+            f"persistent topics (pulsar-admin broker-stats topics)"
+        )
     if skipped:
-        r.notes.say(f"skipped {_counted(len(skipped), 'non-persistent topic')} (e.g. {skipped[0]}): they bypass "
-                    f"the managed ledger, so the entry cache never sees their messages")
+        r.notes.say(
+            f"skipped {_counted(len(skipped), 'non-persistent topic')} (e.g. {skipped[0]}): they bypass "
+            f"the managed ledger, so the entry cache never sees their messages"
+        )
     return r.notes.lines()
 
 
@@ -930,8 +1013,12 @@ def _consumer_dump(c: ConsumerStats) -> dict[str, Any]:
     out: dict[str, Any] = {"consumerName": c.name}
     if c.available_permits is not None:
         out["availablePermits"] = c.available_permits
-    out.update(msgRateOut=c.msg_rate_out, msgThroughputOut=c.msg_throughput_out,
-               msgRateRedeliver=c.msg_rate_redeliver, unackedMessages=c.unacked_messages)
+    out.update(
+        msgRateOut=c.msg_rate_out,
+        msgThroughputOut=c.msg_throughput_out,
+        msgRateRedeliver=c.msg_rate_redeliver,
+        unackedMessages=c.unacked_messages,
+    )
     return out
 
 

@@ -69,8 +69,21 @@ from . import trace as _trace
 from . import workload as _workload
 from .errors import InvalidArgumentError
 
-__all__ = ["STALLED_RATE", "TAIL_SECONDS", "CLIENT_DEFAULTS", "Summary", "from_broker_stats", "dump", "summarize", "side_by_side",
-           "subscriptions_of", "tee", "window_counts", "window_seconds", "workload_and_notes"]
+__all__ = [
+    "STALLED_RATE",
+    "TAIL_SECONDS",
+    "CLIENT_DEFAULTS",
+    "Summary",
+    "from_broker_stats",
+    "dump",
+    "summarize",
+    "side_by_side",
+    "subscriptions_of",
+    "tee",
+    "window_counts",
+    "window_seconds",
+    "workload_and_notes",
+]
 
 # A subscription at most this many seconds of publishing behind tails (acknowledgements trail
 # deliveries; entries this recent are in any cache).
@@ -99,9 +112,15 @@ def _positive(name: str, value: float) -> float:
     return float(value)
 
 
-def from_broker_stats(source: Any, *, test_duration_minutes: float = 2.0, max_backlog_minutes: float = 10.0,
-                      consumer_headroom: float = 1.2, receiver_queue_size: int = 1000,
-                      settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def from_broker_stats(
+    source: Any,
+    *,
+    test_duration_minutes: float = 2.0,
+    max_backlog_minutes: float = 10.0,
+    consumer_headroom: float = 1.2,
+    receiver_queue_size: int = 1000,
+    settings: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A workload spec (a mapping for :mod:`ledgercache.workload`) reproducing a broker's topics.
 
     ``source``: a stats dump's path, a mapping, or a :class:`~ledgercache.broker_stats.BrokerStats`
@@ -109,14 +128,25 @@ def from_broker_stats(source: Any, *, test_duration_minutes: float = 2.0, max_ba
     workload settings (dispatcher knobs, ``brokerIngest...``), winning over the defaults here. The
     module docstring gives the rules.
     """
-    return workload_and_notes(source, test_duration_minutes=test_duration_minutes,
-                              max_backlog_minutes=max_backlog_minutes, consumer_headroom=consumer_headroom,
-                              receiver_queue_size=receiver_queue_size, settings=settings)[0]
+    return workload_and_notes(
+        source,
+        test_duration_minutes=test_duration_minutes,
+        max_backlog_minutes=max_backlog_minutes,
+        consumer_headroom=consumer_headroom,
+        receiver_queue_size=receiver_queue_size,
+        settings=settings,
+    )[0]
 
 
-def workload_and_notes(source: Any, *, test_duration_minutes: float = 2.0, max_backlog_minutes: float = 10.0,
-                       consumer_headroom: float = 1.2, receiver_queue_size: int = 1000,
-                       settings: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[str]]:
+def workload_and_notes(
+    source: Any,
+    *,
+    test_duration_minutes: float = 2.0,
+    max_backlog_minutes: float = 10.0,
+    consumer_headroom: float = 1.2,
+    receiver_queue_size: int = 1000,
+    settings: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
     """:func:`from_broker_stats`'s spec, and a line for each place where the workload cannot give
     what the stats say (a backlog over the cap or out of the run's reach, a subscription nobody
     reads, an idle topic with a backlog)."""
@@ -130,8 +160,10 @@ def workload_and_notes(source: Any, *, test_duration_minutes: float = 2.0, max_b
     warmup_s = 0.0
     for t in stats.topics:
         rate = t.msg_rate_in
-        size = min(_MAX_MESSAGE, max(1, round(t.average_msg_size or (t.msg_throughput_in / rate if rate > 0 else 0.0)
-                                              or 1024.0)))
+        size = min(
+            _MAX_MESSAGE,
+            max(1, round(t.average_msg_size or (t.msg_throughput_in / rate if rate > 0 else 0.0) or 1024.0)),
+        )
         per_entry = _messages_per_entry(rate, size, settings or {})
         subs = []
         for s in t.subscriptions:
@@ -140,18 +172,24 @@ def workload_and_notes(source: Any, *, test_duration_minutes: float = 2.0, max_b
             subs.append(sub)
             where = f"{t.name} {s.name}"
             if rate > 0 and s.msg_backlog * per_entry / rate > max_lag_s:
-                notes.append(f"{where}: backlog longer than {max_lag_s / 60:g} min of publishing; simulated as "
-                             f"{max_lag_s / 60:g} min of lag")
+                notes.append(
+                    f"{where}: backlog longer than {max_lag_s / 60:g} min of publishing; simulated as "
+                    f"{max_lag_s / 60:g} min of lag"
+                )
             if not s.consumers and s.msg_backlog:
-                notes.append(f"{where}: no consumer, so nothing reads it: its backlog is everything published "
-                             f"since it opened")
+                notes.append(
+                    f"{where}: no consumer, so nothing reads it: its backlog is everything published since it opened"
+                )
         if rate == 0 and any(s.msg_backlog for s in t.subscriptions):
-            notes.append(f"{t.name}: a backlog but no publishing: its reads are not simulated (a trace holds "
-                         f"only entries it publishes)")
+            notes.append(
+                f"{t.name}: a backlog but no publishing: its reads are not simulated (a trace holds "
+                f"only entries it publishes)"
+            )
         topics.append({"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs})
     if not any(t["producerRate"] > 0 or t["subscriptions"] for t in topics):
-        raise InvalidArgumentError("invalid stats: no persistent topic publishes or has a subscription: nothing to "
-                                   "simulate")
+        raise InvalidArgumentError(
+            "invalid stats: no persistent topic publishes or has a subscription: nothing to simulate"
+        )
     if any(sub["redeliveryRate"] > 0 for t in topics for sub in t["subscriptions"]):
         # Nacks come back a redelivery delay after the nack: the warm-up covers it, so the test's
         # redeliveries are at the stats' steady rate.
@@ -162,16 +200,24 @@ def workload_and_notes(source: Any, *, test_duration_minutes: float = 2.0, max_b
             if sub["startSeconds"] > 0 and sub["consumerRates"]:
                 sub["startSeconds"], reached = _start_for_backlog_at_end(sub, topic["producerRate"], warmup_s, end_s)
                 if not reached:
-                    notes.append(f"{topic['name']} {sub['name']}: its backlog changes faster than the run can "
-                                 f"match (it ends the run with a different backlog; see the comparison)")
-    spec: dict[str, Any] = {**CLIENT_DEFAULTS, "receiverQueueSize": queue, "topicDetails": topics,
-                            "warmupDurationMinutes": warmup_s / 60.0, "testDurationMinutes": test}
+                    notes.append(
+                        f"{topic['name']} {sub['name']}: its backlog changes faster than the run can "
+                        f"match (it ends the run with a different backlog; see the comparison)"
+                    )
+    spec: dict[str, Any] = {
+        **CLIENT_DEFAULTS,
+        "receiverQueueSize": queue,
+        "topicDetails": topics,
+        "warmupDurationMinutes": warmup_s / 60.0,
+        "testDurationMinutes": test,
+    }
     spec.update(settings or {})
     return spec, notes
 
 
-def _start_for_backlog_at_end(sub: Mapping[str, Any], rate_in: float, warmup_s: float,
-                              end_s: float) -> tuple[float, bool]:
+def _start_for_backlog_at_end(
+    sub: Mapping[str, Any], rate_in: float, warmup_s: float, end_s: float
+) -> tuple[float, bool]:
     """When a lagging subscription opens at the topic's first entry so that its backlog at the end
     of the run is the one the stats give (they describe the broker when it was dumped): opened at
     ``s`` and reading at ``r``, it is ``rate_in * end - r * (end - s)`` messages behind at the end.
@@ -194,8 +240,16 @@ def _messages_per_entry(rate: float, size: int, settings: Mapping[str, Any]) -> 
     estimate, so that a backlog in entries becomes the seconds of publishing it simulates."""
     if rate <= 0:
         return 1.0
-    e = _workload.estimate({**CLIENT_DEFAULTS, **settings, "producerRate": rate, "messageSize": size,
-                           "testDurationMinutes": 1, "warmupDurationMinutes": 0})
+    e = _workload.estimate(
+        {
+            **CLIENT_DEFAULTS,
+            **settings,
+            "producerRate": rate,
+            "messageSize": size,
+            "testDurationMinutes": 1,
+            "warmupDurationMinutes": 0,
+        }
+    )
     return e["messages"] / e["entries"] if e["entries"] else 1.0
 
 
@@ -209,8 +263,9 @@ def _nack_delay_seconds(settings: Mapping[str, Any]) -> float:
     return float(_workload.estimate({**CLIENT_DEFAULTS, **settings})["nack_redelivery_delay_seconds"])
 
 
-def _subscription(s: "_stats.SubscriptionStats", rate_in: float, per_entry: float, headroom: float, queue: int,
-                  max_lag_s: float) -> tuple[dict[str, Any], float]:
+def _subscription(
+    s: "_stats.SubscriptionStats", rate_in: float, per_entry: float, headroom: float, queue: int, max_lag_s: float
+) -> tuple[dict[str, Any], float]:
     consumers = sorted(s.consumers, key=lambda c: -c.msg_rate_out)  # the busiest is the active one
     redelivery = min(_MAX_REDELIVERY, s.msg_rate_redeliver / s.msg_rate_out) if s.msg_rate_out > 0 else 0.0
     backlog = s.msg_backlog * per_entry
@@ -226,8 +281,16 @@ def _subscription(s: "_stats.SubscriptionStats", rate_in: float, per_entry: floa
             if sum(weights) <= 0:
                 weights = [1.0] * len(consumers)
         rates = [max(STALLED_RATE, total * w / sum(weights)) for w in weights]
-    return ({"name": s.name, "type": s.type or "Exclusive", "consumerRates": rates, "startSeconds": start,
-             "redeliveryRate": redelivery}, start)
+    return (
+        {
+            "name": s.name,
+            "type": s.type or "Exclusive",
+            "consumerRates": rates,
+            "startSeconds": start,
+            "redeliveryRate": redelivery,
+        },
+        start,
+    )
 
 
 def window_seconds(spec: Mapping[str, Any]) -> tuple[int, int]:
@@ -281,8 +344,13 @@ def _index(t: _Topic, ledger: int | None, entry: int | None) -> int:
     return t.ledgers[ledger][1] + min(entry or 0, t.ledgers[ledger][0] - 1)
 
 
-def summarize(trace: _trace.TraceSource, *, since_us: int = 0, until_us: int | None = None,
-              subscription: Callable[[str, str], tuple[str, int]] | None = None) -> "_stats.BrokerStats":
+def summarize(
+    trace: _trace.TraceSource,
+    *,
+    since_us: int = 0,
+    until_us: int | None = None,
+    subscription: Callable[[str, str], tuple[str, int]] | None = None,
+) -> "_stats.BrokerStats":
     """The stats a broker running ``trace`` would report: per topic the publish rate, throughput and
     average message size over the window from ``since_us`` to ``until_us`` (default: the trace's
     last event; rows from ``until_us`` on are not read), and per
@@ -354,18 +422,46 @@ class Summary:
                 moved = state.dispatched * per_entry / seconds
                 kind, n = subscription(name, cursor) if subscription else ("Exclusive", 1)
                 backlog = max(0, t.entries - upto)  # entries, as Pulsar counts a backlog
-                per = [_stats.ConsumerStats(name=f"{cursor}-consumer-{i}", msg_rate_out=moved / n if n else 0.0,
-                                            msg_throughput_out=0.0, available_permits=None, unacked_messages=0,
-                                            msg_rate_redeliver=0.0) for i in range(n)]
-                subs.append(_stats.SubscriptionStats(name=cursor, type=kind, msg_rate_out=moved, msg_throughput_out=0.0,
-                                                     msg_backlog=backlog, unacked_messages=0, msg_rate_redeliver=0.0,
-                                                     consumers=tuple(per)))
+                per = [
+                    _stats.ConsumerStats(
+                        name=f"{cursor}-consumer-{i}",
+                        msg_rate_out=moved / n if n else 0.0,
+                        msg_throughput_out=0.0,
+                        available_permits=None,
+                        unacked_messages=0,
+                        msg_rate_redeliver=0.0,
+                    )
+                    for i in range(n)
+                ]
+                subs.append(
+                    _stats.SubscriptionStats(
+                        name=cursor,
+                        type=kind,
+                        msg_rate_out=moved,
+                        msg_throughput_out=0.0,
+                        msg_backlog=backlog,
+                        unacked_messages=0,
+                        msg_rate_redeliver=0.0,
+                        consumers=tuple(per),
+                    )
+                )
             size = t.window_bytes / t.window_messages if t.window_messages else 0.0
-            out.append(_stats.TopicStats(
-                name=name, namespace=_namespace(name), bundle=None, msg_rate_in=rate_in,
-                msg_throughput_in=t.window_bytes / seconds, average_msg_size=size,
-                msg_rate_out=sum(s.msg_rate_out for s in subs), msg_throughput_out=0.0, storage_size=0,
-                backlog_size=0, publishers=1 if t.entries else 0, subscriptions=tuple(subs)))
+            out.append(
+                _stats.TopicStats(
+                    name=name,
+                    namespace=_namespace(name),
+                    bundle=None,
+                    msg_rate_in=rate_in,
+                    msg_throughput_in=t.window_bytes / seconds,
+                    average_msg_size=size,
+                    msg_rate_out=sum(s.msg_rate_out for s in subs),
+                    msg_throughput_out=0.0,
+                    storage_size=0,
+                    backlog_size=0,
+                    publishers=1 if t.entries else 0,
+                    subscriptions=tuple(subs),
+                )
+            )
         return _stats.BrokerStats(topics=tuple(out))
 
 
@@ -400,8 +496,13 @@ _CURSOR_OPS = ("open", "ack", "individual_ack", "read", "replay", "seek", "rewin
 _OPEN, _ACK, _INDIVIDUAL_ACK, _READ, _REPLAY, _SEEK, _REWIND = range(len(_CURSOR_OPS))
 
 
-def _cursor_ops(topics: dict[str, _Topic], batch: pa.RecordBatch, is_add: pa.ChunkedArray | pa.Array,
-                before: Mapping[str, int], since_us: int) -> None:
+def _cursor_ops(
+    topics: dict[str, _Topic],
+    batch: pa.RecordBatch,
+    is_add: pa.ChunkedArray | pa.Array,
+    before: Mapping[str, int],
+    since_us: int,
+) -> None:
     """Applies the batch's cursor rows (open, ack, individual_ack, read, replay, seek, rewind) to
     the cursors' states, each row seeing the entries its topic had published by then (the batch's
     adds are already in ``topics``' ledgers).
@@ -443,7 +544,9 @@ def _cursor_ops(topics: dict[str, _Topic], batch: pa.RecordBatch, is_add: pa.Chu
     cursor_enc = pc.dictionary_encode(taken.column("cursor"))
     # A null cursor is a name of its own (None), after the dictionary's.
     cursor_names = cursor_enc.dictionary.to_pylist() + [None]
-    cursor_code = pc.fill_null(cursor_enc.indices, len(cursor_names) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+    cursor_code = (
+        pc.fill_null(cursor_enc.indices, len(cursor_names) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
+    )
     ts = taken.column("ts_us").to_numpy(zero_copy_only=False)
     count = pc.fill_null(taken.column("count"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
@@ -467,8 +570,9 @@ def _cursor_ops(topics: dict[str, _Topic], batch: pa.RecordBatch, is_add: pa.Chu
     p_sorted = published[by]
     in_window = ts[by] >= since_us
     read_sums = np.add.reduceat(c_sorted, first)
-    window_moved = np.add.reduceat(np.where(in_window, c_sorted, 0), first) + \
-        np.add.reduceat((op_sorted == _REPLAY) & in_window, first).astype(np.int64)
+    window_moved = np.add.reduceat(np.where(in_window, c_sorted, 0), first) + np.add.reduceat(
+        (op_sorted == _REPLAY) & in_window, first
+    ).astype(np.int64)
     ack_rows = np.flatnonzero(op_sorted == _ACK)
     last_ack = np.full(len(first), -1, dtype=np.int64)
     last_ack[group_of[ack_rows]] = ack_rows  # the last one wins: rows are in order
@@ -500,12 +604,32 @@ def _cursor_ops(topics: dict[str, _Topic], batch: pa.RecordBatch, is_add: pa.Chu
         if rows_list is None:
             rows_list = {c: taken.column(c).to_pylist() for c in ("ledger_id", "entry_id", "count", "ts_us")}
         for j in by[lo:hi].tolist():
-            state = _apply(t, name, state, int(op[j]), rows_list["ledger_id"][j], rows_list["entry_id"][j],
-                           rows_list["count"][j], rows_list["ts_us"][j], int(published[j]), since_us)
+            state = _apply(
+                t,
+                name,
+                state,
+                int(op[j]),
+                rows_list["ledger_id"][j],
+                rows_list["entry_id"][j],
+                rows_list["count"][j],
+                rows_list["ts_us"][j],
+                int(published[j]),
+                since_us,
+            )
 
 
-def _apply(t: _Topic, name: str | None, state: _Cursor | None, op: int, ledger: int | None, entry: int | None,
-           count: int | None, ts_us: int, published: int, since_us: int) -> _Cursor | None:
+def _apply(
+    t: _Topic,
+    name: str | None,
+    state: _Cursor | None,
+    op: int,
+    ledger: int | None,
+    entry: int | None,
+    count: int | None,
+    ts_us: int,
+    published: int,
+    since_us: int,
+) -> _Cursor | None:
     """One cursor row applied to its cursor's state (``None`` before it opens); the state after."""
     if op == _OPEN:
         # An open at a position reads from it (the entries before it count as acknowledged);
@@ -547,12 +671,21 @@ def _namespace(topic: str) -> str:
 
 def _count_adds(topics: dict[str, _Topic], adds: pa.RecordBatch, since_us: int) -> None:
     messages = pc.fill_null(adds.column("messages"), 1)
-    table = pa.table({"topic": adds.column("topic"), "ledger_id": adds.column("ledger_id"),
-                      "messages": messages, "size": adds.column("size"),
-                      "window": pc.greater_equal(adds.column("ts_us"), since_us)})
+    table = pa.table(
+        {
+            "topic": adds.column("topic"),
+            "ledger_id": adds.column("ledger_id"),
+            "messages": messages,
+            "size": adds.column("size"),
+            "window": pc.greater_equal(adds.column("ts_us"), since_us),
+        }
+    )
     # Per (topic, ledger) in first-seen order: ledgers of a topic come one after another.
-    for row in table.group_by(["topic", "ledger_id"], use_threads=False).aggregate(
-            [("messages", "count"), ("messages", "sum")]).to_pylist():
+    for row in (
+        table.group_by(["topic", "ledger_id"], use_threads=False)
+        .aggregate([("messages", "count"), ("messages", "sum")])
+        .to_pylist()
+    ):
         t = topics.setdefault(row["topic"], _Topic())
         ledger = row["ledger_id"]
         if ledger not in t.ledgers:
@@ -562,8 +695,9 @@ def _count_adds(topics: dict[str, _Topic], adds: pa.RecordBatch, since_us: int) 
         t.messages += row["messages_sum"]
     window = table.filter(table.column("window"))
     if window.num_rows:
-        for row in window.group_by("topic", use_threads=False).aggregate(
-                [("messages", "sum"), ("size", "sum")]).to_pylist():
+        for row in (
+            window.group_by("topic", use_threads=False).aggregate([("messages", "sum"), ("size", "sum")]).to_pylist()
+        ):
             t = topics[row["topic"]]
             t.window_messages += row["messages_sum"]
             t.window_bytes += row["size_sum"]
@@ -576,14 +710,29 @@ def side_by_side(stats: "_stats.BrokerStats", generated: "_stats.BrokerStats") -
     rows = []
     for t in stats.topics:
         g = gen_topics.get(t.name)
-        rows.append({"topic": t.name, "subscription": None, "stats_rate": t.msg_rate_in,
-                     "generated_rate": g.msg_rate_in if g else None, "stats_backlog": None, "generated_backlog": None})
+        rows.append(
+            {
+                "topic": t.name,
+                "subscription": None,
+                "stats_rate": t.msg_rate_in,
+                "generated_rate": g.msg_rate_in if g else None,
+                "stats_backlog": None,
+                "generated_backlog": None,
+            }
+        )
         gen_subs = {s.name: s for s in g.subscriptions} if g else {}
         for s in t.subscriptions:
             gs = gen_subs.get(s.name)
-            rows.append({"topic": t.name, "subscription": s.name, "stats_rate": s.msg_rate_out,
-                         "generated_rate": gs.msg_rate_out if gs else None, "stats_backlog": s.msg_backlog,
-                         "generated_backlog": gs.msg_backlog if gs else None})
+            rows.append(
+                {
+                    "topic": t.name,
+                    "subscription": s.name,
+                    "stats_rate": s.msg_rate_out,
+                    "generated_rate": gs.msg_rate_out if gs else None,
+                    "stats_backlog": s.msg_backlog,
+                    "generated_backlog": gs.msg_backlog if gs else None,
+                }
+            )
     return rows
 
 
@@ -594,8 +743,11 @@ def subscriptions_of(spec: Mapping[str, Any]) -> Callable[[str, str], tuple[str,
     settings = _workload.normalize(spec)
     details = settings.get("topic_details")
     if details:
-        known = {(t["name"], s["name"]): (s.get("type", "Exclusive"), len(s.get("consumer_rates", ())))
-                 for t in details for s in t.get("subscriptions", ())}
+        known = {
+            (t["name"], s["name"]): (s.get("type", "Exclusive"), len(s.get("consumer_rates", ())))
+            for t in details
+            for s in t.get("subscriptions", ())
+        }
         return lambda topic, cursor: known.get((topic, cursor), ("Exclusive", 1))
     kind = str(settings.get("subscription_type", "Exclusive"))
     n = int(settings.get("consumer_per_subscription", 1))
@@ -617,11 +769,19 @@ def dump(spec: Any, config: Any, *, seed: int = 1) -> tuple["_stats.BrokerStats"
     row = summary.to_pylist()[0]
     entry = row["read_bytes"] / row["entries_read"] if row["entries_read"] else 0.0
     inside = series.filter(pc.less(series.column("second"), window[1]))
-    stats = summarize(lambda: lc.workload.stream(settings, seed), since_us=window[0] * 1_000_000,
-                      until_us=window[1] * 1_000_000, subscription=subscriptions_of(settings))
+    stats = summarize(
+        lambda: lc.workload.stream(settings, seed),
+        since_us=window[0] * 1_000_000,
+        until_us=window[1] * 1_000_000,
+        subscription=subscriptions_of(settings),
+    )
     metrics = _metrics.CacheMetrics(
-        hits_rate=hits / seconds, misses_rate=(reads - hits) / seconds, hits_throughput=hits * entry / seconds,
+        hits_rate=hits / seconds,
+        misses_rate=(reads - hits) / seconds,
+        hits_throughput=hits * entry / seconds,
         misses_throughput=(reads - hits) * entry / seconds,
-        used_size=float(inside.column("cache_bytes")[-1].as_py()) if inside.num_rows else 0.0, evictions=None,
-        managed_ledgers=float(len(stats.topics)))  # a managed ledger a topic, as a broker opens them
+        used_size=float(inside.column("cache_bytes")[-1].as_py()) if inside.num_rows else 0.0,
+        evictions=None,
+        managed_ledgers=float(len(stats.topics)),
+    )  # a managed ledger a topic, as a broker opens them
     return stats, metrics

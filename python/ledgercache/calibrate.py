@@ -57,8 +57,20 @@ from . import metrics as _metrics
 from . import workload as _workload
 from .errors import InvalidArgumentError
 
-__all__ = ["DESIGNS", "MAX_WIDENINGS", "REFERENCES", "UNFILLED_SHARE", "Calibration", "Fit", "Prediction", "batching_from", "calibrate",
-           "cross_check", "default_sizes", "merge_notes"]
+__all__ = [
+    "DESIGNS",
+    "MAX_WIDENINGS",
+    "REFERENCES",
+    "UNFILLED_SHARE",
+    "Calibration",
+    "Fit",
+    "Prediction",
+    "batching_from",
+    "calibrate",
+    "cross_check",
+    "default_sizes",
+    "merge_notes",
+]
 
 #: Designs swept by default: those a broker can run.
 DESIGNS = ("pip430", "pip430-fifo", "legacy")
@@ -108,8 +120,11 @@ class Fit:
         (within 30% and 0.05) or ``"poor"``."""
         gap = abs(self.storage_reads_gap)
         rel = abs(self.relative_gap) if self.relative_gap is not None else (0.0 if gap < 1 else math.inf)
-        dh = (abs(self.predicted_hit_ratio - self.observed_hit_ratio)
-              if self.predicted_hit_ratio is not None and self.observed_hit_ratio is not None else 0.0)
+        dh = (
+            abs(self.predicted_hit_ratio - self.observed_hit_ratio)
+            if self.predicted_hit_ratio is not None and self.observed_hit_ratio is not None
+            else 0.0
+        )
         if (rel <= 0.10 or gap < 1) and dh <= 0.02:
             return "close"
         if (rel <= 0.30 or gap < 1) and dh <= 0.05:
@@ -165,22 +180,29 @@ class Calibration:
 def default_sizes(current: int) -> list[int]:
     """The sweep around the current size: an eighth of it to four times it, each twice the one
     before, in whole MiB (at least 1 MiB)."""
-    return sorted({max(MIB, round(current * 2.0 ** k / MIB) * MIB) for k in range(-3, 3)})
+    return sorted({max(MIB, round(current * 2.0**k / MIB) * MIB) for k in range(-3, 3)})
 
 
 def _design_for(version: tuple[int, ...] | None, text: str | None) -> tuple[str, str]:
     if version is None:
         # Brokers that print no version are older than 2.7 or give monitoring-metrics JSON; most
         # brokers in service run a release before 4.1.
-        return "legacy", ("the Pulsar 4.0 cache assumed: the metrics do not give the broker's version "
-                          "(pulsar_version_info, printed since 2.7); pass --design pip430 for Pulsar 4.1 or later")
+        return "legacy", (
+            "the Pulsar 4.0 cache assumed: the metrics do not give the broker's version "
+            "(pulsar_version_info, printed since 2.7); pass --design pip430 for Pulsar 4.1 or later"
+        )
     if version[:2] < _PIP430_SINCE:
         return "legacy", f"Pulsar {text} runs the Pulsar 4.0 cache (PIP-430 came in 4.1)"
     return "pip430", f"Pulsar {text} runs PIP-430"
 
 
-def _current_config(lc: Any, conf: Mapping[str, str], conf_label: str | None, observed: _metrics.BrokerMetrics,
-                    current_cache_size: int | None) -> tuple[Any, str]:
+def _current_config(
+    lc: Any,
+    conf: Mapping[str, str],
+    conf_label: str | None,
+    observed: _metrics.BrokerMetrics,
+    current_cache_size: int | None,
+) -> tuple[Any, str]:
     """The broker's cache settings and where its size came from."""
     import warnings
 
@@ -194,19 +216,23 @@ def _current_config(lc: Any, conf: Mapping[str, str], conf_label: str | None, ob
         source = "--current-cache-size"
         direct = None
     elif direct is not None:
-        source = (f"{key} {'empty' if key in conf else 'not set'}: a fifth of the broker's direct memory "
-                  f"({direct / (1 << 30):.2f} GiB, jvm_memory_direct_bytes_max)")
+        source = (
+            f"{key} {'empty' if key in conf else 'not set'}: a fifth of the broker's direct memory "
+            f"({direct / (1 << 30):.2f} GiB, jvm_memory_direct_bytes_max)"
+        )
     else:
         fix = "pass --current-cache-size (current_cache_size= from Python; e.g. 1GiB: -XX:MaxDirectMemorySize / 5)"
         if conf_label is None:
             raise InvalidArgumentError(
                 f"the broker's cache size is unknown: no broker.conf was given, and the metrics do not give the "
                 f"direct memory a broker takes its default from (no jvm_memory_direct_bytes_max): pass --broker-conf, "
-                f"or {fix}")
+                f"or {fix}"
+            )
         where = f"{conf_label} leaves {key} empty" if key in conf else f"{conf_label} does not set {key}"
         raise InvalidArgumentError(
             f"{where}, so the broker caches a fifth of its JVM's direct memory, and the metrics do not say how "
-            f"much that is (no jvm_memory_direct_bytes_max): {fix}, or set {key} in the broker.conf")
+            f"much that is (no jvm_memory_direct_bytes_max): {fix}, or set {key} in the broker.conf"
+        )
     with warnings.catch_warnings():
         # The one warning this would raise (an empty cache size) is answered above.
         warnings.simplefilter("ignore", lc.BrokerConfWarning)
@@ -216,12 +242,23 @@ def _current_config(lc: Any, conf: Mapping[str, str], conf_label: str | None, ob
     return config, source
 
 
-def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str | None = None,
-              designs: Iterable[str] = DESIGNS, references: Iterable[str] = REFERENCES,
-              sizes: Iterable[int] | None = None, margin: float = 0.01,
-              seed: int = 1, test_duration_minutes: float = 2.0, max_backlog_minutes: float = 10.0,
-              labels: Mapping[str, str] | None = None, current_cache_size: int | None = None,
-              widen: bool = True) -> Calibration:
+def calibrate(
+    stats: Any,
+    metrics: Any,
+    *,
+    broker_conf: Any = None,
+    design: str | None = None,
+    designs: Iterable[str] = DESIGNS,
+    references: Iterable[str] = REFERENCES,
+    sizes: Iterable[int] | None = None,
+    margin: float = 0.01,
+    seed: int = 1,
+    test_duration_minutes: float = 2.0,
+    max_backlog_minutes: float = 10.0,
+    labels: Mapping[str, str] | None = None,
+    current_cache_size: int | None = None,
+    widen: bool = True,
+) -> Calibration:
     """Replays the broker's workload under its settings and a sweep (the module docstring says how).
 
     ``stats``: a stats dump (path, mapping or ``BrokerStats``); ``metrics``: a Prometheus text or
@@ -234,8 +271,9 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     """
     import ledgercache as lc
 
-    if not (isinstance(margin, (int, float)) and not isinstance(margin, bool) and math.isfinite(margin)
-            and 0 <= margin < 1):
+    if not (
+        isinstance(margin, (int, float)) and not isinstance(margin, bool) and math.isfinite(margin) and 0 <= margin < 1
+    ):
         raise InvalidArgumentError(f"invalid margin: expected a hit-ratio margin in [0, 1), got {margin!r}")
     stats = stats if isinstance(stats, _stats.BrokerStats) else _stats.read(stats)
     stats_label = stats.source
@@ -244,7 +282,9 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     conf_label: str | None = None
     if broker_conf is not None:
         # Read once: the cache's settings and the traffic's come from the same lines.
-        conf = dict(lc._native.read_broker_conf(broker_conf if isinstance(broker_conf, Mapping) else os.fspath(broker_conf)))
+        conf = dict(
+            lc._native.read_broker_conf(broker_conf if isinstance(broker_conf, Mapping) else os.fspath(broker_conf))
+        )
         conf_label = "the broker.conf" if isinstance(broker_conf, Mapping) else os.fspath(broker_conf)
     config, size_source = _current_config(lc, conf, conf_label, observed, current_cache_size)
     if design is not None:
@@ -260,8 +300,12 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     batching = batching_from(stats, observed.cache)
     traffic = _workload.settings_from_broker_conf(conf)
     try:
-        spec, notes = _bw.workload_and_notes(stats, test_duration_minutes=test_duration_minutes,
-                                             max_backlog_minutes=max_backlog_minutes, settings={**batching, **traffic})
+        spec, notes = _bw.workload_and_notes(
+            stats,
+            test_duration_minutes=test_duration_minutes,
+            max_backlog_minutes=max_backlog_minutes,
+            settings={**batching, **traffic},
+        )
     except InvalidArgumentError as e:
         if stats_label is None:
             raise
@@ -281,8 +325,18 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
         out = []
         for i, c in enumerate(configs):
             reads, hits = _bw.window_counts(series, window, i)
-            out.append((Prediction(c.strategy, c.cache_size_bytes, hits / reads if reads else None,
-                                   reads / seconds, (reads - hits) / seconds), peaks[i]))
+            out.append(
+                (
+                    Prediction(
+                        c.strategy,
+                        c.cache_size_bytes,
+                        hits / reads if reads else None,
+                        reads / seconds,
+                        (reads - hits) / seconds,
+                    ),
+                    peaks[i],
+                )
+            )
         return out
 
     def run(configs: list[Any], trace: Any = None) -> list[tuple[Prediction, int]]:
@@ -291,7 +345,9 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
         fresh = lambda: _workload.stream(spec, seed)
         # The group reading ``trace`` also summarizes it (in Python): it takes one configuration.
         first = 1 if trace is not None else _CONFIGS_A_PASS
-        groups = [configs[:first]] + [configs[i:i + _CONFIGS_A_PASS] for i in range(first, len(configs), _CONFIGS_A_PASS)]
+        groups = [configs[:first]] + [
+            configs[i : i + _CONFIGS_A_PASS] for i in range(first, len(configs), _CONFIGS_A_PASS)
+        ]
         traces = [trace or fresh] + [fresh] * (len(groups) - 1)
         workers = min(len(groups), os.cpu_count() or 1)
         if workers <= 1:
@@ -305,9 +361,10 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
     # The broker's own configuration is the sweep's design at its size, in the same passes.
     first = _bw.tee(lambda: _workload.stream(spec, seed), summary)
     refs = [(r, config.cache_size_bytes) for r in dict.fromkeys(references) if r not in designs]
-    current, *runs = sweeper.predict([(design, config.cache_size_bytes)] + refs
-                                     + [(d, s) for d in designs for s in sizes], first)
-    reference_runs, sweep = runs[:len(refs)], runs[len(refs):]
+    current, *runs = sweeper.predict(
+        [(design, config.cache_size_bytes)] + refs + [(d, s) for d in designs for s in sizes], first
+    )
+    reference_runs, sweep = runs[: len(refs)], runs[len(refs) :]
     widened: list[str] = []
     for _ in range(MAX_WIDENINGS if widen else 0):
         extra = _widening(sweep, margin)
@@ -316,26 +373,42 @@ def calibrate(stats: Any, metrics: Any, *, broker_conf: Any = None, design: str 
         sweep += sweeper.predict(extra)
         widened += [f"{d} at {s >> 20} MiB" for d, s in extra]
     if widened:
-        notes.append(f"the sweep was widened where a design still gained at its largest size ({len(widened)} runs "
-                     f"added: {', '.join(widened[:4])}{', ...' if len(widened) > 4 else ''})"
-                     + (" beyond the sizes given" if given_sizes else ""))
+        notes.append(
+            f"the sweep was widened where a design still gained at its largest size ({len(widened)} runs "
+            f"added: {', '.join(widened[:4])}{', ...' if len(widened) > 4 else ''})"
+            + (" beyond the sizes given" if given_sizes else "")
+        )
     notes += _flat_notes(sweep, margin)
     fit = Fit(observed.cache.hit_ratio, current.hit_ratio, observed.cache.misses_rate, current.storage_reads_per_second)
     entry_bytes = _entry_bytes(stats, observed.cache)
     roles = {d["name"]: d["role"] for d in lc.designs()}
     picks = _picks(current, sweep, margin, entry_bytes)
     recommendations = tuple(_qualified(p, fit, current) for p in picks if roles.get(p["strategy"]) == "broker")
-    reference_picks = tuple(p for p in picks + _picks(current, reference_runs, margin, entry_bytes)
-                            if roles.get(p["strategy"]) != "broker")
+    reference_picks = tuple(
+        p for p in picks + _picks(current, reference_runs, margin, entry_bytes) if roles.get(p["strategy"]) != "broker"
+    )
     generated = summary.stats(_bw.subscriptions_of(spec))
-    return Calibration(spec=spec, stats=stats, generated=generated, observed=observed.cache, current=current,
-                       sweep=tuple(sweep), recommendations=recommendations, margin=margin,
-                       window_seconds=float(seconds), settings_source=conf_label or "the lab's defaults (no broker.conf)",
-                       batching=_batching_text(batching),
-                       notes=tuple(merge_notes(list(stats.notes) + list(observed.notes) + notes)),
-                       mismatches=tuple(cross_check(stats, observed)), fit=fit, references=reference_picks,
-                       entry_bytes=entry_bytes, design_source=design_source, size_source=size_source,
-                       version=observed.version)
+    return Calibration(
+        spec=spec,
+        stats=stats,
+        generated=generated,
+        observed=observed.cache,
+        current=current,
+        sweep=tuple(sweep),
+        recommendations=recommendations,
+        margin=margin,
+        window_seconds=float(seconds),
+        settings_source=conf_label or "the lab's defaults (no broker.conf)",
+        batching=_batching_text(batching),
+        notes=tuple(merge_notes(list(stats.notes) + list(observed.notes) + notes)),
+        mismatches=tuple(cross_check(stats, observed)),
+        fit=fit,
+        references=reference_picks,
+        entry_bytes=entry_bytes,
+        design_source=design_source,
+        size_source=size_source,
+        version=observed.version,
+    )
 
 
 #: Configurations one replay pass takes: more, and their states crowd each other out of the CPU's
@@ -453,10 +526,12 @@ def _flat_notes(sweep: Iterable[Prediction], margin: float) -> list[str]:
     if not flat:
         return []
     runs = next(iter(flat.values()))
-    return [f"{', '.join(design_label(d) for d in flat)}: the same hit ratio (within {margin:g}) at every size from "
-            f"{format_size(runs[0].cache_size_bytes)} to {format_size(runs[-1].cache_size_bytes)}: here the cache size "
-            f"does not change the storage reads (those come from reads behind what any of these caches holds); "
-            f"smaller sizes were not replayed"]
+    return [
+        f"{', '.join(design_label(d) for d in flat)}: the same hit ratio (within {margin:g}) at every size from "
+        f"{format_size(runs[0].cache_size_bytes)} to {format_size(runs[-1].cache_size_bytes)}: here the cache size "
+        f"does not change the storage reads (those come from reads behind what any of these caches holds); "
+        f"smaller sizes were not replayed"
+    ]
 
 
 def _picks(current: Prediction, sweep: Iterable[Prediction], margin: float, entry_bytes: float) -> list[dict[str, Any]]:
@@ -469,13 +544,22 @@ def _picks(current: Prediction, sweep: Iterable[Prediction], margin: float, entr
         if not ratios:
             continue
         best = max(ratios)
-        pick = min((p for p in runs if p.hit_ratio is not None and p.hit_ratio >= best - margin),
-                   key=lambda p: p.cache_size_bytes)
+        pick = min(
+            (p for p in runs if p.hit_ratio is not None and p.hit_ratio >= best - margin),
+            key=lambda p: p.cache_size_bytes,
+        )
         saved = current.storage_reads_per_second - pick.storage_reads_per_second
-        out.append({"strategy": strategy, "cache_size_bytes": pick.cache_size_bytes, "hit_ratio": pick.hit_ratio,
-                    "best_hit_ratio": best, "storage_reads_per_second": pick.storage_reads_per_second,
-                    "storage_reads_saved_per_second": saved,
-                    "storage_mb_saved_per_second": saved * entry_bytes / 1e6})
+        out.append(
+            {
+                "strategy": strategy,
+                "cache_size_bytes": pick.cache_size_bytes,
+                "hit_ratio": pick.hit_ratio,
+                "best_hit_ratio": best,
+                "storage_reads_per_second": pick.storage_reads_per_second,
+                "storage_reads_saved_per_second": saved,
+                "storage_mb_saved_per_second": saved * entry_bytes / 1e6,
+            }
+        )
     return out
 
 
@@ -495,13 +579,20 @@ def _qualified(pick: dict[str, Any], fit: Fit, current: Prediction) -> dict[str,
         if fit.quality == "close":
             verdict, why = "recommended", "the same storage reads with less memory, on a close fit"
         else:
-            verdict, why = "withheld", (f"a smaller cache needs a close fit to trust, and this one is {fit.quality} "
-                                        f"({off})")
+            verdict, why = (
+                "withheld",
+                (f"a smaller cache needs a close fit to trust, and this one is {fit.quality} ({off})"),
+            )
     elif abs(saved) <= error:
         verdict, why = "withheld", f"the change ({abs(saved):,.1f} storage reads/s) is within the lab's error ({off})"
     elif abs(saved) < 2 * error or fit.quality == "poor":
-        verdict, why = "qualified", (f"worth trying: the change ({abs(saved):,.1f} storage reads/s) is larger than the "
-                                     f"lab's error, but {'less than twice it' if abs(saved) < 2 * error else 'the fit is poor'}")
+        verdict, why = (
+            "qualified",
+            (
+                f"worth trying: the change ({abs(saved):,.1f} storage reads/s) is larger than the "
+                f"lab's error, but {'less than twice it' if abs(saved) < 2 * error else 'the fit is poor'}"
+            ),
+        )
     else:
         verdict, why = "recommended", f"the change is more than twice the lab's error ({off})"
     return {**pick, "verdict": verdict, "why": why, "model_error_per_second": error}
@@ -515,23 +606,32 @@ def cross_check(stats: _stats.BrokerStats, metrics: _metrics.BrokerMetrics) -> l
     ledgers = metrics.cache.managed_ledgers if metrics.cache.managed_ledgers is not None else metrics.topics
     label = "managed ledgers (pulsar_ml_count)" if metrics.cache.managed_ledgers is not None else "topics in its series"
     if ledgers is not None and not _close(topics, ledgers, rel=0.10, absolute=1):
-        out.append(f"the stats hold {_stats._counted(topics, 'persistent topic')}, the metrics' broker has {ledgers:,.0f} {label}: "
-                   f"{'the stats cover part of the broker' if topics < ledgers else 'the stats cover more than this broker'}"
-                   f" (take both from the same broker: `pulsar-admin broker-stats topics` and its /metrics)")
+        out.append(
+            f"the stats hold {_stats._counted(topics, 'persistent topic')}, the metrics' broker has {ledgers:,.0f} {label}: "
+            f"{'the stats cover part of the broker' if topics < ledgers else 'the stats cover more than this broker'}"
+            f" (take both from the same broker: `pulsar-admin broker-stats topics` and its /metrics)"
+        )
     for what, mine, theirs, series in (
-            ("publish", sum(t.msg_rate_in for t in stats.topics), metrics.rate_in, "pulsar_rate_in"),
-            ("dispatch", sum(t.msg_rate_out for t in stats.topics), metrics.rate_out, "pulsar_rate_out")):
+        ("publish", sum(t.msg_rate_in for t in stats.topics), metrics.rate_in, "pulsar_rate_in"),
+        ("dispatch", sum(t.msg_rate_out for t in stats.topics), metrics.rate_out, "pulsar_rate_out"),
+    ):
         if theirs is not None and not _close(mine, theirs, rel=0.25, absolute=1.0):
-            out.append(f"the stats {what} {mine:,.1f} msg/s, the metrics {theirs:,.1f} msg/s ({series}): "
-                       f"taken at different times or from different brokers?")
+            out.append(
+                f"the stats {what} {mine:,.1f} msg/s, the metrics {theirs:,.1f} msg/s ({series}): "
+                f"taken at different times or from different brokers?"
+            )
     dispatched = sum(t.msg_rate_out for t in stats.topics)
     reads = metrics.cache.hits_rate + metrics.cache.misses_rate
     if dispatched > 1 and reads == 0:
-        out.append(f"the stats dispatch {dispatched:,.1f} msg/s but the broker's cache served no reads "
-                   f"(pulsar_ml_cache_hits_rate + misses_rate = 0): these metrics are not of this broker at this time")
+        out.append(
+            f"the stats dispatch {dispatched:,.1f} msg/s but the broker's cache served no reads "
+            f"(pulsar_ml_cache_hits_rate + misses_rate = 0): these metrics are not of this broker at this time"
+        )
     elif dispatched == 0 and reads > 1:
-        out.append(f"the broker's cache serves {reads:,.1f} entries/s but the stats dispatch nothing: "
-                   f"the stats are not of this broker at this time")
+        out.append(
+            f"the broker's cache serves {reads:,.1f} entries/s but the stats dispatch nothing: "
+            f"the stats are not of this broker at this time"
+        )
     return out
 
 
@@ -588,5 +688,7 @@ def _batching_text(batching: Mapping[str, Any]) -> str:
         return "the Pulsar client's defaults (no dispatch or cache reads to calibrate them)"
     if batching.get("batchingEnabled") is False:
         return "one message an entry (dispatched messages over cache reads)"
-    return (f"{batching['batchingMaxMessages']} messages an entry (dispatched messages over cache reads; at most "
-            f"{batching.get('batchingMaxBytes', 131072):,} bytes a batch, the client's batchingMaxBytes)")
+    return (
+        f"{batching['batchingMaxMessages']} messages an entry (dispatched messages over cache reads; at most "
+        f"{batching.get('batchingMaxBytes', 131072):,} bytes a batch, the client's batchingMaxBytes)"
+    )

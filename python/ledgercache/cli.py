@@ -59,8 +59,10 @@ def parse_size(text: str, what: str = "cache size") -> int:
     if not unit:
         raise CliError(f"invalid {what} {text!r}: a number needs a unit: write {number}B for bytes, or {number}MiB")
     if unit not in _UNIT_SHIFT:
-        raise CliError(f"invalid {what} {text!r}: unknown unit {m.group(2)!r}: use B, KiB, MiB, GiB or TiB "
-                       f"(k/m/g/t and KB/MB/GB/TB are binary too)")
+        raise CliError(
+            f"invalid {what} {text!r}: unknown unit {m.group(2)!r}: use B, KiB, MiB, GiB or TiB "
+            f"(k/m/g/t and KB/MB/GB/TB are binary too)"
+        )
     whole, _, fraction = number.partition(".")
     # Exact integer arithmetic (no float rounding of 1.1TiB); a fraction of a byte is dropped.
     return (int(whole + fraction) << _UNIT_SHIFT[unit]) // 10 ** len(fraction)
@@ -213,8 +215,11 @@ def _read_manifest(out: Path) -> dict[str, list[dict]]:
 
     try:
         files = json.loads((out / MANIFEST).read_text()).get("files", {})
-        return {name: list(sigs) for name, sigs in files.items()
-                if isinstance(name, str) and "/" not in name and isinstance(sigs, list)}
+        return {
+            name: list(sigs)
+            for name, sigs in files.items()
+            if isinstance(name, str) and "/" not in name and isinstance(sigs, list)
+        }
     except (OSError, ValueError, AttributeError, TypeError):
         return {}
 
@@ -224,9 +229,15 @@ def _write_manifest(out: Path, files: dict[str, list[dict]]) -> None:
 
     from . import __version__
 
-    text = json.dumps({"written_by": f"ledgercache {__version__}",
-                       "note": "the files ledgercache wrote here; it replaces or removes only these",
-                       "files": files}, indent=1, sort_keys=True)
+    text = json.dumps(
+        {
+            "written_by": f"ledgercache {__version__}",
+            "note": "the files ledgercache wrote here; it replaces or removes only these",
+            "files": files,
+        },
+        indent=1,
+        sort_keys=True,
+    )
     _atomic_file(out / MANIFEST, lambda tmp: Path(tmp).write_text(text + "\n"))
 
 
@@ -281,25 +292,34 @@ def check_output_dir(out: Path, force: bool, names: Iterable[str] = ()) -> None:
     the run writes (``names``)."""
     out = Path(out).absolute()
     if out.exists() and not out.is_dir():
-        raise CliError(f"-o {out} is a file; the output is a directory: name a new directory "
-                       f"(ledgercache never replaces a file with its outputs)")
+        raise CliError(
+            f"-o {out} is a file; the output is a directory: name a new directory "
+            f"(ledgercache never replaces a file with its outputs)"
+        )
     if not out.exists():
         return
     _, theirs, leftovers = _survey(out)
     clash = [n for n in names if n in theirs]
     if clash:
-        raise CliError(f"-o {out} holds {_some(clash)}, which ledgercache did not write (or which changed since "
-                       f"it did), under a name it writes: move them away or choose another directory "
-                       f"(--force never replaces them)")
+        raise CliError(
+            f"-o {out} holds {_some(clash)}, which ledgercache did not write (or which changed since "
+            f"it did), under a name it writes: move them away or choose another directory "
+            f"(--force never replaces them)"
+        )
     if theirs and not force:
-        raise CliError(f"-o {out} holds files ledgercache did not write ({_some(theirs)}): choose a new or empty "
-                       f"directory, or add --force to write beside them (they are kept)")
+        raise CliError(
+            f"-o {out} holds files ledgercache did not write ({_some(theirs)}): choose a new or empty "
+            f"directory, or add --force to write beside them (they are kept)"
+        )
     for entry in leftovers:
         if out / entry in _NOTED:
             continue
         _NOTED.add(out / entry)
-        print(f"ledgercache: note: {out / entry} was left by an interrupted run; delete it if no other run "
-              f"is writing to {out}", file=sys.stderr)
+        print(
+            f"ledgercache: note: {out / entry} was left by an interrupted run; delete it if no other run "
+            f"is writing to {out}",
+            file=sys.stderr,
+        )
 
 
 def write_outputs(out: Path, fill: Callable[[Path], None], force: bool = False) -> Path:
@@ -320,8 +340,9 @@ def write_outputs(out: Path, fill: Callable[[Path], None], force: bool = False) 
     if fresh:
         out.parent.mkdir(parents=True, exist_ok=True)
     # Beside a new directory the stage's name says whose it is: a killed run's is a leftover there too.
-    stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX + (f"{out.name}." if fresh else ""),
-                                  dir=out.parent if fresh else out))
+    stage = Path(
+        tempfile.mkdtemp(prefix=STAGE_PREFIX + (f"{out.name}." if fresh else ""), dir=out.parent if fresh else out)
+    )
     _OWN_STAGES.add(stage)
     try:
         _follow_umask(stage, directory=True)
@@ -354,8 +375,7 @@ def _commit(stage: Path, out: Path, new: dict[str, dict], force: bool) -> None:
     stale = [name for name in ours if name not in new]
     # First the manifest names both the old and the new form of each file: a kill between the
     # replacements below leaves files this manifest still calls ours.
-    _write_manifest(out, {**{n: ours[n] for n in stale},
-                          **{n: ours.get(n, []) + [sig] for n, sig in new.items()}})
+    _write_manifest(out, {**{n: ours[n] for n in stale}, **{n: ours.get(n, []) + [sig] for n, sig in new.items()}})
     for name in new:
         os.replace(stage / name, out / name)
     for name in stale:
@@ -451,16 +471,21 @@ def estimate_line(estimate: dict) -> str:
     """The estimate ``ledgercache generate`` prints before it starts."""
     seconds = estimate["seconds"]
     took = f"{seconds:,.0f}s" if seconds >= 10 else f"{seconds:.1f}s"
-    return (f"estimate: ~{estimate['events']:,.0f} events ({estimate['messages']:,.0f} messages in "
-            f"~{estimate['entries']:,.0f} entries), ~{_megabytes(estimate['parquet_bytes'])} of Parquet, ~{took}")
+    return (
+        f"estimate: ~{estimate['events']:,.0f} events ({estimate['messages']:,.0f} messages in "
+        f"~{estimate['entries']:,.0f} entries), ~{_megabytes(estimate['parquet_bytes'])} of Parquet, ~{took}"
+    )
 
 
 def rate_line(estimate: dict) -> str | None:
     """The line saying the producer rate was capped at what the brokers ingest, if it was."""
     if estimate.get("capped_by") is None:
         return None
-    asked = ("producerRate 0 (find the maximum sustainable rate)" if estimate["requested_rate"] == 0
-             else f"producerRate {estimate['requested_rate']:,.0f} msg/s is above what the brokers ingest")
+    asked = (
+        "producerRate 0 (find the maximum sustainable rate)"
+        if estimate["requested_rate"] == 0
+        else f"producerRate {estimate['requested_rate']:,.0f} msg/s is above what the brokers ingest"
+    )
     knob = "brokerIngestBytesPerSecond" if estimate["capped_by"] == "bytes" else "brokerIngestMessagesPerSecond"
     return f"rate: {asked}: simulating {estimate['producer_rate']:,.0f} msg/s, the saturated brokers' rate ({knob})"
 
@@ -471,11 +496,15 @@ def backlog_line(estimate: dict) -> str | None:
     if start is None:
         return None
     if not estimate.get("backlog_built"):
-        return (f"backlog: consumers pause after the warm-up and consumerBacklogSizeGB is not built within "
-                f"backlogMaxWaitMinutes: they never resume (~{estimate['simulated_seconds']:,.0f}s; "
-                f"--backlog-max-wait-minutes)")
-    line = (f"backlog: consumers pause after the warm-up and resume at ~{start:,.0f}s, once consumerBacklogSizeGB "
-            f"is built; the test runs until it drains, then testDurationMinutes more: ~{estimate['simulated_seconds']:,.0f}s")
+        return (
+            f"backlog: consumers pause after the warm-up and consumerBacklogSizeGB is not built within "
+            f"backlogMaxWaitMinutes: they never resume (~{estimate['simulated_seconds']:,.0f}s; "
+            f"--backlog-max-wait-minutes)"
+        )
+    line = (
+        f"backlog: consumers pause after the warm-up and resume at ~{start:,.0f}s, once consumerBacklogSizeGB "
+        f"is built; the test runs until it drains, then testDurationMinutes more: ~{estimate['simulated_seconds']:,.0f}s"
+    )
     if estimate.get("backlog_wait_capped"):
         line += " (not drained within backlogMaxWaitMinutes: the lab stops waiting then; --backlog-max-wait-minutes)"
     return line
@@ -486,8 +515,10 @@ def _check_disk(estimate: dict, out: Path) -> None:
     free = shutil.disk_usage(out.parent if out.parent.exists() else Path.cwd()).free
     need = estimate["parquet_bytes"] if out.suffix == ".parquet" else estimate["events"] * 40
     if need > free:
-        raise CliError(f"the trace needs ~{_megabytes(need)} and {out.parent} has {_megabytes(free)} free: "
-                       f"shorten it with --duration-minutes")
+        raise CliError(
+            f"the trace needs ~{_megabytes(need)} and {out.parent} has {_megabytes(free)} free: "
+            f"shorten it with --duration-minutes"
+        )
 
 
 def cmd_generate(args) -> None:
@@ -523,7 +554,9 @@ def _generate(lc, args, spec: dict) -> None:
     # What the simulation needs in memory is refused first: it does not depend on where the trace goes.
     lc.workload.check(spec, broker=0 if _uses_spark(args) else None, memory_budget=args.memory_budget)
     if Path(args.output).is_dir():
-        raise CliError(f"-o {args.output} is a directory: name the trace file to write, e.g. {Path(args.output) / 'trace.parquet'}")
+        raise CliError(
+            f"-o {args.output} is a directory: name the trace file to write, e.g. {Path(args.output) / 'trace.parquet'}"
+        )
     _check_disk(estimate, Path(args.output).resolve())
     progress = Progress(max(1, int(estimate["events"])), quiet=args.quiet, unit="events")
     out = Path(args.output).resolve()
@@ -536,14 +569,20 @@ def _generate(lc, args, spec: dict) -> None:
             with tempfile.TemporaryDirectory(prefix=f".{out.name}.spark.", dir=out.parent) as parts:
                 frame = lc.spark.generate(spark, spec, seed=args.seed, memory_budget=args.memory_budget)
                 frame.write.parquet(str(Path(parts) / "trace"))
-                path = _atomic_file(out, lambda tmp: lc.trace.write(
-                    Path(parts) / "trace", tmp, on_batch=lambda b: progress.advance(b.num_rows)))
+                path = _atomic_file(
+                    out,
+                    lambda tmp: lc.trace.write(
+                        Path(parts) / "trace", tmp, on_batch=lambda b: progress.advance(b.num_rows)
+                    ),
+                )
         finally:
             spark.stop()
     else:
         # Generated batch by batch as it is written: memory holds the simulation and a row group.
         reader = lc.workload.stream(spec, seed=args.seed, memory_budget=args.memory_budget)
-        path = _atomic_file(out, lambda tmp: lc.trace.write(reader, tmp, on_batch=lambda b: progress.advance(b.num_rows)))
+        path = _atomic_file(
+            out, lambda tmp: lc.trace.write(reader, tmp, on_batch=lambda b: progress.advance(b.num_rows))
+        )
     progress.finish("written")
     print(f"wrote {progress.done:,} events to {path}")
 
@@ -559,7 +598,13 @@ def _naming_spec(lc, name: str):
         message = str(e)
         if not message.startswith("invalid spec:") or name in message:
             raise
-        label = f"scenario {name}" if name in lc.workload.SCENARIOS else name if name.startswith("workload ") else f"spec {name}"
+        label = (
+            f"scenario {name}"
+            if name in lc.workload.SCENARIOS
+            else name
+            if name.startswith("workload ")
+            else f"spec {name}"
+        )
         raise type(e)(message.replace("invalid spec:", f"invalid {label}:", 1)) from None
 
 
@@ -622,8 +667,9 @@ def _replay_file(lc, path: Path, configs: list, quiet: bool, label: str = "repla
     events, _ = _trace_events(path)
     passes = 2 if any(c.strategy == "belady" for c in configs) else 1
     progress = Progress(max(1, events * passes), quiet=quiet, unit="events")
-    summary, series = lc.replay(path, configs, with_timeseries=True,
-                                on_batch=lambda batch: progress.advance(batch.num_rows))
+    summary, series = lc.replay(
+        path, configs, with_timeseries=True, on_batch=lambda batch: progress.advance(batch.num_rows)
+    )
     progress.finish(label)
     return summary, series
 
@@ -646,8 +692,10 @@ def _check_not_inside(out: Path, trace: Path) -> None:
     """A directory trace is every .parquet file under it: outputs written there would join it."""
     out, trace = Path(out).resolve(), trace.resolve()
     if trace.is_dir() and (out == trace or trace in out.parents):
-        raise CliError(f"-o {out} is inside the trace directory {trace}: its .parquet outputs would become part of "
-                       f"the trace; choose a directory outside it")
+        raise CliError(
+            f"-o {out} is inside the trace directory {trace}: its .parquet outputs would become part of "
+            f"the trace; choose a directory outside it"
+        )
 
 
 REPLAY_OUTPUTS = ("summary.parquet", "summary.csv", "timeseries.parquet")
@@ -740,8 +788,9 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
                         trace = lc.spark.generate(spark, spec, seed=args.seed, memory_budget=memory_budget).cache()
                         trace.count()
                     else:
-                        trace = lc.workload.generate(spec, seed=args.seed,
-                                                     memory_budget=memory_budget or lc.workload.DEFAULT_MEMORY_BUDGET)
+                        trace = lc.workload.generate(
+                            spec, seed=args.seed, memory_budget=memory_budget or lc.workload.DEFAULT_MEMORY_BUDGET
+                        )
                 progress.step(f"generated {name}")
             summary, series = _replay(lc, args, trace, configs, spark)
             label = _label(name)
@@ -809,7 +858,11 @@ def cmd_calibrate(args) -> None:
     import ledgercache as lc
     from . import calibrate_report
 
-    sizes = parse_grid(args.sizes) if args.sizes else ([parse_size(z) for z in args.cache_size] if args.cache_size else None)
+    sizes = (
+        parse_grid(args.sizes)
+        if args.sizes
+        else ([parse_size(z) for z in args.cache_size] if args.cache_size else None)
+    )
     if sizes:
         print(sizes_line(sizes), flush=True)
     current = parse_size(args.current_cache_size, "--current-cache-size") if args.current_cache_size else None
@@ -826,10 +879,18 @@ def cmd_calibrate(args) -> None:
         print(f"ledgercache: check first: {line}", file=sys.stderr, flush=True)
     progress = Progress(1, quiet=args.quiet)
     result = lc.calibrate.calibrate(
-        stats, metrics, broker_conf=args.broker_conf, design=args.design,
-        designs=args.strategy or lc.calibrate.DESIGNS, sizes=sizes, margin=args.margin, seed=args.seed,
-        test_duration_minutes=args.duration_minutes, max_backlog_minutes=args.max_backlog_minutes,
-        current_cache_size=current)
+        stats,
+        metrics,
+        broker_conf=args.broker_conf,
+        design=args.design,
+        designs=args.strategy or lc.calibrate.DESIGNS,
+        sizes=sizes,
+        margin=args.margin,
+        seed=args.seed,
+        test_duration_minutes=args.duration_minutes,
+        max_backlog_minutes=args.max_backlog_minutes,
+        current_cache_size=current,
+    )
     progress.step("replayed")
     print(result.text())
     if args.output:
@@ -859,16 +920,21 @@ def cmd_broker_dump(args) -> None:
         lc.broker_stats.write(stats, tmp / "stats.json")
         # A broker of the release that runs the design, so that calibrate infers it back.
         version = {"pip430": "4.1.0", "pip430-fifo": "4.1.0", "legacy": "4.0.0"}.get(args.strategy)
-        lc.metrics.write_prometheus(metrics, tmp / "metrics.txt", version=version,
-                                    topic_rates=[(t.name, t.namespace, t.msg_rate_in, t.msg_rate_out)
-                                                 for t in stats.topics])
+        lc.metrics.write_prometheus(
+            metrics,
+            tmp / "metrics.txt",
+            version=version,
+            topic_rates=[(t.name, t.namespace, t.msg_rate_in, t.msg_rate_out) for t in stats.topics],
+        )
         # The synthetic broker's cache size, as its broker.conf would say it (managedLedgerCacheSizeMB).
         (tmp / "broker.conf").write_text(f"managedLedgerCacheSizeMB={max(1, config.cache_size_bytes >> 20)}\n")
 
     out = write_outputs(out, fill, force=args.force)
-    print(f"wrote {out / 'stats.json'} ({len(stats.topics)} topics), {out / 'broker.conf'} and {out / 'metrics.txt'} "
-          f"(hit ratio {metrics.hit_ratio if metrics.hit_ratio is not None else 0:.3f} under {args.strategy} at "
-          f"{format_size(config.cache_size_bytes)})")
+    print(
+        f"wrote {out / 'stats.json'} ({len(stats.topics)} topics), {out / 'broker.conf'} and {out / 'metrics.txt'} "
+        f"(hit ratio {metrics.hit_ratio if metrics.hit_ratio is not None else 0:.3f} under {args.strategy} at "
+        f"{format_size(config.cache_size_bytes)})"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -878,44 +944,76 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp, spark_default: bool) -> None:
         sp.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
         sp.add_argument("--cores", default="*", help="local Spark cores (default: all)")
-        sp.add_argument("--master", metavar="URL",
-                        help="Spark master: local[N], spark://host:port, yarn, k8s://... (implies Spark; a master "
-                             "set by spark-submit wins). On a cluster every path given must be one the executors "
-                             "see, and their Python (PYSPARK_PYTHON) must have ledgercache installed")
+        sp.add_argument(
+            "--master",
+            metavar="URL",
+            help="Spark master: local[N], spark://host:port, yarn, k8s://... (implies Spark; a master "
+            "set by spark-submit wins). On a cluster every path given must be one the executors "
+            "see, and their Python (PYSPARK_PYTHON) must have ledgercache installed",
+        )
         if spark_default:
             sp.add_argument("--local", action="store_true", help="replay in this process instead of on Spark")
         else:
             sp.add_argument("--spark", action="store_true", help="run on Spark (local unless --master names a cluster)")
 
     def sweep(sp) -> None:
-        sp.add_argument("--strategy", action="append", choices=ALL_STRATEGIES, help="a strategy (repeatable; default: all)")
-        sp.add_argument("--cache-size", action="append",
-                        help="a cache size such as 512MiB or 4g (binary units, as Pulsar reads them; 4096B for bytes) (repeatable; default: a bundled scenario's own sizes, "
-                             f"else {', '.join(DEFAULT_SIZES)})")
-        sp.add_argument("--sizes", metavar="MIN:MAX[:FACTOR]",
-                        help="a grid of cache sizes from MIN to MAX, each FACTOR (default 2) times the one before")
+        sp.add_argument(
+            "--strategy", action="append", choices=ALL_STRATEGIES, help="a strategy (repeatable; default: all)"
+        )
+        sp.add_argument(
+            "--cache-size",
+            action="append",
+            help="a cache size such as 512MiB or 4g (binary units, as Pulsar reads them; 4096B for bytes) (repeatable; default: a bundled scenario's own sizes, "
+            f"else {', '.join(DEFAULT_SIZES)})",
+        )
+        sp.add_argument(
+            "--sizes",
+            metavar="MIN:MAX[:FACTOR]",
+            help="a grid of cache sizes from MIN to MAX, each FACTOR (default 2) times the one before",
+        )
         sp.add_argument("--set", action="append", metavar="KEY=VALUE", help="another CacheConfig setting (repeatable)")
-        sp.add_argument("--config-groups", type=int, default=1, help="Spark: split the configurations over this many task groups")
+        sp.add_argument(
+            "--config-groups", type=int, default=1, help="Spark: split the configurations over this many task groups"
+        )
 
     def force(sp) -> None:
-        sp.add_argument("--force", action="store_true",
-                        help="write into an output directory that holds other files (they are kept; only "
-                             "ledgercache's own earlier outputs are replaced)")
+        sp.add_argument(
+            "--force",
+            action="store_true",
+            help="write into an output directory that holds other files (they are kept; only "
+            "ledgercache's own earlier outputs are replaced)",
+        )
 
     def omb_flags(sp) -> None:
-        sp.add_argument("--driver", help="an OMB Pulsar driver file (driver-pulsar/pulsar.yaml-style); OMB workload "
-                        "files default to OMB's own pulsar.yaml values")
+        sp.add_argument(
+            "--driver",
+            help="an OMB Pulsar driver file (driver-pulsar/pulsar.yaml-style); OMB workload "
+            "files default to OMB's own pulsar.yaml values",
+        )
         sp.add_argument("--warmup-minutes", type=float, help="override warmupDurationMinutes (OMB files: 1)")
-        sp.add_argument("--backlog-max-wait-minutes", type=float,
-                        help="override backlogMaxWaitMinutes: how long the lab waits for consumerBacklogSizeGB "
-                        "to build and drain (default 240)")
-        sp.add_argument("--memory-budget", type=parse_memory,
-                        help="memory a workload's simulation may take, e.g. 8GiB (default 4GiB)")
+        sp.add_argument(
+            "--backlog-max-wait-minutes",
+            type=float,
+            help="override backlogMaxWaitMinutes: how long the lab waits for consumerBacklogSizeGB "
+            "to build and drain (default 240)",
+        )
+        sp.add_argument(
+            "--memory-budget",
+            type=parse_memory,
+            help="memory a workload's simulation may take, e.g. 8GiB (default 4GiB)",
+        )
 
     g = sub.add_parser("generate", help="generate a trace from a scenario, an OMB workload file or a broker's stats")
-    g.add_argument("spec", nargs="?", help=f"a scenario ({', '.join(__import__('ledgercache').workload.SCENARIOS)}) or a .yaml/.json spec")
-    g.add_argument("--from-stats", metavar="STATS_JSON",
-                   help="a broker's stats dump (pulsar-admin broker-stats topics, topics stats): its topics as the workload")
+    g.add_argument(
+        "spec",
+        nargs="?",
+        help=f"a scenario ({', '.join(__import__('ledgercache').workload.SCENARIOS)}) or a .yaml/.json spec",
+    )
+    g.add_argument(
+        "--from-stats",
+        metavar="STATS_JSON",
+        help="a broker's stats dump (pulsar-admin broker-stats topics, topics stats): its topics as the workload",
+    )
     g.add_argument("-o", "--output", required=True, help="trace file (.parquet, .arrow or .csv)")
     g.add_argument("--brokers", type=int, help="override the number of brokers")
     g.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
@@ -942,10 +1040,16 @@ def build_parser() -> argparse.ArgumentParser:
     omb_flags(c)
     c.add_argument("--title", default="ledgercache: cache designs compared")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
-    c.add_argument("--target-hit-ratio", type=float,
-                   help="also report, per design, the smallest cache size run that reaches this hit ratio")
-    c.add_argument("--with-throttling", action="store_true",
-                   help="add the publish-throttling scenario, both modes side by side (default when no spec is named)")
+    c.add_argument(
+        "--target-hit-ratio",
+        type=float,
+        help="also report, per design, the smallest cache size run that reaches this hit ratio",
+    )
+    c.add_argument(
+        "--with-throttling",
+        action="store_true",
+        help="add the publish-throttling scenario, both modes side by side (default when no spec is named)",
+    )
     sweep(c)
     common(c, spark_default=True)
     c.set_defaults(run=cmd_compare)
@@ -954,8 +1058,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("spec", nargs="*", help="scenarios, spec files or trace files (default: all bundled scenarios)")
     w.add_argument("-o", "--output", required=True, help="report directory")
     force(w)
-    w.add_argument("--target-hit-ratio", type=float, default=SWEEP_TARGET,
-                   help=f"the hit ratio a design must reach (default {SWEEP_TARGET})")
+    w.add_argument(
+        "--target-hit-ratio",
+        type=float,
+        default=SWEEP_TARGET,
+        help=f"the hit ratio a design must reach (default {SWEEP_TARGET})",
+    )
     w.add_argument("--brokers", type=int, help="override the number of brokers")
     w.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
     omb_flags(w)
@@ -965,43 +1073,92 @@ def build_parser() -> argparse.ArgumentParser:
     common(w, spark_default=True)
     w.set_defaults(run=cmd_sweep)
 
-    k = sub.add_parser("calibrate", help="your broker: the lab's prediction beside its cache metrics, then a sweep and a recommendation")
-    k.add_argument("--stats", required=True, help="the broker's stats dump (pulsar-admin broker-stats topics > stats.json)")
-    k.add_argument("--metrics", required=True, help="the broker's Prometheus metrics (curl http://broker:8080/metrics/ > metrics.txt)")
-    k.add_argument("--broker-conf", help="the broker's broker.conf (its cache and dispatcher settings; an empty "
-                                         "value is Pulsar's default)")
-    k.add_argument("--current-cache-size", metavar="SIZE",
-                   help="the broker's cache size (e.g. 2GiB), where its broker.conf leaves managedLedgerCacheSizeMB "
-                        "empty (a fifth of the direct memory) and the metrics lack jvm_memory_direct_bytes_max")
-    k.add_argument("--design", choices=ALL_STRATEGIES,
-                   help="the design the broker runs (default: from its version in the metrics, pulsar_version_info: "
-                        "legacy before 4.1, else pip430)")
-    k.add_argument("--strategy", action="append", choices=ALL_STRATEGIES, help="a design to sweep (repeatable; default: all but belady)")
-    k.add_argument("--cache-size", action="append", help="a cache size to sweep (repeatable; default: 1/8 to 4x the current size)")
+    k = sub.add_parser(
+        "calibrate",
+        help="your broker: the lab's prediction beside its cache metrics, then a sweep and a recommendation",
+    )
+    k.add_argument(
+        "--stats", required=True, help="the broker's stats dump (pulsar-admin broker-stats topics > stats.json)"
+    )
+    k.add_argument(
+        "--metrics",
+        required=True,
+        help="the broker's Prometheus metrics (curl http://broker:8080/metrics/ > metrics.txt)",
+    )
+    k.add_argument(
+        "--broker-conf",
+        help="the broker's broker.conf (its cache and dispatcher settings; an empty value is Pulsar's default)",
+    )
+    k.add_argument(
+        "--current-cache-size",
+        metavar="SIZE",
+        help="the broker's cache size (e.g. 2GiB), where its broker.conf leaves managedLedgerCacheSizeMB "
+        "empty (a fifth of the direct memory) and the metrics lack jvm_memory_direct_bytes_max",
+    )
+    k.add_argument(
+        "--design",
+        choices=ALL_STRATEGIES,
+        help="the design the broker runs (default: from its version in the metrics, pulsar_version_info: "
+        "legacy before 4.1, else pip430)",
+    )
+    k.add_argument(
+        "--strategy",
+        action="append",
+        choices=ALL_STRATEGIES,
+        help="a design to sweep (repeatable; default: all but belady)",
+    )
+    k.add_argument(
+        "--cache-size", action="append", help="a cache size to sweep (repeatable; default: 1/8 to 4x the current size)"
+    )
     k.add_argument("--sizes", metavar="MIN:MAX[:FACTOR]", help="a grid of cache sizes to sweep")
-    k.add_argument("--margin", type=float, default=0.01, help="recommend the smallest cache within this of a design's best hit ratio (default 0.01)")
-    k.add_argument("--duration-minutes", type=float, default=2.0, help="test minutes simulated after the warm-up (default 2)")
-    k.add_argument("--max-backlog-minutes", type=float, default=10.0,
-                   help="a backlog is simulated as at most this many minutes of lag (default 10)")
-    k.add_argument("--label", action="append", metavar="KEY=VALUE", help="pick the metrics series with this label (repeatable)")
+    k.add_argument(
+        "--margin",
+        type=float,
+        default=0.01,
+        help="recommend the smallest cache within this of a design's best hit ratio (default 0.01)",
+    )
+    k.add_argument(
+        "--duration-minutes", type=float, default=2.0, help="test minutes simulated after the warm-up (default 2)"
+    )
+    k.add_argument(
+        "--max-backlog-minutes",
+        type=float,
+        default=10.0,
+        help="a backlog is simulated as at most this many minutes of lag (default 10)",
+    )
+    k.add_argument(
+        "--label", action="append", metavar="KEY=VALUE", help="pick the metrics series with this label (repeatable)"
+    )
     k.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
-    k.add_argument("-o", "--output", help="also write the report (report.html, report.md, calibrate.png) into this directory")
-    k.add_argument("--force", action="store_true",
-                   help="write into an output directory that holds other files (they are left alone)")
+    k.add_argument(
+        "-o", "--output", help="also write the report (report.html, report.md, calibrate.png) into this directory"
+    )
+    k.add_argument(
+        "--force",
+        action="store_true",
+        help="write into an output directory that holds other files (they are left alone)",
+    )
     k.add_argument("--quiet", action="store_true", help="no progress line")
     k.set_defaults(run=cmd_calibrate, spark=False, master=None)
 
-    b = sub.add_parser("broker-dump", help="a synthetic broker: the stats dump, metrics and broker.conf of a broker running a workload")
+    b = sub.add_parser(
+        "broker-dump", help="a synthetic broker: the stats dump, metrics and broker.conf of a broker running a workload"
+    )
     b.add_argument("spec", help="a scenario or a .yaml/.json spec")
     b.add_argument("-o", "--output", required=True, help="directory for stats.json, metrics.txt and broker.conf")
     force(b)
     b.add_argument("--cache-size", default="1GiB", help="the synthetic broker's cache size (default 1GiB)")
-    b.add_argument("--strategy", default="pip430", choices=ALL_STRATEGIES, help="the synthetic broker's design (default pip430)")
+    b.add_argument(
+        "--strategy", default="pip430", choices=ALL_STRATEGIES, help="the synthetic broker's design (default pip430)"
+    )
     b.add_argument("--duration-minutes", type=float, help="override testDurationMinutes")
     b.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
     b.set_defaults(run=cmd_broker_dump, spark=False, master=None)
 
-    d = sub.add_parser("demo", help="all bundled scenarios, all strategies, each at its broker-sized caches, on Spark (local by default)")
+    d = sub.add_parser(
+        "demo",
+        help="all bundled scenarios, all strategies, each at its broker-sized caches, on Spark (local by default)",
+    )
     d.add_argument("-o", "--output", default="demo-report", help="report directory (default: demo-report)")
     force(d)
     d.add_argument("--title", default="ledgercache demo: cache designs on the bundled scenarios")
@@ -1018,7 +1175,10 @@ def _one_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     # Spark wraps Python worker errors in a Java stack trace: keep the Python message.
     for line in text.splitlines():
-        m = re.search(r"(?:LedgerCacheError|InvalidArgumentError|ResourceLimitError|ValueError|StorageError|UnsupportedError|TypeError): (.*)", line)
+        m = re.search(
+            r"(?:LedgerCacheError|InvalidArgumentError|ResourceLimitError|ValueError|StorageError|UnsupportedError|TypeError): (.*)",
+            line,
+        )
         if m:
             return m.group(1).strip()
     return text.splitlines()[0][:500]

@@ -172,8 +172,13 @@ _OPTIONAL = {
 
 # Series TopicStats.printTopicStats writes for every topic the broker serves, whatever its traffic,
 # when exposeTopicLevelMetricsInPrometheus is true (the default): the topics are counted from these.
-_PER_TOPIC = ("pulsar_rate_in", "pulsar_rate_out", "pulsar_subscriptions_count", "pulsar_producers_count",
-              "pulsar_consumers_count")
+_PER_TOPIC = (
+    "pulsar_rate_in",
+    "pulsar_rate_out",
+    "pulsar_subscriptions_count",
+    "pulsar_producers_count",
+    "pulsar_consumers_count",
+)
 
 Labels = dict[str, str]
 Sample = tuple[str, Labels, float]
@@ -267,8 +272,10 @@ class _Notes:
         entry[1] += 1
 
     def text(self) -> tuple[str, ...]:
-        return tuple(first if n == 1 else f"{first} (and {n - 1} more {name} samples like it)"
-                     for (name, _, _), (first, n) in self._notes.items())
+        return tuple(
+            first if n == 1 else f"{first} (and {n - 1} more {name} samples like it)"
+            for (name, _, _), (first, n) in self._notes.items()
+        )
 
 
 def _problem(value: float) -> str | None:
@@ -290,8 +297,9 @@ def _key(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
-def _select(samples: list[Sample], prefix: str, label: str, labels: Mapping[str, str] | None,
-            expected: str, hint: str = "") -> tuple[tuple[tuple[str, str], ...], dict[str, float], _Notes]:
+def _select(
+    samples: list[Sample], prefix: str, label: str, labels: Mapping[str, str] | None, expected: str, hint: str = ""
+) -> tuple[tuple[tuple[str, str], ...], dict[str, float], _Notes]:
     """Group the cache samples by label set and pick one: its labels, its values (implausible
     ones clamped, with a note) and the notes."""
     names = {prefix + short: attr for attr, short in {**_REQUIRED, **_OPTIONAL}.items()}
@@ -312,13 +320,16 @@ def _select(samples: list[Sample], prefix: str, label: str, labels: Mapping[str,
         if len(chosen) != 1:
             found = "; ".join(_fmt(dict(k)) for k in groups)
             how = "no" if not chosen else f"{len(chosen)}"
-            raise InvalidArgumentError(f"{label}: {how} cache series match labels={_fmt(wanted)}; "
-                                       f"label sets found: {found}")
+            raise InvalidArgumentError(
+                f"{label}: {how} cache series match labels={_fmt(wanted)}; label sets found: {found}"
+            )
         groups = chosen
     elif len(groups) > 1:
         found = "; ".join(_fmt(dict(k)) for k in groups)
-        raise InvalidArgumentError(f"{label}: cache series for {len(groups)} label sets ({found}); pick one "
-                                   f"with labels={{...}} (the reader does not add brokers together)")
+        raise InvalidArgumentError(
+            f"{label}: cache series for {len(groups)} label sets ({found}); pick one "
+            f"with labels={{...}} (the reader does not add brokers together)"
+        )
     key, values = next(iter(groups.items()))
     missing = [prefix + short for attr, short in _REQUIRED.items() if attr not in values]
     if missing:
@@ -329,14 +340,21 @@ def _select(samples: list[Sample], prefix: str, label: str, labels: Mapping[str,
         name, value = by_attr[attr], values[attr]
         if seen[name, key] > 1:
             # Two brokers' files pasted together without a label to tell them apart look like this.
-            notes.add(name, dict(key), f"{seen[name, key]} samples with the same labels",
-                      "read the last (were two brokers' files joined?)")
+            notes.add(
+                name,
+                dict(key),
+                f"{seen[name, key]} samples with the same labels",
+                "read the last (were two brokers' files joined?)",
+            )
         problem = _problem(value)
         if problem is None:
             continue
         if value < 0:
-            why = (" (brokers before Pulsar 2.8 could print a negative size: apache/pulsar#10016)"
-                   if attr == "used_size" else "")
+            why = (
+                " (brokers before Pulsar 2.8 could print a negative size: apache/pulsar#10016)"
+                if attr == "used_size"
+                else ""
+            )
             values[attr] = 0.0
             notes.add(name, dict(key), problem, f"read as 0{why}")
         elif attr in _REQUIRED:
@@ -361,8 +379,12 @@ def _sum_unique(samples: list[Sample], what: str, notes: _Notes) -> float:
     for s in samples:
         values[_key(s[1])] = s
     if len(values) < len(samples):
-        notes.add(samples[0][0], {}, f"{len(samples) - len(values)} samples repeat another's labels",
-                  f"each label set counted once in {what}")
+        notes.add(
+            samples[0][0],
+            {},
+            f"{len(samples) - len(values)} samples repeat another's labels",
+            f"each label set counted once in {what}",
+        )
     total = 0.0
     for name, labels, value in values.values():
         problem = _problem(value)
@@ -378,8 +400,9 @@ def _sum_unique(samples: list[Sample], what: str, notes: _Notes) -> float:
 def _version(samples: list[Sample], notes: _Notes) -> str | None:
     found = {s[1].get("version", "") for s in samples if s[0] == "pulsar_version_info"} - {""}
     if len(found) > 1:
-        notes.add("pulsar_version_info", {}, f"{len(found)} versions ({', '.join(sorted(found))})",
-                  "version left unknown")
+        notes.add(
+            "pulsar_version_info", {}, f"{len(found)} versions ({', '.join(sorted(found))})", "version left unknown"
+        )
         return None
     return found.pop() if found else None
 
@@ -409,24 +432,41 @@ def _prometheus_traffic(samples: list[Sample], notes: _Notes) -> dict[str, Any]:
         for name in ("pulsar_rate_in", "pulsar_rate_out"):
             ns = [s for s in samples if s[0] == name and "namespace" in s[1] and "topic" not in s[1]]
             if ns:
-                notes.add(name, ns[0][1], "a per-namespace series beside per-topic ones",
-                          "read the per-topic ones only (both would count each message twice)")
+                notes.add(
+                    name,
+                    ns[0][1],
+                    "a per-namespace series beside per-topic ones",
+                    "read the per-topic ones only (both would count each message twice)",
+                )
         names = {(s[1].get("namespace"), s[1]["topic"], s[1].get("partition")) for s in per_topic}
-        return {"rates_level": "topic", "topics": len(names),
-                "rate_in": _total(per_topic, "pulsar_rate_in", "rate_in", notes),
-                "rate_out": _total(per_topic, "pulsar_rate_out", "rate_out", notes)}
-    per_ns = [s for s in samples if "namespace" in s[1] and "topic" not in s[1]
-              and s[0] in ("pulsar_rate_in", "pulsar_rate_out", "pulsar_topics_count")]
+        return {
+            "rates_level": "topic",
+            "topics": len(names),
+            "rate_in": _total(per_topic, "pulsar_rate_in", "rate_in", notes),
+            "rate_out": _total(per_topic, "pulsar_rate_out", "rate_out", notes),
+        }
+    per_ns = [
+        s
+        for s in samples
+        if "namespace" in s[1]
+        and "topic" not in s[1]
+        and s[0] in ("pulsar_rate_in", "pulsar_rate_out", "pulsar_topics_count")
+    ]
     if per_ns:
         topics = _total(per_ns, "pulsar_topics_count", "topics", notes)
-        return {"rates_level": "namespace", "topics": None if topics is None else round(topics),
-                "rate_in": _total(per_ns, "pulsar_rate_in", "rate_in", notes),
-                "rate_out": _total(per_ns, "pulsar_rate_out", "rate_out", notes)}
+        return {
+            "rates_level": "namespace",
+            "topics": None if topics is None else round(topics),
+            "rate_in": _total(per_ns, "pulsar_rate_in", "rate_in", notes),
+            "rate_out": _total(per_ns, "pulsar_rate_out", "rate_out", notes),
+        }
     broker = [s for s in samples if s[0].startswith("pulsar_broker_")]
     topics = _total(broker, "pulsar_broker_topics_count", "topics", notes)
-    traffic = {"topics": None if topics is None else round(topics),
-               "rate_in": _total(broker, "pulsar_broker_rate_in", "rate_in", notes),
-               "rate_out": _total(broker, "pulsar_broker_rate_out", "rate_out", notes)}
+    traffic = {
+        "topics": None if topics is None else round(topics),
+        "rate_in": _total(broker, "pulsar_broker_rate_in", "rate_in", notes),
+        "rate_out": _total(broker, "pulsar_broker_rate_out", "rate_out", notes),
+    }
     return {"rates_level": "broker", **traffic} if any(v is not None for v in traffic.values()) else {}
 
 
@@ -440,8 +480,9 @@ def _read_text(path: Path, max_bytes: int) -> str:
     return read_text(path, max_bytes, "a metrics file")
 
 
-def read_prometheus(source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | None = None,
-                    max_bytes: int = MAX_FILE_BYTES) -> BrokerMetrics:
+def read_prometheus(
+    source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | None = None, max_bytes: int = MAX_FILE_BYTES
+) -> BrokerMetrics:
     """Read Prometheus text exposition: a path (``os.PathLike``, or a ``str`` without a newline)
     or the text itself (a ``str`` with a newline). ``labels`` picks one broker's series."""
     if isinstance(source, str) and "\n" in source:
@@ -455,8 +496,9 @@ def _parse_prometheus(text: str, label: str, labels: Mapping[str, str] | None) -
     try:
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError:  # a declared dependency; only a broken install lacks it
-        raise MissingDependencyError("ledgercache.metrics needs prometheus_client: pip install prometheus-client",
-                                     ("prometheus_client",)) from None
+        raise MissingDependencyError(
+            "ledgercache.metrics needs prometheus_client: pip install prometheus-client", ("prometheus_client",)
+        ) from None
     samples: list[Sample] = []
     try:
         for family in text_string_to_metric_families(text):
@@ -464,28 +506,42 @@ def _parse_prometheus(text: str, label: str, labels: Mapping[str, str] | None) -
                 samples.append((s.name, dict(s.labels), float(s.value)))
     except (ValueError, TypeError, IndexError, KeyError) as e:
         raise InvalidArgumentError(f"{label}: not Prometheus text: {e}") from None
-    key, values, notes = _select(samples, "pulsar_", label, labels,
-                                 "pulsar_ml_cache_hits_rate, pulsar_ml_cache_misses_rate, "
-                                 "pulsar_ml_cache_hits_throughput, pulsar_ml_cache_misses_throughput, "
-                                 "pulsar_ml_cache_used_size (a Pulsar broker's /metrics)",
-                                 _no_cache_hint(samples))
+    key, values, notes = _select(
+        samples,
+        "pulsar_",
+        label,
+        labels,
+        "pulsar_ml_cache_hits_rate, pulsar_ml_cache_misses_rate, "
+        "pulsar_ml_cache_hits_throughput, pulsar_ml_cache_misses_throughput, "
+        "pulsar_ml_cache_used_size (a Pulsar broker's /metrics)",
+        _no_cache_hint(samples),
+    )
     mine = _broker_samples(samples, key)
-    return BrokerMetrics(cache=CacheMetrics(**values), labels=dict(key), samples=tuple(samples),
-                         version=_version(mine, notes),
-                         direct_memory_max_bytes=_direct_memory(mine, "jvm_memory_direct_bytes_max", notes),
-                         **_prometheus_traffic(mine, notes), notes=notes.text())
+    return BrokerMetrics(
+        cache=CacheMetrics(**values),
+        labels=dict(key),
+        samples=tuple(samples),
+        version=_version(mine, notes),
+        direct_memory_max_bytes=_direct_memory(mine, "jvm_memory_direct_bytes_max", notes),
+        **_prometheus_traffic(mine, notes),
+        notes=notes.text(),
+    )
 
 
 def _no_cache_hint(samples: list[Sample]) -> str:
     """Why a /metrics may lack the cache's series, and what to pass instead."""
     versions = sorted({s[1].get("version", "") for s in samples if s[0] == "pulsar_version_info"} - {""})
-    hint = ("; brokers before Pulsar 2.6 do not write them to /metrics: for such a broker save "
-            "`pulsar-admin broker-stats monitoring-metrics > metrics.json` (it has them, as brk_ml_cache_*, "
-            "on every release) and pass that file instead")
+    hint = (
+        "; brokers before Pulsar 2.6 do not write them to /metrics: for such a broker save "
+        "`pulsar-admin broker-stats monitoring-metrics > metrics.json` (it has them, as brk_ml_cache_*, "
+        "on every release) and pass that file instead"
+    )
     if versions:
         # pulsar_version_info came in 2.7, whose brokers write the cache's series: not an old broker.
-        hint += (f"; but this file's pulsar_version_info says {', '.join(versions)}, a release that writes "
-                 f"them: was the file cut short or filtered, or is it not a broker's /metrics?")
+        hint += (
+            f"; but this file's pulsar_version_info says {', '.join(versions)}, a release that writes "
+            f"them: was the file cut short or filtered, or is it not a broker's /metrics?"
+        )
     return hint
 
 
@@ -507,9 +563,12 @@ def _json_values(text: str, label: str) -> list[Any]:
             values.append(value)
 
 
-def read_monitoring_metrics(source: Union[str, "os.PathLike[str]", list[Any]], *,
-                            labels: Mapping[str, str] | None = None,
-                            max_bytes: int = MAX_FILE_BYTES) -> BrokerMetrics:
+def read_monitoring_metrics(
+    source: Union[str, "os.PathLike[str]", list[Any]],
+    *,
+    labels: Mapping[str, str] | None = None,
+    max_bytes: int = MAX_FILE_BYTES,
+) -> BrokerMetrics:
     """Read ``pulsar-admin broker-stats monitoring-metrics`` output (a path, or the parsed list of
     ``{"dimensions": {...}, "metrics": {...}}``). ``labels`` matches the dimensions; the cache's
     own are empty. Samples keep their ``brk_`` names."""
@@ -530,34 +589,53 @@ _NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 def _from_monitoring_values(values: list[Any], label: str, labels: Mapping[str, str] | None) -> BrokerMetrics:
     samples: list[Sample] = []
     for i, item in enumerate(values):
-        if not (isinstance(item, Mapping) and isinstance(item.get("metrics"), Mapping)
-                and isinstance(item.get("dimensions", {}), Mapping)):
-            raise InvalidArgumentError(f"{label}: item {i} is not {{\"dimensions\": {{...}}, \"metrics\": {{...}}}}; "
-                                       f"expected pulsar-admin broker-stats monitoring-metrics output")
+        if not (
+            isinstance(item, Mapping)
+            and isinstance(item.get("metrics"), Mapping)
+            and isinstance(item.get("dimensions", {}), Mapping)
+        ):
+            raise InvalidArgumentError(
+                f'{label}: item {i} is not {{"dimensions": {{...}}, "metrics": {{...}}}}; '
+                f"expected pulsar-admin broker-stats monitoring-metrics output"
+            )
         dims = {str(k): str(v) for k, v in item.get("dimensions", {}).items()}
         for name, value in item["metrics"].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 samples.append((str(name), dims, float(value)))
             elif isinstance(value, str) and value in _NON_FINITE:
                 samples.append((str(name), dims, _NON_FINITE[value]))
-    key, values_, notes = _select(samples, "brk_", label, labels,
-                                  "brk_ml_cache_hits_rate, brk_ml_cache_misses_rate, brk_ml_cache_hits_throughput, "
-                                  "brk_ml_cache_misses_throughput, brk_ml_cache_used_size (ManagedLedgerCacheMetrics)")
+    key, values_, notes = _select(
+        samples,
+        "brk_",
+        label,
+        labels,
+        "brk_ml_cache_hits_rate, brk_ml_cache_misses_rate, brk_ml_cache_hits_throughput, "
+        "brk_ml_cache_misses_throughput, brk_ml_cache_used_size (ManagedLedgerCacheMetrics)",
+    )
     mine = _broker_samples(samples, key)
     # NamespaceStats.add: one item a namespace, with the sums over its topics; no per-topic items
     # and no topic count (the JSON has no version either).
     per_ns = [s for s in mine if s[0] in ("brk_in_rate", "brk_out_rate") and "namespace" in s[1]]
     traffic: dict[str, Any] = {}
     if per_ns:
-        traffic = {"rates_level": "namespace", "rate_in": _total(per_ns, "brk_in_rate", "rate_in", notes),
-                   "rate_out": _total(per_ns, "brk_out_rate", "rate_out", notes)}
-    return BrokerMetrics(cache=CacheMetrics(**values_), labels=dict(key), samples=tuple(samples),
-                         direct_memory_max_bytes=_direct_memory(mine, "jvm_max_direct_memory", notes),
-                         **traffic, notes=notes.text())
+        traffic = {
+            "rates_level": "namespace",
+            "rate_in": _total(per_ns, "brk_in_rate", "rate_in", notes),
+            "rate_out": _total(per_ns, "brk_out_rate", "rate_out", notes),
+        }
+    return BrokerMetrics(
+        cache=CacheMetrics(**values_),
+        labels=dict(key),
+        samples=tuple(samples),
+        direct_memory_max_bytes=_direct_memory(mine, "jvm_max_direct_memory", notes),
+        **traffic,
+        notes=notes.text(),
+    )
 
 
-def read(source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | None = None,
-         max_bytes: int = MAX_FILE_BYTES) -> BrokerMetrics:
+def read(
+    source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | None = None, max_bytes: int = MAX_FILE_BYTES
+) -> BrokerMetrics:
     """Read a metrics file of either format, detected from its first non-blank character
     (``[`` or ``{``: monitoring-metrics JSON; else Prometheus text)."""
     if not isinstance(source, (str, os.PathLike)):
@@ -569,8 +647,13 @@ def read(source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | 
     return _parse_prometheus(text, label, labels)
 
 
-def to_prometheus(cache: CacheMetrics, labels: Mapping[str, str] | None = None, *, version: str | None = None,
-                  topic_rates: Iterable[tuple[str, str, float, float]] = ()) -> str:
+def to_prometheus(
+    cache: CacheMetrics,
+    labels: Mapping[str, str] | None = None,
+    *,
+    version: str | None = None,
+    topic_rates: Iterable[tuple[str, str, float, float]] = (),
+) -> str:
     """The cache metrics as a broker's ``/metrics`` writes them: each set series under its
     ``pulsar_`` name with a ``# TYPE ... gauge`` line and the given labels (default
     ``cluster="standalone"``); :func:`read_prometheus` reads it back. How ``ledgercache
@@ -600,8 +683,13 @@ def _escape(value: str) -> str:
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def write_prometheus(cache: CacheMetrics, path: Union[str, "os.PathLike[str]"],
-                     labels: Mapping[str, str] | None = None, *, version: str | None = None,
-                     topic_rates: Iterable[tuple[str, str, float, float]] = ()) -> None:
+def write_prometheus(
+    cache: CacheMetrics,
+    path: Union[str, "os.PathLike[str]"],
+    labels: Mapping[str, str] | None = None,
+    *,
+    version: str | None = None,
+    topic_rates: Iterable[tuple[str, str, float, float]] = (),
+) -> None:
     """Writes :func:`to_prometheus`'s text to ``path``."""
     Path(path).write_text(to_prometheus(cache, labels, version=version, topic_rates=topic_rates))

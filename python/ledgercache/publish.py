@@ -46,7 +46,15 @@ from . import trace as _trace
 from ._native import PublishRateLimiter, simulate_publishes
 from .errors import InvalidArgumentError
 
-__all__ = ["MODES", "DELAY_SCHEMA", "compare_modes", "noisy_neighbour", "noisy_neighbour_limiter", "throttle_counts", "throttle_publishes"]
+__all__ = [
+    "MODES",
+    "DELAY_SCHEMA",
+    "compare_modes",
+    "noisy_neighbour",
+    "noisy_neighbour_limiter",
+    "throttle_counts",
+    "throttle_publishes",
+]
 
 MODES = ("pause-connection", "throttle-producer", "off")
 
@@ -72,9 +80,13 @@ _EXTRA = {"producer": pa.int64(), "connection": pa.int64()}
 def _table(source: _trace.TraceSource) -> pa.Table:
     raw = list(_trace._raw_batches(source, 1 << 20))
     if not raw:
-        return pa.table({**{f.name: pa.array([], f.type) for f in _trace.SCHEMA}, **{k: pa.array([], t) for k, t in _EXTRA.items()}})
+        return pa.table(
+            {**{f.name: pa.array([], f.type) for f in _trace.SCHEMA}, **{k: pa.array([], t) for k, t in _EXTRA.items()}}
+        )
     table = pa.Table.from_batches(raw)
-    conformed = pa.Table.from_batches([_trace.conform(b) for b in table.to_batches() if b.num_rows], schema=_trace.SCHEMA)
+    conformed = pa.Table.from_batches(
+        [_trace.conform(b) for b in table.to_batches() if b.num_rows], schema=_trace.SCHEMA
+    )
     for name, typ in _EXTRA.items():
         if name in table.column_names:
             col = table.column(name)
@@ -95,12 +107,12 @@ def _default_producer(broker: str, topic: pa.Array) -> np.ndarray:
     """One producer id per (broker, topic), computed per distinct topic, not per row."""
     encoded = pc.dictionary_encode(topic)
     ids = np.array([zlib.crc32(f"{broker}/{t}".encode()) for t in encoded.dictionary.to_pylist()], dtype=np.int64)
-    return ids[encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)] if len(ids) else np.zeros(len(topic), np.int64)
+    return (
+        ids[encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)] if len(ids) else np.zeros(len(topic), np.int64)
+    )
 
 
-def throttle_publishes(
-    trace: _trace.TraceSource, limiter: PublishRateLimiter, mode: str
-) -> tuple[pa.Table, pa.Table]:
+def throttle_publishes(trace: _trace.TraceSource, limiter: PublishRateLimiter, mode: str) -> tuple[pa.Table, pa.Table]:
     """Replays the trace's publishes through ``limiter`` under ``mode`` (one of :data:`MODES`).
 
     Returns the moved trace (the columns of :data:`ledgercache.trace.SCHEMA` plus ``producer`` and
@@ -119,16 +131,28 @@ def throttle_publishes(
     totals: dict[str, int] = {}
     pauses = commands = 0
     for broker in pc.unique(table.column("broker")).to_pylist():
-        part = table.filter(pc.equal(table.column("broker"), broker)) if broker is not None else table.filter(pc.is_null(table.column("broker")))
+        part = (
+            table.filter(pc.equal(table.column("broker"), broker))
+            if broker is not None
+            else table.filter(pc.is_null(table.column("broker")))
+        )
         ts = part.column("ts_us").to_numpy(zero_copy_only=False).astype(np.int64)
         is_add = pc.equal(part.column("op"), "add").to_numpy(zero_copy_only=False).astype(bool)
         adds = part.filter(pa.array(is_add))
         topic = adds.column("topic").combine_chunks()
         producer = adds.column("producer").combine_chunks()
         default = _default_producer(str(broker), topic)
-        producer = np.where(producer.is_null().to_numpy(zero_copy_only=False), default, producer.fill_null(0).to_numpy(zero_copy_only=False))
+        producer = np.where(
+            producer.is_null().to_numpy(zero_copy_only=False),
+            default,
+            producer.fill_null(0).to_numpy(zero_copy_only=False),
+        )
         connection = adds.column("connection").combine_chunks()
-        connection = np.where(connection.is_null().to_numpy(zero_copy_only=False), producer, connection.fill_null(0).to_numpy(zero_copy_only=False))
+        connection = np.where(
+            connection.is_null().to_numpy(zero_copy_only=False),
+            producer,
+            connection.fill_null(0).to_numpy(zero_copy_only=False),
+        )
         publishes = pa.record_batch(
             {
                 "ts_us": adds.column("ts_us").combine_chunks(),
@@ -145,7 +169,11 @@ def throttle_publishes(
         new_ts = ts.copy()
         new_ts[is_add] = accepted
         # Each topic's events keep their order: nothing is read before the add it follows.
-        codes = pc.dictionary_encode(part.column("topic").combine_chunks()).indices.fill_null(-1).to_numpy(zero_copy_only=False)
+        codes = (
+            pc.dictionary_encode(part.column("topic").combine_chunks())
+            .indices.fill_null(-1)
+            .to_numpy(zero_copy_only=False)
+        )
         by_topic_rows = np.argsort(codes, kind="stable")
         starts = np.flatnonzero(np.diff(codes[by_topic_rows], prepend=-2))
         for idx in np.split(by_topic_rows, starts[1:]):
@@ -156,16 +184,26 @@ def throttle_publishes(
         by_topic = result["throttles_by_topic"]
         for t, (publishes, p50, p99, most) in sorted(result["delays"].items()):
             for k, v in (
-                ("broker", broker), ("mode", mode), ("topic", t), ("publishes", publishes),
-                ("p50_ms", _ms(p50)), ("p99_ms", _ms(p99)), ("max_ms", _ms(most)),
-                ("throttles", by_topic.get(t, 0)), ("under_quota", by_topic.get(t, 0) == 0),
+                ("broker", broker),
+                ("mode", mode),
+                ("topic", t),
+                ("publishes", publishes),
+                ("p50_ms", _ms(p50)),
+                ("p99_ms", _ms(p99)),
+                ("max_ms", _ms(most)),
+                ("throttles", by_topic.get(t, 0)),
+                ("under_quota", by_topic.get(t, 0) == 0),
             ):
                 rows[k].append(v)
         for reason, n in result["throttles"].items():
             totals[reason] = totals.get(reason, 0) + n
         pauses += result["connection_pauses"]
         commands += result["commands_sent"]
-    metadata = {"throttles": json.dumps(dict(sorted(totals.items()))), "connection_pauses": str(pauses), "commands_sent": str(commands)}
+    metadata = {
+        "throttles": json.dumps(dict(sorted(totals.items()))),
+        "connection_pauses": str(pauses),
+        "commands_sent": str(commands),
+    }
     delays = pa.table(rows, schema=DELAY_SCHEMA.with_metadata(metadata))
     out = pa.concat_tables(moved) if moved else table
     return out, delays
@@ -225,7 +263,9 @@ def noisy_neighbour(seconds: int = 10, hot_rate: int = 200, cold_rate: int = 50,
 
 
 def compare_modes(
-    trace: _trace.TraceSource, limiter: PublishRateLimiter, modes: tuple[str, ...] = ("pause-connection", "throttle-producer")
+    trace: _trace.TraceSource,
+    limiter: PublishRateLimiter,
+    modes: tuple[str, ...] = ("pause-connection", "throttle-producer"),
 ) -> pa.Table:
     """The delay tables of several modes, one after the other (for a side-by-side report)."""
     table = _table(trace)  # read a file once, not once per mode

@@ -42,19 +42,34 @@ SUMMARY_COLUMNS = (
 
 
 SUMMARY_SCHEMA = pa.schema(
-    [(c, pa.string()) if c in ("broker", "strategy") else (c, pa.float64()) if c in ("hit_ratio", "replay_seconds") else (c, pa.int64())
-     for c in SUMMARY_COLUMNS]
+    [
+        (c, pa.string())
+        if c in ("broker", "strategy")
+        else (c, pa.float64())
+        if c in ("hit_ratio", "replay_seconds")
+        else (c, pa.int64())
+        for c in SUMMARY_COLUMNS
+    ]
     + [("config", pa.string())]
 )
 SERIES_SCHEMA = pa.schema(
-    [("broker", pa.string()), ("strategy", pa.string()), ("cache_size_bytes", pa.int64()), ("config_index", pa.int64()),
-     ("second", pa.int64()), ("cache_bytes", pa.int64()), ("reads", pa.int64()), ("hits", pa.int64()),
-     ("hit_ratio", pa.float64())]
+    [
+        ("broker", pa.string()),
+        ("strategy", pa.string()),
+        ("cache_size_bytes", pa.int64()),
+        ("config_index", pa.int64()),
+        ("second", pa.int64()),
+        ("cache_bytes", pa.int64()),
+        ("reads", pa.int64()),
+        ("hits", pa.int64()),
+        ("hit_ratio", pa.float64()),
+    ]
 )
 
 
-def run_session(batches: Callable[[], Iterable[pa.RecordBatch]],
-                configs: list[CacheConfig] | ReplaySession) -> ReplaySession:
+def run_session(
+    batches: Callable[[], Iterable[pa.RecordBatch]], configs: list[CacheConfig] | ReplaySession
+) -> ReplaySession:
     """Replays conformed batches (``batches()`` is called again for Belady's second pass).
 
     ``configs`` may be a fresh session instead: a caller that must know beforehand whether a
@@ -152,16 +167,19 @@ def replay(
         raise UnsupportedError(
             "trace: strategy 'belady' reads the trace twice, and a RecordBatchReader can be read only once: pass a "
             "Table, a path, or a function that returns a new reader for each pass "
-            "(e.g. lambda: lc.workload.stream(spec, seed))")
+            "(e.g. lambda: lc.workload.stream(spec, seed))"
+        )
     with _trace.naming(trace):
         session = ReplaySession(configs, decode_ahead=decode_ahead)
-        summary, series = tables(run_session(lambda: _reported(_trace.batches(trace, keep_dictionaries=True), on_batch),
-                                             session))
+        summary, series = tables(
+            run_session(lambda: _reported(_trace.batches(trace, keep_dictionaries=True), on_batch), session)
+        )
     return (summary, series) if with_timeseries else summary
 
 
-def _reported(batches: Iterable[pa.RecordBatch],
-              on_batch: Callable[[pa.RecordBatch], None] | None) -> Iterable[pa.RecordBatch]:
+def _reported(
+    batches: Iterable[pa.RecordBatch], on_batch: Callable[[pa.RecordBatch], None] | None
+) -> Iterable[pa.RecordBatch]:
     """``batches``, each handed to ``on_batch`` first (when given)."""
     for batch in batches:
         if on_batch is not None:
@@ -197,7 +215,8 @@ def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path,
     if config is not None and config.strategy == "belady" and _trace.is_one_shot(trace):
         raise UnsupportedError(
             "trace: strategy 'belady' reads the trace twice, and a RecordBatchReader can be read only once: pass a "
-            "Table, a path, or a function that returns a new reader for each pass")
+            "Table, a path, or a function that returns a new reader for each pass"
+        )
     recorder = RequestRecorder(config)
     with _trace.naming(trace):
         for _ in range(2):

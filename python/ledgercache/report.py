@@ -22,14 +22,40 @@ import pyarrow.compute as pc
 
 from . import _extras
 from .report_answer import answer_lines, overview_lines
-from .report_common import MIB, broker_designs, design_label, design_order, format_mib_rate, format_rate, format_size, md_escape
+from .report_common import (
+    MIB,
+    broker_designs,
+    design_label,
+    design_order,
+    format_mib_rate,
+    format_rate,
+    format_size,
+    md_escape,
+)
 from .report_html import CSS, html_page, markdown_table, write_page
 from .report_plots import design_style, legend_below, plot_by_size, plot_over_time, size_axis
 
-__all__ = ["write_report", "comparison_text", "smallest_sizes", "sweep_text", "answer_markdown", "answer_text",
-           "run_seconds",
-           "html_page", "write_page", "markdown_table", "plot_by_size", "plot_over_time", "design_style",
-           "size_axis", "legend_below", "design_label", "format_size", "CSS", "REQUIRES"]
+__all__ = [
+    "write_report",
+    "comparison_text",
+    "smallest_sizes",
+    "sweep_text",
+    "answer_markdown",
+    "answer_text",
+    "run_seconds",
+    "html_page",
+    "write_page",
+    "markdown_table",
+    "plot_by_size",
+    "plot_over_time",
+    "design_style",
+    "size_axis",
+    "legend_below",
+    "design_label",
+    "format_size",
+    "CSS",
+    "REQUIRES",
+]
 
 # What write_report imports: matplotlib for the plots, Python-Markdown for the HTML page.
 REQUIRES = ("matplotlib", "markdown")
@@ -48,8 +74,19 @@ def _of_scenario(table: pa.Table, scenario: str) -> list[dict]:
     return table.filter(pc.equal(table.column("scenario"), scenario)).to_pylist()
 
 
-_SUMMED = ("entries_read", "read_bytes", "hits", "storage_read_ops", "storage_read_bytes", "evicted_entries",
-           "invalidated_entries", "requeues", "peak_cache_bytes", "peak_retained_bytes", "out_of_order_deliveries")
+_SUMMED = (
+    "entries_read",
+    "read_bytes",
+    "hits",
+    "storage_read_ops",
+    "storage_read_bytes",
+    "evicted_entries",
+    "invalidated_entries",
+    "requeues",
+    "peak_cache_bytes",
+    "peak_retained_bytes",
+    "out_of_order_deliveries",
+)
 
 
 def _rows(summary: pa.Table, scenario: str) -> list[dict]:
@@ -127,8 +164,9 @@ COLUMNS = (
     ("peak retained MiB", "peak_retained_bytes", _mib),
     ("requeues", "requeues", lambda v: f"{v:,}"),
 )
-_TEXT_COLUMNS = tuple(c for c in COLUMNS if c[1] not in ("storage_reads_per_second", "storage_bytes_per_second",
-                                                           "saved_bytes_per_second"))
+_TEXT_COLUMNS = tuple(
+    c for c in COLUMNS if c[1] not in ("storage_reads_per_second", "storage_bytes_per_second", "saved_bytes_per_second")
+)
 _REPORT_COLUMNS = tuple(c for c in COLUMNS if c[1] != "storage_read_bytes")
 
 
@@ -137,8 +175,9 @@ def _text_table(columns: tuple, rows: list[dict]) -> list[str]:
     # A list, so a table without rows still has widths (max of one int would fail).
     widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, (h, _, _) in enumerate(columns)]
     first = lambda i, text, w: text.ljust(w) if i == 0 else text.rjust(w)  # noqa: E731
-    return (["  ".join(first(i, h, w) for i, ((h, _, _), w) in enumerate(zip(columns, widths)))]
-            + ["  ".join(first(i, c, w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells])
+    return ["  ".join(first(i, h, w) for i, ((h, _, _), w) in enumerate(zip(columns, widths)))] + [
+        "  ".join(first(i, c, w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells
+    ]
 
 
 def retained_note(summary: pa.Table) -> str | None:
@@ -151,9 +190,11 @@ def retained_note(summary: pa.Table) -> str | None:
         return None
     which = "no run" if unmeasured == summary.num_rows else f"{unmeasured:,} of {summary.num_rows:,} runs do not"
     verb = "measures" if unmeasured == summary.num_rows else "measure"
-    return (f"peak retained MiB: {which} {verb} the buffers cached entries keep allocated (`memory_model` off, "
-            "lc.replay's default, for speed); replay with `memory_model=True` (`--set memory_model=true`) to "
-            "measure them.")
+    return (
+        f"peak retained MiB: {which} {verb} the buffers cached entries keep allocated (`memory_model` off, "
+        "lc.replay's default, for speed); replay with `memory_model=True` (`--set memory_model=true`) to "
+        "measure them."
+    )
 
 
 def comparison_text(summary: pa.Table) -> str:
@@ -187,11 +228,18 @@ def smallest_sizes(summary: pa.Table, target_hit_ratio: float) -> list[dict]:
             runs = sorted((r for r in rows if r["strategy"] == strategy), key=lambda r: r["cache_size_bytes"])
             reached = next((r for r in runs if r["hit_ratio"] >= target_hit_ratio), None)
             at = reached or runs[-1]
-            out.append({"scenario": scenario, "strategy": strategy,
-                        "cache_size_bytes": reached["cache_size_bytes"] if reached else None,
-                        "hit_ratio": at["hit_ratio"], "saved_bytes": at["saved_bytes"],
-                        "storage_read_bytes": at["storage_read_bytes"], "misses": at["misses"],
-                        "largest_size_bytes": runs[-1]["cache_size_bytes"]})
+            out.append(
+                {
+                    "scenario": scenario,
+                    "strategy": strategy,
+                    "cache_size_bytes": reached["cache_size_bytes"] if reached else None,
+                    "hit_ratio": at["hit_ratio"],
+                    "saved_bytes": at["saved_bytes"],
+                    "storage_read_bytes": at["storage_read_bytes"],
+                    "misses": at["misses"],
+                    "largest_size_bytes": runs[-1]["cache_size_bytes"],
+                }
+            )
     return out
 
 
@@ -228,8 +276,9 @@ def _scenarios(summary: pa.Table) -> list[str]:
     return seen
 
 
-def _plots(rows: list[dict], series: pa.Table | None, scenario: str, seconds: float | None, out: Path,
-           target: float | None) -> list[tuple[str, str]]:
+def _plots(
+    rows: list[dict], series: pa.Table | None, scenario: str, seconds: float | None, out: Path, target: float | None
+) -> list[tuple[str, str]]:
     """The scenario's PNGs in ``out``: (file name, caption)."""
     slug = _slug(scenario)
     made = []
@@ -238,15 +287,28 @@ def _plots(rows: list[dict], series: pa.Table | None, scenario: str, seconds: fl
     made.append((name, f"{scenario}: hit ratio by cache size" + (f", target {target:g}" if target is not None else "")))
 
     d, unit = (seconds, "/s") if seconds else (1.0, " over the run")
-    pts = [{"strategy": r["strategy"], "cache_size_bytes": r["cache_size_bytes"], "reads": r["misses"] / d,
-            "mib": r["storage_read_bytes"] / d / MIB} for r in rows]
+    pts = [
+        {
+            "strategy": r["strategy"],
+            "cache_size_bytes": r["cache_size_bytes"],
+            "reads": r["misses"] / d,
+            "mib": r["storage_read_bytes"] / d / MIB,
+        }
+        for r in rows
+    ]
     first = rows[0]
     name = f"storage-reads-{slug}.png"
-    plot_by_size(pts, out / name, title=f"{scenario}: storage reads by cache size (fewer is better; the gap to "
-                                         f"'no cache' is what the cache saves)",
-                 panels=(("reads", f"storage reads{unit} (entries)"), ("mib", f"storage MiB{unit}")),
-                 lines={"reads": (first["entries_read"] / d, f"no cache\n{format_rate(first['entries_read'] / d)}"),
-                        "mib": (first["read_bytes"] / d / MIB, f"no cache\n{format_rate(first['read_bytes'] / d / MIB)}")})
+    plot_by_size(
+        pts,
+        out / name,
+        title=f"{scenario}: storage reads by cache size (fewer is better; the gap to "
+        f"'no cache' is what the cache saves)",
+        panels=(("reads", f"storage reads{unit} (entries)"), ("mib", f"storage MiB{unit}")),
+        lines={
+            "reads": (first["entries_read"] / d, f"no cache\n{format_rate(first['entries_read'] / d)}"),
+            "mib": (first["read_bytes"] / d / MIB, f"no cache\n{format_rate(first['read_bytes'] / d / MIB)}"),
+        },
+    )
     made.append((name, f"{scenario}: storage reads{unit} and MiB{unit} by cache size"))
 
     ts = _of_scenario(series, scenario) if series is not None and series.num_rows else []
@@ -259,9 +321,13 @@ def _plots(rows: list[dict], series: pa.Table | None, scenario: str, seconds: fl
                 per_second = lines.setdefault(r["strategy"], {})
                 per_second[r["second"]] = per_second.get(r["second"], 0) + r["cache_bytes"]
         name = f"cache-bytes-{slug}.png"
-        plot_over_time({s: [(x, v / MIB) for x, v in p.items()] for s, p in lines.items()}, out / name,
-                       title=f"{scenario}: bytes cached over time ({format_size(size)} cache)", ylabel="cached MiB",
-                       limit=(size / MIB, f"cache size\n{format_size(size)}"))
+        plot_over_time(
+            {s: [(x, v / MIB) for x, v in p.items()] for s, p in lines.items()},
+            out / name,
+            title=f"{scenario}: bytes cached over time ({format_size(size)} cache)",
+            ylabel="cached MiB",
+            limit=(size / MIB, f"cache size\n{format_size(size)}"),
+        )
         made.append((name, f"{scenario}: bytes cached over time, {format_size(size)} cache"))
     return made
 
@@ -281,9 +347,21 @@ PUBLISH_COLUMNS = (
 # The lab's settings that change how a design behaves from how Pulsar ships it: (setting, what it
 # does, the value that models Pulsar as shipped).
 DEPARTURES = (
-    ("apply_continue_caching_window", "keep caching added entries for a while after the last active cursor leaves", (None, False)),
-    ("exact_cursor_counts", "count the active cursors at or before a storage read right, not as Pulsar's container does", (None, False)),
-    ("expected_read_on_every_redelivery", "add an expected read on every redelivery, not only on a Key_Shared hold-back", (False,)),
+    (
+        "apply_continue_caching_window",
+        "keep caching added entries for a while after the last active cursor leaves",
+        (None, False),
+    ),
+    (
+        "exact_cursor_counts",
+        "count the active cursors at or before a storage read right, not as Pulsar's container does",
+        (None, False),
+    ),
+    (
+        "expected_read_on_every_redelivery",
+        "add an expected read on every redelivery, not only on a Key_Shared hold-back",
+        (False,),
+    ),
 )
 
 # What of Pulsar's code each design's simulation follows (docs/fidelity.md), by strategy name.
@@ -291,8 +369,8 @@ FIDELITY = {
     "pip430": "Pulsar's master: a redelivery read is never cached; only a Key_Shared hold-back adds an expected read",
     "pip430-fifo": "as PIP-430, with both TTL extensions off",
     "legacy": "branch-4.0: storage reads cached only for cursors close together in backlog, off by default; "
-              "backlogged cursors inactive; the cache cleared when the last active cursor leaves; ranges served "
-              "all or nothing",
+    "backlogged cursors inactive; the cache cleared when the last active cursor leaves; ranges served "
+    "all or nothing",
     "segmented": "PIP-174's PR #15955: cached on publish only, ranges all or nothing",
     "lru": "admits everything; evicts the least recently used entry",
     "belady": "admits everything; evicts the entry read furthest in the future (it knows every future read)",
@@ -304,14 +382,25 @@ def _model_section(summary: pa.Table) -> list[str]:
     from .report_common import design_info
 
     run = set(summary.column("strategy").to_pylist()) if "strategy" in summary.column_names else set()
-    rows = [[md_escape(design_info(s)["label"]), f"`{s}`", md_escape(design_info(s)["models"]),
-             md_escape(design_info(s)["broker_settings"] or "no broker runs it"), md_escape(FIDELITY.get(s, ""))]
-            for s in design_order(run)]
-    lines = ["## How the designs are simulated", "",
-             "Each design is simulated as Pulsar's code ships it (docs/fidelity.md). The strategy is the name "
-             "`--strategy` takes.", "",
-             *markdown_table(["design", "strategy", "what it models", "on a broker", "as simulated"], rows,
-                             align="lllwl"), ""]
+    rows = [
+        [
+            md_escape(design_info(s)["label"]),
+            f"`{s}`",
+            md_escape(design_info(s)["models"]),
+            md_escape(design_info(s)["broker_settings"] or "no broker runs it"),
+            md_escape(FIDELITY.get(s, "")),
+        ]
+        for s in design_order(run)
+    ]
+    lines = [
+        "## How the designs are simulated",
+        "",
+        "Each design is simulated as Pulsar's code ships it (docs/fidelity.md). The strategy is the name "
+        "`--strategy` takes.",
+        "",
+        *markdown_table(["design", "strategy", "what it models", "on a broker", "as simulated"], rows, align="lllwl"),
+        "",
+    ]
     configs = [json.loads(c) for c in summary.column("config").to_pylist()] if "config" in summary.column_names else []
     for name, what, shipped in DEPARTURES:
         values = sorted({repr(c.get(name)) for c in configs if c.get(name) not in shipped})
@@ -339,17 +428,29 @@ def answer_markdown(summary: pa.Table, series: pa.Table | None = None, target_hi
     second when ``series`` gives the run's duration (:func:`run_seconds`)."""
     scenarios = [(s, _rows(summary, s), run_seconds(series, s)) for s in _scenarios(summary)]
     seconds = sorted({d for _, _, d in scenarios if d})
-    span = ("" if not seconds else f", averaged over each scenario's {seconds[0]:g} s run" if len(seconds) == 1
-            else f", averaged over each scenario's run ({seconds[0]:g}-{seconds[-1]:g} s)")
-    lines = ["## The answer", "",
-             "Which cache design a broker should run, and at what size, per scenario. Recommendations are among the "
-             f"designs a Pulsar broker runs ({', '.join(d['label'] for d in broker_designs())}); "
-             "the others are shown for comparison. Hit ratio: the share of entries read that the cache served. "
-             "Storage reads: entries read from BookKeeper (cache misses, what a broker's "
-             f"`pulsar_ml_cache_misses_rate` counts) and their MiB{span}.", ""]
+    span = (
+        ""
+        if not seconds
+        else f", averaged over each scenario's {seconds[0]:g} s run"
+        if len(seconds) == 1
+        else f", averaged over each scenario's run ({seconds[0]:g}-{seconds[-1]:g} s)"
+    )
+    lines = [
+        "## The answer",
+        "",
+        "Which cache design a broker should run, and at what size, per scenario. Recommendations are among the "
+        f"designs a Pulsar broker runs ({', '.join(d['label'] for d in broker_designs())}); "
+        "the others are shown for comparison. Hit ratio: the share of entries read that the cache served. "
+        "Storage reads: entries read from BookKeeper (cache misses, what a broker's "
+        f"`pulsar_ml_cache_misses_rate` counts) and their MiB{span}.",
+        "",
+    ]
     if target_hit_ratio is not None:
-        lines += [f"Target hit ratio: {target_hit_ratio:g}. Sizes are the ones replayed: a finer `--sizes` grid "
-                  "gives a tighter answer.", ""]
+        lines += [
+            f"Target hit ratio: {target_hit_ratio:g}. Sizes are the ones replayed: a finer `--sizes` grid "
+            "gives a tighter answer.",
+            "",
+        ]
     if len(scenarios) > 1:
         lines += overview_lines(scenarios, target_hit_ratio)
     for scenario, rows, d in scenarios:
@@ -372,23 +473,39 @@ def answer_text(summary: pa.Table, series: pa.Table | None = None, target_hit_ra
             continue
         run = rec["run"]
         size = format_size(run["cache_size_bytes"])
-        why = (f"does not reach {target_hit_ratio:g}" if target_hit_ratio is not None and not rec["reached"]
-               else f"reaches {target_hit_ratio:g}" if target_hit_ratio is not None
-               else "still gaining at the largest size" if rec.get("still_gaining") else "where it stops gaining")
-        line = (f"  {scenario}: {design_label(run['strategy'])} at {size} ({why}): hit ratio {run['hit_ratio']:.3f}, "
-                f"{rates.both(run['misses'], run['storage_read_bytes'])} from storage")
+        why = (
+            f"does not reach {target_hit_ratio:g}"
+            if target_hit_ratio is not None and not rec["reached"]
+            else f"reaches {target_hit_ratio:g}"
+            if target_hit_ratio is not None
+            else "still gaining at the largest size"
+            if rec.get("still_gaining")
+            else "where it stops gaining"
+        )
+        line = (
+            f"  {scenario}: {design_label(run['strategy'])} at {size} ({why}): hit ratio {run['hit_ratio']:.3f}, "
+            f"{rates.both(run['misses'], run['storage_read_bytes'])} from storage"
+        )
         other = None if run["strategy"] == "legacy" else _at(rows, "legacy", run["cache_size_bytes"])
         if other is not None:
-            line += (f"; {design_label('legacy')} there {other['hit_ratio']:.3f}, "
-                     f"{rates.both(other['misses'], other['storage_read_bytes'])}")
+            line += (
+                f"; {design_label('legacy')} there {other['hit_ratio']:.3f}, "
+                f"{rates.both(other['misses'], other['storage_read_bytes'])}"
+            )
         lines.append(line)
     return "\n".join(lines)
 
 
 def _publish_section(publish: pa.Table, title: str) -> list[str]:
-    return [f"## {md_escape(title)}", "",
-            "Publish delays with the limiter in each mode. Topics under their quota that still wait are waiting for a "
-            "neighbour on their connection.", "", *_table(PUBLISH_COLUMNS, publish.to_pylist()), ""]
+    return [
+        f"## {md_escape(title)}",
+        "",
+        "Publish delays with the limiter in each mode. Topics under their quota that still wait are waiting for a "
+        "neighbour on their connection.",
+        "",
+        *_table(PUBLISH_COLUMNS, publish.to_pylist()),
+        "",
+    ]
 
 
 def write_report(
@@ -430,8 +547,12 @@ def write_report(
         md += [*_table(_REPORT_COLUMNS if seconds else COLUMNS, rows), ""]
         if target_hit_ratio is not None:
             mine = _with_rates([r for r in smallest if r["scenario"] == scenario], seconds)
-            md += [f"### Smallest cache with hit ratio >= {target_hit_ratio:g} (of the sizes run)", "",
-                   *_table(SWEEP_COLUMNS, mine), ""]
+            md += [
+                f"### Smallest cache with hit ratio >= {target_hit_ratio:g} (of the sizes run)",
+                "",
+                *_table(SWEEP_COLUMNS, mine),
+                "",
+            ]
     if publish is not None:
         md += _publish_section(publish, publish_title)
     md += _model_section(summary)

@@ -9,16 +9,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .report_common import (design_info, design_label, design_order, format_mib_rate, format_rate, format_size,
-                            is_broker_design, md_escape)
+from .report_common import (
+    design_info,
+    design_label,
+    design_order,
+    format_mib_rate,
+    format_rate,
+    format_size,
+    is_broker_design,
+    md_escape,
+)
 from .report_html import markdown_table
 
 __all__ = ["PLATEAU", "Rates", "design_points", "recommend", "answer_lines", "overview_lines"]
 
 PLATEAU = 0.01  # a design "stops gaining" at the smallest size within this of its best hit ratio
 
-_KIND = {"broker": "broker", "proposal": "proposal, not in Pulsar", "reference": "reference, no broker runs it",
-         "bound": "bound, no cache can beat it", "unknown": "not a known design"}
+_KIND = {
+    "broker": "broker",
+    "proposal": "proposal, not in Pulsar",
+    "reference": "reference, no broker runs it",
+    "bound": "bound, no cache can beat it",
+    "unknown": "not a known design",
+}
 
 
 class Rates:
@@ -47,10 +60,21 @@ def design_points(rows: Sequence[dict], target: float | None = None) -> list[dic
         runs = sorted((r for r in rows if r["strategy"] == s), key=lambda r: r["cache_size_bytes"])
         best = max(r["hit_ratio"] for r in runs)
         plateau = next(r for r in runs if r["hit_ratio"] >= best - PLATEAU)
-        out.append({"strategy": s, "runs": runs, "best": best, "plateau": plateau,
-                    "still_gaining": (len(runs) > 1 and plateau is runs[-1] and runs[-2]["hit_ratio"] < best - PLATEAU
-                                      and best < 1 - PLATEAU / 10),
-                    "reached": None if target is None else next((r for r in runs if r["hit_ratio"] >= target), None)})
+        out.append(
+            {
+                "strategy": s,
+                "runs": runs,
+                "best": best,
+                "plateau": plateau,
+                "still_gaining": (
+                    len(runs) > 1
+                    and plateau is runs[-1]
+                    and runs[-2]["hit_ratio"] < best - PLATEAU
+                    and best < 1 - PLATEAU / 10
+                ),
+                "reached": None if target is None else next((r for r in runs if r["hit_ratio"] >= target), None),
+            }
+        )
     return out
 
 
@@ -83,39 +107,59 @@ def _versus(rows: Sequence[dict], run: dict, rates: Rates) -> str:
         return ""
     diff_reads, diff_bytes = o["misses"] - run["misses"], o["storage_read_bytes"] - run["storage_read_bytes"]
     theirs = f"hit ratio {o['hit_ratio']:.3f}, {rates.both(o['misses'], o['storage_read_bytes'])} from storage"
-    if abs(diff_reads) <= 0.005 * max(o["misses"], run["misses"], 1) and abs(o["hit_ratio"] - run["hit_ratio"]) < 0.0005:
-        return f" {design_label(other)} does as well at that size ({theirs}): here the design matters less than the size."
+    if (
+        abs(diff_reads) <= 0.005 * max(o["misses"], run["misses"], 1)
+        and abs(o["hit_ratio"] - run["hit_ratio"]) < 0.0005
+    ):
+        return (
+            f" {design_label(other)} does as well at that size ({theirs}): here the design matters less than the size."
+        )
     verb = "saves" if diff_reads >= 0 else "costs"
-    return (f" Against {design_label(other)} at that size ({theirs}) it {verb} "
-            f"{rates.both(abs(diff_reads), abs(diff_bytes))} of storage reads.")
+    return (
+        f" Against {design_label(other)} at that size ({theirs}) it {verb} "
+        f"{rates.both(abs(diff_reads), abs(diff_bytes))} of storage reads."
+    )
 
 
 def _recommendation(rows: Sequence[dict], points: Sequence[dict], target: float | None, rates: Rates) -> list[str]:
     rec = recommend(points, target)
     if rec is None:
-        return ["> **Recommendation: none.** No design a broker runs was replayed here "
-                "(add `--strategy pip430 --strategy legacy`)."]
+        return [
+            "> **Recommendation: none.** No design a broker runs was replayed here "
+            "(add `--strategy pip430 --strategy legacy`)."
+        ]
     run = rec["run"]
     name, size = run["strategy"], format_size(run["cache_size_bytes"])
     label = design_label(name)
     largest = format_size(max(r["cache_size_bytes"] for r in rows))
-    there = (f"Hit ratio {run['hit_ratio']:.3f}; {rates.both(run['misses'], run['storage_read_bytes'])} from storage, "
-             f"{rates.mib(run['saved_bytes'])} served from the cache.")
+    there = (
+        f"Hit ratio {run['hit_ratio']:.3f}; {rates.both(run['misses'], run['storage_read_bytes'])} from storage, "
+        f"{rates.mib(run['saved_bytes'])} served from the cache."
+    )
     settings = design_info(name)["broker_settings"]
     run_as = f" Broker: {settings}." if settings else ""
     stops = f"A larger cache adds less than {PLATEAU:g} to its hit ratio."
     if target is not None and rec["reached"]:
-        head = (f"**Recommendation: {label} with a {size} cache**, the smallest size run that reaches hit ratio "
-                f"{target:g}. {there}")
+        head = (
+            f"**Recommendation: {label} with a {size} cache**, the smallest size run that reaches hit ratio "
+            f"{target:g}. {there}"
+        )
     elif target is not None:
-        head = (f"**Recommendation: no design a broker runs reaches hit ratio {target:g}** at the sizes run (up to "
-                f"{largest}). The closest is **{label} with a {size} cache**. {there}"
-                + (" It is still gaining at the largest size: run larger sizes." if rec.get("still_gaining")
-                   else f" It stops gaining there (a larger cache adds less than {PLATEAU:g}): a larger cache will "
-                        "not reach the target."))
+        head = (
+            f"**Recommendation: no design a broker runs reaches hit ratio {target:g}** at the sizes run (up to "
+            f"{largest}). The closest is **{label} with a {size} cache**. {there}"
+            + (
+                " It is still gaining at the largest size: run larger sizes."
+                if rec.get("still_gaining")
+                else f" It stops gaining there (a larger cache adds less than {PLATEAU:g}): a larger cache will "
+                "not reach the target."
+            )
+        )
     elif rec.get("still_gaining"):
-        head = (f"**Recommendation: {label} with at least {size}** (the largest size run: it is still gaining "
-                f"there; run larger sizes to find where it stops). {there}")
+        head = (
+            f"**Recommendation: {label} with at least {size}** (the largest size run: it is still gaining "
+            f"there; run larger sizes to find where it stops). {there}"
+        )
     else:
         head = f"**Recommendation: {label} with a {size} cache**, where it stops gaining. {there}"
         if run["cache_size_bytes"] < max(r["cache_size_bytes"] for r in rows if r["strategy"] == name):
@@ -141,9 +185,15 @@ def _pip430_vs_40(rows: Sequence[dict], rates: Rates) -> list[str]:
         return ("" if d_reads >= 0 else "−") + rates.both(abs(d_reads), abs(d_bytes))
 
     unit = "a second (MiB/s)" if rates.seconds else "over the run (MiB)"
-    return [f"{la} against {lb}, hit ratio and storage reads {unit} at each size:", "",
-            *markdown_table(["cache size", la, lb, f"storage reads {la} saves"],
-                            [[format_size(z), cell(x), cell(y), saved(x, y)] for z, x, y in pairs]), ""]
+    return [
+        f"{la} against {lb}, hit ratio and storage reads {unit} at each size:",
+        "",
+        *markdown_table(
+            ["cache size", la, lb, f"storage reads {la} saves"],
+            [[format_size(z), cell(x), cell(y), saved(x, y)] for z, x, y in pairs],
+        ),
+        "",
+    ]
 
 
 def _per_design(points: Sequence[dict], target: float | None, rates: Rates) -> list[str]:
@@ -156,16 +206,31 @@ def _per_design(points: Sequence[dict], target: float | None, rates: Rates) -> l
         r, info = p["plateau"], design_info(p["strategy"])
         row = [md_escape(info["label"]), _KIND.get(info["role"], info["role"])]
         if target is not None:
-            row.append("not reached" if p["reached"] is None
-                       else f"{format_size(p['reached']['cache_size_bytes'])} ({p['reached']['hit_ratio']:.3f})")
+            row.append(
+                "not reached"
+                if p["reached"] is None
+                else f"{format_size(p['reached']['cache_size_bytes'])} ({p['reached']['hit_ratio']:.3f})"
+            )
         stop = format_size(r["cache_size_bytes"]) + (" (still gaining)" if p["still_gaining"] else "")
-        row += [stop, f"{r['hit_ratio']:.3f}", rates.both(r["misses"], r["storage_read_bytes"]), rates.mib(r["saved_bytes"])]
+        row += [
+            stop,
+            f"{r['hit_ratio']:.3f}",
+            rates.both(r["misses"], r["storage_read_bytes"]),
+            rates.mib(r["saved_bytes"]),
+        ]
         body.append(row)
-    what = (f"Each design: the smallest size that reaches hit ratio {target:g}, and " if target is not None
-            else "Each design: ")
-    return [what + f"where it stops gaining (its hit ratio within {PLATEAU:g} of its best), with its storage "
-            "reads there. Only the designs marked broker run on a Pulsar broker.", "",
-            *markdown_table(header, body, align="ll" + "r" * (len(header) - 2)), ""]
+    what = (
+        f"Each design: the smallest size that reaches hit ratio {target:g}, and "
+        if target is not None
+        else "Each design: "
+    )
+    return [
+        what + f"where it stops gaining (its hit ratio within {PLATEAU:g} of its best), with its storage "
+        "reads there. Only the designs marked broker run on a Pulsar broker.",
+        "",
+        *markdown_table(header, body, align="ll" + "r" * (len(header) - 2)),
+        "",
+    ]
 
 
 def _references(points: Sequence[dict]) -> list[str]:
@@ -177,20 +242,30 @@ def _references(points: Sequence[dict]) -> list[str]:
         lo, hi = min(r["hit_ratio"] for r in p["runs"]), p["best"]
         span = f"{lo:.3f}" if abs(hi - lo) < 0.0005 else f"{lo:.3f} to {hi:.3f}"
         parts.append(f"{design_label(p['strategy'])} {span}")
-    return ["For comparison only (no Pulsar broker runs these), hit ratios over the same sizes: "
-            + "; ".join(parts) + ".", ""]
+    return [
+        "For comparison only (no Pulsar broker runs these), hit ratios over the same sizes: " + "; ".join(parts) + ".",
+        "",
+    ]
 
 
-def answer_lines(scenario: str, rows: Sequence[dict], seconds: float | None, target: float | None,
-                 heading: str = "###") -> list[str]:
+def answer_lines(
+    scenario: str, rows: Sequence[dict], seconds: float | None, target: float | None, heading: str = "###"
+) -> list[str]:
     """The Markdown of one scenario's answer: the recommendation, PIP-430 against Pulsar 4.0 at
     each size, each design's plateau (and target size), the references."""
     if not rows:
         return [f"{heading} {md_escape(scenario)}", "", "No runs.", ""]
     rates = Rates(seconds)
     points = design_points(rows, target)
-    return [f"{heading} {md_escape(scenario)}", "", *_recommendation(rows, points, target, rates), "",
-            *_pip430_vs_40(rows, rates), *_per_design(points, target, rates), *_references(points)]
+    return [
+        f"{heading} {md_escape(scenario)}",
+        "",
+        *_recommendation(rows, points, target, rates),
+        "",
+        *_pip430_vs_40(rows, rates),
+        *_per_design(points, target, rates),
+        *_references(points),
+    ]
 
 
 def overview_lines(per_scenario: Sequence[tuple[str, Sequence[dict], float | None]], target: float | None) -> list[str]:
@@ -204,18 +279,44 @@ def overview_lines(per_scenario: Sequence[tuple[str, Sequence[dict], float | Non
             continue
         run = rec["run"]
         o = None if run["strategy"] == "legacy" else _at(rows, "legacy", run["cache_size_bytes"])
-        vs = ("(recommended)" if run["strategy"] == "legacy" else "not run" if o is None
-              else f"{o['hit_ratio']:.3f}; {rates.both(o['misses'], o['storage_read_bytes'])}")
+        vs = (
+            "(recommended)"
+            if run["strategy"] == "legacy"
+            else "not run"
+            if o is None
+            else f"{o['hit_ratio']:.3f}; {rates.both(o['misses'], o['storage_read_bytes'])}"
+        )
         size = format_size(run["cache_size_bytes"])
         if target is not None and not rec["reached"]:
             size += f" (does not reach {target:g})"
         elif rec.get("still_gaining"):
             size += " (still gaining)"
-        saved = ("" if o is None else ("" if o["misses"] >= run["misses"] else "−")
-                 + rates.both(abs(o["misses"] - run["misses"]), abs(o["storage_read_bytes"] - run["storage_read_bytes"])))
-        body.append([md_escape(scenario), f"{design_label(run['strategy'])}, {size}", f"{run['hit_ratio']:.3f}",
-                     rates.both(run["misses"], run["storage_read_bytes"]), vs, saved])
+        saved = (
+            ""
+            if o is None
+            else ("" if o["misses"] >= run["misses"] else "−")
+            + rates.both(abs(o["misses"] - run["misses"]), abs(o["storage_read_bytes"] - run["storage_read_bytes"]))
+        )
+        body.append(
+            [
+                md_escape(scenario),
+                f"{design_label(run['strategy'])}, {size}",
+                f"{run['hit_ratio']:.3f}",
+                rates.both(run["misses"], run["storage_read_bytes"]),
+                vs,
+                saved,
+            ]
+        )
     legacy = design_label("legacy")
-    return markdown_table(["scenario", "run this (design, cache size)", "hit ratio", "storage reads",
-                           f"{legacy} at that size", f"storage reads saved against {legacy}"], body,
-                          align="llrrrr") + [""]
+    return markdown_table(
+        [
+            "scenario",
+            "run this (design, cache size)",
+            "hit ratio",
+            "storage reads",
+            f"{legacy} at that size",
+            f"storage reads saved against {legacy}",
+        ],
+        body,
+        align="llrrrr",
+    ) + [""]

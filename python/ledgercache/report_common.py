@@ -6,8 +6,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MIB", "format_size", "format_rate", "format_mib_rate", "design_info", "design_label", "design_order",
-           "is_broker_design", "broker_designs", "md_escape"]
+__all__ = [
+    "MIB",
+    "format_size",
+    "format_rate",
+    "format_mib_rate",
+    "design_info",
+    "design_label",
+    "design_order",
+    "is_broker_design",
+    "broker_designs",
+    "md_escape",
+]
 
 MIB = 1 << 20
 

@@ -39,8 +39,7 @@ img { max-width: 100%; height: auto; display: block; margin: .4em 0 1em; }
 """
 
 
-def markdown_table(header: list[str] | tuple[str, ...], rows: list[list[str]],
-                   align: str | None = None) -> list[str]:
+def markdown_table(header: list[str] | tuple[str, ...], rows: list[list[str]], align: str | None = None) -> list[str]:
     """A Markdown table's lines; ``align`` a letter per column: ``l`` left, ``r`` right (numbers,
     kept on one line), ``w`` left and wrapped anywhere (long names such as broker settings); by
     default the first column left, the others right. Cells are written as given: escape user text
@@ -78,9 +77,11 @@ def html_page(markdown_text: str, title: str, base_dir: str | Path | None = None
     body = markdown.markdown(markdown_text, extensions=["tables", "sane_lists", "toc"], output_format="html")
     body = body.replace("<table>", '<div class="scroll"><table>').replace("</table>", "</table></div>")
     body = _embed(body, Path(base_dir) if base_dir is not None else None)
-    return ("<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{html.escape(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n")
+    return (
+        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n"
+    )
 
 
 def write_page(out_dir: str | Path, markdown_text: str, title: str, stem: str = "report") -> Path:

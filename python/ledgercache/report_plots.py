@@ -35,8 +35,14 @@ def design_style(name: str) -> dict:
     broker = is_broker_design(name)
     role = design_info(name)["role"]
     dash = "-" if broker else {"reference": "-.", "bound": (0, (1, 1.5))}.get(role, "--")
-    return {"label": design_label(name), "color": colour, "linestyle": dash,
-            "linewidth": 2.2 if broker else 1.4, "marker": "o" if broker else "s", "markersize": 5 if broker else 4}
+    return {
+        "label": design_label(name),
+        "color": colour,
+        "linestyle": dash,
+        "linewidth": 2.2 if broker else 1.4,
+        "marker": "o" if broker else "s",
+        "markersize": 5 if broker else 4,
+    }
 
 
 def size_axis(ax, sizes: Sequence[int], axis: str = "x") -> None:
@@ -68,14 +74,24 @@ def legend_below(fig, axes, ncol: int = 2) -> None:
                 handles.append(h)
                 labels.append(lab)
     if handles:
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol, fontsize="small",
-                   frameon=False)
+        fig.legend(
+            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol, fontsize="small", frameon=False
+        )
 
 
 def _line_label(ax, y: float, text: str, colour: str) -> None:
     """A horizontal line's label in the margin right of the axes, where it covers no data."""
-    ax.annotate(text, xy=(1.0, y), xycoords=("axes fraction", "data"), xytext=(4, 0), textcoords="offset points",
-                ha="left", va="center", fontsize="small", color=colour)
+    ax.annotate(
+        text,
+        xy=(1.0, y),
+        xycoords=("axes fraction", "data"),
+        xytext=(4, 0),
+        textcoords="offset points",
+        ha="left",
+        va="center",
+        fontsize="small",
+        color=colour,
+    )
 
 
 def save(fig, path: str | Path) -> Path:
@@ -87,10 +103,16 @@ def save(fig, path: str | Path) -> Path:
     return Path(path)
 
 
-def plot_by_size(rows: Iterable[Mapping], path: str | Path, *, title: str,
-                 panels: Sequence[tuple[str, str]] = (("hit_ratio", "hit ratio"),),
-                 target: float | None = None, lines: Mapping[str, tuple[float, str]] | None = None,
-                 width: float = 6.4) -> Path:
+def plot_by_size(
+    rows: Iterable[Mapping],
+    path: str | Path,
+    *,
+    title: str,
+    panels: Sequence[tuple[str, str]] = (("hit_ratio", "hit ratio"),),
+    target: float | None = None,
+    lines: Mapping[str, tuple[float, str]] | None = None,
+    width: float = 6.4,
+) -> Path:
     """One line per design of a value against cache size, a panel per ``(key, axis label)`` of
     ``panels``, side by side. ``rows`` are dicts with ``strategy``, ``cache_size_bytes`` and each
     panel's key. ``target`` draws a horizontal "target" line on the first panel; ``lines`` maps a
@@ -98,8 +120,9 @@ def plot_by_size(rows: Iterable[Mapping], path: str | Path, *, title: str,
     plt = _pyplot()
     rows = list(rows)
     sizes = sorted({r["cache_size_bytes"] for r in rows})
-    fig, axes = plt.subplots(1, len(panels), figsize=(width if len(panels) == 1 else 5.4 * len(panels), 4.2),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(width if len(panels) == 1 else 5.4 * len(panels), 4.2), squeeze=False
+    )
     axes = list(axes[0])
     for i, (ax, (key, ylabel)) in enumerate(zip(axes, panels)):
         drawn = []
@@ -109,8 +132,16 @@ def plot_by_size(rows: Iterable[Mapping], path: str | Path, *, title: str,
                 ax.plot([p[0] / MIB for p in pts], [p[1] for p in pts], **design_style(s))
                 drawn.append([round(p[1], 6) for p in pts])
         if len(drawn) > 1 and all(d == drawn[0] for d in drawn):
-            ax.text(0.5, 0.5, "every design the same here:\nthe lines lie on one another", transform=ax.transAxes,
-                    ha="center", va="center", fontsize="small", color="dimgrey")
+            ax.text(
+                0.5,
+                0.5,
+                "every design the same here:\nthe lines lie on one another",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize="small",
+                color="dimgrey",
+            )
         if i == 0 and target is not None:
             ax.axhline(target, color="black", linestyle=":", linewidth=1.3)
             _line_label(ax, target, f"target\n{target:g}", "black")
@@ -131,8 +162,15 @@ def plot_by_size(rows: Iterable[Mapping], path: str | Path, *, title: str,
     return save(fig, path)
 
 
-def plot_over_time(series: Mapping[str, Sequence[tuple[float, float]]], path: str | Path, *, title: str,
-                   ylabel: str, limit: tuple[float, str] | None = None, xlabel: str = "trace second") -> Path:
+def plot_over_time(
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    path: str | Path,
+    *,
+    title: str,
+    ylabel: str,
+    limit: tuple[float, str] | None = None,
+    xlabel: str = "trace second",
+) -> Path:
     """One line per design (``series`` maps a strategy name to ``(x, y)`` points) over time;
     ``limit`` a horizontal line ``(value, label)`` such as the cache size."""
     plt = _pyplot()

@@ -106,7 +106,8 @@ def executor_storage(path: str | os.PathLike[str]) -> FileStorage:
             what = "is not a directory" if os.path.exists(path) else "does not exist"
             raise StorageError(
                 f"executor_storage: {path} {what} on host {socket.gethostname()}: a FileStorage directory used "
-                "by Spark tasks must be on a file system every executor sees, at the same path")
+                "by Spark tasks must be on a file system every executor sees, at the same path"
+            )
         return FileStorage(path, create=False, read_only=True)
 
     return _per_process(key, open_existing)
@@ -129,8 +130,15 @@ def local_session(app_name: str = "ledgercache", cores: int | str = "*", **conf:
     return _start(app_name, f"local[{cores}]", settings, conf)
 
 
-def cluster_session(master: str, app_name: str = "ledgercache", *, python: str | None = None,
-                    archives: str | None = None, check: bool = True, **conf: str) -> Any:
+def cluster_session(
+    master: str,
+    app_name: str = "ledgercache",
+    *,
+    python: str | None = None,
+    archives: str | None = None,
+    check: bool = True,
+    **conf: str,
+) -> Any:
     """A SparkSession on a cluster ``master`` (``spark://host:port``, ``yarn``, ``k8s://...``).
 
     The executors run their own Python: ``python`` is its path on the executors
@@ -144,8 +152,9 @@ def cluster_session(master: str, app_name: str = "ledgercache", *, python: str |
     """
     _extras.require("ledgercache.spark.cluster_session", _extras.SPARK)
     if not isinstance(master, str) or not master or master.startswith("local"):
-        raise InvalidArgumentError(f"master: a cluster master URL such as spark://host:7077, got {master!r} "
-                                   "(use local_session for local[N])")
+        raise InvalidArgumentError(
+            f"master: a cluster master URL such as spark://host:7077, got {master!r} (use local_session for local[N])"
+        )
     settings: dict[str, str] = {"spark.sql.shuffle.partitions": "8"}
     if python is not None:
         # Read where the Python side creates its context (PYSPARK_PYTHON) and by the JVM (the conf).
@@ -160,8 +169,15 @@ def cluster_session(master: str, app_name: str = "ledgercache", *, python: str |
     return spark
 
 
-def session(app_name: str = "ledgercache", master: str | None = None, *, cores: int | str = "*",
-            python: str | None = None, archives: str | None = None, **conf: str) -> Any:
+def session(
+    app_name: str = "ledgercache",
+    master: str | None = None,
+    *,
+    cores: int | str = "*",
+    python: str | None = None,
+    archives: str | None = None,
+    **conf: str,
+) -> Any:
     """The SparkSession a job runs on: what ``ledgercache --master`` uses.
 
     A master already set wins: an active session's, or the one ``spark-submit --master`` gave this
@@ -175,19 +191,22 @@ def session(app_name: str = "ledgercache", master: str | None = None, *, cores: 
     given = _master_already_set()
     if given is not None:
         if master is not None and master != given:
-            warnings.warn(f"master: {master!r} is ignored: this interpreter's Spark master is already {given!r} "
-                          "(set by spark-submit or a running session)", stacklevel=2)
+            warnings.warn(
+                f"master: {master!r} is ignored: this interpreter's Spark master is already {given!r} "
+                "(set by spark-submit or a running session)",
+                stacklevel=2,
+            )
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
         if given.startswith("local"):
-            return local_session(app_name, given[len("local["):-1] if given.startswith("local[") else 1, **conf)
+            return local_session(app_name, given[len("local[") : -1] if given.startswith("local[") else 1, **conf)
         spark = _start(app_name, None, {}, conf)
         _check_executors(spark)
         return spark
     master = master or f"local[{cores}]"
     if master.startswith("local"):
-        cores = master[len("local["):-1] if master.startswith("local[") else 1
+        cores = master[len("local[") : -1] if master.startswith("local[") else 1
         return local_session(app_name, cores, **conf)
     return cluster_session(master, app_name, python=python, archives=archives, check=True, **conf)
 
@@ -263,7 +282,9 @@ def _check_executors(spark: Any) -> None:
         raise MissingDependencyError(
             f"the executors cannot use ledgercache: {r['python']} on host {r['host']}: {found}; install the same "
             "ledgercache wheel in the executors' Python (pip install ledgercache-*.whl) or ship a packed "
-            "environment with --archives; --py-files cannot carry its extension module", missing=("ledgercache",))
+            "environment with --archives; --py-files cannot carry its extension module",
+            missing=("ledgercache",),
+        )
 
 
 def _spark_schema(schema) -> str:
@@ -271,8 +292,7 @@ def _spark_schema(schema) -> str:
     return ", ".join(f"{f.name} {names[str(f.type)]}" for f in schema)
 
 
-def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0,
-             memory_budget: int | None = None) -> Any:
+def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0, memory_budget: int | None = None) -> Any:
     """Generates a workload's trace on Spark, one task per broker (see :mod:`ledgercache.workload`).
 
     ``brokers`` overrides the spec's broker count. The DataFrame holds the same rows as
@@ -384,7 +404,8 @@ def _replay_partition(batches: Any, chunks: list[list[CacheConfig]]) -> Any:
         per_key: dict[tuple, list] = {}
         for r in series.to_pylist():
             per_key.setdefault((r["broker"], r["config_index"]), []).append(
-                [r["second"], r["cache_bytes"], r["reads"], r["hits"], r["config_index"]])
+                [r["second"], r["cache_bytes"], r["reads"], r["hits"], r["config_index"]]
+            )
         index_of: dict[str, int] = {}
         column = []
         for broker in summary.column("broker").to_pylist():
@@ -504,9 +525,17 @@ def replay(
     series: dict[str, list] = {f.name: [] for f in SERIES_SCHEMA}
     for r in rows:
         for second, cache_bytes, reads, hits, index in json.loads(r["per_second"]):
-            for k, v in (("broker", r["broker"]), ("strategy", r["strategy"]), ("cache_size_bytes", r["cache_size_bytes"]),
-                         ("config_index", index), ("second", second), ("cache_bytes", cache_bytes), ("reads", reads),
-                         ("hits", hits), ("hit_ratio", hits / reads if reads else 0.0)):
+            for k, v in (
+                ("broker", r["broker"]),
+                ("strategy", r["strategy"]),
+                ("cache_size_bytes", r["cache_size_bytes"]),
+                ("config_index", index),
+                ("second", second),
+                ("cache_bytes", cache_bytes),
+                ("reads", reads),
+                ("hits", hits),
+                ("hit_ratio", hits / reads if reads else 0.0),
+            ):
                 series[k].append(v)
     summary = out.sparkSession.createDataFrame([r.asDict() for r in rows], out.schema).drop("per_second")
     return summary, pa.table(series, schema=SERIES_SCHEMA)

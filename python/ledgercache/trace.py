@@ -65,7 +65,18 @@ import pyarrow as pa
 
 from .errors import InvalidArgumentError
 
-__all__ = ["SCHEMA", "OPS", "OPTIONAL", "REASONS", "ROW_GROUP_ROWS", "TraceSource", "batches", "conform", "is_one_shot", "write"]
+__all__ = [
+    "SCHEMA",
+    "OPS",
+    "OPTIONAL",
+    "REASONS",
+    "ROW_GROUP_ROWS",
+    "TraceSource",
+    "batches",
+    "conform",
+    "is_one_shot",
+    "write",
+]
 
 SCHEMA = pa.schema(
     [
@@ -121,7 +132,9 @@ def conform(batch: pa.RecordBatch, keep_dictionaries: bool = False) -> pa.Record
                 columns.append(pa.nulls(batch.num_rows, field.type))
                 fields.append(field)
                 continue
-            raise InvalidArgumentError(f"invalid trace: column {field.name!r} is missing (columns: {batch.schema.names})")
+            raise InvalidArgumentError(
+                f"invalid trace: column {field.name!r} is missing (columns: {batch.schema.names})"
+            )
         col = batch.column(field.name)
         t = col.type
         if keep_dictionaries and t == _ENGINE_DICTIONARY:
@@ -152,7 +165,8 @@ def batches(source: TraceSource, batch_rows: int = 65_536, keep_dictionaries: bo
 def is_one_shot(source: TraceSource) -> bool:
     """Whether the source can be read only once (a reader or another Arrow stream)."""
     return isinstance(source, pa.RecordBatchReader) or (
-        not isinstance(source, (pa.Table, pa.RecordBatch)) and hasattr(source, "__arrow_c_stream__"))
+        not isinstance(source, (pa.Table, pa.RecordBatch)) and hasattr(source, "__arrow_c_stream__")
+    )
 
 
 def _raw_batches(source: TraceSource, batch_rows: int, dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
@@ -172,7 +186,9 @@ def _raw_batches(source: TraceSource, batch_rows: int, dictionaries: bool = Fals
     elif hasattr(source, "__arrow_c_stream__"):
         yield from pa.RecordBatchReader.from_stream(source)
     else:
-        raise TypeError(f"a trace is a pyarrow Table, RecordBatch, RecordBatchReader or a path, not {type(source).__name__}")
+        raise TypeError(
+            f"a trace is a pyarrow Table, RecordBatch, RecordBatchReader or a path, not {type(source).__name__}"
+        )
 
 
 def _unreadable(path: Path, exc: BaseException) -> InvalidArgumentError:
@@ -267,8 +283,9 @@ def _read_path(path: Path, batch_rows: int, dictionaries: bool = False) -> Itera
         raise InvalidArgumentError(f"invalid trace: {path} is not .parquet, .arrow/.feather/.ipc or .csv")
 
 
-def write(trace: TraceSource, path: str | os.PathLike[str],
-          on_batch: Callable[[pa.RecordBatch], None] | None = None) -> Path:
+def write(
+    trace: TraceSource, path: str | os.PathLike[str], on_batch: Callable[[pa.RecordBatch], None] | None = None
+) -> Path:
     """Writes a trace as Parquet (or Arrow IPC / CSV by the suffix); returns the path.
 
     The trace is written batch by batch (Parquet: a row group every :data:`ROW_GROUP_ROWS` rows),

@@ -222,19 +222,39 @@ from ._files import read_bounded
 from .errors import InvalidArgumentError, LedgerCacheError, ResourceLimitError, UnknownSettingError
 from .trace import SCHEMA, conform
 
-__all__ = ["BROKER_CONF_KEYS", "OMB_PULSAR_DRIVER", "SCENARIOS", "SCENARIO_CACHE_SIZES", "Spec", "check", "estimate",
-           "from_broker_stats", "generate", "load_driver",
-           "load_spec", "normalize", "resolve", "settings_from_broker_conf", "stream"]
+__all__ = [
+    "BROKER_CONF_KEYS",
+    "OMB_PULSAR_DRIVER",
+    "SCENARIOS",
+    "SCENARIO_CACHE_SIZES",
+    "Spec",
+    "check",
+    "estimate",
+    "from_broker_stats",
+    "generate",
+    "load_driver",
+    "load_spec",
+    "normalize",
+    "resolve",
+    "settings_from_broker_conf",
+    "stream",
+]
 
 DEFAULT_BATCH_ROWS = 65_536
 # The broker.conf keys (Pulsar ``ServiceConfiguration``) that shape the simulated traffic; a spec
 # takes each under the same name (see "Broker dispatchers" above).
 BROKER_CONF_KEYS = (
-    "dispatcherMaxReadBatchSize", "dispatcherMaxReadSizeBytes", "dispatcherMaxRoundRobinBatchSize",
-    "keySharedLookAheadMsgInReplayThresholdPerConsumer", "keySharedLookAheadMsgInReplayThresholdPerSubscription",
-    "subscriptionKeySharedConsistentHashingReplicaPoints", "activeConsumerFailoverDelayTimeMillis",
-    "managedLedgerNewEntriesCheckDelayInMillis", "managedLedgerMaxEntriesPerLedger",
-    "managedLedgerMaxSizePerLedgerMbytes", "managedLedgerMinLedgerRolloverTimeMinutes",
+    "dispatcherMaxReadBatchSize",
+    "dispatcherMaxReadSizeBytes",
+    "dispatcherMaxRoundRobinBatchSize",
+    "keySharedLookAheadMsgInReplayThresholdPerConsumer",
+    "keySharedLookAheadMsgInReplayThresholdPerSubscription",
+    "subscriptionKeySharedConsistentHashingReplicaPoints",
+    "activeConsumerFailoverDelayTimeMillis",
+    "managedLedgerNewEntriesCheckDelayInMillis",
+    "managedLedgerMaxEntriesPerLedger",
+    "managedLedgerMaxSizePerLedgerMbytes",
+    "managedLedgerMinLedgerRolloverTimeMinutes",
     "managedLedgerMaxLedgerRolloverTimeMinutes",
 )
 # The memory a workload's simulation may take unless ``memory_budget`` says otherwise (4 GiB: a
@@ -287,11 +307,11 @@ IGNORED = frozenset(
 # commit 8559989): its settings that shape cache traffic, under our names. They apply to OMB
 # workload files (``.yaml``/``.yml``) given without a driver, as OMB runs them with that file.
 OMB_PULSAR_DRIVER: dict[str, Any] = {
-    "batchingEnabled": True,           # producer.batchingEnabled
-    "batchingMaxPublishDelayMs": 1,    # producer.batchingMaxPublishDelayMs
-    "batchingMaxBytes": 131072,        # producer.batchingMaxBytes
-    "receiverQueueSize": 10000,        # consumer.receiverQueueSize
-    "subscriptionType": "Failover",    # consumer.subscriptionType
+    "batchingEnabled": True,  # producer.batchingEnabled
+    "batchingMaxPublishDelayMs": 1,  # producer.batchingMaxPublishDelayMs
+    "batchingMaxBytes": 131072,  # producer.batchingMaxBytes
+    "receiverQueueSize": 10000,  # consumer.receiverQueueSize
+    "subscriptionType": "Failover",  # consumer.subscriptionType
 }
 # Workload.java's defaults for keys an OMB workload file leaves out (and that the lab's mapping
 # specs default otherwise): OMB warms up for a minute before the test.
@@ -336,8 +356,9 @@ def normalize(spec: Mapping[str, Any], source: str = "spec") -> dict[str, Any]:
         if name in IGNORED:
             continue
         if name not in KNOWN:
-            raise UnknownSettingError(f"{source}: unknown workload setting {key!r}"
-                                      f"{_did_you_mean(str(key), [_camel(k) for k in KNOWN])}")
+            raise UnknownSettingError(
+                f"{source}: unknown workload setting {key!r}{_did_you_mean(str(key), [_camel(k) for k in KNOWN])}"
+            )
         if value is None:
             raise InvalidArgumentError(f"{source}: {key}: has no value")
         if name == "topic_details":
@@ -346,8 +367,9 @@ def normalize(spec: Mapping[str, Any], source: str = "spec") -> dict[str, Any]:
         if isinstance(value, str):
             value = scalar(value)  # as OMB's reader (Jackson) takes "1024" for an int
         if not isinstance(value, (bool, int, float, str)):
-            raise InvalidArgumentError(f"{source}: {key}: expected a number, true/false or text, got "
-                                       f"{type(value).__name__} {value!r}")
+            raise InvalidArgumentError(
+                f"{source}: {key}: expected a number, true/false or text, got {type(value).__name__} {value!r}"
+            )
         out[name] = value
     return out
 
@@ -367,8 +389,9 @@ def _detail_mapping(value: Any, where: str, known: frozenset[str]) -> dict[str, 
     for key, item in value.items():
         name = _snake(str(key))
         if name not in known:
-            raise UnknownSettingError(f"{where}.{key}: unknown key (expected one of "
-                                      f"{', '.join(sorted(_camel(k) for k in known))})")
+            raise UnknownSettingError(
+                f"{where}.{key}: unknown key (expected one of {', '.join(sorted(_camel(k) for k in known))})"
+            )
         if name in out:
             raise InvalidArgumentError(f"{where}.{key}: given twice")
         if item is None:
@@ -387,7 +410,8 @@ def _topic_details(value: Any, source: str, key: str) -> list[dict[str, Any]]:
             subs = _detail_items(t["subscriptions"], f"{where}[{i}].subscriptions")
             t["subscriptions"] = [
                 _detail_mapping(sub, f"{where}[{i}].subscriptions[{j}]", SUBSCRIPTION_DETAIL_KEYS)
-                for j, sub in enumerate(subs)]
+                for j, sub in enumerate(subs)
+            ]
             for sub in t["subscriptions"]:
                 if isinstance(sub.get("consumer_rates"), tuple):
                     sub["consumer_rates"] = list(sub["consumer_rates"])
@@ -418,8 +442,7 @@ def _mapping_without_duplicates(loader: _UniqueKeyLoader, node: yaml.MappingNode
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=True)
 
@@ -434,8 +457,10 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
         # OMB's files are a few hundred bytes: a large file is not a spec (and is not read whole,
         # nor is a device whose size says nothing).
         if path.is_file() and path.stat().st_size > MAX_SPEC_FILE_BYTES:
-            raise InvalidArgumentError(f"invalid {what}: {path} is {path.stat().st_size:,} bytes, more than a "
-                                       f"settings file's {MAX_SPEC_FILE_BYTES:,}")
+            raise InvalidArgumentError(
+                f"invalid {what}: {path} is {path.stat().st_size:,} bytes, more than a "
+                f"settings file's {MAX_SPEC_FILE_BYTES:,}"
+            )
         text = read_bounded(path, MAX_SPEC_FILE_BYTES, "a settings file", f"invalid {what}: {path}").decode("utf-8")
     except FileNotFoundError:
         raise InvalidArgumentError(f"invalid {what}: {path} does not exist") from None
@@ -461,8 +486,9 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise InvalidArgumentError(f"invalid {what}: {path}: expected a mapping of settings, got a "
-                                   f"{type(raw).__name__}")
+        raise InvalidArgumentError(
+            f"invalid {what}: {path}: expected a mapping of settings, got a {type(raw).__name__}"
+        )
     return raw
 
 
@@ -487,8 +513,10 @@ def load_spec(spec: Spec) -> dict[str, Any]:
         return normalize(spec)
     path = Path(spec)
     if path.suffix.lower() in _TRACE_SUFFIXES:
-        raise InvalidArgumentError(f"invalid spec: {path} is a trace, not a spec (a .yaml or .json file of settings): "
-                                   f"replay it (ledgercache replay, compare or sweep take it; lc.replay)")
+        raise InvalidArgumentError(
+            f"invalid spec: {path} is a trace, not a spec (a .yaml or .json file of settings): "
+            f"replay it (ledgercache replay, compare or sweep take it; lc.replay)"
+        )
     if not path.suffix and not path.exists():
         # A name without a suffix was meant as a bundled scenario.
         hint = _did_you_mean(str(spec), list(SCENARIOS)) or f" (the scenarios: {', '.join(SCENARIOS)})"
@@ -576,8 +604,11 @@ def _native_spec(call, source: str, settings: Mapping[str, Any], *args):
         return call(dict(settings), *args)
     except InvalidArgumentError as e:
         message = str(e).replace("invalid spec:", f"invalid {source}:", 1)
-        message = re.sub(r"\b([a-z]+(?:_[a-z0-9]+)+)\b", lambda m: _camel(m.group(1)) if m.group(1) in _NAMES else
-                         m.group(1), message)
+        message = re.sub(
+            r"\b([a-z]+(?:_[a-z0-9]+)+)\b",
+            lambda m: _camel(m.group(1)) if m.group(1) in _NAMES else m.group(1),
+            message,
+        )
         raise type(e)(message) from None
 
 
@@ -602,9 +633,14 @@ def _whole(name: str, value: Any, low: int, below: int) -> int:
     return n
 
 
-def stream(spec: Spec | str, seed: int = 0, broker: int | None = None,
-           batch_rows: int = DEFAULT_BATCH_ROWS, driver: Spec | None = None,
-           memory_budget: int = DEFAULT_MEMORY_BUDGET) -> pa.RecordBatchReader:
+def stream(
+    spec: Spec | str,
+    seed: int = 0,
+    broker: int | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    driver: Spec | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> pa.RecordBatchReader:
     """The trace of a workload as a ``pyarrow.RecordBatchReader`` (read once), batches of
     ``batch_rows`` rows (the last one shorter) in :data:`ledgercache.trace.SCHEMA`.
 
@@ -616,8 +652,9 @@ def stream(spec: Spec | str, seed: int = 0, broker: int | None = None,
     return _stream(resolve(spec, driver), _source(spec), seed, broker, batch_rows, memory_budget)
 
 
-def _stream(settings: dict[str, Any], source: str, seed: int, broker: int | None, batch_rows: int,
-            memory_budget: int) -> pa.RecordBatchReader:
+def _stream(
+    settings: dict[str, Any], source: str, seed: int, broker: int | None, batch_rows: int, memory_budget: int
+) -> pa.RecordBatchReader:
     seed = _whole("seed", seed, 0, 1 << 64)
     if broker is not None:
         broker = _whole("broker", broker, 0, 1 << 32)
@@ -628,8 +665,9 @@ def _stream(settings: dict[str, Any], source: str, seed: int, broker: int | None
     return pa.RecordBatchReader.from_batches(SCHEMA, _conformed(pa.RecordBatchReader.from_stream(native)))
 
 
-def check(spec: Spec | str, broker: int | None = None, driver: Spec | None = None,
-          memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+def check(
+    spec: Spec | str, broker: int | None = None, driver: Spec | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET
+) -> None:
     """Raises what :func:`stream` would raise before generating anything (a bad spec, a broker out
     of range, :class:`~ledgercache.ResourceLimitError` over ``memory_budget``), without setting up
     the simulation: for runs that start the streams elsewhere, such as Spark tasks."""
@@ -647,8 +685,13 @@ def _conformed(raw: pa.RecordBatchReader):
         raise LedgerCacheError(f"workload generation failed: {e}") from e
 
 
-def generate(spec: Spec | str, seed: int = 0, broker: int | None = None, driver: Spec | None = None,
-             memory_budget: int = DEFAULT_MEMORY_BUDGET) -> pa.Table:
+def generate(
+    spec: Spec | str,
+    seed: int = 0,
+    broker: int | None = None,
+    driver: Spec | None = None,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+) -> pa.Table:
     """The trace of a workload (``spec`` may also name one of :data:`SCENARIOS`), in memory.
 
     With ``broker``, only that broker's events: brokers generated one by one (in parallel, say)
@@ -666,7 +709,8 @@ def generate(spec: Spec | str, seed: int = 0, broker: int | None = None, driver:
             f"the trace as a table needs ~{table / (1 << 30):,.1f} GiB (~{events:,.0f} events) beside the "
             f"simulation's ~{e['memory_bytes'] / (1 << 30):,.1f} GiB, over the memory budget of "
             f"{memory_budget / (1 << 30):,.1f} GiB: stream it (lc.workload.stream), shorten it "
-            f"(testDurationMinutes, --duration-minutes) or raise memory_budget=")
+            f"(testDurationMinutes, --duration-minutes) or raise memory_budget="
+        )
     return _stream(settings, _source(spec), seed, broker, DEFAULT_BATCH_ROWS, memory_budget).read_all()
 
 
@@ -711,34 +755,83 @@ MIB = 1 << 20
 SCENARIOS: dict[str, dict[str, Any]] = {
     # Many subscriptions tail one hot topic: every entry is read several times, right away. The
     # control: every design hits on every read at any size, down to 1 MiB.
-    "tailing-fan-out": dict(topics=2, partitionsPerTopic=2, subscriptionsPerTopic=4, producerRate=40000,
-                            messageSize=1024, testDurationMinutes=2),
+    "tailing-fan-out": dict(
+        topics=2,
+        partitionsPerTopic=2,
+        subscriptionsPerTopic=4,
+        producerRate=40000,
+        messageSize=1024,
+        testDurationMinutes=2,
+    ),
     # OMB's backlog test: consumers pause until a backlog of 0.5 GiB has built up, then catch up while
     # publishing goes on; a reader per partition joins 15 s (600 MB) behind the tail.
-    "catch-up-under-pressure": dict(topics=2, subscriptionsPerTopic=2, producerRate=40000, messageSize=1024,
-                                    consumerBacklogSizeGB=0.5, consumerHeadroom=1.5, testDurationMinutes=2,
-                                    catchUpReaders=1, catchUpStartSeconds=20, catchUpBehindSeconds=15),
+    "catch-up-under-pressure": dict(
+        topics=2,
+        subscriptionsPerTopic=2,
+        producerRate=40000,
+        messageSize=1024,
+        consumerBacklogSizeGB=0.5,
+        consumerHeadroom=1.5,
+        testDurationMinutes=2,
+        catchUpReaders=1,
+        catchUpStartSeconds=20,
+        catchUpBehindSeconds=15,
+    ),
     # Key_Shared with a slow consumer: its keys' entries wait in the replay queue.
-    "key-shared-slow-consumer": dict(topics=1, subscriptionsPerTopic=1, consumerPerSubscription=4,
-                                     subscriptionType="Key_Shared", keyDistributor="KEY_ROUND_ROBIN",
-                                     slowConsumerFraction=0.25, slowConsumerSpeed=0.3, producerRate=30000,
-                                     testDurationMinutes=2),
+    "key-shared-slow-consumer": dict(
+        topics=1,
+        subscriptionsPerTopic=1,
+        consumerPerSubscription=4,
+        subscriptionType="Key_Shared",
+        keyDistributor="KEY_ROUND_ROBIN",
+        slowConsumerFraction=0.25,
+        slowConsumerSpeed=0.3,
+        producerRate=30000,
+        testDurationMinutes=2,
+    ),
     # Shared subscription whose consumers cannot keep up: reads overflow into the replay queue.
-    "shared-overflow": dict(topics=1, subscriptionsPerTopic=2, consumerPerSubscription=3, subscriptionType="Shared",
-                            consumerHeadroom=0.9, redeliveryRate=0.01, producerRate=30000, testDurationMinutes=2),
+    "shared-overflow": dict(
+        topics=1,
+        subscriptionsPerTopic=2,
+        consumerPerSubscription=3,
+        subscriptionType="Shared",
+        consumerHeadroom=0.9,
+        redeliveryRate=0.01,
+        producerRate=30000,
+        testDurationMinutes=2,
+    ),
     # Many topics, one subscriber each, slow subscribers falling behind: the cache holds seconds of
     # the broker's traffic, not the slow subscribers' lag.
-    "many-topics-small-cache": dict(topics=50, subscriptionsPerTopic=2, producerRate=10000, messageSize=512,
-                                    slowConsumerFraction=0.3, slowConsumerSpeed=0.5, testDurationMinutes=2),
+    "many-topics-small-cache": dict(
+        topics=50,
+        subscriptionsPerTopic=2,
+        producerRate=10000,
+        messageSize=512,
+        slowConsumerFraction=0.3,
+        slowConsumerSpeed=0.5,
+        testDurationMinutes=2,
+    ),
     # Subscriptions that keep seeking back 10 s (300 MB): re-reads of recent history.
-    "seek-storm": dict(topics=2, subscriptionsPerTopic=3, producerRate=30000, seeksPerMinute=6, seekBackSeconds=10,
-                       testDurationMinutes=2),
+    "seek-storm": dict(
+        topics=2,
+        subscriptionsPerTopic=3,
+        producerRate=30000,
+        seeksPerMinute=6,
+        seekBackSeconds=10,
+        testDurationMinutes=2,
+    ),
     # Failover (OMB's subscription type) with 1% of messages negatively acknowledged: a Failover
     # client cannot ask for single messages again, so when a nack is due (a minute later, then
     # about every quarter second, its timer's step) it drops its receiver queue and the cursor
     # rewinds to the first unacknowledged entry, passing over what was acknowledged.
-    "failover-nacks": dict(topics=2, subscriptionsPerTopic=2, producerRate=30000, subscriptionType="Failover",
-                           redeliveryRate=0.01, testDurationMinutes=2),
+    "failover-nacks": dict(
+        topics=2,
+        subscriptionsPerTopic=2,
+        producerRate=30000,
+        subscriptionType="Failover",
+        redeliveryRate=0.01,
+        testDurationMinutes=2,
+    ),
 }
 
 # The cache sizes each scenario is compared at by `ledgercache compare` and `make demo`: where its

@@ -165,7 +165,7 @@ pub struct CacheConfig {
     pub memory_model: bool,
     /// The reads-in-flight limiter (managedLedgerMaxReadsInFlightSizeInMB, in bytes; 0: off): a
     /// managed ledger's reads hold permits for their estimated size until their entries are
-    /// released; see [`crate::read_flow::inflight`].
+    /// released; see `cache::inflight_reads`.
     pub max_reads_in_flight_bytes: u64,
     /// How long a read waits for permits before it fails
     /// (managedLedgerMaxReadsInFlightPermitsAcquireTimeoutMillis; 0: no limit).
@@ -556,7 +556,7 @@ impl CacheConfig {
             if name == "max_reads_in_flight_bytes" {
                 reads_in_flight_given = true;
                 let limit = config.max_reads_in_flight_bytes;
-                if limit > 0 && limit < crate::read_flow::inflight::DISPATCHER_MAX_READ_SIZE_BYTES {
+                if limit > 0 && limit < DISPATCHER_MAX_READ_SIZE_BYTES {
                     // ManagedLedgerClientFactory logs the same.
                     report.warnings.push(format!(
                         "{key}={raw}: below dispatcherMaxReadSizeBytes (5 MiB), so one read can                          wait for permits that never come free until it gets the whole limit; a                          broker warns of it"
@@ -583,8 +583,7 @@ impl CacheConfig {
         }
         if let (false, Some(direct)) = (reads_in_flight_given, direct_memory_bytes) {
             // Master's default (`ManagedLedgerClientFactory`); 4.0's is 0 (off).
-            config.max_reads_in_flight_bytes =
-                crate::read_flow::inflight::default_max_reads_in_flight_bytes(direct);
+            config.max_reads_in_flight_bytes = default_max_reads_in_flight_bytes(direct);
             report.applied.push(MAX_READS_IN_FLIGHT_KEY.to_string());
         }
         // `ServiceConfiguration.getManagedLedgerCacheEvictionIntervalMs`: the deprecated frequency,
@@ -1011,3 +1010,13 @@ mod tests {
         assert_eq!(SETTING_NAMES.len(), sources::SETTINGS.len());
     }
 }
+
+/// Pulsar's default in master when `managedLedgerMaxReadsInFlightSizeInMB` is unset: 15% of the
+/// JVM's direct memory, at least `dispatcherMaxReadSizeBytes` (5 MiB) so that one read always fits
+/// (`ManagedLedgerClientFactory`).
+pub fn default_max_reads_in_flight_bytes(direct_memory_bytes: u64) -> u64 {
+    ((direct_memory_bytes as f64 * 0.15) as u64).max(DISPATCHER_MAX_READ_SIZE_BYTES)
+}
+
+/// `dispatcherMaxReadSizeBytes`'s default: the most one dispatcher read asks for.
+pub const DISPATCHER_MAX_READ_SIZE_BYTES: u64 = 5 << 20;

@@ -5,11 +5,11 @@
 
 use super::arrow_import::import_exported;
 use super::errors::raise;
-use crate::arrow_payload::{contiguous_run, slices_of};
-use crate::entry::{CachedEntry, PayloadGroup};
-use crate::manager::BatchEntry;
-use crate::payload::MAX_SLICE_LEN;
-use crate::read_count::ReadCount;
+use crate::cache::arrow_payload::{contiguous_run, slices_of};
+use crate::cache::entry::{CachedEntry, PayloadGroup};
+use crate::cache::manager::BatchEntry;
+use crate::cache::payload::MAX_SLICE_LEN;
+use crate::cache::read_count::ReadCount;
 use arrow_array::ffi::to_ffi;
 use arrow_array::{
     Array, ArrayRef, BinaryArray, Int64Array, LargeBinaryArray, RecordBatch, StructArray,

@@ -1,6 +1,6 @@
 use super::args::Int;
 use super::errors::IntoPyResult;
-use crate::clock::{Clock, ManualClock, SharedClock, SystemClock};
+use crate::cache::clock::{Clock, ManualClock, SharedClock, SystemClock};
 use crate::error::Error;
 use pyo3::prelude::*;
 use std::sync::Arc;

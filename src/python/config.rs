@@ -170,7 +170,10 @@ impl PyCacheConfig {
                 d.set_item("broker_key", key)?;
                 d.set_item("read_by", read_by)?;
                 d.set_item("note", s.note)?;
-                d.set_item("live", crate::manager::LIVE_SETTINGS.contains(&s.name))?;
+                d.set_item(
+                    "live",
+                    crate::cache::manager::LIVE_SETTINGS.contains(&s.name),
+                )?;
                 Ok(d)
             })
             .collect()

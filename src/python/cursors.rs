@@ -1,7 +1,7 @@
 use super::errors::raise;
 use super::position::PyPosition;
-use crate::cursors::active::{ActiveCursorContainer, CursorId};
-use crate::cursors::heap::SlowestCursorHeap;
+use crate::broker::cursors::active::{ActiveCursorContainer, CursorId};
+use crate::broker::cursors::heap::SlowestCursorHeap;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyString;

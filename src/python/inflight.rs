@@ -3,8 +3,8 @@
 
 use super::clock::clock_arg;
 use super::errors::raise;
-use crate::clock::SharedClock;
-use crate::read_flow::inflight::{Acquire, Handle, InflightReadsLimiter, Ticket};
+use crate::cache::clock::SharedClock;
+use crate::cache::inflight_reads::{Acquire, Handle, InflightReadsLimiter, Ticket};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -182,7 +182,7 @@ impl PyInflightReadsLimiter {
 
 pub(super) fn counts_dict<'py>(
     py: Python<'py>,
-    c: crate::read_flow::inflight::LimiterCounts,
+    c: crate::cache::inflight_reads::LimiterCounts,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("acquired", c.acquired)?;

@@ -6,13 +6,13 @@ use super::errors::{raise, IntoPyResult};
 use super::payload::{payload_arg, payload_to_py};
 use super::position::PyPosition;
 use super::storage::PyStorage;
-use crate::error::{Error, Result};
-use crate::ledger::{
+use crate::broker::ledger::{
     rollover, CursorStats, LedgerConfig, ManagedCursor, ManagedLedger, ReadId, ReadOutcome,
     SkipMode, StartAt,
 };
-use crate::read_flow::RedeliveryReason;
-use crate::storage::ReadLatency;
+use crate::broker::read_flow::RedeliveryReason;
+use crate::broker::storage::ReadLatency;
+use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -577,7 +577,9 @@ pub struct PyReadHandle {
     ledger: ManagedLedger,
     id: ReadId,
     taken: Mutex<
-        Option<std::result::Result<Option<Vec<crate::entry::CachedEntry>>, crate::error::Error>>,
+        Option<
+            std::result::Result<Option<Vec<crate::cache::entry::CachedEntry>>, crate::error::Error>,
+        >,
     >,
 }
 

@@ -1,8 +1,8 @@
 //! Payloads crossing the boundary: Python `bytes` are shared with the cache without copying, and
 //! come back out as the same object.
 
-use crate::entry::{Payload, PayloadBuffer};
-use crate::prefetch::prefetch;
+use crate::cache::entry::{Payload, PayloadBuffer};
+use crate::cache::prefetch::prefetch;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::any::Any;

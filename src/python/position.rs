@@ -1,5 +1,5 @@
 use super::args::Int;
-use crate::position::Position;
+use crate::cache::position::Position;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 

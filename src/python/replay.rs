@@ -4,7 +4,7 @@
 use super::arrow_import::import_exported;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
-use crate::replay::{FeedError, FeedStatus, Session};
+use crate::lab::replay::{FeedError, FeedStatus, Session};
 use arrow_array::{RecordBatch, StructArray};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
@@ -156,7 +156,7 @@ impl PythonBatches {
             }
             PythonBatches::Pulled(batches) => loop {
                 use std::sync::mpsc::RecvTimeoutError;
-                match batches.recv_timeout(crate::replay::CHECK_WHILE_WAITING) {
+                match batches.recv_timeout(crate::lab::replay::CHECK_WHILE_WAITING) {
                     Ok(batch) => return batch,
                     Err(RecvTimeoutError::Timeout) if !status.stopped() => {}
                     Err(RecvTimeoutError::Timeout) => return None,
@@ -334,7 +334,7 @@ impl PyReplaySession {
 
 /// Records a trace's request stream for export (see `ledgercache.export_requests`).
 #[pyclass(name = "RequestRecorder", module = "ledgercache._native", frozen)]
-pub struct PyRequestRecorder(UntilFinished<crate::replay::RequestRecorder>);
+pub struct PyRequestRecorder(UntilFinished<crate::lab::replay::RequestRecorder>);
 
 #[pymethods]
 impl PyRequestRecorder {
@@ -344,7 +344,7 @@ impl PyRequestRecorder {
     #[pyo3(signature = (config = None))]
     fn new(py: Python<'_>, config: Option<PyCacheConfig>) -> PyResult<Self> {
         let recorder = match config {
-            Some(c) => crate::replay::RequestRecorder::new(&c.0).py_err(py)?,
+            Some(c) => crate::lab::replay::RequestRecorder::new(&c.0).py_err(py)?,
             None => Default::default(),
         };
         Ok(PyRequestRecorder(UntilFinished::new(

@@ -4,9 +4,11 @@
 use super::args::Int;
 use super::errors::IntoPyResult;
 use super::payload::shared_bytes;
-use crate::entry::Payload;
+use crate::broker::storage::{
+    FileOptions, FileStorage, MemoryStorage, Storage, StorageHandle, SyncPolicy,
+};
+use crate::cache::entry::Payload;
 use crate::error::{Error, Result};
-use crate::storage::{FileOptions, FileStorage, MemoryStorage, Storage, StorageHandle, SyncPolicy};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::collections::HashMap;

@@ -5,12 +5,12 @@
 use super::args::{get_opt, Int};
 use super::errors::{non_negative, raise, IntoPyResult};
 use super::replay::import_batch;
-use crate::throttle::limiter::{Breach, PublishRateLimiter, Rate};
-use crate::throttle::producer::{PartitionedProducer, Producer, SendFailure, SendOutcome};
-use crate::throttle::protocol::{
+use crate::broker::throttle::limiter::{Breach, PublishRateLimiter, Rate};
+use crate::broker::throttle::producer::{PartitionedProducer, Producer, SendFailure, SendOutcome};
+use crate::broker::throttle::protocol::{
     CommandThrottleProducer, CommandThrottleProducerReceipt, FeatureFlags, ThrottlingReason,
 };
-use crate::throttle::publish_sim::{simulate, Publish, ThrottlingMode};
+use crate::broker::throttle::publish_sim::{simulate, Publish, ThrottlingMode};
 use arrow_array::{Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};

@@ -5,7 +5,7 @@
 use super::args::{get_opt, Int};
 use super::config::to_setting;
 use super::errors::{raise, IntoPyResult};
-use crate::workload::{DetailValue, TraceBatches, TraceStream, WorkloadSpec};
+use crate::lab::workload::{DetailValue, TraceBatches, TraceStream, WorkloadSpec};
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_schema::ffi::FFI_ArrowSchema;
 use parking_lot::Mutex;
@@ -119,14 +119,14 @@ impl PyWorkloadStream {
 
     /// The Arrow C schema of the batches.
     fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
-        let schema = FFI_ArrowSchema::try_from(crate::workload::trace_schema().as_ref())
+        let schema = FFI_ArrowSchema::try_from(crate::lab::workload::trace_schema().as_ref())
             .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("arrow export: {e}")))?;
         PyCapsule::new_with_value(py, schema, c"arrow_schema")
     }
 }
 
 // The default below is written out so Python's signature shows it; this keeps it the crate's.
-const _: () = assert!(crate::workload::DEFAULT_BATCH_ROWS as i64 == 65536);
+const _: () = assert!(crate::lab::workload::DEFAULT_BATCH_ROWS as i64 == 65536);
 
 /// A workload's trace as a stream of record batches of at most ``batch_rows`` rows: every
 /// broker's events merged by time, or only ``broker``'s. A spec whose simulation is estimated to
@@ -166,7 +166,7 @@ pub fn stream_workload(
 }
 
 // The default above is written out so Python's signature shows it; this keeps it the crate's.
-const _: () = assert!(crate::workload::DEFAULT_MEMORY_BUDGET == 4294967296);
+const _: () = assert!(crate::lab::workload::DEFAULT_MEMORY_BUDGET == 4294967296);
 
 /// The check ``stream_workload`` makes before it allocates (``broker`` in range, the simulation
 /// within ``memory_budget``), without setting up the simulation: for a caller that starts the

@@ -55,8 +55,14 @@ def test_config_defaults_and_validation():
         lc.CacheConfig(cache_size_byte=1)
     with pytest.raises(lc.UnknownSettingError):
         lc.CacheConfig(nonsense=True)
-    for bad in [dict(cache_size_bytes=-1), dict(eviction_watermark=1.5), dict(strategy="fifo"),
-                dict(eviction_interval_ms=0), dict(copy_entries="yes"), dict(cache_size_bytes=1.5)]:
+    for bad in [
+        dict(cache_size_bytes=-1),
+        dict(eviction_watermark=1.5),
+        dict(strategy="fifo"),
+        dict(eviction_interval_ms=0),
+        dict(copy_entries="yes"),
+        dict(cache_size_bytes=1.5),
+    ]:
         with pytest.raises(ValueError, match=next(iter(bad))):
             lc.CacheConfig(**bad)
     with pytest.raises(TypeError):
@@ -95,7 +101,9 @@ def test_config_from_broker_conf(tmp_path):
     assert c.eviction_watermark == 0.5
     assert c.extend_ttl_max_times == 5
     assert lc.CacheConfig.from_broker_conf(conf, extend_ttl_at_startup=True).extend_ttl_max_times == 3
-    m = lc.CacheConfig.from_broker_conf({"managedLedgerCacheSizeMB": 1, "managedLedgerCacheCopyEntries": True, "other": "x"})
+    m = lc.CacheConfig.from_broker_conf(
+        {"managedLedgerCacheSizeMB": 1, "managedLedgerCacheCopyEntries": True, "other": "x"}
+    )
     assert (m.cache_size_bytes, m.copy_entries) == (1 << 20, True)
     with pytest.raises(ValueError, match="cache_size_bytes"):
         lc.CacheConfig.from_broker_conf({"managedLedgerCacheSizeMB": "lots"})
@@ -118,9 +126,15 @@ def test_settings_relations_do_not_depend_on_keyword_order():
     # Both orders give the same config (the relation is checked once all keywords are in).
     a = lc.CacheConfig(eviction_trigger_threshold=0.5, eviction_watermark=0.4)
     b = lc.CacheConfig(eviction_watermark=0.4, eviction_trigger_threshold=0.5)
-    assert (a.eviction_trigger_threshold, a.eviction_watermark) == (b.eviction_trigger_threshold, b.eviction_watermark) == (0.5, 0.4)
-    for kwargs in ({"eviction_trigger_threshold": 0.5, "eviction_watermark": 0.6},
-                   {"eviction_watermark": 0.6, "eviction_trigger_threshold": 0.5}):
+    assert (
+        (a.eviction_trigger_threshold, a.eviction_watermark)
+        == (b.eviction_trigger_threshold, b.eviction_watermark)
+        == (0.5, 0.4)
+    )
+    for kwargs in (
+        {"eviction_trigger_threshold": 0.5, "eviction_watermark": 0.6},
+        {"eviction_watermark": 0.6, "eviction_trigger_threshold": 0.5},
+    ):
         with pytest.raises(lc.InvalidArgumentError, match="eviction_watermark 0.6|0.6 is above"):
             lc.CacheConfig(**kwargs)
 

@@ -153,13 +153,28 @@ def test_expected_reads_and_sizes_accept_arrow_lists_and_numpy(clock):
         ),
         (lambda c: c.insert_batch(0, 0, pa.array([b"a"]), sizes=[1, 2]), "invalid sizes: has 2 values for 1 entries"),
         (lambda c: c.insert_batch(0, 0, pa.array([b"a"]), sizes=[-1]), "invalid sizes: must be in [0, 2^32)"),
-        (lambda c: c.insert_batch(0, 0, pa.array([b"a"]), sizes=pa.array([None], pa.int64())), "invalid sizes: null at index 0"),
+        (
+            lambda c: c.insert_batch(0, 0, pa.array([b"a"]), sizes=pa.array([None], pa.int64())),
+            "invalid sizes: null at index 0",
+        ),
         (lambda c: c.insert_batch(0, 0, pa.array([b"a"]), sizes=["x"]), "invalid sizes: expected integers"),
-        (lambda c: c.insert_batch(0, 0, pa.array([b"a"]), expected_reads=-1), "invalid expected_reads: must be in [0, 2^31)"),
-        (lambda c: c.insert_batch(0, 0, pa.array([b"a", b"b"]), expected_reads=[0]), "invalid expected_reads: has 1 values for 2"),
+        (
+            lambda c: c.insert_batch(0, 0, pa.array([b"a"]), expected_reads=-1),
+            "invalid expected_reads: must be in [0, 2^31)",
+        ),
+        (
+            lambda c: c.insert_batch(0, 0, pa.array([b"a", b"b"]), expected_reads=[0]),
+            "invalid expected_reads: has 1 values for 2",
+        ),
         (lambda c: c.insert_batch(0, 0, pa.array([b"a", b"b"]), expected_reads=[0, 2**31]), "at index 1"),
-        (lambda c: c.insert_batch(0, 2**63 - 2, pa.array([b"a"] * 3)), "invalid first_entry_id: 9223372036854775806 + 3 entries overflows"),
-        (lambda c: c.insert_batch(0, 0, pa.array([b"a"]), expected_reads=pa.array([1.5])), "invalid expected_reads: expected an integer array"),
+        (
+            lambda c: c.insert_batch(0, 2**63 - 2, pa.array([b"a"] * 3)),
+            "invalid first_entry_id: 9223372036854775806 + 3 entries overflows",
+        ),
+        (
+            lambda c: c.insert_batch(0, 0, pa.array([b"a"]), expected_reads=pa.array([1.5])),
+            "invalid expected_reads: expected an integer array",
+        ),
     ],
 )
 def test_errors_name_the_argument(clock, call, message):
@@ -175,6 +190,7 @@ def test_an_element_over_2_gib_is_refused_naming_its_index(clock):
     """Entries cut from one buffer are at most 2 GiB - 2 bytes (as Pulsar's int-sized entries).
     The buffer is calloc'd zeros, never touched, so the test costs no memory."""
     import numpy as np
+
     data = pa.py_buffer(np.zeros(2**31, dtype=np.uint8))
     offsets = pa.py_buffer(np.array([0, 1, 2**31], dtype=np.int64))
     array = pa.Array.from_buffers(pa.large_binary(), 2, [None, offsets, data])

@@ -33,7 +33,10 @@ def test_a_stock_broker_conf_reads_as_pulsars_defaults(conf):
     assert all(m.startswith(("managedLedgerCacheSizeMB", "managedLedgerCacheEvictionExtendTTL")) for m in said), said
     defaults = lc.CacheConfig()
     assert (c.cache_size_bytes, c.eviction_watermark, c.eviction_time_threshold_ms) == (
-        defaults.cache_size_bytes, defaults.eviction_watermark, defaults.eviction_time_threshold_ms)
+        defaults.cache_size_bytes,
+        defaults.eviction_watermark,
+        defaults.eviction_time_threshold_ms,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", lc.BrokerConfWarning)
         sized = lc.CacheConfig.from_broker_conf(conf, direct_memory_bytes=10 << 30)
@@ -49,8 +52,12 @@ def test_the_default_cache_size_is_a_fifth_of_direct_memory_at_least_64_mib():
     assert size(256 * MIB) == 64 * MIB
     # Absent is the same default; a written size wins over the direct memory.
     assert lc.CacheConfig.from_broker_conf({}, direct_memory_bytes=5 << 30).cache_size_bytes == 1024 * MIB
-    assert lc.CacheConfig.from_broker_conf({"managedLedgerCacheSizeMB": "100"},
-                                           direct_memory_bytes=5 << 30).cache_size_bytes == 100 * MIB
+    assert (
+        lc.CacheConfig.from_broker_conf(
+            {"managedLedgerCacheSizeMB": "100"}, direct_memory_bytes=5 << 30
+        ).cache_size_bytes
+        == 100 * MIB
+    )
 
 
 def test_errors_name_the_file_the_key_and_the_value(tmp_path):

@@ -18,8 +18,11 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "broker"
 def test_one_topic_dump():
     stats = bs.read(DATA / "one-topic.stats.json")
     (t,) = stats.topics
-    assert (t.name, t.namespace, t.bundle) == ("persistent://public/default/orders", "public/default",
-                                              "0x40000000_0x80000000")
+    assert (t.name, t.namespace, t.bundle) == (
+        "persistent://public/default/orders",
+        "public/default",
+        "0x40000000_0x80000000",
+    )
     assert t.msg_rate_in == 2001.457 and t.average_msg_size == 1024.0
     assert t.msg_throughput_in == pytest.approx(2001.457 * 1024)
     assert t.msg_rate_out == pytest.approx(2001.457 + 1998.112)
@@ -40,8 +43,12 @@ def test_key_shared_backlog_dump():
     assert ks.msg_backlog == 600_000 and t.backlog_size == 1_536_000_000
     assert len(ks.consumers) == 4 and ks.msg_rate_redeliver == 35.5 and ks.unacked_messages == 24315
     slow = min(ks.consumers, key=lambda c: c.msg_rate_out)
-    assert (slow.name, slow.available_permits, slow.unacked_messages, slow.msg_rate_redeliver) == \
-        ("proc-3-slow", 0, 19800, 35.5)
+    assert (slow.name, slow.available_permits, slow.unacked_messages, slow.msg_rate_redeliver) == (
+        "proc-3-slow",
+        0,
+        19800,
+        35.5,
+    )
     assert all(c.available_permits > 0 for c in ks.consumers if c is not slow)
     assert shared.msg_backlog == 41 and len(shared.consumers) == 2 and shared.unacked_messages == 605
 
@@ -59,6 +66,7 @@ def test_many_small_topics_dump():
 
 def test_many_small_topics_is_what_the_script_writes(tmp_path, monkeypatch):
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("make_many", DATA / "make_many_small_topics.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -94,10 +102,14 @@ def test_partitioned_stats_per_partition_and_aggregate():
     assert [t.name for t in split.topics] == [t.name for t in topics]
     assert all(t.msg_rate_in == pytest.approx(901.25 / 3) and t.average_msg_size == 256.0 for t in split.topics)
     assert [t.subscriptions[0].msg_backlog for t in split.topics] == [3, 3, 3]
-    assert [t.backlog_size for t in split.topics] == [3072] * 3 and sum(t.storage_size for t in split.topics) == 805306368
-    assert split.notes == ("partitioned-stats without --per-partition: the aggregate split evenly over its partitions "
-                           "(run it with --per-partition for each partition's own numbers) in partitioned topic "
-                           "persistent://public/default/clicks: 3 partitions",)
+    assert [t.backlog_size for t in split.topics] == [3072] * 3 and sum(
+        t.storage_size for t in split.topics
+    ) == 805306368
+    assert split.notes == (
+        "partitioned-stats without --per-partition: the aggregate split evenly over its partitions "
+        "(run it with --per-partition for each partition's own numbers) in partitioned topic "
+        "persistent://public/default/clicks: 3 partitions",
+    )
 
 
 def test_partitioned_aggregate_split_as_pulsar_adds():
@@ -147,15 +159,23 @@ def test_partitioned_aggregate_average_of_before_2_2_and_bad_partition_counts():
         raw["metadata"]["partitions"] = bad
         stats = bs.read(raw, name="persistent://t/ns/big")
         assert [t.name for t in stats.topics] == ["persistent://t/ns/big"]
-        assert stats.notes == (f"partitioned-stats without a partition count (metadata.partitions), read as one "
-                               f"topic, in partitioned topic persistent://t/ns/big: {bad!r}",)
+        assert stats.notes == (
+            f"partitioned-stats without a partition count (metadata.partitions), read as one "
+            f"topic, in partitioned topic persistent://t/ns/big: {bad!r}",
+        )
     raw["metadata"]["partitions"] = bs.MAX_PARTITIONS + 1
-    with pytest.raises(lc.InvalidArgumentError, match=r"^<mapping>: persistent://t/ns/big: metadata.partitions: "
-                                                      r"100,001 partitions, more than the 100,000"):
+    with pytest.raises(
+        lc.InvalidArgumentError,
+        match=r"^<mapping>: persistent://t/ns/big: metadata.partitions: "
+        r"100,001 partitions, more than the 100,000",
+    ):
         bs.read(raw, name="persistent://t/ns/big")
     raw["metadata"]["partitions"] = 90_000  # 90,000 x (1 topic + 2 subscriptions + 9 consumer entries): too many
-    with pytest.raises(lc.InvalidArgumentError, match=r"^<mapping>: persistent://t/ns/big: metadata.partitions: "
-                                                      r"90,000 partitions of 2 subscriptions make 1,080,000 "):
+    with pytest.raises(
+        lc.InvalidArgumentError,
+        match=r"^<mapping>: persistent://t/ns/big: metadata.partitions: "
+        r"90,000 partitions of 2 subscriptions make 1,080,000 ",
+    ):
         bs.read(raw, name="persistent://t/ns/big")
     bare = {"msgRateIn": 1e5, "msgThroughputIn": 1e7, "metadata": {"partitions": bs.MAX_PARTITIONS}, "partitions": {}}
     assert len(bs.read(bare, name="persistent://t/ns/big").topics) == bs.MAX_PARTITIONS
@@ -166,9 +186,14 @@ def test_per_partition_with_partitions_missing_real_2_4():
     stats = bs.read(DATA / "pulsar-4639-partitioned-per-partition-2.4.stats.json")
     (t,) = stats.topics
     assert (t.name, t.namespace, [s.name for s in t.subscriptions]) == (
-        "persistent://sample/standalone/ns1/pt1-partition-1", "sample/standalone/ns1", ["sub1"])
-    assert stats.notes == ("partitioned-stats with stats for 1 of its 2 partitions (metadata.partitions), read as "
-                           "the partitions it has, in partitioned topic persistent://sample/standalone/ns1/pt1",)
+        "persistent://sample/standalone/ns1/pt1-partition-1",
+        "sample/standalone/ns1",
+        ["sub1"],
+    )
+    assert stats.notes == (
+        "partitioned-stats with stats for 1 of its 2 partitions (metadata.partitions), read as "
+        "the partitions it has, in partitioned topic persistent://sample/standalone/ns1/pt1",
+    )
 
 
 def test_non_persistent_topics_are_skipped():
@@ -176,8 +201,10 @@ def test_non_persistent_topics_are_skipped():
     bundle = raw["public/default"]["0x40000000_0x80000000"]
     orders = bundle["persistent"]["persistent://public/default/orders"]
     bundle["non-persistent"] = {"non-persistent://public/default/np": orders}
-    skipped = ("skipped 1 non-persistent topic (e.g. non-persistent://public/default/np): they bypass the managed "
-               "ledger, so the entry cache never sees their messages",)
+    skipped = (
+        "skipped 1 non-persistent topic (e.g. non-persistent://public/default/np): they bypass the managed "
+        "ledger, so the entry cache never sees their messages",
+    )
     stats = bs.read(raw)
     assert [t.name for t in stats.topics] == ["persistent://public/default/orders"] and stats.notes == skipped
     # Before 2.0 (apache/pulsar#1235) the dump listed them in the "persistent" section.
@@ -202,7 +229,8 @@ def test_non_persistent_stats_told_apart_by_msg_drop_rate():
         assert str(e.value) == (
             "<mapping>: only non-persistent topics (1 topic, e.g. persistent://a/b/looks-persistent): they bypass the "
             "managed ledger, so there is nothing the entry cache sees; take the stats of the broker's persistent "
-            "topics (pulsar-admin broker-stats topics)")
+            "topics (pulsar-admin broker-stats topics)"
+        )
     assert bs.read(single, name="persistent://a/b/c").topics  # without msgDropRate it is persistent
 
 
@@ -211,8 +239,10 @@ def test_non_persistent_only_real_1_19_named_by_its_command_line():
     path = DATA / "pulsar-538-non-persistent-1.19.stats.txt"
     with pytest.raises(lc.InvalidArgumentError) as e:
         bs.read(path)
-    assert str(e.value).startswith(f"{path}: only non-persistent topics (1 topic, e.g. "
-                                   f"non-persistent://prop/cluster/ns/my-topic): they bypass the managed ledger")
+    assert str(e.value).startswith(
+        f"{path}: only non-persistent topics (1 topic, e.g. "
+        f"non-persistent://prop/cluster/ns/my-topic): they bypass the managed ledger"
+    )
 
 
 def test_broker_stats_non_persistent_section_real_2_0():
@@ -220,15 +250,24 @@ def test_broker_stats_non_persistent_section_real_2_0():
     stats = bs.read(DATA / "pulsar-1235-broker-stats-non-persistent-section-2.0.stats.json")
     (t,) = stats.topics
     assert (t.name, t.namespace, t.bundle, t.publishers) == (
-        "persistent://sample/standalone/ns2/tp3", "sample/standalone/ns2", "0x00000000_0xffffffff", 0)
-    assert stats.notes == ("skipped 1 non-persistent topic (e.g. non-persistent://sample/standalone/ns2/t2): they "
-                           "bypass the managed ledger, so the entry cache never sees their messages",)
+        "persistent://sample/standalone/ns2/tp3",
+        "sample/standalone/ns2",
+        "0x00000000_0xffffffff",
+        0,
+    )
+    assert stats.notes == (
+        "skipped 1 non-persistent topic (e.g. non-persistent://sample/standalone/ns2/t2): they "
+        "bypass the managed ledger, so the entry cache never sees their messages",
+    )
 
 
-@pytest.mark.parametrize("fixture, command", [
-    ("pulsar-23908-stats-internal-4.x.stats.json", "topics stats-internal"),
-    ("pulsar-15609-partitioned-stats-internal-2.8.stats.json", "topics partitioned-stats-internal"),
-])
+@pytest.mark.parametrize(
+    "fixture, command",
+    [
+        ("pulsar-23908-stats-internal-4.x.stats.json", "topics stats-internal"),
+        ("pulsar-15609-partitioned-stats-internal-2.8.stats.json", "topics partitioned-stats-internal"),
+    ],
+)
 def test_stats_internal_refused_naming_what_to_run(fixture, command):
     with pytest.raises(lc.InvalidArgumentError) as e:
         bs.read(DATA / fixture)
@@ -238,7 +277,9 @@ def test_stats_internal_refused_naming_what_to_run(fixture, command):
     assert "pulsar-admin topics partitioned-stats --per-partition TOPIC" in message
     assert "pulsar-admin broker-stats topics" in message
     raw = json.loads((DATA / fixture).read_text())
-    with pytest.raises(lc.InvalidArgumentError, match=rf"^<mapping>: persistent://a/b/c: this is pulsar-admin {command}"):
+    with pytest.raises(
+        lc.InvalidArgumentError, match=rf"^<mapping>: persistent://a/b/c: this is pulsar-admin {command}"
+    ):
         bs.read({"persistent://a/b/c": raw})
 
 
@@ -246,8 +287,11 @@ def test_real_topics_stats_2_4_and_4_x():
     # apache/pulsar#5894 (2.4.2, trimmed to three of its publishers).
     stats = bs.read(DATA / "pulsar-5894-topics-stats-2.4.stats.json")
     (t,) = stats.topics
-    assert (t.name, t.msg_rate_in, t.average_msg_size) == ("pulsar-5894-topics-stats-2.4", 231.6668315416007,
-                                                           268.94143882819634)
+    assert (t.name, t.msg_rate_in, t.average_msg_size) == (
+        "pulsar-5894-topics-stats-2.4",
+        231.6668315416007,
+        268.94143882819634,
+    )
     assert (t.storage_size, t.backlog_size, t.publishers, t.subscriptions) == (5353680152, 2293765539, 3, ())
     # apache/pulsar#23701 (master of December 2024): the 4.x fields, ignored.
     (t,) = bs.read(DATA / "pulsar-23701-topics-stats-4.x.stats.json").topics
@@ -262,8 +306,10 @@ def test_real_negative_unacked_1_19_clamped_with_a_note():
     (s,) = t.subscriptions
     assert (s.type, s.msg_backlog, s.unacked_messages) == ("Shared", 1219175, 152277)
     assert [(c.unacked_messages, c.available_permits) for c in s.consumers] == [(0, 91), (118754, 87)]
-    assert stats.notes == (f"unackedMessages < 0 clamped to 0 in consumer {t.name} {s.name} consumer "
-                           f"i-09c2ad7fd2a49d057-10.73.103.15: -49860",)
+    assert stats.notes == (
+        f"unackedMessages < 0 clamped to 0 in consumer {t.name} {s.name} consumer "
+        f"i-09c2ad7fd2a49d057-10.73.103.15: -49860",
+    )
 
 
 def test_concatenated_documents_named_after_the_file(tmp_path):
@@ -271,9 +317,11 @@ def test_concatenated_documents_named_after_the_file(tmp_path):
     assert [t.name for t in stats.topics] == ["loop-0", "loop-1", "loop-2"]
     assert [t.msg_rate_in for t in stats.topics] == [120.0, 40.0, 0.0]
     assert stats.topics[1].subscriptions[0].msg_backlog == 9000
-    assert stats.notes == ("3 topics whose stats do not name them, named loop-0, loop-1, loop-2 after the file "
-                           "(pulsar-admin topics stats prints no name: a line with the topic's name before each "
-                           "document names it)",)
+    assert stats.notes == (
+        "3 topics whose stats do not name them, named loop-0, loop-1, loop-2 after the file "
+        "(pulsar-admin topics stats prints no name: a line with the topic's name before each "
+        "document names it)",
+    )
     assert [t.name for t in bs.read(DATA / "loop.stats.json", name="x").topics] == ["x-0", "x-1", "x-2"]
     # Documents that name their topics mix with them: a dump, then two unnamed.
     path = tmp_path / "mixed.json"
@@ -312,8 +360,10 @@ def test_concatenated_documents_errors_name_the_document(tmp_path):
     path.write_text("Topic not found\n\nReason: Topic not found\n")
     with pytest.raises(lc.InvalidArgumentError) as e:
         bs.read(path)
-    assert str(e.value).startswith(f"{path}: line 1 column 1: not JSON: expected a JSON object, got 'Topic not found'; "
-                                   f"expected one of: the broker's topic stats dump")
+    assert str(e.value).startswith(
+        f"{path}: line 1 column 1: not JSON: expected a JSON object, got 'Topic not found'; "
+        f"expected one of: the broker's topic stats dump"
+    )
     path.write_text("\n")
     with pytest.raises(lc.InvalidArgumentError, match=rf"^{path}: not JSON: expected a JSON object, the file is empty"):
         bs.read(path)
@@ -324,9 +374,22 @@ def test_concatenated_documents_errors_name_the_document(tmp_path):
 
 
 def test_defaults_and_unknown_fields():
-    (t,) = bs.read({"ns/a": {"0x0_0x1": {"persistent": {"persistent://ns/a/t": {
-        "msgRateIn": 10, "msgThroughputIn": 1000, "newFieldOfPulsar9": {"x": 1},
-        "subscriptions": {"s": {"consumers": [{}], "type": "None"}}}}}}}).topics
+    (t,) = bs.read(
+        {
+            "ns/a": {
+                "0x0_0x1": {
+                    "persistent": {
+                        "persistent://ns/a/t": {
+                            "msgRateIn": 10,
+                            "msgThroughputIn": 1000,
+                            "newFieldOfPulsar9": {"x": 1},
+                            "subscriptions": {"s": {"consumers": [{}], "type": "None"}},
+                        }
+                    }
+                }
+            }
+        }
+    ).topics
     assert (t.average_msg_size, t.publishers, t.storage_size, t.msg_rate_out) == (100.0, 0, 0, 0.0)
     (s,) = t.subscriptions
     assert s.type is None and s.consumers == (bs.ConsumerStats(),)
@@ -344,28 +407,53 @@ def test_round_trip_fixtures(tmp_path):
 
 rates = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
 counts = st.integers(min_value=0, max_value=2**62)
-consumers = st.builds(bs.ConsumerStats, name=st.text(max_size=8), msg_rate_out=rates, msg_throughput_out=rates,
-                      available_permits=st.none() | st.integers(-1000, 2**31 - 1), unacked_messages=counts,
-                      msg_rate_redeliver=rates)
-subscriptions = st.builds(bs.SubscriptionStats, name=st.text(min_size=1, max_size=8),
-                          type=st.sampled_from((None,) + bs.SUBSCRIPTION_TYPES), msg_rate_out=rates,
-                          msg_throughput_out=rates, msg_backlog=counts, unacked_messages=counts,
-                          msg_rate_redeliver=rates, consumers=st.lists(consumers, max_size=3).map(tuple))
+consumers = st.builds(
+    bs.ConsumerStats,
+    name=st.text(max_size=8),
+    msg_rate_out=rates,
+    msg_throughput_out=rates,
+    available_permits=st.none() | st.integers(-1000, 2**31 - 1),
+    unacked_messages=counts,
+    msg_rate_redeliver=rates,
+)
+subscriptions = st.builds(
+    bs.SubscriptionStats,
+    name=st.text(min_size=1, max_size=8),
+    type=st.sampled_from((None,) + bs.SUBSCRIPTION_TYPES),
+    msg_rate_out=rates,
+    msg_throughput_out=rates,
+    msg_backlog=counts,
+    unacked_messages=counts,
+    msg_rate_redeliver=rates,
+    consumers=st.lists(consumers, max_size=3).map(tuple),
+)
 
 
 @st.composite
 def broker_stats(draw):
     topics = []
     for n, ns in enumerate(draw(st.lists(st.sampled_from(["a/b", "c/d", "e/f"]), unique=True, max_size=3))):
-        for bundle in draw(st.lists(st.sampled_from(["0x00000000_0x80000000", "0x80000000_0xffffffff"]),
-                                    unique=True, min_size=1)):
+        for bundle in draw(
+            st.lists(st.sampled_from(["0x00000000_0x80000000", "0x80000000_0xffffffff"]), unique=True, min_size=1)
+        ):
             for i in range(draw(st.integers(0, 3))):
                 subs = draw(st.lists(subscriptions, max_size=3, unique_by=lambda s: s.name))
-                topics.append(bs.TopicStats(
-                    name=f"persistent://{ns}/t{bundle[2]}{i}", namespace=ns, bundle=bundle,
-                    msg_rate_in=draw(rates), msg_throughput_in=draw(rates), average_msg_size=draw(rates),
-                    msg_rate_out=draw(rates), msg_throughput_out=draw(rates), storage_size=draw(counts),
-                    backlog_size=draw(counts), publishers=draw(st.integers(0, 100)), subscriptions=tuple(subs)))
+                topics.append(
+                    bs.TopicStats(
+                        name=f"persistent://{ns}/t{bundle[2]}{i}",
+                        namespace=ns,
+                        bundle=bundle,
+                        msg_rate_in=draw(rates),
+                        msg_throughput_in=draw(rates),
+                        average_msg_size=draw(rates),
+                        msg_rate_out=draw(rates),
+                        msg_throughput_out=draw(rates),
+                        storage_size=draw(counts),
+                        backlog_size=draw(counts),
+                        publishers=draw(st.integers(0, 100)),
+                        subscriptions=tuple(subs),
+                    )
+                )
     return bs.BrokerStats(topics=tuple(topics))
 
 
@@ -386,14 +474,26 @@ def test_not_stats_is_one_clear_error():
         bs.read(DATA / "monitoring-metrics.json")
 
 
-@pytest.mark.parametrize("value, note", [
-    ("abc", "msgRateOut not a number, read as 0, in subscription persistent://public/default/orders billing: 'abc'"),
-    (-1.0, "msgRateOut < 0 clamped to 0 in subscription persistent://public/default/orders billing: -1"),
-    ("NaN", "msgRateOut not finite (NaN), read as 0, in subscription persistent://public/default/orders billing"),
-    (float("inf"), "msgRateOut not finite (inf), read as 0, in subscription persistent://public/default/orders billing"),
-    (True, "msgRateOut not a number, read as 0, in subscription persistent://public/default/orders billing: True"),
-    ({}, "msgRateOut not a number, read as 0, in subscription persistent://public/default/orders billing: an object"),
-])
+@pytest.mark.parametrize(
+    "value, note",
+    [
+        (
+            "abc",
+            "msgRateOut not a number, read as 0, in subscription persistent://public/default/orders billing: 'abc'",
+        ),
+        (-1.0, "msgRateOut < 0 clamped to 0 in subscription persistent://public/default/orders billing: -1"),
+        ("NaN", "msgRateOut not finite (NaN), read as 0, in subscription persistent://public/default/orders billing"),
+        (
+            float("inf"),
+            "msgRateOut not finite (inf), read as 0, in subscription persistent://public/default/orders billing",
+        ),
+        (True, "msgRateOut not a number, read as 0, in subscription persistent://public/default/orders billing: True"),
+        (
+            {},
+            "msgRateOut not a number, read as 0, in subscription persistent://public/default/orders billing: an object",
+        ),
+    ],
+)
 def test_bad_counter_read_as_0_with_a_note(tmp_path, value, note):
     raw = json.loads((DATA / "one-topic.stats.json").read_text())
     topic = raw["public/default"]["0x40000000_0x80000000"]["persistent"]["persistent://public/default/orders"]
@@ -411,13 +511,26 @@ def _dump(topics):
 
 
 def test_repeated_repairs_merge_into_one_note_with_a_count():
-    topics = {f"persistent://t/n/a{i}": {"msgRateIn": 1.0, "subscriptions": {
-        "sub1": {"type": "Shared", "unackedMessages": -5 - i, "msgBacklog": 3,
-                 "consumers": [{"consumerName": "c", "unackedMessages": -1, "availablePermits": -20}]}}}
-        for i in range(12)}
+    topics = {
+        f"persistent://t/n/a{i}": {
+            "msgRateIn": 1.0,
+            "subscriptions": {
+                "sub1": {
+                    "type": "Shared",
+                    "unackedMessages": -5 - i,
+                    "msgBacklog": 3,
+                    "consumers": [{"consumerName": "c", "unackedMessages": -1, "availablePermits": -20}],
+                }
+            },
+        }
+        for i in range(12)
+    }
     stats = bs.read(_dump(topics))
-    assert all(s.unacked_messages == 0 and s.consumers[0].unacked_messages == 0 and s.consumers[0].available_permits == -20
-               for t in stats.topics for s in t.subscriptions)
+    assert all(
+        s.unacked_messages == 0 and s.consumers[0].unacked_messages == 0 and s.consumers[0].available_permits == -20
+        for t in stats.topics
+        for s in t.subscriptions
+    )
     assert stats.notes == (
         "unackedMessages < 0 clamped to 0 in 12 subscriptions (e.g. persistent://t/n/a0 sub1: -5)",
         "unackedMessages < 0 clamped to 0 in 12 consumers (e.g. persistent://t/n/a0 sub1 consumer c: -1)",
@@ -425,18 +538,37 @@ def test_repeated_repairs_merge_into_one_note_with_a_count():
 
 
 def test_every_repair_and_its_note(tmp_path):
-    text = json.dumps(_dump({
-        "persistent://t/n/a": {
-            "msgRateIn": "Infinity", "msgThroughputIn": 5000, "storageSize": 12.5, "backlogSize": 123,
-            "publishers": {"p": 1}, "producerCount": -2,
-            "subscriptions": {
-                "s1": {"type": "Broadcast", "msgBacklog": -1, "consumers": "x"},
-                "s2": 5,
-                "s3": {"type": "Exclusive", "consumers": [7, {"consumerName": 9, "msgRateRedeliver": float("nan"),
-                                                              "availablePermits": "12", "unackedMessages": 2**64}]},
-            }},
-        "persistent://t/n/b": [1, 2],
-    })).replace('"backlogSize": 123', '"backlogSize": ' + "9" * 50)  # too long for Python's int(): a bad counter
+    text = json.dumps(
+        _dump(
+            {
+                "persistent://t/n/a": {
+                    "msgRateIn": "Infinity",
+                    "msgThroughputIn": 5000,
+                    "storageSize": 12.5,
+                    "backlogSize": 123,
+                    "publishers": {"p": 1},
+                    "producerCount": -2,
+                    "subscriptions": {
+                        "s1": {"type": "Broadcast", "msgBacklog": -1, "consumers": "x"},
+                        "s2": 5,
+                        "s3": {
+                            "type": "Exclusive",
+                            "consumers": [
+                                7,
+                                {
+                                    "consumerName": 9,
+                                    "msgRateRedeliver": float("nan"),
+                                    "availablePermits": "12",
+                                    "unackedMessages": 2**64,
+                                },
+                            ],
+                        },
+                    },
+                },
+                "persistent://t/n/b": [1, 2],
+            }
+        )
+    ).replace('"backlogSize": 123', '"backlogSize": ' + "9" * 50)  # too long for Python's int(): a bad counter
     path = tmp_path / "bad.json"
     path.write_text(text)
     stats = bs.read(path)
@@ -460,7 +592,7 @@ def test_every_repair_and_its_note(tmp_path):
         f"msgBacklog < 0 clamped to 0 in subscription {a} s1: -1",
         f"subscription not a JSON object, skipped in topic {a} s2: 5",
         f"consumer entry not a JSON object, skipped in subscription {a} s3: 7",
-        f"consumerName not a string, read as \"\" in subscription {a} s3: 9",
+        f'consumerName not a string, read as "" in subscription {a} s3: 9',
         f"availablePermits not a number, read as unknown, in consumer {a} s3 consumer #1: '12'",
         f"unackedMessages beyond a Java long, read as 0, in consumer {a} s3 consumer #1: {2**64}",
         f"msgRateRedeliver not finite (nan), read as 0, in consumer {a} s3 consumer #1",

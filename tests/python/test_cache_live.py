@@ -26,7 +26,13 @@ def test_peek_shows_the_evictors_view_without_touching_the_entry(clock):
     c.insert(P(1, 0), bytes(10), expected_reads=2)
     c.insert(P(1, 1), b"abc")
     info = c.peek(P(1, 0))
-    assert (info.position, info.size, info.expected_reads, info.requeue_count, info.accessed) == (P(1, 0), 10, 2, 0, False)
+    assert (info.position, info.size, info.expected_reads, info.requeue_count, info.accessed) == (
+        P(1, 0),
+        10,
+        2,
+        0,
+        False,
+    )
     assert info.timestamp_ns == clock.now_ns()
     assert c.peek(P(1, 1)).expected_reads is None
     assert c.peek(P(1, 2)) is None
@@ -135,12 +141,18 @@ def test_time_threshold_and_extensions_change_live(clock):
     m.update_config(eviction_time_threshold_ms=100, extend_ttl_max_times=0, extend_ttl_of_recently_accessed=False)
     assert m.evict_expired() == (2, 20), "the shorter TTL and no extensions, at the next time pass"
     cfg = m.config
-    assert (cfg.eviction_time_threshold_ms, cfg.extend_ttl_max_times, cfg.extend_ttl_of_recently_accessed) == (100, 0, False)
+    assert (cfg.eviction_time_threshold_ms, cfg.extend_ttl_max_times, cfg.extend_ttl_of_recently_accessed) == (
+        100,
+        0,
+        False,
+    )
 
 
 def test_settings_a_broker_reads_at_start_up_only_are_refused(clock):
     m = make_manager(clock)
-    with pytest.raises(lc.UnsupportedError, match=r"eviction_interval_ms.*managedLedgerCacheEvictionIntervalMs.*restart"):
+    with pytest.raises(
+        lc.UnsupportedError, match=r"eviction_interval_ms.*managedLedgerCacheEvictionIntervalMs.*restart"
+    ):
         m.update_config(eviction_interval_ms=5)
     with pytest.raises(lc.UnsupportedError, match=r"strategy.*restart"):
         m.update_config(cache_size_bytes=10, strategy="lru")
@@ -152,8 +164,13 @@ def test_settings_a_broker_reads_at_start_up_only_are_refused(clock):
         m.update_config(cache_size_bytes=-1)
     assert m.config == lc.CacheConfig(), "nothing changed"
     live = {s["name"] for s in lc.CacheConfig.settings() if s["live"]}
-    assert live == {"cache_size_bytes", "eviction_watermark", "eviction_time_threshold_ms", "extend_ttl_max_times",
-                    "extend_ttl_of_recently_accessed"}
+    assert live == {
+        "cache_size_bytes",
+        "eviction_watermark",
+        "eviction_time_threshold_ms",
+        "extend_ttl_max_times",
+        "extend_ttl_of_recently_accessed",
+    }
 
 
 def test_a_cache_made_while_the_size_was_zero_stays_disabled(clock):
@@ -167,8 +184,11 @@ def test_a_cache_made_while_the_size_was_zero_stays_disabled(clock):
 def test_the_background_evictor_applies_a_smaller_size():
     import time
 
-    m = lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=10_000, eviction_interval_ms=60_000),
-                             clock=lc.ManualClock(), background_eviction=True)
+    m = lc.EntryCacheManager(
+        lc.CacheConfig(cache_size_bytes=10_000, eviction_interval_ms=60_000),
+        clock=lc.ManualClock(),
+        background_eviction=True,
+    )
     c = m.get_cache("t")
     for i in range(50):
         c.insert(P(0, i), bytes(100))
@@ -181,8 +201,9 @@ def test_the_background_evictor_applies_a_smaller_size():
 
 
 def test_updates_while_threads_insert_and_the_evictor_runs(clock):
-    m = lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=50_000, eviction_interval_ms=1), clock=clock,
-                             background_eviction=True)
+    m = lc.EntryCacheManager(
+        lc.CacheConfig(cache_size_bytes=50_000, eviction_interval_ms=1), clock=clock, background_eviction=True
+    )
     stop = threading.Event()
 
     def insert(t):
@@ -211,24 +232,36 @@ def test_updates_while_threads_insert_and_the_evictor_runs(clock):
 
 def test_the_limiter_settings_come_from_broker_conf():
     c = lc.CacheConfig()
-    assert (c.max_reads_in_flight_bytes, c.reads_in_flight_acquire_timeout_ms,
-            c.reads_in_flight_acquire_queue_size) == (768 << 20, 60_000, 50_000)
-    c = lc.CacheConfig.from_broker_conf({
-        "managedLedgerMaxReadsInFlightSizeInMB": "100",
-        "managedLedgerMaxReadsInFlightPermitsAcquireTimeoutMillis": "500",
-        "managedLedgerMaxReadsInFlightPermitsAcquireQueueSize": "10",
-    })
-    assert (c.max_reads_in_flight_bytes, c.reads_in_flight_acquire_timeout_ms,
-            c.reads_in_flight_acquire_queue_size) == (100 << 20, 500, 10)
+    assert (
+        c.max_reads_in_flight_bytes,
+        c.reads_in_flight_acquire_timeout_ms,
+        c.reads_in_flight_acquire_queue_size,
+    ) == (768 << 20, 60_000, 50_000)
+    c = lc.CacheConfig.from_broker_conf(
+        {
+            "managedLedgerMaxReadsInFlightSizeInMB": "100",
+            "managedLedgerMaxReadsInFlightPermitsAcquireTimeoutMillis": "500",
+            "managedLedgerMaxReadsInFlightPermitsAcquireQueueSize": "10",
+        }
+    )
+    assert (
+        c.max_reads_in_flight_bytes,
+        c.reads_in_flight_acquire_timeout_ms,
+        c.reads_in_flight_acquire_queue_size,
+    ) == (100 << 20, 500, 10)
     # Unset, master's default: 15% of the direct memory, at least dispatcherMaxReadSizeBytes.
     assert lc.CacheConfig.from_broker_conf({}, direct_memory_bytes=10 << 30).max_reads_in_flight_bytes == int(
-        (10 << 30) * 0.15)
+        (10 << 30) * 0.15
+    )
     assert lc.CacheConfig.from_broker_conf({}, direct_memory_bytes=1 << 20).max_reads_in_flight_bytes == 5 << 20
     with pytest.warns(lc.BrokerConfWarning, match="dispatcherMaxReadSizeBytes"):
         lc.CacheConfig.from_broker_conf({"managedLedgerMaxReadsInFlightSizeInMB": "1"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert lc.CacheConfig.from_broker_conf({"managedLedgerMaxReadsInFlightSizeInMB": "0"}).max_reads_in_flight_bytes == 0
+        assert (
+            lc.CacheConfig.from_broker_conf({"managedLedgerMaxReadsInFlightSizeInMB": "0"}).max_reads_in_flight_bytes
+            == 0
+        )
     with pytest.raises(lc.InvalidArgumentError, match="reads_in_flight_acquire_queue_size"):
         lc.CacheConfig(reads_in_flight_acquire_queue_size=1 << 31)
 
@@ -432,9 +465,14 @@ def test_acquire_exceeding_max_reads_when_all_permits_available(clock):
 
 def limited_ledger(clock, limit, timeout_ms=1000, queue=50_000):
     manager = lc.EntryCacheManager(
-        lc.CacheConfig(cache_size_bytes=1 << 20, max_reads_in_flight_bytes=limit,
-                       reads_in_flight_acquire_timeout_ms=timeout_ms, reads_in_flight_acquire_queue_size=queue),
-        clock=clock)
+        lc.CacheConfig(
+            cache_size_bytes=1 << 20,
+            max_reads_in_flight_bytes=limit,
+            reads_in_flight_acquire_timeout_ms=timeout_ms,
+            reads_in_flight_acquire_queue_size=queue,
+        ),
+        clock=clock,
+    )
     ml = lc.ManagedLedger("t", manager, lc.MemoryStorage(), read_latency_ms=10)
     clock.advance_ms(3_000)  # past the continue-caching window: reads go to storage
     ml.add_entries([bytes(1000) for _ in range(10)])
@@ -540,9 +578,14 @@ def test_the_lab_with_instant_reads_is_the_same_whatever_the_limit():
     t = lc.workload.generate(spec, seed=2)
     for strategy in ("pip430", "lru", "legacy"):
         default = lc.CacheConfig(strategy=strategy, cache_size_bytes=4 << 20)
-        rows = [lc.replay(t, c).drop_columns(["replay_seconds", "config"]).to_pylist()[0]
-                for c in (default, default.replace(max_reads_in_flight_bytes=0),
-                          default.replace(max_reads_in_flight_bytes=1, reads_in_flight_acquire_queue_size=0))]
+        rows = [
+            lc.replay(t, c).drop_columns(["replay_seconds", "config"]).to_pylist()[0]
+            for c in (
+                default,
+                default.replace(max_reads_in_flight_bytes=0),
+                default.replace(max_reads_in_flight_bytes=1, reads_in_flight_acquire_queue_size=0),
+            )
+        ]
         assert rows[0] == rows[1] == rows[2], strategy
         assert rows[0]["reads_waited_for_permits"] == rows[0]["reads_failed_for_permits"] == 0
 

@@ -23,13 +23,23 @@ STEADY = {
     "warmupDurationMinutes": 0.5,
     "testDurationMinutes": 1,
     "topicDetails": [
-        {"name": "persistent://t/ns/fast", "producerRate": 3000, "messageSize": 700, "subscriptions": [
-            {"name": "tail", "type": "Exclusive", "consumerRates": [3600]},
-            {"name": "behind", "type": "Shared", "consumerRates": [1500, 1500], "startSeconds": 20},
-        ]},
-        {"name": "persistent://t/ns/slow", "producerRate": 400, "messageSize": 2000, "subscriptions": [
-            {"name": "tail", "type": "Failover", "consumerRates": [480, 480]},
-        ]},
+        {
+            "name": "persistent://t/ns/fast",
+            "producerRate": 3000,
+            "messageSize": 700,
+            "subscriptions": [
+                {"name": "tail", "type": "Exclusive", "consumerRates": [3600]},
+                {"name": "behind", "type": "Shared", "consumerRates": [1500, 1500], "startSeconds": 20},
+            ],
+        },
+        {
+            "name": "persistent://t/ns/slow",
+            "producerRate": 400,
+            "messageSize": 2000,
+            "subscriptions": [
+                {"name": "tail", "type": "Failover", "consumerRates": [480, 480]},
+            ],
+        },
     ],
 }
 
@@ -37,8 +47,12 @@ STEADY = {
 def _summary(spec, seed=1):
     settings = lc.workload.resolve(spec)
     first, end = bw.window_seconds(settings)
-    return bw.summarize(lambda: lc.workload.stream(settings, seed), since_us=first * 1_000_000,
-                        until_us=end * 1_000_000, subscription=bw.subscriptions_of(settings))
+    return bw.summarize(
+        lambda: lc.workload.stream(settings, seed),
+        since_us=first * 1_000_000,
+        until_us=end * 1_000_000,
+        subscription=bw.subscriptions_of(settings),
+    )
 
 
 def _by_name(stats):
@@ -62,8 +76,9 @@ def test_summarize_measures_the_given_rates_and_backlogs():
 def test_round_trip_spec_stats_spec_keeps_rates_and_backlogs(tmp_path):
     first = _summary(STEADY)
     lc.broker_stats.write(first, tmp_path / "stats.json")
-    spec = lc.workload.from_broker_stats(tmp_path / "stats.json", test_duration_minutes=1,
-                                         settings={"batchingEnabled": False})
+    spec = lc.workload.from_broker_stats(
+        tmp_path / "stats.json", test_duration_minutes=1, settings={"batchingEnabled": False}
+    )
     second = _by_name(_summary(spec, seed=2))
     for t in first.topics:
         again = second[t.name]
@@ -92,17 +107,33 @@ def test_lagging_subscription_starts_behind_and_slow_consumers_keep_their_rates(
 def test_backlog_beyond_the_cap_is_capped():
     stats = lc.broker_stats.read(DATA / "key-shared-backlog.stats.json")
     # (Its Key_Shared subscriptions redeliver: a short nack delay keeps the warm-up the capped lag.)
-    spec = lc.workload.from_broker_stats(stats, max_backlog_minutes=0.5, settings={"negativeAckRedeliveryDelayMs": 1000})
+    spec = lc.workload.from_broker_stats(
+        stats, max_backlog_minutes=0.5, settings={"negativeAckRedeliveryDelayMs": 1000}
+    )
     assert spec["warmupDurationMinutes"] == pytest.approx(0.5)
     assert 0 < max(s["startSeconds"] for t in spec["topicDetails"] for s in t["subscriptions"]) <= 30
 
 
 def test_a_growing_backlog_ends_the_run_at_the_stats_backlog():
     # A subscription reading at 60% of the publish rate, 40,000 entries behind when dumped.
-    stats = lc.broker_stats.BrokerStats(topics=(lc.broker_stats.TopicStats(
-        name="persistent://t/ns/grow", msg_rate_in=2000, average_msg_size=500, subscriptions=(
-            lc.broker_stats.SubscriptionStats(name="lag", type="Exclusive", msg_rate_out=1200, msg_backlog=40_000,
-                                              consumers=(lc.broker_stats.ConsumerStats(msg_rate_out=1200),)),)),))
+    stats = lc.broker_stats.BrokerStats(
+        topics=(
+            lc.broker_stats.TopicStats(
+                name="persistent://t/ns/grow",
+                msg_rate_in=2000,
+                average_msg_size=500,
+                subscriptions=(
+                    lc.broker_stats.SubscriptionStats(
+                        name="lag",
+                        type="Exclusive",
+                        msg_rate_out=1200,
+                        msg_backlog=40_000,
+                        consumers=(lc.broker_stats.ConsumerStats(msg_rate_out=1200),),
+                    ),
+                ),
+            ),
+        )
+    )
     spec, notes = bw.workload_and_notes(stats, test_duration_minutes=0.5, settings={"batchingEnabled": False})
     assert notes == []
     sub = spec["topicDetails"][0]["subscriptions"][0]
@@ -114,8 +145,9 @@ def test_a_growing_backlog_ends_the_run_at_the_stats_backlog():
     assert generated.msg_rate_out == pytest.approx(1200, rel=0.05)
 
 
-@pytest.mark.parametrize("name", ["one-topic", "key-shared-backlog", "many-small-topics", "partitioned",
-                                  "single-topic"])
+@pytest.mark.parametrize(
+    "name", ["one-topic", "key-shared-backlog", "many-small-topics", "partitioned", "single-topic"]
+)
 def test_every_fixture_becomes_a_workload_with_its_topics(name):
     stats = lc.broker_stats.read(DATA / f"{name}.stats.json")
     spec = lc.workload.from_broker_stats(stats)
@@ -125,9 +157,16 @@ def test_every_fixture_becomes_a_workload_with_its_topics(name):
 
 
 def test_a_lagging_subscription_without_consumers_is_read_by_nobody_and_said_so():
-    stats = lc.broker_stats.BrokerStats(topics=(lc.broker_stats.TopicStats(
-        name="persistent://t/ns/orphan", msg_rate_in=100, average_msg_size=200, subscriptions=(
-            lc.broker_stats.SubscriptionStats(name="gone", type=None, msg_backlog=5000),)),))
+    stats = lc.broker_stats.BrokerStats(
+        topics=(
+            lc.broker_stats.TopicStats(
+                name="persistent://t/ns/orphan",
+                msg_rate_in=100,
+                average_msg_size=200,
+                subscriptions=(lc.broker_stats.SubscriptionStats(name="gone", type=None, msg_backlog=5000),),
+            ),
+        )
+    )
     spec, notes = bw.workload_and_notes(stats, test_duration_minutes=0.2)
     sub = spec["topicDetails"][0]["subscriptions"][0]
     assert sub["type"] == "Exclusive" and sub["consumerRates"] == []
@@ -154,17 +193,32 @@ def test_stats_that_are_not_stats_get_one_clear_error():
 
 def test_calibration_recovers_the_hit_ratio_of_a_synthetic_broker():
     # A broker whose cache holds about three seconds of a 20 s lag: some of its reads miss.
-    spec = {"testDurationMinutes": 1.5, "topicDetails": [
-        {"name": "persistent://t/ns/a", "producerRate": 4000, "messageSize": 1024, "subscriptions": [
-            {"name": "tail", "type": "Exclusive", "consumerRates": [4800]},
-            {"name": "behind", "type": "Exclusive", "consumerRates": [4000], "startSeconds": 20},
-        ]}]}
+    spec = {
+        "testDurationMinutes": 1.5,
+        "topicDetails": [
+            {
+                "name": "persistent://t/ns/a",
+                "producerRate": 4000,
+                "messageSize": 1024,
+                "subscriptions": [
+                    {"name": "tail", "type": "Exclusive", "consumerRates": [4800]},
+                    {"name": "behind", "type": "Exclusive", "consumerRates": [4000], "startSeconds": 20},
+                ],
+            }
+        ],
+    }
     config = lc.CacheConfig(cache_size_bytes=16 * MIB, strategy="lru")
     stats, observed = bw.dump(spec, config, seed=3)
     assert observed.hit_ratio is not None and 0.3 < observed.hit_ratio < 0.9
-    result = lc.calibrate.calibrate(stats, lc.metrics.BrokerMetrics(cache=observed, labels={}, samples=()),
-                                    broker_conf={"managedLedgerCacheSizeMB": "16"}, design="lru",
-                                    designs=["lru", "pip430"], sizes=[8 * MIB, 16 * MIB, 64 * MIB], seed=4)
+    result = lc.calibrate.calibrate(
+        stats,
+        lc.metrics.BrokerMetrics(cache=observed, labels={}, samples=()),
+        broker_conf={"managedLedgerCacheSizeMB": "16"},
+        design="lru",
+        designs=["lru", "pip430"],
+        sizes=[8 * MIB, 16 * MIB, 64 * MIB],
+        seed=4,
+    )
     assert result.current.cache_size_bytes == 16 * MIB and result.current.strategy == "lru"
     assert result.current.hit_ratio == pytest.approx(observed.hit_ratio, abs=0.05)
     assert result.current.storage_reads_per_second == pytest.approx(observed.misses_rate, rel=0.15)
@@ -174,7 +228,9 @@ def test_calibration_recovers_the_hit_ratio_of_a_synthetic_broker():
     assert [p.hit_ratio for p in lru] == sorted(p.hit_ratio for p in lru)
     rec = {r["strategy"]: r for r in result.references}["lru"]  # LRU: a reference, no broker runs it
     assert rec["hit_ratio"] >= rec["best_hit_ratio"] - 0.01
-    assert rec["cache_size_bytes"] == min(p.cache_size_bytes for p in lru if p.hit_ratio >= rec["best_hit_ratio"] - 0.01)
+    assert rec["cache_size_bytes"] == min(
+        p.cache_size_bytes for p in lru if p.hit_ratio >= rec["best_hit_ratio"] - 0.01
+    )
     text = result.text()
     assert "YOUR BROKER" in text and "The answer" in text
     assert result.markdown().startswith("# Your broker")
@@ -185,9 +241,28 @@ def _cli(*args, cwd=None):
 
 
 def test_calibrate_command_on_a_fixture(tmp_path):
-    r = _cli("calibrate", "--stats", str(DATA / "one-topic.stats.json"), "--metrics", str(DATA / "one-topic.metrics.txt"),
-             "--cache-size", "16MiB", "--cache-size", "64MiB", "--strategy", "pip430", "--strategy", "lru",
-             "--duration-minutes", "0.5", "-o", str(tmp_path / "out"), "--quiet", "--current-cache-size", "64MiB")
+    r = _cli(
+        "calibrate",
+        "--stats",
+        str(DATA / "one-topic.stats.json"),
+        "--metrics",
+        str(DATA / "one-topic.metrics.txt"),
+        "--cache-size",
+        "16MiB",
+        "--cache-size",
+        "64MiB",
+        "--strategy",
+        "pip430",
+        "--strategy",
+        "lru",
+        "--duration-minutes",
+        "0.5",
+        "-o",
+        str(tmp_path / "out"),
+        "--quiet",
+        "--current-cache-size",
+        "64MiB",
+    )
     assert r.returncode == 0, r.stderr
     assert "observed (broker)" in r.stdout and "predicted (lab)" in r.stdout
     assert "persistent://public/default/orders" in r.stdout
@@ -196,18 +271,33 @@ def test_calibrate_command_on_a_fixture(tmp_path):
 
 
 def test_broker_dump_then_calibrate_on_a_bundled_scenario(tmp_path):
-    r = _cli("broker-dump", "tailing-fan-out", "-o", str(tmp_path), "--cache-size", "16MiB",
-             "--duration-minutes", "0.25")
+    r = _cli(
+        "broker-dump", "tailing-fan-out", "-o", str(tmp_path), "--cache-size", "16MiB", "--duration-minutes", "0.25"
+    )
     assert r.returncode == 0, r.stderr
     dumped = lc.broker_stats.read(tmp_path / "stats.json")
-    assert sorted(t.name for t in dumped.topics) == [f"persistent://public/default/topic-{t}-partition-{k}"
-                                                      for t in range(2) for k in range(2)]
+    assert sorted(t.name for t in dumped.topics) == [
+        f"persistent://public/default/topic-{t}-partition-{k}" for t in range(2) for k in range(2)
+    ]
     assert all(len(t.subscriptions) == 4 and t.msg_rate_in > 0 for t in dumped.topics)
     observed = lc.metrics.read(tmp_path / "metrics.txt").cache
     assert (tmp_path / "broker.conf").read_text() == "managedLedgerCacheSizeMB=16\n"
-    r = _cli("calibrate", "--stats", str(tmp_path / "stats.json"), "--metrics", str(tmp_path / "metrics.txt"),
-             "--broker-conf", str(tmp_path / "broker.conf"), "--cache-size", "16MiB", "--strategy", "pip430",
-             "--duration-minutes", "0.25", "--quiet")
+    r = _cli(
+        "calibrate",
+        "--stats",
+        str(tmp_path / "stats.json"),
+        "--metrics",
+        str(tmp_path / "metrics.txt"),
+        "--broker-conf",
+        str(tmp_path / "broker.conf"),
+        "--cache-size",
+        "16MiB",
+        "--strategy",
+        "pip430",
+        "--duration-minutes",
+        "0.25",
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("cache hit ratio"))
     assert line.split()[-3] == f"{observed.hit_ratio:.3f}"  # observed, as the synthetic broker reported it
@@ -217,8 +307,16 @@ def test_broker_dump_then_calibrate_on_a_bundled_scenario(tmp_path):
 
 def test_generate_from_stats(tmp_path):
     out = tmp_path / "trace.parquet"
-    r = _cli("generate", "--from-stats", str(DATA / "one-topic.stats.json"), "--duration-minutes", "0.2",
-             "-o", str(out), "--quiet")
+    r = _cli(
+        "generate",
+        "--from-stats",
+        str(DATA / "one-topic.stats.json"),
+        "--duration-minutes",
+        "0.2",
+        "-o",
+        str(out),
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
     import pyarrow.parquet as pq
 
@@ -250,16 +348,35 @@ def test_the_broker_conf_shapes_the_traffic_as_well_as_the_cache(tmp_path):
         "brokerServicePort=6650\n"
     )
     assert lc.workload.settings_from_broker_conf(conf) == {
-        "dispatcherMaxReadBatchSize": 7, "managedLedgerMaxEntriesPerLedger": 1000,
-        "managedLedgerMinLedgerRolloverTimeMinutes": 0}
+        "dispatcherMaxReadBatchSize": 7,
+        "managedLedgerMaxEntriesPerLedger": 1000,
+        "managedLedgerMinLedgerRolloverTimeMinutes": 0,
+    }
     with pytest.raises(lc.InvalidArgumentError, match="dispatcherMaxReadBatchSize"):
         lc.workload.settings_from_broker_conf({"dispatcherMaxReadBatchSize": "many"})
-    stats, observed = bw.dump({"testDurationMinutes": 0.3, "topicDetails": [
-        {"name": "persistent://t/ns/a", "producerRate": 2000, "messageSize": 512, "subscriptions": [
-            {"name": "tail", "type": "Exclusive", "consumerRates": [2400]}]}]},
-        lc.CacheConfig(cache_size_bytes=16 * MIB), seed=3)
-    result = lc.calibrate.calibrate(stats, lc.metrics.BrokerMetrics(cache=observed, labels={}, samples=()),
-                                    broker_conf=conf, designs=["lru"], sizes=[16 * MIB], test_duration_minutes=0.3)
+    stats, observed = bw.dump(
+        {
+            "testDurationMinutes": 0.3,
+            "topicDetails": [
+                {
+                    "name": "persistent://t/ns/a",
+                    "producerRate": 2000,
+                    "messageSize": 512,
+                    "subscriptions": [{"name": "tail", "type": "Exclusive", "consumerRates": [2400]}],
+                }
+            ],
+        },
+        lc.CacheConfig(cache_size_bytes=16 * MIB),
+        seed=3,
+    )
+    result = lc.calibrate.calibrate(
+        stats,
+        lc.metrics.BrokerMetrics(cache=observed, labels={}, samples=()),
+        broker_conf=conf,
+        designs=["lru"],
+        sizes=[16 * MIB],
+        test_duration_minutes=0.3,
+    )
     assert result.spec["dispatcherMaxReadBatchSize"] == 7
     assert result.spec["managedLedgerMaxEntriesPerLedger"] == 1000
     assert result.current.cache_size_bytes == 16 * MIB
@@ -291,13 +408,20 @@ def test_redelivering_subscriptions_warm_up_for_the_nack_delay(tmp_path):
 
 # --- issue 58: a stock broker.conf, the design from the version, the fit, cross-checks, verdicts ---
 
+
 def test_a_stock_broker_conf_calibrates_with_the_direct_memory_of_the_metrics(tmp_path):
     # Pulsar 4.1's own broker.conf leaves managedLedgerCacheSizeMB empty: the broker caches a fifth
     # of its direct memory, which a 4.0.4 broker's /metrics give (2 GiB -> 409 MiB); its version
     # says it runs the Pulsar 4.0 cache.
-    result = lc.calibrate.calibrate(DATA / "one-topic.stats.json", DATA / "pulsar-4.0.4-namespace.metrics.txt",
-                                    broker_conf=DATA / "pulsar-4.1.broker.conf", designs=["pip430", "legacy", "lru"],
-                                    sizes=[64 * MIB, 512 * MIB], test_duration_minutes=0.2, widen=False)
+    result = lc.calibrate.calibrate(
+        DATA / "one-topic.stats.json",
+        DATA / "pulsar-4.0.4-namespace.metrics.txt",
+        broker_conf=DATA / "pulsar-4.1.broker.conf",
+        designs=["pip430", "legacy", "lru"],
+        sizes=[64 * MIB, 512 * MIB],
+        test_duration_minutes=0.2,
+        widen=False,
+    )
     assert result.current.cache_size_bytes == (2 << 30) // 5 // MIB * MIB
     assert result.current.strategy == "legacy" and "4.0.4" in result.design_source
     assert "jvm_memory_direct_bytes_max" in result.size_source
@@ -308,41 +432,99 @@ def test_a_stock_broker_conf_calibrates_with_the_direct_memory_of_the_metrics(tm
 
 
 def test_an_empty_cache_size_without_direct_memory_asks_for_the_current_size(tmp_path):
-    with pytest.raises(lc.InvalidArgumentError, match=r"pulsar-4.1.broker.conf leaves managedLedgerCacheSizeMB "
-                                                       r"empty.*--current-cache-size"):
-        lc.calibrate.calibrate(DATA / "one-topic.stats.json", DATA / "one-topic.metrics.txt",
-                               broker_conf=DATA / "pulsar-4.1.broker.conf", designs=["lru"], sizes=[MIB])
-    result = lc.calibrate.calibrate(DATA / "one-topic.stats.json", DATA / "one-topic.metrics.txt",
-                                    broker_conf=DATA / "pulsar-4.1.broker.conf", designs=["lru"], sizes=[MIB],
-                                    current_cache_size=96 * MIB, test_duration_minutes=0.2, widen=False)
+    with pytest.raises(
+        lc.InvalidArgumentError,
+        match=r"pulsar-4.1.broker.conf leaves managedLedgerCacheSizeMB "
+        r"empty.*--current-cache-size",
+    ):
+        lc.calibrate.calibrate(
+            DATA / "one-topic.stats.json",
+            DATA / "one-topic.metrics.txt",
+            broker_conf=DATA / "pulsar-4.1.broker.conf",
+            designs=["lru"],
+            sizes=[MIB],
+        )
+    result = lc.calibrate.calibrate(
+        DATA / "one-topic.stats.json",
+        DATA / "one-topic.metrics.txt",
+        broker_conf=DATA / "pulsar-4.1.broker.conf",
+        designs=["lru"],
+        sizes=[MIB],
+        current_cache_size=96 * MIB,
+        test_duration_minutes=0.2,
+        widen=False,
+    )
     assert result.current.cache_size_bytes == 96 * MIB and result.size_source == "--current-cache-size"
     # The version is unknown here: the Pulsar 4.0 cache assumed (no version: before 2.7), and the report says so.
     assert result.current.strategy == "legacy" and "--design pip430" in result.design_source
 
 
 def test_the_stock_conf_through_the_command_line(tmp_path):
-    r = _cli("calibrate", "--stats", str(DATA / "one-topic.stats.json"), "--metrics", str(DATA / "one-topic.metrics.txt"),
-             "--broker-conf", str(DATA / "pulsar-3.0.broker.conf"), "--quiet")
+    r = _cli(
+        "calibrate",
+        "--stats",
+        str(DATA / "one-topic.stats.json"),
+        "--metrics",
+        str(DATA / "one-topic.metrics.txt"),
+        "--broker-conf",
+        str(DATA / "pulsar-3.0.broker.conf"),
+        "--quiet",
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "managedLedgerCacheSizeMB" in r.stderr and "pulsar-3.0.broker.conf" in r.stderr
     assert "--current-cache-size" in r.stderr
-    r = _cli("calibrate", "--stats", str(DATA / "one-topic.stats.json"), "--metrics", str(DATA / "one-topic.metrics.txt"),
-             "--broker-conf", str(DATA / "pulsar-3.0.broker.conf"), "--current-cache-size", "2g", "--strategy", "pip430",
-             "--cache-size", "1GiB", "--duration-minutes", "0.2", "-o", str(tmp_path / "out"), "--quiet")
+    r = _cli(
+        "calibrate",
+        "--stats",
+        str(DATA / "one-topic.stats.json"),
+        "--metrics",
+        str(DATA / "one-topic.metrics.txt"),
+        "--broker-conf",
+        str(DATA / "pulsar-3.0.broker.conf"),
+        "--current-cache-size",
+        "2g",
+        "--strategy",
+        "pip430",
+        "--cache-size",
+        "1GiB",
+        "--duration-minutes",
+        "0.2",
+        "-o",
+        str(tmp_path / "out"),
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
     assert "current cache size: 2 GiB" in r.stdout and "with a 2 GiB cache" in r.stdout
     assert {"report.md", "calibrate.png"} <= {p.name for p in (tmp_path / "out").iterdir()}
 
 
 def test_recommendations_name_only_designs_a_broker_runs():
-    stats, observed = bw.dump({"testDurationMinutes": 0.3, "topicDetails": [
-        {"name": "persistent://t/ns/a", "producerRate": 2000, "messageSize": 512, "subscriptions": [
-            {"name": "tail", "type": "Exclusive", "consumerRates": [2400]},
-            {"name": "behind", "type": "Exclusive", "consumerRates": [2000], "startSeconds": 10}]}]},
-        lc.CacheConfig(cache_size_bytes=4 * MIB), seed=3)
-    result = lc.calibrate.calibrate(stats, lc.metrics.BrokerMetrics(cache=observed),
-                                    broker_conf={"managedLedgerCacheSizeMB": "4"},
-                                    sizes=[2 * MIB, 4 * MIB, 16 * MIB], test_duration_minutes=0.3, widen=False)
+    stats, observed = bw.dump(
+        {
+            "testDurationMinutes": 0.3,
+            "topicDetails": [
+                {
+                    "name": "persistent://t/ns/a",
+                    "producerRate": 2000,
+                    "messageSize": 512,
+                    "subscriptions": [
+                        {"name": "tail", "type": "Exclusive", "consumerRates": [2400]},
+                        {"name": "behind", "type": "Exclusive", "consumerRates": [2000], "startSeconds": 10},
+                    ],
+                }
+            ],
+        },
+        lc.CacheConfig(cache_size_bytes=4 * MIB),
+        seed=3,
+    )
+    result = lc.calibrate.calibrate(
+        stats,
+        lc.metrics.BrokerMetrics(cache=observed),
+        broker_conf={"managedLedgerCacheSizeMB": "4"},
+        sizes=[2 * MIB, 4 * MIB, 16 * MIB],
+        test_duration_minutes=0.3,
+        widen=False,
+    )
     broker = {d["name"] for d in lc.designs() if d["role"] == "broker"}
     assert {r["strategy"] for r in result.recommendations} == broker & set(lc.calibrate.DESIGNS)
     # LRU at the broker's size, by default; no broker runs it.
@@ -358,8 +540,9 @@ def test_recommendations_name_only_designs_a_broker_runs():
 def test_a_change_within_the_models_error_is_withheld():
     cal = lc.calibrate
     current = cal.Prediction("pip430", 64 * MIB, 0.79, 100.0, 30.0)
-    poor = cal.Fit(observed_hit_ratio=0.84, predicted_hit_ratio=0.79, observed_storage_reads=20.0,
-                   predicted_storage_reads=30.0)
+    poor = cal.Fit(
+        observed_hit_ratio=0.84, predicted_hit_ratio=0.79, observed_storage_reads=20.0, predicted_storage_reads=30.0
+    )
     close = cal.Fit(0.80, 0.79, 29.0, 30.0)
     assert (poor.quality, close.quality) == ("poor", "close")
     pick = lambda size, saved: {"strategy": "pip430", "cache_size_bytes": size, "storage_reads_saved_per_second": saved}
@@ -382,8 +565,9 @@ def test_a_sweep_whose_answer_sits_on_an_edge_is_widened():
     # Flat: the bottom edge is not widened (every size does as well); a note says so.
     flat = [P("lru", s * MIB, h, 1.0, 1.0) for s, h in ((8, 0.8), (16, 0.805), (32, 0.8))]
     assert lc.calibrate._widening(flat, 0.01) == []
-    assert lc.calibrate._flat_notes(flat, 0.01)[0].startswith("LRU (reference): the same hit ratio (within 0.01) at "
-                                                              "every size from 8 MiB to 32 MiB")
+    assert lc.calibrate._flat_notes(flat, 0.01)[0].startswith(
+        "LRU (reference): the same hit ratio (within 0.01) at every size from 8 MiB to 32 MiB"
+    )
     assert lc.calibrate._flat_notes(still_gaining, 0.01) == []
     inside = [P("lru", s * MIB, h, 1.0, 1.0) for s, h in ((8, 0.5), (16, 0.8), (32, 0.8))]
     assert lc.calibrate._widening(inside, 0.01) == []
@@ -393,8 +577,11 @@ def test_notes_about_many_subscriptions_are_merged():
     notes = [f"persistent://t/n/topic-{i} sub-1: its backlog changes faster" for i in range(30)]
     notes += ["persistent://t/n/x: a backlog but no publishing", "the sweep was widened"]
     merged = lc.calibrate.merge_notes(notes)
-    assert merged == ["30 subscriptions: its backlog changes faster (e.g. persistent://t/n/topic-0 sub-1)",
-                      "persistent://t/n/x: a backlog but no publishing", "the sweep was widened"]
+    assert merged == [
+        "30 subscriptions: its backlog changes faster (e.g. persistent://t/n/topic-0 sub-1)",
+        "persistent://t/n/x: a backlog but no publishing",
+        "the sweep was widened",
+    ]
 
 
 def test_stats_and_metrics_of_different_brokers_are_said_to_disagree():
@@ -403,8 +590,9 @@ def test_stats_and_metrics_of_different_brokers_are_said_to_disagree():
     found = lc.calibrate.cross_check(stats, metrics)
     assert any("60 persistent topics" in m and "5 managed ledgers" in m for m in found)
     assert any("publish" in m and "pulsar_rate_in" in m for m in found)
-    same = lc.calibrate.cross_check(lc.broker_stats.read(DATA / "one-topic.stats.json"),
-                                    lc.metrics.read(DATA / "one-topic.metrics.txt"))
+    same = lc.calibrate.cross_check(
+        lc.broker_stats.read(DATA / "one-topic.stats.json"), lc.metrics.read(DATA / "one-topic.metrics.txt")
+    )
     assert same == []
 
 
@@ -416,10 +604,20 @@ def test_the_default_sweep_is_in_whole_mib_around_the_current_size():
 def test_a_sweep_replays_only_the_sizes_that_could_differ_and_gets_what_replaying_all_gives():
     # A tailing subscription and one 20 s behind: an LRU cache under 80 MB misses the second's
     # reads, a larger one holds them; PIP-430's TTL keeps its cache small at any size.
-    spec = {"testDurationMinutes": 1.0, "topicDetails": [
-        {"name": "persistent://t/ns/a", "producerRate": 4000, "messageSize": 1024, "subscriptions": [
-            {"name": "tail", "type": "Exclusive", "consumerRates": [4800]},
-            {"name": "behind", "type": "Exclusive", "consumerRates": [4000], "startSeconds": 20}]}]}
+    spec = {
+        "testDurationMinutes": 1.0,
+        "topicDetails": [
+            {
+                "name": "persistent://t/ns/a",
+                "producerRate": 4000,
+                "messageSize": 1024,
+                "subscriptions": [
+                    {"name": "tail", "type": "Exclusive", "consumerRates": [4800]},
+                    {"name": "behind", "type": "Exclusive", "consumerRates": [4000], "startSeconds": 20},
+                ],
+            }
+        ],
+    }
     stats, observed = bw.dump(spec, lc.CacheConfig(cache_size_bytes=16 * MIB, strategy="lru"), seed=3)
     sizes = [2 * MIB, 8 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB]
     designs = ["pip430", "legacy", "lru"]
@@ -433,9 +631,17 @@ def test_a_sweep_replays_only_the_sizes_that_could_differ_and_gets_what_replayin
     import unittest.mock
 
     with unittest.mock.patch.object(lc.calibrate._Sweep, "_replay", counting):
-        result = lc.calibrate.calibrate(stats, lc.metrics.BrokerMetrics(cache=observed),
-                                        broker_conf={"managedLedgerCacheSizeMB": "16"}, design="pip430",
-                                        designs=designs, sizes=sizes, test_duration_minutes=0.3, widen=False, seed=5)
+        result = lc.calibrate.calibrate(
+            stats,
+            lc.metrics.BrokerMetrics(cache=observed),
+            broker_conf={"managedLedgerCacheSizeMB": "16"},
+            design="pip430",
+            designs=designs,
+            sizes=sizes,
+            test_duration_minutes=0.3,
+            widen=False,
+            seed=5,
+        )
     # Every (design, size) replayed on its own gives the figures the sweep reports.
     spec_run = result.spec
     configs = [lc.CacheConfig(cache_size_bytes=s, strategy=d, memory_model=False) for d in designs for s in sizes]
@@ -456,8 +662,16 @@ def test_a_sweep_replays_only_the_sizes_that_could_differ_and_gets_what_replayin
 
 def test_generate_from_stats_says_what_the_reader_repaired(tmp_path):
     # A real 1.19 paste with a negative unackedMessages, on a topic nobody publishes to.
-    r = _cli("generate", "--from-stats", str(DATA / "pulsar-759-negative-unacked-1.19.stats.json"),
-             "--duration-minutes", "0.1", "-o", str(tmp_path / "t.parquet"), "--quiet")
+    r = _cli(
+        "generate",
+        "--from-stats",
+        str(DATA / "pulsar-759-negative-unacked-1.19.stats.json"),
+        "--duration-minutes",
+        "0.1",
+        "-o",
+        str(tmp_path / "t.parquet"),
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
     notes = [line for line in r.stderr.splitlines() if line.startswith("note: ")]
     assert any("unackedMessages < 0 clamped to 0" in n for n in notes), r.stderr

@@ -24,7 +24,9 @@ def test_generate_replay_compare_write_what_they_promise(tmp_path):
     assert r.returncode == 0, r.stderr
     assert pq.read_table(trace).schema == lc.trace.SCHEMA
     out = tmp_path / "replayed"
-    r = run_cli("replay", str(trace), "-o", str(out), "--strategy", "pip430", "--strategy", "lru", "--cache-size", "2MiB")
+    r = run_cli(
+        "replay", str(trace), "-o", str(out), "--strategy", "pip430", "--strategy", "lru", "--cache-size", "2MiB"
+    )
     assert r.returncode == 0, r.stderr
     assert {p.name for p in out.iterdir()} == {"summary.parquet", "summary.csv", "timeseries.parquet", cli.MANIFEST}
     summary = pq.read_table(out / "summary.parquet")
@@ -33,8 +35,24 @@ def test_generate_replay_compare_write_what_they_promise(tmp_path):
     # The command line's reports measure what lc.replay's default leaves out.
     assert summary.column("peak_retained_bytes").null_count == 0 and "not measure" not in r.stdout
     report = tmp_path / "report"
-    r = run_cli("compare", "key-shared-slow-consumer", "-o", str(report), "--local", "--quiet", "--cache-size", "1MiB",
-                "--cache-size", "4MiB", "--strategy", "pip430", "--strategy", "pip430-fifo", "--with-throttling", *SMALL)
+    r = run_cli(
+        "compare",
+        "key-shared-slow-consumer",
+        "-o",
+        str(report),
+        "--local",
+        "--quiet",
+        "--cache-size",
+        "1MiB",
+        "--cache-size",
+        "4MiB",
+        "--strategy",
+        "pip430",
+        "--strategy",
+        "pip430-fifo",
+        "--with-throttling",
+        *SMALL,
+    )
     assert r.returncode == 0, r.stderr
     names = {p.name for p in report.iterdir()}
     assert {"report.md", "report.html", "summary.parquet", "timeseries.parquet", "publish_delays.parquet"} <= names
@@ -58,7 +76,9 @@ def test_generate_replay_compare_write_what_they_promise(tmp_path):
 )
 def test_bad_input_is_one_line_and_leaves_nothing_behind(tmp_path, args, message):
     lc.trace.write(lc.workload.generate("seek-storm", seed=1).slice(0, 2000), tmp_path / "trace.parquet")
-    pq.write_table(lc.workload.generate("seek-storm", seed=1).slice(0, 10).drop_columns(["size"]), tmp_path / "bad.parquet")
+    pq.write_table(
+        lc.workload.generate("seek-storm", seed=1).slice(0, 10).drop_columns(["size"]), tmp_path / "bad.parquet"
+    )
     before = set(tmp_path.iterdir())
     r = run_cli(*args, cwd=tmp_path)
     assert r.returncode == 2
@@ -79,7 +99,10 @@ def test_report_tables_hold_the_replay_numbers_and_pngs_are_real(tmp_path):
     path = lc.report.write_report(summary, series, tmp_path)
     text = path.read_text()
     for r in summary.to_pylist():
-        assert f"| {r['strategy']} | {r['cache_size_bytes'] >> 20} MiB | {r['hit_ratio']:.3f} | {r['storage_read_ops']:,} |" in text
+        assert (
+            f"| {r['strategy']} | {r['cache_size_bytes'] >> 20} MiB | {r['hit_ratio']:.3f} | {r['storage_read_ops']:,} |"
+            in text
+        )
     pngs = sorted(tmp_path.glob("*.png"))
     assert len(pngs) == 3
     import matplotlib.image as mpimg
@@ -104,7 +127,12 @@ def test_size_parsing():
     with pytest.raises(cli.CliError, match="unknown unit 'parsecs'"):
         cli.parse_size("12 parsecs")
     assert [cli.format_size(n) for n in (4096, 32 << 20, 3 << 29, 1 << 40, 1_153_433)] == [
-        "4 KiB", "32 MiB", "1.5 GiB", "1 TiB", "1,153,433 B"]
+        "4 KiB",
+        "32 MiB",
+        "1.5 GiB",
+        "1 TiB",
+        "1,153,433 B",
+    ]
 
 
 def test_report_says_which_runs_depart_from_pulsar_as_shipped(tmp_path):
@@ -127,22 +155,51 @@ def test_size_grid_parsing():
     assert cli.parse_grid("1GiB:4GiB:4") == [1 << 30, 4 << 30]
     assert cli.parse_grid("100B:250B:1.5") == [100, 150, 225]
     assert cli.parse_grid("1g:4GB:4") == [1 << 30, 4 << 30]
-    for bad in ("16MiB", "4GiB:1GiB", "0B:1MiB", "1MiB:2MiB:1", "1MiB:2MiB:x", "1MiB:2MiB:nan", "1B:1TiB:1.01",
-                "100:250B"):
+    for bad in (
+        "16MiB",
+        "4GiB:1GiB",
+        "0B:1MiB",
+        "1MiB:2MiB:1",
+        "1MiB:2MiB:x",
+        "1MiB:2MiB:nan",
+        "1B:1TiB:1.01",
+        "100:250B",
+    ):
         with pytest.raises(cli.CliError):
             cli.parse_grid(bad)
 
 
 def _summary(rows):
     keys = ("entries_read", "read_bytes", "hits", "storage_read_ops", "storage_read_bytes", "evicted_entries")
-    return pa.Table.from_pylist([{"strategy": s, "cache_size_bytes": z, **dict.fromkeys(keys, 0),
-                                  "entries_read": 100, "hits": hits, "read_bytes": 1000, "storage_read_bytes": 10 * (100 - hits)}
-                                 for s, z, hits in rows])
+    return pa.Table.from_pylist(
+        [
+            {
+                "strategy": s,
+                "cache_size_bytes": z,
+                **dict.fromkeys(keys, 0),
+                "entries_read": 100,
+                "hits": hits,
+                "read_bytes": 1000,
+                "storage_read_bytes": 10 * (100 - hits),
+            }
+            for s, z, hits in rows
+        ]
+    )
 
 
 def test_smallest_sizes_is_the_first_size_run_that_reaches_the_target():
-    summary = _summary([("lru", 1 << 20, 50), ("lru", 4 << 20, 91), ("lru", 2 << 20, 89), ("lru", 8 << 20, 99),
-                        ("pip430", 1 << 20, 95), ("pip430", 2 << 20, 96), ("legacy", 1 << 20, 10), ("legacy", 8 << 20, 20)])
+    summary = _summary(
+        [
+            ("lru", 1 << 20, 50),
+            ("lru", 4 << 20, 91),
+            ("lru", 2 << 20, 89),
+            ("lru", 8 << 20, 99),
+            ("pip430", 1 << 20, 95),
+            ("pip430", 2 << 20, 96),
+            ("legacy", 1 << 20, 10),
+            ("legacy", 8 << 20, 20),
+        ]
+    )
     rows = {r["strategy"]: r for r in lc.report.smallest_sizes(summary, 0.9)}
     assert rows["lru"]["cache_size_bytes"] == 4 << 20 and rows["lru"]["hit_ratio"] == pytest.approx(0.91)
     assert rows["lru"]["saved_bytes"] == 1000 - 90
@@ -157,8 +214,24 @@ def test_smallest_sizes_is_the_first_size_run_that_reaches_the_target():
 
 def test_sweep_reports_the_smallest_size_per_design(tmp_path):
     out = tmp_path / "sweep"
-    r = run_cli("sweep", "catch-up-under-pressure", "-o", str(out), "--local", "--quiet", "--sizes", "8MiB:512MiB:4",
-                "--strategy", "lru", "--strategy", "legacy", "--target-hit-ratio", "0.9", "--duration-minutes", "0.5")
+    r = run_cli(
+        "sweep",
+        "catch-up-under-pressure",
+        "-o",
+        str(out),
+        "--local",
+        "--quiet",
+        "--sizes",
+        "8MiB:512MiB:4",
+        "--strategy",
+        "lru",
+        "--strategy",
+        "legacy",
+        "--target-hit-ratio",
+        "0.9",
+        "--duration-minutes",
+        "0.5",
+    )
     assert r.returncode == 0, r.stderr
     summary = pq.read_table(out / "summary.parquet")
     assert sorted(set(summary.column("cache_size_bytes").to_pylist())) == [8 << 20, 32 << 20, 128 << 20, 512 << 20]
@@ -173,8 +246,19 @@ def test_sweep_reports_the_smallest_size_per_design(tmp_path):
 
 def test_compare_runs_each_bundled_scenario_at_its_own_sizes(tmp_path):
     out = tmp_path / "cmp"
-    r = run_cli("compare", "tailing-fan-out", "seek-storm", "-o", str(out), "--local", "--quiet", "--strategy", "lru",
-                "--duration-minutes", "0.05")
+    r = run_cli(
+        "compare",
+        "tailing-fan-out",
+        "seek-storm",
+        "-o",
+        str(out),
+        "--local",
+        "--quiet",
+        "--strategy",
+        "lru",
+        "--duration-minutes",
+        "0.05",
+    )
     assert r.returncode == 0, r.stderr
     summary = pq.read_table(out / "summary.parquet").to_pylist()
     for name in ("tailing-fan-out", "seek-storm"):

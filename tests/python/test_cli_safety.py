@@ -20,8 +20,13 @@ REPLAY = ["--strategy", "lru", "--cache-size", "2MiB"]
 
 
 def run_cli(*args, cwd=None, umask=None):
-    return subprocess.run([sys.executable, "-m", "ledgercache.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          preexec_fn=None if umask is None else (lambda: os.umask(umask)))
+    return subprocess.run(
+        [sys.executable, "-m", "ledgercache.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        preexec_fn=None if umask is None else (lambda: os.umask(umask)),
+    )
 
 
 def one_line_error(r, *fragments):
@@ -68,7 +73,9 @@ def test_replay_into_the_directory_holding_the_trace_keeps_the_trace(tmp_path, t
 
     # The outputs are ours now, but the trace and the notes are not: a rerun still needs --force.
     one_line_error(run_cli("replay", "trace.csv", "-o", ".", *REPLAY, cwd=tmp_path), "--force")
-    r = run_cli("replay", "trace.csv", "-o", ".", "--strategy", "pip430", "--cache-size", "2MiB", "--force", cwd=tmp_path)
+    r = run_cli(
+        "replay", "trace.csv", "-o", ".", "--strategy", "pip430", "--cache-size", "2MiB", "--force", cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     assert pq.read_table(tmp_path / "summary.parquet").column("strategy").to_pylist() == ["pip430"]
     assert (tmp_path / "trace.csv").read_bytes() == before["trace.csv"]
@@ -143,15 +150,29 @@ def test_an_output_that_is_a_file_or_inside_the_trace_directory_is_refused(tmp_p
     dataset = tmp_path / "dataset"
     dataset.mkdir()
     lc.trace.write(small_trace, dataset / "part-0.parquet")
-    one_line_error(run_cli("replay", str(dataset), "-o", str(dataset / "r"), *REPLAY, "--force"), "inside the trace directory")
+    one_line_error(
+        run_cli("replay", str(dataset), "-o", str(dataset / "r"), *REPLAY, "--force"), "inside the trace directory"
+    )
     assert (tmp_path / "out.txt").read_text() == "keep"
     assert [p.name for p in dataset.iterdir()] == ["part-0.parquet"]
 
 
 def test_broker_dump_refuses_a_directory_of_other_files(tmp_path):
     (tmp_path / "stats.json").write_text("{}")  # someone's real broker's dump
-    one_line_error(run_cli("broker-dump", "tailing-fan-out", "-o", str(tmp_path), "--cache-size", "16MiB",
-                           "--duration-minutes", "0.05", "--force"), "stats.json")
+    one_line_error(
+        run_cli(
+            "broker-dump",
+            "tailing-fan-out",
+            "-o",
+            str(tmp_path),
+            "--cache-size",
+            "16MiB",
+            "--duration-minutes",
+            "0.05",
+            "--force",
+        ),
+        "stats.json",
+    )
     assert (tmp_path / "stats.json").read_text() == "{}"
 
 
@@ -215,8 +236,12 @@ sys.exit(cli.main(sys.argv[3:]))
 
 def run_until_killed(tmp_path, point, *argv):
     reached = tmp_path / "reached"
-    child = subprocess.Popen([sys.executable, "-c", KILLABLE, str(reached), point, *argv],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLABLE, str(reached), point, *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not reached.exists():
         if child.poll() is not None:
@@ -231,9 +256,13 @@ def run_until_killed(tmp_path, point, *argv):
 @pytest.mark.parametrize("point", ["fill", "commit"])
 def test_a_killed_replay_leaves_whole_files_and_a_directory_the_next_run_takes(tmp_path, trace_csv, point):
     out = tmp_path / "results"
-    assert run_cli("replay", str(trace_csv), "-o", str(out), "--strategy", "lru", "--cache-size", "1MiB").returncode == 0
+    assert (
+        run_cli("replay", str(trace_csv), "-o", str(out), "--strategy", "lru", "--cache-size", "1MiB").returncode == 0
+    )
     old = contents(out)
-    run_until_killed(tmp_path, point, "replay", str(trace_csv), "-o", str(out), "--strategy", "lru", "--cache-size", "8MiB")
+    run_until_killed(
+        tmp_path, point, "replay", str(trace_csv), "-o", str(out), "--strategy", "lru", "--cache-size", "8MiB"
+    )
     now = contents(out)
     assert set(now) == set(old)
     # Killed in the commit, the files moved (in name order) up to summary.parquet are whole and new, the
@@ -268,18 +297,37 @@ def test_a_killed_generate_leaves_the_old_trace(tmp_path):
 
 
 def test_a_bare_number_is_refused_and_the_parsed_sizes_are_printed(tmp_path, trace_csv):
-    one_line_error(run_cli("replay", str(trace_csv), "-o", "r", "--cache-size", "4096", cwd=tmp_path),
-                   "'4096'", "4096B for bytes, or 4096MiB")
+    one_line_error(
+        run_cli("replay", str(trace_csv), "-o", "r", "--cache-size", "4096", cwd=tmp_path),
+        "'4096'",
+        "4096B for bytes, or 4096MiB",
+    )
     assert not (tmp_path / "r").exists()
-    r = run_cli("replay", str(trace_csv), "-o", "r", "--strategy", "lru", "--cache-size", "32MiB", "--cache-size", "128m",
-                cwd=tmp_path)
+    r = run_cli(
+        "replay",
+        str(trace_csv),
+        "-o",
+        "r",
+        "--strategy",
+        "lru",
+        "--cache-size",
+        "32MiB",
+        "--cache-size",
+        "128m",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "cache sizes: 32 MiB, 128 MiB\n" in r.stdout
-    assert pq.read_table(tmp_path / "r" / "summary.parquet").column("cache_size_bytes").to_pylist() == [32 << 20, 128 << 20]
+    assert pq.read_table(tmp_path / "r" / "summary.parquet").column("cache_size_bytes").to_pylist() == [
+        32 << 20,
+        128 << 20,
+    ]
 
 
 def test_gb_means_gib_everywhere_sizes_are_read(tmp_path):
-    r = run_cli("broker-dump", "tailing-fan-out", "-o", str(tmp_path / "b"), "--cache-size", "1GB", "--duration-minutes", "0.05")
+    r = run_cli(
+        "broker-dump", "tailing-fan-out", "-o", str(tmp_path / "b"), "--cache-size", "1GB", "--duration-minutes", "0.05"
+    )
     assert r.returncode == 0, r.stderr
     assert "cache size: 1 GiB" in r.stdout
     assert (tmp_path / "b" / "broker.conf").read_text() == "managedLedgerCacheSizeMB=1024\n"
@@ -300,16 +348,39 @@ def test_set_takes_sizes_for_byte_settings():
 def test_compare_and_sweep_take_trace_files(tmp_path, small_trace):
     lc.trace.write(small_trace, tmp_path / "a.parquet")
     lc.trace.write(small_trace, tmp_path / "b.csv")
-    r = run_cli("compare", "a.parquet", "b.csv", "-o", "cmp", "--local", "--quiet", "--strategy", "lru",
-                "--cache-size", "2MiB", cwd=tmp_path)
+    r = run_cli(
+        "compare",
+        "a.parquet",
+        "b.csv",
+        "-o",
+        "cmp",
+        "--local",
+        "--quiet",
+        "--strategy",
+        "lru",
+        "--cache-size",
+        "2MiB",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     summary = pq.read_table(tmp_path / "cmp" / "summary.parquet").to_pylist()
     assert sorted(row["scenario"] for row in summary) == ["a", "b"]
     assert summary[0]["hits"] == summary[1]["hits"]  # the same trace, read from Parquet and from CSV
     expected = lc.replay(small_trace, [lc.CacheConfig(cache_size_bytes=2 << 20, strategy="lru")]).to_pylist()[0]
     assert summary[0]["hits"] == expected["hits"]
-    r = run_cli("sweep", "a.parquet", "-o", "sw", "--local", "--quiet", "--strategy", "lru", "--sizes", "1MiB:4MiB",
-                cwd=tmp_path)
+    r = run_cli(
+        "sweep",
+        "a.parquet",
+        "-o",
+        "sw",
+        "--local",
+        "--quiet",
+        "--strategy",
+        "lru",
+        "--sizes",
+        "1MiB:4MiB",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "cache sizes: 1 MiB, 2 MiB, 4 MiB" in r.stdout
     assert "smallest cache with hit ratio >= 0.9" in r.stdout
@@ -318,21 +389,33 @@ def test_compare_and_sweep_take_trace_files(tmp_path, small_trace):
 def test_a_trace_without_its_suffix_is_named_and_a_missing_one_is_not_a_spec(tmp_path, small_trace):
     lc.trace.write(small_trace, tmp_path / "a.parquet")
     (tmp_path / "a.parquet").rename(tmp_path / "trace.data")
-    one_line_error(run_cli("compare", "trace.data", "-o", "cmp", "--local", cwd=tmp_path),
-                   "trace.data is a Parquet file", ".parquet suffix")
-    one_line_error(run_cli("compare", "missing.parquet", "-o", "cmp", "--local", cwd=tmp_path),
-                   "trace missing.parquet does not exist")
+    one_line_error(
+        run_cli("compare", "trace.data", "-o", "cmp", "--local", cwd=tmp_path),
+        "trace.data is a Parquet file",
+        ".parquet suffix",
+    )
+    one_line_error(
+        run_cli("compare", "missing.parquet", "-o", "cmp", "--local", cwd=tmp_path),
+        "trace missing.parquet does not exist",
+    )
     one_line_error(run_cli("generate", "trace.parquet", "-o", "t.csv", cwd=tmp_path), "is a trace, not a spec")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.data"]
 
 
 def test_a_misspelt_scenario_or_setting_gets_a_suggestion(tmp_path):
-    one_line_error(run_cli("compare", "shared-overflw", "-o", "cmp", "--local", cwd=tmp_path),
-                   "shared-overflw does not exist", "did you mean shared-overflow?")
+    one_line_error(
+        run_cli("compare", "shared-overflw", "-o", "cmp", "--local", cwd=tmp_path),
+        "shared-overflw does not exist",
+        "did you mean shared-overflow?",
+    )
     one_line_error(run_cli("generate", "seek_storm", "-o", "t.parquet", cwd=tmp_path), "did you mean seek-storm?")
     (tmp_path / "w.yaml").write_text("topics: 1\nproducerRat: 10\n")
-    one_line_error(run_cli("generate", "w.yaml", "-o", "t.parquet", cwd=tmp_path),
-                   "w.yaml", "'producerRat'", "did you mean producerRate?")
+    one_line_error(
+        run_cli("generate", "w.yaml", "-o", "t.parquet", cwd=tmp_path),
+        "w.yaml",
+        "'producerRat'",
+        "did you mean producerRate?",
+    )
     # A value the generator refuses names the file it came from, and the key.
     (tmp_path / "w.yaml").write_text("topics: 1\nproducerRate: -5\n")
     one_line_error(run_cli("generate", "w.yaml", "-o", "t.parquet", cwd=tmp_path), "invalid spec w.yaml: producerRate")
@@ -341,13 +424,28 @@ def test_a_misspelt_scenario_or_setting_gets_a_suggestion(tmp_path):
 
 def test_replay_shows_progress_in_events(tmp_path, small_trace):
     lc.trace.write(small_trace, tmp_path / "t.parquet")
-    r = run_cli("replay", "t.parquet", "-o", "r", "--strategy", "lru", "--strategy", "belady", "--cache-size", "1MiB",
-                cwd=tmp_path)
+    r = run_cli(
+        "replay",
+        "t.parquet",
+        "-o",
+        "r",
+        "--strategy",
+        "lru",
+        "--strategy",
+        "belady",
+        "--cache-size",
+        "1MiB",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     last = r.stderr.strip().splitlines()[-1]
     # belady's second pass reads the trace again: twice the events.
-    assert last.startswith(f"[{2 * small_trace.num_rows:,}/~{2 * small_trace.num_rows:,} events]") and "replayed" in last
-    quiet = run_cli("replay", "t.parquet", "-o", "r", "--strategy", "lru", "--cache-size", "1MiB", "--quiet", cwd=tmp_path)
+    assert (
+        last.startswith(f"[{2 * small_trace.num_rows:,}/~{2 * small_trace.num_rows:,} events]") and "replayed" in last
+    )
+    quiet = run_cli(
+        "replay", "t.parquet", "-o", "r", "--strategy", "lru", "--cache-size", "1MiB", "--quiet", cwd=tmp_path
+    )
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
 
 

@@ -67,16 +67,22 @@ def test_lru_fifo_and_belady_match_libcachesim(tmp_path):
     rows = list(csv.DictReader(path.open()))
     assert n == len(rows) > 1000
     capacity = 40  # entries of 100 bytes
-    exact = dict(cache_size_bytes=capacity * 100, eviction_trigger_threshold=1.0, eviction_watermark=1.0,
-                 eviction_time_threshold_ms=10**12)
+    exact = dict(
+        cache_size_bytes=capacity * 100,
+        eviction_trigger_threshold=1.0,
+        eviction_watermark=1.0,
+        eviction_time_threshold_ms=10**12,
+    )
     for ours, theirs in (("lru", lcs.LRU), ("pip430-fifo", lcs.FIFO), ("belady", lcs.Belady)):
         our_hits = lc.replay(trace, lc.CacheConfig(strategy=ours, **exact)).column("hits")[0].as_py()
         their_hits = libcachesim_read_hits(rows, theirs(capacity * 100))
         assert our_hits == their_hits, (ours, our_hits, their_hits)
     # Belady in object-count mode (every object size 1) gives the same answer.
     ones = [dict(r, size="1") for r in rows]
-    assert libcachesim_read_hits(ones, lcs.Belady(capacity)) == lc.replay(
-        trace, lc.CacheConfig(strategy="belady", **exact)).column("hits")[0].as_py()
+    assert (
+        libcachesim_read_hits(ones, lcs.Belady(capacity))
+        == lc.replay(trace, lc.CacheConfig(strategy="belady", **exact)).column("hits")[0].as_py()
+    )
 
 
 def test_oracle_general_file_reads_in_libcachesim(tmp_path):
@@ -131,7 +137,9 @@ def test_export_is_the_stream_lru_replays(tmp_path):
     order for the configuration given, so libCacheSim's LRU on it gives our lru's hits exactly,
     where the entries' own order (a cache that holds nothing) does not."""
     traces = {
-        "fan-out": lc.workload.generate({**lc.workload.SCENARIOS["tailing-fan-out"], "testDurationMinutes": 0.1}, seed=1),
+        "fan-out": lc.workload.generate(
+            {**lc.workload.SCENARIOS["tailing-fan-out"], "testDurationMinutes": 0.1}, seed=1
+        ),
         "seek-storm": lc.workload.generate({**lc.workload.SCENARIOS["seek-storm"], "testDurationMinutes": 0.1}, seed=2),
         "ranges": multi_entry_trace(seed=3),
     }
@@ -162,5 +170,8 @@ def test_export_of_belady_reads_the_trace_twice(tmp_path):
     # Its deciding pass's order: libCacheSim's Belady agrees on the ranges too.
     assert libcachesim_read_hits(rows, lcs.Belady(5_000)) == ours.column("hits")[0].as_py()
     with pytest.raises(lc.UnsupportedError, match="belady"):
-        lc.export_requests(lc.workload.stream({"topics": 1, "producerRate": 100, "testDurationMinutes": 0.05}, seed=1),
-                           config, tmp_path / "one-shot.bin")
+        lc.export_requests(
+            lc.workload.stream({"topics": 1, "producerRate": 100, "testDurationMinutes": 0.05}, seed=1),
+            config,
+            tmp_path / "one-shot.bin",
+        )

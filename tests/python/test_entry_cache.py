@@ -290,16 +290,19 @@ def test_the_background_evictor_releases_python_memory_with_no_lock_held():
     """The background evictor releases what it evicts once it holds no cache lock: released under
     one, a buffer whose release takes the GIL waited for a thread that held the GIL and waited for
     that lock (``get``, ``insert``), and both hung."""
-    _runs_to_the_end(_EVICTOR_RELEASES_PYTHON_MEMORY,
-                     "the evictor and a reader hung, each waiting for what the other holds")
+    _runs_to_the_end(
+        _EVICTOR_RELEASES_PYTHON_MEMORY, "the evictor and a reader hung, each waiting for what the other holds"
+    )
 
 
 def test_the_last_manager_handle_waits_for_its_evictor_without_the_gil():
     """Dropping a manager stops its background evictor and waits for it; the evictor may be
     waiting for the GIL to release a pyarrow buffer of Python memory, so the wait lets go of the
     GIL (holding it, both hung)."""
-    _runs_to_the_end(_MANAGER_DROPPED_WHILE_ITS_EVICTOR_RELEASES,
-                     "a dropped manager and its evictor hung, each waiting for the other")
+    _runs_to_the_end(
+        _MANAGER_DROPPED_WHILE_ITS_EVICTOR_RELEASES,
+        "a dropped manager and its evictor hung, each waiting for the other",
+    )
 
 
 def test_threads_insert_while_the_background_evictor_runs(clock):
@@ -347,7 +350,9 @@ def test_dropping_the_manager_and_its_caches_releases_the_payloads(clock):
 
 
 def test_run_eviction_and_background_thread(clock):
-    m = lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=1000, eviction_interval_ms=1), clock=clock, background_eviction=True)
+    m = lc.EntryCacheManager(
+        lc.CacheConfig(cache_size_bytes=1000, eviction_interval_ms=1), clock=clock, background_eviction=True
+    )
     c = m.get_cache("t")
     for i in range(20):
         c.insert(P(0, i), bytes(100))

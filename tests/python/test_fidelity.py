@@ -62,11 +62,17 @@ def test_extend_ttl_keys_apply_only_when_asked(tmp_path):
 
 def test_pulsar_keys_of_the_pre_pip430_flow():
     c = lc.CacheConfig.from_broker_conf(
-        {"managedLedgerCursorBackloggedThreshold": "-1", "statsUpdateFrequencyInSecs": "30",
-         "managedLedgerMinimumBacklogCursorsForCaching": "2"}
+        {
+            "managedLedgerCursorBackloggedThreshold": "-1",
+            "statsUpdateFrequencyInSecs": "30",
+            "managedLedgerMinimumBacklogCursorsForCaching": "2",
+        }
     )
     assert (c.cursor_backlogged_threshold, c.backlog_check_interval_ms, c.min_backlog_cursors_for_caching) == (
-        -1, 30_000, 2)
+        -1,
+        30_000,
+        2,
+    )
 
 
 def test_a_redelivery_adds_an_expected_read_only_for_a_hold_back():
@@ -135,9 +141,7 @@ def test_defaults_are_those_pulsar_ships_in_broker_conf(tmp_path):
     assert conf_keys <= set(by_key)
     defaults = lc.CacheConfig().to_dict()
     differing = {
-        name: (shipped.to_dict()[name], defaults[name])
-        for name in keyed
-        if shipped.to_dict()[name] != defaults[name]
+        name: (shipped.to_dict()[name], defaults[name]) for name in keyed if shipped.to_dict()[name] != defaults[name]
     }
     assert differing == {}
 

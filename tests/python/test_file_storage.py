@@ -49,14 +49,20 @@ def test_close_releases_the_lock_at_once(tmp_path):
 
 def test_a_second_process_is_refused_while_a_writer_holds_the_store(tmp_path):
     child = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, ledgercache as lc
             s = lc.FileStorage({str(tmp_path)!r})
             lc.ManagedLedger("t", lc.EntryCacheManager(lc.CacheConfig()), s).add_entry(b"child")
             print("locked", flush=True)
             sys.stdin.read()
-        """)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout.readline().strip() == "locked"
@@ -192,7 +198,9 @@ def test_random_adds_crashes_and_reopens_keep_every_acknowledged_entry(tmp_path_
 
 
 def test_a_damaged_length_is_reported_to_the_reader_not_dropped(tmp_path):
-    ml = lc.ManagedLedger(TOPIC, fresh_manager(), lc.FileStorage(tmp_path), max_entries_per_ledger=10, min_rollover_ms=0)
+    ml = lc.ManagedLedger(
+        TOPIC, fresh_manager(), lc.FileStorage(tmp_path), max_entries_per_ledger=10, min_rollover_ms=0
+    )
     ml.add_entries([f"entry-{i}".encode() for i in range(15)])  # ledgers of 10 and 5 entries
     del ml
     first = min(tmp_path.rglob("*.seg"), key=lambda p: int(p.stem))
@@ -218,7 +226,10 @@ def test_a_full_disk_fails_the_append_and_leaves_the_store_as_it_was(tmp_path):
     # part-way through a record when the limit falls inside one.
     limit = 40_000
     child = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import resource, signal, ledgercache as lc
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
@@ -239,8 +250,11 @@ def test_a_full_disk_fails_the_append_and_leaves_the_store_as_it_was(tmp_path):
                     print("unexpected success")
                 except lc.StorageError:
                     pass
-        """)],
-        capture_output=True, text=True, timeout=120,
+        """),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert child.returncode == 0, child.stderr
     assert child.stdout.startswith("refused "), child.stdout

@@ -28,7 +28,17 @@ def trace(rows) -> pa.Table:
     cols = list(zip(*rows)) if rows else [[] for _ in range(8)]
     ts, op, topic, cursor, ledger, entry, count, size = cols
     return pa.table(
-        [list(ts), ["b"] * len(ts), list(topic), list(op), list(cursor), list(ledger), list(entry), list(count), list(size)],
+        [
+            list(ts),
+            ["b"] * len(ts),
+            list(topic),
+            list(op),
+            list(cursor),
+            list(ledger),
+            list(entry),
+            list(count),
+            list(size),
+        ],
         schema=REQUIRED,
     )
 
@@ -99,8 +109,11 @@ def test_replay_command_on_a_zero_row_trace_fails_clearly_and_writes_nothing(tmp
     empty = tmp_path / "empty.parquet"
     pq.write_table(trace([]), empty)
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "ledgercache.cli", "replay", str(empty), "-o", str(out),
-                           "--strategy", "lru"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "ledgercache.cli", "replay", str(empty), "-o", str(out), "--strategy", "lru"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2, done
     assert "has no events" in done.stderr and "empty.parquet" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
@@ -115,8 +128,12 @@ def test_replay_command_on_a_zero_row_trace_fails_clearly_and_writes_nothing(tmp
 
 
 def test_a_gap_of_2_to_the_40_entries_and_a_read_of_2_to_the_31_finish_at_once() -> None:
-    rows = [(0, "open", "t", "c", 1, 0, 0, 0), (1, "add", "t", None, 1, 0, 0, 10),
-            (2, "add", "t", None, 1, 1 << 40, 0, 10), (3, "read", "t", "c", None, None, 2**31 - 1, 0)]
+    rows = [
+        (0, "open", "t", "c", 1, 0, 0, 0),
+        (1, "add", "t", None, 1, 0, 0, 10),
+        (2, "add", "t", None, 1, 1 << 40, 0, 10),
+        (3, "read", "t", "c", None, None, 2**31 - 1, 0),
+    ]
     start = time.monotonic()
     out = lc.replay(trace(rows), [lc.CacheConfig(strategy=s) for s in ("pip430", "legacy", "lru", "belady")])
     assert time.monotonic() - start < 5
@@ -130,8 +147,12 @@ def test_adds_at_entry_2_to_the_63_minus_1_are_an_error_naming_the_row() -> None
 
 
 def test_a_time_jump_to_10_to_the_15_us_replays_at_once() -> None:
-    rows = [(0, "open", "t", "c", None, None, 0, 0), (1, "add", "t", None, 1, 0, 0, 10),
-            (10**15, "add", "t", None, 1, 1, 0, 10), (10**15 + 1, "read", "t", "c", None, None, 5, 0)]
+    rows = [
+        (0, "open", "t", "c", None, None, 0, 0),
+        (1, "add", "t", None, 1, 0, 0, 10),
+        (10**15, "add", "t", None, 1, 1, 0, 10),
+        (10**15 + 1, "read", "t", "c", None, None, 5, 0),
+    ]
     start = time.monotonic()
     out = lc.replay(trace(rows), [lc.CacheConfig(strategy=s) for s in ("pip430", "legacy")])
     assert time.monotonic() - start < 5
@@ -144,22 +165,27 @@ def _long_batch(n: int) -> pa.RecordBatch:
     ops = np.tile(np.array(["add", "read"], dtype=object), n)
     entry = np.repeat(np.arange(n, dtype=np.int64), 2)
     is_add = ops == "add"
-    return pa.RecordBatch.from_arrays([
-        pa.array(np.concatenate([[0], ts])),
-        pa.array(["b"] * (2 * n + 1)),
-        pa.array(["t"] * (2 * n + 1)),
-        pa.array(["open"] + list(ops)),
-        pa.array(["c"] + [None if a else "c" for a in is_add]),
-        pa.array([None] + [1 if a else None for a in is_add], pa.int64()),
-        pa.array([None] + [int(e) if a else None for a, e in zip(is_add, entry)], pa.int64()),
-        pa.array([0] + [0 if a else 1 for a in is_add], pa.int32()),
-        pa.array([0] + [100 if a else 0 for a in is_add], pa.int32()),
-    ], schema=REQUIRED)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(np.concatenate([[0], ts])),
+            pa.array(["b"] * (2 * n + 1)),
+            pa.array(["t"] * (2 * n + 1)),
+            pa.array(["open"] + list(ops)),
+            pa.array(["c"] + [None if a else "c" for a in is_add]),
+            pa.array([None] + [1 if a else None for a in is_add], pa.int64()),
+            pa.array([None] + [int(e) if a else None for a, e in zip(is_add, entry)], pa.int64()),
+            pa.array([0] + [0 if a else 1 for a in is_add], pa.int32()),
+            pa.array([0] + [100 if a else 0 for a in is_add], pa.int32()),
+        ],
+        schema=REQUIRED,
+    )
 
 
 def test_ctrl_c_interrupts_a_long_replay_of_one_batch() -> None:
     batch = _long_batch(300_000)
-    configs = [lc.CacheConfig(strategy=s, cache_size_bytes=1 << 20) for s in ("pip430", "legacy", "lru", "segmented")] * 3
+    configs = [
+        lc.CacheConfig(strategy=s, cache_size_bytes=1 << 20) for s in ("pip430", "legacy", "lru", "segmented")
+    ] * 3
     start = time.monotonic()
     lc.replay(batch, configs)
     full = time.monotonic() - start
@@ -209,15 +235,19 @@ def test_empty_and_truncated_commands_are_rejected() -> None:
 # ---- property tests ---------------------------------------------------------------------------
 
 BOUNDED = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-I64 = st.one_of(st.integers(0, 8), st.sampled_from([2**63 - 1, 2**63 - 2, -(2**63), -1, 1 << 40]),
-                st.integers(-(2**63), 2**63 - 1))
+I64 = st.one_of(
+    st.integers(0, 8), st.sampled_from([2**63 - 1, 2**63 - 2, -(2**63), -1, 1 << 40]), st.integers(-(2**63), 2**63 - 1)
+)
 I32 = st.one_of(st.integers(0, 8), st.sampled_from([2**31 - 1, -(2**31)]), st.integers(-(2**31), 2**31 - 1))
 ROW = st.tuples(
     st.one_of(st.integers(0, 1000), st.just(10**15), st.integers(0, 2**62)),
     st.sampled_from(list(lc.trace.OPS) + ["bogus"]),
     st.sampled_from(["t0", "t1"]),
     st.sampled_from([None, "a", "b"]),
-    st.none() | I64, st.none() | I64, st.none() | I32, st.none() | I32,
+    st.none() | I64,
+    st.none() | I64,
+    st.none() | I32,
+    st.none() | I32,
 )
 
 
@@ -240,8 +270,11 @@ def test_any_trace_replays_or_raises_a_ledgercache_error(rows, strategy) -> None
 @BOUNDED
 @given(st.binary(max_size=64))
 def test_protocol_decoders_take_any_bytes(data: bytes) -> None:
-    for decode in (protocol.decode_throttle_producer, protocol.decode_throttle_producer_receipt,
-                   protocol.supports_throttle_producer):
+    for decode in (
+        protocol.decode_throttle_producer,
+        protocol.decode_throttle_producer_receipt,
+        protocol.supports_throttle_producer,
+    ):
         try:
             decode(data)
         except lc.InvalidArgumentError:
@@ -249,12 +282,21 @@ def test_protocol_decoders_take_any_bytes(data: bytes) -> None:
 
 
 @BOUNDED
-@given(st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1), st.sampled_from(protocol.THROTTLING_REASONS),
-       st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1))
+@given(
+    st.integers(0, 2**63 - 1),
+    st.integers(0, 2**63 - 1),
+    st.sampled_from(protocol.THROTTLING_REASONS),
+    st.integers(0, 2**63 - 1),
+    st.integers(0, 2**63 - 1),
+)
 def test_commands_round_trip_and_a_pause_never_wraps(request_id, producer_id, reason, pause, now) -> None:
     data = protocol.encode_throttle_producer(request_id, producer_id, reason, pause)
     assert protocol.decode_throttle_producer(data) == {
-        "request_id": request_id, "producer_id": producer_id, "reason": reason, "pause_for_millis": pause}
+        "request_id": request_id,
+        "producer_id": producer_id,
+        "reason": reason,
+        "pause_for_millis": pause,
+    }
     p = lc.Producer("t", producer_id)
     assert protocol.decode_throttle_producer_receipt(p.on_throttle(now, data)) == request_id
     # Throttled from now until now + pause (saturated): never a time already past.
@@ -266,7 +308,7 @@ def test_commands_round_trip_and_a_pause_never_wraps(request_id, producer_id, re
 
 # ---- all of the above under a memory limit ----------------------------------------------------
 
-HOSTILE_UNDER_LIMIT = r'''
+HOSTILE_UNDER_LIMIT = r"""
 import resource, sys, time
 import pyarrow as pa
 import ledgercache as lc
@@ -305,7 +347,7 @@ for name, run in cases.items():
         outcome = type(e).__name__
     took = time.monotonic() - start
     print(f"{name}|{outcome}|{took:.2f}", flush=True)
-'''
+"""
 
 
 def test_hostile_traces_and_specs_end_within_seconds_under_a_memory_limit(tmp_path) -> None:
@@ -313,17 +355,28 @@ def test_hostile_traces_and_specs_end_within_seconds_under_a_memory_limit(tmp_pa
     import subprocess
     import sys
 
-    child = subprocess.run([sys.executable, "-c", HOSTILE_UNDER_LIMIT, os.path.dirname(__file__)],
-                           capture_output=True, text=True, timeout=300)
+    child = subprocess.run(
+        [sys.executable, "-c", HOSTILE_UNDER_LIMIT, os.path.dirname(__file__)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert child.returncode == 0, f"aborted or failed under the limit: {child.returncode}\n{child.stderr[-2000:]}"
-    results = {name: (outcome, float(took)) for name, outcome, took in
-               (line.split("|") for line in child.stdout.splitlines())}
+    results = {
+        name: (outcome, float(took)) for name, outcome, took in (line.split("|") for line in child.stdout.splitlines())
+    }
     assert len(results) == 9, child.stdout
     for name, (outcome, took) in results.items():
         assert took < 10, f"{name} took {took:.1f} s"
     assert results["gap 2^40, read 2^31-1"][0] == "result"
     assert results["ts_us jump to 1e15"][0] == "result"
     assert results["two adds at 2^63-1"][0] == "InvalidArgumentError"
-    for name in ("huge topics", "huge partitions", "huge consumers", "huge brokers", "huge duration",
-                 "huge message size"):
+    for name in (
+        "huge topics",
+        "huge partitions",
+        "huge consumers",
+        "huge brokers",
+        "huge duration",
+        "huge message size",
+    ):
         assert results[name][0] in ("ResourceLimitError", "InvalidArgumentError"), (name, results[name])

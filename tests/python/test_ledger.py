@@ -145,7 +145,9 @@ def test_callable_storage_reads_a_users_store(world):
     with pytest.raises(lc.UnsupportedError, match="read-only"):
         ml.add_entry(b"x")
 
-    bad = lc.ManagedLedger("t", lc.EntryCacheManager(lc.CacheConfig()), lc.CallableStorage(lambda *a: [b"x"], {"t": [(1, 5)]}))
+    bad = lc.ManagedLedger(
+        "t", lc.EntryCacheManager(lc.CacheConfig()), lc.CallableStorage(lambda *a: [b"x"], {"t": [(1, 5)]})
+    )
     with pytest.raises(lc.StorageError, match="returned 1 entries"):
         bad.open_cursor("c", start="earliest").read_data(3)
     with pytest.raises(TypeError):

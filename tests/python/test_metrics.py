@@ -91,19 +91,28 @@ def test_ambiguous_labels_refused_unless_selected(tmp_path):
 
 def test_no_cache_series(tmp_path):
     path = tmp_path / "jvm.txt"
-    path.write_text("# TYPE jvm_threads_current gauge\njvm_threads_current{cluster=\"a\"} 10\n"
-                    "# TYPE pulsar_ml_count gauge\npulsar_ml_count{cluster=\"a\"} 3\n")
-    with pytest.raises(lc.InvalidArgumentError,
-                       match=rf"^{path}: no managed-ledger cache series; expected pulsar_ml_cache_hits_rate, "):
+    path.write_text(
+        '# TYPE jvm_threads_current gauge\njvm_threads_current{cluster="a"} 10\n'
+        '# TYPE pulsar_ml_count gauge\npulsar_ml_count{cluster="a"} 3\n'
+    )
+    with pytest.raises(
+        lc.InvalidArgumentError, match=rf"^{path}: no managed-ledger cache series; expected pulsar_ml_cache_hits_rate, "
+    ):
         metrics.read(path)
-    with pytest.raises(lc.InvalidArgumentError, match=r"^<list>: no managed-ledger cache series; expected brk_ml_cache_"):
+    with pytest.raises(
+        lc.InvalidArgumentError, match=r"^<list>: no managed-ledger cache series; expected brk_ml_cache_"
+    ):
         metrics.read_monitoring_metrics([{"metrics": {"brk_in_tps": 1.0}, "dimensions": {}}])
 
 
 def test_required_series_missing(tmp_path):
-    text = "\n".join(line for line in (DATA / "one-topic.metrics.txt").read_text().splitlines()
-                     if "used_size" not in line) + "\n"
-    with pytest.raises(lc.InvalidArgumentError, match=r'cache series \{cluster="standalone"\} lack pulsar_ml_cache_used_size'):
+    text = (
+        "\n".join(line for line in (DATA / "one-topic.metrics.txt").read_text().splitlines() if "used_size" not in line)
+        + "\n"
+    )
+    with pytest.raises(
+        lc.InvalidArgumentError, match=r'cache series \{cluster="standalone"\} lack pulsar_ml_cache_used_size'
+    ):
         metrics.read_prometheus(text)
 
 
@@ -160,10 +169,17 @@ def test_pre_2_6_broker_real_paste_refused_with_the_monitoring_metrics_hint():
 
 
 def test_no_cache_series_from_a_release_that_writes_them_says_so():
-    text = "\n".join(line for line in (DATA / "pulsar-3.0.7-topic.metrics.txt").read_text().splitlines()
-                     if "_ml_" not in line) + "\n"
-    with pytest.raises(lc.InvalidArgumentError, match=r"pulsar_version_info says 3\.0\.7, a release that writes them: "
-                                                      r"was the file cut short or filtered"):
+    text = (
+        "\n".join(
+            line for line in (DATA / "pulsar-3.0.7-topic.metrics.txt").read_text().splitlines() if "_ml_" not in line
+        )
+        + "\n"
+    )
+    with pytest.raises(
+        lc.InvalidArgumentError,
+        match=r"pulsar_version_info says 3\.0\.7, a release that writes them: "
+        r"was the file cut short or filtered",
+    ):
         metrics.read_prometheus(text)
 
 
@@ -173,8 +189,10 @@ def test_2_6_1_negative_used_size_read_as_zero_with_a_note():
     m = metrics.read(DATA / "pulsar-2.6.1-issue-10016.metrics.txt")
     assert m.cache.used_size == 0.0 and m.cache.pool_active_allocations_tiny == 0 and m.cache.entries is None
     assert m.cache.hit_ratio == pytest.approx(55.2 / 60)
-    assert m.notes == ('pulsar_ml_cache_used_size{cluster="platform-pulsar"}: negative (-312); read as 0 '
-                       '(brokers before Pulsar 2.8 could print a negative size: apache/pulsar#10016)',)
+    assert m.notes == (
+        'pulsar_ml_cache_used_size{cluster="platform-pulsar"}: negative (-312); read as 0 '
+        "(brokers before Pulsar 2.8 could print a negative size: apache/pulsar#10016)",
+    )
     # the cluster-only zeros are not a namespace: the rates are the two partitions' sums
     assert (m.topics, m.rate_in, m.rate_out, m.rates_level) == (2, 300.0, 600.0, "topic")
     assert m.version is None and m.version_numbers is None and m.labels == {"cluster": "platform-pulsar"}
@@ -206,8 +224,11 @@ def test_3_0_7_topic_sums_match_the_broker_totals():
     m = metrics.read(DATA / "pulsar-3.0.7-topic.metrics.txt")
     assert (m.topics, m.rate_in, m.rate_out, m.rates_level) == (3, 500.0, 920.25, "topic")
     broker = {name: value for name, _, value in m.samples if name.startswith("pulsar_broker_")}
-    assert (broker["pulsar_broker_topics_count"], broker["pulsar_broker_rate_in"],
-            broker["pulsar_broker_rate_out"]) == (m.topics, m.rate_in, m.rate_out)
+    assert (
+        broker["pulsar_broker_topics_count"],
+        broker["pulsar_broker_rate_in"],
+        broker["pulsar_broker_rate_out"],
+    ) == (m.topics, m.rate_in, m.rate_out)
     assert (m.cache.entries, m.cache.inserted_entries_total, m.cache.evicted_entries_total) == (1536, 2206346, 2204810)
     assert m.version == "3.0.7" and m.cache.managed_ledgers == 2  # the non-persistent topic has no ledger
 
@@ -226,18 +247,30 @@ def test_4_0_4_per_namespace_and_the_4_1_boundary():
 
 
 def test_broker_totals_when_neither_topic_nor_namespace_series():
-    text = "\n".join(line for line in (DATA / "pulsar-4.0.4-namespace.metrics.txt").read_text().splitlines()
-                     if "namespace=" not in line) + "\n"
+    text = (
+        "\n".join(
+            line
+            for line in (DATA / "pulsar-4.0.4-namespace.metrics.txt").read_text().splitlines()
+            if "namespace=" not in line
+        )
+        + "\n"
+    )
     m = metrics.read_prometheus(text)
     assert (m.topics, m.rate_in, m.rate_out, m.rates_level) == (5, 1000.0, 1900.0, "broker")
 
 
 def test_cache_series_only_leave_the_new_fields_unknown():
-    text = "".join(line + "\n" for line in (DATA / "one-topic.metrics.txt").read_text().splitlines()
-                   if "_ml_" in line)
+    text = "".join(line + "\n" for line in (DATA / "one-topic.metrics.txt").read_text().splitlines() if "_ml_" in line)
     m = metrics.read_prometheus(text)
     assert (m.version, m.direct_memory_max_bytes, m.topics, m.rate_in, m.rate_out, m.rates_level, m.notes) == (
-        None, None, None, None, None, None, ())
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        (),
+    )
     assert m.default_cache_size_bytes() is None
 
 
@@ -276,9 +309,11 @@ def test_monitoring_metrics_json_non_finite_strings(tmp_path):
 def test_nan_and_negative_rates_dropped_with_merged_notes():
     text = (DATA / "pulsar-3.0.7-topic.metrics.txt").read_text()
     labels = '{cluster="eu-1",namespace="shop/orders",topic="persistent://shop/orders/%s"}'
-    for before, after in ((f"pulsar_rate_in{labels % 'created'} 420.25", f"pulsar_rate_in{labels % 'created'} NaN"),
-                          (f"pulsar_rate_in{labels % 'paid'} 79.75", f"pulsar_rate_in{labels % 'paid'} NaN"),
-                          (f"pulsar_rate_out{labels % 'paid'} 79.75", f"pulsar_rate_out{labels % 'paid'} -79.75")):
+    for before, after in (
+        (f"pulsar_rate_in{labels % 'created'} 420.25", f"pulsar_rate_in{labels % 'created'} NaN"),
+        (f"pulsar_rate_in{labels % 'paid'} 79.75", f"pulsar_rate_in{labels % 'paid'} NaN"),
+        (f"pulsar_rate_out{labels % 'paid'} 79.75", f"pulsar_rate_out{labels % 'paid'} -79.75"),
+    ):
         assert before in text
         text = text.replace(before, after)
     m = metrics.read_prometheus(text)
@@ -296,9 +331,15 @@ def test_thousands_of_bad_samples_give_one_note():
     lines += [f'pulsar_rate_in{{cluster="c",namespace="a/b",topic="persistent://a/b/t{i}"}} NaN' for i in range(5000)]
     lines += [f'pulsar_rate_in{{cluster="c",namespace="a/b",topic="persistent://a/b/u{i}"}} -{i + 1}' for i in range(3)]
     lines += ['pulsar_rate_in{cluster="c",namespace="a/b",topic="persistent://a/b/v"} +Inf']
-    text = "\n".join(lines) + "\n" + "".join(
-        line.replace('cluster="standalone"', 'cluster="c"') + "\n"
-        for line in (DATA / "one-topic.metrics.txt").read_text().splitlines() if "_ml_" in line)
+    text = (
+        "\n".join(lines)
+        + "\n"
+        + "".join(
+            line.replace('cluster="standalone"', 'cluster="c"') + "\n"
+            for line in (DATA / "one-topic.metrics.txt").read_text().splitlines()
+            if "_ml_" in line
+        )
+    )
     m = metrics.read_prometheus(text)
     assert (m.topics, m.rate_in) == (5004, 0.0)
     nan, negative, infinite = m.notes  # one a kind of problem, not one a sample
@@ -309,24 +350,29 @@ def test_thousands_of_bad_samples_give_one_note():
 
 def test_cache_nan_and_infinite_values():
     text = (DATA / "one-topic.metrics.txt").read_text()
-    text = text.replace("hits_rate{cluster=\"standalone\"} 397.6", "hits_rate{cluster=\"standalone\"} NaN")
-    text = text.replace("evictions{cluster=\"standalone\"} 14", "evictions{cluster=\"standalone\"} +Inf")
+    text = text.replace('hits_rate{cluster="standalone"} 397.6', 'hits_rate{cluster="standalone"} NaN')
+    text = text.replace('evictions{cluster="standalone"} 14', 'evictions{cluster="standalone"} +Inf')
     m = metrics.read_prometheus(text)
     assert m.cache.hits_rate == 0.0 and m.cache.evictions is None and m.cache.misses_rate == 2.35
-    assert set(m.notes) == {'pulsar_ml_cache_hits_rate{cluster="standalone"}: not a number (NaN); read as 0',
-                            'pulsar_ml_cache_evictions{cluster="standalone"}: infinite (+Inf); left out'}
+    assert set(m.notes) == {
+        'pulsar_ml_cache_hits_rate{cluster="standalone"}: not a number (NaN); read as 0',
+        'pulsar_ml_cache_evictions{cluster="standalone"}: infinite (+Inf); left out',
+    }
 
 
 def test_per_namespace_beside_per_topic_not_counted_twice():
     text = (DATA / "pulsar-2.10.4-topic-partition.metrics.txt").read_text()
-    text += ('pulsar_rate_in{cluster="prod-us",namespace="acme/payments"} 2510.5 1681234567890\n'
-             'pulsar_rate_out{cluster="prod-us",namespace="acme/payments"} 5021.0 1681234567890\n')
+    text += (
+        'pulsar_rate_in{cluster="prod-us",namespace="acme/payments"} 2510.5 1681234567890\n'
+        'pulsar_rate_out{cluster="prod-us",namespace="acme/payments"} 5021.0 1681234567890\n'
+    )
     m = metrics.read_prometheus(text)
     assert (m.rate_in, m.rate_out, m.topics) == (2510.5, 5021.0, 3)
     assert m.notes == tuple(
         f'{name}{{cluster="prod-us", namespace="acme/payments"}}: a per-namespace series beside per-topic ones; '
         f"read the per-topic ones only (both would count each message twice)"
-        for name in ("pulsar_rate_in", "pulsar_rate_out"))
+        for name in ("pulsar_rate_in", "pulsar_rate_out")
+    )
 
 
 def test_repeated_samples_counted_once():
@@ -339,8 +385,10 @@ def test_repeated_samples_counted_once():
     cache_line = 'pulsar_ml_cache_misses_rate{cluster="eu-1"} 4.0\n'
     m = metrics.read_prometheus(text.replace(cache_line, cache_line + cache_line.replace("4.0", "5.0")))
     assert m.cache.misses_rate == 5.0
-    assert m.notes == ('pulsar_ml_cache_misses_rate{cluster="eu-1"}: 2 samples with the same labels; '
-                       "read the last (were two brokers' files joined?)",)
+    assert m.notes == (
+        'pulsar_ml_cache_misses_rate{cluster="eu-1"}: 2 samples with the same labels; '
+        "read the last (were two brokers' files joined?)",
+    )
 
 
 def test_direct_memory_unusable_left_unknown():
@@ -352,16 +400,28 @@ def test_direct_memory_unusable_left_unknown():
 
 def test_two_brokers_new_fields_come_from_the_chosen_one(tmp_path):
     path = tmp_path / "two.txt"
-    path.write_text((DATA / "pulsar-3.0.7-topic.metrics.txt").read_text()
-                    + (DATA / "pulsar-4.0.4-namespace.metrics.txt").read_text())
+    path.write_text(
+        (DATA / "pulsar-3.0.7-topic.metrics.txt").read_text()
+        + (DATA / "pulsar-4.0.4-namespace.metrics.txt").read_text()
+    )
     with pytest.raises(lc.InvalidArgumentError, match="cache series for 2 label sets"):
         metrics.read(path)
     eu = metrics.read(path, labels={"cluster": "eu-1"})
     us = metrics.read(path, labels={"cluster": "use"})
     assert (eu.version, eu.topics, eu.rate_in, eu.rates_level, eu.direct_memory_max_bytes) == (
-        "3.0.7", 3, 500.0, "topic", 4 << 30)
+        "3.0.7",
+        3,
+        500.0,
+        "topic",
+        4 << 30,
+    )
     assert (us.version, us.topics, us.rate_in, us.rates_level, us.direct_memory_max_bytes) == (
-        "4.0.4", 5, 1000.0, "namespace", 2 << 30)
+        "4.0.4",
+        5,
+        1000.0,
+        "namespace",
+        2 << 30,
+    )
     assert eu.notes == us.notes == ()
 
 

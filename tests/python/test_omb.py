@@ -75,11 +75,17 @@ def test_omb_files_get_the_pulsar_driver_values_and_the_warm_up():
 
 
 def test_a_driver_file_shapes_the_traffic(tmp_path):
-    spec = {"topics": 1, "partitionsPerTopic": 2, "consumerPerSubscription": 3, "producerRate": 2000,
-            "testDurationMinutes": 0.05}
+    spec = {
+        "topics": 1,
+        "partitionsPerTopic": 2,
+        "consumerPerSubscription": 3,
+        "producerRate": 2000,
+        "testDurationMinutes": 0.05,
+    }
     driver = tmp_path / "shared.yaml"
-    driver.write_text((DATA / "pulsar.yaml").read_text().replace("subscriptionType: Failover",
-                                                                   "subscriptionType: Shared"))
+    driver.write_text(
+        (DATA / "pulsar.yaml").read_text().replace("subscriptionType: Failover", "subscriptionType: Shared")
+    )
     shared = lc.workload.generate(spec, seed=1, driver=driver)
     assert lc.workload.resolve(spec, driver=driver)["subscription_type"] == "Shared"
     assert not shared.equals(lc.workload.generate(spec, seed=1, driver=DATA / "pulsar.yaml"))
@@ -96,8 +102,7 @@ def test_a_driver_file_shapes_the_traffic(tmp_path):
     with pytest.raises(lc.InvalidArgumentError, match="not OMB's Pulsar driver"):
         lc.workload.resolve(spec, driver=bad)
     out = tmp_path / "t.parquet"
-    assert main(["generate", _json(tmp_path, spec), "-o", str(out), "--driver",
-                 str(driver), "--quiet"]) == 0
+    assert main(["generate", _json(tmp_path, spec), "-o", str(out), "--driver", str(driver), "--quiet"]) == 0
     assert read(out).equals(shared)
 
 
@@ -115,8 +120,10 @@ def test_producer_rate_0_is_what_a_saturated_broker_ingests(tmp_path, capsys):
     assert e["capped_by"] == "bytes" and e["producer_rate"] == pytest.approx(capacity)
     assert main(["generate", str(path), "-o", str(tmp_path / "t.parquet"), *SHORT]) == 0
     line = capsys.readouterr().out.splitlines()[1]
-    assert line == ("rate: producerRate 0 (find the maximum sustainable rate): simulating 305,176 msg/s, "
-                    "the saturated brokers' rate (brokerIngestBytesPerSecond)")
+    assert line == (
+        "rate: producerRate 0 (find the maximum sustainable rate): simulating 305,176 msg/s, "
+        "the saturated brokers' rate (brokerIngestBytesPerSecond)"
+    )
     trace = read(tmp_path / "t.parquet")
     published = pc.sum(adds(trace)["messages"]).as_py()
     assert 0.95 * capacity * 1.2 < published < 1.05 * capacity * 1.2
@@ -125,10 +132,12 @@ def test_producer_rate_0_is_what_a_saturated_broker_ingests(tmp_path, capsys):
     assert lc.workload.estimate(small)["producer_rate"] == pytest.approx(1e6)
     assert lc.workload.estimate({**small, "brokers": 4})["producer_rate"] == pytest.approx(4e6)
     # 3 partitions on 2 brokers: the broker with 2 of them saturates first.
-    assert lc.workload.estimate({**small, "partitionsPerTopic": 3, "brokers": 2})["producer_rate"] == \
-        pytest.approx(1.5e6)
-    assert lc.workload.estimate({**small, "brokerIngestMessagesPerSecond": 5000})["producer_rate"] == \
-        pytest.approx(5000)
+    assert lc.workload.estimate({**small, "partitionsPerTopic": 3, "brokers": 2})["producer_rate"] == pytest.approx(
+        1.5e6
+    )
+    assert lc.workload.estimate({**small, "brokerIngestMessagesPerSecond": 5000})["producer_rate"] == pytest.approx(
+        5000
+    )
     # A rate within capacity is simulated as it is.
     assert lc.workload.estimate({"producerRate": 1000})["capped_by"] is None
 
@@ -145,12 +154,29 @@ def test_a_max_rate_file_is_capped_and_streams_in_little_memory(tmp_path):
     # producerRate 10,000,000 of 64 KiB messages (655 GB/s) for a minute: capped to what a broker
     # ingests, generated in a fresh process whose peak memory is measured.
     path = DATA / "max-rate-1-topic-1-partition-1p-1c-64kb.yaml"
-    r = subprocess.run([sys.executable, "-c", PEAK, "generate", str(path), "-o", str(tmp_path / "t.parquet"),
-                        "--duration-minutes", "1", "--quiet"], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PEAK,
+            "generate",
+            str(path),
+            "-o",
+            str(tmp_path / "t.parquet"),
+            "--duration-minutes",
+            "1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[1] == ("rate: producerRate 10,000,000 msg/s is above what the brokers ingest: simulating 4,768 "
-                        "msg/s, the saturated brokers' rate (brokerIngestBytesPerSecond)")
+    assert lines[1] == (
+        "rate: producerRate 10,000,000 msg/s is above what the brokers ingest: simulating 4,768 "
+        "msg/s, the saturated brokers' rate (brokerIngestBytesPerSecond)"
+    )
     peak_mib = int(r.stderr.strip().splitlines()[-1]) / 1024
     print(f"\nmax-rate 64 KiB, 1 + 1 minutes: peak {peak_mib:.0f} MiB; {lines[-1]}")
     assert peak_mib < 400
@@ -159,8 +185,11 @@ def test_a_max_rate_file_is_capped_and_streams_in_little_memory(tmp_path):
 def test_specs_too_big_to_simulate_stop_before_allocating(tmp_path):
     huge = {"topics": 100_000_000, "consumerPerSubscription": 4}
     start = time.monotonic()
-    with pytest.raises(lc.ResourceLimitError, match=r"needs ~[\d.]+ GiB \(100000000 partitions on 1 brokers.*memory budget "
-                                                    r"of 4.0 GiB: raise the budget with --memory-budget"):
+    with pytest.raises(
+        lc.ResourceLimitError,
+        match=r"needs ~[\d.]+ GiB \(100000000 partitions on 1 brokers.*memory budget "
+        r"of 4.0 GiB: raise the budget with --memory-budget",
+    ):
         lc.workload.stream(huge)
     with pytest.raises(lc.ResourceLimitError):
         lc.workload.generate(huge)
@@ -172,8 +201,15 @@ def test_specs_too_big_to_simulate_stop_before_allocating(tmp_path):
     lc.workload.stream({"topics": 20_000, "testDurationMinutes": 0.01}, memory_budget=int(need * 1.1))
     # State that grows with the duration (seeks keep every entry): shorten it.
     with pytest.raises(lc.ResourceLimitError, match="shorten it with --duration-minutes"):
-        lc.workload.stream({"seeksPerMinute": 1, "producerRate": 1e6, "messageSize": 10, "batchingEnabled": False,
-                            "testDurationMinutes": 1000})
+        lc.workload.stream(
+            {
+                "seeksPerMinute": 1,
+                "producerRate": 1e6,
+                "messageSize": 10,
+                "batchingEnabled": False,
+                "testDurationMinutes": 1000,
+            }
+        )
     # A table of the trace is counted too: stream it instead.
     with pytest.raises(lc.ResourceLimitError, match=r"the trace as a table needs .*lc.workload.stream"):
         lc.workload.generate({"testDurationMinutes": 100_000})
@@ -184,10 +220,15 @@ def test_specs_too_big_to_simulate_stop_before_allocating(tmp_path):
         lc.workload.stream({"topics": 2**32 - 1, "partitionsPerTopic": 2**32 - 1}, memory_budget=2**64 - 1)
     # The command line: one line naming the estimate and the flag.
     spec = _json(tmp_path, huge)
-    r = subprocess.run([sys.executable, "-m", "ledgercache.cli", "generate", spec, "-o", str(tmp_path / "t.parquet")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "ledgercache.cli", "generate", spec, "-o", str(tmp_path / "t.parquet")],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
-    assert r.stderr.startswith("ledgercache: error: the workload's simulation needs ~") and "--memory-budget" in r.stderr
+    assert (
+        r.stderr.startswith("ledgercache: error: the workload's simulation needs ~") and "--memory-budget" in r.stderr
+    )
 
 
 def test_generate_refuses_memory_before_disk_and_a_trace_the_disk_cannot_hold(tmp_path, monkeypatch, capsys):
@@ -246,8 +287,11 @@ def test_files_too_large_to_be_specs_are_refused_unread(tmp_path):
 
 def test_bad_json_files_are_invalid_argument_errors(tmp_path):
     path = tmp_path / "w.json"
-    for text, match in (("[1, 2]", "expected a mapping of settings, got a list"), ("{", "w.json: line 1"),
-                        ('{"topics": {"a": 1}}', "topics: expected a number")):
+    for text, match in (
+        ("[1, 2]", "expected a mapping of settings, got a list"),
+        ("{", "w.json: line 1"),
+        ('{"topics": {"a": 1}}', "topics: expected a number"),
+    ):
         path.write_text(text)
         with pytest.raises(lc.InvalidArgumentError, match=match):
             lc.workload.generate(path)
@@ -255,25 +299,35 @@ def test_bad_json_files_are_invalid_argument_errors(tmp_path):
 
 def test_yaml_quoting_and_comments_are_read_as_yaml(tmp_path):
     path = tmp_path / "w.yaml"
-    path.write_text('topics: "2"  # quoted, as Jackson reads an int\nkeyDistributor: \'NO_KEY\'\n'
-                    'name: "a # not a comment"\nproducerRate: 500\ntestDurationMinutes: 0.05\n')
+    path.write_text(
+        "topics: \"2\"  # quoted, as Jackson reads an int\nkeyDistributor: 'NO_KEY'\n"
+        'name: "a # not a comment"\nproducerRate: 500\ntestDurationMinutes: 0.05\n'
+    )
     s = lc.workload.resolve(path)
     assert s["topics"] == 2 and s["key_distributor"] == "NO_KEY" and s["producer_rate"] == 500
 
 
 def test_huge_time_knobs_neither_hang_nor_wrap():
-    spec = {"churnPerMinute": 1e-300, "churnDowntimeSeconds": 1e300, "seeksPerMinute": 1e-300,
-            "activeConsumerFailoverDelayTimeMillis": 1e300, "subscriptionType": "Failover",
-            "managedLedgerNewEntriesCheckDelayInMillis": 1e300, "catchUpStartSeconds": 1e300,
-            "testDurationMinutes": 0.05}
+    spec = {
+        "churnPerMinute": 1e-300,
+        "churnDowntimeSeconds": 1e300,
+        "seeksPerMinute": 1e-300,
+        "activeConsumerFailoverDelayTimeMillis": 1e300,
+        "subscriptionType": "Failover",
+        "managedLedgerNewEntriesCheckDelayInMillis": 1e300,
+        "catchUpStartSeconds": 1e300,
+        "testDurationMinutes": 0.05,
+    }
     start = time.monotonic()
     t = lc.workload.generate(spec, seed=1)
     assert t.num_rows > 0 and time.monotonic() - start < 10
     assert pc.min(t["ts_us"]).as_py() >= 0
 
 
-@pytest.mark.skipif(not os.environ.get("LEDGERCACHE_OMB_WORKLOADS"),
-                    reason="set LEDGERCACHE_OMB_WORKLOADS to an OMB checkout's workloads/ directory")
+@pytest.mark.skipif(
+    not os.environ.get("LEDGERCACHE_OMB_WORKLOADS"),
+    reason="set LEDGERCACHE_OMB_WORKLOADS to an OMB checkout's workloads/ directory",
+)
 def test_all_omb_workloads(tmp_path):
     """Every workload file of an OMB checkout generates at a very short duration (about 5
     minutes for OMB's 130 files, 281 s here: its 1m-topic files set up a million partitions each)."""
@@ -281,9 +335,24 @@ def test_all_omb_workloads(tmp_path):
     assert files
     failed = {}
     for path in files:
-        r = subprocess.run([sys.executable, "-m", "ledgercache.cli", "generate", str(path), "-o",
-                            str(tmp_path / "t.parquet"), "--duration-minutes", "0.01", "--warmup-minutes", "0",
-                            "--quiet"], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ledgercache.cli",
+                "generate",
+                str(path),
+                "-o",
+                str(tmp_path / "t.parquet"),
+                "--duration-minutes",
+                "0.01",
+                "--warmup-minutes",
+                "0",
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             failed[path.name] = r.stderr.strip()
     assert not failed, failed
@@ -295,8 +364,11 @@ def test_any_spec_values_give_a_trace_or_a_ledgercache_error():
     from hypothesis import HealthCheck, given, settings as hsettings
     from hypothesis import strategies as st
 
-    value = st.one_of(st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True),
-                      st.sampled_from([0, 1, 2**31, 2**32, 2**63, 1e300, 1e-300, "Shared", "x", True, None]))
+    value = st.one_of(
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.sampled_from([0, 1, 2**31, 2**32, 2**63, 1e300, 1e-300, "Shared", "x", True, None]),
+    )
     names = sorted(lc.workload.KNOWN - {"test_duration_minutes", "warmup_duration_minutes"})
 
     @hsettings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

@@ -97,7 +97,9 @@ def run_without(blocked, code: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_import_ledgercache_loads_no_lab_module(tmp_path):
     """Without pyspark, pandas and matplotlib, the library imports and replays; a report says what it needs."""
-    r = run_without(LAB_MODULES, f"""
+    r = run_without(
+        LAB_MODULES,
+        f"""
         import ledgercache as lc
         trace = lc.workload.generate({{"producerRate": 100, "testDurationMinutes": 0.05}}, seed=1)
         summary = lc.replay(trace, lc.CacheConfig(cache_size_bytes=1 << 20))
@@ -108,11 +110,13 @@ def test_import_ledgercache_loads_no_lab_module(tmp_path):
             lc.report.write_report(summary, None, "never-written")
         except lc.MissingDependencyError as e:
             print(e)
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert list(tmp_path.iterdir()) == []
     assert r.stdout.strip() == (
-        'ledgercache.report.write_report needs matplotlib, markdown (not installed); install the lab extra: '
+        "ledgercache.report.write_report needs matplotlib, markdown (not installed); install the lab extra: "
         'pip install "ledgercache[lab]"'
     )
 
@@ -121,9 +125,7 @@ def test_import_ledgercache_with_the_lab_installed_loads_no_lab_module():
     """pyarrow imports pandas (when installed) at its first conversion of Python objects, a fifth of
     a second: nothing the library does at import time converts, so `import ledgercache` stays light
     where the lab extra is installed too."""
-    code = "import sys, ledgercache; print(sorted({m.split('.')[0] for m in sys.modules} & %r))" % (
-        set(LAB_MODULES),
-    )
+    code = "import sys, ledgercache; print(sorted({m.split('.')[0] for m in sys.modules} & %r))" % (set(LAB_MODULES),)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
@@ -143,7 +145,9 @@ def test_import_ledgercache_with_the_lab_installed_loads_no_lab_module():
     ],
 )
 def test_cli_without_the_lab_extra_fails_first_in_one_line_naming_it(tmp_path, argv, blocked, needs):
-    r = run_without(blocked, f"""
+    r = run_without(
+        blocked,
+        f"""
         import ledgercache as lc
         from ledgercache import cli
 
@@ -152,18 +156,27 @@ def test_cli_without_the_lab_extra_fails_first_in_one_line_naming_it(tmp_path, a
 
         lc.workload.generate = lc.replay = lc.spark.generate = lc.spark.replay = no_work
         sys.exit(cli.main({[*argv, "-o", "out"]!r}))
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     assert r.returncode == 2, r.stderr
-    assert r.stderr == f'ledgercache: error: ledgercache {argv[0]} needs {needs}; install the lab extra: pip install "ledgercache[lab]"\n'
+    assert (
+        r.stderr
+        == f'ledgercache: error: ledgercache {argv[0]} needs {needs}; install the lab extra: pip install "ledgercache[lab]"\n'
+    )
     assert list(tmp_path.iterdir()) == []
 
 
 def test_cli_commands_without_spark_or_report_need_no_lab_module(tmp_path):
-    r = run_without(LAB_MODULES, """
+    r = run_without(
+        LAB_MODULES,
+        """
         from ledgercache import cli
         assert cli.main(["generate", "seek-storm", "-o", "trace.parquet", "--duration-minutes", "0.05"]) == 0
         assert cli.main(["replay", "trace.parquet", "-o", "r", "--strategy", "lru", "--cache-size", "1MiB"]) == 0
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "r" / "summary.parquet").exists()
     assert "hit ratio" in r.stdout
@@ -180,7 +193,9 @@ def test_an_installed_but_broken_lab_module_is_named_with_its_import_error(monke
         return real(name, package)
 
     monkeypatch.setattr(importlib, "import_module", fake)
-    with pytest.raises(lc.MissingDependencyError, match=r"matplotlib \(fails to import: No module named 'kiwisolver'\)") as e:
+    with pytest.raises(
+        lc.MissingDependencyError, match=r"matplotlib \(fails to import: No module named 'kiwisolver'\)"
+    ) as e:
         _extras.require("the report", _extras.REPORT)
     assert isinstance(e.value, ImportError) and e.value.missing == ("matplotlib",)
 

@@ -24,9 +24,14 @@ MIB = 1 << 20
 # Short enough for the whole file to run in about a minute; long enough for every scenario's
 # mechanism (slow consumers, nacks, seeks, the backlog pause and the catch-up readers) to show.
 SHORT = {"test_duration_minutes": 0.5, "warmup_duration_minutes": 0}
-SCENARIO_SHORT = {"failover-nacks": {"test_duration_minutes": 1.2},  # a nack is due a minute later
-                  "catch-up-under-pressure": {"consumer_backlog_size_gb": 0.05, "catch_up_start_seconds": 4,
-                                              "catch_up_behind_seconds": 2}}
+SCENARIO_SHORT = {
+    "failover-nacks": {"test_duration_minutes": 1.2},  # a nack is due a minute later
+    "catch-up-under-pressure": {
+        "consumer_backlog_size_gb": 0.05,
+        "catch_up_start_seconds": 4,
+        "catch_up_behind_seconds": 2,
+    },
+}
 OMB_SHORT = {"test_duration_minutes": 0.02, "warmup_duration_minutes": 0, "backlog_max_wait_minutes": 0.05}
 
 
@@ -56,17 +61,29 @@ def pins(spec, cache_size: int) -> dict[str, str]:
     summary, series = lc.replay(trace, configs(cache_size), with_timeseries=True)
     # Wall-clock figures are not behaviour.
     summary = summary.drop_columns(["replay_seconds"])
-    return {"rows": str(trace.num_rows), "trace": table_digest(trace), "summary": table_digest(summary),
-            "series": table_digest(series)}
+    return {
+        "rows": str(trace.num_rows),
+        "trace": table_digest(trace),
+        "summary": table_digest(summary),
+        "series": table_digest(series),
+    }
 
 
-CASES = {f"scenario/{name}": ({**settings, **SHORT, **SCENARIO_SHORT.get(name, {})},
-                              lc.workload.SCENARIO_CACHE_SIZES[name][0])
-         for name, settings in lc.workload.SCENARIOS.items()}
+CASES = {
+    f"scenario/{name}": (
+        {**settings, **SHORT, **SCENARIO_SHORT.get(name, {})},
+        lc.workload.SCENARIO_CACHE_SIZES[name][0],
+    )
+    for name, settings in lc.workload.SCENARIOS.items()
+}
 CASES |= {f"omb/{path.stem}": (path, 16 * MIB) for path in OMB}
 # A broker's own stats, read into a spec (broker_stats.py and broker_workload.py).
-STATS = ["key-shared-backlog.stats.json", "partitioned.stats.json", "single-topic.stats.json",
-         "many-small-topics.stats.json"]
+STATS = [
+    "key-shared-backlog.stats.json",
+    "partitioned.stats.json",
+    "single-topic.stats.json",
+    "many-small-topics.stats.json",
+]
 CASES |= {f"stats/{name}": (DATA / "broker" / name, 16 * MIB) for name in STATS}
 
 

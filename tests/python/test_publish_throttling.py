@@ -37,7 +37,9 @@ def test_counts_by_reason_and_commands_depend_on_the_mode() -> None:
     told, paused = publish.throttle_counts(told), publish.throttle_counts(paused)
     assert told["throttles"] == paused["throttles"] and set(told["throttles"]) == {"TopicProduceQuotaExceeded"}
     assert told["commands_sent"] == told["throttles"]["TopicProduceQuotaExceeded"] and told["connection_pauses"] == 0
-    assert paused["connection_pauses"] == paused["throttles"]["TopicProduceQuotaExceeded"] and paused["commands_sent"] == 0
+    assert (
+        paused["connection_pauses"] == paused["throttles"]["TopicProduceQuotaExceeded"] and paused["commands_sent"] == 0
+    )
     with pytest.raises(lc.InvalidArgumentError):
         publish.throttle_counts(pa.table({"x": [1]}))
 
@@ -55,7 +57,9 @@ def test_moved_trace_keeps_each_topic_in_order_and_replays() -> None:
         # Every read still follows the add it read.
         assert ops[1::2] == ["add"] * (len(ops) // 2) and ops[2::2] == ["read"] * (len(ops) // 2)
     summary = lc.replay(
-        trace, lc.CacheConfig(cache_size_bytes=1 << 20), publish_throttling="pause-connection",
+        trace,
+        lc.CacheConfig(cache_size_bytes=1 << 20),
+        publish_throttling="pause-connection",
         publish_limiter=publish.noisy_neighbour_limiter(),
     )
     assert summary.column("hits").to_pylist() == [moved.num_rows // 2 - 1]
@@ -106,8 +110,12 @@ def test_trace_files_keep_their_producer_columns(tmp_path) -> None:
     trace = publish.noisy_neighbour(seconds=1)
     path = tmp_path / "nn.csv"
     csv.write_csv(trace, path)
-    from_file = delays_by_topic(publish.throttle_publishes(path, publish.noisy_neighbour_limiter(50), "pause-connection")[1])
-    in_memory = delays_by_topic(publish.throttle_publishes(trace, publish.noisy_neighbour_limiter(50), "pause-connection")[1])
+    from_file = delays_by_topic(
+        publish.throttle_publishes(path, publish.noisy_neighbour_limiter(50), "pause-connection")[1]
+    )
+    in_memory = delays_by_topic(
+        publish.throttle_publishes(trace, publish.noisy_neighbour_limiter(50), "pause-connection")[1]
+    )
     assert from_file == in_memory
     assert from_file["cold"]["p99_ms"] > 100.0, "the CSV's connection column still puts both topics on one connection"
     moved, delays = publish.throttle_publishes(trace.slice(0, 0), lc.PublishRateLimiter(), "off")
@@ -119,10 +127,16 @@ def test_a_batch_is_charged_one_token_per_message() -> None:
     # and so do entries of 10 messages at a tenth of the rate (20 entries, 200 messages a second).
     trace = publish.noisy_neighbour(seconds=3, hot_rate=20)
     is_hot_add = pc.and_(pc.equal(trace.column("topic"), "hot"), pc.equal(trace.column("op"), "add"))
-    single = delays_by_topic(publish.throttle_publishes(trace, publish.noisy_neighbour_limiter(), "throttle-producer")[1])
+    single = delays_by_topic(
+        publish.throttle_publishes(trace, publish.noisy_neighbour_limiter(), "throttle-producer")[1]
+    )
     assert single["hot"]["throttles"] == 0, "20 single-message entries a second are within 100 msg/s"
-    batches = trace.append_column("messages", pc.if_else(is_hot_add, pa.scalar(10, pa.int32()), pa.scalar(None, pa.int32())))
-    batched = delays_by_topic(publish.throttle_publishes(batches, publish.noisy_neighbour_limiter(), "throttle-producer")[1])
+    batches = trace.append_column(
+        "messages", pc.if_else(is_hot_add, pa.scalar(10, pa.int32()), pa.scalar(None, pa.int32()))
+    )
+    batched = delays_by_topic(
+        publish.throttle_publishes(batches, publish.noisy_neighbour_limiter(), "throttle-producer")[1]
+    )
     assert batched["hot"]["throttles"] > 0 and batched["hot"]["p99_ms"] > 100.0
     assert batched["cold"]["under_quota"], "a null count is one message"
     limiter = lc.PublishRateLimiter()
@@ -132,6 +146,10 @@ def test_a_batch_is_charged_one_token_per_message() -> None:
     assert limiter.on_publish(0, "t", 1, 100, messages=4)["reason"] == "TopicProduceQuotaExceeded"
     with pytest.raises(lc.InvalidArgumentError, match="messages"):
         limiter.on_publish(0, "t", 1, 100, messages=-1)
-    negative = batches.set_column(batches.column_names.index("messages"), "messages", pc.if_else(is_hot_add, pa.scalar(-1, pa.int32()), pa.scalar(None, pa.int32())))
+    negative = batches.set_column(
+        batches.column_names.index("messages"),
+        "messages",
+        pc.if_else(is_hot_add, pa.scalar(-1, pa.int32()), pa.scalar(None, pa.int32())),
+    )
     with pytest.raises(lc.InvalidArgumentError, match="messages"):
         publish.throttle_publishes(negative, publish.noisy_neighbour_limiter(), "throttle-producer")

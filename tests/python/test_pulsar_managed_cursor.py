@@ -43,7 +43,7 @@ def test_read_from_empty_ledger(factory):
     # ManagedCursorTest.readFromEmptyLedger
     ledger = factory()
     c1 = ledger.open_cursor("c1")
-    (first_ledger, _, _), = ledger.ledgers
+    ((first_ledger, _, _),) = ledger.ledgers
     assert c1.read_entries(10) == []
     ledger.add_entry(b"test")
     assert len(data(c1.read_entries(10))) == 1
@@ -132,7 +132,7 @@ def test_mark_delete_across_ledgers(factory):
     # the ledger the reopen created, and an ack of the first entry moves its mark-delete there.
     ml1 = factory()
     mc1 = ml1.open_cursor("c1")
-    (l1, _, _), = ml1.ledgers
+    ((l1, _, _),) = ml1.ledgers
     assert (mc1.mark_delete_position, mc1.read_position) == (P(l1, -1), P(l1, 0))
     mc1.close()
     del mc1, ml1

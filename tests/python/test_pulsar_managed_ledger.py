@@ -454,7 +454,9 @@ def test_counts_do_not_wrap_over_huge_ledgers(world):
     # counts saturate at 2**64-1 instead of wrapping, and a read costs what it returns.
     _, manager, _ = world
     big = (1 << 63) - 1
-    store = lc.CallableStorage(lambda lid, first, last: [b"y"] * (last - first + 1), ledgers={"big": [(1, big), (2, big), (3, big)]})
+    store = lc.CallableStorage(
+        lambda lid, first, last: [b"y"] * (last - first + 1), ledgers={"big": [(1, big), (2, big), (3, big)]}
+    )
     ledger = lc.ManagedLedger("big", manager, store)
     assert ledger.entry_count == 2**64 - 1
     c = ledger.open_cursor("b", start="earliest")

@@ -31,10 +31,22 @@ def test_replay_runs_every_strategy_and_reports_the_columns():
     configs = [lc.CacheConfig(cache_size_bytes=50_000, strategy=s) for s in ("pip430", "pip430-fifo", "lru", "belady")]
     out = lc.replay(fanout(), configs)
     assert out.num_rows == 4
-    for column in ("broker", "strategy", "cache_size_bytes", "entries_read", "hits", "misses", "hit_ratio",
-                   "storage_read_ops", "storage_read_bytes", "evicted_entries", "invalidated_entries", "requeues",
-                   "peak_cache_bytes",
-                   "replay_seconds"):
+    for column in (
+        "broker",
+        "strategy",
+        "cache_size_bytes",
+        "entries_read",
+        "hits",
+        "misses",
+        "hit_ratio",
+        "storage_read_ops",
+        "storage_read_bytes",
+        "evicted_entries",
+        "invalidated_entries",
+        "requeues",
+        "peak_cache_bytes",
+        "replay_seconds",
+    ):
         assert column in out.column_names
     rows = out.to_pylist()
     assert all(r["entries_read"] == 600 for r in rows)
@@ -70,7 +82,9 @@ def test_bad_traces_fail_with_the_column_and_row():
     with pytest.raises(ValueError, match="row 4.*backwards"):
         lc.replay(pa.Table.from_pylist(rows, schema=lc.trace.SCHEMA), lc.CacheConfig())
     with pytest.raises(ValueError, match="row 1.*never opened"):
-        lc.replay(trace([(0, "add", "t", None, 1, 0, 0, 10), (1, "read", "t", "ghost", None, None, 1, 0)]), lc.CacheConfig())
+        lc.replay(
+            trace([(0, "add", "t", None, 1, 0, 0, 10), (1, "read", "t", "ghost", None, None, 1, 0)]), lc.CacheConfig()
+        )
     with pytest.raises(ValueError, match="does not exist"):
         lc.replay("/nonexistent/trace.parquet", lc.CacheConfig())
     with pytest.raises(TypeError):
@@ -203,6 +217,7 @@ def test_feed_all_with_a_slow_or_reentrant_source_neither_hangs_nor_loses_its_co
     batches = t.to_batches(max_chunksize=5000)
     config = lc.CacheConfig(strategy="lru", cache_size_bytes=4 << 20)
     for decode_ahead in (True, False):
+
         def slow():
             yield batches[0]
             time.sleep(5)
@@ -262,10 +277,13 @@ def test_decoding_ahead_changes_nothing_but_the_wall_time():
     spec = {**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.1, "brokers": 2, "topics": 2}
     t = lc.workload.generate(spec, seed=3)
     assert max(b.num_rows for b in t.to_batches()) > 3 * 4096, "batches of several slices"
-    configs = [lc.CacheConfig(strategy=s, cache_size_bytes=8 << 20)
-               for s in ("pip430", "pip430-fifo", "lru", "legacy", "segmented", "belady")]
+    configs = [
+        lc.CacheConfig(strategy=s, cache_size_bytes=8 << 20)
+        for s in ("pip430", "pip430-fifo", "lru", "legacy", "segmented", "belady")
+    ]
     (ahead, ahead_series), (serial, serial_series) = (
-        lc.replay(t, configs, with_timeseries=True, decode_ahead=d) for d in (True, False))
+        lc.replay(t, configs, with_timeseries=True, decode_ahead=d) for d in (True, False)
+    )
     assert ahead.num_rows == 12
     assert ahead.drop_columns(["replay_seconds"]).equals(serial.drop_columns(["replay_seconds"]))
     assert ahead_series.equals(serial_series)

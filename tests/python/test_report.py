@@ -23,8 +23,11 @@ OTHERS = set(LABELS) - BROKER
 @pytest.fixture(scope="module")
 def replayed():
     trace = lc.workload.generate({**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.3}, seed=2)
-    configs = [lc.CacheConfig(cache_size_bytes=z, strategy=s) for z in (1 << 20, 4 << 20)
-               for s in ("pip430", "legacy", "lru", "segmented")]
+    configs = [
+        lc.CacheConfig(cache_size_bytes=z, strategy=s)
+        for z in (1 << 20, 4 << 20)
+        for s in ("pip430", "legacy", "lru", "segmented")
+    ]
     summary, series = lc.replay(trace, configs, with_timeseries=True)
     return summary, series
 
@@ -50,8 +53,10 @@ def test_the_report_opens_with_pip430_against_pulsar_40_in_the_summarys_numbers(
     for r in summary.to_pylist():
         if r["strategy"] in ("pip430", "legacy"):
             misses = r["entries_read"] - r["hits"]
-            cell = (f"{r['hit_ratio']:.3f}; {report_common.format_rate(misses / seconds)} reads/s "
-                    f"({report_common.format_mib_rate(r['storage_read_bytes'] / seconds)})")
+            cell = (
+                f"{r['hit_ratio']:.3f}; {report_common.format_rate(misses / seconds)} reads/s "
+                f"({report_common.format_mib_rate(r['storage_read_bytes'] / seconds)})"
+            )
             assert cell in answer, cell
     # The difference, a second, at each size.
     by = {(r["strategy"], r["cache_size_bytes"]): r for r in summary.to_pylist()}
@@ -66,24 +71,44 @@ def test_the_report_opens_with_pip430_against_pulsar_40_in_the_summarys_numbers(
 
 def _summary(rows):
     keys = ("entries_read", "read_bytes", "hits", "storage_read_ops", "storage_read_bytes", "evicted_entries")
-    return pa.Table.from_pylist([{"strategy": s, "cache_size_bytes": z, **dict.fromkeys(keys, 0), "entries_read": 1000,
-                                  "hits": hits, "read_bytes": 10_000, "storage_read_bytes": 10 * (1000 - hits)}
-                                 for s, z, hits in rows])
+    return pa.Table.from_pylist(
+        [
+            {
+                "strategy": s,
+                "cache_size_bytes": z,
+                **dict.fromkeys(keys, 0),
+                "entries_read": 1000,
+                "hits": hits,
+                "read_bytes": 10_000,
+                "storage_read_bytes": 10 * (1000 - hits),
+            }
+            for s, z, hits in rows
+        ]
+    )
 
 
 SIZES = (16 << 20, 64 << 20, 256 << 20)
 
 
 @pytest.mark.parametrize("target", [None, 0.5, 0.9, 0.99])
-@pytest.mark.parametrize("case", [
-    # The references and the bound beat every broker design at every size.
-    {"belady": (990, 999, 1000), "lru": (950, 990, 995), "segmented": (900, 980, 999),
-     "pip430": (600, 700, 705), "pip430-fifo": (500, 500, 500), "legacy": (20, 20, 20)},
-    # Only the references and the proposal run.
-    {"belady": (990, 999, 1000), "lru": (950, 990, 995), "segmented": (100, 300, 900)},
-    # Pulsar 4.0's cache alone.
-    {"legacy": (100, 400, 910), "lru": (950, 990, 995)},
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        # The references and the bound beat every broker design at every size.
+        {
+            "belady": (990, 999, 1000),
+            "lru": (950, 990, 995),
+            "segmented": (900, 980, 999),
+            "pip430": (600, 700, 705),
+            "pip430-fifo": (500, 500, 500),
+            "legacy": (20, 20, 20),
+        },
+        # Only the references and the proposal run.
+        {"belady": (990, 999, 1000), "lru": (950, 990, 995), "segmented": (100, 300, 900)},
+        # Pulsar 4.0's cache alone.
+        {"legacy": (100, 400, 910), "lru": (950, 990, 995)},
+    ],
+)
 def test_the_recommendation_never_names_a_design_no_broker_runs(case, target, tmp_path):
     summary = _summary([(s, z, h) for s, hits in case.items() for z, h in zip(SIZES, hits)])
     text = report.answer_markdown(summary, None, target)
@@ -101,9 +126,11 @@ def test_the_recommendation_never_names_a_design_no_broker_runs(case, target, tm
 
 
 def test_recommendation_picks_the_smallest_broker_size_that_reaches_the_target():
-    summary = _summary([("pip430", z, h) for z, h in zip(SIZES, (800, 945, 950))]
-                       + [("legacy", z, h) for z, h in zip(SIZES, (100, 200, 300))]
-                       + [("lru", z, h) for z, h in zip(SIZES, (950, 990, 995))])
+    summary = _summary(
+        [("pip430", z, h) for z, h in zip(SIZES, (800, 945, 950))]
+        + [("legacy", z, h) for z, h in zip(SIZES, (100, 200, 300))]
+        + [("lru", z, h) for z, h in zip(SIZES, (950, 990, 995))]
+    )
     rec = _recommendations(report.answer_markdown(summary, None, 0.9))[0]
     assert f"{LABELS['pip430']} with a 64 MiB cache**, the smallest size run that reaches hit ratio 0.9" in rec
     rec = _recommendations(report.answer_markdown(summary, None, 0.948))[0]
@@ -178,14 +205,17 @@ def full_report(replayed, tmp_path_factory):
     target, the publish section."""
     summary, series = replayed
     odd = "my_trace*v2|x"
-    summary2 = pa.concat_tables([summary.append_column("scenario", pa.array([name] * summary.num_rows))
-                                 for name in ("shared-overflow", odd)])
-    series2 = pa.concat_tables([series.append_column("scenario", pa.array([name] * series.num_rows))
-                                for name in ("shared-overflow", odd)])
+    summary2 = pa.concat_tables(
+        [summary.append_column("scenario", pa.array([name] * summary.num_rows)) for name in ("shared-overflow", odd)]
+    )
+    series2 = pa.concat_tables(
+        [series.append_column("scenario", pa.array([name] * series.num_rows)) for name in ("shared-overflow", odd)]
+    )
     publish = lc.publish.compare_modes(lc.publish.noisy_neighbour(), lc.publish.noisy_neighbour_limiter())
     out = tmp_path_factory.mktemp("full")
-    report.write_report(summary2, series2, out, title="ledgercache: cache designs compared", publish=publish,
-                        target_hit_ratio=0.9)
+    report.write_report(
+        summary2, series2, out, title="ledgercache: cache designs compared", publish=publish, target_hit_ratio=0.9
+    )
     return out, odd
 
 
@@ -226,9 +256,13 @@ def test_the_html_is_one_file_with_every_image_embedded(full_report):
 
 def test_html_page_renders_and_embeds_for_other_reports(tmp_path):
     (tmp_path / "a.png").write_bytes(b"\x89PNG\r\n\x1a\nfake")
-    page = report.html_page("# Your broker\n\n- one\n- two\n\n" + "\n".join(report.markdown_table(
-        ["design", "hit ratio"], [[report.design_label("pip430"), "0.5"]])) + "\n\n![plot](a.png)\n\n![gone](b.png)\n",
-        "Your broker", tmp_path)
+    page = report.html_page(
+        "# Your broker\n\n- one\n- two\n\n"
+        + "\n".join(report.markdown_table(["design", "hit ratio"], [[report.design_label("pip430"), "0.5"]]))
+        + "\n\n![plot](a.png)\n\n![gone](b.png)\n",
+        "Your broker",
+        tmp_path,
+    )
     assert "<title>Your broker</title>" in page and "<li>one</li>" in page and "<td>PIP-430 (Pulsar 4.1+)</td>" in page
     assert 'title="a.png" src="data:image/png;base64,' in page
     assert 'src="b.png"' in page  # not there: left as written
@@ -256,11 +290,24 @@ def _overlap(a, b):
 def test_plots_keep_the_legend_off_the_data_and_the_size_labels_apart(monkeypatch, tmp_path):
     figs = _capture(monkeypatch)
     sizes = [(16 << 20) << i for i in range(15)]  # 16 MiB to 256 GiB: fifteen sizes, every other labelled
-    rows = [{"strategy": s, "cache_size_bytes": z, "hit_ratio": min(1.0, 0.1 * (i + 1) + k * 0.05),
-             "reads": 100.0 / (i + 1)} for k, s in enumerate(LABELS) for i, z in enumerate(sizes)]
+    rows = [
+        {
+            "strategy": s,
+            "cache_size_bytes": z,
+            "hit_ratio": min(1.0, 0.1 * (i + 1) + k * 0.05),
+            "reads": 100.0 / (i + 1),
+        }
+        for k, s in enumerate(LABELS)
+        for i, z in enumerate(sizes)
+    ]
     report.plot_by_size(rows, tmp_path / "a.png", title="t", target=0.9)
-    report.plot_by_size(rows, tmp_path / "b.png", title="t", panels=(("hit_ratio", "hit ratio"), ("reads", "reads/s")),
-                        lines={"reads": (120.0, "no cache")})
+    report.plot_by_size(
+        rows,
+        tmp_path / "b.png",
+        title="t",
+        panels=(("hit_ratio", "hit ratio"), ("reads", "reads/s")),
+        lines={"reads": (120.0, "no cache")},
+    )
     for fig in figs:
         renderer = fig.canvas.get_renderer()
         assert fig.legends, "a legend"
@@ -304,9 +351,27 @@ def test_the_terminal_ends_with_the_answer(tmp_path):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "ledgercache.cli", "compare", "--local", "seek-storm", "-o",
-                        str(tmp_path / "out"), "--cache-size", "8MiB", "--cache-size", "64MiB", "--duration-minutes",
-                        "0.1", "--quiet"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgercache.cli",
+            "compare",
+            "--local",
+            "seek-storm",
+            "-o",
+            str(tmp_path / "out"),
+            "--cache-size",
+            "8MiB",
+            "--cache-size",
+            "64MiB",
+            "--duration-minutes",
+            "0.1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     tail = r.stdout.strip().splitlines()[-3:]
     assert tail[0].startswith("The answer")

@@ -40,7 +40,9 @@ def _cursor():
 
 
 def _ledger(**kw):
-    return lc.ManagedLedger("t", lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=1 << 20)), lc.MemoryStorage(), **kw)
+    return lc.ManagedLedger(
+        "t", lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=1 << 20)), lc.MemoryStorage(), **kw
+    )
 
 
 CASES = [
@@ -48,110 +50,251 @@ CASES = [
     ("ManualClock", lambda v: lc.ManualClock(start_ns=v), "start_ns", HUGE + NEGATIVE),
     ("ManualClock.advance_ms", lambda v: lc.ManualClock().advance_ms(v), "ms", HUGE + NEGATIVE),
     ("ManualClock.advance_ns", lambda v: lc.ManualClock().advance_ns(v), "ns", HUGE + NEGATIVE),
-    *[("ManagedLedger", lambda v, k=k: _ledger(**{k: v}), k, HUGE_U64 + NEGATIVE)
-      for k in ("max_entries_per_ledger", "max_bytes_per_ledger", "min_rollover_ms", "max_rollover_ms")],
+    *[
+        ("ManagedLedger", lambda v, k=k: _ledger(**{k: v}), k, HUGE_U64 + NEGATIVE)
+        for k in ("max_entries_per_ledger", "max_bytes_per_ledger", "min_rollover_ms", "max_rollover_ms")
+    ],
     ("ManagedLedger.delete_ledger", lambda v: _ledger().delete_ledger(v), "ledger_id", HUGE + SIGNED_LOW),
-    *[(f"ManagedCursor.{m}", lambda v, m=m: getattr(_cursor(), m)(v), "n", HUGE_U64 + NEGATIVE)
-      for m in ("read_entries", "read_data", "read_entries_async", "read_replay", "read_replay_async", "skip")],
+    *[
+        (f"ManagedCursor.{m}", lambda v, m=m: getattr(_cursor(), m)(v), "n", HUGE_U64 + NEGATIVE)
+        for m in ("read_entries", "read_data", "read_entries_async", "read_replay", "read_replay_async", "skip")
+    ],
     ("ManagedCursor.is_epoch_outdated", lambda v: _cursor().is_epoch_outdated(v), "epoch", U32_HIGH + NEGATIVE),
-    ("ManagedCursor.set_read_position", lambda v: _cursor().set_read_position(lc.Position(1, 0), v), "expected_epoch",
-     U32_HIGH + NEGATIVE),
+    (
+        "ManagedCursor.set_read_position",
+        lambda v: _cursor().set_read_position(lc.Position(1, 0), v),
+        "expected_epoch",
+        U32_HIGH + NEGATIVE,
+    ),
     ("Position", lambda v: lc.Position(v, 0), "ledger_id", HUGE + SIGNED_LOW),
     ("Position", lambda v: lc.Position(0, v), "entry_id", HUGE + SIGNED_LOW),
     ("CacheConfig", lambda v: lc.CacheConfig(cache_size_bytes=v), "cache_size_bytes", HUGE + NEGATIVE),
     ("CacheConfig", lambda v: lc.CacheConfig(eviction_interval_ms=v), "eviction_interval_ms", HUGE + NEGATIVE),
     ("CacheConfig", lambda v: lc.CacheConfig(storage_read_latency_ms=v), "storage_read_latency_ms", HUGE + NEGATIVE),
-    ("CacheConfig.from_broker_conf", lambda v: lc.CacheConfig.from_broker_conf({}, direct_memory_bytes=v),
-     "direct_memory_bytes", HUGE_U64 + NEGATIVE),
-    ("EntryCacheManager.evict_bytes", lambda v: lc.EntryCacheManager(lc.CacheConfig()).evict_bytes(v), "n",
-     HUGE + NEGATIVE),
-    ("EntryCache.insert", lambda v: _cache().insert(lc.Position(1, 0), b"x", expected_reads=v), "expected_reads",
-     HUGE + NEGATIVE),
+    (
+        "CacheConfig.from_broker_conf",
+        lambda v: lc.CacheConfig.from_broker_conf({}, direct_memory_bytes=v),
+        "direct_memory_bytes",
+        HUGE_U64 + NEGATIVE,
+    ),
+    (
+        "EntryCacheManager.evict_bytes",
+        lambda v: lc.EntryCacheManager(lc.CacheConfig()).evict_bytes(v),
+        "n",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "EntryCache.insert",
+        lambda v: _cache().insert(lc.Position(1, 0), b"x", expected_reads=v),
+        "expected_reads",
+        HUGE + NEGATIVE,
+    ),
     ("EntryCache.insert", lambda v: _cache().insert(lc.Position(1, 0), b"x", size=v), "size", HUGE + NEGATIVE),
-    ("EntryCache.insert_batch", lambda v: _cache().insert_batch(v, 0, pa.array([b"x"])), "ledger_id",
-     HUGE + SIGNED_LOW),
-    ("EntryCache.insert_batch", lambda v: _cache().insert_batch(1, v, pa.array([b"x"])), "first_entry_id",
-     HUGE + SIGNED_LOW),
+    (
+        "EntryCache.insert_batch",
+        lambda v: _cache().insert_batch(v, 0, pa.array([b"x"])),
+        "ledger_id",
+        HUGE + SIGNED_LOW,
+    ),
+    (
+        "EntryCache.insert_batch",
+        lambda v: _cache().insert_batch(1, v, pa.array([b"x"])),
+        "first_entry_id",
+        HUGE + SIGNED_LOW,
+    ),
     ("MemoryStorage.read", lambda v: lc.MemoryStorage().read(v, 0, 0), "ledger_id", HUGE + SIGNED_LOW),
     ("MemoryStorage.read", lambda v: lc.MemoryStorage().read(1, v, 0), "first", HUGE + SIGNED_LOW),
     ("MemoryStorage.read", lambda v: lc.MemoryStorage().read(1, 0, v), "last", HUGE + SIGNED_LOW),
-    ("CallableStorage", lambda v: lc.CallableStorage(lambda *a: [], ledgers={"a": [(1, v)]}), "ledgers",
-     HUGE_U64 + NEGATIVE),
+    (
+        "CallableStorage",
+        lambda v: lc.CallableStorage(lambda *a: [], ledgers={"a": [(1, v)]}),
+        "ledgers",
+        HUGE_U64 + NEGATIVE,
+    ),
     ("stream_workload", lambda v: _native.stream_workload({"topics": 1}, v), "seed", HUGE_U64 + NEGATIVE),
     ("stream_workload", lambda v: _native.stream_workload({"topics": 1}, 0, broker=v), "broker", HUGE + NEGATIVE),
-    ("stream_workload", lambda v: _native.stream_workload({"topics": 1}, 0, batch_rows=v), "batch_rows",
-     HUGE + NEGATIVE),
-    ("stream_workload", lambda v: _native.stream_workload({"topics": 1}, 0, memory_budget=v), "memory_budget",
-     HUGE_U64 + NEGATIVE),
+    (
+        "stream_workload",
+        lambda v: _native.stream_workload({"topics": 1}, 0, batch_rows=v),
+        "batch_rows",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "stream_workload",
+        lambda v: _native.stream_workload({"topics": 1}, 0, memory_budget=v),
+        "memory_budget",
+        HUGE_U64 + NEGATIVE,
+    ),
     ("check_workload", lambda v: _native.check_workload({"topics": 1}, broker=v), "broker", HUGE + NEGATIVE),
-    ("check_workload", lambda v: _native.check_workload({"topics": 1}, memory_budget=v), "memory_budget",
-     HUGE_U64 + NEGATIVE),
-    ("workload.generate", lambda v: lc.workload.generate({"topics": 1, "testDurationMinutes": 0.01}, seed=v),
-     "seed", HUGE_U64 + NEGATIVE),
-    ("PublishRateLimiter.set_connection_limits",
-     lambda v: lc.PublishRateLimiter().set_connection_limits(max_pending_publish_requests=v),
-     "max_pending_publish_requests", HUGE + NEGATIVE),
-    ("PublishRateLimiter.set_connection_limits",
-     lambda v: lc.PublishRateLimiter().set_connection_limits(max_publish_buffer_bytes=v), "max_publish_buffer_bytes",
-     HUGE + NEGATIVE),
-    ("PublishRateLimiter.set_connection_limits", lambda v: lc.PublishRateLimiter().set_connection_limits(num_io_threads=v),
-     "num_io_threads", HUGE + NEGATIVE),
-    ("PublishRateLimiter.set_publish_persist_latency", lambda v: lc.PublishRateLimiter().set_publish_persist_latency(v),
-     "latency_ns", HUGE + NEGATIVE),
-    ("PublishRateLimiter.on_publish", lambda v: lc.PublishRateLimiter().on_publish(v, "t", 0, 1), "now_ns",
-     HUGE + NEGATIVE),
-    ("PublishRateLimiter.on_publish", lambda v: lc.PublishRateLimiter().on_publish(0, "t", v, 1), "connection",
-     HUGE + NEGATIVE),
-    ("PublishRateLimiter.on_publish", lambda v: lc.PublishRateLimiter().on_publish(0, "t", 0, v), "size",
-     HUGE + NEGATIVE),
-    ("PublishRateLimiter.on_publish", lambda v: lc.PublishRateLimiter().on_publish(0, "t", 0, 1, messages=v), "messages",
-     HUGE + NEGATIVE),
-    ("PublishRateLimiter.on_publish_persisted", lambda v: lc.PublishRateLimiter().on_publish_persisted(v, 1),
-     "connection", HUGE + NEGATIVE),
-    ("PublishRateLimiter.on_publish_persisted", lambda v: lc.PublishRateLimiter().on_publish_persisted(0, v), "size",
-     HUGE + NEGATIVE),
-    ("PublishRateLimiter.connection_recovered", lambda v: lc.PublishRateLimiter().connection_recovered(v), "connection",
-     HUGE + NEGATIVE),
+    (
+        "check_workload",
+        lambda v: _native.check_workload({"topics": 1}, memory_budget=v),
+        "memory_budget",
+        HUGE_U64 + NEGATIVE,
+    ),
+    (
+        "workload.generate",
+        lambda v: lc.workload.generate({"topics": 1, "testDurationMinutes": 0.01}, seed=v),
+        "seed",
+        HUGE_U64 + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.set_connection_limits",
+        lambda v: lc.PublishRateLimiter().set_connection_limits(max_pending_publish_requests=v),
+        "max_pending_publish_requests",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.set_connection_limits",
+        lambda v: lc.PublishRateLimiter().set_connection_limits(max_publish_buffer_bytes=v),
+        "max_publish_buffer_bytes",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.set_connection_limits",
+        lambda v: lc.PublishRateLimiter().set_connection_limits(num_io_threads=v),
+        "num_io_threads",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.set_publish_persist_latency",
+        lambda v: lc.PublishRateLimiter().set_publish_persist_latency(v),
+        "latency_ns",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.on_publish",
+        lambda v: lc.PublishRateLimiter().on_publish(v, "t", 0, 1),
+        "now_ns",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.on_publish",
+        lambda v: lc.PublishRateLimiter().on_publish(0, "t", v, 1),
+        "connection",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.on_publish",
+        lambda v: lc.PublishRateLimiter().on_publish(0, "t", 0, v),
+        "size",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.on_publish",
+        lambda v: lc.PublishRateLimiter().on_publish(0, "t", 0, 1, messages=v),
+        "messages",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.on_publish_persisted",
+        lambda v: lc.PublishRateLimiter().on_publish_persisted(v, 1),
+        "connection",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.on_publish_persisted",
+        lambda v: lc.PublishRateLimiter().on_publish_persisted(0, v),
+        "size",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PublishRateLimiter.connection_recovered",
+        lambda v: lc.PublishRateLimiter().connection_recovered(v),
+        "connection",
+        HUGE + NEGATIVE,
+    ),
     ("Producer", lambda v: lc.Producer("t", v), "producer_id", HUGE + NEGATIVE),
     ("Producer", lambda v: lc.Producer("t", 1, send_timeout_ms=v), "send_timeout_ms", HUGE + NEGATIVE),
-    ("Producer.on_throttle", lambda v: lc.Producer("t", 1).on_throttle(v, _throttle_command()), "now_ns",
-     HUGE + NEGATIVE),
+    (
+        "Producer.on_throttle",
+        lambda v: lc.Producer("t", 1).on_throttle(v, _throttle_command()),
+        "now_ns",
+        HUGE + NEGATIVE,
+    ),
     ("Producer.is_throttled", lambda v: lc.Producer("t", 1).is_throttled(v), "now_ns", HUGE + NEGATIVE),
     ("Producer.throttle_reason", lambda v: lc.Producer("t", 1).throttle_reason(v), "now_ns", HUGE + NEGATIVE),
     ("Producer.send", lambda v: lc.Producer("t", 1).send(v), "now_ns", HUGE + NEGATIVE),
     ("Producer.acknowledge", lambda v: lc.Producer("t", 1).acknowledge(v), "sequence", HUGE + NEGATIVE),
     ("Producer.expire", lambda v: lc.Producer("t", 1).expire(v), "now_ns", HUGE + NEGATIVE),
     ("PartitionedProducer", lambda v: lc.PartitionedProducer("t", v), "partitions", HUGE + NEGATIVE),
-    ("PartitionedProducer", lambda v: lc.PartitionedProducer("t", 2, first_producer_id=v), "first_producer_id",
-     HUGE + NEGATIVE),
-    ("PartitionedProducer", lambda v: lc.PartitionedProducer("t", 2, send_timeout_ms=v), "send_timeout_ms",
-     HUGE + NEGATIVE),
-    ("PartitionedProducer.is_throttled", lambda v: lc.PartitionedProducer("t", 2).is_throttled(v), "now_ns",
-     HUGE + NEGATIVE),
-    ("PartitionedProducer.is_partition_throttled", lambda v: lc.PartitionedProducer("t", 2).is_partition_throttled(v, 0),
-     "partition", HUGE + NEGATIVE),
-    ("PartitionedProducer.is_partition_throttled", lambda v: lc.PartitionedProducer("t", 2).is_partition_throttled(0, v),
-     "now_ns", HUGE + NEGATIVE),
-    ("PartitionedProducer.on_throttle",
-     lambda v: lc.PartitionedProducer("t", 2).on_throttle(v, 0, _throttle_command()), "partition", HUGE + NEGATIVE),
-    ("PartitionedProducer.on_throttle",
-     lambda v: lc.PartitionedProducer("t", 2).on_throttle(0, v, _throttle_command()), "now_ns", HUGE + NEGATIVE),
+    (
+        "PartitionedProducer",
+        lambda v: lc.PartitionedProducer("t", 2, first_producer_id=v),
+        "first_producer_id",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PartitionedProducer",
+        lambda v: lc.PartitionedProducer("t", 2, send_timeout_ms=v),
+        "send_timeout_ms",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PartitionedProducer.is_throttled",
+        lambda v: lc.PartitionedProducer("t", 2).is_throttled(v),
+        "now_ns",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PartitionedProducer.is_partition_throttled",
+        lambda v: lc.PartitionedProducer("t", 2).is_partition_throttled(v, 0),
+        "partition",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PartitionedProducer.is_partition_throttled",
+        lambda v: lc.PartitionedProducer("t", 2).is_partition_throttled(0, v),
+        "now_ns",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PartitionedProducer.on_throttle",
+        lambda v: lc.PartitionedProducer("t", 2).on_throttle(v, 0, _throttle_command()),
+        "partition",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "PartitionedProducer.on_throttle",
+        lambda v: lc.PartitionedProducer("t", 2).on_throttle(0, v, _throttle_command()),
+        "now_ns",
+        HUGE + NEGATIVE,
+    ),
     ("PartitionedProducer.send", lambda v: lc.PartitionedProducer("t", 2).send(v), "now_ns", HUGE + NEGATIVE),
-    ("encode_throttle_producer", lambda v: protocol.encode_throttle_producer(v, 1, "TopicProduceQuotaExceeded", 1), "request_id",
-     HUGE + NEGATIVE),
-    ("encode_throttle_producer", lambda v: protocol.encode_throttle_producer(1, v, "TopicProduceQuotaExceeded", 1), "producer_id",
-     HUGE + NEGATIVE),
-    ("encode_throttle_producer", lambda v: protocol.encode_throttle_producer(1, 1, "TopicProduceQuotaExceeded", v), "pause_for_millis",
-     HUGE + NEGATIVE),
-    ("encode_throttle_producer_receipt", lambda v: protocol.encode_throttle_producer_receipt(v), "request_id",
-     HUGE + NEGATIVE),
+    (
+        "encode_throttle_producer",
+        lambda v: protocol.encode_throttle_producer(v, 1, "TopicProduceQuotaExceeded", 1),
+        "request_id",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "encode_throttle_producer",
+        lambda v: protocol.encode_throttle_producer(1, v, "TopicProduceQuotaExceeded", 1),
+        "producer_id",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "encode_throttle_producer",
+        lambda v: protocol.encode_throttle_producer(1, 1, "TopicProduceQuotaExceeded", v),
+        "pause_for_millis",
+        HUGE + NEGATIVE,
+    ),
+    (
+        "encode_throttle_producer_receipt",
+        lambda v: protocol.encode_throttle_producer_receipt(v),
+        "request_id",
+        HUGE + NEGATIVE,
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     "call, name, value",
-    [pytest.param(call, name, v, id=f"{what}-{name}-{v if abs(v) < 2**100 else ('-' if v < 0 else '') + 'big'}")
-     for what, call, name, values in CASES for v in values],
+    [
+        pytest.param(call, name, v, id=f"{what}-{name}-{v if abs(v) < 2**100 else ('-' if v < 0 else '') + 'big'}")
+        for what, call, name, values in CASES
+        for v in values
+    ],
 )
 def test_out_of_range_integers_name_their_argument(call, name, value):
     try:
@@ -163,20 +306,29 @@ def test_out_of_range_integers_name_their_argument(call, name, value):
 
 
 def test_the_named_error_is_an_invalid_argument_error_with_the_range():
-    with pytest.raises(lc.InvalidArgumentError, match=r"invalid ledger_id: must be in \[-9223372036854775808, "
-                                                      r"9223372036854775807\], got 9223372036854775808"):
+    with pytest.raises(
+        lc.InvalidArgumentError,
+        match=r"invalid ledger_id: must be in \[-9223372036854775808, "
+        r"9223372036854775807\], got 9223372036854775808",
+    ):
         lc.Position(2**63, 0)
     with pytest.raises(lc.InvalidArgumentError, match=r"invalid seed: .*got a larger int"):
         _native.stream_workload({"topics": 1}, 2**200)
-    with pytest.raises(lc.InvalidArgumentError, match=r"invalid start_ns: must be in \[0, 9223372036854775807\], "
-                                                      r"got 9223372036854775808"):
+    with pytest.raises(
+        lc.InvalidArgumentError,
+        match=r"invalid start_ns: must be in \[0, 9223372036854775807\], "
+        r"got 9223372036854775808",
+    ):
         lc.ManualClock(2**63)
     with pytest.raises(lc.InvalidArgumentError, match=r"invalid ms: must be in \[0, 9223372036854775807\], got -1"):
         lc.ManualClock().advance_ms(-1)
     with pytest.raises(lc.InvalidArgumentError, match=r"invalid ns: .*got a larger int"):
         lc.ManualClock().advance_ns(2**200)
-    with pytest.raises(lc.InvalidArgumentError, match=r"invalid n: must be in \[0, 18446744073709551615\], "
-                                                      r"got 18446744073709551616"):
+    with pytest.raises(
+        lc.InvalidArgumentError,
+        match=r"invalid n: must be in \[0, 18446744073709551615\], "
+        r"got 18446744073709551616",
+    ):
         _cursor().read_entries(2**64)
     with pytest.raises(lc.InvalidArgumentError, match=r"invalid expected_epoch: must be in \[0, 4294967295\]"):
         _cursor().set_read_position(lc.Position(1, 0), -1)
@@ -191,12 +343,14 @@ def test_the_named_error_is_an_invalid_argument_error_with_the_range():
 
 # ---- work and reads bounded by the data, not by values in it ------------------------------------
 
+
 def run_bounded(code: str, timeout: float = 120) -> str:
     """Runs ``code`` in a fresh interpreter, failing the test if it does not end within ``timeout``
     seconds (the unfixed cases ran for hours or until memory ran out)."""
     try:
-        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"still running after {timeout} s")
     assert done.returncode == 0, done.stderr
@@ -252,7 +406,8 @@ def test_a_file_that_grows_past_the_bound_is_not_read_whole(tmp_path):
 
 def test_a_workload_that_publishes_nothing_with_1000_consumers_ends_at_once():
     # Before: the consumers' acknowledgement tick ran every simulated second for 10^9 minutes.
-    out = run_bounded("""
+    out = run_bounded(
+        """
         import time
         import ledgercache as lc
         spec = {"topicDetails": [{"name": "t", "producerRate": 0, "messageSize": 100,
@@ -261,7 +416,9 @@ def test_a_workload_that_publishes_nothing_with_1000_consumers_ends_at_once():
         start = time.perf_counter()
         trace = lc.workload.stream(spec, seed=1).read_all()
         print(trace.num_rows, trace.column("op").to_pylist(), time.perf_counter() - start)
-    """, timeout=60)
+    """,
+        timeout=60,
+    )
     rows, ops, took = out.split(" ", 2)[0], out.split("[")[1].split("]")[0], float(out.rsplit(" ", 1)[1])
     assert (rows, ops) == ("1", "'open'")
     assert took < 5
@@ -269,7 +426,8 @@ def test_a_workload_that_publishes_nothing_with_1000_consumers_ends_at_once():
 
 def test_a_replay_with_a_ttl_of_a_century_jumps_over_an_idle_31_years():
     # Before: with an entry cached, every 10 ms eviction tick of the gap ran (10^11 of them).
-    out = run_bounded("""
+    out = run_bounded(
+        """
         import ledgercache as lc
         import pyarrow as pa
         # (ts_us, op, cursor, entry_id, count, size): as tests/hostile_traces.rs's century test.
@@ -286,5 +444,7 @@ def test_a_replay_with_a_ttl_of_a_century_jumps_over_an_idle_31_years():
             config = lc.CacheConfig(strategy=strategy, eviction_time_threshold_ms=century_ms)
             s = lc.replay(trace, config)
             print(strategy, s.column("entries_read")[0].as_py(), s.column("misses")[0].as_py())
-    """, timeout=60)
+    """,
+        timeout=60,
+    )
     assert out.split("\n")[:3] == ["pip430 3 0", "pip430-fifo 3 0", "legacy 3 0"], out

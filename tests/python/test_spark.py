@@ -92,11 +92,15 @@ def test_second_reader_of_each_partition_is_served_from_the_cache(spark, tmp_pat
 
 def test_spark_replay_equals_in_process_replay(spark):
     spec = {**lc.workload.SCENARIOS["shared-overflow"], "topics": 6, "brokers": 3, "testDurationMinutes": 0.3}
-    configs = [lc.CacheConfig(cache_size_bytes=size, strategy=s) for s in ("pip430", "lru") for size in (1 << 20, 4 << 20)]
+    configs = [
+        lc.CacheConfig(cache_size_bytes=size, strategy=s) for s in ("pip430", "lru") for size in (1 << 20, 4 << 20)
+    ]
     df = lc.spark.generate(spark, spec, seed=1)
     assert df.count() == lc.workload.generate(spec, seed=1).num_rows
     key = lambda r: (r["broker"], r["strategy"], r["cache_size_bytes"])  # noqa: E731
-    local = sorted(lc.replay(lc.workload.generate(spec, seed=1), configs).drop_columns(["replay_seconds"]).to_pylist(), key=key)
+    local = sorted(
+        lc.replay(lc.workload.generate(spec, seed=1), configs).drop_columns(["replay_seconds"]).to_pylist(), key=key
+    )
     assert len(local) == 12
     for groups, presorted in ((1, False), (2, False), (1, True)):
         rows = [r.asDict() for r in lc.spark.replay(df, configs, config_groups=groups, presorted=presorted).collect()]
@@ -110,7 +114,9 @@ def test_spark_takes_a_streamed_trace(spark):
     # belady: its second pass reads each partition back from the local copy its first pass wrote.
     configs = [lc.CacheConfig(cache_size_bytes=1 << 20, strategy=s) for s in ("pip430", "lru", "belady")]
     key = lambda r: (r["broker"], r["strategy"])  # noqa: E731
-    local = sorted(lc.replay(lc.workload.generate(spec, seed=1), configs).drop_columns(["replay_seconds"]).to_pylist(), key=key)
+    local = sorted(
+        lc.replay(lc.workload.generate(spec, seed=1), configs).drop_columns(["replay_seconds"]).to_pylist(), key=key
+    )
     # A reader is written to a temporary Parquet file batch by batch, then replayed on Spark.
     rows = [r.asDict() for r in lc.spark.replay(lc.workload.stream(spec, seed=1, batch_rows=2000), configs).collect()]
     for r in rows:
@@ -127,13 +133,34 @@ def test_generate_on_spark_writes_each_brokers_rows_in_order(tmp_path):
     import pyarrow.parquet as pq
 
     out = tmp_path / "t.parquet"
-    r = subprocess.run([sys.executable, "-m", "ledgercache.cli", "generate", "tailing-fan-out", "--brokers", "2", "--spark",
-                        "--cores", "2", "--duration-minutes", "0.1", "--quiet", "-o", str(out)], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledgercache.cli",
+            "generate",
+            "tailing-fan-out",
+            "--brokers",
+            "2",
+            "--spark",
+            "--cores",
+            "2",
+            "--duration-minutes",
+            "0.1",
+            "--quiet",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("estimate: ~")
     assert {p.name for p in tmp_path.iterdir()} == {"t.parquet"}, "the Spark parts are gone"
     t = pq.read_table(out)
-    local = lc.workload.generate({**lc.workload.SCENARIOS["tailing-fan-out"], "brokers": 2, "testDurationMinutes": 0.1}, seed=1)
+    local = lc.workload.generate(
+        {**lc.workload.SCENARIOS["tailing-fan-out"], "brokers": 2, "testDurationMinutes": 0.1}, seed=1
+    )
     assert t.schema == lc.trace.SCHEMA and t.num_rows == local.num_rows
     for b in ("broker-0", "broker-1"):
         assert t.filter(pa.compute.equal(t["broker"], b)).equals(local.filter(pa.compute.equal(local["broker"], b)))
@@ -146,4 +173,6 @@ def test_generate_on_spark_refuses_a_spec_over_the_memory_budget_before_any_task
         lc.spark.generate(spark, spec, memory_budget=64 << 20)
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs, "no Spark job ran"
     # Within its budget the same call makes the frame.
-    assert lc.spark.generate(spark, {**spec, "topics": 2, "testDurationMinutes": 0.01}, memory_budget=1 << 30).count() > 0
+    assert (
+        lc.spark.generate(spark, {**spec, "topics": 2, "testDurationMinutes": 0.01}, memory_budget=1 << 30).count() > 0
+    )

@@ -81,8 +81,10 @@ def _wait_for(log: Path, text: str, process: subprocess.Popen, seconds: float) -
         if process.poll() is not None:
             break
         time.sleep(0.5)
-    raise RuntimeError(f"{log.name}: no {text!r} within {seconds:.0f}s (exit {process.poll()}):\n"
-                       + "\n".join(log.read_text(errors="replace").splitlines()[-20:]))
+    raise RuntimeError(
+        f"{log.name}: no {text!r} within {seconds:.0f}s (exit {process.poll()}):\n"
+        + "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+    )
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -105,8 +107,13 @@ def cluster():
     logs = WORK / "logs"
     shutil.rmtree(WORK, ignore_errors=True)
     logs.mkdir(parents=True)
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_LOG_DIR": str(logs), "SPARK_WORKER_DIR": str(WORK / "work")}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(logs),
+        "SPARK_WORKER_DIR": str(WORK / "work"),
+    }
     env.pop("PYSPARK_PYTHON", None)  # the executors' Python comes with each application
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     port = _free_port()
@@ -115,15 +122,47 @@ def cluster():
     try:
         with open(logs / "master.log", "w") as out:
             master = subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                 "--webui-port", str(_free_port())], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=WORK)
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(_free_port()),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=WORK,
+            )
         started.append(master)
         _wait_for(logs / "master.log", "I have been elected leader", master, 120)
         with open(logs / "worker.log", "w") as out:
             worker = subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
-                 "--port", str(_free_port()), "--webui-port", str(_free_port()), "--cores", "2", "--memory", "3g",
-                 "--work-dir", str(WORK / "work")], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=WORK)
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    master_url,
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(_free_port()),
+                    "--webui-port",
+                    str(_free_port()),
+                    "--cores",
+                    "2",
+                    "--memory",
+                    "3g",
+                    "--work-dir",
+                    str(WORK / "work"),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=WORK,
+            )
         started.append(worker)
         _wait_for(logs / "worker.log", "Successfully registered with master", worker, 120)
         yield {"master": master_url, "python": python, "env": env}
@@ -140,8 +179,16 @@ def _cli(cluster, *argv: str, submit: list[str] | None = None, cwd: Path) -> sub
     else:
         job = cwd / "job.py"
         job.write_text("import sys\nimport ledgercache.cli\nsys.exit(ledgercache.cli.main())\n")
-        command = [str(SPARK_HOME / "bin" / "spark-submit"), *submit, "--conf", f"spark.pyspark.python={cluster['python']}",
-                   "--conf", f"spark.pyspark.driver.python={sys.executable}", str(job), *argv]
+        command = [
+            str(SPARK_HOME / "bin" / "spark-submit"),
+            *submit,
+            "--conf",
+            f"spark.pyspark.python={cluster['python']}",
+            "--conf",
+            f"spark.pyspark.driver.python={sys.executable}",
+            str(job),
+            *argv,
+        ]
     r = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
     (WORK / "logs" / f"cli-{argv[0]}-{time.monotonic_ns()}.log").write_text(r.stdout + "\n---\n" + r.stderr)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -158,25 +205,51 @@ def test_generate_and_replay_on_the_cluster_equal_lc_replay(cluster, tmp_path):
     import pyarrow.parquet as pq
 
     trace = tmp_path / "trace.parquet"
-    r = _cli(cluster, "generate", "tailing-fan-out", "--brokers", "2", "--duration-minutes", "0.1", "--quiet",
-             "--master", cluster["master"], "-o", str(trace), cwd=tmp_path)
+    r = _cli(
+        cluster,
+        "generate",
+        "tailing-fan-out",
+        "--brokers",
+        "2",
+        "--duration-minutes",
+        "0.1",
+        "--quiet",
+        "--master",
+        cluster["master"],
+        "-o",
+        str(trace),
+        cwd=tmp_path,
+    )
     assert f"spark: master {cluster['master']}" in r.stderr
     local = lc.workload.generate(SPEC, seed=1)
     written = pq.read_table(trace)
     assert written.num_rows == local.num_rows
     for b in ("broker-0", "broker-1"):
-        assert written.filter(pa.compute.equal(written["broker"], b)).equals(local.filter(pa.compute.equal(local["broker"], b)))
+        assert written.filter(pa.compute.equal(written["broker"], b)).equals(
+            local.filter(pa.compute.equal(local["broker"], b))
+        )
 
     # spark-submit sets the master: the job runs there, and --master local[1] only warns.
     args = [a for s in STRATEGIES for a in ("--strategy", s)] + ["--cache-size", "1MiB", "--cache-size", "4MiB"]
-    r = _cli(cluster, "replay", str(trace), "-o", str(tmp_path / "out"), *args, "--master", "local[1]",
-             submit=["--master", cluster["master"]], cwd=tmp_path)
+    r = _cli(
+        cluster,
+        "replay",
+        str(trace),
+        "-o",
+        str(tmp_path / "out"),
+        *args,
+        "--master",
+        "local[1]",
+        submit=["--master", cluster["master"]],
+        cwd=tmp_path,
+    )
     said = r.stdout + r.stderr  # spark-submit merges the driver's stderr into its stdout
     assert f"spark: master {cluster['master']}" in said and "'local[1]' is ignored" in said
     summary = pq.read_table(tmp_path / "out" / "summary.parquet").drop_columns(["replay_seconds"]).to_pylist()
     # The command line's runs measure what lc.replay's defaults leave out (cli.REPORT_SETTINGS).
-    configs = [lc.CacheConfig(cache_size_bytes=z << 20, strategy=s, **cli.REPORT_SETTINGS)
-               for z in (1, 4) for s in STRATEGIES]
+    configs = [
+        lc.CacheConfig(cache_size_bytes=z << 20, strategy=s, **cli.REPORT_SETTINGS) for z in (1, 4) for s in STRATEGIES
+    ]
     assert sorted(summary, key=lambda r: (r["broker"], r["strategy"], r["cache_size_bytes"])) == _in_process(configs)
 
 
@@ -195,8 +268,20 @@ def test_executors_without_ledgercache_are_named(cluster):
 def test_fanout_example_on_the_cluster(cluster, tmp_path):
     """The example as a user runs it against the cluster: its functions shipped, its storage shared."""
     env = {**cluster["env"], "PYSPARK_PYTHON": cluster["python"]}
-    r = subprocess.run([sys.executable, str(ROOT / "examples" / "spark_fanout.py"), "--master", cluster["master"],
-                        "--storage", str(tmp_path / "store")], capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "spark_fanout.py"),
+            "--master",
+            cluster["master"],
+            "--storage",
+            str(tmp_path / "store"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("persistent://")]
     assert len(rows) == 8 and all(row[2] == "2000" for row in rows), r.stdout
@@ -207,8 +292,14 @@ def test_fanout_example_on_the_cluster(cluster, tmp_path):
 def session(cluster):
     """An application on the cluster with one executor core: one Python worker, reused by every task."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    spark = lc.spark.cluster_session(cluster["master"], "one-core", python=cluster["python"],
-                                     spark_cores_max="1", spark_executor_cores="1", spark_driver_host="127.0.0.1")
+    spark = lc.spark.cluster_session(
+        cluster["master"],
+        "one-core",
+        python=cluster["python"],
+        spark_cores_max="1",
+        spark_executor_cores="1",
+        spark_driver_host="127.0.0.1",
+    )
     yield spark
     spark.stop()
 
@@ -225,7 +316,9 @@ def test_executor_storage_refuses_a_directory_missing_on_the_executor(session, t
 
     with pytest.raises(Exception) as caught:
         session.range(1).mapInArrow(open_storage, "id long").collect()
-    assert f"StorageError: executor_storage: {missing} does not exist on host {socket.gethostname()}" in str(caught.value)
+    assert f"StorageError: executor_storage: {missing} does not exist on host {socket.gethostname()}" in str(
+        caught.value
+    )
     assert not os.path.exists(missing)
 
 
@@ -246,11 +339,18 @@ def _peak_rss_probe(spark, reset: bool) -> list[dict]:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")
         status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
-        yield pa.RecordBatch.from_pydict({
-            "pid": [os.getpid()], "hwm_kib": [int(status["VmHWM"].split()[0])],
-            "maxrss_kib": [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]})
+        yield pa.RecordBatch.from_pydict(
+            {
+                "pid": [os.getpid()],
+                "hwm_kib": [int(status["VmHWM"].split()[0])],
+                "maxrss_kib": [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss],
+            }
+        )
 
-    return [r.asDict() for r in spark.range(1, numPartitions=1).mapInArrow(probe, "pid long, hwm_kib long, maxrss_kib long").collect()]
+    return [
+        r.asDict()
+        for r in spark.range(1, numPartitions=1).mapInArrow(probe, "pid long, hwm_kib long, maxrss_kib long").collect()
+    ]
 
 
 def test_spark_replay_on_the_cluster_has_bounded_worker_memory(session, tmp_path):
@@ -269,8 +369,12 @@ def test_spark_replay_on_the_cluster_has_bounded_worker_memory(session, tmp_path
         assert len({p["pid"] for p in before + generated + replayed}) == 1, "one reused Python worker"
         events = sum(b.num_rows for b in lc.trace.batches(path))
         assert len(rows) == 2 and rows[0]["events"] == events
-        peaks[minutes] = {"events": events, "generate_kib": generated[0]["hwm_kib"], "replay_kib": replayed[0]["hwm_kib"],
-                          "trace_arrow_bytes": sum(b.nbytes for b in lc.trace.batches(path))}
+        peaks[minutes] = {
+            "events": events,
+            "generate_kib": generated[0]["hwm_kib"],
+            "replay_kib": replayed[0]["hwm_kib"],
+            "trace_arrow_bytes": sum(b.nbytes for b in lc.trace.batches(path)),
+        }
     print("\nPython worker peak RSS:", json.dumps(peaks))
     short, long = peaks[5.0], peaks[20.0]
     assert long["events"] > 3.5 * short["events"]

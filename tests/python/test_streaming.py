@@ -66,8 +66,13 @@ def test_the_engine_takes_the_generators_dictionary_encoded_batches_as_they_are(
 
 @pytest.mark.parametrize(
     "kwargs, name",
-    [({"batch_rows": 0}, "batch_rows"), ({"batch_rows": 1.5}, "batch_rows"), ({"broker": -1}, "broker"),
-     ({"broker": 2}, "broker"), ({"seed": -3}, "seed")],
+    [
+        ({"batch_rows": 0}, "batch_rows"),
+        ({"batch_rows": 1.5}, "batch_rows"),
+        ({"broker": -1}, "broker"),
+        ({"broker": 2}, "broker"),
+        ({"seed": -3}, "seed"),
+    ],
 )
 def test_bad_stream_arguments_name_themselves(kwargs, name):
     with pytest.raises(lc.InvalidArgumentError, match=name):
@@ -99,8 +104,11 @@ def test_trace_write_takes_a_reader_batch_by_batch(tmp_path, suffix, monkeypatch
     monkeypatch.setattr(lc.trace, "ROW_GROUP_ROWS", 10_000)
     table = lc.workload.generate(SPEC, seed=3)
     seen = []
-    path = lc.trace.write(lc.workload.stream(SPEC, seed=3, batch_rows=4096), tmp_path / f"t{suffix}",
-                          on_batch=lambda b: seen.append(b.num_rows))
+    path = lc.trace.write(
+        lc.workload.stream(SPEC, seed=3, batch_rows=4096),
+        tmp_path / f"t{suffix}",
+        on_batch=lambda b: seen.append(b.num_rows),
+    )
     assert sum(seen) == table.num_rows and max(seen) == 4096
     back = pa.Table.from_batches(list(lc.trace.batches(path)), schema=lc.trace.SCHEMA)
     assert back.equals(table)
@@ -132,9 +140,17 @@ def test_the_estimate_is_within_a_factor_of_two():
 
 # OpenMessaging Benchmark's 1-topic-16-partitions-1kb.yaml (its rate and shape).
 OMB_1_TOPIC_16_PARTITIONS_1KB = {
-    "name": "1 topic / 16 partitions / 1Kb", "topics": 1, "partitionsPerTopic": 16, "messageSize": 1024,
-    "payloadFile": "payload/payload-1Kb.data", "subscriptionsPerTopic": 1, "consumerPerSubscription": 1,
-    "producersPerTopic": 1, "producerRate": 50000, "consumerBacklogSizeGB": 0, "testDurationMinutes": 15,
+    "name": "1 topic / 16 partitions / 1Kb",
+    "topics": 1,
+    "partitionsPerTopic": 16,
+    "messageSize": 1024,
+    "payloadFile": "payload/payload-1Kb.data",
+    "subscriptionsPerTopic": 1,
+    "consumerPerSubscription": 1,
+    "producersPerTopic": 1,
+    "producerRate": 50000,
+    "consumerBacklogSizeGB": 0,
+    "testDurationMinutes": 15,
 }
 
 
@@ -172,15 +188,19 @@ def test_generating_a_long_trace_streams(tmp_path):
     runs = {}
     for label, d in (("D", minutes), ("4D", 4 * minutes)):
         out = tmp_path / f"{label}.parquet"
-        runs[label] = _peak_mib(cli, tmp_path, "generate", str(spec), "-o", str(out), "--duration-minutes", str(d),
-                                "--quiet")
+        runs[label] = _peak_mib(
+            cli, tmp_path, "generate", str(spec), "-o", str(out), "--duration-minutes", str(d), "--quiet"
+        )
         assert runs[label][2].startswith("estimate: ~"), runs[label][2]
         runs[label] += (pq.ParquetFile(out).metadata.num_rows,)
     # The same 4D trace generated in memory as a table, then written: what streaming avoids.
-    in_memory = ("import json, ledgercache as lc; s = json.load(open(sys.argv[1])); s['testDurationMinutes'] = "
-                 "float(sys.argv[2]); lc.trace.write(lc.workload.generate(s, seed=1), sys.argv[3])")
+    in_memory = (
+        "import json, ledgercache as lc; s = json.load(open(sys.argv[1])); s['testDurationMinutes'] = "
+        "float(sys.argv[2]); lc.trace.write(lc.workload.generate(s, seed=1), sys.argv[3])"
+    )
     runs["4D in memory"] = _peak_mib(in_memory, tmp_path, str(spec), str(4 * minutes), "in-memory.parquet") + (
-        pq.ParquetFile(tmp_path / "in-memory.parquet").metadata.num_rows,)
+        pq.ParquetFile(tmp_path / "in-memory.parquet").metadata.num_rows,
+    )
     report = ", ".join(f"{k}: {mib:.0f} MiB peak, {rows:,} events, {s:.1f}s" for k, (mib, s, _, rows) in runs.items())
     print(f"\ngenerating a long trace: {report}")
     (short, _, _, short_rows), (long, _, _, long_rows), (whole, *_) = runs.values()

@@ -56,14 +56,24 @@ def test_a_dictionary_encoded_table_replays_as_the_plain_one(trace):
 
 
 def test_only_the_engines_dictionaries_are_kept():
-    rows = {"ts_us": [1, 2], "broker": ["b", "b"], "ledger_id": [1, 1], "entry_id": [0, 1],
-            "count": pa.array([None, None], pa.int32()), "size": pa.array([10, 10], pa.int32())}
-    batch = pa.RecordBatch.from_pydict({
-        **rows,
-        "topic": pa.array(["t", "t"]).dictionary_encode(),  # int32 indices: kept
-        "op": pa.DictionaryArray.from_arrays(pa.array([0, 0], pa.int8()), pa.array(["add"])),
-        "cursor": pa.DictionaryArray.from_arrays(pa.array([None, None], pa.int32()), pa.array([], pa.large_string())),
-    })
+    rows = {
+        "ts_us": [1, 2],
+        "broker": ["b", "b"],
+        "ledger_id": [1, 1],
+        "entry_id": [0, 1],
+        "count": pa.array([None, None], pa.int32()),
+        "size": pa.array([10, 10], pa.int32()),
+    }
+    batch = pa.RecordBatch.from_pydict(
+        {
+            **rows,
+            "topic": pa.array(["t", "t"]).dictionary_encode(),  # int32 indices: kept
+            "op": pa.DictionaryArray.from_arrays(pa.array([0, 0], pa.int8()), pa.array(["add"])),
+            "cursor": pa.DictionaryArray.from_arrays(
+                pa.array([None, None], pa.int32()), pa.array([], pa.large_string())
+            ),
+        }
+    )
     kept = lc.trace.conform(batch, keep_dictionaries=True)
     assert kept.schema.field("topic").type == ENGINE_DICTIONARY
     assert kept.schema.field("op").type == pa.string()
@@ -89,8 +99,9 @@ def test_a_null_keys_index_is_never_looked_at(trace):
     indices = pa.array([0] * b.num_rows, pa.int32()).to_numpy().copy()
     indices[5] = 1_000
     mask = pa.array([k == 5 for k in range(b.num_rows)])
-    topic = pa.DictionaryArray.from_arrays(pa.array(indices, mask=mask.to_numpy(zero_copy_only=False)),
-                                           pa.array([b.column("topic")[0].as_py()]))
+    topic = pa.DictionaryArray.from_arrays(
+        pa.array(indices, mask=mask.to_numpy(zero_copy_only=False)), pa.array([b.column("topic")[0].as_py()])
+    )
     session = _native.ReplaySession([lc.CacheConfig(cache_size_bytes=1 << 20)])
     with pytest.raises(lc.InvalidArgumentError, match='row 5, column "topic": is null'):
         session.feed(b.set_column(i, pa.field("topic", topic.type), topic))

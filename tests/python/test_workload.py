@@ -7,8 +7,14 @@ import ledgercache as lc
 
 
 def test_same_spec_and_seed_give_byte_identical_traces():
-    spec = {"topics": 2, "subscriptionsPerTopic": 2, "producerRate": 500, "testDurationMinutes": 0.2,
-            "redeliveryRate": 0.01, "seeksPerMinute": 3}
+    spec = {
+        "topics": 2,
+        "subscriptionsPerTopic": 2,
+        "producerRate": 500,
+        "testDurationMinutes": 0.2,
+        "redeliveryRate": 0.01,
+        "seeksPerMinute": 3,
+    }
     a, b = lc.workload.generate(spec, seed=3), lc.workload.generate(spec, seed=3)
     assert a.equals(b)
     assert a.schema == lc.trace.SCHEMA
@@ -42,7 +48,9 @@ def test_omb_workload_file(tmp_path):
 
 def test_scenarios_have_their_traffic():
     for name in lc.workload.SCENARIOS:
-        ops = set(lc.workload.generate({**lc.workload.SCENARIOS[name], "testDurationMinutes": 0.5}, seed=1)["op"].to_pylist())
+        ops = set(
+            lc.workload.generate({**lc.workload.SCENARIOS[name], "testDurationMinutes": 0.5}, seed=1)["op"].to_pylist()
+        )
         assert {"open", "add", "read"} <= ops, name
     ks = lc.workload.generate({**lc.workload.SCENARIOS["key-shared-slow-consumer"], "testDurationMinutes": 0.3}, seed=1)
     assert {"redeliver", "replay"} <= set(ks["op"].to_pylist())
@@ -86,18 +94,35 @@ def test_every_knob_is_documented_under_its_camel_case_name():
 
 
 def test_pulsar_and_omb_knobs_under_camel_case_and_snake_case(tmp_path):
-    knobs = {"batchingMaxPublishDelayMs": 5, "batchingMaxBytes": 65536, "batchingMaxMessages": 50,
-             "batchingEnabled": True, "dispatcherMaxRoundRobinBatchSize": 10, "dispatcherMaxReadBatchSize": 50,
-             "dispatcherMaxReadSizeBytes": 1 << 20, "keySharedLookAheadMsgInReplayThresholdPerConsumer": 100,
-             "keySharedLookAheadMsgInReplayThresholdPerSubscription": 300,
-             "subscriptionKeySharedConsistentHashingReplicaPoints": 50, "activeConsumerFailoverDelayTimeMillis": 0}
-    base = {"subscriptionType": "Key_Shared", "consumerPerSubscription": 3, "keyDistributor": "KEY_ROUND_ROBIN",
-            "slowConsumerFraction": 0.34, "slowConsumerSpeed": 0.2, "producerRate": 3000, "testDurationMinutes": 0.2}
+    knobs = {
+        "batchingMaxPublishDelayMs": 5,
+        "batchingMaxBytes": 65536,
+        "batchingMaxMessages": 50,
+        "batchingEnabled": True,
+        "dispatcherMaxRoundRobinBatchSize": 10,
+        "dispatcherMaxReadBatchSize": 50,
+        "dispatcherMaxReadSizeBytes": 1 << 20,
+        "keySharedLookAheadMsgInReplayThresholdPerConsumer": 100,
+        "keySharedLookAheadMsgInReplayThresholdPerSubscription": 300,
+        "subscriptionKeySharedConsistentHashingReplicaPoints": 50,
+        "activeConsumerFailoverDelayTimeMillis": 0,
+    }
+    base = {
+        "subscriptionType": "Key_Shared",
+        "consumerPerSubscription": 3,
+        "keyDistributor": "KEY_ROUND_ROBIN",
+        "slowConsumerFraction": 0.34,
+        "slowConsumerSpeed": 0.2,
+        "producerRate": 3000,
+        "testDurationMinutes": 0.2,
+    }
     camel = lc.workload.generate({**base, **knobs}, seed=1)
     snake = lc.workload.generate({**base, **{lc.workload._snake(k): v for k, v in knobs.items()}}, seed=1)
     assert camel.equals(snake)
     path = tmp_path / "w.yaml"
-    path.write_text("".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in {**base, **knobs}.items()))
+    path.write_text(
+        "".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in {**base, **knobs}.items())
+    )
     # An OMB workload file gets OMB's Pulsar driver values and warm-up under its own settings; a
     # .json spec, like a mapping, the lab's defaults.
     omb = {**lc.workload.OMB_PULSAR_DRIVER, **lc.workload.OMB_WORKLOAD_DEFAULTS, **base, **knobs}
@@ -110,8 +135,12 @@ def test_pulsar_and_omb_knobs_under_camel_case_and_snake_case(tmp_path):
 
 
 def test_adds_carry_messages_and_redeliveries_their_reason():
-    spec = {**lc.workload.SCENARIOS["shared-overflow"], "testDurationMinutes": 0.3, "messageSize": 100,
-            "negativeAckRedeliveryDelayMs": 1000}
+    spec = {
+        **lc.workload.SCENARIOS["shared-overflow"],
+        "testDurationMinutes": 0.3,
+        "messageSize": 100,
+        "negativeAckRedeliveryDelayMs": 1000,
+    }
     t = lc.workload.generate(spec, seed=1).to_pydict()
     adds = [(m, s) for op, m, s in zip(t["op"], t["messages"], t["size"]) if op == "add"]
     assert all(m >= 1 and s == 100 * m for m, s in adds)
@@ -149,6 +178,7 @@ def test_traces_with_and_without_the_optional_columns(tmp_path, suffix):
     assert old.column("messages").null_count == old.num_rows and old.column("reason").null_count == old.num_rows
     assert old.drop_columns(sorted(lc.trace.OPTIONAL)).equals(required)
     config = lc.CacheConfig(cache_size_bytes=1 << 20)
+
     def results(trace):
         return [{k: v for k, v in r.items() if k != "replay_seconds"} for r in lc.replay(trace, config).to_pylist()]
 
@@ -171,8 +201,16 @@ def test_check_refuses_what_stream_refuses_without_generating():
 def test_the_estimate_follows_producers_routed_by_time():
     # OMB's 1-topic-16-partitions-1kb: its producer's batches reach each partition in bursts, one
     # switch interval in 16, and a tailing cursor reads a burst in about two reads.
-    spec = {"topics": 1, "partitionsPerTopic": 16, "messageSize": 1024, "subscriptionsPerTopic": 1,
-            "consumerPerSubscription": 1, "producersPerTopic": 1, "producerRate": 50000, "testDurationMinutes": 3}
+    spec = {
+        "topics": 1,
+        "partitionsPerTopic": 16,
+        "messageSize": 1024,
+        "subscriptionsPerTopic": 1,
+        "consumerPerSubscription": 1,
+        "producersPerTopic": 1,
+        "producerRate": 50000,
+        "testDurationMinutes": 3,
+    }
     for extra in ({}, {"producersPerTopic": 4}):
         s = {**spec, **extra}
         events = sum(b.num_rows for b in lc.workload.stream(s, seed=1))

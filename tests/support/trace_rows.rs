@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
-use ledgercache::replay::{replay, ReplayMetrics, TraceDecoder};
+use ledgercache::lab::replay::{replay, ReplayMetrics, TraceDecoder};
 use ledgercache::{CacheConfig, SettingValue};
 use std::sync::Arc;
 

@@ -54,35 +54,64 @@ def build() -> tuple[dict, dict]:
                     totals["hit_bytes"] += entries_out * entry_bytes
                 totals["entries_in"] += rate / MESSAGES_PER_ENTRY
                 topics[name] = {
-                    "publishers": [{
-                        "msgRateIn": rate, "msgThroughputIn": r3(rate * size), "averageMsgSize": float(size),
-                        "address": f"/10.1.{index // 250}.{index % 250}:41000", "producerId": 0,
-                        "producerName": f"{CLUSTER}-{index}-0", "connectedSince": "2026-08-20T07:00:00.000Z",
-                        "metadata": {},
-                    }],
+                    "publishers": [
+                        {
+                            "msgRateIn": rate,
+                            "msgThroughputIn": r3(rate * size),
+                            "averageMsgSize": float(size),
+                            "address": f"/10.1.{index // 250}.{index % 250}:41000",
+                            "producerId": 0,
+                            "producerName": f"{CLUSTER}-{index}-0",
+                            "connectedSince": "2026-08-20T07:00:00.000Z",
+                            "metadata": {},
+                        }
+                    ],
                     "replication": {},
                     "subscriptions": {
                         "sink": {
-                            "consumers": [{
-                                "address": f"/10.2.{index // 250}.{index % 250}:52000", "consumerName": f"sink-{index}",
-                                "availablePermits": rng.randint(400, 1000), "connectedSince": "2026-08-20T07:00:01.000Z",
-                                "msgRateOut": out_rate, "msgThroughputOut": r3(out_rate * size), "msgRateRedeliver": 0.0,
-                                "avgMessagesPerEntry": MESSAGES_PER_ENTRY, "messageAckRate": out_rate, "metadata": {},
-                            }],
-                            "msgBacklog": backlog, "msgRateExpired": 0.0, "msgRateOut": out_rate,
-                            "messageAckRate": out_rate, "msgThroughputOut": r3(out_rate * size),
-                            "msgRateRedeliver": 0.0, "numberOfEntriesSinceFirstNotAckedMessage": backlog + 1,
-                            "totalNonContiguousDeletedMessagesRange": 0, "type": "Exclusive",
-                            "filterProcessedMsgCount": 0, "filterAcceptedMsgCount": 0, "filterRejectedMsgCount": 0,
+                            "consumers": [
+                                {
+                                    "address": f"/10.2.{index // 250}.{index % 250}:52000",
+                                    "consumerName": f"sink-{index}",
+                                    "availablePermits": rng.randint(400, 1000),
+                                    "connectedSince": "2026-08-20T07:00:01.000Z",
+                                    "msgRateOut": out_rate,
+                                    "msgThroughputOut": r3(out_rate * size),
+                                    "msgRateRedeliver": 0.0,
+                                    "avgMessagesPerEntry": MESSAGES_PER_ENTRY,
+                                    "messageAckRate": out_rate,
+                                    "metadata": {},
+                                }
+                            ],
+                            "msgBacklog": backlog,
+                            "msgRateExpired": 0.0,
+                            "msgRateOut": out_rate,
+                            "messageAckRate": out_rate,
+                            "msgThroughputOut": r3(out_rate * size),
+                            "msgRateRedeliver": 0.0,
+                            "numberOfEntriesSinceFirstNotAckedMessage": backlog + 1,
+                            "totalNonContiguousDeletedMessagesRange": 0,
+                            "type": "Exclusive",
+                            "filterProcessedMsgCount": 0,
+                            "filterAcceptedMsgCount": 0,
+                            "filterRejectedMsgCount": 0,
                             "filterRescheduledMsgCount": 0,
                         },
                     },
-                    "producerCount": 1, "averageMsgSize": float(size), "msgRateIn": rate, "msgRateOut": out_rate,
-                    "msgInCount": int(rate * 3600), "bytesInCount": int(rate * 3600) * size,
-                    "msgOutCount": int(out_rate * 3600), "bytesOutCount": int(out_rate * 3600) * size,
-                    "msgThroughputIn": r3(rate * size), "msgThroughputOut": r3(out_rate * size),
-                    "storageSize": int(rate * 3600 * 24) * size, "backlogSize": backlog * size * MESSAGES_PER_ENTRY,
-                    "pendingAddEntriesCount": 0, "filteredEntriesCount": 0,
+                    "producerCount": 1,
+                    "averageMsgSize": float(size),
+                    "msgRateIn": rate,
+                    "msgRateOut": out_rate,
+                    "msgInCount": int(rate * 3600),
+                    "bytesInCount": int(rate * 3600) * size,
+                    "msgOutCount": int(out_rate * 3600),
+                    "bytesOutCount": int(out_rate * 3600) * size,
+                    "msgThroughputIn": r3(rate * size),
+                    "msgThroughputOut": r3(out_rate * size),
+                    "storageSize": int(rate * 3600 * 24) * size,
+                    "backlogSize": backlog * size * MESSAGES_PER_ENTRY,
+                    "pendingAddEntriesCount": 0,
+                    "filteredEntriesCount": 0,
                 }
                 index += 1
             dump[ns][bundle] = {"persistent": topics}
@@ -123,7 +152,7 @@ def prometheus_text(metrics: dict, namespaces: dict[str, int]) -> str:
     lines.append("# TYPE pulsar_topics_count gauge")
     lines += [f'pulsar_topics_count{{cluster="{CLUSTER}",namespace="{ns}"}} {n}' for ns, n in namespaces.items()]
     for name, value in metrics.items():  # a TreeMap: sorted by name
-        prom = "pulsar_" + name[len("brk_"):]
+        prom = "pulsar_" + name[len("brk_") :]
         lines.append(f"# TYPE {prom} gauge")
         lines.append(f'{prom}{{cluster="{CLUSTER}"}} {java_number(value)}')
     return "\n".join(lines) + "\n"
@@ -133,11 +162,13 @@ def main() -> None:
     dump, metrics = build()
     (HERE / "many-small-topics.stats.json").write_text(json.dumps(dump, indent=2) + "\n")
     counts = {ns: sum(len(b["persistent"]) for b in bundles.values()) for ns, bundles in dump.items()}
-    jvm = ("# TYPE jvm_memory_bytes_used gauge\n"
-           f'jvm_memory_bytes_used{{cluster="{CLUSTER}",area="heap"}} 7.21420288E8\n'
-           f'jvm_memory_bytes_used{{cluster="{CLUSTER}",area="nonheap"}} 1.4417464E8\n'
-           "# TYPE jvm_threads_current gauge\n"
-           f'jvm_threads_current{{cluster="{CLUSTER}"}} 211.0\n')
+    jvm = (
+        "# TYPE jvm_memory_bytes_used gauge\n"
+        f'jvm_memory_bytes_used{{cluster="{CLUSTER}",area="heap"}} 7.21420288E8\n'
+        f'jvm_memory_bytes_used{{cluster="{CLUSTER}",area="nonheap"}} 1.4417464E8\n'
+        "# TYPE jvm_threads_current gauge\n"
+        f'jvm_threads_current{{cluster="{CLUSTER}"}} 211.0\n'
+    )
     (HERE / "many-small-topics.metrics.txt").write_text(jvm + prometheus_text(metrics, counts))
 
 

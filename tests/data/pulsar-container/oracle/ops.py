@@ -57,8 +57,9 @@ def main(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(430)
     small = ["a", "b", "c", "sub-1", "sub-2", "x9"]
-    ops = container_ops(rng, small, lambda: (0, rng.randrange(8)), 3000,
-                        dict(add=12, update=40, remove=6, count=45, slowest=5, size=2))
+    ops = container_ops(
+        rng, small, lambda: (0, rng.randrange(8)), 3000, dict(add=12, update=40, remove=6, count=45, slowest=5, size=2)
+    )
     (out_dir / "random-small.ops").write_text("\n".join(ops) + "\n")
 
     rng = random.Random(4301)
@@ -72,16 +73,26 @@ def main(out_dir: Path) -> None:
             end[0] += 1
         return (0, min(p[1] + rng.randint(1, 3), end[0]))
 
-    ops += container_ops(rng, tailing, lambda: (0, max(0, end[0] - rng.randrange(40))), 5000,
-                         dict(add=3, update=62, remove=3, count=28, slowest=3, size=1),
-                         forward=publish_and_follow)
+    ops += container_ops(
+        rng,
+        tailing,
+        lambda: (0, max(0, end[0] - rng.randrange(40))),
+        5000,
+        dict(add=3, update=62, remove=3, count=28, slowest=3, size=1),
+        forward=publish_and_follow,
+    )
     (out_dir / "random-tailing.ops").write_text("\n".join(ops) + "\n")
 
     rng = random.Random(4302)
     words = ["analytics", "billing", "audit", "x", "sub", "reader", "replica", "backup"]
     large = [f"sub-{i}" for i in range(24)] + words + [f"{w}-{i}" for i, w in enumerate(words)]
-    ops = container_ops(rng, large, lambda: (rng.randrange(4), rng.randrange(51)), 5000,
-                        dict(add=15, update=45, remove=7, count=25, slowest=6, size=2))
+    ops = container_ops(
+        rng,
+        large,
+        lambda: (rng.randrange(4), rng.randrange(51)),
+        5000,
+        dict(add=15, update=45, remove=7, count=25, slowest=6, size=2),
+    )
     (out_dir / "random-large.ops").write_text("\n".join(ops) + "\n")
 
     rng = random.Random(4303)
@@ -112,9 +123,11 @@ def main(out_dir: Path) -> None:
         if step % 40 == 0 or len(live) in (12, 24, 48, 96, 192):
             ops.append("order")
     ops.append("order")
-    header = [f"# {sum(o == 'order' for o in ops)} orders; at most {peak} keys (tables of 16 to 512 bins);",
-              f"# {len(colliding)} keys share one bin in every table up to 512 bins (a tree bin from 64),",
-              "# put and never removed."]
+    header = [
+        f"# {sum(o == 'order' for o in ops)} orders; at most {peak} keys (tables of 16 to 512 bins);",
+        f"# {len(colliding)} keys share one bin in every table up to 512 bins (a tree bin from 64),",
+        "# put and never removed.",
+    ]
     (out_dir / "chm-order.ops").write_text("\n".join(header + ops) + "\n")
 
 

@@ -1,0 +1,818 @@
+//! A rough size of a workload's trace, from its rates, duration and subscriptions, before any of
+//! it is generated (so a caller can say what a run will take, or refuse one that cannot fit).
+//!
+//! The model follows what the generator does at steady state: producers batch messages for
+//! `batching_max_publish_delay_ms`; a cursor at the tail reads at most once per
+//! `managed_ledger_new_entries_check_delay_in_millis` (every entry when entries are rarer); a
+//! cursor behind (backlog-first consumers, catch-up readers) reads a receiver queue's half worth of
+//! entries a read; every cursor acknowledges once a second. Redeliveries, Shared overflow and
+//! Key_Shared hold-backs are counted as shares of the entries read. Within a factor of two of the
+//! generated trace on the bundled scenarios and OMB-like workloads (a test checks).
+
+use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
+use crate::error::{Error, Result};
+
+/// About how big a workload's trace is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// Messages published, over all partitions.
+    pub messages: f64,
+    /// Entries published (producer batches).
+    pub entries: f64,
+    /// Rows of the trace.
+    pub events: f64,
+}
+
+/// How one partition's entries come and are read, at steady state.
+struct PartitionFlow {
+    /// Messages in an entry.
+    messages_per_entry: f64,
+    entries_per_s: f64,
+    /// Reads a second of a cursor at the tail.
+    tail_reads_per_s: f64,
+    /// Entries a read of a cursor behind takes.
+    entries_per_read: f64,
+}
+
+impl PartitionFlow {
+    /// The rows of one cursor active for `active` seconds, `catching_up` of them behind the tail
+    /// at `speed` times the publish rate: its open, its reads, an ack a second, and the rows that
+    /// `redelivered` (a share of the entries read) adds.
+    fn cursor_events(&self, active: f64, catching_up: f64, speed: f64, redelivered: f64) -> f64 {
+        let catch_up_entries = catching_up * speed * self.entries_per_s;
+        let tail = active - catching_up;
+        let reads = catch_up_entries / self.entries_per_read + tail * self.tail_reads_per_s;
+        let entries_read = catch_up_entries + tail * self.entries_per_s;
+        1.0 + reads + active + entries_read * redelivered
+    }
+}
+
+/// Share of entries of `n` messages nacked when each message is at `rate`: any of them nacks it.
+fn entry_nacked(rate: f64, n: f64) -> f64 {
+    1.0 - (1.0 - rate).powf(n)
+}
+
+/// Share of the entries read that a Shared or Key_Shared subscription sends round its replay
+/// queue again (overflow and hold-back), often when some consumers are slow.
+fn held_back_share(kind: SubscriptionType, slow: bool, several_consumers: bool, n: f64) -> f64 {
+    match kind {
+        SubscriptionType::KeyShared if slow => 0.2,
+        SubscriptionType::KeyShared => 0.03,
+        // A read behind the tail asks for up to `readBatchSize` entries whatever their size
+        // (permits count messages, the read counts entries), a consumer takes what its permits
+        // cover (about permits / n entries) and the rest goes round the replay queue again, read
+        // by read (docs/fidelity.md, Shared): the re-adds grow with n.
+        SubscriptionType::Shared if slow && several_consumers => (0.1 * n).max(0.2),
+        _ => 0.0,
+    }
+}
+
+impl WorkloadSpec {
+    /// A partition publishing `rate` messages of `message_size` bytes a second.
+    fn partition_flow(&self, rate: f64, message_size: u32) -> PartitionFlow {
+        let n = self.messages_per_entry_of(self.batching_rate(rate), message_size);
+        let entries_per_s = rate / n;
+        let check = self.managed_ledger_new_entries_check_delay_ms / 1000.0;
+        PartitionFlow {
+            messages_per_entry: n,
+            entries_per_s,
+            tail_reads_per_s: self.tail_reads_per_s(entries_per_s, check),
+            // A cursor behind reads what its consumer's permits allow: half a receiver queue.
+            entries_per_read: (self.receiver_queue_size as f64 / 2.0 / n)
+                .clamp(1.0, self.read_batch_size as f64),
+        }
+    }
+
+    /// Reads a second of a cursor at the tail of a partition adding `entries_per_s` entries: one
+    /// an entry, or one a new-entries check (`check` seconds) when entries come faster. Entries of
+    /// time-routed producers come in bursts (a switch interval's worth, each producer's visit one
+    /// interval in `partitions`): a burst takes one read and one a check after it.
+    fn tail_reads_per_s(&self, entries_per_s: f64, check: f64) -> f64 {
+        let steady = if check > 0.0 {
+            entries_per_s.min(1.0 / check)
+        } else {
+            entries_per_s
+        };
+        if !self.routes_by_time() {
+            return steady;
+        }
+        let switch_s = self.partition_switch_us() / 1e6;
+        let visits_per_s = (self.producers_per_topic as f64
+            / (self.partitions_per_topic as f64 * switch_s))
+            .min(1.0 / switch_s);
+        let per_visit = if check > 0.0 {
+            1.0 + switch_s / check
+        } else {
+            f64::INFINITY
+        };
+        steady.min(visits_per_s * per_visit)
+    }
+
+    /// The rows a subscription's seeks (each goes back and reads again) and churn (each closes,
+    /// reopens and catches up the downtime) add over `minutes`.
+    fn seek_and_churn_events(&self, flow: &PartitionFlow, minutes: f64) -> f64 {
+        let behind_reads = |seconds: f64| seconds * flow.entries_per_s / flow.entries_per_read;
+        self.seeks_per_minute * minutes * (1.0 + behind_reads(self.seek_back_seconds))
+            + self.churn_per_minute * minutes * (3.0 + behind_reads(self.churn_downtime_seconds))
+    }
+
+    /// Whether the producers send keyless batched messages to a partitioned topic, which the
+    /// Java client routes by time (`RoundRobinPartitionMessageRouterImpl.choosePartition`: the
+    /// partition `(now_ms / partitionSwitchMs + startPtnIdx) % partitions`), so that each
+    /// partition gets a producer's whole rate one switch interval in `partitions`. Keyed messages
+    /// go by their key's hash and unbatched ones round robin, message by message: both spread
+    /// evenly enough to keep one even stream a partition.
+    pub(super) fn routes_by_time(&self) -> bool {
+        self.topic_details.is_none()
+            && self.partitions_per_topic > 1
+            && self.batching_enabled
+            && self.key_distributor == KeyDistributor::NoKey
+    }
+
+    /// The client's `partitionSwitchMs`: `batchingPartitionSwitchFrequencyByPublishDelay` (10)
+    /// publish delays, in whole milliseconds, at least 1 (`ProducerConfigurationData
+    /// .batchingPartitionSwitchFrequencyIntervalMicros`), in microseconds.
+    pub(super) fn partition_switch_us(&self) -> f64 {
+        let delay_us = (self.batching_max_publish_delay_ms * 1000.0) as u64;
+        (delay_us.saturating_mul(10) / 1000).max(1) as f64 * 1000.0
+    }
+
+    /// The rate a producer batch fills at, on a partition publishing `rate` messages a second: a
+    /// time-routed producer sends its whole share of the topic's rate to one partition at a time.
+    fn batching_rate(&self, rate: f64) -> f64 {
+        if self.routes_by_time() {
+            rate * self.partitions_per_topic as f64 / self.producers_per_topic as f64
+        } else {
+            rate
+        }
+    }
+
+    /// Entries a ledger holds, at least one, on a partition adding `entries_per_s` entries a
+    /// second: it is full at the maximum entries (or age), but not before the minimum age.
+    fn entries_per_ledger(&self, entries_per_s: f64) -> f64 {
+        let r = self.rollover();
+        let mut seconds = f64::from(self.max_entries_per_ledger) / entries_per_s.max(1e-9);
+        if r.max_age_ms > 0 {
+            seconds = seconds.min(r.max_age_ms as f64 / 1000.0);
+        }
+        seconds = seconds.max(r.min_age_ms as f64 / 1000.0);
+        (entries_per_s * seconds).max(1.0)
+    }
+
+    /// Messages in an entry, on average (a producer batch).
+    fn messages_per_entry(&self, rate: f64) -> f64 {
+        self.messages_per_entry_of(self.batching_rate(rate), self.message_size)
+    }
+
+    /// Messages in an entry of a partition publishing `rate` messages of `message_size` bytes a
+    /// second.
+    fn messages_per_entry_of(&self, rate: f64, message_size: u32) -> f64 {
+        if !self.batching_enabled {
+            return 1.0;
+        }
+        let within = self.batching_max_publish_delay_ms / 1000.0 * rate;
+        let mut n = 1.0 + (within - 0.5).max(0.0);
+        if message_size > 0 {
+            n = n.min((self.batching_max_bytes as f64 / message_size as f64).floor());
+        }
+        n.min(self.batching_max_messages as f64).max(1.0)
+    }
+
+    /// The size of the trace this spec generates, roughly.
+    pub fn estimate(&self) -> Estimate {
+        if let Some(topics) = &self.topic_details {
+            return self.estimate_topics(topics);
+        }
+        let seconds = self.simulated_minutes() * 60.0;
+        let partitions = self.partitions() as f64;
+        let total_rate = self.ingest().rate;
+        let rate = total_rate / partitions; // messages/s of a partition
+        let flow = self.partition_flow(rate, self.message_size);
+        let (n, entries_per_s) = (flow.messages_per_entry, flow.entries_per_s);
+        let shared = !self.subscription_type.has_single_active_consumer();
+        // Share of the entries read that come back: negative acks, and for Shared and Key_Shared
+        // overflow and hold-back.
+        let nacked = self.nacks_redelivered(self.redelivery_rate, n, seconds);
+        let slow = self.slow_consumer_fraction > 0.0 || self.consumer_headroom < 1.0;
+        let held_back = held_back_share(
+            self.subscription_type,
+            slow,
+            self.consumer_per_subscription > 1,
+            n,
+        );
+        let redelivered = if shared {
+            2.0 * (nacked + held_back) // a `redeliver` and a `replay` row each
+        } else {
+            3.0 * nacked // an `individual_ack`, a `rewind` and a re-read
+        };
+        // One cursor from `start` on: it catches up `behind` messages at `speed` times the
+        // publish rate, then reads at the tail.
+        let cursor = |start: f64, behind: f64, speed: f64| -> f64 {
+            let active = (seconds - start).max(0.0);
+            if active <= 0.0 {
+                return 0.0;
+            }
+            let catching_up = if behind > 0.0 {
+                if speed > 1.0 {
+                    (behind / ((speed - 1.0) * rate)).min(active)
+                } else {
+                    active
+                }
+            } else {
+                0.0
+            };
+            flow.cursor_events(active, catching_up, speed, redelivered)
+        };
+        let regular = if let Some((build, _)) = self.backlog_phases() {
+            // Paused while the backlog builds (it reads nothing then), then behind by it.
+            cursor(build, build * rate, self.consumer_headroom)
+        } else {
+            cursor(0.0, 0.0, self.consumer_headroom)
+        };
+        let catch_up = cursor(
+            self.catch_up_start_seconds,
+            (self.catch_up_behind_seconds * rate).min(self.catch_up_start_seconds * rate),
+            self.catch_up_speed,
+        );
+        let seeks_and_churn = self.seek_and_churn_events(&flow, seconds / 60.0);
+        let per_partition = entries_per_s * seconds
+            + self.subscriptions_per_topic as f64 * (regular + seeks_and_churn)
+            + self.catch_up_readers as f64 * catch_up;
+        Estimate {
+            messages: total_rate * seconds,
+            entries: entries_per_s * seconds * partitions,
+            events: per_partition * partitions,
+        }
+    }
+}
+
+/// The producer rate the lab simulates: the requested one, unless the brokers cannot ingest it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ingest {
+    /// `producer_rate` as given (0: OMB's "find the maximum sustainable rate").
+    pub requested: f64,
+    /// Messages per second over all partitions, as simulated.
+    pub rate: f64,
+    /// The most the brokers ingest: the rate at which the most loaded broker is saturated.
+    pub capacity: f64,
+    /// Why the rate is below the requested one: `"bytes"` or `"messages"` (the capacity that
+    /// binds), `None` when the requested rate is simulated as it is.
+    pub capped_by: Option<&'static str>,
+}
+
+/// What simulating a spec holds in memory, roughly, before any of it is allocated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Footprint {
+    /// Bytes in all (the simulation's state, including `growing_bytes`, and a batch).
+    pub bytes: f64,
+    /// The part that grows with the simulated duration (entries kept for seeks, a backlog, a
+    /// replay queue that consumers cannot empty).
+    pub growing_bytes: f64,
+    pub partitions: u64,
+    /// Cursors over all partitions (subscriptions and catch-up readers).
+    pub cursors: u64,
+    pub consumers: u64,
+}
+
+/// The memory a workload's simulation may take unless told otherwise (`memory_budget`).
+pub const DEFAULT_MEMORY_BUDGET: u64 = 4 << 30;
+
+// Bytes of simulation state, from peak RSS of `lc.workload.stream` over 100,000 topics (one
+// partition each) with 1 subscription x 1 consumer (257 MiB), 1 x 8 (329 MiB) and 8 x 1
+// (564 MiB), less the interpreter and libraries alone (75 MiB): a consumer ~103 bytes, a cursor
+// ~340, a partition ~1,380 (its names, producer, message index, tasks). Rounded up.
+const BYTES_PER_PARTITION: f64 = 1400.0;
+const BYTES_PER_CURSOR: f64 = 350.0;
+const BYTES_PER_CONSUMER: f64 = 110.0;
+/// A producer's batch on one partition: its next arrival, batch and routing phase, and its task
+/// in the simulation's queue (a heap that may hold twice its length).
+const BYTES_PER_PRODUCER_STREAM: f64 = 24.0 + 2.0 * 32.0;
+/// The names every broker's simulation holds (a topic's, a cursor's), part of the above.
+const NAME_BYTES_PER_PARTITION: f64 = 80.0;
+const NAME_BYTES_PER_CURSOR: f64 = 32.0;
+/// An entry in the message index (`u64`), in a replay queue (`BTreeSet<u64>`, with its nodes).
+const INDEX_BYTES_PER_ENTRY: f64 = 8.0;
+const REPLAY_BYTES_PER_ENTRY: f64 = 40.0;
+/// A nack waiting in a consumer's tracker (a `u64` in a `Vec` under a `BTreeMap` key).
+const NACK_BYTES_PER_ENTRY: f64 = 8.0;
+/// A range of entries acknowledged on their own (a `BTreeMap` entry of two `i64`s and its share
+/// of a node).
+const ACKED_RANGE_BYTES: f64 = 48.0;
+/// The process itself (the library, Arrow, the allocator) and the batches in flight.
+const BASE_BYTES: f64 = 80.0 * 1024.0 * 1024.0;
+const BYTES_PER_ROW: f64 = 100.0;
+/// A broker's simulation without partitions, and its name in every broker's name table.
+const BYTES_PER_BROKER: f64 = 1024.0;
+
+impl WorkloadSpec {
+    /// Topic partitions over all topics (no overflow: at most 2^64 - 2^33 + 1).
+    pub fn partitions(&self) -> u64 {
+        match &self.topic_details {
+            Some(topics) => topics.len() as u64,
+            None => self.topics as u64 * self.partitions_per_topic as u64,
+        }
+    }
+
+    /// Share of the entries read whose nack is redelivered within the run: an entry of `n`
+    /// messages is nacked if any of them is, and only the nacks older than the client's
+    /// redelivery delay by the end of `seconds` are redelivered.
+    fn nacks_redelivered(&self, rate: f64, n: f64, seconds: f64) -> f64 {
+        let nacked = entry_nacked(rate, n);
+        if seconds <= 0.0 {
+            return nacked;
+        }
+        let delay = self.nack_redelivery_delay_ms() as f64 / 1000.0;
+        nacked * (1.0 - delay / seconds).max(0.0)
+    }
+
+    /// Minutes simulated: the warm-up, then the test; with a backlog (OMB's backlog test) the
+    /// test goes on while the backlog builds and drains, as expected from the rates
+    /// ([`WorkloadSpec::backlog_phases`]).
+    pub fn simulated_minutes(&self) -> f64 {
+        let backlog = self
+            .backlog_phases()
+            .map_or(0.0, |(build, drain)| build + drain);
+        self.warmup_duration_minutes + backlog / 60.0 + self.test_duration_minutes
+    }
+
+    /// The backlog OMB builds (`consumerBacklogSizeGB` GiB summed over the subscriptions), in
+    /// messages, and the backlog at or below which it is drained: `1 - backlogDrainRatio` of it,
+    /// at least 1000 messages (`WorkloadGenerator.buildAndDrainBacklog`). None without one.
+    pub fn backlog_messages(&self) -> Option<(f64, f64)> {
+        if self.consumer_backlog_size_gb <= 0.0 || self.topic_details.is_some() {
+            return None;
+        }
+        let requested = self.consumer_backlog_size_gb * (1u64 << 30) as f64;
+        let capacity = (requested / self.message_size.max(1) as f64).floor();
+        let empty = ((1.0 - self.backlog_drain_ratio) * capacity)
+            .floor()
+            .max(1000.0);
+        Some((requested / self.message_size.max(1) as f64, empty))
+    }
+
+    /// Seconds the backlog takes to build after the warm-up (checked once a second, as OMB does)
+    /// and then to drain, from the rates: the drain at the slowest subscription's speed over the
+    /// publish rate (it holds the last of the backlog). Both within `backlog_max_wait_minutes`
+    /// together. None without a backlog.
+    pub fn backlog_phases(&self) -> Option<(f64, f64)> {
+        let (build_to, drained_at) = self.backlog_messages()?;
+        let limit = self.backlog_max_wait_minutes * 60.0;
+        let subscribed = self.ingest().rate * self.subscriptions_per_topic as f64;
+        if subscribed <= 0.0 {
+            return Some((limit, 0.0));
+        }
+        let build = (build_to / subscribed).ceil().min(limit);
+        let speed = self.slowest_subscription_speed();
+        let drain = if speed > 1.0 {
+            (build_to - drained_at).max(0.0) / (subscribed * (speed - 1.0))
+        } else {
+            f64::INFINITY
+        };
+        Some((build, drain.min(limit - build)))
+    }
+
+    /// The slowest subscription's speed over its share of the publish rate: an Exclusive or
+    /// Failover one with a slow consumer, else a Shared or Key_Shared one whose consumers are
+    /// slow in the workload's proportion.
+    fn slowest_subscription_speed(&self) -> f64 {
+        let single = self.subscription_type.has_single_active_consumer();
+        let f = self.slow_consumer_fraction;
+        if single && f > 0.0 {
+            self.consumer_headroom * self.slow_consumer_speed
+        } else {
+            self.consumer_headroom * (1.0 - f * (1.0 - self.slow_consumer_speed))
+        }
+    }
+
+    /// The longest the simulation may run, in minutes: the warm-up, the test, and with a backlog
+    /// the most the lab waits for it (the generator ends there unless the backlog drains first).
+    pub fn max_run_minutes(&self) -> f64 {
+        let backlog = if self.backlog_messages().is_some() {
+            self.backlog_max_wait_minutes
+        } else {
+            0.0
+        };
+        self.warmup_duration_minutes + backlog + self.test_duration_minutes
+    }
+
+    /// The rate simulated. OMB's producers spread their rate evenly over the partitions, which
+    /// are placed round robin over the brokers, so the broker with the most partitions saturates
+    /// first: the rate is capped where that broker ingests `broker_ingest_bytes_per_second` or
+    /// `broker_ingest_messages_per_second`, as producers blocked by a saturated broker would be.
+    /// `producer_rate` 0 (OMB: find the maximum sustainable rate) is that capacity.
+    pub fn ingest(&self) -> Ingest {
+        if let Some(topics) = &self.topic_details {
+            return self.ingest_topics(topics);
+        }
+        let partitions = self.partitions().max(1);
+        let most = partitions.div_ceil(self.brokers.max(1) as u64) as f64;
+        let partitions = partitions as f64;
+        let by_messages = self.broker_ingest_messages_per_second * partitions / most;
+        let by_bytes = if self.message_size > 0 {
+            self.broker_ingest_bytes_per_second * partitions / (most * self.message_size as f64)
+        } else {
+            f64::INFINITY
+        };
+        let (capacity, binding) = if by_bytes < by_messages {
+            (by_bytes, "bytes")
+        } else {
+            (by_messages, "messages")
+        };
+        let requested = self.producer_rate;
+        if requested == 0.0 || requested > capacity {
+            Ingest {
+                requested,
+                rate: capacity,
+                capacity,
+                capped_by: Some(binding),
+            }
+        } else {
+            Ingest {
+                requested,
+                rate: requested,
+                capacity,
+                capped_by: None,
+            }
+        }
+    }
+
+    /// When the paused consumers resume to drain the backlog, in microseconds, as expected from
+    /// the rates (the generator resumes them when the backlog it simulates is built). None
+    /// without a backlog.
+    pub fn backlog_start_us(&self) -> Option<f64> {
+        let (build, _) = self.backlog_phases()?;
+        Some((self.warmup_duration_minutes * 60.0 + build) * 1e6)
+    }
+
+    /// What simulating this spec holds in memory, roughly: state per partition, cursor and
+    /// consumer (not per event: the trace streams), plus what grows with the duration. In f64,
+    /// so no spec value can overflow it.
+    pub fn footprint(&self) -> Footprint {
+        if let Some(topics) = &self.topic_details {
+            return self.footprint_topics(topics);
+        }
+        let partitions = self.partitions();
+        let cursors_per_partition =
+            self.subscriptions_per_topic as u64 + self.catch_up_readers as u64;
+        let cursors = partitions.saturating_mul(cursors_per_partition);
+        let consumers = partitions
+            .saturating_mul(self.subscriptions_per_topic as u64)
+            .saturating_mul(self.consumer_per_subscription as u64)
+            .saturating_add(partitions.saturating_mul(self.catch_up_readers as u64));
+        let (p, c, k) = (partitions as f64, cursors as f64, consumers as f64);
+        let seconds = self.simulated_minutes() * 60.0;
+        let rate = self.ingest().rate / p;
+        let entries_per_s = rate / self.messages_per_entry(rate);
+        // A consumer's receiver queue holds up to its permits' worth of entries (a slow one,
+        // all of them); the rest of its state is fixed.
+        let queued = (self.receiver_queue_size as f64 / self.messages_per_entry(rate))
+            .min(entries_per_s.max(1.0) * 2.0);
+        // A time-routed topic's partition batches for each of its producers apart.
+        let producers = if self.routes_by_time() {
+            self.producers_per_topic as f64
+        } else {
+            1.0
+        };
+        let mut bytes = BASE_BYTES
+            + p * (BYTES_PER_PARTITION + producers * BYTES_PER_PRODUCER_STREAM)
+            + c * BYTES_PER_CURSOR
+            + k * (BYTES_PER_CONSUMER + queued * INDEX_BYTES_PER_ENTRY);
+        let key_shared = self.subscription_type == SubscriptionType::KeyShared;
+        if key_shared {
+            // The consistent-hashing ring (a point is a hash and a consumer) and the key hashes.
+            bytes += c
+                * self.consumer_per_subscription as f64
+                * self.key_shared_replica_points as f64
+                * 16.0;
+            if self.keys <= 1 << 22 {
+                bytes += self.keys as f64 * 4.0;
+            }
+        }
+        // What grows with the duration. Seeks can go back to any entry: the index keeps them
+        // all. A backlog is kept until its consumers pass it. A Shared/Key_Shared subscription
+        // whose consumers are slower than the rate keeps the difference in its replay queue.
+        let entries = entries_per_s * seconds;
+        // The index keeps a `u64` an entry, and where each ledger of the kept entries starts.
+        let index_bytes_per_entry =
+            INDEX_BYTES_PER_ENTRY + 8.0 / self.entries_per_ledger(entries_per_s);
+        let mut growing = 0.0;
+        if self.seeks_per_minute > 0.0 {
+            growing += p * entries * index_bytes_per_entry;
+        } else if self.consumer_backlog_size_gb > 0.0 || self.catch_up_readers > 0 {
+            let backlog = if self.consumer_backlog_size_gb > 0.0 {
+                entries
+            } else {
+                self.catch_up_behind_seconds.min(seconds) * entries_per_s
+            };
+            growing += p * backlog * index_bytes_per_entry;
+        }
+        // Nacks waiting for their redelivery hold the mark-delete position and so the index: the
+        // last `negativeAckRedeliveryDelay` of entries; each also splits the entries acknowledged
+        // on their own past it into one more range.
+        if self.redelivery_rate > 0.0 {
+            let waiting = (self.nack_redelivery_delay_ms() as f64 / 1000.0).min(seconds);
+            let nacked = entry_nacked(self.redelivery_rate, self.messages_per_entry(rate));
+            growing += p * waiting * entries_per_s * index_bytes_per_entry
+                + c * waiting * entries_per_s * nacked * (NACK_BYTES_PER_ENTRY + ACKED_RANGE_BYTES);
+        }
+        let slower = 1.0
+            - self.consumer_headroom
+                * (1.0 - self.slow_consumer_fraction * (1.0 - self.slow_consumer_speed));
+        if self.subscription_type != SubscriptionType::Exclusive
+            && self.subscription_type != SubscriptionType::Failover
+            && slower > 0.0
+        {
+            let mut held = entries * slower;
+            if key_shared {
+                held = held.min(self.key_shared_look_ahead_per_subscription.max(200_000) as f64);
+            }
+            growing += c * held * REPLAY_BYTES_PER_ENTRY;
+        }
+        // A batch being made, and per broker: the rows its simulation runs ahead of the merge,
+        // its name and its simulation's fixed state.
+        let brokers = self.brokers as f64;
+        bytes += growing
+            + crate::lab::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 * BYTES_PER_ROW
+            + brokers * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER);
+        Footprint {
+            bytes,
+            growing_bytes: growing,
+            partitions,
+            cursors,
+            consumers,
+        }
+    }
+
+    /// Refuses, before anything is allocated, a spec the generator cannot simulate: ids past
+    /// 32 bits, or a simulation estimated to need more than `budget` bytes. The message names
+    /// the estimate and what makes it fit.
+    ///
+    /// With `broker`, only that broker is simulated: it holds its share of the partitions' state
+    /// (and every name, which all brokers share).
+    pub fn check(&self, budget: u64, broker: Option<u32>) -> Result<Footprint> {
+        let mut f = self.footprint();
+        if broker.is_some() && self.brokers > 1 {
+            let names = f.partitions as f64 * NAME_BYTES_PER_PARTITION
+                + f.cursors as f64 * NAME_BYTES_PER_CURSOR;
+            let share = 1.0 / self.brokers as f64;
+            f.bytes = BASE_BYTES + names + (f.bytes - BASE_BYTES - names).max(0.0) * share;
+            f.growing_bytes *= share;
+        }
+        // Topics, cursors and consumers are numbered with u32 ids in the trace and the
+        // simulation; the trace's dictionary keys are i32.
+        if f.partitions > i32::MAX as u64 || f.cursors > i32::MAX as u64 {
+            return Err(Error::invalid(
+                "spec",
+                format!(
+                    "{} = {} cursors over {} partitions: the trace numbers them with 32-bit ids (at most {})",
+                    if self.topic_details.is_some() {
+                        "topicDetails' subscriptions"
+                    } else {
+                        "topics x partitionsPerTopic x (subscriptionsPerTopic + catchUpReaders)"
+                    },
+                    f.cursors, f.partitions, i32::MAX
+                ),
+            ));
+        }
+        // The trace's timestamps are int64 microseconds.
+        if self.max_run_minutes() * 60e6 >= i64::MAX as f64 {
+            return Err(Error::invalid(
+                "spec",
+                format!(
+                    "warmupDurationMinutes + testDurationMinutes (+ backlogMaxWaitMinutes with a backlog) = {} minutes: past what the trace's int64 microsecond timestamps hold",
+                    self.max_run_minutes()
+                ),
+            ));
+        }
+        if self.consumer_backlog_size_gb > 0.0 && self.producer_rate == 0.0 {
+            // OMB's WorkloadGenerator refuses it too: the backlog test needs a known rate.
+            return Err(Error::invalid(
+                "spec",
+                "consumerBacklogSizeGB needs a producerRate: OMB cannot probe the sustainable rate while building a backlog",
+            ));
+        }
+        if f.bytes > budget as f64 {
+            let per_broker = self.brokers as f64 * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER);
+            let fix = if per_broker > f.bytes / 2.0 {
+                "use fewer brokers with --brokers (brokers=; more than one a partition adds nothing)"
+            } else if f.growing_bytes > f.bytes / 2.0 {
+                "shorten it with --duration-minutes (testDurationMinutes), or raise the budget with --memory-budget (memory_budget=)"
+            } else {
+                "raise the budget with --memory-budget (memory_budget=); with several brokers, generate one broker at a time (broker=, or --spark) to need a share of it"
+            };
+            return Err(Error::ResourceLimit(format!(
+                "the workload's simulation needs ~{} ({} partitions on {} brokers, {} cursors, {} consumers{}), over the memory budget of {}: {fix}",
+                human_bytes(f.bytes),
+                f.partitions,
+                self.brokers,
+                f.cursors,
+                f.consumers,
+                if f.growing_bytes > 0.0 {
+                    format!(", ~{} of it growing with the duration", human_bytes(f.growing_bytes))
+                } else {
+                    String::new()
+                },
+                human_bytes(budget as f64),
+            )));
+        }
+        Ok(f)
+    }
+}
+
+impl WorkloadSpec {
+    /// A batch being made, and per broker: the rows its simulation runs ahead of the merge, its
+    /// name and its simulation's fixed state.
+    fn batch_and_broker_bytes(&self) -> f64 {
+        crate::lab::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 * BYTES_PER_ROW
+            + self.brokers as f64 * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER)
+    }
+
+    /// [`WorkloadSpec::ingest`] of `topic_details`: each topic publishes its own rate, never
+    /// capped; `capacity` is the total rate at which the most loaded broker (in bytes or
+    /// messages) would reach its ingest limit, the topics' rates scaled alike (infinite when
+    /// nothing is published).
+    fn ingest_topics(&self, topics: &[TopicDetail]) -> Ingest {
+        let brokers = (self.brokers.max(1) as usize).min(topics.len()).max(1);
+        let mut messages = vec![0.0f64; brokers];
+        let mut bytes = vec![0.0f64; brokers];
+        for (i, t) in topics.iter().enumerate() {
+            messages[i % brokers] += t.producer_rate;
+            bytes[i % brokers] += t.producer_rate * t.message_size as f64;
+        }
+        let rate: f64 = topics.iter().map(|t| t.producer_rate).sum();
+        let most = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+        let scale = |limit: f64, load: f64| {
+            if load > 0.0 {
+                limit / load
+            } else {
+                f64::INFINITY
+            }
+        };
+        let by_messages = scale(self.broker_ingest_messages_per_second, most(&messages));
+        let by_bytes = scale(self.broker_ingest_bytes_per_second, most(&bytes));
+        let capacity = if rate > 0.0 {
+            rate * by_messages.min(by_bytes)
+        } else {
+            f64::INFINITY
+        };
+        Ingest {
+            requested: rate,
+            rate,
+            capacity,
+            capped_by: None,
+        }
+    }
+
+    /// [`WorkloadSpec::estimate`] of `topic_details`: the same model, topic by topic and
+    /// subscription by subscription.
+    fn estimate_topics(&self, topics: &[TopicDetail]) -> Estimate {
+        let seconds = self.simulated_minutes() * 60.0;
+        let minutes = seconds / 60.0;
+        let (mut messages, mut entries, mut events) = (0.0, 0.0, 0.0);
+        for t in topics {
+            let rate = t.producer_rate;
+            let flow = self.partition_flow(rate, t.message_size);
+            let (n, entries_per_s) = (flow.messages_per_entry, flow.entries_per_s);
+            messages += rate * seconds;
+            entries += entries_per_s * seconds;
+            events += entries_per_s * seconds;
+            for s in &t.subscriptions {
+                if s.consumer_rates.is_empty() {
+                    // It opens, and never reads.
+                    events += if s.start_seconds < seconds { 1.0 } else { 0.0 };
+                    continue;
+                }
+                let single = s.subscription_type.has_single_active_consumer();
+                // What the subscription processes a second: its active consumer's, or all of
+                // theirs; relative to the publish rate.
+                let speed_rate = if single {
+                    let k = match s.subscription_type {
+                        SubscriptionType::Failover => {
+                            super::generate::partition_index_of(&t.name).unwrap_or(0)
+                        }
+                        _ => 0,
+                    };
+                    s.consumer_rates[k % s.consumer_rates.len()]
+                } else {
+                    s.consumer_rates.iter().sum()
+                };
+                let speed = if rate > 0.0 { speed_rate / rate } else { 1.0 };
+                let slowest = s
+                    .consumer_rates
+                    .iter()
+                    .copied()
+                    .fold(f64::INFINITY, f64::min);
+                let slow = speed < 1.0 || slowest * (s.consumer_rates.len() as f64) < rate;
+                let nacked = self.nacks_redelivered(s.redelivery_rate, n, seconds);
+                let held_back =
+                    held_back_share(s.subscription_type, slow, s.consumer_rates.len() > 1, n);
+                let redelivered = if single {
+                    3.0 * nacked // an `individual_ack`, a `rewind` and a re-read
+                } else {
+                    2.0 * (nacked + held_back) // a `redeliver` and a `replay` row each
+                };
+                let start = s.start_seconds;
+                let active = (seconds - start).max(0.0);
+                if active <= 0.0 {
+                    continue;
+                }
+                // From `start` on it catches up the backlog (all published so far) at its
+                // speed, then reads at the tail; slower than the rate, it never catches up.
+                let behind = start * rate;
+                let catching_up = if speed < 1.0 {
+                    active
+                } else if behind > 0.0 {
+                    if speed > 1.0 {
+                        (behind / ((speed - 1.0) * rate)).min(active)
+                    } else {
+                        active
+                    }
+                } else {
+                    0.0
+                };
+                events += flow.cursor_events(active, catching_up, speed.min(1e9), redelivered);
+                events += self.seek_and_churn_events(&flow, minutes);
+            }
+        }
+        Estimate {
+            messages,
+            entries,
+            events,
+        }
+    }
+
+    /// [`WorkloadSpec::footprint`] of `topic_details`: the same model, topic by topic.
+    fn footprint_topics(&self, topics: &[TopicDetail]) -> Footprint {
+        let seconds = self.simulated_minutes() * 60.0;
+        let partitions = topics.len() as u64;
+        let mut cursors = 0u64;
+        let mut consumers = 0u64;
+        let mut bytes = BASE_BYTES + partitions as f64 * BYTES_PER_PARTITION;
+        let mut growing = 0.0;
+        let mut any_key_shared = false;
+        for t in topics {
+            let rate = t.producer_rate;
+            let per_entry = self.messages_per_entry_of(rate, t.message_size);
+            let entries_per_s = rate / per_entry;
+            let queued =
+                (self.receiver_queue_size as f64 / per_entry).min(entries_per_s.max(1.0) * 2.0);
+            let entries = entries_per_s * seconds;
+            // The message index: every entry when seeks can go back to any; else from the
+            // oldest a late subscription opens at (the first entry) until it passes it.
+            let late = t
+                .subscriptions
+                .iter()
+                .any(|s| s.start_seconds > 0.0 && !s.consumer_rates.is_empty());
+            if self.seeks_per_minute > 0.0 || late {
+                growing += entries * INDEX_BYTES_PER_ENTRY;
+            }
+            for s in &t.subscriptions {
+                let k = s.consumer_rates.len() as f64;
+                cursors += 1;
+                consumers += s.consumer_rates.len() as u64;
+                bytes +=
+                    BYTES_PER_CURSOR + k * (BYTES_PER_CONSUMER + queued * INDEX_BYTES_PER_ENTRY);
+                let key_shared = s.subscription_type == SubscriptionType::KeyShared;
+                if key_shared {
+                    any_key_shared = true;
+                    bytes += k * self.key_shared_replica_points as f64 * 16.0;
+                }
+                // Shared/Key_Shared consumers slower than the rate: the difference waits in the
+                // replay queue.
+                let processed: f64 = s.consumer_rates.iter().sum();
+                let shared = !s.subscription_type.has_single_active_consumer();
+                if shared && k > 0.0 && rate > processed {
+                    let mut held = entries * (1.0 - processed / rate);
+                    if key_shared {
+                        held = held
+                            .min(self.key_shared_look_ahead_per_subscription.max(200_000) as f64);
+                    }
+                    growing += held * REPLAY_BYTES_PER_ENTRY;
+                }
+            }
+        }
+        if any_key_shared && self.keys <= 1 << 22 {
+            bytes += self.keys as f64 * 4.0;
+        }
+        bytes += growing + self.batch_and_broker_bytes();
+        Footprint {
+            bytes,
+            growing_bytes: growing,
+            partitions,
+            cursors,
+            consumers,
+        }
+    }
+}
+
+/// Bytes as "1.5 GiB" or "300.0 MiB".
+pub fn human_bytes(n: f64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    if n >= 1024.0 * GIB {
+        format!("{:.1} TiB", n / 1024.0 / GIB)
+    } else if n >= GIB {
+        format!("{:.1} GiB", n / GIB)
+    } else {
+        format!("{:.1} MiB", n / (1u64 << 20) as f64)
+    }
+}
