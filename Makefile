@@ -20,7 +20,7 @@ WHEEL_STAMP := $(WHEELS)/.built
 WHEEL_INPUTS := $(shell find src python -type f -not -name '*.so' -not -path '*/__pycache__/*') \
 	Cargo.toml Cargo.lock pyproject.toml README.md
 
-.PHONY: help venv build test test-rust test-python test-cluster bench bench-all lint wheel wheel-check demo clean
+.PHONY: help venv build test test-rust test-python test-cluster bench bench-all lint wheel wheel-check demo docs clean
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -95,6 +95,14 @@ wheel-check: $(WHEEL_STAMP) ## Install the wheel into a bare venv (pip only), im
 
 demo: build ## The main job: bundled scenarios x all strategies x 3 cache sizes on local Spark; report in demo-report/
 	$(VENV)/bin/ledgercache demo -o demo-report
+
+# The figures the pages quote are made here (docs/gen_figures.py replays two scenarios into
+# target/docs-gen, which the pages include), so the site never quotes a number this build did not
+# compute. --strict: a warning (a broken link, a missing include, a docstring mkdocstrings cannot
+# read) fails the build.
+docs: build ## The documentation site (MkDocs, Material) into target/site; open target/site/index.html
+	$(VPY) docs/gen_figures.py target/docs-gen
+	$(VENV)/bin/mkdocs build --strict --quiet
 
 clean: ## Remove build outputs and .venv
 	cargo clean
