@@ -102,7 +102,7 @@ demo: build ## The main job: bundled scenarios x all strategies x 3 cache sizes 
 # read) fails the build.
 docs: build ## The documentation site (MkDocs, Material) into target/site; open target/site/index.html
 	$(VPY) docs/gen_figures.py target/docs-gen
-	$(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean: ## Remove build outputs and .venv
 	cargo clean
