@@ -32,8 +32,10 @@ def table(scenario: str) -> str:
     seconds = (trace["ts_us"][-1].as_py() - trace["ts_us"][0].as_py()) / 1e6
     rows = {(r["strategy"], r["cache_size_bytes"]): r for r in lc.replay(trace, configs).to_pylist()}
     lines = [
-        f"Hit ratio (storage reads a second) by cache size; `{scenario}`, seed 1, "
-        f"{trace.num_rows:,} events over {seconds:.0f} s, made by this build:",
+        (
+            f"Hit ratio (storage reads a second) by cache size; `{scenario}`, seed 1, "
+            f"{trace.num_rows:,} events over {seconds:.0f} s, made by this build:"
+        ),
         "",
         "| design | " + " | ".join(_size(s) for s in sizes) + " |",
         "|---|" + "---|" * len(sizes),

@@ -15,7 +15,7 @@ DOCS = ROOT / "docs"
 
 
 def python_blocks(path: pathlib.Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
+    return re.findall(r"```python\n(.*?)```", path.read_text(), re.DOTALL)
 
 
 # Where each example lives: the README keeps one per kind of user; the pages keep the rest of what
