@@ -6,7 +6,6 @@ import signal
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -179,7 +178,7 @@ def test_broker_dump_refuses_a_directory_of_other_files(tmp_path):
 # --- modes ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
+@pytest.mark.parametrize(("umask", "file_mode", "dir_mode"), [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
 def test_outputs_follow_the_umask(tmp_path, trace_csv, umask, file_mode, dir_mode):
     out = tmp_path / "new"
     assert run_cli("replay", str(trace_csv), "-o", str(out), *REPLAY, umask=umask).returncode == 0

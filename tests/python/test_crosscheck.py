@@ -5,8 +5,8 @@ import csv
 import random
 
 import libcachesim as lcs
-import pytest
 import pyarrow as pa
+import pytest
 
 import ledgercache as lc
 
@@ -20,7 +20,9 @@ def _trace_builder():
     cols = {f.name: [] for f in schema}
 
     def row(ts, op, cursor=None, entry=None, count=0, size=0):
-        for k, v in zip(cols, (ts, "b1", "t", op, cursor, None if entry is None else 1, entry, count, size)):
+        for k, v in zip(
+            cols, (ts, "b1", "t", op, cursor, None if entry is None else 1, entry, count, size), strict=True
+        ):
             cols[k].append(v)
 
     return schema, cols, row

@@ -210,7 +210,7 @@ def test_a_damaged_length_is_reported_to_the_reader_not_dropped(tmp_path):
     first.write_bytes(bytes(data))
     store = lc.FileStorage(tmp_path)
     assert store.recovered == []
-    ((ledger_id, path, offset, reason),) = store.damaged()
+    ((_ledger_id, path, offset, reason),) = store.damaged()
     assert (path, offset) == (first, 8 + 4 * record) and "header checksum" in reason
     ml = lc.ManagedLedger(TOPIC, lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=0)), store)
     cursor = ml.open_cursor("c", start="earliest")
