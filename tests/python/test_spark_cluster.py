@@ -26,7 +26,8 @@ import pytest
 import ledgercache as lc
 from ledgercache import cli
 
-pytestmark = pytest.mark.cluster
+# Starts a master, a worker and their JVMs, and builds an executor venv: slower than the default limit.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 pyspark = pytest.importorskip("pyspark", reason="make venv installs pyspark; the cluster test needs it")
 
 ROOT = Path(__file__).resolve().parents[2]
