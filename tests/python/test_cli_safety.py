@@ -235,20 +235,21 @@ sys.exit(cli.main(sys.argv[3:]))
 
 def run_until_killed(tmp_path, point, *argv):
     reached = tmp_path / "reached"
-    child = subprocess.Popen(
+    # The context closes the stderr pipe (an open one is a ResourceWarning, an error in the tests).
+    with subprocess.Popen(
         [sys.executable, "-c", KILLABLE, str(reached), point, *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not reached.exists():
-        if child.poll() is not None:
-            raise AssertionError(f"the run ended before {point}: {child.stderr.read()}")
-        assert time.monotonic() < deadline, f"never reached {point}"
-        time.sleep(0.05)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    ) as child:
+        deadline = time.monotonic() + 120
+        while not reached.exists():
+            if child.poll() is not None:
+                raise AssertionError(f"the run ended before {point}: {child.stderr.read()}")
+            assert time.monotonic() < deadline, f"never reached {point}"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
     reached.unlink()
 
 

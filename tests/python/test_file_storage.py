@@ -71,6 +71,7 @@ def test_a_second_process_is_refused_while_a_writer_holds_the_store(tmp_path):
     finally:
         child.stdin.close()
         assert child.wait(timeout=60) == 0
+        child.stdout.close()  # an open pipe is a ResourceWarning, an error in the tests
     ml = lc.ManagedLedger("t", fresh_manager(), lc.FileStorage(tmp_path))
     assert ml.open_cursor("c", start="earliest").read_data(5) == [b"child"]
 
