@@ -180,11 +180,8 @@ struct Record {
 /// The crate's own prefetch hint is not public; the same instruction.
 fn hint(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe, reason = "the intrinsic is safe in newer Rust")]
     // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    #[allow(
-        unused_unsafe,
-        reason = "the intrinsic is safe to call in newer Rust releases"
-    )]
     unsafe {
         std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
     }

@@ -59,7 +59,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -100,7 +100,7 @@ OPS = ("open", "close", "add", "read", "replay", "redeliver", "ack", "seek", "de
 OPTIONAL = frozenset({"messages", "reason"})
 REASONS = ("hold-back", "nack", "overflow")
 
-TraceSource = pa.Table | pa.RecordBatch | pa.RecordBatchReader | str | os.PathLike | Callable[[], Any]
+TraceSource: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | str | os.PathLike | Callable[[], Any]
 
 # Rows of a Parquet row group when a trace is written batch by batch.
 ROW_GROUP_ROWS = 262_144

@@ -213,7 +213,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import yaml
@@ -268,7 +268,7 @@ TABLE_BYTES_PER_EVENT = 120
 # The largest spec or driver file read (OMB's are under 1 KiB).
 MAX_SPEC_FILE_BYTES = 1 << 20
 
-Spec = Mapping[str, Any] | str | os.PathLike
+Spec: TypeAlias = Mapping[str, Any] | str | os.PathLike
 
 KNOWN = frozenset(
     [
