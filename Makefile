@@ -73,7 +73,9 @@ bench-all: build
 	$(VPY) benches/replay_throughput.py
 	$(VPY) benches/calibrate.py
 
-lint: build ## cargo fmt/clippy checks; the type stubs against the built extension (mypy stubtest)
+lint: build ## ruff check/format, cargo fmt/clippy checks; the type stubs against the built extension (mypy stubtest)
+	$(VENV)/bin/ruff check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches
 	cargo fmt --check
 	cargo clippy --all-targets --features python -- -D warnings
 	$(VPY) -m mypy.stubtest --mypy-config-file pyproject.toml --allowlist tests/stubtest-allowlist.txt ledgercache

@@ -1,6 +1,8 @@
 //! Cache operations: insert, get hit, get_range of 100, removal-queue push from 2 threads, and the
 //! bookkeeping bytes per cached entry beyond the payload.
 
+#![allow(clippy::print_stdout, reason = "a bench reports its figures on stdout")]
+
 #[path = "support.rs"]
 mod support;
 

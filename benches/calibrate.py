@@ -170,9 +170,9 @@ def measured(argv: list[str]) -> tuple[float, int, str]:
     timer = shutil.which("time") or ("/usr/bin/time" if os.path.exists("/usr/bin/time") else None)
     start = time.perf_counter()
     if timer:
-        done = subprocess.run([timer, "-v", *argv], capture_output=True, text=True)
+        done = subprocess.run([timer, "-v", *argv], capture_output=True, text=True, check=False)
     else:
-        done = subprocess.run(argv, capture_output=True, text=True)
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import ledgercache as lc
 

@@ -6,6 +6,8 @@
 //! container (`PulsarCursorList`) in the same runs: its speed, and how many of its counts are
 //! wrong, as Pulsar's are.
 
+#![allow(clippy::print_stdout, reason = "a bench reports its figures on stdout")]
+
 #[path = "support.rs"]
 mod support;
 

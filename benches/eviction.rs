@@ -16,6 +16,8 @@
 //! A last line runs the cache in a steady state, inserts and passes interleaved, as a broker's
 //! cache lives (see [`steady`]).
 
+#![allow(clippy::print_stdout, reason = "a bench reports its figures on stdout")]
+
 #[path = "support.rs"]
 mod support;
 
@@ -178,10 +180,10 @@ struct Record {
 /// The crate's own prefetch hint is not public; the same instruction.
 fn hint(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe, reason = "the intrinsic is safe in newer Rust")]
     // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    #[allow(unused_unsafe)]
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;

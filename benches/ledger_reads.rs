@@ -3,6 +3,8 @@
 //! Reports entries read per second through the Rust API; `benches/ledger_reads.py` does the same
 //! through Python batch reads (`read_data`) and prints the ratio.
 
+#![allow(clippy::print_stdout, reason = "a bench reports its figures on stdout")]
+
 #[path = "support.rs"]
 mod support;
 

@@ -4,6 +4,8 @@
 //! random lookups, removals oldest-first (eviction), and 100-entry range scans. Single-threaded
 //! figures include taking the lock (the skip list needs none), as the cache would.
 
+#![allow(clippy::print_stdout, reason = "a bench reports its figures on stdout")]
+
 #[path = "support.rs"]
 mod support;
 

@@ -1,4 +1,4 @@
-#![allow(dead_code)] // each bench uses part of this
+#![allow(dead_code, reason = "each bench uses part of this")]
 //! A small timing harness shared by the benches: best-of-N wall time, so that a noisy shared
 //! machine disturbs the figures as little as possible. Ratios within one run are what to compare.
 

@@ -1,6 +1,8 @@
 //! Generator throughput: the in-memory trace (`generate` and one record batch) and the stream of
 //! record batches (`TraceStream`), on an OMB-like workload and a multi-broker Shared one.
 
+#![allow(clippy::print_stdout, reason = "a bench reports its figures on stdout")]
+
 use ledgercache::config::SettingValue::{self, Float, Int, Str};
 use ledgercache::lab::workload::{generate, TraceStream, WorkloadSpec, DEFAULT_BATCH_ROWS};
 use std::time::Instant;

@@ -119,7 +119,7 @@ fn range_cache_ranges_span_ledgers() {
     let got: Vec<_> = c
         .get_range(Position::new(1, 63), Position::new(2, 0))
         .iter()
-        .map(|e| e.position())
+        .map(ledgercache::CachedEntry::position)
         .collect();
     assert_eq!(
         got,
@@ -604,7 +604,10 @@ fn bookkeeping_per_entry_is_bounded_and_counts_headers_and_handlers() {
 }
 
 /// A buffer that tells when it is freed (its `Arc` goes back to one holder).
-struct Tracked(#[allow(dead_code)] Arc<()>, Vec<u8>);
+struct Tracked(
+    #[allow(dead_code, reason = "held for its drop, never read")] Arc<()>,
+    Vec<u8>,
+);
 
 impl ledgercache::PayloadBuffer for Tracked {
     fn as_slice(&self) -> &[u8] {

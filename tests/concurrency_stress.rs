@@ -209,7 +209,7 @@ fn lookups_are_counted_once_while_caches_come_and_go() {
     };
     let mut last = 0u64;
     let mut watched = 0u64;
-    while !readers.iter().all(|r| r.is_finished()) {
+    while !readers.iter().all(std::thread::JoinHandle::is_finished) {
         let s = m.stats();
         let seen = s.hits + s.misses;
         assert!(seen >= last, "stats went backwards: {seen} after {last}");

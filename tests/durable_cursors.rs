@@ -28,7 +28,9 @@ const ROLE: &str = "LEDGERCACHE_TEST_CHILD";
 static SPAWN: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 fn open_store(dir: &Path, options: FileOptions) -> ledgercache::Result<FileStorage> {
-    let _spawning = SPAWN.read().unwrap_or_else(|e| e.into_inner());
+    let _spawning = SPAWN
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     FileStorage::open_with(dir, options)
 }
 
@@ -614,7 +616,7 @@ fn any_cursor_name_round_trips() {
     }
     o.close();
     let o = open(dir.path(), 50_000);
-    let mut want: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut want: Vec<String> = names.iter().map(std::string::ToString::to_string).collect();
     want.sort();
     assert_eq!(o.ml.cursor_names(), want);
     for n in names {
@@ -930,7 +932,9 @@ fn kill_9_during_acks_loses_no_acknowledged_ack() {
     let (mut acks, mut mds, mut torn) = (Vec::new(), Vec::new(), 0);
     let trials = 25;
     for trial in 0..trials {
-        let spawning = SPAWN.write().unwrap_or_else(|e| e.into_inner());
+        let spawning = SPAWN
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--ignored",
@@ -949,7 +953,7 @@ fn kill_9_during_acks_loses_no_acknowledged_ack() {
         let reader = std::thread::spawn(move || {
             BufReader::new(stdout)
                 .lines()
-                .map_while(|l| l.ok())
+                .map_while(std::result::Result::ok)
                 .filter_map(|l| {
                     let at = l.find("ack ").or_else(|| l.find("md "))?;
                     let f: Vec<&str> = l[at..].split(' ').collect();

@@ -76,7 +76,7 @@ fn crash_writer_child() {
 fn acks(stdout: ChildStdout) -> Vec<(Position, u64)> {
     BufReader::new(stdout)
         .lines()
-        .map_while(|l| l.ok())
+        .map_while(std::result::Result::ok)
         .filter_map(|l| {
             // libtest may print "test crash_writer_child ... " before the first line.
             let f: Vec<&str> = l[l.find("ack ")? + 4..].split(' ').collect();

@@ -170,7 +170,10 @@ fn a_replay_add_keeps_an_entry_through_a_size_pass_that_removes_its_neighbours()
     assert_eq!(ml.cache().positions(), vec![ps[2]]);
     let replayed = delivered(c.read_replay(10).unwrap());
     assert_eq!(
-        replayed.iter().map(|e| e.position()).collect::<Vec<_>>(),
+        replayed
+            .iter()
+            .map(ledgercache::CachedEntry::position)
+            .collect::<Vec<_>>(),
         vec![ps[2]]
     );
     assert_eq!(ml.storage_stats().read_ops, 0);
@@ -273,7 +276,12 @@ fn with_latency_a_read_spanning_ledgers_reads_them_one_after_the_other() {
     f.clock.advance_ms(5);
     ml.poll();
     let got = delivered(ml.take_read(id).unwrap().unwrap());
-    assert_eq!(got.iter().map(|e| e.position()).collect::<Vec<_>>(), ps);
+    assert_eq!(
+        got.iter()
+            .map(ledgercache::CachedEntry::position)
+            .collect::<Vec<_>>(),
+        ps
+    );
     assert_eq!(ml.cache().expected_reads(ps[4]), Some(Some(2)));
     // The next ledger's read starts when the one before completed: one poll long after both
     // latencies completes the whole read.
@@ -303,7 +311,12 @@ fn partial_hit_case(cached: &[i64]) {
     }
     let c = ml.open_cursor("s", StartAt::Earliest, false).unwrap();
     let got = delivered(c.read_entries(100).unwrap());
-    assert_eq!(got.iter().map(|e| e.position()).collect::<Vec<_>>(), ps);
+    assert_eq!(
+        got.iter()
+            .map(ledgercache::CachedEntry::position)
+            .collect::<Vec<_>>(),
+        ps
+    );
     for e in &got {
         assert_eq!(
             e.data(),
@@ -484,7 +497,7 @@ fn a_read_overlapping_one_in_flight_reads_only_the_rest() {
     let got = |r| {
         delivered(ml.take_read(r).unwrap().unwrap())
             .iter()
-            .map(|e| e.position())
+            .map(ledgercache::CachedEntry::position)
             .collect::<Vec<_>>()
     };
     assert_eq!(got(ra), ps[..5]);
@@ -512,7 +525,10 @@ fn a_read_joining_one_storage_read_for_two_gaps_keeps_its_hits_between_them() {
     f.clock.advance_ms(5);
     assert_eq!(ml.poll(), 2);
     let got_b = delivered(ml.take_read(rb).unwrap().unwrap());
-    let positions: Vec<Position> = got_b.iter().map(|e| e.position()).collect();
+    let positions: Vec<Position> = got_b
+        .iter()
+        .map(ledgercache::CachedEntry::position)
+        .collect();
     assert_eq!(positions, ps[2..8]);
     for e in got_b {
         e.release();
@@ -710,7 +726,12 @@ fn file_storage_survives_reopening() {
     assert_eq!(ml.entry_count(), 100);
     let c = ml.open_cursor("s", StartAt::Earliest, false).unwrap();
     let got = delivered(c.read_entries(100).unwrap());
-    assert_eq!(got.iter().map(|e| e.position()).collect::<Vec<_>>(), ps);
+    assert_eq!(
+        got.iter()
+            .map(ledgercache::CachedEntry::position)
+            .collect::<Vec<_>>(),
+        ps
+    );
     assert_eq!(got[42].data(), b"entry-42");
     // A broker opening a managed ledger starts a new ledger (`ManagedLedgerImpl.initializeBookKeeper`).
     let next = ml.add_entry(Payload::from(b"more".to_vec())).unwrap();

@@ -36,20 +36,24 @@ fn note(size: usize) {
 unsafe impl GlobalAlloc for Watching {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
+        // SAFETY: the caller's contract for `alloc`, passed on.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
+        // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note(new_size);
+        // SAFETY: the caller's contract for `realloc`, passed on.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract for `dealloc`, passed on.
         unsafe { System.dealloc(ptr, layout) }
     }
 }
@@ -61,7 +65,7 @@ static ALLOCATOR: Watching = Watching;
 fn largest_request(f: impl FnOnce()) -> usize {
     LARGEST.with(|largest| largest.set(Some(0)));
     f();
-    LARGEST.with(|largest| largest.take()).unwrap_or(0)
+    LARGEST.with(std::cell::Cell::take).unwrap_or(0)
 }
 
 #[test]

@@ -36,7 +36,7 @@ struct Trace {
 }
 
 impl Trace {
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "one argument a trace column")]
     fn push(
         &mut self,
         ts_us: i64,

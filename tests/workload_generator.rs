@@ -1072,7 +1072,7 @@ impl Digest {
             None => self.bytes(b"\0null"),
         }
     }
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, reason = "one argument a trace column")]
     fn row(
         &mut self,
         ts: i64,

@@ -54,7 +54,6 @@ from ._native import (
     __version__,
     designs,
 )
-from .replay import export_requests, replay
 from .errors import (
     BrokerConfWarning,
     ClosedError,
@@ -73,6 +72,7 @@ from .errors import (
     UnknownSettingError,
     UnsupportedError,
 )
+from .replay import export_requests, replay
 
 __all__ = [
     "ActiveCursorContainer",
@@ -116,6 +116,8 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "broker_stats",
+    "broker_workload",
+    "calibrate",
     "designs",
     "errors",
     "export_requests",

@@ -8,9 +8,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, final
 
-from typing_extensions import disjoint_base
-
 import pyarrow as pa
+from typing_extensions import disjoint_base
 
 __all__ = [
     "__version__",

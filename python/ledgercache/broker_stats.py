@@ -375,7 +375,7 @@ class _Reader:
         if isinstance(value, float):
             if not value.is_integer():
                 self.notes.add(f"{key} not a whole number, rounded", unit, f"{where}: {value:g}")
-            value = int(round(value))
+            value = round(value)
         if not _LONG_MIN <= value <= _LONG_MAX:
             self.notes.add(f"{key} beyond a Java long, read as {repaired_to},", unit, f"{where}: {_kind(value)}")
             return default
@@ -552,7 +552,7 @@ def _looks_like_named_topics(obj: Mapping[str, Any]) -> bool:
         isinstance(k, str)
         and (k.startswith("persistent://") or _named_non_persistent(k))
         and isinstance(v, Mapping)
-        and any(key in v for key in _TOPIC_KEYS + ("metadata",) + _INTERNAL_KEYS)
+        and any(key in v for key in (*_TOPIC_KEYS, "metadata", *_INTERNAL_KEYS))
         for k, v in obj.items()
     )
 
@@ -674,9 +674,9 @@ def _split_aggregate(r: _Reader, name: str, agg: TopicStats, n: int) -> list[Top
         size = agg.msg_throughput_in / agg.msg_rate_in
         if abs(size - agg.average_msg_size) > 0.01 * size + 1.0:
             r.notes.add(
-                f"averageMsgSize of the aggregate not msgThroughputIn / msgRateIn (Pulsar prints an "
-                f"unweighted mean over partitions, a sum before 2.2): message size taken from "
-                f"msgThroughputIn / msgRateIn",
+                "averageMsgSize of the aggregate not msgThroughputIn / msgRateIn (Pulsar prints an "
+                "unweighted mean over partitions, a sum before 2.2): message size taken from "
+                "msgThroughputIn / msgRateIn",
                 "partitioned topic",
                 f"{name}: {agg.average_msg_size:,.0f} B printed, {size:,.0f} B from the rates",
             )

@@ -9,7 +9,6 @@ broker running it would report, which is how the report shows the stats beside w
 (:func:`side_by_side`) and how a synthetic broker is made from a bundled scenario.
 
 How each field of the stats becomes the workload (the rules are here, once):
-
 - Every persistent topic (each partition of a partitioned topic) is one ``topicDetails`` entry:
   ``producerRate`` is ``msgRateIn``; ``messageSize`` is ``averageMsgSize`` (else
   ``msgThroughputIn / msgRateIn``, else 1024 bytes).
@@ -60,14 +59,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import broker_stats as _stats
 from . import metrics as _metrics
+from . import replay as _replay
 from . import trace as _trace
 from . import workload as _workload
 from .errors import InvalidArgumentError
+
+# Read from a broker's stats into a spec: workload.py holds the conversion, since
+# lc.workload.from_broker_stats is it and the conversion needs the generator's estimate.
+from .workload import (
+    CLIENT_DEFAULTS,
+    STALLED_RATE,
+    TAIL_SECONDS,
+    from_broker_stats,
+    workload_and_notes,
+)
 
 __all__ = [
     "STALLED_RATE",
@@ -84,213 +95,6 @@ __all__ = [
     "window_seconds",
     "workload_and_notes",
 ]
-
-# A subscription at most this many seconds of publishing behind tails (acknowledgements trail
-# deliveries; entries this recent are in any cache).
-TAIL_SECONDS = 2.0
-# Messages/s of a consumer the stats show connected but dispatching nothing.
-STALLED_RATE = 0.01
-# The Pulsar Java client's producer and consumer defaults (ProducerConfigurationData,
-# ConsumerConfigurationData): how an operator's producers batch, unlike OMB's.
-CLIENT_DEFAULTS: dict[str, Any] = {
-    "batchingEnabled": True,
-    "batchingMaxPublishDelayMs": 1,
-    "batchingMaxMessages": 1000,
-    "batchingMaxBytes": 131072,
-    "receiverQueueSize": 1000,
-}
-_SINGLE = ("Exclusive", "Failover")
-_MAX_REDELIVERY = 0.5
-_MAX_MESSAGE = (1 << 31) - 1
-# startSeconds 0 means "opens at the end"; a lagging subscription opens at the first entry no earlier.
-_EARLIEST_START = 1e-3
-
-
-def _positive(name: str, value: float) -> float:
-    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
-        raise InvalidArgumentError(f"invalid {name}: expected a number above 0, got {value!r}")
-    return float(value)
-
-
-def from_broker_stats(
-    source: Any,
-    *,
-    test_duration_minutes: float = 2.0,
-    max_backlog_minutes: float = 10.0,
-    consumer_headroom: float = 1.2,
-    receiver_queue_size: int = 1000,
-    settings: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A workload spec (a mapping for :mod:`ledgercache.workload`) reproducing a broker's topics.
-
-    ``source``: a stats dump's path, a mapping, or a :class:`~ledgercache.broker_stats.BrokerStats`
-    (:func:`ledgercache.broker_stats.read` says which dumps are accepted). ``settings``: more
-    workload settings (dispatcher knobs, ``brokerIngest...``), winning over the defaults here. The
-    module docstring gives the rules.
-    """
-    return workload_and_notes(
-        source,
-        test_duration_minutes=test_duration_minutes,
-        max_backlog_minutes=max_backlog_minutes,
-        consumer_headroom=consumer_headroom,
-        receiver_queue_size=receiver_queue_size,
-        settings=settings,
-    )[0]
-
-
-def workload_and_notes(
-    source: Any,
-    *,
-    test_duration_minutes: float = 2.0,
-    max_backlog_minutes: float = 10.0,
-    consumer_headroom: float = 1.2,
-    receiver_queue_size: int = 1000,
-    settings: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, Any], list[str]]:
-    """:func:`from_broker_stats`'s spec, and a line for each place where the workload cannot give
-    what the stats say (a backlog over the cap or out of the run's reach, a subscription nobody
-    reads, an idle topic with a backlog)."""
-    stats = source if isinstance(source, _stats.BrokerStats) else _stats.read(source)
-    notes: list[str] = []
-    test = _positive("test_duration_minutes", test_duration_minutes)
-    max_lag_s = _positive("max_backlog_minutes", max_backlog_minutes) * 60.0
-    headroom = _positive("consumer_headroom", consumer_headroom)
-    queue = int(_positive("receiver_queue_size", receiver_queue_size))
-    topics: list[dict[str, Any]] = []
-    warmup_s = 0.0
-    for t in stats.topics:
-        rate = t.msg_rate_in
-        size = min(
-            _MAX_MESSAGE,
-            max(1, round(t.average_msg_size or (t.msg_throughput_in / rate if rate > 0 else 0.0) or 1024.0)),
-        )
-        per_entry = _messages_per_entry(rate, size, settings or {})
-        subs = []
-        for s in t.subscriptions:
-            sub, start = _subscription(s, rate, per_entry, headroom, queue, max_lag_s)
-            warmup_s = max(warmup_s, start)
-            subs.append(sub)
-            where = f"{t.name} {s.name}"
-            if rate > 0 and s.msg_backlog * per_entry / rate > max_lag_s:
-                notes.append(
-                    f"{where}: backlog longer than {max_lag_s / 60:g} min of publishing; simulated as "
-                    f"{max_lag_s / 60:g} min of lag"
-                )
-            if not s.consumers and s.msg_backlog:
-                notes.append(
-                    f"{where}: no consumer, so nothing reads it: its backlog is everything published since it opened"
-                )
-        if rate == 0 and any(s.msg_backlog for s in t.subscriptions):
-            notes.append(
-                f"{t.name}: a backlog but no publishing: its reads are not simulated (a trace holds "
-                f"only entries it publishes)"
-            )
-        topics.append({"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs})
-    if not any(t["producerRate"] > 0 or t["subscriptions"] for t in topics):
-        raise InvalidArgumentError(
-            "invalid stats: no persistent topic publishes or has a subscription: nothing to simulate"
-        )
-    if any(sub["redeliveryRate"] > 0 for t in topics for sub in t["subscriptions"]):
-        # Nacks come back a redelivery delay after the nack: the warm-up covers it, so the test's
-        # redeliveries are at the stats' steady rate.
-        warmup_s = max(warmup_s, _nack_delay_seconds(settings or {}))
-    end_s = warmup_s + test * 60.0
-    for topic in topics:
-        for sub in topic["subscriptions"]:
-            if sub["startSeconds"] > 0 and sub["consumerRates"]:
-                sub["startSeconds"], reached = _start_for_backlog_at_end(sub, topic["producerRate"], warmup_s, end_s)
-                if not reached:
-                    notes.append(
-                        f"{topic['name']} {sub['name']}: its backlog changes faster than the run can "
-                        f"match (it ends the run with a different backlog; see the comparison)"
-                    )
-    spec: dict[str, Any] = {
-        **CLIENT_DEFAULTS,
-        "receiverQueueSize": queue,
-        "topicDetails": topics,
-        "warmupDurationMinutes": warmup_s / 60.0,
-        "testDurationMinutes": test,
-    }
-    spec.update(settings or {})
-    return spec, notes
-
-
-def _start_for_backlog_at_end(
-    sub: Mapping[str, Any], rate_in: float, warmup_s: float, end_s: float
-) -> tuple[float, bool]:
-    """When a lagging subscription opens at the topic's first entry so that its backlog at the end
-    of the run is the one the stats give (they describe the broker when it was dumped): opened at
-    ``s`` and reading at ``r``, it is ``rate_in * end - r * (end - s)`` messages behind at the end.
-    Its start as :func:`_subscription` set it (the backlog's seconds of publishing) is where a
-    subscription reading at the publish rate opens; one reading slower opens earlier, one draining
-    its backlog later, within (0, warm-up]; and whether that start gives the backlog (a backlog
-    growing too fast for the run, or draining too fast, cannot be reached)."""
-    rates = sub["consumerRates"]
-    r = rates[0] if sub["type"] in _SINGLE else sum(rates)
-    backlog = sub["startSeconds"] * rate_in
-    if r <= STALLED_RATE * len(rates):
-        return sub["startSeconds"], False  # stalled: its backlog is whatever was published since it opened
-    start = end_s - (rate_in * end_s - backlog) / r
-    fitted = min(warmup_s, max(_EARLIEST_START, start))
-    return fitted, abs(fitted - start) < 1.0
-
-
-def _messages_per_entry(rate: float, size: int, settings: Mapping[str, Any]) -> float:
-    """Messages in an entry (a producer batch) at this rate and message size: the generator's own
-    estimate, so that a backlog in entries becomes the seconds of publishing it simulates."""
-    if rate <= 0:
-        return 1.0
-    e = _workload.estimate(
-        {
-            **CLIENT_DEFAULTS,
-            **settings,
-            "producerRate": rate,
-            "messageSize": size,
-            "testDurationMinutes": 1,
-            "warmupDurationMinutes": 0,
-        }
-    )
-    return e["messages"] / e["entries"] if e["entries"] else 1.0
-
-
-def _lags(backlog_messages: float, consumers: int, queue: int, rate_in: float) -> bool:
-    return backlog_messages > max(queue * max(1, consumers), TAIL_SECONDS * rate_in)
-
-
-def _nack_delay_seconds(settings: Mapping[str, Any]) -> float:
-    """The clients' negative-ack redelivery delay the workload simulates, in seconds (the Java
-    client's one minute unless ``settings`` says otherwise)."""
-    return float(_workload.estimate({**CLIENT_DEFAULTS, **settings})["nack_redelivery_delay_seconds"])
-
-
-def _subscription(
-    s: "_stats.SubscriptionStats", rate_in: float, per_entry: float, headroom: float, queue: int, max_lag_s: float
-) -> tuple[dict[str, Any], float]:
-    consumers = sorted(s.consumers, key=lambda c: -c.msg_rate_out)  # the busiest is the active one
-    redelivery = min(_MAX_REDELIVERY, s.msg_rate_redeliver / s.msg_rate_out) if s.msg_rate_out > 0 else 0.0
-    backlog = s.msg_backlog * per_entry
-    lags = _lags(backlog, len(consumers), queue, rate_in)
-    total = s.msg_rate_out if lags else max(s.msg_rate_out, rate_in) * headroom
-    start = min(backlog / rate_in, max_lag_s) if lags and rate_in > 0 else 0.0
-    rates: list[float] = []
-    if consumers:
-        if s.type in _SINGLE:
-            weights = [1.0] + [0.0] * (len(consumers) - 1)
-        else:
-            weights = [c.msg_rate_out for c in consumers]
-            if sum(weights) <= 0:
-                weights = [1.0] * len(consumers)
-        rates = [max(STALLED_RATE, total * w / sum(weights)) for w in weights]
-    return (
-        {
-            "name": s.name,
-            "type": s.type or "Exclusive",
-            "consumerRates": rates,
-            "startSeconds": start,
-            "redeliveryRate": redelivery,
-        },
-        start,
-    )
 
 
 def window_seconds(spec: Mapping[str, Any]) -> tuple[int, int]:
@@ -350,7 +154,7 @@ def summarize(
     since_us: int = 0,
     until_us: int | None = None,
     subscription: Callable[[str, str], tuple[str, int]] | None = None,
-) -> "_stats.BrokerStats":
+) -> _stats.BrokerStats:
     """The stats a broker running ``trace`` would report: per topic the publish rate, throughput and
     average message size over the window from ``since_us`` to ``until_us`` (default: the trace's
     last event; rows from ``until_us`` on are not read), and per
@@ -404,7 +208,7 @@ class Summary:
             _count_adds(topics, adds, since_us)
         _cursor_ops(topics, batch, is_add, before, since_us)
 
-    def stats(self, subscription: Callable[[str, str], tuple[str, int]] | None = None) -> "_stats.BrokerStats":
+    def stats(self, subscription: Callable[[str, str], tuple[str, int]] | None = None) -> _stats.BrokerStats:
         """The stats of what was fed (:func:`summarize` says what each field is)."""
         since_us, until_us, topics = self.since_us, self.until_us, self._topics
         first_us, last_us = self._first_us, self._last_us
@@ -513,7 +317,6 @@ def _cursor_ops(
     position by their counts, its last ack sets the acknowledged prefix); any other cursor goes
     row by row, as :func:`_apply` says. Either way the cost is the batch's rows, not the batch's
     rows times its topics."""
-    import numpy as np
 
     # Made here, not at import: pyarrow's conversion of a Python list imports pandas (when
     # installed), which would add a fifth of a second to every `import ledgercache`.
@@ -543,7 +346,7 @@ def _cursor_ops(
     published = published_all[rows]
     cursor_enc = pc.dictionary_encode(taken.column("cursor"))
     # A null cursor is a name of its own (None), after the dictionary's.
-    cursor_names = cursor_enc.dictionary.to_pylist() + [None]
+    cursor_names = [*cursor_enc.dictionary.to_pylist(), None]
     cursor_code = (
         pc.fill_null(cursor_enc.indices, len(cursor_names) - 1).to_numpy(zero_copy_only=False).astype(np.int64)
     )
@@ -703,7 +506,7 @@ def _count_adds(topics: dict[str, _Topic], adds: pa.RecordBatch, since_us: int) 
             t.window_bytes += row["size_sum"]
 
 
-def side_by_side(stats: "_stats.BrokerStats", generated: "_stats.BrokerStats") -> list[dict[str, Any]]:
+def side_by_side(stats: _stats.BrokerStats, generated: _stats.BrokerStats) -> list[dict[str, Any]]:
     """One row per topic and per subscription: the stats' publish or dispatch rate and backlog
     beside the generated trace's (``None`` where the trace has no such topic or subscription)."""
     gen_topics = {t.name: t for t in generated.topics}
@@ -754,23 +557,21 @@ def subscriptions_of(spec: Mapping[str, Any]) -> Callable[[str, str], tuple[str,
     return lambda topic, cursor: ("Exclusive", 1) if cursor.startswith("catch-up-") else (kind, n)
 
 
-def dump(spec: Any, config: Any, *, seed: int = 1) -> tuple["_stats.BrokerStats", "_metrics.CacheMetrics"]:
+def dump(spec: Any, config: Any, *, seed: int = 1) -> tuple[_stats.BrokerStats, _metrics.CacheMetrics]:
     """A synthetic broker: what a broker running ``spec`` (a scenario, file or mapping) with the
     cache ``config`` would report: its stats dump (:func:`summarize` over the test window) and its
     cache metrics (hits and misses a second over the window, from a replay; byte rates from the
     replay's mean entry size; ``used_size`` the cache's bytes at the end)."""
-    import ledgercache as lc
-
-    settings = lc.workload.resolve(spec)
+    settings = _workload.resolve(spec)
     window = window_seconds(settings)
-    summary, series = lc.replay(lambda: lc.workload.stream(settings, seed), [config], with_timeseries=True)
+    summary, series = _replay.replay(lambda: _workload.stream(settings, seed), [config], with_timeseries=True)
     seconds = window[1] - window[0]
     reads, hits = window_counts(series, window)
     row = summary.to_pylist()[0]
     entry = row["read_bytes"] / row["entries_read"] if row["entries_read"] else 0.0
     inside = series.filter(pc.less(series.column("second"), window[1]))
     stats = summarize(
-        lambda: lc.workload.stream(settings, seed),
+        lambda: _workload.stream(settings, seed),
         since_us=window[0] * 1_000_000,
         until_us=window[1] * 1_000_000,
         subscription=subscriptions_of(settings),

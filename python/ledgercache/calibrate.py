@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,7 +56,9 @@ from . import broker_stats as _stats
 from . import broker_workload as _bw
 from . import metrics as _metrics
 from . import workload as _workload
+from .calibrate_report import render
 from .errors import InvalidArgumentError
+from .report_common import design_label, format_size
 
 __all__ = [
     "DESIGNS",
@@ -167,13 +170,9 @@ class Calibration:
         return _bw.side_by_side(self.stats, self.generated)
 
     def text(self, top: int = 10) -> str:
-        from .calibrate_report import render
-
         return "\n".join(render(self, markdown=False, top=top))
 
     def markdown(self) -> str:
-        from .calibrate_report import render
-
         return "\n".join(render(self, markdown=True, top=None))
 
 
@@ -204,7 +203,6 @@ def _current_config(
     current_cache_size: int | None,
 ) -> tuple[Any, str]:
     """The broker's cache settings and where its size came from."""
-    import warnings
 
     key = "managedLedgerCacheSizeMB"
     written = (conf.get(key) or "").strip()
@@ -269,7 +267,7 @@ def calibrate(
     broker's cache in bytes where its ``broker.conf`` leaves it to the direct memory and the
     metrics do not give that; ``widen``: widen a sweep whose answer sits on its edge.
     """
-    import ledgercache as lc
+    import ledgercache as lc  # noqa: PLC0415 -- the package (lc.replay, lc.designs): its __init__ imports this module
 
     if not (
         isinstance(margin, (int, float)) and not isinstance(margin, bool) and math.isfinite(margin) and 0 <= margin < 1
@@ -351,7 +349,7 @@ def calibrate(
         traces = [trace or fresh] + [fresh] * (len(groups) - 1)
         workers = min(len(groups), os.cpu_count() or 1)
         if workers <= 1:
-            results = [run_group(g, t) for g, t in zip(groups, traces)]
+            results = [run_group(g, t) for g, t in zip(groups, traces, strict=True)]
         else:
             with ThreadPoolExecutor(workers) as pool:  # replays run in Rust, without the GIL
                 results = list(pool.map(run_group, groups, traces))
@@ -445,7 +443,7 @@ class _Sweep:
         configs = [self._config.replace(strategy=d, cache_size_bytes=s) for d, s in pairs]
         results = self._run(configs) if trace is None else self._run(configs, trace)
         out = {}
-        for (d, s), (p, peak) in zip(pairs, results):
+        for (d, s), (p, peak) in zip(pairs, results, strict=True):
             if peak <= UNFILLED_SHARE * s and (d not in self._unfilled or peak < self._unfilled[d][0]):
                 self._unfilled[d] = (peak, p)
             out[d, s] = p
@@ -516,7 +514,6 @@ def _by_design(sweep: Iterable[Prediction]) -> dict[str, list[Prediction]]:
 
 def _flat_notes(sweep: Iterable[Prediction], margin: float) -> list[str]:
     """A note for the designs whose hit ratio is within ``margin`` at every size swept."""
-    from .report_common import design_label, format_size
 
     def spread(runs: list[Prediction]) -> float:
         ratios = [p.hit_ratio for p in runs if p.hit_ratio is not None]

@@ -9,12 +9,15 @@ broker runs, the topics, the notes. Designs are named as operators know them (``
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .broker_stats import _counted
-from .report_common import MIB, design_label, format_size as _size, md_escape
+from .report_common import MIB, _designs, design_label, md_escape
+from .report_common import format_size as _size
+from .report_html import markdown_table, write_page
+from .report_plots import _pyplot, design_style, legend_below, save, size_axis
 
 if TYPE_CHECKING:
     from .calibrate import Calibration
@@ -28,8 +31,6 @@ BEHIND_SECONDS = 10
 
 
 def _labels() -> dict[str, str]:
-    from .report_common import _designs
-
     return {d["name"]: design_label(d["name"]) for d in _designs()}
 
 
@@ -47,15 +48,15 @@ def _mbps(reads: float, entry_bytes: float) -> str:
 
 def _table(markdown: bool, header: list[str], rows: list[list[str]]) -> list[str]:
     if markdown:
-        from .report_html import markdown_table
-
         return markdown_table([md_escape(x) for x in header], [[md_escape(x) for x in r] for r in rows])
-    widths = [max(len(x) for x in col) for col in zip(header, *rows)]
-    fmt = lambda r: "  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths)))
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
+    fmt = lambda r: "  ".join(
+        x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths, strict=True))
+    )
     return [fmt(header)] + [fmt(r) for r in rows]
 
 
-def _fit_words(c: "Calibration") -> str:
+def _fit_words(c: Calibration) -> str:
     f = c.fit
     if f is None:
         return ""
@@ -74,15 +75,12 @@ def _fit_words(c: "Calibration") -> str:
     )
 
 
-def headline(c: "Calibration", labels: dict[str, str]) -> str:
+def headline(c: Calibration, labels: dict[str, str]) -> str:
     """The answer in one sentence: the best change a broker can make that the fit supports, or why none."""
     cur = c.current
     now = f"{labels.get(cur.strategy, cur.strategy)} at {_size(cur.cache_size_bytes)}"
     acted = [r for r in c.recommendations if r["verdict"] in ("recommended", "qualified")]
-    if c.mismatches:
-        prefix = "First make the stats and the metrics agree (below); until then: "
-    else:
-        prefix = ""
+    prefix = "First make the stats and the metrics agree (below); until then: " if c.mismatches else ""
     if c.current.reads_per_second == 0:
         return (
             f"{prefix}nothing to recommend: in the workload the stats describe, no subscription reads "
@@ -107,7 +105,7 @@ def headline(c: "Calibration", labels: dict[str, str]) -> str:
     return f"{prefix}{word} {labels.get(best['strategy'], best['strategy'])} at {_size(best['cache_size_bytes'])}: {effect}."
 
 
-def _answer(c: "Calibration", labels: dict[str, str], bullet: str) -> list[str]:
+def _answer(c: Calibration, labels: dict[str, str], bullet: str) -> list[str]:
     cur = c.current
     first = headline(c, labels)
     lines = [
@@ -138,7 +136,7 @@ def _answer(c: "Calibration", labels: dict[str, str], bullet: str) -> list[str]:
     return lines
 
 
-def _topic_rows(c: "Calibration") -> list[dict[str, Any]]:
+def _topic_rows(c: Calibration) -> list[dict[str, Any]]:
     """Topics ranked by the reads most likely to reach storage: dispatch of the subscriptions
     whose backlog is more than :data:`BEHIND_SECONDS` of publishing (their reads run behind the
     tail, where a cache holds least). The lab counts cache misses broker-wide, not per topic."""
@@ -161,7 +159,7 @@ def _topic_rows(c: "Calibration") -> list[dict[str, Any]]:
 
 
 def render(
-    c: "Calibration", markdown: bool, top: int | None = TOP_TOPICS, plots: Sequence[tuple[str, str]] = ()
+    c: Calibration, markdown: bool, top: int | None = TOP_TOPICS, plots: Sequence[tuple[str, str]] = ()
 ) -> list[str]:
     """The calibration as lines of text (``markdown=False``: for the terminal, ``top`` topics) or
     Markdown (every topic; ``plots`` as ``(title, file name)`` pairs to show)."""
@@ -175,7 +173,7 @@ def render(
     if c.mismatches:
         lines += [h("Check first: the stats and the metrics disagree"), ""]
         lines += [bullet + m for m in c.mismatches] + [""]
-    lines += [h("The answer"), ""] + _answer(c, labels, bullet) + [""]
+    lines += [h("The answer"), "", *_answer(c, labels, bullet), ""]
     f = c.fit
     if f is not None:
         lines += [h("How well the lab fits this broker"), ""]
@@ -298,9 +296,7 @@ def render(
     return lines
 
 
-def _plots(c: "Calibration", out: Path) -> list[tuple[str, str]]:
-    from .report_plots import _pyplot, design_style, legend_below, save, size_axis
-
+def _plots(c: Calibration, out: Path) -> list[tuple[str, str]]:
     plt = _pyplot()
     designs = list(dict.fromkeys(p.strategy for p in c.sweep))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.4))
@@ -333,10 +329,9 @@ def _plots(c: "Calibration", out: Path) -> list[tuple[str, str]]:
     return [("hit ratio and storage reads by cache size", "calibrate.png")]
 
 
-def write(c: "Calibration", out: Path) -> None:
+def write(c: Calibration, out: Path) -> None:
     """Writes ``report.md``, ``report.html`` (one self-contained page, the plot embedded) and
     ``calibrate.png`` into ``out``."""
-    from .report_html import write_page
 
     plots = _plots(c, out)
     write_page(out, "\n".join(render(c, markdown=True, top=None, plots=plots)), title="Your broker")

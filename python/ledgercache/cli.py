@@ -13,15 +13,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import json
+import math
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
+import ledgercache as lc
+
+from . import __version__, _extras, calibrate_report
 
 ALL_STRATEGIES = ("pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady")
 # Cache sizes for a trace or spec file that names none: a broker's cache, from a small one to a big
@@ -93,13 +105,13 @@ def parse_grid(text: str) -> list[int]:
         factor = float(parts[2]) if len(parts) == 3 else 2.0
     except ValueError:
         factor = 0.0
-    if not factor > 1.0 or factor != factor or factor == float("inf"):
+    if not factor > 1.0 or not math.isfinite(factor):
         raise CliError(f"invalid --sizes {text!r}: the factor must be a number above 1")
     if not 0 < low <= high:
         raise CliError(f"invalid --sizes {text!r}: MIN must be above 0 and at most MAX")
     sizes = [low]
     while sizes[-1] * factor <= high * (1 + 1e-9):
-        sizes.append(int(round(sizes[-1] * factor)))
+        sizes.append(round(sizes[-1] * factor))
         if len(sizes) > MAX_GRID_SIZES:
             raise CliError(f"invalid --sizes {text!r}: more than {MAX_GRID_SIZES} sizes; use a larger factor")
     return sizes
@@ -199,8 +211,6 @@ def _signature(path: Path) -> dict:
 
 
 def _sha256(path: Path) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -211,7 +221,6 @@ def _sha256(path: Path) -> str:
 def _read_manifest(out: Path) -> dict[str, list[dict]]:
     """Each file a run wrote into ``out``, with the signatures it may have (several while a commit
     is under way). A missing or unreadable manifest lists nothing: then nothing counts as ours."""
-    import json
 
     try:
         files = json.loads((out / MANIFEST).read_text()).get("files", {})
@@ -225,10 +234,6 @@ def _read_manifest(out: Path) -> dict[str, list[dict]]:
 
 
 def _write_manifest(out: Path, files: dict[str, list[dict]]) -> None:
-    import json
-
-    from . import __version__
-
     text = json.dumps(
         {
             "written_by": f"ledgercache {__version__}",
@@ -248,7 +253,6 @@ def _unchanged(path: Path, sigs: list[dict]) -> bool:
         st = path.lstat()
     except OSError:
         return False
-    import stat
 
     if not stat.S_ISREG(st.st_mode):
         return False
@@ -375,7 +379,7 @@ def _commit(stage: Path, out: Path, new: dict[str, dict], force: bool) -> None:
     stale = [name for name in ours if name not in new]
     # First the manifest names both the old and the new form of each file: a kill between the
     # replacements below leaves files this manifest still calls ours.
-    _write_manifest(out, {**{n: ours[n] for n in stale}, **{n: ours.get(n, []) + [sig] for n, sig in new.items()}})
+    _write_manifest(out, {**{n: ours[n] for n in stale}, **{n: [*ours.get(n, []), sig] for n, sig in new.items()}})
     for name in new:
         os.replace(stage / name, out / name)
     for name in stale:
@@ -446,8 +450,6 @@ def _configs(lc, strategies: Iterable[str], sizes: Iterable[int], settings: Iter
 
 
 def _session(args):
-    import ledgercache as lc
-
     # A master that spark-submit set wins over --master (lc.spark.session warns if they differ).
     spark = lc.spark.session("ledgercache-cli", master=args.master, cores=args.cores)
     print(f"spark: master {spark.sparkContext.master}", file=sys.stderr, flush=True)
@@ -522,8 +524,6 @@ def _check_disk(estimate: dict, out: Path) -> None:
 
 
 def cmd_generate(args) -> None:
-    import ledgercache as lc
-
     if (args.spec is None) == (args.from_stats is None):
         raise CliError("name a scenario or spec file, or a broker's stats dump with --from-stats (one of them)")
     if args.from_stats is not None and args.warmup_minutes is not None:
@@ -649,7 +649,6 @@ def _is_trace(lc, name: str) -> bool:
 def _trace_events(path: Path) -> tuple[int, bool]:
     """The events a trace file holds, and whether that is exact: Parquet says in its footer; for
     CSV and Arrow files an estimate from the size (the progress bar says "~")."""
-    import pyarrow.parquet as pq
 
     try:
         if path.is_dir() or path.suffix.lower() == ".parquet":
@@ -702,11 +701,6 @@ REPLAY_OUTPUTS = ("summary.parquet", "summary.csv", "timeseries.parquet")
 
 
 def cmd_replay(args) -> None:
-    import pyarrow.csv as pcsv
-    import pyarrow.parquet as pq
-
-    import ledgercache as lc
-
     sizes = _sizes(lc, args, None)
     configs = _configs(lc, args.strategy or ALL_STRATEGIES, sizes, args.set or ())
     source = Path(args.trace)
@@ -745,11 +739,6 @@ def _label(name: str) -> str:
 
 
 def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    import ledgercache as lc
-
     out = Path(args.output)
     # Everything a name can get wrong is found before anything runs: a misspelt scenario, a spec's
     # bad key, a missing trace, an output directory that is not ours.
@@ -829,14 +818,10 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
 
 
 def cmd_compare(args) -> None:
-    import ledgercache as lc
-
     compare(args, args.spec or list(lc.workload.SCENARIOS), with_throttling=args.with_throttling or not args.spec)
 
 
 def cmd_sweep(args) -> None:
-    import ledgercache as lc
-
     if not 0.0 <= args.target_hit_ratio <= 1.0:
         raise CliError(f"invalid --target-hit-ratio {args.target_hit_ratio:g}: use a ratio in [0, 1]")
     if not args.cache_size and not args.sizes:
@@ -847,17 +832,12 @@ def cmd_sweep(args) -> None:
 
 
 def cmd_demo(args) -> None:
-    import ledgercache as lc
-
     # Each scenario at its own sizes (SCENARIO_CACHE_SIZES), every strategy.
     args.strategy, args.cache_size, args.sizes, args.set = list(ALL_STRATEGIES), None, None, []
     compare(args, list(lc.workload.SCENARIOS), with_throttling=True)
 
 
 def cmd_calibrate(args) -> None:
-    import ledgercache as lc
-    from . import calibrate_report
-
     sizes = (
         parse_grid(args.sizes)
         if args.sizes
@@ -906,8 +886,6 @@ def _key_value(item: str, flag: str) -> tuple[str, str]:
 
 
 def cmd_broker_dump(args) -> None:
-    import ledgercache as lc
-
     out = Path(args.output)
     check_output_dir(out, args.force, ("stats.json", "metrics.txt", "broker.conf"))
     with _naming_spec(lc, args.spec):
@@ -1187,7 +1165,6 @@ def _one_line(exc: BaseException) -> str:
 def _needs(args) -> tuple[str, ...]:
     """The optional modules (the ``lab`` extra) a command needs: matplotlib and markdown for a report, pyspark
     and pandas for a Spark run. Checked before the command computes anything."""
-    from . import _extras
 
     spark = _uses_spark(args)
     report = args.command in ("compare", "sweep", "demo") or (args.command == "calibrate" and bool(args.output))
@@ -1198,8 +1175,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _umask()
     try:
-        from . import _extras
-
         _extras.require(f"ledgercache {args.command}", _needs(args))
         args.run(args)
     except KeyboardInterrupt:

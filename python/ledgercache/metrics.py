@@ -127,9 +127,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from ._files import decode_json_at, read_text
+from ._native import CacheConfig
 from .errors import InvalidArgumentError, MissingDependencyError
 
 __all__ = [
@@ -252,7 +253,6 @@ class BrokerMetrics:
         before). ``None`` when the file does not give the direct memory."""
         if self.direct_memory_max_bytes is None:
             return None
-        from ._native import CacheConfig
 
         # One implementation of Pulsar's rule: the one broker.conf reading applies.
         return CacheConfig.from_broker_conf({}, direct_memory_bytes=self.direct_memory_max_bytes).cache_size_bytes
@@ -267,7 +267,7 @@ class _Notes:
 
     def add(self, name: str, labels: Mapping[str, str], problem: str, action: str) -> None:
         # Keyed by the kind of problem without its value: -1 and -312 are both "negative".
-        kind = problem.split(" (")[0]
+        kind = problem.split(" (", maxsplit=1)[0]
         entry = self._notes.setdefault((name, kind, action), [f"{name}{_fmt(labels)}: {problem}; {action}", 0])
         entry[1] += 1
 
@@ -481,7 +481,7 @@ def _read_text(path: Path, max_bytes: int) -> str:
 
 
 def read_prometheus(
-    source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | None = None, max_bytes: int = MAX_FILE_BYTES
+    source: str | os.PathLike[str], *, labels: Mapping[str, str] | None = None, max_bytes: int = MAX_FILE_BYTES
 ) -> BrokerMetrics:
     """Read Prometheus text exposition: a path (``os.PathLike``, or a ``str`` without a newline)
     or the text itself (a ``str`` with a newline). ``labels`` picks one broker's series."""
@@ -494,7 +494,7 @@ def read_prometheus(
 
 def _parse_prometheus(text: str, label: str, labels: Mapping[str, str] | None) -> BrokerMetrics:
     try:
-        from prometheus_client.parser import text_string_to_metric_families
+        from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415 -- guarded: a broken install gets an error naming the package
     except ImportError:  # a declared dependency; only a broken install lacks it
         raise MissingDependencyError(
             "ledgercache.metrics needs prometheus_client: pip install prometheus-client", ("prometheus_client",)
@@ -564,7 +564,7 @@ def _json_values(text: str, label: str) -> list[Any]:
 
 
 def read_monitoring_metrics(
-    source: Union[str, "os.PathLike[str]", list[Any]],
+    source: str | os.PathLike[str] | list[Any],
     *,
     labels: Mapping[str, str] | None = None,
     max_bytes: int = MAX_FILE_BYTES,
@@ -634,7 +634,7 @@ def _from_monitoring_values(values: list[Any], label: str, labels: Mapping[str, 
 
 
 def read(
-    source: Union[str, "os.PathLike[str]"], *, labels: Mapping[str, str] | None = None, max_bytes: int = MAX_FILE_BYTES
+    source: str | os.PathLike[str], *, labels: Mapping[str, str] | None = None, max_bytes: int = MAX_FILE_BYTES
 ) -> BrokerMetrics:
     """Read a metrics file of either format, detected from its first non-blank character
     (``[`` or ``{``: monitoring-metrics JSON; else Prometheus text)."""
@@ -685,7 +685,7 @@ def _escape(value: str) -> str:
 
 def write_prometheus(
     cache: CacheMetrics,
-    path: Union[str, "os.PathLike[str]"],
+    path: str | os.PathLike[str],
     labels: Mapping[str, str] | None = None,
     *,
     version: str | None = None,

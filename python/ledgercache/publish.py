@@ -243,7 +243,7 @@ def noisy_neighbour(seconds: int = 10, hot_rate: int = 200, cold_rate: int = 50,
             events.append((t, 1, topic, "add", None, i, None, producer))
             events.append((t, 2, topic, "read", "sub", None, 1, None))
     events.sort(key=lambda e: (e[0], e[1]))
-    cols = list(zip(*events))
+    cols = list(zip(*events, strict=True))
     n = len(events)
     return pa.table(
         {

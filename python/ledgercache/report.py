@@ -21,10 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import _extras
-from .report_answer import answer_lines, overview_lines
+from .errors import InvalidArgumentError
+from .report_answer import Rates, _at, answer_lines, design_points, overview_lines, recommend
 from .report_common import (
     MIB,
     broker_designs,
+    design_info,
     design_label,
     design_order,
     format_mib_rate,
@@ -96,7 +98,7 @@ def _rows(summary: pa.Table, scenario: str) -> list[dict]:
     merged: dict[tuple, dict] = {}
     for r in _of_scenario(summary, scenario):
         key = (r["strategy"], r["cache_size_bytes"])
-        m = merged.setdefault(key, {"strategy": key[0], "cache_size_bytes": key[1], **{k: None for k in _SUMMED}})
+        m = merged.setdefault(key, {"strategy": key[0], "cache_size_bytes": key[1], **dict.fromkeys(_SUMMED)})
         for k in _SUMMED:
             if r.get(k) is not None:
                 m[k] = (m[k] or 0) + r[k]
@@ -174,9 +176,9 @@ def _text_table(columns: tuple, rows: list[dict]) -> list[str]:
     cells = [[fmt(r[key]).replace("\\", "") for _, key, fmt in columns] for r in rows]
     # A list, so a table without rows still has widths (max of one int would fail).
     widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, (h, _, _) in enumerate(columns)]
-    first = lambda i, text, w: text.ljust(w) if i == 0 else text.rjust(w)  # noqa: E731
-    return ["  ".join(first(i, h, w) for i, ((h, _, _), w) in enumerate(zip(columns, widths)))] + [
-        "  ".join(first(i, c, w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells
+    first = lambda i, text, w: text.ljust(w) if i == 0 else text.rjust(w)
+    return ["  ".join(first(i, h, w) for i, ((h, _, _), w) in enumerate(zip(columns, widths, strict=True)))] + [
+        "  ".join(first(i, c, w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in cells
     ]
 
 
@@ -218,8 +220,6 @@ def smallest_sizes(summary: pa.Table, target_hit_ratio: float) -> list[dict]:
     ``--sizes`` grid gives a tighter answer.
     """
     if not 0.0 <= target_hit_ratio <= 1.0:
-        from .errors import InvalidArgumentError
-
         raise InvalidArgumentError(f"invalid target_hit_ratio: expected a ratio in [0, 1], got {target_hit_ratio!r}")
     out = []
     for scenario in _scenarios(summary):
@@ -379,7 +379,6 @@ FIDELITY = {
 
 def _model_section(summary: pa.Table) -> list[str]:
     """How the designs were simulated, and every setting of these runs that departs from Pulsar."""
-    from .report_common import design_info
 
     run = set(summary.column("strategy").to_pylist()) if "strategy" in summary.column_names else set()
     rows = [
@@ -411,7 +410,7 @@ def _model_section(summary: pa.Table) -> list[str]:
     note = retained_note(summary)
     if note:
         lines.append(f"- **Not measured:** {note}")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def _table(columns: tuple, rows: list[dict]) -> list[str]:
@@ -462,7 +461,6 @@ def answer_text(summary: pa.Table, series: pa.Table | None = None, target_hit_ra
     """The answer in plain lines for the terminal (what ``compare``, ``sweep`` and ``demo`` print
     last): per scenario the design and size to run (:func:`answer_markdown`'s choice) beside Pulsar
     4.0's cache at that size."""
-    from .report_answer import Rates, _at, design_points, recommend
 
     lines = ["The answer (only designs a Pulsar broker runs are recommended; the report has the detail):"]
     for scenario in _scenarios(summary):

@@ -308,15 +308,18 @@ def overview_lines(per_scenario: Sequence[tuple[str, Sequence[dict], float | Non
             ]
         )
     legacy = design_label("legacy")
-    return markdown_table(
-        [
-            "scenario",
-            "run this (design, cache size)",
-            "hit ratio",
-            "storage reads",
-            f"{legacy} at that size",
-            f"storage reads saved against {legacy}",
-        ],
-        body,
-        align="llrrrr",
-    ) + [""]
+    return [
+        *markdown_table(
+            [
+                "scenario",
+                "run this (design, cache size)",
+                "hit ratio",
+                "storage reads",
+                f"{legacy} at that size",
+                f"storage reads saved against {legacy}",
+            ],
+            body,
+            align="llrrrr",
+        ),
+        "",
+    ]

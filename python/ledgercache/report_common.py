@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from . import _native
+
 __all__ = [
     "MIB",
     "format_size",
@@ -53,8 +55,6 @@ def format_mib_rate(bytes_per_second: float) -> str:
 
 
 def _designs() -> tuple[dict, ...]:
-    from . import _native
-
     return tuple(dict(d) for d in _native.designs())
 
 

@@ -68,7 +68,7 @@ def legend_below(fig, axes, ncol: int = 2) -> None:
     """One legend for the figure, below its axes (so it covers no data), broker designs first."""
     handles, labels, seen = [], [], set()
     for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             if lab not in seen:
                 seen.add(lab)
                 handles.append(h)
@@ -124,7 +124,7 @@ def plot_by_size(
         1, len(panels), figsize=(width if len(panels) == 1 else 5.4 * len(panels), 4.2), squeeze=False
     )
     axes = list(axes[0])
-    for i, (ax, (key, ylabel)) in enumerate(zip(axes, panels)):
+    for i, (ax, (key, ylabel)) in enumerate(zip(axes, panels, strict=True)):
         drawn = []
         for s in design_order(r["strategy"] for r in rows):
             pts = sorted((r["cache_size_bytes"], r[key]) for r in rows if r["strategy"] == s and r.get(key) is not None)

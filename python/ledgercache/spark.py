@@ -22,7 +22,11 @@ executor instead of creating an empty one.
 
 from __future__ import annotations
 
+import atexit
+import itertools
+import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -31,9 +35,16 @@ import warnings
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+import numpy as np
+import pyarrow as pa
+
 from . import _extras
-from ._native import CacheConfig, EntryCacheManager, FileStorage, ManualClock, ReplaySession, SystemClock
+from . import trace as _trace
+from . import workload as _workload
+from ._native import CacheConfig, EntryCacheManager, FileStorage, ManualClock, ReplaySession, SystemClock, __version__
 from .errors import InvalidArgumentError, MissingDependencyError, StorageError
+from .replay import SERIES_SCHEMA, SUMMARY_SCHEMA, _configs, run_session, tables
+from .trace import SCHEMA
 
 __all__ = [
     "cluster_session",
@@ -55,7 +66,7 @@ _objects: dict[Hashable, tuple[int, Any]] = {}
 
 def _reset_after_fork() -> None:
     # The parent's lock may be held by a thread that does not exist in the child.
-    global _lock
+    global _lock  # noqa: PLW0603 -- a fork handler rebinds the lock: nothing else can
     _lock = threading.Lock()
     _objects.clear()
 
@@ -255,11 +266,11 @@ def executors(spark: Any, tasks: int | None = None) -> list[dict[str, str]]:
     def probe(_: int) -> dict[str, str]:
         # Shipped by value and importing only the standard library (an RDD task, not an Arrow one,
         # so not even pyarrow): it runs in an executor Python that lacks ledgercache, and says so.
-        import socket
-        import sys
+        import socket  # noqa: PLC0415 -- runs on a Spark executor, shipped by value: it imports there
+        import sys  # noqa: PLC0415 -- runs on a Spark executor, shipped by value: it imports there
 
         try:
-            import ledgercache
+            import ledgercache  # noqa: PLC0415 -- runs on a Spark executor, shipped by value: it imports there
 
             version, error = ledgercache.__version__, ""
         except Exception as e:  # reported to the driver, which names the host
@@ -272,7 +283,6 @@ def executors(spark: Any, tasks: int | None = None) -> list[dict[str, str]]:
 def _check_executors(spark: Any) -> None:
     """Raises (and stops the session, which would hold the cluster's cores for nothing) when an
     executor's Python cannot import this version of ledgercache."""
-    from ._native import __version__
 
     bad = [r for r in executors(spark) if r["version"] != __version__]
     if bad:
@@ -302,8 +312,6 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0, m
     simulation; a spec over it raises :class:`~ledgercache.errors.ResourceLimitError` here, on
     the driver, before any task starts.
     """
-    from . import trace as _trace
-    from . import workload as _workload
 
     _extras.require("ledgercache.spark.generate", _extras.SPARK)
     settings = _workload.resolve(spec)
@@ -315,7 +323,7 @@ def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0, m
     _workload.check(settings, broker=0, memory_budget=budget)
 
     def run(batches):
-        import ledgercache as lc
+        import ledgercache as lc  # noqa: PLC0415 -- runs on a Spark executor, shipped by value: it imports there
 
         for batch in batches:
             for broker in batch.column("id").to_pylist():
@@ -328,11 +336,6 @@ def _temporary_parquet(session: Any, trace: Any) -> Any:
     """A DataFrame over ``trace`` (a reader, table or function) written to a temporary Parquet file
     batch by batch. DataFrames are lazy, and any DataFrame derived from this one reads the file
     again, so the file stays until the interpreter exits."""
-    import atexit
-    import shutil
-    import tempfile
-
-    from . import trace as _trace
 
     directory = tempfile.mkdtemp(prefix="ledgercache-trace-")
     atexit.register(shutil.rmtree, directory, True)
@@ -360,14 +363,13 @@ def trace_frame(session: Any, trace: Any) -> Any:
 def _group_runs(batches: Any) -> Any:
     """``(group, batch)`` for each run of equal ``__group`` values in the partition's batches (the
     partition is sorted by group, so a batch holds at most a few runs, in order)."""
-    import numpy as np
 
     for batch in batches:
         if not batch.num_rows:
             continue
         groups = batch.column("__group").to_numpy(zero_copy_only=False)
         cuts = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), batch.num_rows]
-        for a, b in zip(cuts, cuts[1:]):
+        for a, b in itertools.pairwise(cuts):
             yield int(groups[a]), batch.slice(a, b - a)
 
 
@@ -378,12 +380,6 @@ def _replay_partition(batches: Any, chunks: list[list[CacheConfig]]) -> Any:
     batch and the engine's state (the caches and cursors), not the partition. Belady's MIN reads
     its trace twice: for a group that needs it, the first pass also writes the batches to a local
     Arrow IPC file, and the second pass reads that file back batch by batch."""
-    import json
-
-    import pyarrow as pa
-
-    from . import trace as _trace
-    from .replay import run_session, tables
 
     runs = _group_runs(batches)
     pending = next(runs, None)
@@ -392,14 +388,14 @@ def _replay_partition(batches: Any, chunks: list[list[CacheConfig]]) -> Any:
 
         def this_group():
             nonlocal pending
-            while pending is not None and pending[0] == group:
+            while pending is not None and pending[0] == group:  # noqa: B023 -- called within this iteration
                 yield _trace.conform(pending[1])
                 pending = next(runs, None)
 
         session = ReplaySession(chunks[group])
         with _Spill(session.needs_second_pass()) as spill:
             passes = iter((spill.through(this_group()), spill.back()))
-            summary, series = tables(run_session(lambda: next(passes), session))
+            summary, series = tables(run_session(lambda: next(passes), session))  # noqa: B023 -- called within this iteration
         # Each summary row carries its own per-second series (JSON): mapInArrow returns one table.
         per_key: dict[tuple, list] = {}
         for r in series.to_pylist():
@@ -438,9 +434,6 @@ class _Spill:
         if self.path is None:
             yield from batches
             return
-        import pyarrow as pa
-
-        from .trace import SCHEMA
 
         with pa.ipc.new_file(self.path, SCHEMA) as writer:
             for batch in batches:
@@ -448,8 +441,6 @@ class _Spill:
                 yield batch
 
     def back(self) -> Any:
-        import pyarrow as pa
-
         with pa.memory_map(self.path) as source:
             reader = pa.ipc.open_file(source)
             for i in range(reader.num_record_batches):
@@ -487,8 +478,6 @@ def replay(
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from .replay import SUMMARY_SCHEMA, _configs
-
     configs = _configs(configs)
     if not (hasattr(trace_df, "sparkSession") and hasattr(trace_df, "mapInArrow")):
         session = SparkSession.getActiveSession()
@@ -507,7 +496,7 @@ def replay(
         df = df.repartition(n, "broker", "__group").sortWithinPartitions("__group", "broker", "ts_us", "__seq")
 
     def run(batches):
-        from ledgercache.spark import _replay_partition
+        from ledgercache.spark import _replay_partition  # noqa: PLC0415 -- runs on a Spark executor, shipped by value: it imports there
 
         yield from _replay_partition(batches, chunks)
 
@@ -515,11 +504,6 @@ def replay(
     if not with_timeseries:
         return out.drop("per_second")
     # The series is small (a row per trace second and configuration): built on the driver.
-    import json
-
-    import pyarrow as pa
-
-    from .replay import SERIES_SCHEMA
 
     rows = out.collect()
     series: dict[str, list] = {f.name: [] for f in SERIES_SCHEMA}

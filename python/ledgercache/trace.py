@@ -54,14 +54,16 @@ entry: a ``read`` passes over them, taking at most the entries that were added, 
 
 from __future__ import annotations
 
-import functools
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import csv, ipc
 
 from .errors import InvalidArgumentError
 
@@ -98,7 +100,7 @@ OPS = ("open", "close", "add", "read", "replay", "redeliver", "ack", "seek", "de
 OPTIONAL = frozenset({"messages", "reason"})
 REASONS = ("hold-back", "nack", "overflow")
 
-TraceSource = Union[pa.Table, pa.RecordBatch, pa.RecordBatchReader, str, os.PathLike, Callable[[], Any]]
+TraceSource: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | str | os.PathLike | Callable[[], Any]
 
 # Rows of a Parquet row group when a trace is written batch by batch.
 ROW_GROUP_ROWS = 262_144
@@ -214,7 +216,7 @@ def _file_batches(path: Path, open_batches: Callable[[], Iterator[pa.RecordBatch
     while True:
         try:
             batch = next(it)
-            batch.schema.names  # column names that are not UTF-8 (a binary file) fail here
+            _ = batch.schema.names  # column names that are not UTF-8 (a binary file) fail here
         except StopIteration:
             return
         except InvalidArgumentError:
@@ -237,8 +239,6 @@ def naming(source: Any) -> Iterator[None]:
 
 
 def _parquet_batches(path: Path, batch_rows: int, dictionaries: bool) -> Iterator[pa.RecordBatch]:
-    import pyarrow.parquet as pq
-
     # Parquet stores the string columns dictionary-encoded: read that way, a batch holds each name
     # once plus an index per row, not one string per row.
     file = pq.ParquetFile(path)
@@ -261,7 +261,6 @@ def _read_path(path: Path, batch_rows: int, dictionaries: bool = False) -> Itera
         for f in files:
             yield from _file_batches(f, functools.partial(_parquet_batches, f, batch_rows, dictionaries))
     elif suffix in (".arrow", ".feather", ".ipc", ".arrows"):
-        import pyarrow.ipc as ipc
 
         def ipc_batches() -> Iterator[pa.RecordBatch]:
             try:
@@ -274,8 +273,6 @@ def _read_path(path: Path, batch_rows: int, dictionaries: bool = False) -> Itera
 
         yield from _file_batches(path, ipc_batches)
     elif suffix == ".csv":
-        import pyarrow.csv as csv
-
         # Types for the trace's columns; a CSV without the optional ones is fine (conform fills them).
         options = csv.ConvertOptions(column_types={f.name: f.type for f in SCHEMA}, strings_can_be_null=True)
         yield from _file_batches(path, lambda: csv.open_csv(path, convert_options=options))
@@ -303,15 +300,11 @@ def write(
                 writer.write_batch(batch)
                 done(batch)
     elif suffix == ".csv":
-        import pyarrow.csv as csv
-
         with csv.CSVWriter(path, SCHEMA) as writer:
             for batch in batches(trace):
                 writer.write_batch(batch)
                 done(batch)
     else:
-        import pyarrow.parquet as pq
-
         with pq.ParquetWriter(path, SCHEMA) as writer:
             group: list[pa.RecordBatch] = []
             rows = 0

@@ -207,17 +207,19 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import operator
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 import yaml
 
 from . import _native
+from . import broker_stats as _stats
 from ._files import read_bounded
 from .errors import InvalidArgumentError, LedgerCacheError, ResourceLimitError, UnknownSettingError
 from .trace import SCHEMA, conform
@@ -266,41 +268,101 @@ TABLE_BYTES_PER_EVENT = 120
 # The largest spec or driver file read (OMB's are under 1 KiB).
 MAX_SPEC_FILE_BYTES = 1 << 20
 
-Spec = Union[Mapping[str, Any], str, os.PathLike]
+Spec: TypeAlias = Mapping[str, Any] | str | os.PathLike
 
 KNOWN = frozenset(
-    "topics partitions_per_topic message_size subscriptions_per_topic consumer_per_subscription "
-    "producers_per_topic producer_rate consumer_backlog_size_gb backlog_drain_ratio backlog_max_wait_minutes "
-    "test_duration_minutes key_distributor keys "
-    "brokers subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate "
-    "negative_ack_redelivery_delay_ms acknowledgment_group_time_ms max_acknowledgment_group_size seeks_per_minute seek_back_seconds catch_up_readers catch_up_start_seconds "
-    "catch_up_behind_seconds catch_up_speed "
-    "churn_per_minute churn_downtime_seconds max_entries_per_ledger managed_ledger_max_entries_per_ledger "
-    "managed_ledger_max_size_per_ledger_mbytes managed_ledger_min_ledger_rollover_time_minutes "
-    "managed_ledger_max_ledger_rollover_time_minutes read_batch_size receiver_queue_size "
-    "consumer_headroom batching_enabled batching_max_publish_delay_ms batching_max_bytes batching_max_messages "
-    "dispatcher_max_round_robin_batch_size dispatcher_max_read_size_bytes dispatcher_max_read_batch_size "
-    "key_shared_look_ahead_msg_in_replay_threshold_per_consumer "
-    "key_shared_look_ahead_msg_in_replay_threshold_per_subscription "
-    "subscription_key_shared_consistent_hashing_replica_points active_consumer_failover_delay_time_millis "
-    "managed_ledger_new_entries_check_delay_in_millis "
-    "warmup_duration_minutes broker_ingest_bytes_per_second broker_ingest_messages_per_second "
-    "topic_details".split()
+    [
+        "topics",
+        "partitions_per_topic",
+        "message_size",
+        "subscriptions_per_topic",
+        "consumer_per_subscription",
+        "producers_per_topic",
+        "producer_rate",
+        "consumer_backlog_size_gb",
+        "backlog_drain_ratio",
+        "backlog_max_wait_minutes",
+        "test_duration_minutes",
+        "key_distributor",
+        "keys",
+        "brokers",
+        "subscription_type",
+        "slow_consumer_fraction",
+        "slow_consumer_speed",
+        "redelivery_rate",
+        "negative_ack_redelivery_delay_ms",
+        "acknowledgment_group_time_ms",
+        "max_acknowledgment_group_size",
+        "seeks_per_minute",
+        "seek_back_seconds",
+        "catch_up_readers",
+        "catch_up_start_seconds",
+        "catch_up_behind_seconds",
+        "catch_up_speed",
+        "churn_per_minute",
+        "churn_downtime_seconds",
+        "max_entries_per_ledger",
+        "managed_ledger_max_entries_per_ledger",
+        "managed_ledger_max_size_per_ledger_mbytes",
+        "managed_ledger_min_ledger_rollover_time_minutes",
+        "managed_ledger_max_ledger_rollover_time_minutes",
+        "read_batch_size",
+        "receiver_queue_size",
+        "consumer_headroom",
+        "batching_enabled",
+        "batching_max_publish_delay_ms",
+        "batching_max_bytes",
+        "batching_max_messages",
+        "dispatcher_max_round_robin_batch_size",
+        "dispatcher_max_read_size_bytes",
+        "dispatcher_max_read_batch_size",
+        "key_shared_look_ahead_msg_in_replay_threshold_per_consumer",
+        "key_shared_look_ahead_msg_in_replay_threshold_per_subscription",
+        "subscription_key_shared_consistent_hashing_replica_points",
+        "active_consumer_failover_delay_time_millis",
+        "managed_ledger_new_entries_check_delay_in_millis",
+        "warmup_duration_minutes",
+        "broker_ingest_bytes_per_second",
+        "broker_ingest_messages_per_second",
+        "topic_details",
+    ]
 )
 # ``topicDetails``: each topic's keys and each subscription's (snake_case, as the generator takes
 # them), and the homogeneous shape settings it replaces (giving one with it is an error).
 TOPIC_DETAIL_KEYS = frozenset({"name", "producer_rate", "message_size", "subscriptions"})
 SUBSCRIPTION_DETAIL_KEYS = frozenset({"name", "type", "consumer_rates", "start_seconds", "redelivery_rate"})
 SHAPE_SETTINGS = frozenset(
-    "topics partitions_per_topic subscriptions_per_topic consumer_per_subscription producers_per_topic "
-    "producer_rate message_size subscription_type slow_consumer_fraction slow_consumer_speed redelivery_rate "
-    "consumer_headroom consumer_backlog_size_gb catch_up_readers catch_up_start_seconds "
-    "catch_up_behind_seconds catch_up_speed".split()
+    [
+        "topics",
+        "partitions_per_topic",
+        "subscriptions_per_topic",
+        "consumer_per_subscription",
+        "producers_per_topic",
+        "producer_rate",
+        "message_size",
+        "subscription_type",
+        "slow_consumer_fraction",
+        "slow_consumer_speed",
+        "redelivery_rate",
+        "consumer_headroom",
+        "consumer_backlog_size_gb",
+        "catch_up_readers",
+        "catch_up_start_seconds",
+        "catch_up_behind_seconds",
+        "catch_up_speed",
+    ]
 )
 # OMB workload keys that do not change what a broker's cache sees (the module docstring says why).
 IGNORED = frozenset(
-    "name payload_file use_randomized_payloads random_bytes_ratio randomized_payload_pool_size "
-    "producer_start_delay_ms consumer_start_delay_ms".split()
+    [
+        "name",
+        "payload_file",
+        "use_randomized_payloads",
+        "random_bytes_ratio",
+        "randomized_payload_pool_size",
+        "producer_start_delay_ms",
+        "consumer_start_delay_ms",
+    ]
 )
 
 # OMB's Pulsar driver file, ``driver-pulsar/pulsar.yaml`` (openmessaging/benchmark, Apache-2.0,
@@ -849,10 +911,211 @@ SCENARIO_CACHE_SIZES: dict[str, tuple[int, ...]] = {
 }
 
 
-def from_broker_stats(source: Any, **options: Any) -> dict[str, Any]:
-    """A workload spec reproducing a broker's topics from its stats dump (``pulsar-admin
-    broker-stats topics``, ``topics stats``, ``topics partitioned-stats``): one ``topicDetails``
-    entry per topic. The rules and ``options`` are :func:`ledgercache.broker_workload.from_broker_stats`'s."""
-    from .broker_workload import from_broker_stats as convert
+# A broker's stats as a spec (lc.workload.from_broker_stats; the rules are in broker_workload.py's
+# docstring, beside the way back from a trace to stats).
+# A subscription at most this many seconds of publishing behind tails (acknowledgements trail
+# deliveries; entries this recent are in any cache).
+TAIL_SECONDS = 2.0
+# Messages/s of a consumer the stats show connected but dispatching nothing.
+STALLED_RATE = 0.01
+# The Pulsar Java client's producer and consumer defaults (ProducerConfigurationData,
+# ConsumerConfigurationData): how an operator's producers batch, unlike OMB's.
+CLIENT_DEFAULTS: dict[str, Any] = {
+    "batchingEnabled": True,
+    "batchingMaxPublishDelayMs": 1,
+    "batchingMaxMessages": 1000,
+    "batchingMaxBytes": 131072,
+    "receiverQueueSize": 1000,
+}
+_SINGLE = ("Exclusive", "Failover")
+_MAX_REDELIVERY = 0.5
+_MAX_MESSAGE = (1 << 31) - 1
+# startSeconds 0 means "opens at the end"; a lagging subscription opens at the first entry no earlier.
+_EARLIEST_START = 1e-3
 
-    return convert(source, **options)
+
+def _positive(name: str, value: float) -> float:
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
+        raise InvalidArgumentError(f"invalid {name}: expected a number above 0, got {value!r}")
+    return float(value)
+
+
+def from_broker_stats(
+    source: Any,
+    *,
+    test_duration_minutes: float = 2.0,
+    max_backlog_minutes: float = 10.0,
+    consumer_headroom: float = 1.2,
+    receiver_queue_size: int = 1000,
+    settings: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A workload spec (a mapping for :mod:`ledgercache.workload`) reproducing a broker's topics.
+
+    ``source``: a stats dump's path, a mapping, or a :class:`~ledgercache.broker_stats.BrokerStats`
+    (:func:`ledgercache.broker_stats.read` says which dumps are accepted). ``settings``: more
+    workload settings (dispatcher knobs, ``brokerIngest...``), winning over the defaults here.
+    :mod:`ledgercache.broker_workload`'s docstring gives the rules.
+    """
+    return workload_and_notes(
+        source,
+        test_duration_minutes=test_duration_minutes,
+        max_backlog_minutes=max_backlog_minutes,
+        consumer_headroom=consumer_headroom,
+        receiver_queue_size=receiver_queue_size,
+        settings=settings,
+    )[0]
+
+
+def workload_and_notes(
+    source: Any,
+    *,
+    test_duration_minutes: float = 2.0,
+    max_backlog_minutes: float = 10.0,
+    consumer_headroom: float = 1.2,
+    receiver_queue_size: int = 1000,
+    settings: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """:func:`from_broker_stats`'s spec, and a line for each place where the workload cannot give
+    what the stats say (a backlog over the cap or out of the run's reach, a subscription nobody
+    reads, an idle topic with a backlog)."""
+    stats = source if isinstance(source, _stats.BrokerStats) else _stats.read(source)
+    notes: list[str] = []
+    test = _positive("test_duration_minutes", test_duration_minutes)
+    max_lag_s = _positive("max_backlog_minutes", max_backlog_minutes) * 60.0
+    headroom = _positive("consumer_headroom", consumer_headroom)
+    queue = int(_positive("receiver_queue_size", receiver_queue_size))
+    topics: list[dict[str, Any]] = []
+    warmup_s = 0.0
+    for t in stats.topics:
+        rate = t.msg_rate_in
+        size = min(
+            _MAX_MESSAGE,
+            max(1, round(t.average_msg_size or (t.msg_throughput_in / rate if rate > 0 else 0.0) or 1024.0)),
+        )
+        per_entry = _messages_per_entry(rate, size, settings or {})
+        subs = []
+        for s in t.subscriptions:
+            sub, start = _subscription(s, rate, per_entry, headroom, queue, max_lag_s)
+            warmup_s = max(warmup_s, start)
+            subs.append(sub)
+            where = f"{t.name} {s.name}"
+            if rate > 0 and s.msg_backlog * per_entry / rate > max_lag_s:
+                notes.append(
+                    f"{where}: backlog longer than {max_lag_s / 60:g} min of publishing; simulated as "
+                    f"{max_lag_s / 60:g} min of lag"
+                )
+            if not s.consumers and s.msg_backlog:
+                notes.append(
+                    f"{where}: no consumer, so nothing reads it: its backlog is everything published since it opened"
+                )
+        if rate == 0 and any(s.msg_backlog for s in t.subscriptions):
+            notes.append(
+                f"{t.name}: a backlog but no publishing: its reads are not simulated (a trace holds "
+                f"only entries it publishes)"
+            )
+        topics.append({"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs})
+    if not any(t["producerRate"] > 0 or t["subscriptions"] for t in topics):
+        raise InvalidArgumentError(
+            "invalid stats: no persistent topic publishes or has a subscription: nothing to simulate"
+        )
+    if any(sub["redeliveryRate"] > 0 for t in topics for sub in t["subscriptions"]):
+        # Nacks come back a redelivery delay after the nack: the warm-up covers it, so the test's
+        # redeliveries are at the stats' steady rate.
+        warmup_s = max(warmup_s, _nack_delay_seconds(settings or {}))
+    end_s = warmup_s + test * 60.0
+    for topic in topics:
+        for sub in topic["subscriptions"]:
+            if sub["startSeconds"] > 0 and sub["consumerRates"]:
+                sub["startSeconds"], reached = _start_for_backlog_at_end(sub, topic["producerRate"], warmup_s, end_s)
+                if not reached:
+                    notes.append(
+                        f"{topic['name']} {sub['name']}: its backlog changes faster than the run can "
+                        f"match (it ends the run with a different backlog; see the comparison)"
+                    )
+    spec: dict[str, Any] = {
+        **CLIENT_DEFAULTS,
+        "receiverQueueSize": queue,
+        "topicDetails": topics,
+        "warmupDurationMinutes": warmup_s / 60.0,
+        "testDurationMinutes": test,
+    }
+    spec.update(settings or {})
+    return spec, notes
+
+
+def _start_for_backlog_at_end(
+    sub: Mapping[str, Any], rate_in: float, warmup_s: float, end_s: float
+) -> tuple[float, bool]:
+    """When a lagging subscription opens at the topic's first entry so that its backlog at the end
+    of the run is the one the stats give (they describe the broker when it was dumped): opened at
+    ``s`` and reading at ``r``, it is ``rate_in * end - r * (end - s)`` messages behind at the end.
+    Its start as :func:`_subscription` set it (the backlog's seconds of publishing) is where a
+    subscription reading at the publish rate opens; one reading slower opens earlier, one draining
+    its backlog later, within (0, warm-up]; and whether that start gives the backlog (a backlog
+    growing too fast for the run, or draining too fast, cannot be reached)."""
+    rates = sub["consumerRates"]
+    r = rates[0] if sub["type"] in _SINGLE else sum(rates)
+    backlog = sub["startSeconds"] * rate_in
+    if r <= STALLED_RATE * len(rates):
+        return sub["startSeconds"], False  # stalled: its backlog is whatever was published since it opened
+    start = end_s - (rate_in * end_s - backlog) / r
+    fitted = min(warmup_s, max(_EARLIEST_START, start))
+    return fitted, abs(fitted - start) < 1.0
+
+
+def _messages_per_entry(rate: float, size: int, settings: Mapping[str, Any]) -> float:
+    """Messages in an entry (a producer batch) at this rate and message size: the generator's own
+    estimate, so that a backlog in entries becomes the seconds of publishing it simulates."""
+    if rate <= 0:
+        return 1.0
+    e = estimate(
+        {
+            **CLIENT_DEFAULTS,
+            **settings,
+            "producerRate": rate,
+            "messageSize": size,
+            "testDurationMinutes": 1,
+            "warmupDurationMinutes": 0,
+        }
+    )
+    return e["messages"] / e["entries"] if e["entries"] else 1.0
+
+
+def _lags(backlog_messages: float, consumers: int, queue: int, rate_in: float) -> bool:
+    return backlog_messages > max(queue * max(1, consumers), TAIL_SECONDS * rate_in)
+
+
+def _nack_delay_seconds(settings: Mapping[str, Any]) -> float:
+    """The clients' negative-ack redelivery delay the workload simulates, in seconds (the Java
+    client's one minute unless ``settings`` says otherwise)."""
+    return float(estimate({**CLIENT_DEFAULTS, **settings})["nack_redelivery_delay_seconds"])
+
+
+def _subscription(
+    s: _stats.SubscriptionStats, rate_in: float, per_entry: float, headroom: float, queue: int, max_lag_s: float
+) -> tuple[dict[str, Any], float]:
+    consumers = sorted(s.consumers, key=lambda c: -c.msg_rate_out)  # the busiest is the active one
+    redelivery = min(_MAX_REDELIVERY, s.msg_rate_redeliver / s.msg_rate_out) if s.msg_rate_out > 0 else 0.0
+    backlog = s.msg_backlog * per_entry
+    lags = _lags(backlog, len(consumers), queue, rate_in)
+    total = s.msg_rate_out if lags else max(s.msg_rate_out, rate_in) * headroom
+    start = min(backlog / rate_in, max_lag_s) if lags and rate_in > 0 else 0.0
+    rates: list[float] = []
+    if consumers:
+        if s.type in _SINGLE:
+            weights = [1.0] + [0.0] * (len(consumers) - 1)
+        else:
+            weights = [c.msg_rate_out for c in consumers]
+            if sum(weights) <= 0:
+                weights = [1.0] * len(consumers)
+        rates = [max(STALLED_RATE, total * w / sum(weights)) for w in weights]
+    return (
+        {
+            "name": s.name,
+            "type": s.type or "Exclusive",
+            "consumerRates": rates,
+            "startSeconds": start,
+            "redeliveryRate": redelivery,
+        },
+        start,
+    )

@@ -59,7 +59,9 @@ impl CachedEntry {
 
     /// Remaining expected reads of the cached entry; `None` if it was cached without any.
     pub fn expected_reads(&self) -> Option<i32> {
-        self.read_count.as_ref().map(|h| h.expected_reads())
+        self.read_count
+            .as_ref()
+            .map(ReadCountHandler::expected_reads)
     }
 
     pub fn read_count_handler(&self) -> Option<&ReadCountHandler> {

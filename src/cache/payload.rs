@@ -121,6 +121,7 @@ pub struct Payload(Option<NonNull<Header>>);
 // SAFETY: the allocation is immutable after construction except for `refs`, which is atomic; the
 // buffers it holds are `Send + Sync` (`PayloadBuffer`'s bounds) or plain bytes.
 unsafe impl Send for Payload {}
+// SAFETY: as for `Send`: shared access reads immutable fields and the atomic `refs`.
 unsafe impl Sync for Payload {}
 
 impl std::fmt::Debug for Payload {
@@ -259,6 +260,7 @@ impl Payload {
         // SAFETY: the vtable belongs to this allocation; the returned pointer is into it, alive as
         // long as `self`.
         let any = unsafe { (vtable.as_any)(h)? };
+        // SAFETY: `any` points into the allocation, which `self` keeps alive for the borrow.
         unsafe { &*any.as_ptr() }.downcast_ref::<T>()
     }
 
@@ -338,8 +340,12 @@ fn owned_layout(len: usize) -> Layout {
 
 /// SAFETY: `h` heads an allocation made by `copy_from_slice` with no references left.
 unsafe fn release_owned(h: NonNull<Header>) {
-    let layout = owned_layout((*h.as_ptr()).len as usize);
-    dealloc(h.as_ptr().cast::<u8>(), layout);
+    // SAFETY: the caller's contract: `h` heads a live owned allocation nobody else refers to, laid
+    // out by `owned_layout` of the length its header holds.
+    unsafe {
+        let layout = owned_layout((*h.as_ptr()).len as usize);
+        dealloc(h.as_ptr().cast::<u8>(), layout);
+    }
 }
 
 impl<T: PayloadBuffer> External<T> {
@@ -352,17 +358,20 @@ impl<T: PayloadBuffer> External<T> {
 
     /// SAFETY: `h` heads a live `External<T>`.
     unsafe fn long_len(h: NonNull<Header>) -> usize {
-        (*h.as_ptr().cast::<External<T>>()).buffer.as_slice().len()
+        // SAFETY: the caller's contract: `h` heads a live `External<T>`.
+        unsafe { (*h.as_ptr().cast::<External<T>>()).buffer.as_slice().len() }
     }
 
     /// SAFETY: `h` heads an `External<T>` made by `Payload::new` with no references left.
     unsafe fn release(h: NonNull<Header>) {
-        drop(Box::from_raw(h.as_ptr().cast::<External<T>>()));
+        // SAFETY: the caller's contract: `h` is the `Box<External<T>>` `Payload::new` leaked, unshared.
+        drop(unsafe { Box::from_raw(h.as_ptr().cast::<External<T>>()) });
     }
 
     /// SAFETY: `h` heads a live `External<T>`.
     unsafe fn as_any(h: NonNull<Header>) -> Option<NonNull<dyn Any>> {
-        let external = &*h.as_ptr().cast::<External<T>>();
+        // SAFETY: the caller's contract: `h` heads a live `External<T>`.
+        let external = unsafe { &*h.as_ptr().cast::<External<T>>() };
         Some(NonNull::from(external.buffer.as_any()))
     }
 }
@@ -422,6 +431,7 @@ pub struct PayloadGroup {
 // SAFETY: the group hands out payloads (themselves `Send + Sync`) and touches only members it has
 // not handed out yet; the buffer is `Send + Sync` (`PayloadBuffer`'s bounds).
 unsafe impl Send for PayloadGroup {}
+// SAFETY: as for `Send`: shared access reads the buffer only through `Send + Sync` bounds.
 unsafe impl Sync for PayloadGroup {}
 
 impl PayloadGroup {
@@ -500,27 +510,36 @@ impl Drop for PayloadGroup {
 ///
 /// SAFETY: the caller holds `n` of the counts.
 unsafe fn release_group_refs(head: NonNull<GroupHead>, n: usize) {
-    let h = &*head.as_ptr();
+    // SAFETY: the caller holds counts, so the group is alive.
+    let h = unsafe { &*head.as_ptr() };
     if h.live.fetch_sub(n, Ordering::Release) != n {
         return;
     }
     fence(Ordering::Acquire);
-    (h.release)(head);
+    // SAFETY: those were the last counts: nothing else refers to the group.
+    unsafe { (h.release)(head) };
 }
 
 /// SAFETY: `head` heads a group over a `T` with no live counts left.
 unsafe fn release_group<T>(head: NonNull<GroupHead>) {
-    let members = (*head.as_ptr()).members;
-    let parts = group_layout::<T>(members).expect("computed when the group was made");
-    let raw = head.as_ptr().cast::<u8>();
-    std::ptr::drop_in_place(raw.add(parts.buffer_at).cast::<T>());
-    dealloc(raw, parts.layout);
+    // SAFETY: the caller's contract: `head` heads a group over a `T`, unshared; the layout is the
+    // one it was allocated with, and its buffer sits at `buffer_at`.
+    unsafe {
+        let members = (*head.as_ptr()).members;
+        let parts = group_layout::<T>(members).expect("computed when the group was made");
+        let raw = head.as_ptr().cast::<u8>();
+        std::ptr::drop_in_place(raw.add(parts.buffer_at).cast::<T>());
+        dealloc(raw, parts.layout);
+    }
 }
 
 /// SAFETY: `head` heads a live group over a `T`.
 unsafe fn group_buffer<T: PayloadBuffer>(head: NonNull<GroupHead>) -> NonNull<dyn Any> {
-    let parts = group_layout::<T>((*head.as_ptr()).members).expect("computed when made");
-    let buffer = &*head.as_ptr().cast::<u8>().add(parts.buffer_at).cast::<T>();
+    // SAFETY: the caller's contract: `head` heads a live group over a `T` at `buffer_at`.
+    let buffer = unsafe {
+        let parts = group_layout::<T>((*head.as_ptr()).members).expect("computed when made");
+        &*head.as_ptr().cast::<u8>().add(parts.buffer_at).cast::<T>()
+    };
     NonNull::from(buffer.as_any())
 }
 
@@ -538,13 +557,17 @@ unsafe fn never_long(_: NonNull<Header>) -> usize {
 
 /// SAFETY: `h` heads a member with no references left.
 unsafe fn release_member(h: NonNull<Header>) {
-    release_group_refs((*h.as_ptr().cast::<Member>()).group, 1);
+    // SAFETY: the caller's contract: `h` heads a member, which holds one of its group's counts.
+    unsafe { release_group_refs((*h.as_ptr().cast::<Member>()).group, 1) };
 }
 
 /// SAFETY: `h` heads a live member, which keeps its group alive.
 unsafe fn member_buffer(h: NonNull<Header>) -> Option<NonNull<dyn Any>> {
-    let group = (*h.as_ptr().cast::<Member>()).group;
-    Some(((*group.as_ptr()).buffer)(group))
+    // SAFETY: the caller's contract: `h` heads a live member, which keeps its group alive.
+    unsafe {
+        let group = (*h.as_ptr().cast::<Member>()).group;
+        Some(((*group.as_ptr()).buffer)(group))
+    }
 }
 
 impl From<Bytes> for Payload {
@@ -579,7 +602,10 @@ mod tests {
     use std::sync::Arc;
 
     /// Holds a reference to a counter, so that a test sees when it is dropped.
-    struct Tracked(#[allow(dead_code)] Arc<()>, Vec<u8>);
+    struct Tracked(
+        #[allow(dead_code, reason = "held for its drop, never read")] Arc<()>,
+        Vec<u8>,
+    );
 
     impl PayloadBuffer for Tracked {
         fn as_slice(&self) -> &[u8] {

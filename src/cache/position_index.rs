@@ -471,7 +471,7 @@ impl PositionIndex {
 
     /// Address of what removing from chunk `c` reads, for prefetching.
     pub fn chunk_addr(&self, c: u32) -> *const u8 {
-        (self.chunks.as_ptr().wrapping_add(c as usize) as *const u8)
+        (self.chunks.as_ptr().wrapping_add(c as usize).cast::<u8>())
             .wrapping_add(std::mem::offset_of!(Chunk, occupied))
     }
 

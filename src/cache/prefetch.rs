@@ -4,10 +4,10 @@
 #[inline(always)]
 pub(crate) fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe, reason = "the intrinsic is safe in newer Rust")]
     // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    #[allow(unused_unsafe)]
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;

@@ -403,13 +403,13 @@ pub(super) fn entries_to_batch(
 ) -> Result<RecordBatch, arrow_schema::ArrowError> {
     let ledger_ids = Int64Array::from_iter_values(entries.iter().map(|e| e.position().ledger_id));
     let entry_ids = Int64Array::from_iter_values(entries.iter().map(|e| e.position().entry_id));
-    let values = contiguous_run(entries.iter().map(|e| e.payload())).unwrap_or_else(|| {
+    let values = contiguous_run(entries.iter().map(CachedEntry::payload)).unwrap_or_else(|| {
         let mut all = Vec::with_capacity(entries.iter().map(|e| e.data().len()).sum());
         entries.iter().for_each(|e| all.extend_from_slice(e.data()));
         Buffer::from_vec(all)
     });
     let lengths = entries.iter().map(|e| e.data().len());
-    let data: ArrayRef = if values.len() <= i32::MAX as usize {
+    let data: ArrayRef = if i32::try_from(values.len()).is_ok() {
         let offsets = OffsetBuffer::<i32>::from_lengths(lengths);
         Arc::new(BinaryArray::try_new(offsets, values, None)?)
     } else {

@@ -76,7 +76,10 @@ impl PyManagedLedger {
                         max_rollover_ms = None, cursor_epochs = true, read_latency_ms = 0.0, read_latency_per_entry_us = 0.0,
                         read_latency_per_kib_us = 0.0),
            text_signature = "(name, manager, storage, *, max_entries_per_ledger=50000, max_bytes_per_ledger=2147483648, min_rollover_ms=600000, max_rollover_ms=14400000, cursor_epochs=True, read_latency_ms=0.0, read_latency_per_entry_us=0.0, read_latency_per_kib_us=0.0)")]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "Python's keyword arguments, one a setting"
+    )]
     fn new(
         py: Python<'_>,
         name: String,
@@ -643,9 +646,13 @@ impl PyReadHandle {
             ));
         }
         match &*self.taken.lock() {
-            Some(Ok(Some(entries))) => {
-                entries_to_py(py, entries.iter().map(|e| e.copy()).collect())
-            }
+            Some(Ok(Some(entries))) => entries_to_py(
+                py,
+                entries
+                    .iter()
+                    .map(crate::cache::entry::CachedEntry::copy)
+                    .collect(),
+            ),
             Some(Ok(None)) => Ok(Vec::new()),
             Some(Err(e)) => Err(super::errors::to_py(py, e.clone())),
             None => unreachable!("settled"),

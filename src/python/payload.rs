@@ -19,6 +19,7 @@ pub struct PythonBytes {
 // SAFETY: the pointer is into an immutable `bytes` object kept alive by `object`; reading it needs
 // no GIL, and `Py` defers its decref when dropped without the GIL.
 unsafe impl Send for PythonBytes {}
+// SAFETY: as for `Send`: shared access only reads the immutable bytes.
 unsafe impl Sync for PythonBytes {}
 
 impl PayloadBuffer for PythonBytes {

@@ -2,6 +2,7 @@
 `EntryCache.get_range_arrow`, against the per-entry `insert` and `get_range`."""
 
 import gc
+import itertools
 
 import pyarrow as pa
 import pytest
@@ -9,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledgercache as lc
-
 from conftest import make_manager
 
 P = lc.Position
@@ -262,7 +262,7 @@ def test_batch_equals_per_entry_inserts(payloads, chunk_at, preexisting, reads, 
     reads = reads if isinstance(reads, int) else reads[: len(payloads)]
     cuts = sorted({0, len(payloads), *(min(k, len(payloads)) for k in chunk_at)})
     kind = pa.large_binary() if large else pa.binary()
-    data = pa.chunked_array([payloads[a:b] for a, b in zip(cuts, cuts[1:])] or [[]], kind)
+    data = pa.chunked_array([payloads[a:b] for a, b in itertools.pairwise(cuts)] or [[]], kind)
     assert cb.insert_batch(3, 5, data, expected_reads=reads) == per_entry(cs, 3, 5, payloads, reads=reads)
     arrow = cb.get_range_arrow(P(3, 0), P(3, 80))
     listed = cs.get_range(P(3, 0), P(3, 80))

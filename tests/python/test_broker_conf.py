@@ -77,7 +77,7 @@ def test_a_file_that_never_ends_is_refused_not_read_to_the_end():
 
 
 def test_a_broker_key_passed_as_a_setting_suggests_the_setting():
-    with pytest.raises(lc.UnknownSettingError, match="did you mean .cache_size_bytes, in bytes"):
+    with pytest.raises(lc.UnknownSettingError, match=r"did you mean .cache_size_bytes, in bytes"):
         lc.CacheConfig(managedLedgerCacheSizeMB=512)
 
 

@@ -262,7 +262,7 @@ def test_broker_stats_non_persistent_section_real_2_0():
 
 
 @pytest.mark.parametrize(
-    "fixture, command",
+    ("fixture", "command"),
     [
         ("pulsar-23908-stats-internal-4.x.stats.json", "topics stats-internal"),
         ("pulsar-15609-partitioned-stats-internal-2.8.stats.json", "topics partitioned-stats-internal"),
@@ -419,7 +419,7 @@ consumers = st.builds(
 subscriptions = st.builds(
     bs.SubscriptionStats,
     name=st.text(min_size=1, max_size=8),
-    type=st.sampled_from((None,) + bs.SUBSCRIPTION_TYPES),
+    type=st.sampled_from((None, *bs.SUBSCRIPTION_TYPES)),
     msg_rate_out=rates,
     msg_throughput_out=rates,
     msg_backlog=counts,
@@ -432,7 +432,7 @@ subscriptions = st.builds(
 @st.composite
 def broker_stats(draw):
     topics = []
-    for n, ns in enumerate(draw(st.lists(st.sampled_from(["a/b", "c/d", "e/f"]), unique=True, max_size=3))):
+    for _n, ns in enumerate(draw(st.lists(st.sampled_from(["a/b", "c/d", "e/f"]), unique=True, max_size=3))):
         for bundle in draw(
             st.lists(st.sampled_from(["0x00000000_0x80000000", "0x80000000_0xffffffff"]), unique=True, min_size=1)
         ):
@@ -475,7 +475,7 @@ def test_not_stats_is_one_clear_error():
 
 
 @pytest.mark.parametrize(
-    "value, note",
+    ("value", "note"),
     [
         (
             "abc",

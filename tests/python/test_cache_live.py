@@ -11,7 +11,6 @@ import warnings
 import pytest
 
 import ledgercache as lc
-
 from conftest import make_manager
 
 P = lc.Position
@@ -273,7 +272,7 @@ def limiter(clock, max_bytes=100, queue=10_000, timeout_ms=100):
     return lc.InflightReadsLimiter(max_bytes, queue, timeout_ms, clock=clock)
 
 
-@pytest.mark.parametrize("size, disabled", [(0, True), (-1, True), (1, False)])
+@pytest.mark.parametrize(("size", "disabled"), [(0, True), (-1, True), (1, False)])
 def test_disabled(clock, size, disabled):
     """InflightReadsLimiterTest.testDisabled"""
     assert limiter(clock, size).disabled is disabled
@@ -281,183 +280,183 @@ def test_disabled(clock, size, disabled):
 
 def test_basic_acquire_release(clock):
     """InflightReadsLimiterTest.testBasicAcquireRelease"""
-    l = limiter(clock)
-    h = l.acquire(100)
-    assert (h.success, h.permits, l.remaining_bytes) == (True, 100, 0)
-    l.release(h)
-    assert l.remaining_bytes == 100
+    lim = limiter(clock)
+    h = lim.acquire(100)
+    assert (h.success, h.permits, lim.remaining_bytes) == (True, 100, 0)
+    lim.release(h)
+    assert lim.remaining_bytes == 100
 
 
 def test_not_enough_permits(clock):
     """InflightReadsLimiterTest.testNotEnoughPermits"""
-    l = limiter(clock)
-    h = l.acquire(100)
+    lim = limiter(clock)
+    h = lim.acquire(100)
     got = []
-    assert l.acquire(100, got.append) is None and l.remaining_bytes == 0
-    l.release(h)
+    assert lim.acquire(100, got.append) is None and lim.remaining_bytes == 0
+    lim.release(h)
     assert len(got) == 1 and got[0].success
-    l.release(got[0])
-    assert l.remaining_bytes == 100
+    lim.release(got[0])
+    assert lim.remaining_bytes == 100
 
 
 def test_acquire_timeout(clock):
     """InflightReadsLimiterTest.testAcquireTimeout: the scheduled check fails the queued read."""
-    l = limiter(clock)
-    l.acquire(100)
+    lim = limiter(clock)
+    lim.acquire(100)
     got = []
-    assert l.acquire(100, got.append) is None
+    assert lim.acquire(100, got.append) is None
     clock.advance_ms(99)
-    assert l.check_timeouts() == 0 and got == []
+    assert lim.check_timeouts() == 0 and got == []
     clock.advance_ms(101)
-    assert l.check_timeouts() == 1
+    assert lim.check_timeouts() == 1
     assert [h.success for h in got] == [False]
 
 
 def test_multiple_queued_entries_with_exception_in_first_callback(clock):
     """InflightReadsLimiterTest.testMultipleQueuedEntriesWithExceptionInFirstCallback: the first
     callback raises (reported, as Pulsar logs it) and the second still gets its permits."""
-    l = limiter(clock)
-    h1 = l.acquire(100)
+    lim = limiter(clock)
+    h1 = lim.acquire(100)
     got2, got3 = [], []
 
     def raising(h):
         got2.append(h)
         raise RuntimeError("Callback exception")
 
-    assert l.acquire(50, raising) is None
-    assert l.acquire(50, got3.append) is None
+    assert lim.acquire(50, raising) is None
+    assert lim.acquire(50, got3.append) is None
     reported = []
     old, sys.unraisablehook = sys.unraisablehook, reported.append
     try:
-        l.release(h1)
+        lim.release(h1)
     finally:
         sys.unraisablehook = old
     assert [type(r.exc_value) for r in reported] == [RuntimeError]
-    assert got2[0].success and got3[0].success and l.remaining_bytes == 0
-    l.release(got3[0])
-    assert l.remaining_bytes == 50
+    assert got2[0].success and got3[0].success and lim.remaining_bytes == 0
+    lim.release(got3[0])
+    assert lim.remaining_bytes == 50
     # Pulsar's test releases handle3 a second time (in place of handle2); a handle given back twice
     # counts twice there and here alike.
-    l.release(got3[0])
-    assert l.remaining_bytes == 100
+    lim.release(got3[0])
+    assert lim.remaining_bytes == 100
 
 
 def test_multiple_queued_entries_with_timeouts_that_are_timed_out_when_permits_are_available(clock):
     """InflightReadsLimiterTest.testMultipleQueuedEntriesWithTimeoutsThatAreTimedOutWhenPermitsAreAvailable:
     no scheduled check ran, so the release finds the timed-out reads."""
-    l = limiter(clock)
-    h1 = l.acquire(100)
+    lim = limiter(clock)
+    h1 = lim.acquire(100)
     got = {k: [] for k in (2, 3, 4, 5)}
-    assert l.acquire(50, got[2].append) is None
-    assert l.acquire(50, got[3].append) is None
+    assert lim.acquire(50, got[2].append) is None
+    assert lim.acquire(50, got[3].append) is None
     clock.advance_ms(200)
-    assert l.acquire(50, got[4].append) is None
-    assert l.acquire(100, got[5].append) is None
-    l.release(h1)
+    assert lim.acquire(50, got[4].append) is None
+    assert lim.acquire(100, got[5].append) is None
+    lim.release(h1)
     assert [got[k][0].success for k in (2, 3, 4)] == [False, False, True] and got[5] == []
-    assert l.remaining_bytes == 50
-    l.release(got[4][0])
+    assert lim.remaining_bytes == 50
+    lim.release(got[4][0])
     assert got[5][0].success
-    l.release(got[5][0])
-    assert l.remaining_bytes == 100
+    lim.release(got[5][0])
+    assert lim.remaining_bytes == 100
 
 
 def test_multiple_queued_entries_with_timeout_and_exception_in_first_callback(clock):
     """InflightReadsLimiterTest.testMultipleQueuedEntriesWithTimeoutAndExceptionInFirstCallback"""
-    l = limiter(clock)
-    h1 = l.acquire(100)
+    lim = limiter(clock)
+    h1 = lim.acquire(100)
     got2, got3 = [], []
 
     def raising(h):
         got2.append(h)
         raise RuntimeError("Callback exception on timeout")
 
-    assert l.acquire(50, raising) is None
+    assert lim.acquire(50, raising) is None
     clock.advance_ms(50)
-    assert l.acquire(50, got3.append) is None
+    assert lim.acquire(50, got3.append) is None
     clock.advance_ms(200)
     reported = []
     old, sys.unraisablehook = sys.unraisablehook, reported.append
     try:
-        assert l.check_timeouts() == 2
+        assert lim.check_timeouts() == 2
     finally:
         sys.unraisablehook = old
     assert len(reported) == 1
-    assert not got2[0].success and not got3[0].success and l.remaining_bytes == 0
-    l.release(h1)
-    assert l.remaining_bytes == 100
+    assert not got2[0].success and not got3[0].success and lim.remaining_bytes == 0
+    lim.release(h1)
+    assert lim.remaining_bytes == 100
 
 
 def test_acquire_release_count_metrics(clock):
     """InflightReadsLimiterTest.testAcquireReleaseCountMetrics, as stats()."""
-    l = limiter(clock)
+    lim = limiter(clock)
 
     def counts():
-        s = l.stats()
+        s = lim.stats()
         return s["acquired"], s["released"]
 
-    h1 = l.acquire(50)
-    h2 = l.acquire(50)
+    h1 = lim.acquire(50)
+    h2 = lim.acquire(50)
     assert counts() == (2, 0)
     got = []
-    assert l.acquire(50, got.append) is None and counts() == (2, 0)
-    l.release(h1)
+    assert lim.acquire(50, got.append) is None and counts() == (2, 0)
+    lim.release(h1)
     assert got[0].success and counts() == (3, 1)
-    l.release(h2)
+    lim.release(h2)
     assert counts() == (3, 2)
-    l.release(got[0])
+    lim.release(got[0])
     assert counts() == (3, 3)
 
 
 def test_acquire_count_metrics_exceeding_max(clock):
     """InflightReadsLimiterTest.testAcquireCountMetricsExceedingMax, as stats()."""
-    l = limiter(clock)
-    h1 = l.acquire(200)
-    assert (h1.success, h1.permits) == (True, 100) and l.stats()["acquired"] == 1
+    lim = limiter(clock)
+    h1 = lim.acquire(200)
+    assert (h1.success, h1.permits) == (True, 100) and lim.stats()["acquired"] == 1
     got = []
-    assert l.acquire(200, got.append) is None
-    l.release(h1)
+    assert lim.acquire(200, got.append) is None
+    lim.release(h1)
     assert (got[0].success, got[0].permits) == (True, 100)
-    assert (l.stats()["acquired"], l.stats()["released"]) == (2, 1)
-    l.release(got[0])
-    assert l.stats()["released"] == 2
+    assert (lim.stats()["acquired"], lim.stats()["released"]) == (2, 1)
+    lim.release(got[0])
+    assert lim.stats()["released"] == 2
 
 
 def test_queue_size_limit_reached(clock):
     """InflightReadsLimiterTest.testQueueSizeLimitReached"""
-    l = limiter(clock, queue=4)
-    assert l.acquire(100).success
+    lim = limiter(clock, queue=4)
+    assert lim.acquire(100).success
     for _ in range(4):
-        assert l.acquire(50, lambda h: None) is None
-    assert l.acquire(50).success is False
-    assert l.stats()["refused"] == 1
+        assert lim.acquire(50, lambda h: None) is None
+    assert lim.acquire(50).success is False
+    assert lim.stats()["refused"] == 1
 
 
 @pytest.mark.parametrize("first_in_queue", [True, False])
 def test_acquire_exceeding_max_reads_in_flight_size(clock, first_in_queue):
     """InflightReadsLimiterTest.testAcquireExceedingMaxReadsInFlightSize"""
-    l = limiter(clock)
-    h1 = l.acquire(100)
+    lim = limiter(clock)
+    h1 = lim.acquire(100)
     got2, big = [], []
     if not first_in_queue:
-        assert l.acquire(50, got2.append) is None
-    assert l.acquire(200, big.append) is None
-    l.release(h1)
+        assert lim.acquire(50, got2.append) is None
+    assert lim.acquire(200, big.append) is None
+    lim.release(h1)
     if not first_in_queue:
         assert (got2[0].success, got2[0].permits) == (True, 50)
-        l.release(got2[0])
+        lim.release(got2[0])
     assert (big[0].success, big[0].permits) == (True, 100)
-    l.release(big[0])
-    assert l.remaining_bytes == 100
+    lim.release(big[0])
+    assert lim.remaining_bytes == 100
 
 
 def test_acquire_exceeding_max_reads_when_all_permits_available(clock):
     """InflightReadsLimiterTest.testAcquireExceedingMaxReadsWhenAllPermitsAvailable"""
-    l = limiter(clock)
-    h = l.acquire(200)
-    assert (h.success, h.permits, l.remaining_bytes) == (True, 100, 0)
-    l.release(h)
-    assert l.remaining_bytes == 100
+    lim = limiter(clock)
+    h = lim.acquire(200)
+    assert (h.success, h.permits, lim.remaining_bytes) == (True, 100, 0)
+    lim.release(h)
+    assert lim.remaining_bytes == 100
 
 
 # --- the limiter in the library's managed ledger ---------------------------------------------------

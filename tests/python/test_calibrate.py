@@ -187,7 +187,7 @@ def test_the_window_is_the_test_in_whole_seconds():
 
 
 def test_stats_that_are_not_stats_get_one_clear_error():
-    with pytest.raises(lc.InvalidArgumentError, match="not-stats.json"):
+    with pytest.raises(lc.InvalidArgumentError, match=r"not-stats\.json"):
         lc.workload.from_broker_stats(DATA / "not-stats.json")
 
 

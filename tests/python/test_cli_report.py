@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -65,7 +64,7 @@ def test_generate_replay_compare_write_what_they_promise(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "args, message",
+    ("args", "message"),
     [
         (["replay", "missing.parquet", "-o", "out"], "does not exist"),
         (["replay", "bad.parquet", "-o", "out"], "'size' is missing"),

@@ -6,7 +6,6 @@ import signal
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -179,7 +178,7 @@ def test_broker_dump_refuses_a_directory_of_other_files(tmp_path):
 # --- modes ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
+@pytest.mark.parametrize(("umask", "file_mode", "dir_mode"), [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
 def test_outputs_follow_the_umask(tmp_path, trace_csv, umask, file_mode, dir_mode):
     out = tmp_path / "new"
     assert run_cli("replay", str(trace_csv), "-o", str(out), *REPLAY, umask=umask).returncode == 0
@@ -236,20 +235,21 @@ sys.exit(cli.main(sys.argv[3:]))
 
 def run_until_killed(tmp_path, point, *argv):
     reached = tmp_path / "reached"
-    child = subprocess.Popen(
+    # The context closes the stderr pipe (an open one is a ResourceWarning, an error in the tests).
+    with subprocess.Popen(
         [sys.executable, "-c", KILLABLE, str(reached), point, *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not reached.exists():
-        if child.poll() is not None:
-            raise AssertionError(f"the run ended before {point}: {child.stderr.read()}")
-        assert time.monotonic() < deadline, f"never reached {point}"
-        time.sleep(0.05)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    ) as child:
+        deadline = time.monotonic() + 120
+        while not reached.exists():
+            if child.poll() is not None:
+                raise AssertionError(f"the run ended before {point}: {child.stderr.read()}")
+            assert time.monotonic() < deadline, f"never reached {point}"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
     reached.unlink()
 
 

@@ -2,11 +2,12 @@
 FIFO and Belady, gives the same read hits as our lru, pip430-fifo and belady."""
 
 import csv
+import io
 import random
 
 import libcachesim as lcs
-import pytest
 import pyarrow as pa
+import pytest
 
 import ledgercache as lc
 
@@ -20,7 +21,9 @@ def _trace_builder():
     cols = {f.name: [] for f in schema}
 
     def row(ts, op, cursor=None, entry=None, count=0, size=0):
-        for k, v in zip(cols, (ts, "b1", "t", op, cursor, None if entry is None else 1, entry, count, size)):
+        for k, v in zip(
+            cols, (ts, "b1", "t", op, cursor, None if entry is None else 1, entry, count, size), strict=True
+        ):
             cols[k].append(v)
 
     return schema, cols, row
@@ -64,7 +67,7 @@ def test_lru_fifo_and_belady_match_libcachesim(tmp_path):
     trace = random_trace(seed=11)
     path = tmp_path / "requests.csv"
     n = lc.export_requests(trace, None, path, format="csv")
-    rows = list(csv.DictReader(path.open()))
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
     assert n == len(rows) > 1000
     capacity = 40  # entries of 100 bytes
     exact = dict(
@@ -94,7 +97,7 @@ def test_oracle_general_file_reads_in_libcachesim(tmp_path):
     miss_ratio, _ = lcs.LRU(40 * 100).process_trace(reader)
     csv_path = tmp_path / "requests.csv"
     lc.export_requests(trace, None, csv_path, format="csv")
-    rows = list(csv.DictReader(csv_path.open()))
+    rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
     cache = lcs.LRU(40 * 100)
     hits = 0
     for r in rows:
@@ -164,7 +167,7 @@ def test_export_of_belady_reads_the_trace_twice(tmp_path):
     config = lc.CacheConfig(strategy="belady", cache_size_bytes=5_000)
     path = tmp_path / "belady.csv"
     n = lc.export_requests(trace, config, path, format="csv")
-    rows = list(csv.DictReader(path.open()))
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
     ours = lc.replay(trace, config)
     assert n == len(rows) and sum(r["op"] == "read" for r in rows) == ours.column("entries_read")[0].as_py()
     # Its deciding pass's order: libCacheSim's Belady agrees on the ranges too.

@@ -49,7 +49,7 @@ def test_out_of_order_delete_persistence_with_close(tmp_path):
 def test_clear_backlog_and_mark_delete_survive_and_read_resumes_after_them(tmp_path):
     # ManagedCursorTest.testClearBacklog (the half after the reopen) and cursorPersistence2
     store, ml = open_ledger(tmp_path)
-    cleared, marked, fresh = (ml.open_cursor(n) for n in ("cleared", "marked", "pulsar.dedup"))
+    cleared, marked, _fresh = (ml.open_cursor(n) for n in ("cleared", "marked", "pulsar.dedup"))
     ps = [ml.add_entry(f"e{i}".encode()) for i in range(6)]
     cleared.clear_backlog()
     marked.mark_delete(ps[3])

@@ -6,7 +6,6 @@ import pyarrow as pa
 import pytest
 
 import ledgercache as lc
-
 from conftest import make_manager
 
 P = lc.Position
@@ -179,7 +178,7 @@ def test_an_inserts_size_pass_releases_the_evicted_bytes_before_it_returns(clock
     assert m.size_bytes == 192
     assert c.insert(P(0, 3), payloads[3]), "over the trigger: a pass down to the watermark (100)"
     assert (m.size_bytes, c.positions()) == (64, [P(0, 3)])
-    assert [sys.getrefcount(b) for b in payloads] == before[:3] + [before[3] + 1]
+    assert [sys.getrefcount(b) for b in payloads] == [*before[:3], before[3] + 1]
     assert not c.insert(P(0, 3), payloads[0]), "already cached: nothing changes"
     assert sys.getrefcount(payloads[0]) == before[0], "and the refused bytes are not kept"
 
@@ -379,7 +378,7 @@ def test_bad_input_raises_and_leaves_the_cache_intact(clock):
         c.get("0:1")
     with pytest.raises(ValueError, match="n"):
         m.evict_bytes(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="got -3"):
         m.evict_bytes(-3)
     with pytest.raises(TypeError):
         m.evict_bytes("10")
@@ -403,9 +402,9 @@ def test_threads_insert_read_and_evict(clock):
 
     threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
     evictor = threading.Thread(target=lambda: [m.run_eviction() for _ in range(200)])
-    for t in threads + [evictor]:
+    for t in [*threads, evictor]:
         t.start()
-    for t in threads + [evictor]:
+    for t in [*threads, evictor]:
         t.join()
     assert not errors
     assert m.size_bytes == sum(m.get_cache(n).size_bytes for n in m.cache_names())

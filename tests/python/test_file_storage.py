@@ -71,6 +71,7 @@ def test_a_second_process_is_refused_while_a_writer_holds_the_store(tmp_path):
     finally:
         child.stdin.close()
         assert child.wait(timeout=60) == 0
+        child.stdout.close()  # an open pipe is a ResourceWarning, an error in the tests
     ml = lc.ManagedLedger("t", fresh_manager(), lc.FileStorage(tmp_path))
     assert ml.open_cursor("c", start="earliest").read_data(5) == [b"child"]
 
@@ -210,7 +211,7 @@ def test_a_damaged_length_is_reported_to_the_reader_not_dropped(tmp_path):
     first.write_bytes(bytes(data))
     store = lc.FileStorage(tmp_path)
     assert store.recovered == []
-    ((ledger_id, path, offset, reason),) = store.damaged()
+    ((_ledger_id, path, offset, reason),) = store.damaged()
     assert (path, offset) == (first, 8 + 4 * record) and "header checksum" in reason
     ml = lc.ManagedLedger(TOPIC, lc.EntryCacheManager(lc.CacheConfig(cache_size_bytes=0)), store)
     cursor = ml.open_cursor("c", start="earliest")

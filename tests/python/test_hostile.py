@@ -5,6 +5,7 @@ Every failure is a ``LedgerCacheError`` naming the input; nothing aborts, hangs 
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ REQUIRED = pa.schema([f for f in lc.trace.SCHEMA if f.name not in lc.trace.OPTIO
 
 def trace(rows) -> pa.Table:
     """Rows of (ts_us, op, topic, cursor, ledger, entry, count, size)."""
-    cols = list(zip(*rows)) if rows else [[] for _ in range(8)]
+    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in range(8)]
     ts, op, topic, cursor, ledger, entry, count, size = cols
     return pa.table(
         [
@@ -170,10 +171,10 @@ def _long_batch(n: int) -> pa.RecordBatch:
             pa.array(np.concatenate([[0], ts])),
             pa.array(["b"] * (2 * n + 1)),
             pa.array(["t"] * (2 * n + 1)),
-            pa.array(["open"] + list(ops)),
+            pa.array(["open", *list(ops)]),
             pa.array(["c"] + [None if a else "c" for a in is_add]),
             pa.array([None] + [1 if a else None for a in is_add], pa.int64()),
-            pa.array([None] + [int(e) if a else None for a, e in zip(is_add, entry)], pa.int64()),
+            pa.array([None] + [int(e) if a else None for a, e in zip(is_add, entry, strict=True)], pa.int64()),
             pa.array([0] + [0 if a else 1 for a in is_add], pa.int32()),
             pa.array([0] + [100 if a else 0 for a in is_add], pa.int32()),
         ],
@@ -213,7 +214,7 @@ def test_a_pause_of_java_forever_saturates_instead_of_wrapping() -> None:
     protocol.decode_throttle_producer_receipt(p.on_throttle(now, forever))
     assert p.is_throttled(now)
     assert p.is_throttled(2**63 - 1), "forever means forever"
-    seq, deferred = p.send(now + 1)
+    _seq, deferred = p.send(now + 1)
     assert deferred == 2**64 - 1
     assert p.throttled_times() == {("TopicProduceQuotaExceeded", "t"): 2**63 - 1}
     p.on_throttle(now, forever)
@@ -241,7 +242,7 @@ I64 = st.one_of(
 I32 = st.one_of(st.integers(0, 8), st.sampled_from([2**31 - 1, -(2**31)]), st.integers(-(2**31), 2**31 - 1))
 ROW = st.tuples(
     st.one_of(st.integers(0, 1000), st.just(10**15), st.integers(0, 2**62)),
-    st.sampled_from(list(lc.trace.OPS) + ["bogus"]),
+    st.sampled_from([*list(lc.trace.OPS), "bogus"]),
     st.sampled_from(["t0", "t1"]),
     st.sampled_from([None, "a", "b"]),
     st.none() | I64,
@@ -275,10 +276,8 @@ def test_protocol_decoders_take_any_bytes(data: bytes) -> None:
         protocol.decode_throttle_producer_receipt,
         protocol.supports_throttle_producer,
     ):
-        try:
+        with contextlib.suppress(lc.InvalidArgumentError):
             decode(data)
-        except lc.InvalidArgumentError:
-            pass
 
 
 @BOUNDED
@@ -366,7 +365,7 @@ def test_hostile_traces_and_specs_end_within_seconds_under_a_memory_limit(tmp_pa
         name: (outcome, float(took)) for name, outcome, took in (line.split("|") for line in child.stdout.splitlines())
     }
     assert len(results) == 9, child.stdout
-    for name, (outcome, took) in results.items():
+    for name, (_outcome, took) in results.items():
         assert took < 10, f"{name} took {took:.1f} s"
     assert results["gap 2^40, read 2^31-1"][0] == "result"
     assert results["ts_us jump to 1e15"][0] == "result"

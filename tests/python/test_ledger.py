@@ -15,7 +15,7 @@ def world():
 
 
 def test_read_count_flow(world):
-    clock, manager = world
+    _clock, manager = world
     ml = lc.ManagedLedger("persistent://t/n/a", manager, lc.MemoryStorage())
     assert ml.cache is manager.get_cache("persistent://t/n/a")
     subs = [ml.open_cursor(f"sub-{i}") for i in range(3)]

@@ -249,7 +249,7 @@ def test_generate_refuses_memory_before_disk_and_a_trace_the_disk_cannot_hold(tm
 
 
 @pytest.mark.parametrize(
-    "text, match",
+    ("text", "match"),
     [
         (b"topics: 1\ntopics: 2\n", r"w.yaml: line 2: duplicate key 'topics'"),
         (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", r"w.yaml is not UTF-8 text"),
@@ -361,7 +361,8 @@ def test_all_omb_workloads(tmp_path):
 def test_any_spec_values_give_a_trace_or_a_ledgercache_error():
     """Wild values for every setting (huge, tiny, negative, wrong type): a trace's first batch, or
     a LedgerCacheError; never another exception, a panic or a hang."""
-    from hypothesis import HealthCheck, given, settings as hsettings
+    from hypothesis import HealthCheck, given
+    from hypothesis import settings as hsettings
     from hypothesis import strategies as st
 
     value = st.one_of(

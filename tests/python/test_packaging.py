@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import ledgercache as lc
-from ledgercache import _extras, cli
+from ledgercache import _extras
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(lc.__file__).resolve().parent
@@ -125,14 +125,14 @@ def test_import_ledgercache_with_the_lab_installed_loads_no_lab_module():
     """pyarrow imports pandas (when installed) at its first conversion of Python objects, a fifth of
     a second: nothing the library does at import time converts, so `import ledgercache` stays light
     where the lab extra is installed too."""
-    code = "import sys, ledgercache; print(sorted({m.split('.')[0] for m in sys.modules} & %r))" % (set(LAB_MODULES),)
+    code = f"import sys, ledgercache; print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(LAB_MODULES)!r}))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize(
-    "argv, blocked, needs",
+    ("argv", "blocked", "needs"),
     [
         (["compare", "seek-storm", "--local"], ["matplotlib"], "matplotlib (not installed)"),
         (["compare", "seek-storm"], ["pyspark", "pandas"], "pyspark, pandas (not installed)"),

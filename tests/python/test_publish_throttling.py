@@ -105,7 +105,7 @@ def test_report_puts_the_modes_side_by_side(tmp_path) -> None:
 
 
 def test_trace_files_keep_their_producer_columns(tmp_path) -> None:
-    import pyarrow.csv as csv
+    from pyarrow import csv
 
     trace = publish.noisy_neighbour(seconds=1)
     path = tmp_path / "nn.csv"

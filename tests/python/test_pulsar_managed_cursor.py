@@ -237,7 +237,7 @@ def test_rewind(factory):
     # ManagedCursorTest.rewind
     ledger = factory(max_entries_per_ledger=2)
     c1 = ledger.open_cursor("c1")
-    p1, p2, p3, p4 = ledger.add_entries([f"dummy-entry-{i}".encode() for i in range(1, 5)])
+    p1, p2, _p3, p4 = ledger.add_entries([f"dummy-entry-{i}".encode() for i in range(1, 5)])
     assert (c1.entries_to_read, c1.backlog) == (4, 4)
     c1.mark_delete(p1)
     assert (c1.entries_to_read, c1.backlog) == (3, 3)
@@ -410,7 +410,7 @@ def test_skip_entries_with_individual_deleted_messages(factory):
     # ManagedCursorTest.testSkipEntriesWithIndividualDeletedMessages
     ledger = factory("testSkipEntriesWithIndividualDeletedMessages", max_entries_per_ledger=5)
     c1 = ledger.open_cursor("c1")
-    pos1, pos2, pos3, pos4, pos5 = ledger.add_entries([f"dummy-entry-{i}".encode() for i in range(1, 6)])
+    _pos1, pos2, _pos3, pos4, pos5 = ledger.add_entries([f"dummy-entry-{i}".encode() for i in range(1, 6)])
     assert ledger.ledgers[-1][0] > pos5.ledger_id
     c1.ack(pos2)
     c1.ack(pos4)
@@ -418,7 +418,7 @@ def test_skip_entries_with_individual_deleted_messages(factory):
     assert c1.entries_to_read == 0
     assert c1.read_position == P(pos5.ledger_id + 1, 0)
     assert c1.mark_delete_position == pos5
-    pos6, pos7, pos8, pos9, pos10 = ledger.add_entries([f"dummy-entry-{i}".encode() for i in range(1, 6)])
+    _pos6, pos7, _pos8, pos9, pos10 = ledger.add_entries([f"dummy-entry-{i}".encode() for i in range(1, 6)])
     assert ledger.ledgers[-1][0] > pos10.ledger_id
     c1.ack(pos7)
     c1.ack(pos9)

@@ -13,7 +13,7 @@ def trace(rows, broker="b1"):
     schema = pa.schema([f for f in lc.trace.SCHEMA if f.name not in lc.trace.OPTIONAL])
     cols = {f.name: [] for f in schema}
     for ts_ms, op, topic, cursor, ledger, entry, count, size in rows:
-        for k, v in zip(cols, (ts_ms * 1000, broker, topic, op, cursor, ledger, entry, count, size)):
+        for k, v in zip(cols, (ts_ms * 1000, broker, topic, op, cursor, ledger, entry, count, size), strict=True):
             cols[k].append(v)
     return pa.table(cols, schema=schema)
 
@@ -59,7 +59,7 @@ def test_multi_broker_traces_replay_per_broker_and_keep_row_numbers():
     assert out.column("broker").to_pylist() == ["b1", "b2"]
     bad = both.to_pylist()
     bad[7]["op"] = "publish"
-    with pytest.raises(ValueError, match="row 7.*unknown op"):
+    with pytest.raises(ValueError, match=r"row 7.*unknown op"):
         lc.replay(pa.Table.from_pylist(bad, schema=lc.trace.SCHEMA), lc.CacheConfig())
 
 
@@ -79,9 +79,9 @@ def test_bad_traces_fail_with_the_column_and_row():
         lc.replay(good.set_column(5, "ledger_id", pa.array(["x"] * good.num_rows)), lc.CacheConfig())
     rows = good.to_pylist()
     rows[4]["ts_us"] = 0
-    with pytest.raises(ValueError, match="row 4.*backwards"):
+    with pytest.raises(ValueError, match=r"row 4.*backwards"):
         lc.replay(pa.Table.from_pylist(rows, schema=lc.trace.SCHEMA), lc.CacheConfig())
-    with pytest.raises(ValueError, match="row 1.*never opened"):
+    with pytest.raises(ValueError, match=r"row 1.*never opened"):
         lc.replay(
             trace([(0, "add", "t", None, 1, 0, 0, 10), (1, "read", "t", "ghost", None, None, 1, 0)]), lc.CacheConfig()
         )
@@ -104,8 +104,8 @@ def test_a_rewound_read_passes_over_individually_acknowledged_entries():
     out = lc.replay(trace(rows), lc.CacheConfig(strategy="pip430")).to_pylist()[0]
     # 0, 3..4 and 8..9 again, from storage: the cache let them go after the TTL.
     assert (out["entries_read"], out["storage_read_ops"]) == (15, 3)
-    with pytest.raises(ValueError, match="row 11.*individual ack covers at least one entry"):
-        lc.replay(trace(rows[:11] + [(30, "individual_ack", "t", "c", 1, 1, -1, 0)]), lc.CacheConfig())
+    with pytest.raises(ValueError, match=r"row 11.*individual ack covers at least one entry"):
+        lc.replay(trace([*rows[:11], (30, "individual_ack", "t", "c", 1, 1, -1, 0)]), lc.CacheConfig())
 
 
 def test_belady_needs_a_rereadable_trace_and_timeseries_come_per_second():
@@ -241,7 +241,7 @@ def test_feed_all_with_a_slow_or_reentrant_source_neither_hangs_nor_loses_its_co
 
         def looking():
             for b in batches[:2]:
-                seen.append(where.get())
+                seen.append(where.get())  # noqa: B023 -- called within this iteration
                 yield b
 
         lc._native.ReplaySession([config], decode_ahead=decode_ahead).feed_all(looking())
@@ -251,7 +251,7 @@ def test_feed_all_with_a_slow_or_reentrant_source_neither_hangs_nor_loses_its_co
 
         def calling_back():
             yield batches[0]
-            session.needs_second_pass()
+            session.needs_second_pass()  # noqa: B023 -- called within this iteration
             yield batches[1]
 
         with pytest.raises(lc.UnsupportedError, match="busy"):
@@ -262,7 +262,7 @@ def test_feed_all_with_a_slow_or_reentrant_source_neither_hangs_nor_loses_its_co
 
         def counting():
             for b in batches:
-                taken.append(b)
+                taken.append(b)  # noqa: B023 -- called within this iteration
                 yield b
 
         with pytest.raises(lc.ClosedError):

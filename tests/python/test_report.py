@@ -2,6 +2,7 @@
 self-contained HTML page with no Markdown left, and its plots keep legends and labels off the data."""
 
 import base64
+import itertools
 import math
 import re
 from html.parser import HTMLParser
@@ -110,7 +111,7 @@ SIZES = (16 << 20, 64 << 20, 256 << 20)
     ],
 )
 def test_the_recommendation_never_names_a_design_no_broker_runs(case, target, tmp_path):
-    summary = _summary([(s, z, h) for s, hits in case.items() for z, h in zip(SIZES, hits)])
+    summary = _summary([(s, z, h) for s, hits in case.items() for z, h in zip(SIZES, hits, strict=True)])
     text = report.answer_markdown(summary, None, target)
     recs = _recommendations(text)
     assert len(recs) == 1
@@ -127,9 +128,9 @@ def test_the_recommendation_never_names_a_design_no_broker_runs(case, target, tm
 
 def test_recommendation_picks_the_smallest_broker_size_that_reaches_the_target():
     summary = _summary(
-        [("pip430", z, h) for z, h in zip(SIZES, (800, 945, 950))]
-        + [("legacy", z, h) for z, h in zip(SIZES, (100, 200, 300))]
-        + [("lru", z, h) for z, h in zip(SIZES, (950, 990, 995))]
+        [("pip430", z, h) for z, h in zip(SIZES, (800, 945, 950), strict=True)]
+        + [("legacy", z, h) for z, h in zip(SIZES, (100, 200, 300), strict=True)]
+        + [("lru", z, h) for z, h in zip(SIZES, (950, 990, 995), strict=True)]
     )
     rec = _recommendations(report.answer_markdown(summary, None, 0.9))[0]
     assert f"{LABELS['pip430']} with a 64 MiB cache**, the smallest size run that reaches hit ratio 0.9" in rec
@@ -319,10 +320,10 @@ def test_plots_keep_the_legend_off_the_data_and_the_size_labels_apart(monkeypatc
             boxes = [t.get_window_extent(renderer) for t in labels]
             rotation = labels[0].get_rotation()
             if rotation == 0:
-                assert not any(_overlap(a, b) for a, b in zip(boxes, boxes[1:])), "tick labels collide"
+                assert not any(_overlap(a, b) for a, b in itertools.pairwise(boxes)), "tick labels collide"
             else:  # parallel slanted lines of text: apart when their distance exceeds the text's height
                 height = labels[0].get_fontsize() * fig.dpi / 72
-                gaps = [(b.x1 - a.x1) * math.sin(math.radians(rotation)) for a, b in zip(boxes, boxes[1:])]
+                gaps = [(b.x1 - a.x1) * math.sin(math.radians(rotation)) for a, b in itertools.pairwise(boxes)]
                 assert min(gaps) > height, ("tick labels collide", gaps, height)
         assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == sorted(LABELS.values())
     target = [ln for ln in figs[0].axes[0].get_lines() if list(ln.get_ydata()) == [0.9, 0.9]]
@@ -341,7 +342,7 @@ def test_run_seconds_and_rates(replayed):
 
 
 def test_a_design_still_gaining_at_the_largest_size_says_so():
-    summary = _summary([("pip430", z, h) for z, h in zip(SIZES, (500, 700, 900))])
+    summary = _summary([("pip430", z, h) for z, h in zip(SIZES, (500, 700, 900), strict=True)])
     text = report.answer_markdown(summary)
     assert "with at least 256 MiB" in _recommendations(text)[0] and "still gaining" in text
     assert f"{LABELS['pip430']} against {LABELS['legacy']}: not both replayed" in text

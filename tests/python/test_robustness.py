@@ -46,7 +46,7 @@ def _ledger(**kw):
 
 
 CASES = [
-    ("ManualClock", lambda v: lc.ManualClock(v), "start_ns", HUGE + NEGATIVE),
+    ("ManualClock", lc.ManualClock, "start_ns", HUGE + NEGATIVE),
     ("ManualClock", lambda v: lc.ManualClock(start_ns=v), "start_ns", HUGE + NEGATIVE),
     ("ManualClock.advance_ms", lambda v: lc.ManualClock().advance_ms(v), "ms", HUGE + NEGATIVE),
     ("ManualClock.advance_ns", lambda v: lc.ManualClock().advance_ns(v), "ns", HUGE + NEGATIVE),
@@ -281,7 +281,7 @@ CASES = [
     ),
     (
         "encode_throttle_producer_receipt",
-        lambda v: protocol.encode_throttle_producer_receipt(v),
+        protocol.encode_throttle_producer_receipt,
         "request_id",
         HUGE + NEGATIVE,
     ),
@@ -289,7 +289,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(
-    "call, name, value",
+    ("call", "name", "value"),
     [
         pytest.param(call, name, v, id=f"{what}-{name}-{v if abs(v) < 2**100 else ('-' if v < 0 else '') + 'big'}")
         for what, call, name, values in CASES
@@ -300,7 +300,7 @@ def test_out_of_range_integers_name_their_argument(call, name, value):
     try:
         call(value)
     except (lc.LedgerCacheError, ValueError, OverflowError) as e:
-        assert name in str(e), f"{type(e).__name__}: {e}"
+        assert name in str(e), f"{type(e).__name__}: {e}"  # noqa: PT017 -- the call is one of many; pytest.fail below covers acceptance
     else:
         pytest.fail(f"{name}={value} was accepted")
 
@@ -389,7 +389,7 @@ def test_a_file_that_grows_past_the_bound_is_not_read_whole(tmp_path):
 
     path = tmp_path / "stats.json"
     path.write_bytes(b"{}" + b" " * 100)
-    with pytest.raises(lc.InvalidArgumentError, match="stats.json: 102 bytes, more than the 10 a stats file"):
+    with pytest.raises(lc.InvalidArgumentError, match=r"stats\.json: 102 bytes, more than the 10 a stats file"):
         read_text(path, 10, "a stats file")
     fifo = tmp_path / "fifo"
     if hasattr(os, "mkfifo"):

@@ -26,7 +26,8 @@ import pytest
 import ledgercache as lc
 from ledgercache import cli
 
-pytestmark = pytest.mark.cluster
+# Starts a master, a worker and their JVMs, and builds an executor venv: slower than the default limit.
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 pyspark = pytest.importorskip("pyspark", reason="make venv installs pyspark; the cluster test needs it")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -314,7 +315,8 @@ def test_executor_storage_refuses_a_directory_missing_on_the_executor(session, t
             lc.spark.executor_storage(missing)
             yield batch
 
-    with pytest.raises(Exception) as caught:
+    # Spark wraps the executor's error in its own (a Py4J or PySpark exception): the text is what counts.
+    with pytest.raises(Exception) as caught:  # noqa: PT011 -- Spark wraps the error in its own; the text below is checked
         session.range(1).mapInArrow(open_storage, "id long").collect()
     assert f"StorageError: executor_storage: {missing} does not exist on host {socket.gethostname()}" in str(
         caught.value
@@ -338,7 +340,7 @@ def _peak_rss_probe(spark, reset: bool) -> list[dict]:
         if reset:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")
-        status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+        status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
         yield pa.RecordBatch.from_pydict(
             {
                 "pid": [os.getpid()],

@@ -2,7 +2,6 @@
 `ledgercache generate` estimate, and memory that does not grow with a trace's duration."""
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -65,7 +64,7 @@ def test_the_engine_takes_the_generators_dictionary_encoded_batches_as_they_are(
 
 
 @pytest.mark.parametrize(
-    "kwargs, name",
+    ("kwargs", "name"),
     [
         ({"batch_rows": 0}, "batch_rows"),
         ({"batch_rows": 1.5}, "batch_rows"),
@@ -198,7 +197,8 @@ def test_generating_a_long_trace_streams(tmp_path):
         "import json, ledgercache as lc; s = json.load(open(sys.argv[1])); s['testDurationMinutes'] = "
         "float(sys.argv[2]); lc.trace.write(lc.workload.generate(s, seed=1), sys.argv[3])"
     )
-    runs["4D in memory"] = _peak_mib(in_memory, tmp_path, str(spec), str(4 * minutes), "in-memory.parquet") + (
+    runs["4D in memory"] = (
+        *_peak_mib(in_memory, tmp_path, str(spec), str(4 * minutes), "in-memory.parquet"),
         pq.ParquetFile(tmp_path / "in-memory.parquet").metadata.num_rows,
     )
     report = ", ".join(f"{k}: {mib:.0f} MiB peak, {rows:,} events, {s:.1f}s" for k, (mib, s, _, rows) in runs.items())

@@ -142,15 +142,15 @@ def test_adds_carry_messages_and_redeliveries_their_reason():
         "negativeAckRedeliveryDelayMs": 1000,
     }
     t = lc.workload.generate(spec, seed=1).to_pydict()
-    adds = [(m, s) for op, m, s in zip(t["op"], t["messages"], t["size"]) if op == "add"]
+    adds = [(m, s) for op, m, s in zip(t["op"], t["messages"], t["size"], strict=True) if op == "add"]
     assert all(m >= 1 and s == 100 * m for m, s in adds)
     assert sum(m for m, _ in adds) > len(adds)  # 3000 messages/s in 1 ms batches: several an entry
-    reasons = {r for op, r in zip(t["op"], t["reason"]) if op == "redeliver"}
+    reasons = {r for op, r in zip(t["op"], t["reason"], strict=True) if op == "redeliver"}
     assert reasons <= set(lc.trace.REASONS) and {"nack", "overflow"} <= reasons
-    assert all(r is None for op, r in zip(t["op"], t["reason"]) if op != "redeliver")
-    assert all(m is None for op, m in zip(t["op"], t["messages"]) if op != "add")
+    assert all(r is None for op, r in zip(t["op"], t["reason"], strict=True) if op != "redeliver")
+    assert all(m is None for op, m in zip(t["op"], t["messages"], strict=True) if op != "add")
     off = lc.workload.generate({**spec, "batchingEnabled": False}, seed=1).to_pydict()
-    assert {m for op, m in zip(off["op"], off["messages"]) if op == "add"} == {1}
+    assert {m for op, m in zip(off["op"], off["messages"], strict=True) if op == "add"} == {1}
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet", ".arrow"])
@@ -162,7 +162,7 @@ def test_traces_with_and_without_the_optional_columns(tmp_path, suffix):
     # The same trace without messages/reason (as older traces and other tools write it).
     required = t.drop_columns(sorted(lc.trace.OPTIONAL))
     if suffix == ".csv":
-        import pyarrow.csv as csv
+        from pyarrow import csv
 
         csv.write_csv(required, tmp_path / f"old{suffix}")
     elif suffix == ".parquet":
@@ -170,7 +170,7 @@ def test_traces_with_and_without_the_optional_columns(tmp_path, suffix):
 
         pq.write_table(required, tmp_path / f"old{suffix}")
     else:
-        import pyarrow.feather as feather
+        from pyarrow import feather
 
         feather.write_feather(required, tmp_path / f"old{suffix}", compression="uncompressed")
     old = pa.Table.from_batches(list(lc.trace.batches(tmp_path / f"old{suffix}")), schema=lc.trace.SCHEMA)

@@ -1,5 +1,8 @@
 //! Hand-written traces for the lab's tests: rows, a record batch of them, a replay.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each test binary that includes `support` uses part of it"
+)]
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray};
 use ledgercache::lab::replay::{replay, ReplayMetrics, TraceDecoder};

@@ -166,7 +166,7 @@ impl ManagedLedger {
         let State {
             cursors, layout, ..
         } = st;
-        let Some(c) = cursors.get_mut(cursor as usize).and_then(|c| c.as_mut()) else {
+        let Some(c) = cursors.get_mut(cursor as usize).and_then(Option::as_mut) else {
             return Ok(());
         };
         let missing: Vec<Position> = c
@@ -343,7 +343,7 @@ impl ManagedLedger {
         } = &mut *st;
         let op = ops.get_mut(&op_id).expect("known read");
         let cursor = op.cursor;
-        let Some(c) = cursors.get_mut(cursor as usize).and_then(|c| c.as_mut()) else {
+        let Some(c) = cursors.get_mut(cursor as usize).and_then(Option::as_mut) else {
             // Closed: `finalize` reports it.
             op.units.clear();
             return;
@@ -410,9 +410,9 @@ impl ManagedLedger {
         // Every entry is in unless a storage read came back short (it found damage after its
         // first entry, see `Storage::read`): then the entries before the gap are delivered, and
         // the cursor's next read starts at the damaged entry and reports it.
-        let entries: Vec<CachedEntry> = op.entries.iter_mut().map_while(|e| e.take()).collect();
+        let entries: Vec<CachedEntry> = op.entries.iter_mut().map_while(Option::take).collect();
         let layout = st.layout.clone();
-        let Some(c) = st.cursors.get_mut(cursor as usize).and_then(|c| c.as_mut()) else {
+        let Some(c) = st.cursors.get_mut(cursor as usize).and_then(Option::as_mut) else {
             st.ops.get_mut(&op_id).expect("known").outcome =
                 Some(Err(Error::not_found("cursor", cursor)));
             return;

@@ -31,7 +31,10 @@ impl ManagedLedger {
     /// way that share entries with it and issues storage reads of the rest (the rule in
     /// [`plan_storage_reads`]). A read that completes at once (`now_only`) joins only reads due by
     /// `now`, and one that will fail none.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the read's identity, range and timing, each its own value"
+    )]
     pub(super) fn read_from_storage(
         &self,
         st: &mut State,

@@ -138,9 +138,8 @@ impl Layout {
         let mut out = Vec::new();
         let mut left = n;
         let from = self.normalize(from);
-        let start = match self.index_of(from.ledger_id) {
-            Ok(i) => i,
-            Err(_) => return out,
+        let Ok(start) = self.index_of(from.ledger_id) else {
+            return out;
         };
         let mut first = from.entry_id;
         for l in &self.ledgers[start..] {

@@ -27,6 +27,7 @@ pub(crate) struct SizedPayload(ManuallyDrop<Payload>);
 
 // SAFETY: either a `Payload` (Send + Sync) or a plain number.
 unsafe impl Send for SizedPayload {}
+// SAFETY: as for `Send`.
 unsafe impl Sync for SizedPayload {}
 
 impl SizedPayload {
@@ -81,7 +82,7 @@ impl SizedPayload {
             Some(_) => Payload(None),
             // SAFETY: an untagged word is a payload, moved out exactly once (`this` is never
             // dropped).
-            None => unsafe { std::ptr::read(&*this.0) },
+            None => unsafe { std::ptr::read(&raw const *this.0) },
         }
     }
 }
@@ -131,7 +132,10 @@ mod tests {
     }
 
     /// Bytes that tell when they are freed (their `Arc` goes back to one holder).
-    struct Tracked(#[allow(dead_code)] std::sync::Arc<()>, Vec<u8>);
+    struct Tracked(
+        #[allow(dead_code, reason = "held for its drop, never read")] std::sync::Arc<()>,
+        Vec<u8>,
+    );
 
     impl crate::cache::payload::PayloadBuffer for Tracked {
         fn as_slice(&self) -> &[u8] {

@@ -34,10 +34,7 @@ def container_ops(rng, names, positions, n, weights, forward=None):
             live[name] = p
             out.append(f"add {name} {p[0]}:{p[1]}")
         elif kind == "update":
-            if forward and name in live and rng.random() < 0.9:
-                p = forward(live[name])
-            else:
-                p = positions()
+            p = forward(live[name]) if forward and name in live and rng.random() < 0.9 else positions()
             if name in live:
                 live[name] = p
             out.append(f"update {name} {p[0]}:{p[1]}")
