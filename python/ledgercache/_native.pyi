@@ -37,6 +37,8 @@ __all__ = [
     "ReadHandle",
     "ReplaySession",
     "RequestRecorder",
+    "summary_schema",
+    "series_schema",
     "WorkloadStream",
     "stream_workload",
     "estimate_workload",
@@ -574,6 +576,12 @@ def stream_workload(
 def estimate_workload(settings: dict[str, Any]) -> dict[str, float | str | None]: ...
 def check_workload(settings: dict[str, Any], broker: int | None = None, memory_budget: int = 4294967296) -> None: ...
 def read_broker_conf(source: str | PathLike[str] | Mapping[str, Any]) -> list[tuple[str, str]]: ...
+def summary_schema() -> pa.Schema:
+    """The replay summary's columns, each field's doc in its metadata under ``b"doc"``."""
+
+def series_schema() -> pa.Schema:
+    """The per-second series' columns, each field's doc in its metadata under ``b"doc"``."""
+
 def designs() -> list[dict[str, str]]:
     """The cache designs: name, label (as operators know it), models, role (broker, proposal,
     reference or bound) and broker_settings (how a broker runs it)."""
@@ -587,7 +595,9 @@ class ReplaySession:
     def feed_all(self, batches: Iterable[object]) -> None: ...
     def needs_second_pass(self) -> bool: ...
     def start_second_pass(self) -> None: ...
-    def finish(self) -> list[dict[str, Any]]: ...
+    def finish(self) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+        """The summary and the per-second series (the columns ``summary_schema()`` and
+        ``series_schema()`` declare)."""
 
 @final
 class RequestRecorder:

@@ -54,6 +54,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ledger::PyReadHandle>()?;
     m.add_class::<replay::PyReplaySession>()?;
     m.add_class::<replay::PyRequestRecorder>()?;
+    m.add_function(wrap_pyfunction!(replay::summary_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::series_schema, m)?)?;
     m.add_class::<workload::PyWorkloadStream>()?;
     m.add_function(wrap_pyfunction!(workload::stream_workload, m)?)?;
     m.add_function(wrap_pyfunction!(workload::estimate_workload, m)?)?;

@@ -5,6 +5,7 @@ pub mod memory;
 mod plain_keys;
 pub mod requests;
 pub mod strategy;
+pub mod summary;
 pub mod trace;
 
 use engine::{Replay, Stopped};
