@@ -39,10 +39,12 @@ __all__ = [
     "RequestRecorder",
     "summary_schema",
     "series_schema",
+    "trace_format",
     "WorkloadStream",
     "stream_workload",
     "estimate_workload",
     "check_workload",
+    "spec_keys",
     "read_broker_conf",
     "designs",
     "PublishRateLimiter",
@@ -60,7 +62,8 @@ __version__: str
 # The global allocator the extension was built with: "mimalloc" (the wheel) or "system".
 _allocator: str
 
-_StrategyName = Literal["pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady"]
+# A design's name: one of ``designs()``'s (the registry in src/config/designs.rs lists them once).
+_StrategyName = str
 _BytesLike = bytes | bytearray | memoryview | Any  # anything exporting a buffer (pyarrow.Buffer, ...)
 # An Arrow binary/large_binary/string/large_string array: anything with __arrow_c_array__ (one
 # chunk) or __arrow_c_stream__ (a pyarrow.ChunkedArray, ...).
@@ -582,9 +585,16 @@ def summary_schema() -> pa.Schema:
 def series_schema() -> pa.Schema:
     """The per-second series' columns, each field's doc in its metadata under ``b"doc"``."""
 
-def designs() -> list[dict[str, str]]:
+def spec_keys() -> dict[str, list[str]]:
+    """The workload spec's names: settings, topic_detail, subscription_detail and shape."""
+
+def trace_format() -> dict[str, Any]:
+    """The trace format: ``columns`` (dicts of name, type, optional, doc), ``ops`` and ``reasons``."""
+
+def designs() -> list[dict[str, Any]]:
     """The cache designs: name, label (as operators know it), models, role (broker, proposal,
-    reference or bound) and broker_settings (how a broker runs it)."""
+    reference or bound), broker_settings (how a broker runs it), follows (what of Pulsar's code the
+    simulation follows), manager (whether ``EntryCacheManager`` runs it) and reads_trace_twice."""
 
 @final
 class ReplaySession:

@@ -23,7 +23,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-ALL_STRATEGIES = ("pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady")
+from ._native import designs as _designs
+
+# The designs, in the registry's order (src/config/designs.rs).
+ALL_STRATEGIES = tuple(d["name"] for d in _designs())
+# Those whose replay reads the trace twice (the progress bar counts both passes).
+TWO_PASS_STRATEGIES = frozenset(d["name"] for d in _designs() if d["reads_trace_twice"])
 # Cache sizes for a trace or spec file that names none: a broker's cache, from a small one to a big
 # one (Pulsar's default is a fifth of the direct memory). Bundled scenarios have their own
 # (ledgercache.workload.SCENARIO_CACHE_SIZES).
@@ -665,7 +670,7 @@ def _replay_file(lc, path: Path, configs: list, quiet: bool, label: str = "repla
     """``lc.replay(path, configs, with_timeseries=True)`` with a progress bar in events: the batches
     are counted as the engine takes them (twice over when belady needs a second pass)."""
     events, _ = _trace_events(path)
-    passes = 2 if any(c.strategy == "belady" for c in configs) else 1
+    passes = 2 if any(c.strategy in TWO_PASS_STRATEGIES for c in configs) else 1
     progress = Progress(max(1, events * passes), quiet=quiet, unit="events")
     summary, series = lc.replay(
         path, configs, with_timeseries=True, on_batch=lambda batch: progress.advance(batch.num_rows)

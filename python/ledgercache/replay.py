@@ -26,6 +26,11 @@ def column_docs(schema: pa.Schema = SUMMARY_SCHEMA) -> dict[str, str]:
     return {f.name: (f.metadata or {}).get(b"doc", b"").decode() for f in schema}
 
 
+def _two_pass() -> frozenset[str]:
+    """The designs whose replay reads the trace twice (the registry says which)."""
+    return frozenset(d["name"] for d in _native.designs() if d["reads_trace_twice"])
+
+
 def run_session(
     batches: Callable[[], Iterable[pa.RecordBatch]], configs: list[CacheConfig] | ReplaySession
 ) -> ReplaySession:
@@ -100,9 +105,10 @@ def replay(
         trace, _ = _publish.throttle_publishes(trace, publish_limiter or PublishRateLimiter(), publish_throttling)
     elif publish_limiter is not None:
         raise ValueError("publish_limiter is used only with publish_throttling")
-    if _trace.is_one_shot(trace) and any(c.strategy == "belady" for c in configs):
+    twice = next((c.strategy for c in configs if c.strategy in _two_pass()), None)
+    if _trace.is_one_shot(trace) and twice is not None:
         raise UnsupportedError(
-            "trace: strategy 'belady' reads the trace twice, and a RecordBatchReader can be read only once: pass a "
+            f"trace: strategy {twice!r} reads the trace twice, and a RecordBatchReader can be read only once: pass a "
             "Table, a path, or a function that returns a new reader for each pass "
             "(e.g. lambda: lc.workload.stream(spec, seed))"
         )
@@ -149,9 +155,9 @@ def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path,
     """
     if config is not None and not isinstance(config, CacheConfig):
         raise TypeError("config must be a CacheConfig or None")
-    if config is not None and config.strategy == "belady" and _trace.is_one_shot(trace):
+    if config is not None and config.strategy in _two_pass() and _trace.is_one_shot(trace):
         raise UnsupportedError(
-            "trace: strategy 'belady' reads the trace twice, and a RecordBatchReader can be read only once: pass a "
+            f"trace: strategy {config.strategy!r} reads the trace twice, and a RecordBatchReader can be read only once: pass a "
             "Table, a path, or a function that returns a new reader for each pass"
         )
     recorder = RequestRecorder(config)

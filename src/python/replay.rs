@@ -338,6 +338,29 @@ pub fn series_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
     empty_schema(py, summary::SERIES)
 }
 
+/// The trace format as `lc.trace` exposes it: ``columns`` (each a dict of ``name``, ``type`` as
+/// pyarrow names it, ``optional`` and ``doc``), ``ops`` and ``reasons``.
+#[pyfunction]
+pub fn trace_format(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use crate::lab::replay::trace_schema::{reasons, OPS, TRACE_COLUMNS};
+    let columns = TRACE_COLUMNS
+        .iter()
+        .map(|c| {
+            let d = PyDict::new(py);
+            d.set_item("name", c.name)?;
+            d.set_item("type", c.kind.name())?;
+            d.set_item("optional", c.optional)?;
+            d.set_item("doc", c.doc)?;
+            Ok(d)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let out = PyDict::new(py);
+    out.set_item("columns", columns)?;
+    out.set_item("ops", OPS.to_vec())?;
+    out.set_item("reasons", reasons().collect::<Vec<_>>())?;
+    Ok(out)
+}
+
 /// Records a trace's request stream for export (see `ledgercache.export_requests`).
 #[pyclass(name = "RequestRecorder", module = "ledgercache._native", frozen)]
 pub struct PyRequestRecorder(UntilFinished<crate::lab::replay::RequestRecorder>);

@@ -7,6 +7,7 @@ pub mod requests;
 pub mod strategy;
 pub mod summary;
 pub mod trace;
+pub mod trace_schema;
 
 use engine::{Replay, Stopped};
 pub use engine::{ReplayMetrics, Replayer};
