@@ -6,6 +6,8 @@ mod plain_keys;
 pub mod requests;
 pub mod strategy;
 pub mod summary;
+#[cfg(test)]
+mod toy_design;
 pub mod trace;
 pub mod trace_schema;
 

@@ -363,3 +363,83 @@ pub fn tables(runs: &[Run]) -> Result<(RecordBatch, RecordBatch)> {
     let each: Vec<(usize, ())> = (0..runs.len()).map(|i| (i, ())).collect();
     Ok((batch(SUMMARY, runs, &each)?, batch(SERIES, runs, &seconds)?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(broker: &str, metrics: ReplayMetrics, memory_model: bool) -> Run {
+        Run {
+            broker: broker.into(),
+            config: CacheConfig {
+                memory_model,
+                copy_entries: false,
+                ..CacheConfig::default()
+            },
+            metrics,
+            took: Duration::from_millis(5),
+            config_json: "{}".into(),
+        }
+    }
+
+    #[test]
+    fn rows_follow_the_declaration_and_series_rows_name_their_run() {
+        let metrics = ReplayMetrics {
+            entries_read: 4,
+            hits: 1,
+            per_second: vec![(0, 10, 2, 1), (1, 20, 2, 0)],
+            ..ReplayMetrics::default()
+        };
+        let runs = [
+            run("a", metrics.clone(), true),
+            run("a", metrics.clone(), false),
+            run("b", metrics, false),
+        ];
+        let (summary, series) = tables(&runs).unwrap();
+        assert_eq!(summary.schema().as_ref(), &schema(SUMMARY));
+        assert_eq!(summary.num_rows(), 3);
+        let retained = summary.column_by_name("peak_retained_bytes").unwrap();
+        assert_eq!(
+            retained.null_count(),
+            2,
+            "not measured without the memory model"
+        );
+        let index = series.column_by_name("config_index").unwrap();
+        let index = index
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .unwrap();
+        assert_eq!(index.values().to_vec(), vec![0, 0, 1, 1, 0, 0]);
+        let ratio = series.column_by_name("hit_ratio").unwrap();
+        let ratio = ratio
+            .as_any()
+            .downcast_ref::<arrow_array::Float64Array>()
+            .unwrap();
+        assert_eq!(ratio.value(0), 0.5);
+        assert_eq!(ratio.value(1), 0.0);
+    }
+
+    #[test]
+    fn a_count_past_int64_is_an_error_not_a_wrapped_number() {
+        let metrics = ReplayMetrics {
+            events: u64::MAX,
+            ..ReplayMetrics::default()
+        };
+        let err = tables(&[run("a", metrics, true)]).unwrap_err();
+        assert!(err.to_string().contains("column events"), "{err}");
+    }
+
+    #[test]
+    fn every_column_is_documented_once() {
+        for columns in [
+            SUMMARY.iter().map(|c| (c.name, c.doc)).collect::<Vec<_>>(),
+            SERIES.iter().map(|c| (c.name, c.doc)).collect(),
+        ] {
+            let mut names: Vec<_> = columns.iter().map(|(n, _)| *n).collect();
+            assert!(columns.iter().all(|(_, doc)| !doc.is_empty()));
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), columns.len());
+        }
+    }
+}
