@@ -73,16 +73,19 @@ impl CacheStrategy for ToyFifo {
     }
 }
 
+/// A trace row: time, op, cursor, entry, count, size.
+type Row = (
+    i64,
+    &'static str,
+    Option<&'static str>,
+    Option<i64>,
+    Option<i32>,
+    Option<i32>,
+);
+
 /// One broker, one topic, one cursor reading each entry once as it is published.
 fn tailing_trace(entries: i64) -> RecordBatch {
-    let mut rows: Vec<(
-        i64,
-        &str,
-        Option<&str>,
-        Option<i64>,
-        Option<i32>,
-        Option<i32>,
-    )> = vec![(0, "open", Some("sub"), None, None, None)];
+    let mut rows: Vec<Row> = vec![(0, "open", Some("sub"), None, None, None)];
     for e in 0..entries {
         let t = 1_000 * (e + 1);
         rows.push((t, "add", None, Some(e), None, Some(100)));
