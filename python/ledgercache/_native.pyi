@@ -594,7 +594,8 @@ def trace_format() -> dict[str, Any]:
 def designs() -> list[dict[str, Any]]:
     """The cache designs: name, label (as operators know it), models, role (broker, proposal,
     reference or bound), broker_settings (how a broker runs it), follows (what of Pulsar's code the
-    simulation follows), manager (whether ``EntryCacheManager`` runs it) and reads_trace_twice."""
+    simulation follows), manager (whether ``EntryCacheManager`` runs it), reads_trace_twice and
+    release (the version a broker running it reports; empty for the others)."""
 
 @final
 class ReplaySession:

@@ -924,7 +924,7 @@ def cmd_broker_dump(args) -> None:
     def fill(tmp: Path) -> None:
         lc.broker_stats.write(stats, tmp / "stats.json")
         # A broker of the release that runs the design, so that calibrate infers it back.
-        version = {"pip430": "4.1.0", "pip430-fifo": "4.1.0", "legacy": "4.0.0"}.get(args.strategy)
+        version = {d["name"]: d["release"] for d in _designs() if d["release"]}.get(args.strategy)
         lc.metrics.write_prometheus(
             metrics,
             tmp / "metrics.txt",

@@ -45,6 +45,9 @@ pub struct Design {
     pub manager: bool,
     /// Whether a replay reads the trace twice (the first pass learns the future).
     pub reads_trace_twice: bool,
+    /// The version a broker running it reports (`pulsar_version_info`), by which `calibrate`
+    /// infers the design back; empty where no broker runs it.
+    pub release: &'static str,
 }
 
 /// Every design, in [`Strategy::ALL`] order.
@@ -60,6 +63,7 @@ pub const DESIGNS: [Design; 6] = [
                   expected read",
         manager: true,
         reads_trace_twice: false,
+        release: "4.1.0",
     },
     Design {
         strategy: Strategy::Pip430Fifo,
@@ -72,6 +76,7 @@ pub const DESIGNS: [Design; 6] = [
         follows: "as PIP-430, with both TTL extensions off",
         manager: true,
         reads_trace_twice: false,
+        release: "4.1.0",
     },
     Design {
         strategy: Strategy::Legacy,
@@ -85,6 +90,7 @@ pub const DESIGNS: [Design; 6] = [
                   leaves; ranges served all or nothing",
         manager: false,
         reads_trace_twice: false,
+        release: "4.0.0",
     },
     Design {
         strategy: Strategy::Segmented,
@@ -95,6 +101,7 @@ pub const DESIGNS: [Design; 6] = [
         follows: "PIP-174's PR #15955: cached on publish only, ranges all or nothing",
         manager: false,
         reads_trace_twice: false,
+        release: "",
     },
     Design {
         strategy: Strategy::Lru,
@@ -105,6 +112,7 @@ pub const DESIGNS: [Design; 6] = [
         follows: "admits everything; evicts the least recently used entry",
         manager: false,
         reads_trace_twice: false,
+        release: "",
     },
     Design {
         strategy: Strategy::Belady,
@@ -117,6 +125,7 @@ pub const DESIGNS: [Design; 6] = [
                   future read)",
         manager: false,
         reads_trace_twice: true,
+        release: "",
     },
 ];
 
@@ -155,6 +164,12 @@ mod tests {
             assert_eq!(
                 d.role == DesignRole::Broker,
                 !d.broker_settings.is_empty(),
+                "{}",
+                d.label
+            );
+            assert_eq!(
+                d.role == DesignRole::Broker,
+                !d.release.is_empty(),
                 "{}",
                 d.label
             );

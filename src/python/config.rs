@@ -281,7 +281,8 @@ fn conf_pairs(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Vec<(String
 /// release runs it; ``"proposal"``, ``"reference"`` or ``"bound"``: shown for comparison only)
 /// ``broker_settings`` (how a broker is made to run it; empty for the others), ``follows`` (what
 /// of Pulsar's code the simulation follows), ``manager`` (whether ``EntryCacheManager`` runs it)
-/// and ``reads_trace_twice`` (a replay's second pass, as Belady's).
+/// ``reads_trace_twice`` (a replay's second pass, as Belady's) and ``release`` (the version a
+/// broker running it reports; empty for the others).
 #[pyfunction]
 pub fn designs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     crate::config::designs::DESIGNS
@@ -296,6 +297,7 @@ pub fn designs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
             out.set_item("follows", d.follows)?;
             out.set_item("manager", d.manager)?;
             out.set_item("reads_trace_twice", d.reads_trace_twice)?;
+            out.set_item("release", d.release)?;
             Ok(out)
         })
         .collect()

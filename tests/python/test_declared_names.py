@@ -50,6 +50,7 @@ def test_every_reader_of_the_design_names_reads_the_registry():
     assert lc.cli.TWO_PASS_STRATEGIES == {d["name"] for d in lc.designs() if d["reads_trace_twice"]}
     for d in lc.designs():
         assert d["follows"], d["name"]
+        assert bool(d["release"]) == (d["role"] == "broker"), d["name"]
 
 
 @pytest.mark.parametrize("design", lc.designs(), ids=lambda d: d["name"])
