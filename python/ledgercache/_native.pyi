@@ -36,10 +36,14 @@ __all__ = [
     "ReadHandle",
     "ReplaySession",
     "RequestRecorder",
+    "summary_schema",
+    "series_schema",
+    "trace_format",
     "WorkloadStream",
     "stream_workload",
     "estimate_workload",
     "check_workload",
+    "spec_keys",
     "read_broker_conf",
     "designs",
     "PublishRateLimiter",
@@ -57,7 +61,8 @@ __version__: str
 # The global allocator the extension was built with: "mimalloc" (the wheel) or "system".
 _allocator: str
 
-_StrategyName = Literal["pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady"]
+# A design's name: one of ``designs()``'s (the registry in src/config/designs.rs lists them once).
+_StrategyName = str
 _BytesLike = bytes | bytearray | memoryview | Any  # anything exporting a buffer (pyarrow.Buffer, ...)
 # An Arrow binary/large_binary/string/large_string array: anything with __arrow_c_array__ (one
 # chunk) or __arrow_c_stream__ (a pyarrow.ChunkedArray, ...).
@@ -573,9 +578,23 @@ def stream_workload(
 def estimate_workload(settings: dict[str, Any]) -> dict[str, float | str | None]: ...
 def check_workload(settings: dict[str, Any], broker: int | None = None, memory_budget: int = 4294967296) -> None: ...
 def read_broker_conf(source: str | PathLike[str] | Mapping[str, Any]) -> list[tuple[str, str]]: ...
-def designs() -> list[dict[str, str]]:
+def summary_schema() -> pa.Schema:
+    """The replay summary's columns, each field's doc in its metadata under ``b"doc"``."""
+
+def series_schema() -> pa.Schema:
+    """The per-second series' columns, each field's doc in its metadata under ``b"doc"``."""
+
+def spec_keys() -> dict[str, list[str]]:
+    """The workload spec's names: settings, topic_detail, subscription_detail and shape."""
+
+def trace_format() -> dict[str, Any]:
+    """The trace format: ``columns`` (dicts of name, type, optional, doc), ``ops`` and ``reasons``."""
+
+def designs() -> list[dict[str, Any]]:
     """The cache designs: name, label (as operators know it), models, role (broker, proposal,
-    reference or bound) and broker_settings (how a broker runs it)."""
+    reference or bound), broker_settings (how a broker runs it), follows (what of Pulsar's code the
+    simulation follows), manager (whether ``EntryCacheManager`` runs it), reads_trace_twice and
+    release (the version a broker running it reports; empty for the others)."""
 
 @final
 class ReplaySession:
@@ -586,7 +605,9 @@ class ReplaySession:
     def feed_all(self, batches: Iterable[object]) -> None: ...
     def needs_second_pass(self) -> bool: ...
     def start_second_pass(self) -> None: ...
-    def finish(self) -> list[dict[str, Any]]: ...
+    def finish(self) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+        """The summary and the per-second series (the columns ``summary_schema()`` and
+        ``series_schema()`` declare)."""
 
 @final
 class RequestRecorder:

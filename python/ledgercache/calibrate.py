@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _native
 from . import broker_stats as _stats
 from . import broker_workload as _bw
 from . import metrics as _metrics
@@ -75,8 +76,8 @@ __all__ = [
     "merge_notes",
 ]
 
-#: Designs swept by default: those a broker can run.
-DESIGNS = ("pip430", "pip430-fifo", "legacy")
+#: Designs swept by default: those a broker can run (role "broker" in ``lc.designs()``).
+DESIGNS = tuple(d["name"] for d in _native.designs() if d["role"] == "broker")
 #: Designs replayed at the broker's cache size only, for reference (swept when named in designs=;
 #: LRU and PIP-174's ring at large sizes hold every entry published, which costs memory).
 REFERENCES = ("lru",)

@@ -34,8 +34,12 @@ import pyarrow.parquet as pq
 import ledgercache as lc
 
 from . import __version__, _extras, calibrate_report
+from ._native import designs as _designs
 
-ALL_STRATEGIES = ("pip430", "pip430-fifo", "legacy", "segmented", "lru", "belady")
+# The designs, in the registry's order (src/config/designs.rs).
+ALL_STRATEGIES = tuple(d["name"] for d in _designs())
+# Those whose replay reads the trace twice (the progress bar counts both passes).
+TWO_PASS_STRATEGIES = frozenset(d["name"] for d in _designs() if d["reads_trace_twice"])
 # Cache sizes for a trace or spec file that names none: a broker's cache, from a small one to a big
 # one (Pulsar's default is a fifth of the direct memory). Bundled scenarios have their own
 # (ledgercache.workload.SCENARIO_CACHE_SIZES).
@@ -664,7 +668,7 @@ def _replay_file(lc, path: Path, configs: list, quiet: bool, label: str = "repla
     """``lc.replay(path, configs, with_timeseries=True)`` with a progress bar in events: the batches
     are counted as the engine takes them (twice over when belady needs a second pass)."""
     events, _ = _trace_events(path)
-    passes = 2 if any(c.strategy == "belady" for c in configs) else 1
+    passes = 2 if any(c.strategy in TWO_PASS_STRATEGIES for c in configs) else 1
     progress = Progress(max(1, events * passes), quiet=quiet, unit="events")
     summary, series = lc.replay(
         path, configs, with_timeseries=True, on_batch=lambda batch: progress.advance(batch.num_rows)
@@ -897,7 +901,7 @@ def cmd_broker_dump(args) -> None:
     def fill(tmp: Path) -> None:
         lc.broker_stats.write(stats, tmp / "stats.json")
         # A broker of the release that runs the design, so that calibrate infers it back.
-        version = {"pip430": "4.1.0", "pip430-fifo": "4.1.0", "legacy": "4.0.0"}.get(args.strategy)
+        version = {d["name"]: d["release"] for d in _designs() if d["release"]}.get(args.strategy)
         lc.metrics.write_prometheus(
             metrics,
             tmp / "metrics.txt",

@@ -2,69 +2,33 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 
+from . import _native
 from . import publish as _publish
 from . import trace as _trace
 from ._native import CacheConfig, PublishRateLimiter, ReplaySession, RequestRecorder
 from .errors import UnsupportedError
 
-__all__ = ["replay", "export_requests", "SUMMARY_COLUMNS"]
+__all__ = ["replay", "export_requests", "SUMMARY_COLUMNS", "SUMMARY_SCHEMA", "SERIES_SCHEMA", "column_docs"]
 
-SUMMARY_COLUMNS = (
-    "broker",
-    "strategy",
-    "cache_size_bytes",
-    "events",
-    "entries_read",
-    "read_bytes",
-    "hits",
-    "misses",
-    "hit_ratio",
-    "storage_read_ops",
-    "storage_read_bytes",
-    "published_entries",
-    "published_bytes",
-    "evicted_entries",
-    "invalidated_entries",
-    "requeues",
-    "peak_cache_bytes",
-    "peak_retained_bytes",
-    "out_of_order_deliveries",
-    "discarded_reads",
-    "reads_waited_for_permits",
-    "reads_failed_for_permits",
-    "replay_seconds",
-)
+# Declared once, in Rust (src/lab/replay/summary.rs): each field's doc is in its metadata (b"doc").
+SUMMARY_SCHEMA: pa.Schema = _native.summary_schema()
+SERIES_SCHEMA: pa.Schema = _native.series_schema()
+# The measured columns: the summary's, but the configuration itself.
+SUMMARY_COLUMNS: tuple[str, ...] = tuple(n for n in SUMMARY_SCHEMA.names if n != "config")
 
 
-SUMMARY_SCHEMA = pa.schema(
-    [
-        (c, pa.string())
-        if c in ("broker", "strategy")
-        else (c, pa.float64())
-        if c in ("hit_ratio", "replay_seconds")
-        else (c, pa.int64())
-        for c in SUMMARY_COLUMNS
-    ]
-    + [("config", pa.string())]
-)
-SERIES_SCHEMA = pa.schema(
-    [
-        ("broker", pa.string()),
-        ("strategy", pa.string()),
-        ("cache_size_bytes", pa.int64()),
-        ("config_index", pa.int64()),
-        ("second", pa.int64()),
-        ("cache_bytes", pa.int64()),
-        ("reads", pa.int64()),
-        ("hits", pa.int64()),
-        ("hit_ratio", pa.float64()),
-    ]
-)
+def column_docs(schema: pa.Schema = SUMMARY_SCHEMA) -> dict[str, str]:
+    """Each column of ``schema`` and what it means, in order."""
+    return {f.name: (f.metadata or {}).get(b"doc", b"").decode() for f in schema}
+
+
+def _two_pass() -> frozenset[str]:
+    """The designs whose replay reads the trace twice (the registry says which)."""
+    return frozenset(d["name"] for d in _native.designs() if d["reads_trace_twice"])
 
 
 def run_session(
@@ -87,30 +51,8 @@ def run_session(
 
 def tables(session: ReplaySession) -> tuple[pa.Table, pa.Table]:
     """The summary (one row per broker and configuration) and the per-second series."""
-    summary: dict[str, list] = {c: [] for c in SUMMARY_SCHEMA.names}
-    series: dict[str, list] = {c: [] for c in SERIES_SCHEMA.names}
-    index: dict[str, int] = {}
-    for result in session.finish():
-        broker = result["broker"]
-        config_index = index.get(broker, 0)
-        index[broker] = config_index + 1
-        for c in SUMMARY_COLUMNS:
-            summary[c].append(result[c])
-        summary["config"].append(json.dumps(result["config"].to_dict(), sort_keys=True))
-        for second, cache_bytes, reads, hits in result["per_second"]:
-            for k, v in (
-                ("broker", broker),
-                ("strategy", result["strategy"]),
-                ("cache_size_bytes", result["cache_size_bytes"]),
-                ("config_index", config_index),
-                ("second", second),
-                ("cache_bytes", cache_bytes),
-                ("reads", reads),
-                ("hits", hits),
-                ("hit_ratio", hits / reads if reads else 0.0),
-            ):
-                series[k].append(v)
-    return pa.table(summary, schema=SUMMARY_SCHEMA), pa.table(series, schema=SERIES_SCHEMA)
+    summary, series = session.finish()
+    return pa.Table.from_batches([summary]), pa.Table.from_batches([series])
 
 
 def _configs(configs: CacheConfig | Iterable[CacheConfig]) -> list[CacheConfig]:
@@ -163,9 +105,10 @@ def replay(
         trace, _ = _publish.throttle_publishes(trace, publish_limiter or PublishRateLimiter(), publish_throttling)
     elif publish_limiter is not None:
         raise ValueError("publish_limiter is used only with publish_throttling")
-    if _trace.is_one_shot(trace) and any(c.strategy == "belady" for c in configs):
+    twice = next((c.strategy for c in configs if c.strategy in _two_pass()), None)
+    if _trace.is_one_shot(trace) and twice is not None:
         raise UnsupportedError(
-            "trace: strategy 'belady' reads the trace twice, and a RecordBatchReader can be read only once: pass a "
+            f"trace: strategy {twice!r} reads the trace twice, and a RecordBatchReader can be read only once: pass a "
             "Table, a path, or a function that returns a new reader for each pass "
             "(e.g. lambda: lc.workload.stream(spec, seed))"
         )
@@ -212,9 +155,9 @@ def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path,
     """
     if config is not None and not isinstance(config, CacheConfig):
         raise TypeError("config must be a CacheConfig or None")
-    if config is not None and config.strategy == "belady" and _trace.is_one_shot(trace):
+    if config is not None and config.strategy in _two_pass() and _trace.is_one_shot(trace):
         raise UnsupportedError(
-            "trace: strategy 'belady' reads the trace twice, and a RecordBatchReader can be read only once: pass a "
+            f"trace: strategy {config.strategy!r} reads the trace twice, and a RecordBatchReader can be read only once: pass a "
             "Table, a path, or a function that returns a new reader for each pass"
         )
     recorder = RequestRecorder(config)

@@ -364,18 +364,6 @@ DEPARTURES = (
     ),
 )
 
-# What of Pulsar's code each design's simulation follows (docs/fidelity.md), by strategy name.
-FIDELITY = {
-    "pip430": "Pulsar's master: a redelivery read is never cached; only a Key_Shared hold-back adds an expected read",
-    "pip430-fifo": "as PIP-430, with both TTL extensions off",
-    "legacy": "branch-4.0: storage reads cached only for cursors close together in backlog, off by default; "
-    "backlogged cursors inactive; the cache cleared when the last active cursor leaves; ranges served "
-    "all or nothing",
-    "segmented": "PIP-174's PR #15955: cached on publish only, ranges all or nothing",
-    "lru": "admits everything; evicts the least recently used entry",
-    "belady": "admits everything; evicts the entry read furthest in the future (it knows every future read)",
-}
-
 
 def _model_section(summary: pa.Table) -> list[str]:
     """How the designs were simulated, and every setting of these runs that departs from Pulsar."""
@@ -387,7 +375,7 @@ def _model_section(summary: pa.Table) -> list[str]:
             f"`{s}`",
             md_escape(design_info(s)["models"]),
             md_escape(design_info(s)["broker_settings"] or "no broker runs it"),
-            md_escape(FIDELITY.get(s, "")),
+            md_escape(design_info(s).get("follows", "")),
         ]
         for s in design_order(run)
     ]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import atexit
 import itertools
-import json
 import os
 import shutil
 import socket
@@ -297,9 +296,24 @@ def _check_executors(spark: Any) -> None:
         )
 
 
+_SPARK_TYPES = {"string": "string", "int64": "long", "double": "double", "int32": "int"}
+
+
 def _spark_schema(schema) -> str:
-    names = {"string": "string", "int64": "long", "double": "double", "int32": "int"}
-    return ", ".join(f"{f.name} {names[str(f.type)]}" for f in schema)
+    return ", ".join(f"{f.name} {_SPARK_TYPES[str(f.type)]}" for f in schema)
+
+
+def _nested_series_fields() -> list:
+    """The series' fields a summary row does not already hold (it names the broker and the
+    configuration): each summary row carries its seconds as a list of these."""
+    from .replay import SERIES_SCHEMA, SUMMARY_SCHEMA
+
+    return [f for f in SERIES_SCHEMA if f.name not in SUMMARY_SCHEMA.names]
+
+
+def _per_second_ddl() -> str:
+    fields = ", ".join(f"{f.name}: {_SPARK_TYPES[str(f.type)]}" for f in _nested_series_fields())
+    return f"per_second array<struct<{fields}>>"
 
 
 def generate(spark: Any, spec: Any, brokers: int | None = None, seed: int = 0, memory_budget: int | None = None) -> Any:
@@ -396,19 +410,20 @@ def _replay_partition(batches: Any, chunks: list[list[CacheConfig]]) -> Any:
         with _Spill(session.needs_second_pass()) as spill:
             passes = iter((spill.through(this_group()), spill.back()))
             summary, series = tables(run_session(lambda: next(passes), session))  # noqa: B023 -- called within this iteration
-        # Each summary row carries its own per-second series (JSON): mapInArrow returns one table.
+        # Each summary row carries its own per-second series (a list of structs): mapInArrow
+        # returns one table.
+        nested = _nested_series_fields()
         per_key: dict[tuple, list] = {}
         for r in series.to_pylist():
-            per_key.setdefault((r["broker"], r["config_index"]), []).append(
-                [r["second"], r["cache_bytes"], r["reads"], r["hits"], r["config_index"]]
-            )
+            per_key.setdefault((r["broker"], r["config_index"]), []).append({f.name: r[f.name] for f in nested})
         index_of: dict[str, int] = {}
         column = []
         for broker in summary.column("broker").to_pylist():
             n = index_of.get(broker, 0)
             index_of[broker] = n + 1
-            column.append(json.dumps(per_key.get((broker, n), [])))
-        yield from summary.append_column("per_second", pa.array(column, pa.string())).to_batches()
+            column.append(per_key.get((broker, n), []))
+        per_second = pa.array(column, pa.list_(pa.struct(nested)))
+        yield from summary.append_column("per_second", per_second).to_batches()
 
 
 class _Spill:
@@ -500,7 +515,7 @@ def replay(
 
         yield from _replay_partition(batches, chunks)
 
-    out = df.mapInArrow(run, _spark_schema(SUMMARY_SCHEMA) + ", per_second string")
+    out = df.mapInArrow(run, _spark_schema(SUMMARY_SCHEMA) + ", " + _per_second_ddl())
     if not with_timeseries:
         return out.drop("per_second")
     # The series is small (a row per trace second and configuration): built on the driver.
@@ -508,18 +523,9 @@ def replay(
     rows = out.collect()
     series: dict[str, list] = {f.name: [] for f in SERIES_SCHEMA}
     for r in rows:
-        for second, cache_bytes, reads, hits, index in json.loads(r["per_second"]):
-            for k, v in (
-                ("broker", r["broker"]),
-                ("strategy", r["strategy"]),
-                ("cache_size_bytes", r["cache_size_bytes"]),
-                ("config_index", index),
-                ("second", second),
-                ("cache_bytes", cache_bytes),
-                ("reads", reads),
-                ("hits", hits),
-                ("hit_ratio", hits / reads if reads else 0.0),
-            ):
-                series[k].append(v)
+        for second in r["per_second"]:
+            values = second.asDict()
+            for name in series:
+                series[name].append(values[name] if name in values else r[name])
     summary = out.sparkSession.createDataFrame([r.asDict() for r in rows], out.schema).drop("per_second")
     return summary, pa.table(series, schema=SERIES_SCHEMA)

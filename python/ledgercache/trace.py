@@ -65,10 +65,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import csv, ipc
 
+from . import _native
 from .errors import InvalidArgumentError
 
 __all__ = [
     "SCHEMA",
+    "COLUMN_DOCS",
     "OPS",
     "OPTIONAL",
     "REASONS",
@@ -80,25 +82,15 @@ __all__ = [
     "write",
 ]
 
-SCHEMA = pa.schema(
-    [
-        ("ts_us", pa.int64()),
-        ("broker", pa.string()),
-        ("topic", pa.string()),
-        ("op", pa.string()),
-        ("cursor", pa.string()),
-        ("ledger_id", pa.int64()),
-        ("entry_id", pa.int64()),
-        ("count", pa.int32()),
-        ("size", pa.int32()),
-        ("messages", pa.int32()),
-        ("reason", pa.string()),
-    ]
-)
-OPS = ("open", "close", "add", "read", "replay", "redeliver", "ack", "seek", "delete", "individual_ack", "rewind")
+# Declared once, in Rust (src/lab/replay/trace_schema.rs).
+_FORMAT = _native.trace_format()
+SCHEMA = pa.schema([(c["name"], pa.type_for_alias(c["type"])) for c in _FORMAT["columns"]])
+# What each column means, in order.
+COLUMN_DOCS = {c["name"]: c["doc"] for c in _FORMAT["columns"]}
+OPS = tuple(_FORMAT["ops"])
 # Columns a trace may leave out (they read as nulls).
-OPTIONAL = frozenset({"messages", "reason"})
-REASONS = ("hold-back", "nack", "overflow")
+OPTIONAL = frozenset(c["name"] for c in _FORMAT["columns"] if c["optional"])
+REASONS = tuple(_FORMAT["reasons"])
 
 TraceSource: TypeAlias = pa.Table | pa.RecordBatch | pa.RecordBatchReader | str | os.PathLike | Callable[[], Any]
 

@@ -270,88 +270,14 @@ MAX_SPEC_FILE_BYTES = 1 << 20
 
 Spec: TypeAlias = Mapping[str, Any] | str | os.PathLike
 
-KNOWN = frozenset(
-    [
-        "topics",
-        "partitions_per_topic",
-        "message_size",
-        "subscriptions_per_topic",
-        "consumer_per_subscription",
-        "producers_per_topic",
-        "producer_rate",
-        "consumer_backlog_size_gb",
-        "backlog_drain_ratio",
-        "backlog_max_wait_minutes",
-        "test_duration_minutes",
-        "key_distributor",
-        "keys",
-        "brokers",
-        "subscription_type",
-        "slow_consumer_fraction",
-        "slow_consumer_speed",
-        "redelivery_rate",
-        "negative_ack_redelivery_delay_ms",
-        "acknowledgment_group_time_ms",
-        "max_acknowledgment_group_size",
-        "seeks_per_minute",
-        "seek_back_seconds",
-        "catch_up_readers",
-        "catch_up_start_seconds",
-        "catch_up_behind_seconds",
-        "catch_up_speed",
-        "churn_per_minute",
-        "churn_downtime_seconds",
-        "max_entries_per_ledger",
-        "managed_ledger_max_entries_per_ledger",
-        "managed_ledger_max_size_per_ledger_mbytes",
-        "managed_ledger_min_ledger_rollover_time_minutes",
-        "managed_ledger_max_ledger_rollover_time_minutes",
-        "read_batch_size",
-        "receiver_queue_size",
-        "consumer_headroom",
-        "batching_enabled",
-        "batching_max_publish_delay_ms",
-        "batching_max_bytes",
-        "batching_max_messages",
-        "dispatcher_max_round_robin_batch_size",
-        "dispatcher_max_read_size_bytes",
-        "dispatcher_max_read_batch_size",
-        "key_shared_look_ahead_msg_in_replay_threshold_per_consumer",
-        "key_shared_look_ahead_msg_in_replay_threshold_per_subscription",
-        "subscription_key_shared_consistent_hashing_replica_points",
-        "active_consumer_failover_delay_time_millis",
-        "managed_ledger_new_entries_check_delay_in_millis",
-        "warmup_duration_minutes",
-        "broker_ingest_bytes_per_second",
-        "broker_ingest_messages_per_second",
-        "topic_details",
-    ]
-)
-# ``topicDetails``: each topic's keys and each subscription's (snake_case, as the generator takes
-# them), and the homogeneous shape settings it replaces (giving one with it is an error).
-TOPIC_DETAIL_KEYS = frozenset({"name", "producer_rate", "message_size", "subscriptions"})
-SUBSCRIPTION_DETAIL_KEYS = frozenset({"name", "type", "consumer_rates", "start_seconds", "redelivery_rate"})
-SHAPE_SETTINGS = frozenset(
-    [
-        "topics",
-        "partitions_per_topic",
-        "subscriptions_per_topic",
-        "consumer_per_subscription",
-        "producers_per_topic",
-        "producer_rate",
-        "message_size",
-        "subscription_type",
-        "slow_consumer_fraction",
-        "slow_consumer_speed",
-        "redelivery_rate",
-        "consumer_headroom",
-        "consumer_backlog_size_gb",
-        "catch_up_readers",
-        "catch_up_start_seconds",
-        "catch_up_behind_seconds",
-        "catch_up_speed",
-    ]
-)
+# The spec's names, as Rust declares them (src/lab/workload/spec.rs): the settings (snake_case; OMB's
+# camelCase keys map onto them), ``topicDetails``' keys for each topic and each subscription, and the
+# homogeneous shape settings ``topicDetails`` replaces (giving one with it is an error).
+_SPEC_KEYS = _native.spec_keys()
+KNOWN = frozenset(_SPEC_KEYS["settings"])
+TOPIC_DETAIL_KEYS = frozenset(_SPEC_KEYS["topic_detail"])
+SUBSCRIPTION_DETAIL_KEYS = frozenset(_SPEC_KEYS["subscription_detail"])
+SHAPE_SETTINGS = frozenset(_SPEC_KEYS["shape"])
 # OMB workload keys that do not change what a broker's cache sees (the module docstring says why).
 IGNORED = frozenset(
     [

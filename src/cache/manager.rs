@@ -10,7 +10,7 @@ use crate::cache::range_cache::RangeCache;
 use crate::cache::read_count::{ReadCount, ReadCountHandler};
 use crate::cache::removal_queue::{Evictor, Pass, QueueItem, RemovalQueue};
 use crate::cache::stats::{CacheStats, Counters, Lookups};
-use crate::config::{CacheConfig, Strategy};
+use crate::config::CacheConfig;
 use crate::error::{Error, Result};
 use parking_lot::{ArcMutexGuard, Condvar, Mutex, RawMutex, RwLock};
 use std::collections::HashMap;
@@ -156,10 +156,16 @@ impl EntryCacheManager {
     /// otherwise a triggered size pass runs inside the insert that triggered it.
     pub fn new(config: CacheConfig, clock: SharedClock, background_eviction: bool) -> Result<Self> {
         config.validate()?;
-        if !matches!(config.strategy, Strategy::Pip430 | Strategy::Pip430Fifo) {
+        if !config.strategy.design().manager {
+            let runs: Vec<String> = crate::config::designs::DESIGNS
+                .iter()
+                .filter(|d| d.manager)
+                .map(|d| format!("{:?}", d.strategy.name()))
+                .collect();
             return Err(Error::Unsupported(format!(
-                "strategy {:?} is a replay-lab strategy; the entry cache manager runs \"pip430\" and \"pip430-fifo\"",
-                config.strategy.name()
+                "strategy {:?} is a replay-lab strategy; the entry cache manager runs {}",
+                config.strategy.name(),
+                runs.join(" and ")
             )));
         }
         let shared = Arc::new(Shared {

@@ -39,6 +39,15 @@ pub struct Design {
     pub role: DesignRole,
     /// The broker.conf settings that select it on a broker, where one can run it.
     pub broker_settings: &'static str,
+    /// What of Pulsar's code (or which textbook policy) the simulation follows, for the reports.
+    pub follows: &'static str,
+    /// Whether the library's `EntryCacheManager` runs it (the others are replay-lab designs).
+    pub manager: bool,
+    /// Whether a replay reads the trace twice (the first pass learns the future).
+    pub reads_trace_twice: bool,
+    /// The version a broker running it reports (`pulsar_version_info`), by which `calibrate`
+    /// infers the design back; empty where no broker runs it.
+    pub release: &'static str,
 }
 
 /// Every design, in [`Strategy::ALL`] order.
@@ -50,6 +59,11 @@ pub const DESIGNS: [Design; 6] = [
                  expect to read it or it was read recently",
         role: DesignRole::Broker,
         broker_settings: "Pulsar 4.1 or later with its defaults",
+        follows: "Pulsar's master: a redelivery read is never cached; only a Key_Shared hold-back adds an \
+                  expected read",
+        manager: true,
+        reads_trace_twice: false,
+        release: "4.1.0",
     },
     Design {
         strategy: Strategy::Pip430Fifo,
@@ -59,6 +73,10 @@ pub const DESIGNS: [Design; 6] = [
         broker_settings: "Pulsar 4.1 or later with \
                           managedLedgerCacheEvictionExtendTTLOfEntriesWithRemainingExpectedReadCount=false \
                           and managedLedgerCacheEvictionExtendTTLOfRecentlyAccessed=false",
+        follows: "as PIP-430, with both TTL extensions off",
+        manager: true,
+        reads_trace_twice: false,
+        release: "4.1.0",
     },
     Design {
         strategy: Strategy::Legacy,
@@ -67,6 +85,12 @@ pub const DESIGNS: [Design; 6] = [
                  over the ledgers",
         role: DesignRole::Broker,
         broker_settings: "Pulsar 4.0 or earlier",
+        follows: "branch-4.0: storage reads cached only for cursors close together in backlog, off by \
+                  default; backlogged cursors inactive; the cache cleared when the last active cursor \
+                  leaves; ranges served all or nothing",
+        manager: false,
+        reads_trace_twice: false,
+        release: "4.0.0",
     },
     Design {
         strategy: Strategy::Segmented,
@@ -74,6 +98,10 @@ pub const DESIGNS: [Design; 6] = [
         models: "PIP-174's broker-wide ring of segments, filled on publish (proposed, not merged)",
         role: DesignRole::Proposal,
         broker_settings: "",
+        follows: "PIP-174's PR #15955: cached on publish only, ranges all or nothing",
+        manager: false,
+        reads_trace_twice: false,
+        release: "",
     },
     Design {
         strategy: Strategy::Lru,
@@ -81,6 +109,10 @@ pub const DESIGNS: [Design; 6] = [
         models: "one broker-wide least-recently-used cache: a reference no Pulsar release runs",
         role: DesignRole::Reference,
         broker_settings: "",
+        follows: "admits everything; evicts the least recently used entry",
+        manager: false,
+        reads_trace_twice: false,
+        release: "",
     },
     Design {
         strategy: Strategy::Belady,
@@ -89,6 +121,11 @@ pub const DESIGNS: [Design; 6] = [
                  size could do",
         role: DesignRole::Bound,
         broker_settings: "",
+        follows: "admits everything; evicts the entry read furthest in the future (it knows every \
+                  future read)",
+        manager: false,
+        reads_trace_twice: true,
+        release: "",
     },
 ];
 
@@ -127,6 +164,12 @@ mod tests {
             assert_eq!(
                 d.role == DesignRole::Broker,
                 !d.broker_settings.is_empty(),
+                "{}",
+                d.label
+            );
+            assert_eq!(
+                d.role == DesignRole::Broker,
+                !d.release.is_empty(),
                 "{}",
                 d.label
             );

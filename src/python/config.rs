@@ -279,7 +279,10 @@ fn conf_pairs(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Vec<(String
 /// The cache designs, in order: each as a dict of ``name`` (the strategy), ``label`` (the name
 /// operators know it by), ``models`` (what the lab simulates), ``role`` (``"broker"``: a Pulsar
 /// release runs it; ``"proposal"``, ``"reference"`` or ``"bound"``: shown for comparison only)
-/// and ``broker_settings`` (how a broker is made to run it; empty for the others).
+/// ``broker_settings`` (how a broker is made to run it; empty for the others), ``follows`` (what
+/// of Pulsar's code the simulation follows), ``manager`` (whether ``EntryCacheManager`` runs it)
+/// ``reads_trace_twice`` (a replay's second pass, as Belady's) and ``release`` (the version a
+/// broker running it reports; empty for the others).
 #[pyfunction]
 pub fn designs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     crate::config::designs::DESIGNS
@@ -291,6 +294,10 @@ pub fn designs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
             out.set_item("models", d.models)?;
             out.set_item("role", d.role.name())?;
             out.set_item("broker_settings", d.broker_settings)?;
+            out.set_item("follows", d.follows)?;
+            out.set_item("manager", d.manager)?;
+            out.set_item("reads_trace_twice", d.reads_trace_twice)?;
+            out.set_item("release", d.release)?;
             Ok(out)
         })
         .collect()

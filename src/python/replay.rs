@@ -1,9 +1,11 @@
 //! The replay session behind `ledgercache.replay()`: Arrow record batches go in through the Arrow
-//! C data interface (no per-event Python), measurements come out as dicts.
+//! C data interface (no per-event Python), measurements come out as Arrow record batches.
 
+use super::arrow_batch::to_pyarrow;
 use super::arrow_import::import_exported;
 use super::config::PyCacheConfig;
 use super::errors::{raise, IntoPyResult};
+use crate::lab::replay::summary::{self, Run};
 use crate::lab::replay::{FeedError, FeedStatus, Session};
 use arrow_array::{RecordBatch, StructArray};
 use parking_lot::Mutex;
@@ -288,48 +290,75 @@ impl PyReplaySession {
         self.0.with(py, |s| s.start_second_pass())
     }
 
-    /// One dict per configuration: the measurements and a per-second series.
-    fn finish<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    /// The summary (a row per broker and configuration) and the per-second series, as
+    /// `pyarrow.RecordBatch`es with the columns `crate::lab::replay::summary` declares.
+    fn finish<'py>(&self, py: Python<'py>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
         let session = self.0.take(py)?;
-        session
+        let dumps = py.import("json")?.getattr("dumps")?;
+        let sorted = PyDict::new(py);
+        sorted.set_item("sort_keys", true)?;
+        let runs = session
             .finish()
             .into_iter()
-            .map(|(broker, config, m, took)| {
-                let d = PyDict::new(py);
-                d.set_item("broker", &broker)?;
-                d.set_item("strategy", config.strategy.name())?;
-                d.set_item("cache_size_bytes", config.cache_size_bytes)?;
-                d.set_item("events", m.events)?;
-                d.set_item("entries_read", m.entries_read)?;
-                d.set_item("read_bytes", m.read_bytes)?;
-                d.set_item("hits", m.hits)?;
-                d.set_item("misses", m.misses)?;
-                d.set_item("hit_ratio", m.hit_ratio())?;
-                d.set_item("storage_read_ops", m.storage_read_ops)?;
-                d.set_item("storage_read_bytes", m.storage_read_bytes)?;
-                d.set_item("published_entries", m.published_entries)?;
-                d.set_item("published_bytes", m.published_bytes)?;
-                d.set_item("evicted_entries", m.evicted_entries)?;
-                d.set_item("invalidated_entries", m.invalidated_entries)?;
-                d.set_item("requeues", m.requeues)?;
-                d.set_item("peak_cache_bytes", m.peak_cache_bytes)?;
-                // Not measured without the memory model (entries sliced from buffers, model off).
-                let measured = config.copy_entries || config.memory_model;
-                d.set_item(
-                    "peak_retained_bytes",
-                    measured.then_some(m.peak_retained_bytes),
-                )?;
-                d.set_item("out_of_order_deliveries", m.out_of_order_deliveries)?;
-                d.set_item("discarded_reads", m.discarded_reads)?;
-                d.set_item("reads_waited_for_permits", m.reads_waited_for_permits)?;
-                d.set_item("reads_failed_for_permits", m.reads_failed_for_permits)?;
-                d.set_item("replay_seconds", took.as_secs_f64())?;
-                d.set_item("per_second", m.per_second)?;
-                d.set_item("config", PyCacheConfig(config))?;
-                Ok(d)
+            .map(|(broker, config, metrics, took)| {
+                // The settings as `CacheConfig.to_dict` gives them, so the JSON rebuilds the config.
+                let settings =
+                    Bound::new(py, PyCacheConfig(config.clone()))?.call_method0("to_dict")?;
+                let config_json: String = dumps.call((settings,), Some(&sorted))?.extract()?;
+                Ok(Run {
+                    broker,
+                    config,
+                    metrics,
+                    took,
+                    config_json,
+                })
             })
-            .collect()
+            .collect::<PyResult<Vec<_>>>()?;
+        let (summary, series) = summary::tables(&runs).py_err(py)?;
+        Ok((to_pyarrow(py, summary)?, to_pyarrow(py, series)?))
     }
+}
+
+/// An empty batch with `columns`, whose schema pyarrow reads (with each field's doc).
+fn empty_schema<S>(py: Python<'_>, columns: &[summary::Column<S>]) -> PyResult<Py<PyAny>> {
+    let batch = RecordBatch::new_empty(std::sync::Arc::new(summary::schema(columns)));
+    to_pyarrow(py, batch)?.getattr(py, "schema")
+}
+
+/// The replay summary's schema (`lc.replay.SUMMARY_SCHEMA`): a field per column, its doc in the
+/// field's metadata under ``b"doc"``.
+#[pyfunction]
+pub fn summary_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    empty_schema(py, summary::SUMMARY)
+}
+
+/// The per-second series' schema (`lc.replay.SERIES_SCHEMA`).
+#[pyfunction]
+pub fn series_schema(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    empty_schema(py, summary::SERIES)
+}
+
+/// The trace format as `lc.trace` exposes it: ``columns`` (each a dict of ``name``, ``type`` as
+/// pyarrow names it, ``optional`` and ``doc``), ``ops`` and ``reasons``.
+#[pyfunction]
+pub fn trace_format(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use crate::lab::replay::trace_schema::{reasons, OPS, TRACE_COLUMNS};
+    let columns = TRACE_COLUMNS
+        .iter()
+        .map(|c| {
+            let d = PyDict::new(py);
+            d.set_item("name", c.name)?;
+            d.set_item("type", c.kind.name())?;
+            d.set_item("optional", c.optional)?;
+            d.set_item("doc", c.doc)?;
+            Ok(d)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let out = PyDict::new(py);
+    out.set_item("columns", columns)?;
+    out.set_item("ops", OPS.to_vec())?;
+    out.set_item("reasons", reasons().collect::<Vec<_>>())?;
+    Ok(out)
 }
 
 /// Records a trace's request stream for export (see `ledgercache.export_requests`).

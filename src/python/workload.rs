@@ -228,3 +228,17 @@ pub fn estimate_workload<'py>(
     )?;
     Ok(d)
 }
+
+/// The names the workload spec takes, as Rust declares them: ``settings`` (snake_case),
+/// ``topic_detail`` and ``subscription_detail`` (``topicDetails``' keys) and ``shape`` (the
+/// homogeneous shape settings ``topicDetails`` replaces).
+#[pyfunction]
+pub fn spec_keys(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use crate::lab::workload::{SHAPE_SETTINGS, SPEC_NAMES, SUBSCRIPTION_KEYS, TOPIC_KEYS};
+    let out = PyDict::new(py);
+    out.set_item("settings", SPEC_NAMES.to_vec())?;
+    out.set_item("topic_detail", TOPIC_KEYS.to_vec())?;
+    out.set_item("subscription_detail", SUBSCRIPTION_KEYS.to_vec())?;
+    out.set_item("shape", SHAPE_SETTINGS.to_vec())?;
+    Ok(out)
+}

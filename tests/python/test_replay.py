@@ -176,7 +176,9 @@ def test_feed_all_replays_as_feeding_each_batch_and_raises_the_sources_own_error
     config = lc.CacheConfig(strategy="pip430", cache_size_bytes=4 << 20)
 
     def results(session: lc._native.ReplaySession) -> list[dict]:
-        return [{k: v for k, v in r.items() if k != "replay_seconds"} for r in session.finish()]
+        summary, series = session.finish()
+        rows = summary.drop_columns(["replay_seconds"]).to_pylist()
+        return rows + series.to_pylist()
 
     def fed_each(n: int) -> list[dict]:
         session = lc._native.ReplaySession([config], decode_ahead=False)

@@ -5,7 +5,11 @@ pub mod memory;
 mod plain_keys;
 pub mod requests;
 pub mod strategy;
+pub mod summary;
+#[cfg(test)]
+mod toy_design;
 pub mod trace;
+pub mod trace_schema;
 
 use engine::{Replay, Stopped};
 pub use engine::{ReplayMetrics, Replayer};

@@ -20,7 +20,7 @@ pub use selector::{murmur3_32, sticky_key_hash, ConsistentHashRing, NO_KEY, STIC
 pub use spec::{
     DetailValue, KeyDistributor, SubscriptionDetail, SubscriptionType, TopicDetail, WorkloadSpec,
     DEFAULT_BROKER_INGEST_BYTES_PER_SECOND, DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND,
-    MAX_ENTRY_BYTES, SHAPE_SETTINGS, SPEC_NAMES,
+    MAX_ENTRY_BYTES, SHAPE_SETTINGS, SPEC_NAMES, SUBSCRIPTION_KEYS, TOPIC_KEYS,
 };
 pub use stream::{trace_schema, TraceBatches, TraceStream, DEFAULT_BATCH_ROWS};
 

@@ -698,8 +698,10 @@ fn fields<'a>(
     Ok(found)
 }
 
-const TOPIC_KEYS: [&str; 4] = ["name", "producer_rate", "message_size", "subscriptions"];
-const SUBSCRIPTION_KEYS: [&str; 5] = [
+/// The keys of a `topicDetails` topic.
+pub const TOPIC_KEYS: [&str; 4] = ["name", "producer_rate", "message_size", "subscriptions"];
+/// The keys of a `topicDetails` topic's subscription.
+pub const SUBSCRIPTION_KEYS: [&str; 5] = [
     "name",
     "type",
     "consumer_rates",

@@ -17,7 +17,7 @@ use arrow_array::{
     ArrayRef, DictionaryArray, Int32Array, Int64Array, RecordBatch, RecordBatchOptions,
     RecordBatchReader, StringArray,
 };
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use arrow_schema::{ArrowError, SchemaRef};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::Range;
@@ -50,29 +50,10 @@ fn reason_key(reason: &str) -> i32 {
     }
 }
 
-fn dictionary() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
-
 /// The schema of the generator's batches: the trace format's columns, string columns
 /// dictionary-encoded.
 pub fn trace_schema() -> SchemaRef {
-    let int64 = |n| Field::new(n, DataType::Int64, true);
-    let int32 = |n| Field::new(n, DataType::Int32, true);
-    let dict = |n| Field::new(n, dictionary(), true);
-    Arc::new(Schema::new(vec![
-        int64("ts_us"),
-        dict("broker"),
-        dict("topic"),
-        dict("op"),
-        dict("cursor"),
-        int64("ledger_id"),
-        int64("entry_id"),
-        int32("count"),
-        int32("size"),
-        int32("messages"),
-        dict("reason"),
-    ]))
+    Arc::new(crate::lab::replay::trace_schema::arrow_schema(true))
 }
 
 /// Turns rows into record batches; holds the dictionaries every batch shares.
