@@ -306,8 +306,6 @@ def _spark_schema(schema) -> str:
 def _nested_series_fields() -> list:
     """The series' fields a summary row does not already hold (it names the broker and the
     configuration): each summary row carries its seconds as a list of these."""
-    from .replay import SERIES_SCHEMA, SUMMARY_SCHEMA
-
     return [f for f in SERIES_SCHEMA if f.name not in SUMMARY_SCHEMA.names]
 
 
@@ -525,7 +523,7 @@ def replay(
     for r in rows:
         for second in r["per_second"]:
             values = second.asDict()
-            for name in series:
-                series[name].append(values[name] if name in values else r[name])
+            for name, column in series.items():
+                column.append(values[name] if name in values else r[name])
     summary = out.sparkSession.createDataFrame([r.asDict() for r in rows], out.schema).drop("per_second")
     return summary, pa.table(series, schema=SERIES_SCHEMA)

@@ -113,7 +113,9 @@ def test_readme_pyspark_example_equals_the_in_process_replay(capsys):
         local = ledgercache.replay(ledgercache.workload.generate(namespace["spec"], seed=1), namespace["configs"])
     finally:
         namespace["spark"].stop()
-    expected = sorted(zip(local["broker"].to_pylist(), local["strategy"].to_pylist(), local["hit_ratio"].to_pylist()))
+    expected = sorted(
+        zip(local["broker"].to_pylist(), local["strategy"].to_pylist(), local["hit_ratio"].to_pylist(), strict=True)
+    )
     assert [(b, s, float(h)) for b, s, h in printed] == expected
     assert len(expected) >= 2 and all(0 < h <= 1 for _, _, h in expected)
 
