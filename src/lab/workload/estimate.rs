@@ -688,7 +688,7 @@ impl WorkloadSpec {
                 let speed_rate = if single {
                     let k = match s.subscription_type {
                         SubscriptionType::Failover => {
-                            super::generate::partition_index_of(&t.name).unwrap_or(0)
+                            super::topology::partition_index_of(&t.name).unwrap_or(0)
                         }
                         _ => 0,
                     };

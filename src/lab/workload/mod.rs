@@ -2,13 +2,20 @@
 //! the events a broker sees (the replay trace format).
 
 mod ack_grouping;
+mod backlog;
+mod consumer;
+mod cursor;
+mod dispatch;
 mod estimate;
+mod events;
 mod generate;
 mod negative_acks;
+mod producer;
 mod rng;
 mod selector;
 mod spec;
 mod stream;
+mod topology;
 
 pub use estimate::{human_bytes, Estimate, Footprint, Ingest, DEFAULT_MEMORY_BUDGET};
 pub use generate::{
