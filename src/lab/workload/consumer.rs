@@ -114,15 +114,16 @@ impl Sim {
         let nack = sub.redelivery_rate;
         let paused = sub.paused;
         let mut received = 0;
-        let single = sub.kind.has_single_active_consumer();
         let mut wake = false;
         let Sub {
             consumers,
             pending_acks,
-            nacked,
+            dispatcher,
             rewinds,
             ..
         } = sub;
+        // Exclusive, Failover: what is nacked and not acknowledged since.
+        let mut nacked = dispatcher.nacked_mut();
         for (ci, c) in consumers.iter_mut().enumerate() {
             let since = c.last_us;
             let elapsed = t.saturating_sub(since) as f64;
@@ -158,11 +159,11 @@ impl Sim {
                     if let Some(at) = c.nacks.add(done(), t, idx, delay_ms) {
                         timers.push((ci, at));
                     }
-                    if single {
+                    if let Some(nacked) = nacked.as_deref_mut() {
                         nacked.insert(idx);
                     }
                 } else {
-                    if single {
+                    if let Some(nacked) = nacked.as_deref_mut() {
                         nacked.remove(&idx);
                     }
                     if *rewinds {

@@ -5,14 +5,12 @@
 use super::consumer::Consumer;
 use super::events::Row;
 use super::generate::{Sim, Task};
-use super::selector::ConsistentHashRing;
+use super::dispatch::Dispatcher;
 use super::spec::SubscriptionType;
 use super::topology::SubStart;
 use crate::broker::positions::acked::{unacked_runs, AckedRanges};
 use crate::broker::positions::layout::{Layout, LedgerInfo};
-use crate::cache::fast_hash::FastMap;
 use crate::cache::position::Position;
-use std::collections::BTreeSet;
 
 pub(super) struct Sub {
     pub(super) cursor: u32,
@@ -21,26 +19,13 @@ pub(super) struct Sub {
     pub(super) read_idx: u64,
     pub(super) active: bool,
     pub(super) consumers: Vec<Consumer>,
-    /// Exclusive/Failover: the consumer that gets the entries.
-    pub(super) active_consumer: usize,
-    /// The replay queue: one set for Shared, one per consumer (the keys it owns) for Key_Shared.
-    pub(super) replay: Vec<BTreeSet<u64>>,
-    pub(super) replay_len: usize,
-    /// Key_Shared: how many replay entries each sticky-key hash has.
-    pub(super) replay_hashes: FastMap<u32, u32>,
-    /// Key_Shared: replay entries queued without their hash (negative acks), until a replay read
-    /// holds them back.
-    pub(super) unhashed: BTreeSet<u64>,
-    pub(super) ring: ConsistentHashRing,
-    /// Shared: the consumer whose turn is next.
-    pub(super) rr: usize,
+    /// Its dispatcher, and what that alone keeps.
+    pub(super) dispatcher: Dispatcher,
     pub(super) scheduled: Option<u64>,
     pub(super) acked_upto: Option<u64>,
     /// A normal read parked at the end of the topic: (entries asked for, when the cursor looks
     /// for new entries again; after that, it is woken by the next entry).
     pub(super) waiting: Option<(u64, u64)>,
-    /// Failover: no reads before this time (the active consumer was just chosen).
-    pub(super) resume_at: u64,
     /// The first unacknowledged entry when the last consumer left.
     pub(super) rewind_to: u64,
     /// Entries its consumers acknowledged on their own past the mark-delete position that the
@@ -51,13 +36,9 @@ pub(super) struct Sub {
     /// rewind, or before a read that would reach them (acknowledgements a client sent after a
     /// rewind), the only times they change what a read reads.
     pub(super) pending_acks: AckedRanges,
-    /// Exclusive, Failover: entries negatively acknowledged and not acknowledged since.
-    pub(super) nacked: BTreeSet<u64>,
     /// Whether it can ever rewind (its consumers come and go, or nacks rewind it), so that what
     /// its consumers acknowledge on their own is worth keeping for the trace.
     pub(super) rewinds: bool,
-    /// Key_Shared: the next read skips the replay queue (looking ahead).
-    pub(super) skip_next_replay: bool,
     /// Share of delivered messages negatively acknowledged.
     pub(super) redelivery_rate: f64,
     /// How the cursor starts.
@@ -87,9 +68,7 @@ impl Sim {
         sub.consumers
             .iter()
             .filter_map(|c| c.oldest_held(!single, grouping))
-            .chain(sub.nacked.first().copied())
-            .chain(sub.replay.iter().filter_map(|r| r.first().copied()))
-            .chain(sub.unhashed.first().copied())
+            .chain(sub.dispatcher.lowest_held())
             .min()
             .unwrap_or(sub.read_idx)
             .min(sub.read_idx)
@@ -289,11 +268,13 @@ impl Sim {
         sub.active = true;
         sub.waiting = None;
         sub.consumers.iter_mut().for_each(|c| c.connect(t, permits));
-        sub.resume_at = if sub.kind == SubscriptionType::Failover {
-            t.saturating_add(failover_delay)
-        } else {
-            t
-        };
+        if let Dispatcher::Single(st) = &mut sub.dispatcher {
+            st.resume_at = if sub.kind == SubscriptionType::Failover {
+                t.saturating_add(failover_delay)
+            } else {
+                t
+            };
+        }
         self.schedule_dispatch(t, p, s);
     }
 
@@ -315,7 +296,7 @@ impl Sim {
             sub.rewind_to = first;
             sub.consumers.iter_mut().for_each(Consumer::close);
             // The last consumer left: the replay queue is dropped.
-            Self::clear_replay(sub);
+            sub.dispatcher.clear_replay();
             // Saturating: a huge knob means "never" (past the end), not a time that wraps around.
             let back = t.saturating_add((self.spec.churn_downtime_seconds * 1e6) as u64);
             self.schedule(back, Task::Churn(p as u32, s as u32));
@@ -326,7 +307,7 @@ impl Sim {
             let first = self.parts[p].subs[s].rewind_to;
             self.rewind(t, p, s, first);
             let sub = &mut self.parts[p].subs[s];
-            Self::clear_replay(sub);
+            sub.dispatcher.clear_replay();
             self.start_consumers(t, p, s);
             self.connect(t, p, s);
             let next = t.saturating_add(self.rng.exp(60e6 / self.spec.churn_per_minute) as u64);
@@ -348,11 +329,13 @@ impl Sim {
         sub.rewind_to = to;
         sub.acked_upto = to.checked_sub(1);
         sub.waiting = None;
-        Self::clear_replay(sub);
+        sub.dispatcher.clear_replay();
         // A reset forgets what was acknowledged on its own (`internalResetCursor`).
         sub.acked.clear();
         sub.pending_acks.clear();
-        sub.nacked.clear();
+        if let Some(nacked) = sub.dispatcher.nacked_mut() {
+            nacked.clear();
+        }
         // The acknowledgements the clients had not sent are dropped too: the reset disconnects
         // the consumers before it replies (`PersistentSubscription.resetCursor`), so the flush
         // at the reply (`flushAndClean`) has no connection to send them on.

@@ -9,6 +9,8 @@
 //! Key_Shared hold-backs are counted as shares of the entries read. Within a factor of two of the
 //! generated trace on the bundled scenarios and OMB-like workloads (a test checks).
 
+use super::dispatch::{self, exclusive, key_shared};
+use super::negative_acks::entry_nacked;
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::error::{Error, Result};
 
@@ -44,26 +46,6 @@ impl PartitionFlow {
         let reads = catch_up_entries / self.entries_per_read + tail * self.tail_reads_per_s;
         let entries_read = catch_up_entries + tail * self.entries_per_s;
         1.0 + reads + active + entries_read * redelivered
-    }
-}
-
-/// Share of entries of `n` messages nacked when each message is at `rate`: any of them nacks it.
-fn entry_nacked(rate: f64, n: f64) -> f64 {
-    1.0 - (1.0 - rate).powf(n)
-}
-
-/// Share of the entries read that a Shared or Key_Shared subscription sends round its replay
-/// queue again (overflow and hold-back), often when some consumers are slow.
-fn held_back_share(kind: SubscriptionType, slow: bool, several_consumers: bool, n: f64) -> f64 {
-    match kind {
-        SubscriptionType::KeyShared if slow => 0.2,
-        SubscriptionType::KeyShared => 0.03,
-        // A read behind the tail asks for up to `readBatchSize` entries whatever their size
-        // (permits count messages, the read counts entries), a consumer takes what its permits
-        // cover (about permits / n entries) and the rest goes round the replay queue again, read
-        // by read (docs/fidelity.md, Shared): the re-adds grow with n.
-        SubscriptionType::Shared if slow && several_consumers => (0.1 * n).max(0.2),
-        _ => 0.0,
     }
 }
 
@@ -189,22 +171,17 @@ impl WorkloadSpec {
         let rate = total_rate / partitions; // messages/s of a partition
         let flow = self.partition_flow(rate, self.message_size);
         let (n, entries_per_s) = (flow.messages_per_entry, flow.entries_per_s);
-        let shared = !self.subscription_type.has_single_active_consumer();
         // Share of the entries read that come back: negative acks, and for Shared and Key_Shared
         // overflow and hold-back.
         let nacked = self.nacks_redelivered(self.redelivery_rate, n, seconds);
         let slow = self.slow_consumer_fraction > 0.0 || self.consumer_headroom < 1.0;
-        let held_back = held_back_share(
+        let redelivered = dispatch::redelivered_rows(
             self.subscription_type,
+            nacked,
             slow,
             self.consumer_per_subscription > 1,
             n,
         );
-        let redelivered = if shared {
-            2.0 * (nacked + held_back) // a `redeliver` and a `replay` row each
-        } else {
-            3.0 * nacked // an `individual_ack`, a `rewind` and a re-read
-        };
         // One cursor from `start` on: it catches up `behind` messages at `speed` times the
         // publish rate, then reads at the tail.
         let cursor = |start: f64, behind: f64, speed: f64| -> f64 {
@@ -311,18 +288,6 @@ impl WorkloadSpec {
             Some(topics) => topics.len() as u64,
             None => self.topics as u64 * self.partitions_per_topic as u64,
         }
-    }
-
-    /// Share of the entries read whose nack is redelivered within the run: an entry of `n`
-    /// messages is nacked if any of them is, and only the nacks older than the client's
-    /// redelivery delay by the end of `seconds` are redelivered.
-    fn nacks_redelivered(&self, rate: f64, n: f64, seconds: f64) -> f64 {
-        let nacked = entry_nacked(rate, n);
-        if seconds <= 0.0 {
-            return nacked;
-        }
-        let delay = self.nack_redelivery_delay_ms() as f64 / 1000.0;
-        nacked * (1.0 - delay / seconds).max(0.0)
     }
 
     /// Minutes simulated: the warm-up, then the test; with a backlog (OMB's backlog test) the
@@ -479,13 +444,9 @@ impl WorkloadSpec {
             + k * (BYTES_PER_CONSUMER + queued * INDEX_BYTES_PER_ENTRY);
         let key_shared = self.subscription_type == SubscriptionType::KeyShared;
         if key_shared {
-            // The consistent-hashing ring (a point is a hash and a consumer) and the key hashes.
-            bytes += c
-                * self.consumer_per_subscription as f64
-                * self.key_shared_replica_points as f64
-                * 16.0;
-            if self.keys <= 1 << 22 {
-                bytes += self.keys as f64 * 4.0;
+            bytes += key_shared::ring_bytes(self, c * self.consumer_per_subscription as f64);
+            if let Some(keys) = key_shared::key_hash_bytes(self) {
+                bytes += keys;
             }
         }
         // What grows with the duration. Seeks can go back to any entry: the index keeps them
@@ -518,15 +479,11 @@ impl WorkloadSpec {
         let slower = 1.0
             - self.consumer_headroom
                 * (1.0 - self.slow_consumer_fraction * (1.0 - self.slow_consumer_speed));
-        if self.subscription_type != SubscriptionType::Exclusive
-            && self.subscription_type != SubscriptionType::Failover
-            && slower > 0.0
-        {
-            let mut held = entries * slower;
-            if key_shared {
-                held = held.min(self.key_shared_look_ahead_per_subscription.max(200_000) as f64);
+        if slower > 0.0 {
+            if let Some(held) = dispatch::replay_held(self, self.subscription_type, entries * slower)
+            {
+                growing += c * held * REPLAY_BYTES_PER_ENTRY;
             }
-            growing += c * held * REPLAY_BYTES_PER_ENTRY;
         }
         // A batch being made, and per broker: the rows its simulation runs ahead of the merge,
         // its name and its simulation's fixed state.
@@ -686,13 +643,12 @@ impl WorkloadSpec {
                 // What the subscription processes a second: its active consumer's, or all of
                 // theirs; relative to the publish rate.
                 let speed_rate = if single {
-                    let k = match s.subscription_type {
-                        SubscriptionType::Failover => {
-                            super::topology::partition_index_of(&t.name).unwrap_or(0)
-                        }
-                        _ => 0,
-                    };
-                    s.consumer_rates[k % s.consumer_rates.len()]
+                    let k = exclusive::active_consumer(
+                        s.subscription_type,
+                        s.consumer_rates.len(),
+                        super::topology::partition_index_of(&t.name),
+                    );
+                    s.consumer_rates[k]
                 } else {
                     s.consumer_rates.iter().sum()
                 };
@@ -704,13 +660,13 @@ impl WorkloadSpec {
                     .fold(f64::INFINITY, f64::min);
                 let slow = speed < 1.0 || slowest * (s.consumer_rates.len() as f64) < rate;
                 let nacked = self.nacks_redelivered(s.redelivery_rate, n, seconds);
-                let held_back =
-                    held_back_share(s.subscription_type, slow, s.consumer_rates.len() > 1, n);
-                let redelivered = if single {
-                    3.0 * nacked // an `individual_ack`, a `rewind` and a re-read
-                } else {
-                    2.0 * (nacked + held_back) // a `redeliver` and a `replay` row each
-                };
+                let redelivered = dispatch::redelivered_rows(
+                    s.subscription_type,
+                    nacked,
+                    slow,
+                    s.consumer_rates.len() > 1,
+                    n,
+                );
                 let start = s.start_seconds;
                 let active = (seconds - start).max(0.0);
                 if active <= 0.0 {
@@ -775,24 +731,23 @@ impl WorkloadSpec {
                 let key_shared = s.subscription_type == SubscriptionType::KeyShared;
                 if key_shared {
                     any_key_shared = true;
-                    bytes += k * self.key_shared_replica_points as f64 * 16.0;
+                    bytes += key_shared::ring_bytes(self, k);
                 }
                 // Shared/Key_Shared consumers slower than the rate: the difference waits in the
                 // replay queue.
                 let processed: f64 = s.consumer_rates.iter().sum();
-                let shared = !s.subscription_type.has_single_active_consumer();
-                if shared && k > 0.0 && rate > processed {
-                    let mut held = entries * (1.0 - processed / rate);
-                    if key_shared {
-                        held = held
-                            .min(self.key_shared_look_ahead_per_subscription.max(200_000) as f64);
+                if k > 0.0 && rate > processed {
+                    let behind = entries * (1.0 - processed / rate);
+                    if let Some(held) = dispatch::replay_held(self, s.subscription_type, behind) {
+                        growing += held * REPLAY_BYTES_PER_ENTRY;
                     }
-                    growing += held * REPLAY_BYTES_PER_ENTRY;
                 }
             }
         }
-        if any_key_shared && self.keys <= 1 << 22 {
-            bytes += self.keys as f64 * 4.0;
+        if any_key_shared {
+            if let Some(keys) = key_shared::key_hash_bytes(self) {
+                bytes += keys;
+            }
         }
         bytes += growing + self.batch_and_broker_bytes();
         Footprint {

@@ -10,13 +10,12 @@ use super::events::EventColumns;
 use super::dispatch::key_shared::key_hash_of;
 use super::producer::{producer_streams, ProducerStream};
 use super::rng::Rng;
-use super::selector::ConsistentHashRing;
+use super::dispatch::Dispatcher;
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::broker::ledger::rollover::{OpenLedger, Rollover};
 use crate::broker::positions::acked::AckedRanges;
-use crate::cache::fast_hash::FastMap;
 use crate::cache::position::Position;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use SubStart::{AtFirst, CatchUp, Tail};
 
 pub(super) struct Partition {
@@ -368,46 +367,28 @@ impl Sim {
                 let kind = sp.kind;
                 any_key_shared |= kind == SubscriptionType::KeyShared;
                 let consumers: Vec<Consumer> = sp.speeds.into_iter().map(Consumer::new).collect();
-                let mut ring = ConsistentHashRing::new(spec.key_shared_replica_points);
-                let buckets = if kind == SubscriptionType::KeyShared {
-                    for c in 0..consumers.len() {
-                        ring.add_consumer(c, &format!("consumer-{}", sp.first_consumer + c as u64));
-                    }
-                    consumers.len().max(1)
-                } else {
-                    1
-                };
-                // Failover: a partitioned topic's active consumer is picked by partition index.
-                let active_consumer = match plan.failover_index {
-                    Some(k) if kind == SubscriptionType::Failover && !consumers.is_empty() => {
-                        k % consumers.len()
-                    }
-                    _ => 0,
-                };
+                let dispatcher = Dispatcher::new(
+                    spec,
+                    kind,
+                    consumers.len(),
+                    sp.first_consumer,
+                    plan.failover_index,
+                );
                 subs.push(Sub {
                     cursor,
                     kind,
                     read_idx: 0,
                     active: false,
                     consumers,
-                    active_consumer,
-                    replay: vec![BTreeSet::new(); buckets],
-                    replay_len: 0,
-                    replay_hashes: FastMap::default(),
-                    unhashed: BTreeSet::new(),
-                    ring,
-                    rr: 0,
+                    dispatcher,
                     scheduled: None,
                     acked_upto: None,
                     waiting: None,
-                    resume_at: 0,
                     rewind_to: 0,
                     acked: AckedRanges::default(),
                     pending_acks: AckedRanges::default(),
-                    nacked: BTreeSet::new(),
                     rewinds: spec.churn_per_minute > 0.0
                         || (sp.redelivery_rate > 0.0 && kind.has_single_active_consumer()),
-                    skip_next_replay: false,
                     redelivery_rate: sp.redelivery_rate,
                     start: sp.start,
                     pauses_for_backlog: sp.pauses_for_backlog,

@@ -1,11 +1,137 @@
 //! Key_Shared: keys to consumers by consistent hashing, entries held back in the replay queue
 //! while their consumer has no permits or their key already waits there, and the look-ahead limit.
 
+use super::Dispatcher;
+use crate::cache::fast_hash::FastMap;
+use crate::lab::workload::cursor::Sub;
 use crate::lab::workload::events::REASON_HOLD_BACK;
 use crate::lab::workload::generate::Sim;
-use crate::lab::workload::selector::sticky_key_hash;
-use crate::lab::workload::spec::KeyDistributor;
+use crate::lab::workload::selector::{sticky_key_hash, ConsistentHashRing};
+use crate::lab::workload::spec::{KeyDistributor, WorkloadSpec};
+use std::collections::BTreeSet;
 use std::io::Write;
+
+/// What a Key_Shared dispatcher keeps.
+pub(in crate::lab::workload) struct KeySharedState {
+    ring: ConsistentHashRing,
+    /// The replay queue: one set per consumer (the keys it owns).
+    replay: Vec<BTreeSet<u64>>,
+    replay_len: usize,
+    /// How many replay entries each sticky-key hash has.
+    replay_hashes: FastMap<u32, u32>,
+    /// Replay entries queued without their hash (negative acks), until a replay read holds them
+    /// back.
+    unhashed: BTreeSet<u64>,
+    /// The next read skips the replay queue (looking ahead).
+    skip_next_replay: bool,
+}
+
+impl KeySharedState {
+    /// Consumers named `consumer-<workload-wide index>` on the consistent-hashing ring.
+    pub(super) fn new(spec: &WorkloadSpec, consumers: usize, first_consumer: u64) -> Self {
+        let mut ring = ConsistentHashRing::new(spec.key_shared_replica_points);
+        for c in 0..consumers {
+            ring.add_consumer(c, &format!("consumer-{}", first_consumer + c as u64));
+        }
+        KeySharedState {
+            ring,
+            replay: vec![BTreeSet::new(); consumers.max(1)],
+            replay_len: 0,
+            replay_hashes: FastMap::default(),
+            unhashed: BTreeSet::new(),
+            skip_next_replay: false,
+        }
+    }
+
+    /// Adds entry `idx` (of sticky-key `hash`, owned by consumer `bucket`) to the replay queue;
+    /// false if it was there already (see [`Sim::add_to_replay`]).
+    pub(super) fn add(&mut self, idx: u64, hash: u32, bucket: usize, with_hash: bool) -> bool {
+        if !with_hash {
+            if self.replay[bucket].contains(&idx) || !self.unhashed.insert(idx) {
+                return false;
+            }
+            self.replay_len += 1;
+            return true;
+        }
+        let moved = self.unhashed.remove(&idx);
+        if !self.replay[bucket].insert(idx) {
+            return false;
+        }
+        *self.replay_hashes.entry(hash).or_insert(0) += 1;
+        if moved {
+            return false;
+        }
+        self.replay_len += 1;
+        true
+    }
+
+    pub(super) fn remove(&mut self, idx: u64, hash: u32, bucket: usize) {
+        if self.unhashed.remove(&idx) {
+            self.replay_len -= 1;
+            return;
+        }
+        if !self.replay[bucket].remove(&idx) {
+            return;
+        }
+        self.replay_len -= 1;
+        if let Some(n) = self.replay_hashes.get_mut(&hash) {
+            *n -= 1;
+            if *n == 0 {
+                self.replay_hashes.remove(&hash);
+            }
+        }
+    }
+
+    pub(super) fn clear_replay(&mut self) {
+        self.replay.iter_mut().for_each(BTreeSet::clear);
+        self.replay_len = 0;
+        self.replay_hashes.clear();
+        self.unhashed.clear();
+        self.skip_next_replay = false;
+    }
+
+    pub(super) fn lowest_held(&self) -> Option<u64> {
+        self.replay
+            .iter()
+            .filter_map(|r| r.first().copied())
+            .chain(self.unhashed.first().copied())
+            .min()
+    }
+}
+
+/// Share of the entries read that a Key_Shared subscription holds back in its replay queue and
+/// sends again, more when some consumers are `slow`.
+fn held_back_share(slow: bool) -> f64 {
+    if slow {
+        0.2
+    } else {
+        0.03
+    }
+}
+
+/// The estimate's rows an entry read adds as it comes back (`nacked`: the share negatively
+/// acknowledged and redelivered, plus the hold-back share): a `redeliver` and a `replay` row each.
+pub(super) fn redelivered_rows(nacked: f64, slow: bool) -> f64 {
+    2.0 * (nacked + held_back_share(slow))
+}
+
+/// Entries the replay queue holds when the consumers fall `behind` entries behind: normal reads
+/// stop at the look-ahead limit (at least Pulsar's unacked-message fallback).
+pub(super) fn replay_held(spec: &WorkloadSpec, behind: f64) -> f64 {
+    behind.min(spec.key_shared_look_ahead_per_subscription.max(200_000) as f64)
+}
+
+/// Bytes of the consistent-hashing rings of `consumers` consumers (a point is a hash and a
+/// consumer).
+pub(in crate::lab::workload) fn ring_bytes(spec: &WorkloadSpec, consumers: f64) -> f64 {
+    consumers * spec.key_shared_replica_points as f64 * 16.0
+}
+
+/// Bytes of the table of the keys' sticky-key hashes, when the simulation keeps one (see
+/// `Sim::new`).
+pub(in crate::lab::workload) fn key_hash_bytes(spec: &WorkloadSpec) -> Option<f64> {
+    (spec.keys <= 1 << 22).then(|| spec.keys as f64 * 4.0)
+}
 
 impl Sim {
     /// The key of message `msg`, under a distributor that gives keys.
@@ -32,7 +158,10 @@ impl Sim {
     /// it.
     pub(in crate::lab::workload) fn route(&self, p: usize, s: usize, idx: u64) -> (u32, usize) {
         let hash = self.entry_hash(p, idx);
-        let owner = self.parts[p].subs[s].ring.select(hash).unwrap_or(0);
+        let owner = match &self.parts[p].subs[s].dispatcher {
+            Dispatcher::KeyShared(st) => st.ring.select(hash).unwrap_or(0),
+            _ => 0,
+        };
         (hash, owner)
     }
 
@@ -92,17 +221,24 @@ impl Sim {
                 return;
             }
             let cap = (current as u64).min(batch).min(self.read_cap(p)).max(1);
-            let sub = &mut self.parts[p].subs[s];
-            let skip_replay = std::mem::take(&mut sub.skip_next_replay);
-            if !skip_replay && sub.replay_len > 0 {
+            let Sub {
+                consumers,
+                dispatcher: Dispatcher::KeyShared(st),
+                ..
+            } = &mut self.parts[p].subs[s]
+            else {
+                return;
+            };
+            let skip_replay = std::mem::take(&mut st.skip_next_replay);
+            if !skip_replay && st.replay_len > 0 {
                 // Each consumer's oldest entries, as many as it has permits (one an entry), and
                 // the entries without a hash, then the oldest of those.
                 let mut replay: Vec<u64> = Vec::new();
-                for (c, set) in sub.replay.iter().enumerate() {
-                    let k = (sub.consumers[c].permits.max(0) as u64).min(cap) as usize;
+                for (c, set) in st.replay.iter().enumerate() {
+                    let k = (consumers[c].permits.max(0) as u64).min(cap) as usize;
                     replay.extend(set.iter().take(k).copied());
                 }
-                replay.extend(sub.unhashed.iter().take(cap as usize).copied());
+                replay.extend(st.unhashed.iter().take(cap as usize).copied());
                 replay.sort_unstable();
                 replay.truncate(cap as usize);
                 if !replay.is_empty() {
@@ -114,10 +250,11 @@ impl Sim {
                 }
             }
             let sub = &self.parts[p].subs[s];
-            if sub.waiting.is_some() || sub.replay_len as u64 >= limit {
+            let replay_len = key_shared_replay_len(sub);
+            if sub.waiting.is_some() || replay_len >= limit {
                 return;
             }
-            let n = cap.min((limit - sub.replay_len as u64).max(1));
+            let n = cap.min((limit - replay_len).max(1));
             if available == 0 {
                 self.park(t, p, s, n);
                 return;
@@ -140,7 +277,7 @@ impl Sim {
         limit: u64,
     ) {
         let sub = &self.parts[p].subs[s];
-        let look_ahead_allowed = (sub.replay_len as u64) < limit;
+        let look_ahead_allowed = key_shared_replay_len(sub) < limit;
         let mut left: Vec<i64> = sub.consumers.iter().map(|c| c.permits.max(0)).collect();
         let mut blocked: Vec<u32> = Vec::new();
         let mut dispatched = false;
@@ -149,7 +286,7 @@ impl Sim {
             let sub = &self.parts[p].subs[s];
             let send = !blocked.contains(&hash)
                 && left[c] > 0
-                && (replay || !sub.replay_hashes.contains_key(&hash));
+                && (replay || !key_waits(sub, hash));
             if send {
                 if replay {
                     self.remove_from_replay(p, s, idx);
@@ -175,8 +312,26 @@ impl Sim {
             && sub.consumers.iter().any(|c| c.permits > 0)
         {
             // Nothing could go out, yet a consumer has permits: look further ahead next time.
-            self.parts[p].subs[s].skip_next_replay = true;
+            if let Dispatcher::KeyShared(st) = &mut self.parts[p].subs[s].dispatcher {
+                st.skip_next_replay = true;
+            }
         }
+    }
+}
+
+/// Entries in a Key_Shared subscription's replay queue.
+fn key_shared_replay_len(sub: &Sub) -> u64 {
+    match &sub.dispatcher {
+        Dispatcher::KeyShared(st) => st.replay_len as u64,
+        _ => 0,
+    }
+}
+
+/// Whether an entry of sticky-key `hash` waits in a Key_Shared subscription's replay queue.
+fn key_waits(sub: &Sub, hash: u32) -> bool {
+    match &sub.dispatcher {
+        Dispatcher::KeyShared(st) => st.replay_hashes.contains_key(&hash),
+        _ => false,
     }
 }
 

@@ -1,23 +1,123 @@
-//! Pulsar's dispatchers, one module each; what they share (choosing the dispatcher, the nack
-//! timer's request, the replay queue) is here.
+//! Pulsar's dispatchers, one module each, each with its own state ([`Dispatcher`]) and its own
+//! estimate (what [`WorkloadSpec::estimate`] and [`WorkloadSpec::footprint`] count of it). What
+//! they share is here: choosing the dispatcher, the nack timer's request, the replay queue's
+//! entry points.
 
 pub(super) mod exclusive;
 pub(super) mod key_shared;
 pub(super) mod shared;
 
-use super::cursor::Sub;
 use super::events::REASON_NACK;
 use super::generate::{Sim, Task};
-use super::spec::SubscriptionType;
-use std::collections::BTreeSet;
+use super::spec::{SubscriptionType, WorkloadSpec};
+use exclusive::SingleState;
+use key_shared::KeySharedState;
+use shared::SharedState;
+
+/// A subscription's dispatcher and what it alone keeps.
+pub(in crate::lab::workload) enum Dispatcher {
+    /// Exclusive and Failover.
+    Single(SingleState),
+    Shared(SharedState),
+    KeyShared(KeySharedState),
+}
+
+impl Dispatcher {
+    /// The dispatcher of a subscription of `kind` with `consumers` consumers (the workload-wide
+    /// index of its first is `first_consumer`), on a partition whose index picks a Failover
+    /// subscription's active consumer (`failover_index`).
+    pub(in crate::lab::workload) fn new(
+        spec: &WorkloadSpec,
+        kind: SubscriptionType,
+        consumers: usize,
+        first_consumer: u64,
+        failover_index: Option<usize>,
+    ) -> Self {
+        match kind {
+            SubscriptionType::Exclusive | SubscriptionType::Failover => {
+                Dispatcher::Single(SingleState::new(kind, consumers, failover_index))
+            }
+            SubscriptionType::Shared => Dispatcher::Shared(SharedState::default()),
+            SubscriptionType::KeyShared => {
+                Dispatcher::KeyShared(KeySharedState::new(spec, consumers, first_consumer))
+            }
+        }
+    }
+
+    /// The lowest entry the dispatcher holds for redelivery: Exclusive/Failover's nacked
+    /// entries, Shared/Key_Shared's replay queue.
+    pub(in crate::lab::workload) fn lowest_held(&self) -> Option<u64> {
+        match self {
+            Dispatcher::Single(st) => st.nacked.first().copied(),
+            Dispatcher::Shared(st) => st.replay.first().copied(),
+            Dispatcher::KeyShared(st) => st.lowest_held(),
+        }
+    }
+
+    /// The last consumer left, or the cursor was reset: the replay queue is dropped.
+    pub(in crate::lab::workload) fn clear_replay(&mut self) {
+        match self {
+            Dispatcher::Single(_) => {}
+            Dispatcher::Shared(st) => st.replay.clear(),
+            Dispatcher::KeyShared(st) => st.clear_replay(),
+        }
+    }
+
+    /// Exclusive/Failover: the entries negatively acknowledged and not acknowledged since.
+    pub(in crate::lab::workload) fn nacked_mut(
+        &mut self,
+    ) -> Option<&mut std::collections::BTreeSet<u64>> {
+        match self {
+            Dispatcher::Single(st) => Some(&mut st.nacked),
+            _ => None,
+        }
+    }
+
+    /// Failover: no reads before this time (the active consumer was just chosen).
+    pub(in crate::lab::workload) fn resume_at(&self) -> Option<u64> {
+        match self {
+            Dispatcher::Single(st) => Some(st.resume_at),
+            _ => None,
+        }
+    }
+}
+
+/// Share of the entries read that add rows as they come back: negative acks (`nacked`, the share
+/// redelivered), and for Shared and Key_Shared overflow and hold-back, often when some consumers
+/// are `slow` (`n`: messages an entry).
+pub(super) fn redelivered_rows(
+    kind: SubscriptionType,
+    nacked: f64,
+    slow: bool,
+    several_consumers: bool,
+    n: f64,
+) -> f64 {
+    match kind {
+        SubscriptionType::Exclusive | SubscriptionType::Failover => {
+            exclusive::redelivered_rows(nacked)
+        }
+        SubscriptionType::Shared => shared::redelivered_rows(nacked, slow, several_consumers, n),
+        SubscriptionType::KeyShared => key_shared::redelivered_rows(nacked, slow),
+    }
+}
+
+/// Entries a subscription's replay queue holds when its consumers fall `behind` entries behind
+/// the publish rate over the run; None when it has none (Exclusive, Failover).
+pub(super) fn replay_held(spec: &WorkloadSpec, kind: SubscriptionType, behind: f64) -> Option<f64> {
+    match kind {
+        SubscriptionType::Exclusive | SubscriptionType::Failover => None,
+        SubscriptionType::Shared => Some(behind),
+        SubscriptionType::KeyShared => Some(key_shared::replay_held(spec, behind)),
+    }
+}
 
 impl Sim {
     pub(in crate::lab::workload) fn dispatch(&mut self, t: u64, p: usize, s: usize) {
         self.consume(t, p, s);
         let sub = &self.parts[p].subs[s];
         if sub.active {
-            if t < sub.resume_at {
-                let at = sub.resume_at;
+            // Only Failover waits: the others resumed at their last connect, never after now.
+            if let Some(at) = sub.dispatcher.resume_at().filter(|&at| t < at) {
                 self.schedule_dispatch(at, p, s);
             } else {
                 match sub.kind {
@@ -52,7 +152,8 @@ impl Sim {
             // While the active consumer's first read waits for the failover delay, the
             // dispatcher ignores the request (`internalRedeliverUnacknowledgedMessages` returns
             // while `readOnActiveConsumerTask` is set); the client's queue is empty then.
-            let ignored = sub.kind == SubscriptionType::Failover && t < sub.resume_at;
+            let ignored = sub.kind == SubscriptionType::Failover
+                && sub.dispatcher.resume_at().is_some_and(|at| t < at);
             if !due.is_empty() && !ignored {
                 self.redeliver_unacknowledged(t, p, s);
                 wake = true;
@@ -75,67 +176,44 @@ impl Sim {
     /// added `with_hash` blocks its key for normal reads and is replayed only when its consumer
     /// has permits; one added without (a negative ack) does neither until a replay read holds it
     /// back, which records its hash.
-    pub(in crate::lab::workload) fn add_to_replay(&mut self, p: usize, s: usize, idx: u64, with_hash: bool) -> bool {
-        let (key_shared, hash, bucket) = self.replay_slot(p, s, idx);
-        let sub = &mut self.parts[p].subs[s];
-        if key_shared && !with_hash {
-            if sub.replay[bucket].contains(&idx) || !sub.unhashed.insert(idx) {
-                return false;
+    pub(in crate::lab::workload) fn add_to_replay(
+        &mut self,
+        p: usize,
+        s: usize,
+        idx: u64,
+        with_hash: bool,
+    ) -> bool {
+        let slot = self.replay_slot(p, s, idx);
+        match &mut self.parts[p].subs[s].dispatcher {
+            Dispatcher::Single(_) => false,
+            Dispatcher::Shared(st) => st.replay.insert(idx),
+            Dispatcher::KeyShared(st) => {
+                let (hash, bucket) = slot.unwrap_or_default();
+                st.add(idx, hash, bucket, with_hash)
             }
-            sub.replay_len += 1;
-            return true;
         }
-        let moved = key_shared && sub.unhashed.remove(&idx);
-        if !sub.replay[bucket].insert(idx) {
-            return false;
-        }
-        if key_shared {
-            *sub.replay_hashes.entry(hash).or_insert(0) += 1;
-        }
-        if moved {
-            return false;
-        }
-        sub.replay_len += 1;
-        true
     }
 
-    /// Where an entry sits in a subscription's replay queue: Key_Shared keeps it by its key's hash
-    /// and consumer; the other types use one bucket. Returns (Key_Shared, hash, bucket).
-    pub(in crate::lab::workload) fn replay_slot(&self, p: usize, s: usize, idx: u64) -> (bool, u32, usize) {
-        if self.parts[p].subs[s].kind == SubscriptionType::KeyShared {
-            let (hash, bucket) = self.route(p, s, idx);
-            (true, hash, bucket)
-        } else {
-            (false, 0, 0)
+    /// Where a Key_Shared subscription keeps an entry in its replay queue: its key's hash and
+    /// consumer (None on the other types, which use one set).
+    fn replay_slot(&self, p: usize, s: usize, idx: u64) -> Option<(u32, usize)> {
+        match self.parts[p].subs[s].dispatcher {
+            Dispatcher::KeyShared(_) => Some(self.route(p, s, idx)),
+            _ => None,
         }
     }
 
     pub(in crate::lab::workload) fn remove_from_replay(&mut self, p: usize, s: usize, idx: u64) {
-        let (key_shared, hash, bucket) = self.replay_slot(p, s, idx);
-        let sub = &mut self.parts[p].subs[s];
-        if sub.unhashed.remove(&idx) {
-            sub.replay_len -= 1;
-            return;
-        }
-        if !sub.replay[bucket].remove(&idx) {
-            return;
-        }
-        sub.replay_len -= 1;
-        if key_shared {
-            if let Some(n) = sub.replay_hashes.get_mut(&hash) {
-                *n -= 1;
-                if *n == 0 {
-                    sub.replay_hashes.remove(&hash);
-                }
+        let slot = self.replay_slot(p, s, idx);
+        match &mut self.parts[p].subs[s].dispatcher {
+            Dispatcher::Single(_) => {}
+            Dispatcher::Shared(st) => {
+                st.replay.remove(&idx);
+            }
+            Dispatcher::KeyShared(st) => {
+                let (hash, bucket) = slot.unwrap_or_default();
+                st.remove(idx, hash, bucket);
             }
         }
-    }
-
-    pub(in crate::lab::workload) fn clear_replay(sub: &mut Sub) {
-        sub.replay.iter_mut().for_each(BTreeSet::clear);
-        sub.replay_len = 0;
-        sub.replay_hashes.clear();
-        sub.unhashed.clear();
-        sub.skip_next_replay = false;
     }
 }

@@ -1,8 +1,40 @@
 //! Shared: entries round robin over the consumers, what none has permits for to the replay queue.
 
+use super::Dispatcher;
+use crate::lab::workload::consumer::Consumer;
 use crate::lab::workload::cursor::Sub;
 use crate::lab::workload::events::REASON_OVERFLOW;
 use crate::lab::workload::generate::Sim;
+use std::collections::BTreeSet;
+
+/// What a Shared dispatcher keeps.
+#[derive(Default)]
+pub(in crate::lab::workload) struct SharedState {
+    /// The replay queue.
+    pub(in crate::lab::workload) replay: BTreeSet<u64>,
+    /// The consumer whose turn is next.
+    rr: usize,
+}
+
+/// Share of the entries read that a Shared subscription sends round its replay queue again
+/// (overflow), often when some consumers are `slow` (`n`: messages an entry).
+fn held_back_share(slow: bool, several_consumers: bool, n: f64) -> f64 {
+    if slow && several_consumers {
+        // A read behind the tail asks for up to `readBatchSize` entries whatever their size
+        // (permits count messages, the read counts entries), a consumer takes what its permits
+        // cover (about permits / n entries) and the rest goes round the replay queue again, read
+        // by read (docs/fidelity.md, Shared): the re-adds grow with n.
+        (0.1 * n).max(0.2)
+    } else {
+        0.0
+    }
+}
+
+/// The estimate's rows an entry read adds as it comes back (`nacked`: the share negatively
+/// acknowledged and redelivered, plus the overflow share): a `redeliver` and a `replay` row each.
+pub(super) fn redelivered_rows(nacked: f64, slow: bool, several_consumers: bool, n: f64) -> f64 {
+    2.0 * (nacked + held_back_share(slow, several_consumers, n))
+}
 
 impl Sim {
     /// Shared: replay entries first, else a normal read, each of min(total permits, read batch)
@@ -21,8 +53,12 @@ impl Sim {
                 return;
             }
             let to_read = (current as u64).min(batch).min(self.read_cap(p)).max(1);
-            if self.parts[p].subs[s].replay_len > 0 {
-                let replay: Vec<u64> = self.parts[p].subs[s].replay[0]
+            let Dispatcher::Shared(st) = &self.parts[p].subs[s].dispatcher else {
+                return;
+            };
+            if !st.replay.is_empty() {
+                let replay: Vec<u64> = st
+                    .replay
                     .iter()
                     .take(to_read as usize)
                     .copied()
@@ -46,16 +82,16 @@ impl Sim {
     }
 
     /// Shared: the next consumer with permits, round robin.
-    pub(in crate::lab::workload) fn next_consumer(sub: &mut Sub) -> Option<usize> {
-        let n = sub.consumers.len();
-        if sub.rr >= n {
-            sub.rr = 0;
-        }
-        let c = (0..n)
-            .map(|k| (sub.rr + k) % n)
-            .find(|&c| sub.consumers[c].permits > 0)?;
-        sub.rr = c + 1;
-        Some(c)
+    fn next_consumer(sub: &mut Sub) -> Option<usize> {
+        let Sub {
+            consumers,
+            dispatcher: Dispatcher::Shared(SharedState { rr, .. }),
+            ..
+        } = sub
+        else {
+            return None;
+        };
+        next_with_permits(consumers, rr)
     }
 
     /// Shared: hands the entries out round robin; each turn gives a consumer as many entries as
@@ -91,4 +127,17 @@ impl Sim {
             }
         }
     }
+}
+
+/// The consumer with permits from `rr` on, round robin; `rr` moves past it.
+fn next_with_permits(consumers: &[Consumer], rr: &mut usize) -> Option<usize> {
+    let n = consumers.len();
+    if *rr >= n {
+        *rr = 0;
+    }
+    let c = (0..n)
+        .map(|k| (*rr + k) % n)
+        .find(|&c| consumers[c].permits > 0)?;
+    *rr = c + 1;
+    Some(c)
 }
