@@ -3,9 +3,9 @@
 //! seeks, the once-a-second acknowledgements), whatever its dispatcher.
 
 use super::consumer::Consumer;
+use super::dispatch::Dispatcher;
 use super::events::Row;
 use super::generate::{Sim, Task};
-use super::dispatch::Dispatcher;
 use super::spec::SubscriptionType;
 use super::topology::SubStart;
 use crate::broker::positions::acked::{unacked_runs, AckedRanges};

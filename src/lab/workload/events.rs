@@ -3,7 +3,6 @@
 use crate::cache::position::Position;
 use std::ops::Range;
 
-
 /// `reason` of a `redeliver` row: the entry's consumer had no permits, or its key already
 /// waited in the replay queue (Key_Shared).
 pub const REASON_HOLD_BACK: &str = "hold-back";
@@ -66,7 +65,14 @@ impl EventColumns {
         self.ts_us.is_empty()
     }
 
-    pub(super) fn push(&mut self, ts: u64, broker: u32, topic: u32, row: Row, pos: Option<Position>) {
+    pub(super) fn push(
+        &mut self,
+        ts: u64,
+        broker: u32,
+        topic: u32,
+        row: Row,
+        pos: Option<Position>,
+    ) {
         self.ts_us.push(ts as i64);
         self.broker.push(broker);
         self.topic.push(topic);
@@ -130,4 +136,3 @@ impl EventColumns {
         self.reason.push(other.reason[i]);
     }
 }
-

@@ -34,10 +34,18 @@
 //! time-ordered event queue with a seeded generator, so a spec and a seed give the same trace
 //! every time. The simulation runs task by task (`Sim::step`), so the trace can be taken as it is
 //! made (`super::stream`); its state is bounded by the workload (queues, replay sets, the index of
-//! entries a cursor can still reach), not by the trace's length. `docs/fidelity.md` maps each behaviour to the Pulsar code it follows.
+//! entries a cursor can still reach), not by the trace's length. `docs/fidelity.md` maps each
+//! behaviour to the Pulsar code it follows.
+//!
+//! This file is the simulation's core: the task queue, the driver loop ([`Sim::step`]) and the
+//! per-broker runs. The rest lives in rooms: `topology` (partitions, ledgers, plans from the
+//! spec, [`Sim::new`]), `producer` (batches), `consumer` (receiver queues, permits, nacks, acks),
+//! `cursor` (a subscription's cursor, reads, connects, churn, seeks), `backlog` (OMB's backlog
+//! test), and `dispatch/` with one module per dispatcher, each owning its state and its part of
+//! the estimate (`estimate`, `footprint`).
 
-use super::backlog::BacklogTest;
 use super::ack_grouping::Grouping;
+use super::backlog::BacklogTest;
 pub use super::events::EventColumns;
 use super::events::Row;
 use super::rng::Rng;
@@ -129,12 +137,26 @@ impl Sim {
         self.out.push(t, broker, topic, row, pos);
     }
 
-    pub(super) fn emit_cursor(&mut self, t: u64, p: usize, s: usize, op: &'static str, idx: Option<u64>) {
+    pub(super) fn emit_cursor(
+        &mut self,
+        t: u64,
+        p: usize,
+        s: usize,
+        op: &'static str,
+        idx: Option<u64>,
+    ) {
         let cursor = self.parts[p].subs[s].cursor;
         self.emit(t, p, Row::new(op, Some(cursor), idx));
     }
 
-    pub(super) fn emit_redeliver(&mut self, t: u64, p: usize, s: usize, idx: u64, reason: &'static str) {
+    pub(super) fn emit_redeliver(
+        &mut self,
+        t: u64,
+        p: usize,
+        s: usize,
+        idx: u64,
+        reason: &'static str,
+    ) {
         let cursor = self.parts[p].subs[s].cursor;
         let row = Row {
             reason: Some(reason),

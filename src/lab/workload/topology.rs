@@ -2,15 +2,15 @@
 //! subscriptions on them and their consumers, planned one partition at a time
 //! ([`partition_plans`]) and set up as one broker's simulation ([`Sim::new`]).
 
+use super::backlog::{BacklogPhase, BacklogTest};
 use super::consumer::Consumer;
 use super::cursor::Sub;
-use super::generate::{minutes_us, Names, Sim, Task};
-use super::backlog::{BacklogPhase, BacklogTest};
-use super::events::EventColumns;
 use super::dispatch::key_shared::key_hash_of;
+use super::dispatch::Dispatcher;
+use super::events::EventColumns;
+use super::generate::{minutes_us, Names, Sim, Task};
 use super::producer::{producer_streams, ProducerStream};
 use super::rng::Rng;
-use super::dispatch::Dispatcher;
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::broker::ledger::rollover::{OpenLedger, Rollover};
 use crate::broker::positions::acked::AckedRanges;

@@ -17,7 +17,11 @@ pub(in crate::lab::workload) struct SingleState {
 }
 
 impl SingleState {
-    pub(super) fn new(kind: SubscriptionType, consumers: usize, failover_index: Option<usize>) -> Self {
+    pub(super) fn new(
+        kind: SubscriptionType,
+        consumers: usize,
+        failover_index: Option<usize>,
+    ) -> Self {
         SingleState {
             active_consumer: active_consumer(kind, consumers, failover_index),
             resume_at: 0,
@@ -85,7 +89,12 @@ impl Sim {
     /// (`ConsumerImpl.redeliverUnacknowledgedMessages()`); the dispatcher rewinds the cursor
     /// (`PersistentDispatcherSingleActiveConsumer.redeliverUnacknowledgedMessages`), and its reads
     /// pass over what was acknowledged.
-    pub(in crate::lab::workload) fn redeliver_unacknowledged(&mut self, t: u64, p: usize, s: usize) {
+    pub(in crate::lab::workload) fn redeliver_unacknowledged(
+        &mut self,
+        t: u64,
+        p: usize,
+        s: usize,
+    ) {
         let threshold = self.flow_threshold;
         let first = self.first_unacked(p, s);
         for c in &mut self.parts[p].subs[s].consumers {

@@ -284,9 +284,7 @@ impl Sim {
         for &idx in entries {
             let (hash, c) = self.route(p, s, idx);
             let sub = &self.parts[p].subs[s];
-            let send = !blocked.contains(&hash)
-                && left[c] > 0
-                && (replay || !key_waits(sub, hash));
+            let send = !blocked.contains(&hash) && left[c] > 0 && (replay || !key_waits(sub, hash));
             if send {
                 if replay {
                     self.remove_from_replay(p, s, idx);

@@ -138,7 +138,13 @@ impl Sim {
     /// (`PersistentDispatcherMultipleConsumers.redeliverUnacknowledgedMessages`). Exclusive,
     /// Failover: single messages cannot be redelivered, so the client asks for everything
     /// unacknowledged (see [`Sim::redeliver_unacknowledged`]).
-    pub(in crate::lab::workload) fn redeliver_nacked(&mut self, t: u64, p: usize, s: usize, c: usize) {
+    pub(in crate::lab::workload) fn redeliver_nacked(
+        &mut self,
+        t: u64,
+        p: usize,
+        s: usize,
+        c: usize,
+    ) {
         if !self.parts[p].subs[s].consumers[c].nacks.fires_at(t) {
             return;
         }

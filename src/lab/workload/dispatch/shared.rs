@@ -57,12 +57,7 @@ impl Sim {
                 return;
             };
             if !st.replay.is_empty() {
-                let replay: Vec<u64> = st
-                    .replay
-                    .iter()
-                    .take(to_read as usize)
-                    .copied()
-                    .collect();
+                let replay: Vec<u64> = st.replay.iter().take(to_read as usize).copied().collect();
                 for &idx in &replay {
                     self.emit_cursor(t, p, s, "replay", Some(idx));
                 }
@@ -98,7 +93,14 @@ impl Sim {
     /// its permits cover at the read's average messages per entry (at least one, at most
     /// `dispatcher_max_round_robin_batch_size`). What is left when no consumer has permits goes
     /// to the replay queue.
-    pub(in crate::lab::workload) fn shared_send(&mut self, t: u64, p: usize, s: usize, entries: &[u64], replay: bool) {
+    pub(in crate::lab::workload) fn shared_send(
+        &mut self,
+        t: u64,
+        p: usize,
+        s: usize,
+        entries: &[u64],
+        replay: bool,
+    ) {
         let round_robin = self.spec.dispatcher_max_round_robin_batch_size as u64;
         let mut remaining: u64 = entries.iter().map(|&i| self.parts[p].messages(i)).sum();
         let average = (remaining / entries.len().max(1) as u64).max(1);
