@@ -130,7 +130,7 @@ pub(in crate::lab::workload) fn ring_bytes(spec: &WorkloadSpec, consumers: f64) 
 /// Bytes of the table of the keys' sticky-key hashes, when the simulation keeps one (see
 /// `Sim::new`).
 pub(in crate::lab::workload) fn key_hash_bytes(spec: &WorkloadSpec) -> Option<f64> {
-    (spec.keys <= 1 << 22).then(|| spec.keys as f64 * 4.0)
+    (spec.keys <= 1 << 22).then_some(spec.keys as f64 * 4.0)
 }
 
 impl Sim {
