@@ -9,8 +9,8 @@
 //! Key_Shared hold-backs are counted as shares of the entries read. Within a factor of two of the
 //! generated trace on the bundled scenarios and OMB-like workloads (a test checks).
 
-use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
-use crate::error::{Error, Result};
+use super::dispatch::{self, exclusive};
+use super::spec::{KeyDistributor, TopicDetail, WorkloadSpec};
 
 /// About how big a workload's trace is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,26 +44,6 @@ impl PartitionFlow {
         let reads = catch_up_entries / self.entries_per_read + tail * self.tail_reads_per_s;
         let entries_read = catch_up_entries + tail * self.entries_per_s;
         1.0 + reads + active + entries_read * redelivered
-    }
-}
-
-/// Share of entries of `n` messages nacked when each message is at `rate`: any of them nacks it.
-fn entry_nacked(rate: f64, n: f64) -> f64 {
-    1.0 - (1.0 - rate).powf(n)
-}
-
-/// Share of the entries read that a Shared or Key_Shared subscription sends round its replay
-/// queue again (overflow and hold-back), often when some consumers are slow.
-fn held_back_share(kind: SubscriptionType, slow: bool, several_consumers: bool, n: f64) -> f64 {
-    match kind {
-        SubscriptionType::KeyShared if slow => 0.2,
-        SubscriptionType::KeyShared => 0.03,
-        // A read behind the tail asks for up to `readBatchSize` entries whatever their size
-        // (permits count messages, the read counts entries), a consumer takes what its permits
-        // cover (about permits / n entries) and the rest goes round the replay queue again, read
-        // by read (docs/fidelity.md, Shared): the re-adds grow with n.
-        SubscriptionType::Shared if slow && several_consumers => (0.1 * n).max(0.2),
-        _ => 0.0,
     }
 }
 
@@ -149,7 +129,7 @@ impl WorkloadSpec {
 
     /// Entries a ledger holds, at least one, on a partition adding `entries_per_s` entries a
     /// second: it is full at the maximum entries (or age), but not before the minimum age.
-    fn entries_per_ledger(&self, entries_per_s: f64) -> f64 {
+    pub(super) fn entries_per_ledger(&self, entries_per_s: f64) -> f64 {
         let r = self.rollover();
         let mut seconds = f64::from(self.max_entries_per_ledger) / entries_per_s.max(1e-9);
         if r.max_age_ms > 0 {
@@ -160,13 +140,13 @@ impl WorkloadSpec {
     }
 
     /// Messages in an entry, on average (a producer batch).
-    fn messages_per_entry(&self, rate: f64) -> f64 {
+    pub(super) fn messages_per_entry(&self, rate: f64) -> f64 {
         self.messages_per_entry_of(self.batching_rate(rate), self.message_size)
     }
 
     /// Messages in an entry of a partition publishing `rate` messages of `message_size` bytes a
     /// second.
-    fn messages_per_entry_of(&self, rate: f64, message_size: u32) -> f64 {
+    pub(super) fn messages_per_entry_of(&self, rate: f64, message_size: u32) -> f64 {
         if !self.batching_enabled {
             return 1.0;
         }
@@ -189,22 +169,17 @@ impl WorkloadSpec {
         let rate = total_rate / partitions; // messages/s of a partition
         let flow = self.partition_flow(rate, self.message_size);
         let (n, entries_per_s) = (flow.messages_per_entry, flow.entries_per_s);
-        let shared = !self.subscription_type.has_single_active_consumer();
         // Share of the entries read that come back: negative acks, and for Shared and Key_Shared
         // overflow and hold-back.
         let nacked = self.nacks_redelivered(self.redelivery_rate, n, seconds);
         let slow = self.slow_consumer_fraction > 0.0 || self.consumer_headroom < 1.0;
-        let held_back = held_back_share(
+        let redelivered = dispatch::redelivered_rows(
             self.subscription_type,
+            nacked,
             slow,
             self.consumer_per_subscription > 1,
             n,
         );
-        let redelivered = if shared {
-            2.0 * (nacked + held_back) // a `redeliver` and a `replay` row each
-        } else {
-            3.0 * nacked // an `individual_ack`, a `rewind` and a re-read
-        };
         // One cursor from `start` on: it catches up `behind` messages at `speed` times the
         // publish rate, then reads at the tail.
         let cursor = |start: f64, behind: f64, speed: f64| -> f64 {
@@ -260,50 +235,6 @@ pub struct Ingest {
     pub capped_by: Option<&'static str>,
 }
 
-/// What simulating a spec holds in memory, roughly, before any of it is allocated.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Footprint {
-    /// Bytes in all (the simulation's state, including `growing_bytes`, and a batch).
-    pub bytes: f64,
-    /// The part that grows with the simulated duration (entries kept for seeks, a backlog, a
-    /// replay queue that consumers cannot empty).
-    pub growing_bytes: f64,
-    pub partitions: u64,
-    /// Cursors over all partitions (subscriptions and catch-up readers).
-    pub cursors: u64,
-    pub consumers: u64,
-}
-
-/// The memory a workload's simulation may take unless told otherwise (`memory_budget`).
-pub const DEFAULT_MEMORY_BUDGET: u64 = 4 << 30;
-
-// Bytes of simulation state, from peak RSS of `lc.workload.stream` over 100,000 topics (one
-// partition each) with 1 subscription x 1 consumer (257 MiB), 1 x 8 (329 MiB) and 8 x 1
-// (564 MiB), less the interpreter and libraries alone (75 MiB): a consumer ~103 bytes, a cursor
-// ~340, a partition ~1,380 (its names, producer, message index, tasks). Rounded up.
-const BYTES_PER_PARTITION: f64 = 1400.0;
-const BYTES_PER_CURSOR: f64 = 350.0;
-const BYTES_PER_CONSUMER: f64 = 110.0;
-/// A producer's batch on one partition: its next arrival, batch and routing phase, and its task
-/// in the simulation's queue (a heap that may hold twice its length).
-const BYTES_PER_PRODUCER_STREAM: f64 = 24.0 + 2.0 * 32.0;
-/// The names every broker's simulation holds (a topic's, a cursor's), part of the above.
-const NAME_BYTES_PER_PARTITION: f64 = 80.0;
-const NAME_BYTES_PER_CURSOR: f64 = 32.0;
-/// An entry in the message index (`u64`), in a replay queue (`BTreeSet<u64>`, with its nodes).
-const INDEX_BYTES_PER_ENTRY: f64 = 8.0;
-const REPLAY_BYTES_PER_ENTRY: f64 = 40.0;
-/// A nack waiting in a consumer's tracker (a `u64` in a `Vec` under a `BTreeMap` key).
-const NACK_BYTES_PER_ENTRY: f64 = 8.0;
-/// A range of entries acknowledged on their own (a `BTreeMap` entry of two `i64`s and its share
-/// of a node).
-const ACKED_RANGE_BYTES: f64 = 48.0;
-/// The process itself (the library, Arrow, the allocator) and the batches in flight.
-const BASE_BYTES: f64 = 80.0 * 1024.0 * 1024.0;
-const BYTES_PER_ROW: f64 = 100.0;
-/// A broker's simulation without partitions, and its name in every broker's name table.
-const BYTES_PER_BROKER: f64 = 1024.0;
-
 impl WorkloadSpec {
     /// Topic partitions over all topics (no overflow: at most 2^64 - 2^33 + 1).
     pub fn partitions(&self) -> u64 {
@@ -311,18 +242,6 @@ impl WorkloadSpec {
             Some(topics) => topics.len() as u64,
             None => self.topics as u64 * self.partitions_per_topic as u64,
         }
-    }
-
-    /// Share of the entries read whose nack is redelivered within the run: an entry of `n`
-    /// messages is nacked if any of them is, and only the nacks older than the client's
-    /// redelivery delay by the end of `seconds` are redelivered.
-    fn nacks_redelivered(&self, rate: f64, n: f64, seconds: f64) -> f64 {
-        let nacked = entry_nacked(rate, n);
-        if seconds <= 0.0 {
-            return nacked;
-        }
-        let delay = self.nack_redelivery_delay_ms() as f64 / 1000.0;
-        nacked * (1.0 - delay / seconds).max(0.0)
     }
 
     /// Minutes simulated: the warm-up, then the test; with a backlog (OMB's backlog test) the
@@ -443,190 +362,9 @@ impl WorkloadSpec {
         let (build, _) = self.backlog_phases()?;
         Some((self.warmup_duration_minutes * 60.0 + build) * 1e6)
     }
-
-    /// What simulating this spec holds in memory, roughly: state per partition, cursor and
-    /// consumer (not per event: the trace streams), plus what grows with the duration. In f64,
-    /// so no spec value can overflow it.
-    pub fn footprint(&self) -> Footprint {
-        if let Some(topics) = &self.topic_details {
-            return self.footprint_topics(topics);
-        }
-        let partitions = self.partitions();
-        let cursors_per_partition =
-            self.subscriptions_per_topic as u64 + self.catch_up_readers as u64;
-        let cursors = partitions.saturating_mul(cursors_per_partition);
-        let consumers = partitions
-            .saturating_mul(self.subscriptions_per_topic as u64)
-            .saturating_mul(self.consumer_per_subscription as u64)
-            .saturating_add(partitions.saturating_mul(self.catch_up_readers as u64));
-        let (p, c, k) = (partitions as f64, cursors as f64, consumers as f64);
-        let seconds = self.simulated_minutes() * 60.0;
-        let rate = self.ingest().rate / p;
-        let entries_per_s = rate / self.messages_per_entry(rate);
-        // A consumer's receiver queue holds up to its permits' worth of entries (a slow one,
-        // all of them); the rest of its state is fixed.
-        let queued = (self.receiver_queue_size as f64 / self.messages_per_entry(rate))
-            .min(entries_per_s.max(1.0) * 2.0);
-        // A time-routed topic's partition batches for each of its producers apart.
-        let producers = if self.routes_by_time() {
-            self.producers_per_topic as f64
-        } else {
-            1.0
-        };
-        let mut bytes = BASE_BYTES
-            + p * (BYTES_PER_PARTITION + producers * BYTES_PER_PRODUCER_STREAM)
-            + c * BYTES_PER_CURSOR
-            + k * (BYTES_PER_CONSUMER + queued * INDEX_BYTES_PER_ENTRY);
-        let key_shared = self.subscription_type == SubscriptionType::KeyShared;
-        if key_shared {
-            // The consistent-hashing ring (a point is a hash and a consumer) and the key hashes.
-            bytes += c
-                * self.consumer_per_subscription as f64
-                * self.key_shared_replica_points as f64
-                * 16.0;
-            if self.keys <= 1 << 22 {
-                bytes += self.keys as f64 * 4.0;
-            }
-        }
-        // What grows with the duration. Seeks can go back to any entry: the index keeps them
-        // all. A backlog is kept until its consumers pass it. A Shared/Key_Shared subscription
-        // whose consumers are slower than the rate keeps the difference in its replay queue.
-        let entries = entries_per_s * seconds;
-        // The index keeps a `u64` an entry, and where each ledger of the kept entries starts.
-        let index_bytes_per_entry =
-            INDEX_BYTES_PER_ENTRY + 8.0 / self.entries_per_ledger(entries_per_s);
-        let mut growing = 0.0;
-        if self.seeks_per_minute > 0.0 {
-            growing += p * entries * index_bytes_per_entry;
-        } else if self.consumer_backlog_size_gb > 0.0 || self.catch_up_readers > 0 {
-            let backlog = if self.consumer_backlog_size_gb > 0.0 {
-                entries
-            } else {
-                self.catch_up_behind_seconds.min(seconds) * entries_per_s
-            };
-            growing += p * backlog * index_bytes_per_entry;
-        }
-        // Nacks waiting for their redelivery hold the mark-delete position and so the index: the
-        // last `negativeAckRedeliveryDelay` of entries; each also splits the entries acknowledged
-        // on their own past it into one more range.
-        if self.redelivery_rate > 0.0 {
-            let waiting = (self.nack_redelivery_delay_ms() as f64 / 1000.0).min(seconds);
-            let nacked = entry_nacked(self.redelivery_rate, self.messages_per_entry(rate));
-            growing += p * waiting * entries_per_s * index_bytes_per_entry
-                + c * waiting * entries_per_s * nacked * (NACK_BYTES_PER_ENTRY + ACKED_RANGE_BYTES);
-        }
-        let slower = 1.0
-            - self.consumer_headroom
-                * (1.0 - self.slow_consumer_fraction * (1.0 - self.slow_consumer_speed));
-        if self.subscription_type != SubscriptionType::Exclusive
-            && self.subscription_type != SubscriptionType::Failover
-            && slower > 0.0
-        {
-            let mut held = entries * slower;
-            if key_shared {
-                held = held.min(self.key_shared_look_ahead_per_subscription.max(200_000) as f64);
-            }
-            growing += c * held * REPLAY_BYTES_PER_ENTRY;
-        }
-        // A batch being made, and per broker: the rows its simulation runs ahead of the merge,
-        // its name and its simulation's fixed state.
-        let brokers = self.brokers as f64;
-        bytes += growing
-            + crate::lab::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 * BYTES_PER_ROW
-            + brokers * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER);
-        Footprint {
-            bytes,
-            growing_bytes: growing,
-            partitions,
-            cursors,
-            consumers,
-        }
-    }
-
-    /// Refuses, before anything is allocated, a spec the generator cannot simulate: ids past
-    /// 32 bits, or a simulation estimated to need more than `budget` bytes. The message names
-    /// the estimate and what makes it fit.
-    ///
-    /// With `broker`, only that broker is simulated: it holds its share of the partitions' state
-    /// (and every name, which all brokers share).
-    pub fn check(&self, budget: u64, broker: Option<u32>) -> Result<Footprint> {
-        let mut f = self.footprint();
-        if broker.is_some() && self.brokers > 1 {
-            let names = f.partitions as f64 * NAME_BYTES_PER_PARTITION
-                + f.cursors as f64 * NAME_BYTES_PER_CURSOR;
-            let share = 1.0 / self.brokers as f64;
-            f.bytes = BASE_BYTES + names + (f.bytes - BASE_BYTES - names).max(0.0) * share;
-            f.growing_bytes *= share;
-        }
-        // Topics, cursors and consumers are numbered with u32 ids in the trace and the
-        // simulation; the trace's dictionary keys are i32.
-        if f.partitions > i32::MAX as u64 || f.cursors > i32::MAX as u64 {
-            return Err(Error::invalid(
-                "spec",
-                format!(
-                    "{} = {} cursors over {} partitions: the trace numbers them with 32-bit ids (at most {})",
-                    if self.topic_details.is_some() {
-                        "topicDetails' subscriptions"
-                    } else {
-                        "topics x partitionsPerTopic x (subscriptionsPerTopic + catchUpReaders)"
-                    },
-                    f.cursors, f.partitions, i32::MAX
-                ),
-            ));
-        }
-        // The trace's timestamps are int64 microseconds.
-        if self.max_run_minutes() * 60e6 >= i64::MAX as f64 {
-            return Err(Error::invalid(
-                "spec",
-                format!(
-                    "warmupDurationMinutes + testDurationMinutes (+ backlogMaxWaitMinutes with a backlog) = {} minutes: past what the trace's int64 microsecond timestamps hold",
-                    self.max_run_minutes()
-                ),
-            ));
-        }
-        if self.consumer_backlog_size_gb > 0.0 && self.producer_rate == 0.0 {
-            // OMB's WorkloadGenerator refuses it too: the backlog test needs a known rate.
-            return Err(Error::invalid(
-                "spec",
-                "consumerBacklogSizeGB needs a producerRate: OMB cannot probe the sustainable rate while building a backlog",
-            ));
-        }
-        if f.bytes > budget as f64 {
-            let per_broker = self.brokers as f64 * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER);
-            let fix = if per_broker > f.bytes / 2.0 {
-                "use fewer brokers with --brokers (brokers=; more than one a partition adds nothing)"
-            } else if f.growing_bytes > f.bytes / 2.0 {
-                "shorten it with --duration-minutes (testDurationMinutes), or raise the budget with --memory-budget (memory_budget=)"
-            } else {
-                "raise the budget with --memory-budget (memory_budget=); with several brokers, generate one broker at a time (broker=, or --spark) to need a share of it"
-            };
-            return Err(Error::ResourceLimit(format!(
-                "the workload's simulation needs ~{} ({} partitions on {} brokers, {} cursors, {} consumers{}), over the memory budget of {}: {fix}",
-                human_bytes(f.bytes),
-                f.partitions,
-                self.brokers,
-                f.cursors,
-                f.consumers,
-                if f.growing_bytes > 0.0 {
-                    format!(", ~{} of it growing with the duration", human_bytes(f.growing_bytes))
-                } else {
-                    String::new()
-                },
-                human_bytes(budget as f64),
-            )));
-        }
-        Ok(f)
-    }
 }
 
 impl WorkloadSpec {
-    /// A batch being made, and per broker: the rows its simulation runs ahead of the merge, its
-    /// name and its simulation's fixed state.
-    fn batch_and_broker_bytes(&self) -> f64 {
-        crate::lab::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 * BYTES_PER_ROW
-            + self.brokers as f64 * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER)
-    }
-
     /// [`WorkloadSpec::ingest`] of `topic_details`: each topic publishes its own rate, never
     /// capped; `capacity` is the total rate at which the most loaded broker (in bytes or
     /// messages) would reach its ingest limit, the topics' rates scaled alike (infinite when
@@ -686,13 +424,12 @@ impl WorkloadSpec {
                 // What the subscription processes a second: its active consumer's, or all of
                 // theirs; relative to the publish rate.
                 let speed_rate = if single {
-                    let k = match s.subscription_type {
-                        SubscriptionType::Failover => {
-                            super::generate::partition_index_of(&t.name).unwrap_or(0)
-                        }
-                        _ => 0,
-                    };
-                    s.consumer_rates[k % s.consumer_rates.len()]
+                    let k = exclusive::active_consumer(
+                        s.subscription_type,
+                        s.consumer_rates.len(),
+                        super::topology::partition_index_of(&t.name),
+                    );
+                    s.consumer_rates[k]
                 } else {
                     s.consumer_rates.iter().sum()
                 };
@@ -704,13 +441,13 @@ impl WorkloadSpec {
                     .fold(f64::INFINITY, f64::min);
                 let slow = speed < 1.0 || slowest * (s.consumer_rates.len() as f64) < rate;
                 let nacked = self.nacks_redelivered(s.redelivery_rate, n, seconds);
-                let held_back =
-                    held_back_share(s.subscription_type, slow, s.consumer_rates.len() > 1, n);
-                let redelivered = if single {
-                    3.0 * nacked // an `individual_ack`, a `rewind` and a re-read
-                } else {
-                    2.0 * (nacked + held_back) // a `redeliver` and a `replay` row each
-                };
+                let redelivered = dispatch::redelivered_rows(
+                    s.subscription_type,
+                    nacked,
+                    slow,
+                    s.consumer_rates.len() > 1,
+                    n,
+                );
                 let start = s.start_seconds;
                 let active = (seconds - start).max(0.0);
                 if active <= 0.0 {
@@ -739,80 +476,5 @@ impl WorkloadSpec {
             entries,
             events,
         }
-    }
-
-    /// [`WorkloadSpec::footprint`] of `topic_details`: the same model, topic by topic.
-    fn footprint_topics(&self, topics: &[TopicDetail]) -> Footprint {
-        let seconds = self.simulated_minutes() * 60.0;
-        let partitions = topics.len() as u64;
-        let mut cursors = 0u64;
-        let mut consumers = 0u64;
-        let mut bytes = BASE_BYTES + partitions as f64 * BYTES_PER_PARTITION;
-        let mut growing = 0.0;
-        let mut any_key_shared = false;
-        for t in topics {
-            let rate = t.producer_rate;
-            let per_entry = self.messages_per_entry_of(rate, t.message_size);
-            let entries_per_s = rate / per_entry;
-            let queued =
-                (self.receiver_queue_size as f64 / per_entry).min(entries_per_s.max(1.0) * 2.0);
-            let entries = entries_per_s * seconds;
-            // The message index: every entry when seeks can go back to any; else from the
-            // oldest a late subscription opens at (the first entry) until it passes it.
-            let late = t
-                .subscriptions
-                .iter()
-                .any(|s| s.start_seconds > 0.0 && !s.consumer_rates.is_empty());
-            if self.seeks_per_minute > 0.0 || late {
-                growing += entries * INDEX_BYTES_PER_ENTRY;
-            }
-            for s in &t.subscriptions {
-                let k = s.consumer_rates.len() as f64;
-                cursors += 1;
-                consumers += s.consumer_rates.len() as u64;
-                bytes +=
-                    BYTES_PER_CURSOR + k * (BYTES_PER_CONSUMER + queued * INDEX_BYTES_PER_ENTRY);
-                let key_shared = s.subscription_type == SubscriptionType::KeyShared;
-                if key_shared {
-                    any_key_shared = true;
-                    bytes += k * self.key_shared_replica_points as f64 * 16.0;
-                }
-                // Shared/Key_Shared consumers slower than the rate: the difference waits in the
-                // replay queue.
-                let processed: f64 = s.consumer_rates.iter().sum();
-                let shared = !s.subscription_type.has_single_active_consumer();
-                if shared && k > 0.0 && rate > processed {
-                    let mut held = entries * (1.0 - processed / rate);
-                    if key_shared {
-                        held = held
-                            .min(self.key_shared_look_ahead_per_subscription.max(200_000) as f64);
-                    }
-                    growing += held * REPLAY_BYTES_PER_ENTRY;
-                }
-            }
-        }
-        if any_key_shared && self.keys <= 1 << 22 {
-            bytes += self.keys as f64 * 4.0;
-        }
-        bytes += growing + self.batch_and_broker_bytes();
-        Footprint {
-            bytes,
-            growing_bytes: growing,
-            partitions,
-            cursors,
-            consumers,
-        }
-    }
-}
-
-/// Bytes as "1.5 GiB" or "300.0 MiB".
-pub fn human_bytes(n: f64) -> String {
-    const GIB: f64 = (1u64 << 30) as f64;
-    if n >= 1024.0 * GIB {
-        format!("{:.1} TiB", n / 1024.0 / GIB)
-    } else if n >= GIB {
-        format!("{:.1} GiB", n / GIB)
-    } else {
-        format!("{:.1} MiB", n / (1u64 << 20) as f64)
     }
 }

@@ -2,15 +2,24 @@
 //! the events a broker sees (the replay trace format).
 
 mod ack_grouping;
+mod backlog;
+mod consumer;
+mod cursor;
+mod dispatch;
 mod estimate;
+mod events;
+mod footprint;
 mod generate;
 mod negative_acks;
+mod producer;
 mod rng;
 mod selector;
 mod spec;
 mod stream;
+mod topology;
 
-pub use estimate::{human_bytes, Estimate, Footprint, Ingest, DEFAULT_MEMORY_BUDGET};
+pub use estimate::{Estimate, Ingest};
+pub use footprint::{human_bytes, Footprint, DEFAULT_MEMORY_BUDGET};
 pub use generate::{
     generate, generate_broker, generate_broker_counting_reads, EventColumns, REASON_HOLD_BACK,
     REASON_NACK, REASON_OVERFLOW,

@@ -4,6 +4,7 @@
 //! consumer, started by a nack when none runs, redelivers everything due when it fires and is set
 //! again for the earliest entry left.
 
+use super::spec::WorkloadSpec;
 use std::collections::BTreeMap;
 
 /// The client's `MIN_NACK_DELAY_MS`: a shorter configured delay is raised to this.
@@ -83,6 +84,26 @@ impl NegativeAcks {
     pub(super) fn clear(&mut self) {
         self.due.clear();
         self.timer_us = None;
+    }
+}
+
+/// Share of entries of `n` messages nacked when each message is at `rate`: any of them nacks it
+/// (the estimate's side of the draw a consumer makes as it processes an entry).
+pub(super) fn entry_nacked(rate: f64, n: f64) -> f64 {
+    1.0 - (1.0 - rate).powf(n)
+}
+
+impl WorkloadSpec {
+    /// Share of the entries read whose nack is redelivered within the run: an entry of `n`
+    /// messages is nacked if any of them is, and only the nacks older than the client's
+    /// redelivery delay by the end of `seconds` are redelivered.
+    pub(super) fn nacks_redelivered(&self, rate: f64, n: f64, seconds: f64) -> f64 {
+        let nacked = entry_nacked(rate, n);
+        if seconds <= 0.0 {
+            return nacked;
+        }
+        let delay = self.nack_redelivery_delay_ms() as f64 / 1000.0;
+        nacked * (1.0 - delay / seconds).max(0.0)
     }
 }
 
