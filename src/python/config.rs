@@ -186,14 +186,16 @@ impl PyCacheConfig {
     #[classattr]
     #[allow(non_snake_case)]
     fn BROKER_SETTINGS<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, sources::of_layer("broker").map(|s| s.name))
+        let names: Vec<&str> = sources::of_layer("broker").map(|s| s.name).collect();
+        PyTuple::new(py, names)
     }
 
     /// The names of the lab's own settings (no broker reads them), in declaration order.
     #[classattr]
     #[allow(non_snake_case)]
     fn LAB_SETTINGS<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, sources::of_layer("lab").map(|s| s.name))
+        let names: Vec<&str> = sources::of_layer("lab").map(|s| s.name).collect();
+        PyTuple::new(py, names)
     }
 
     /// The settings as a dict.
