@@ -27,15 +27,6 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             })
     }
 
-    /// Runs the broker's periodic tasks due up to `now`, in time order: the eviction task every
-    /// `eviction_interval_ms`, the stats task's cursor checks every `backlog_check_interval_ms`.
-    ///
-    /// The work is bounded by the state, not by the time that passed: between two events only the
-    /// tasks change anything, so after the trace's time jumps (say by years) a task that can no
-    /// longer change anything is not run once per interval but skipped to its first time after
-    /// `now`. A second cursor check in one call finds the same cursors and backlogs as the first
-    /// (ticks move no cursor), and an eviction tick on a cache that holds nothing removes nothing
-
     /// The position of an op that needs one (the decoder never makes such an event without it).
     pub(super) fn position_of(e: &Event) -> Result<Position> {
         e.position.ok_or_else(|| {
