@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, final
+from typing import Any, ClassVar, Literal, final
 
 import pyarrow as pa
 from typing_extensions import disjoint_base
@@ -176,8 +176,13 @@ class CacheConfig:
         extend_ttl_at_startup: bool = False,
         direct_memory_bytes: int | None = None,
     ) -> CacheConfig: ...
+    BROKER_SETTINGS: ClassVar[tuple[str, ...]]
+    """The broker's settings (a broker.conf key each), in declaration order."""
+    LAB_SETTINGS: ClassVar[tuple[str, ...]]
+    """The lab's own settings (no broker reads them), in declaration order."""
     @staticmethod
-    def settings() -> list[dict[str, Any]]: ...
+    def settings() -> list[dict[str, Any]]:
+        """Rows of name, default, broker_key, layer ("broker"/"lab"), read_by, note, live."""
     def to_dict(self) -> dict[str, Any]: ...
     def __getnewargs_ex__(self) -> tuple[tuple[()], dict[str, Any]]: ...  # pickling
 

@@ -12,7 +12,7 @@ use crate::cache::removal_queue::{Evictor, Pass, QueueItem, RemovalQueue};
 use crate::cache::stats::{CacheStats, Counters, Lookups};
 use crate::config::CacheConfig;
 use crate::error::{Error, Result};
-use parking_lot::{ArcMutexGuard, Condvar, Mutex, RawMutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -20,9 +20,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 mod batch;
+mod held;
 mod live;
 mod pass;
 pub use batch::BatchEntry;
+pub(crate) use held::HeldCache;
 pub use live::LIVE_SETTINGS;
 
 type SharedRangeCache = Arc<Mutex<RangeCache>>;
@@ -63,71 +65,6 @@ pub struct EntryCache {
     /// Made while the cache size was 0: it caches nothing, whatever the size becomes (Pulsar's
     /// `getEntryCache` hands out an `EntryCacheDisabled` then).
     disabled: bool,
-}
-
-/// An entry cache's lock kept across many calls by the only thread that uses its manager: the
-/// replay holds the caches it reads from and inserts into from one call to the next, since a lock
-/// and an unlock per hit were a tenth of its time. Every other use of the cache waits while it is
-/// held, its holder's own included (the lock is not reentrant), so the holder lets go before
-/// anything that locks a cache: a size pass, a tick, an invalidation, statistics. Holding several
-/// caches at once is safe only with no other thread on the manager (see `manager/pass.rs`).
-pub(crate) struct HeldCache {
-    // The guard goes first: dropping the last handle of the cache locks it.
-    state: ArcMutexGuard<RawMutex, RangeCache>,
-    cache: Arc<EntryCache>,
-}
-
-impl HeldCache {
-    /// [`EntryCache::insert_leaving_pass`] under the held lock, of an entry with no bytes (the
-    /// replay's, which are sizes only; a refused payload is then nothing to drop): the manager's
-    /// caches' total size after it if the entry was cached. The caller lets go before the size
-    /// pass ([`EntryCache::finish_insert`]), if it is due ([`EntryCache::pass_due`]).
-    pub(crate) fn insert_sized(
-        &mut self,
-        position: Position,
-        count: ReadCount,
-        size: u32,
-    ) -> Result<Option<u64>> {
-        let cache = &self.cache;
-        let Some(payload) = cache.to_cache(Payload::empty()) else {
-            return Ok(None);
-        };
-        Ok(
-            match cache.insert_under(&mut self.state, position, payload, count, size)? {
-                Some(_refused) => None,
-                None => Some(cache.count_insert(size)),
-            },
-        )
-    }
-
-    /// [`EntryCache::get`] with the copy released at once, without making it (the replay's hits,
-    /// whose copies nothing reads). True if the entry was cached.
-    pub(crate) fn read_released(&mut self, position: Position) -> bool {
-        let state = &mut self.state;
-        let size = state.read_released(position);
-        match size {
-            Some(size) => state.lookups.hit(size),
-            None => state.lookups.misses += 1,
-        }
-        size.is_some()
-    }
-
-    /// [`EntryCache::contains`] under the held lock.
-    pub(crate) fn contains(&self, position: Position) -> bool {
-        self.state.contains(position)
-    }
-
-    /// Under the held lock: notes the removal of the entry at `position`, if it is cached, for
-    /// [`HeldCache::take_watched_gone`] (see [`RangeCache::watch_removal`]).
-    pub(crate) fn watch_removal(&mut self, position: Position) -> bool {
-        self.state.watch_removal(position)
-    }
-
-    /// Under the held lock: the watched entries removed since the last call, in the order they
-    /// went.
-    pub(crate) fn take_watched_gone(&mut self) -> Vec<Position> {
-        self.state.take_watched_gone()
-    }
 }
 
 /// The broker-wide cache manager.

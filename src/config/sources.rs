@@ -25,6 +25,22 @@ pub struct Setting {
     pub note: &'static str,
 }
 
+impl Setting {
+    /// Which layer of the settings it belongs to: "broker" (a `broker.conf` key: it configures a
+    /// broker or the library's manager, see `config/broker.rs`) or "lab" (`config/lab.rs`).
+    pub const fn layer(&self) -> &'static str {
+        match self.source {
+            Source::Broker { .. } => "broker",
+            Source::Lab => "lab",
+        }
+    }
+}
+
+/// The settings of one layer ([`Setting::layer`]), in [`SETTINGS`] order.
+pub fn of_layer(layer: &str) -> impl Iterator<Item = &'static Setting> + '_ {
+    SETTINGS.iter().filter(move |s| s.layer() == layer)
+}
+
 const BOTH: &str = "4.0, master";
 const MASTER: &str = "master (4.1+)";
 

@@ -149,8 +149,10 @@ impl PyCacheConfig {
     }
 
     /// Every setting with where it comes from: ``name``, ``default``, ``broker_key`` (the
-    /// ``broker.conf`` key, or None for the lab's own), ``read_by`` (the Pulsar lines that read
-    /// the key) and ``note`` (what Pulsar does with it, where that is not what its name says).
+    /// ``broker.conf`` key, or None for the lab's own), ``layer`` (``"broker"`` for a setting with
+    /// a ``broker.conf`` key, which configures a broker or the library's manager; ``"lab"`` for the
+    /// lab's own), ``read_by`` (the Pulsar lines that read the key), ``note`` (what Pulsar does
+    /// with it, where that is not what its name says) and ``live``.
     #[staticmethod]
     fn settings<'py>(py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let defaults = CacheConfig::default();
@@ -168,6 +170,7 @@ impl PyCacheConfig {
                     sources::Source::Lab => (None, None),
                 };
                 d.set_item("broker_key", key)?;
+                d.set_item("layer", s.layer())?;
                 d.set_item("read_by", read_by)?;
                 d.set_item("note", s.note)?;
                 d.set_item(
@@ -177,6 +180,22 @@ impl PyCacheConfig {
                 Ok(d)
             })
             .collect()
+    }
+
+    /// The names of the broker's settings (those with a ``broker.conf`` key), in declaration order.
+    #[classattr]
+    #[allow(non_snake_case)]
+    fn BROKER_SETTINGS<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let names: Vec<&str> = sources::of_layer("broker").map(|s| s.name).collect();
+        PyTuple::new(py, names)
+    }
+
+    /// The names of the lab's own settings (no broker reads them), in declaration order.
+    #[classattr]
+    #[allow(non_snake_case)]
+    fn LAB_SETTINGS<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let names: Vec<&str> = sources::of_layer("lab").map(|s| s.name).collect();
+        PyTuple::new(py, names)
     }
 
     /// The settings as a dict.
@@ -202,7 +221,14 @@ impl PyCacheConfig {
 
     fn __dir__(&self) -> Vec<&'static str> {
         let mut names = SETTING_NAMES.to_vec();
-        names.extend(["replace", "from_broker_conf", "to_dict", "settings"]);
+        names.extend([
+            "replace",
+            "from_broker_conf",
+            "to_dict",
+            "settings",
+            "BROKER_SETTINGS",
+            "LAB_SETTINGS",
+        ]);
         names
     }
 

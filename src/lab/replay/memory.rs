@@ -5,124 +5,15 @@
 //! BookKeeper in buffers of up to 64 KiB. This tracks those buffers and, sampled each second of
 //! trace time, how many bytes the cached entries really retain.
 
-use super::strategy::{CacheStrategy, EntryKey};
+use super::strategy::CacheStrategy;
 use crate::cache::position::Position;
 use crate::cache::prefetch::prefetch;
-use std::collections::VecDeque;
 
-/// Netty's `AdaptiveRecvByteBufAllocator` size table: 16..=496 by 16, then powers of two.
-fn size_table() -> Vec<u32> {
-    let mut t: Vec<u32> = (1..32).map(|i| i * 16).collect();
-    let mut s = 512u32;
-    while s <= 1 << 30 {
-        t.push(s);
-        s <<= 1;
-    }
-    t
-}
+mod recv;
+mod runs;
 
-/// How big the next socket read's buffer is: grows 4 steps after a read fills it, shrinks one step
-/// after two reads in a row that fit the next smaller size.
-#[derive(Debug, Clone)]
-struct AdaptiveRecv {
-    index: usize,
-    min_index: usize,
-    max_index: usize,
-    decrease_now: bool,
-}
-
-/// What a socket read of `actual` bytes teaches the allocator about the next one.
-fn record(table: &[u32], a: &mut AdaptiveRecv, actual: u64) {
-    let smaller = table[a.index.saturating_sub(1).max(a.min_index)] as u64;
-    if actual <= smaller {
-        if a.decrease_now {
-            a.index = a.index.saturating_sub(1).max(a.min_index);
-            a.decrease_now = false;
-        } else {
-            a.decrease_now = true;
-        }
-    } else if actual >= table[a.index] as u64 {
-        a.index = (a.index + 4).min(a.max_index);
-        a.decrease_now = false;
-    }
-}
-
-/// Consecutive entries of one ledger of one topic, `first..=last`.
-#[derive(Debug, Clone, Copy)]
-struct KeyRun {
-    topic: u32,
-    ledger: i64,
-    first: i64,
-    last: i64,
-}
-
-impl KeyRun {
-    fn key(&self, entry: i64) -> EntryKey {
-        EntryKey {
-            topic: self.topic,
-            position: Position::new(self.ledger, entry),
-        }
-    }
-}
-
-/// A buffer's entries in arrival order, as runs of consecutive entries: a socket read brings a
-/// topic's next entries and a storage read a ledger's, so nearly every buffer holds one run,
-/// kept inline (no allocation, whatever the number of entries).
-#[derive(Default)]
-struct EntryRuns {
-    first: Option<KeyRun>,
-    rest: VecDeque<KeyRun>,
-}
-
-impl EntryRuns {
-    fn push(&mut self, topic: u32, ledger: i64, entry: i64) {
-        let last = self.rest.back_mut().or(self.first.as_mut());
-        match last {
-            Some(run)
-                if run.topic == topic
-                    && run.ledger == ledger
-                    && run.last.checked_add(1) == Some(entry) =>
-            {
-                run.last = entry;
-            }
-            _ => {
-                let run = KeyRun {
-                    topic,
-                    ledger,
-                    first: entry,
-                    last: entry,
-                };
-                if self.first.is_none() {
-                    self.first = Some(run);
-                } else {
-                    self.rest.push_back(run);
-                }
-            }
-        }
-    }
-
-    /// Drops the uncached entries in front (entries leave mostly oldest first) and says whether
-    /// one is still cached.
-    fn any_cached(&mut self, mut cached: impl FnMut(EntryKey) -> bool) -> bool {
-        while let Some(run) = &mut self.first {
-            loop {
-                if cached(run.key(run.first)) {
-                    return true;
-                }
-                if run.first == run.last {
-                    break;
-                }
-                run.first += 1;
-            }
-            self.first = self.rest.pop_front();
-        }
-        false
-    }
-
-    fn front(&self) -> Option<EntryKey> {
-        self.first.map(|run| run.key(run.first))
-    }
-}
+use recv::{record, size_table, AdaptiveRecv};
+use runs::EntryRuns;
 
 const NONE: usize = usize::MAX;
 
@@ -601,7 +492,7 @@ mod tests {
     use super::*;
     use crate::broker::read_flow::Invalidation;
     use crate::config::{CacheConfig, SettingValue};
-    use crate::lab::replay::strategy::{Legacy, Lru, Pip430, Segmented};
+    use crate::lab::replay::strategy::{EntryKey, Legacy, Lru, Pip430, Segmented};
     use std::collections::HashSet;
 
     proptest::proptest! {

@@ -16,7 +16,8 @@
 //!
 //! A child module of the engine, for its private state: the engine's hooks stay one line each.
 
-use super::{CacheStrategy, InFlight, Replayer};
+use super::reads::InFlight;
+use super::{CacheStrategy, Replayer};
 use crate::cache::fast_hash::FastMap;
 use crate::cache::inflight_reads::READ_OVERHEAD_PER_ENTRY;
 use crate::cache::inflight_reads::{Acquire, Handle, InflightReadsLimiter, Ticket};

@@ -1,0 +1,102 @@
+//! What a replay measures: the counters, the per-second series and the summary at the end.
+
+use super::{CacheStrategy, Replayer};
+
+/// What a replay measured.
+///
+/// [`MemoryModel`]: super::super::memory::MemoryModel
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayMetrics {
+    pub events: u64,
+    pub entries_read: u64,
+    /// Bytes of all entries read (from the cache or from storage).
+    pub read_bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub storage_read_ops: u64,
+    pub storage_read_bytes: u64,
+    pub published_entries: u64,
+    pub published_bytes: u64,
+    /// Entries the design's eviction removed.
+    pub evicted_entries: u64,
+    /// Entries invalidated (cursors passed them, the last active cursor left) or whose ledger was
+    /// deleted. A broker's `brk_ml_cache_evicted_entries_total` counts both kinds
+    /// (`RangeEntryCacheManagerImpl.entriesRemoved`).
+    pub invalidated_entries: u64,
+    pub requeues: u64,
+    pub peak_cache_bytes: u64,
+    /// Bytes the cached entries' buffers really hold (see [`MemoryModel`]); the accounted size
+    /// when entries are copied.
+    pub peak_retained_bytes: u64,
+    /// Deliveries below a position already delivered since the last seek: stale reads completing
+    /// after a seek, without cursor epochs.
+    pub out_of_order_deliveries: u64,
+    /// Reads discarded on completion because their cursor's epoch moved on.
+    pub discarded_reads: u64,
+    /// Reads that waited for reads-in-flight permits (`max_reads_in_flight_bytes`).
+    pub reads_waited_for_permits: u64,
+    /// Reads that failed for want of permits: they waited past the timeout or found the queue full.
+    pub reads_failed_for_permits: u64,
+    /// (second of trace time, cache bytes at its end, reads, hits in it).
+    pub per_second: Vec<(i64, u64, u64, u64)>,
+}
+
+impl ReplayMetrics {
+    pub fn hit_ratio(&self) -> f64 {
+        if self.entries_read == 0 {
+            0.0
+        } else {
+            self.hits as f64 / self.entries_read as f64
+        }
+    }
+}
+
+impl<S: CacheStrategy + ?Sized> Replayer<S> {
+    pub(super) fn roll_second(&mut self, ts_us: i64) {
+        let sec = ts_us.div_euclid(1_000_000);
+        match self.second {
+            Some((s, _, _)) if s == sec => {}
+            Some((s, reads, hits)) => {
+                self.metrics
+                    .per_second
+                    .push((s, self.strategy.cached_bytes(), reads, hits));
+                self.second = Some((sec, 0, 0));
+                if let Some(m) = &mut self.memory {
+                    m.sample(self.strategy.as_mut());
+                }
+            }
+            None => self.second = Some((sec, 0, 0)),
+        }
+    }
+
+    /// Ends the replay and returns its measurements.
+    pub fn finish(mut self) -> ReplayMetrics {
+        // The trace ends here: storage reads still under way cache nothing, and the reads under
+        // way are delivered (for the counts of stale and out-of-order deliveries) with no periodic
+        // task after the last event and the cursors where they are.
+        self.storage_reads.clear();
+        for c in self.cursors.iter_mut() {
+            c.hold = None;
+        }
+        while let Some(read) = self.in_flight.pop_front() {
+            self.dispatch(read);
+        }
+        if let Some((s, reads, hits)) = self.second.take() {
+            self.metrics
+                .per_second
+                .push((s, self.strategy.cached_bytes(), reads, hits));
+        }
+        self.metrics.peak_retained_bytes = match &mut self.memory {
+            Some(m) => {
+                m.sample(self.strategy.as_mut());
+                m.peak_retained
+            }
+            None => self.metrics.peak_cache_bytes,
+        };
+        let c = self.strategy.counters();
+        self.metrics.evicted_entries = c.evicted_entries;
+        self.metrics.invalidated_entries = c.invalidated_entries;
+        self.metrics.requeues = c.requeues;
+        self.metrics
+    }
+}
