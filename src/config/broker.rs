@@ -253,7 +253,7 @@ impl CacheConfig {
                 let v = non_negative(name, &value)?;
                 self.extend_ttl_max_times = u32::try_from(v)
                     .ok()
-                    .filter(|v| *v <= u16::MAX as u32)
+                    .filter(|v| u16::try_from(*v).is_ok())
                     .ok_or_else(|| {
                         Error::invalid("extend_ttl_max_times", format!("{v} is above {}", u16::MAX))
                     })?;
@@ -282,7 +282,7 @@ impl CacheConfig {
                 // A Java int in Pulsar.
                 self.reads_in_flight_acquire_queue_size = u32::try_from(v)
                     .ok()
-                    .filter(|v| *v <= i32::MAX as u32)
+                    .filter(|v| i32::try_from(*v).is_ok())
                     .ok_or_else(|| Error::invalid(name, format!("{v} is above {}", i32::MAX)))?;
             }
             "min_backlog_cursors_for_caching" => {

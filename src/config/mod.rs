@@ -605,7 +605,7 @@ mod tests {
     #[test]
     fn each_layer_sets_and_reads_its_own_settings() {
         let defaults = CacheConfig::default();
-        for s in sources::SETTINGS.iter() {
+        for s in &sources::SETTINGS {
             let value = defaults.get(s.name).expect("every setting reads back");
             let broker = s.layer() == "broker";
             let mut c = CacheConfig::default();

@@ -184,7 +184,10 @@ impl PyCacheConfig {
 
     /// The names of the broker's settings (those with a ``broker.conf`` key), in declaration order.
     #[classattr]
-    #[allow(non_snake_case)]
+    #[allow(
+        non_snake_case,
+        reason = "a Python class attribute, named as constants are"
+    )]
     fn BROKER_SETTINGS<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let names: Vec<&str> = sources::of_layer("broker").map(|s| s.name).collect();
         PyTuple::new(py, names)
@@ -192,7 +195,10 @@ impl PyCacheConfig {
 
     /// The names of the lab's own settings (no broker reads them), in declaration order.
     #[classattr]
-    #[allow(non_snake_case)]
+    #[allow(
+        non_snake_case,
+        reason = "a Python class attribute, named as constants are"
+    )]
     fn LAB_SETTINGS<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let names: Vec<&str> = sources::of_layer("lab").map(|s| s.name).collect();
         PyTuple::new(py, names)

@@ -54,7 +54,13 @@ fn checking_signals(
                 return Ok(());
             }
             checked = std::time::Instant::now();
-            Python::attach(|py| py.check_signals()).map_err(|e| {
+            // A closure, not the method's path: `attach` hands over a `Python` of any lifetime.
+            #[allow(
+                clippy::redundant_closure_for_method_calls,
+                reason = "Python::check_signals as a path is not general over the lifetime"
+            )]
+            let signals = Python::attach(|py| py.check_signals());
+            signals.map_err(|e| {
                 interrupt = Some(e);
                 crate::error::Error::Interrupted
             })
@@ -287,7 +293,8 @@ impl PyReplaySession {
     }
 
     fn start_second_pass(&self, py: Python<'_>) -> PyResult<()> {
-        self.0.with(py, |s| s.start_second_pass())
+        self.0
+            .with(py, crate::lab::replay::Session::start_second_pass)
     }
 
     /// The summary (a row per broker and configuration) and the per-second series, as
@@ -387,7 +394,8 @@ impl PyRequestRecorder {
     }
 
     fn start_second_pass(&self, py: Python<'_>) -> PyResult<()> {
-        self.0.with(py, |r| r.start_second_pass())
+        self.0
+            .with(py, crate::lab::replay::RequestRecorder::start_second_pass)
     }
 
     fn feed(&self, py: Python<'_>, batch: &Bound<'_, PyAny>) -> PyResult<()> {

@@ -367,7 +367,7 @@ impl Iterator for TraceBatches {
                 self.stream = None;
                 let why = panic
                     .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
+                    .map(ToString::to_string)
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_default();
                 Some(Err(ArrowError::ExternalError(

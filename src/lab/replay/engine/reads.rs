@@ -169,7 +169,10 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
     /// contiguous run of misses as one storage read (all of it, when the design serves ranges all
     /// or nothing and some entry is missing), as `RangeEntryCacheImpl` does within one ledger.
     /// Returns whether any entry missed (a storage read was needed).
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a run of a read: its cursor, range, kind and timing, each used once"
+    )]
     pub(super) fn read_run(
         &mut self,
         topic: u32,

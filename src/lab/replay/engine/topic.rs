@@ -361,7 +361,7 @@ impl Topic {
         else {
             return;
         };
-        for (&ledger, entries) in self.entries.iter_mut() {
+        for (&ledger, entries) in &mut self.entries {
             if ledger < low.ledger_id {
                 entries.forget_before(i64::MAX);
             } else if ledger == low.ledger_id {
