@@ -13,7 +13,7 @@ from .report_common import MIB, design_info, design_label, design_order, format_
 
 __all__ = ["design_style", "size_axis", "legend_below", "save", "plot_by_size", "plot_over_time"]
 
-# Colours by strategy name (the README's plots describe them: LRU green, PIP-430 red, ...).
+# Colours by strategy name, fixed so that every report draws a design in the same colour (LRU green, PIP-430 red, ...); a design without one gets a spare colour.
 _COLOURS = {"belady": "C0", "legacy": "C1", "lru": "C2", "pip430": "C3", "pip430-fifo": "C4", "segmented": "C5"}
 _SPARE = ("C6", "C7", "C8", "C9")
 

@@ -154,7 +154,7 @@ def cluster_session(
     The executors run their own Python: ``python`` is its path on the executors
     (``spark.pyspark.python``; by default ``PYSPARK_PYTHON`` if set, else Spark's ``python3``), and
     it must have the ``ledgercache`` wheel and pyarrow installed. ``archives`` ships a packed
-    environment instead (``"env.tar.gz#env"`` with ``python="./env/bin/python"``; see the README).
+    environment instead (``"env.tar.gz#env"`` with ``python="./env/bin/python"``; see the docs' PySpark page, docs/spark.md).
     With ``check`` (the default) a first small job imports ``ledgercache`` in the executors
     (:func:`executors`); where it is missing or another version, the session is stopped and
     :class:`~ledgercache.errors.MissingDependencyError` names the host and interpreter, before any

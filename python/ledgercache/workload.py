@@ -260,7 +260,7 @@ BROKER_CONF_KEYS = (
     "managedLedgerMaxLedgerRolloverTimeMinutes",
 )
 # The memory a workload's simulation may take unless ``memory_budget`` says otherwise (4 GiB: a
-# laptop's share; OMB's largest files need about 1 GiB, see the README's "Workloads").
+# laptop's share; OMB's largest files need about 1 GiB, see the docs' lab page, "Workloads").
 DEFAULT_MEMORY_BUDGET = 4 << 30
 # A trace held as a table (``generate``) takes about this much memory an event.
 TABLE_BYTES_PER_EVENT = 120
