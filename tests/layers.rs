@@ -156,3 +156,74 @@ fn the_checker_sees_a_loop_and_a_wrong_way_import() {
     assert_eq!(module_of(Path::new("cache/mod.rs")), "cache");
     assert_eq!(layer("broker/ledger"), Some(1));
 }
+
+/// Files outside a test-only module that name `Strategy::<name>`.
+fn files_naming(constant: &str) -> BTreeSet<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let pattern = format!("Strategy::{constant}");
+    files
+        .iter()
+        .filter(|file| {
+            let text = fs::read_to_string(file).unwrap();
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+            code.lines().any(|l| {
+                l.match_indices(&pattern).any(|(at, _)| {
+                    !l[at + pattern.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                })
+            })
+        })
+        .filter(|file| {
+            // A module declared test-only by its parent (the toy design).
+            let stem = file.file_stem().unwrap().to_string_lossy().to_string();
+            let parent = file.parent().unwrap().join("mod.rs");
+            !fs::read_to_string(parent)
+                .is_ok_and(|p| p.contains(&format!("#[cfg(test)]\nmod {stem};")))
+        })
+        .map(|file| {
+            file.strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+/// Adding a design touches three files: its registry entry and constant (`config/designs.rs`), its
+/// strategy (`lab/replay/strategy/<name>.rs`) and the arm that builds it
+/// (`lab/replay/strategy/mod.rs`). Nothing else may name a design, except the settings PIP-430's
+/// defaults and its FIFO variant select (`config/mod.rs`) and the request log's reference flow.
+#[test]
+fn a_design_is_named_only_where_it_is_declared_and_built() {
+    let designs =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config/designs.rs"))
+            .unwrap();
+    let constants: Vec<&str> = designs
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub const "))
+        .filter_map(|l| l.strip_suffix(')').or(Some(l)))
+        .filter(|l| l.contains(": Strategy = Strategy("))
+        .map(|l| l.split(':').next().unwrap())
+        .collect();
+    assert_eq!(constants.len(), 6, "{constants:?}");
+    for constant in constants {
+        let mut allowed = BTreeSet::from(["lab/replay/strategy/mod.rs".to_string()]);
+        if constant.starts_with("Pip430") {
+            allowed.insert("config/mod.rs".to_string());
+        }
+        if constant == "Lru" {
+            // The request log replays the reference read flow over a cache that holds nothing.
+            allowed.insert("lab/replay/mod.rs".to_string());
+        }
+        let named = files_naming(constant);
+        assert!(
+            named.is_subset(&allowed),
+            "Strategy::{constant} is named in {named:?}: read the registry entry instead"
+        );
+        assert!(
+            named.contains("lab/replay/strategy/mod.rs"),
+            "{constant} is built"
+        );
+    }
+}

@@ -97,7 +97,7 @@ impl EntryCacheManager {
             let runs: Vec<String> = crate::config::designs::DESIGNS
                 .iter()
                 .filter(|d| d.manager)
-                .map(|d| format!("{:?}", d.strategy.name()))
+                .map(|d| format!("{:?}", d.name))
                 .collect();
             return Err(Error::Unsupported(format!(
                 "strategy {:?} is a replay-lab strategy; the entry cache manager runs {}",

@@ -28,10 +28,29 @@ impl DesignRole {
     }
 }
 
+/// Which of the broker read flow's rules a design runs under (the read flow maps each
+/// to its flow), so that a new design names its rules here instead of in the read flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadRule {
+    /// PIP-430 (master): an entry expects the reads of the cursors behind it when
+    /// `eviction_by_expected_read_count` is on; otherwise the active cursors decide, with master's
+    /// backlog rule.
+    Pip430,
+    /// Pulsar 4.0: the active cursors decide, with branch-4.0's backlog rule.
+    Legacy,
+    /// PIP-174's ring: filled on publish.
+    SegmentedRing,
+    /// Everything read or published is offered to the cache.
+    AdmitAll,
+}
+
 /// One design's description.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Design {
-    pub strategy: Strategy,
+    /// The name `CacheConfig(strategy=...)` takes; its [`Strategy`] is its place in [`DESIGNS`].
+    pub name: &'static str,
+    /// The read flow's rules it runs under.
+    pub read_rule: ReadRule,
     /// The name an operator knows it by, as reports and the terminal print it.
     pub label: &'static str,
     /// One line on what the lab simulates under this name.
@@ -50,10 +69,25 @@ pub struct Design {
     pub release: &'static str,
 }
 
+/// The designs by name, each its place in [`DESIGNS`].
+#[allow(
+    non_upper_case_globals,
+    reason = "designs read as the variants of an enum, in patterns too"
+)]
+impl Strategy {
+    pub const Pip430: Strategy = Strategy(0);
+    pub const Pip430Fifo: Strategy = Strategy(1);
+    pub const Legacy: Strategy = Strategy(2);
+    pub const Segmented: Strategy = Strategy(3);
+    pub const Lru: Strategy = Strategy(4);
+    pub const Belady: Strategy = Strategy(5);
+}
+
 /// Every design, in [`Strategy::ALL`] order.
 pub const DESIGNS: [Design; 6] = [
     Design {
-        strategy: Strategy::Pip430,
+        name: "pip430",
+        read_rule: ReadRule::Pip430,
         label: "PIP-430 (Pulsar 4.1+)",
         models: "one broker-wide FIFO removal queue; an entry's TTL is extended while cursors still \
                  expect to read it or it was read recently",
@@ -66,7 +100,8 @@ pub const DESIGNS: [Design; 6] = [
         release: "4.1.0",
     },
     Design {
-        strategy: Strategy::Pip430Fifo,
+        name: "pip430-fifo",
+        read_rule: ReadRule::Pip430,
         label: "PIP-430 without TTL extension (Pulsar 4.1+)",
         models: "PIP-430's removal queue with both TTL extensions off: FIFO with a TTL",
         role: DesignRole::Broker,
@@ -79,7 +114,8 @@ pub const DESIGNS: [Design; 6] = [
         release: "4.1.0",
     },
     Design {
-        strategy: Strategy::Legacy,
+        name: "legacy",
+        read_rule: ReadRule::Legacy,
         label: "Pulsar 4.0 cache",
         models: "the cache of Pulsar 4.0 and earlier: a cache per ledger, size eviction spread \
                  over the ledgers",
@@ -93,7 +129,8 @@ pub const DESIGNS: [Design; 6] = [
         release: "4.0.0",
     },
     Design {
-        strategy: Strategy::Segmented,
+        name: "segmented",
+        read_rule: ReadRule::SegmentedRing,
         label: "PIP-174 ring (proposal)",
         models: "PIP-174's broker-wide ring of segments, filled on publish (proposed, not merged)",
         role: DesignRole::Proposal,
@@ -104,7 +141,8 @@ pub const DESIGNS: [Design; 6] = [
         release: "",
     },
     Design {
-        strategy: Strategy::Lru,
+        name: "lru",
+        read_rule: ReadRule::AdmitAll,
         label: "LRU (reference)",
         models: "one broker-wide least-recently-used cache: a reference no Pulsar release runs",
         role: DesignRole::Reference,
@@ -115,7 +153,8 @@ pub const DESIGNS: [Design; 6] = [
         release: "",
     },
     Design {
-        strategy: Strategy::Belady,
+        name: "belady",
+        read_rule: ReadRule::AdmitAll,
         label: "Belady MIN (bound)",
         models: "the offline optimum, which knows every future read: the best any cache of that \
                  size could do",
@@ -129,29 +168,33 @@ pub const DESIGNS: [Design; 6] = [
     },
 ];
 
-impl Strategy {
-    /// This design's description.
-    pub fn design(self) -> &'static Design {
-        DESIGNS
-            .iter()
-            .find(|d| d.strategy == self)
-            .expect("DESIGNS describes every strategy")
-    }
-
-    /// The name an operator knows this design by.
-    pub fn label(self) -> &'static str {
-        self.design().label
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_strategy_is_described_once_in_order() {
-        let described: Vec<_> = DESIGNS.iter().map(|d| d.strategy).collect();
-        assert_eq!(described, Strategy::ALL.to_vec());
+    fn every_design_has_its_own_name_and_label_and_a_constant_naming_it() {
+        let names: Vec<_> = Strategy::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "pip430",
+                "pip430-fifo",
+                "legacy",
+                "segmented",
+                "lru",
+                "belady"
+            ]
+        );
+        assert_eq!(Strategy::Belady.design().name, "belady");
+        assert_eq!(
+            "pip430-fifo".parse::<Strategy>().unwrap(),
+            Strategy::Pip430Fifo
+        );
+        let mut distinct: Vec<_> = DESIGNS.iter().map(|d| d.name).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), DESIGNS.len(), "names are distinct");
         let mut labels: Vec<_> = DESIGNS.iter().map(|d| d.label).collect();
         labels.sort_unstable();
         labels.dedup();

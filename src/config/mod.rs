@@ -15,43 +15,38 @@ use sources::Source;
 use std::fmt;
 use std::str::FromStr;
 
-/// Which cache design to run. The entry cache manager implements the PIP-430 family; the other
-/// designs exist for comparison in the replay lab.
+/// Which cache design to run: an entry of the registry of designs ([`designs::DESIGNS`]), where
+/// each design is declared once (its name, label, read rule, role). The entry cache manager runs
+/// the PIP-430 family; the other designs exist for comparison in the replay lab. The designs are
+/// named by the constants next to their entries (`Strategy::Pip430`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Strategy {
-    /// Final PIP-430: FIFO removal queue with the expected-read and recently-accessed TTL extensions.
-    Pip430,
-    /// The same queue with both extensions off: plain FIFO with a TTL.
-    Pip430Fifo,
-    /// Pulsar before PIP-430: per-ledger caches, proportional size eviction.
-    Legacy,
-    /// PIP-174: one broker-wide ring of segments.
-    Segmented,
-    /// A global least-recently-used cache.
-    Lru,
-    /// The offline optimum (needs the future; replay only).
-    Belady,
-}
+pub struct Strategy(u8);
 
 impl Strategy {
-    pub const ALL: [Strategy; 6] = [
-        Strategy::Pip430,
-        Strategy::Pip430Fifo,
-        Strategy::Legacy,
-        Strategy::Segmented,
-        Strategy::Lru,
-        Strategy::Belady,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::Pip430 => "pip430",
-            Strategy::Pip430Fifo => "pip430-fifo",
-            Strategy::Legacy => "legacy",
-            Strategy::Segmented => "segmented",
-            Strategy::Lru => "lru",
-            Strategy::Belady => "belady",
+    /// Every design, in the registry's order.
+    pub const ALL: [Strategy; designs::DESIGNS.len()] = {
+        let mut all = [Strategy(0); designs::DESIGNS.len()];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = Strategy(i as u8);
+            i += 1;
         }
+        all
+    };
+
+    /// The name `CacheConfig(strategy=...)` takes.
+    pub fn name(self) -> &'static str {
+        self.design().name
+    }
+
+    /// This design's entry in the registry.
+    pub fn design(self) -> &'static designs::Design {
+        &designs::DESIGNS[usize::from(self.0)]
+    }
+
+    /// The name an operator knows this design by.
+    pub fn label(self) -> &'static str {
+        self.design().label
     }
 }
 

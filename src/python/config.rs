@@ -321,7 +321,7 @@ pub fn designs(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .iter()
         .map(|d| {
             let out = PyDict::new(py);
-            out.set_item("name", d.strategy.name())?;
+            out.set_item("name", d.name)?;
             out.set_item("label", d.label)?;
             out.set_item("models", d.models)?;
             out.set_item("role", d.role.name())?;

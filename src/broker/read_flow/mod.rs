@@ -25,7 +25,8 @@ pub use activity::{CursorActivity, CursorTracking};
 pub use pending_reads::{plan_storage_reads, EntryRange, StorageReadPlan};
 
 use crate::cache::position::Position;
-use crate::config::{CacheConfig, Strategy};
+use crate::config::designs::ReadRule;
+use crate::config::CacheConfig;
 
 /// Which rules a design follows (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,9 +133,9 @@ enum BacklogRule {
 impl BacklogRule {
     fn new(flow: Flow, config: &CacheConfig) -> Self {
         let threshold = u64::try_from(config.cursor_backlogged_threshold).ok();
-        match (flow, config.strategy, threshold) {
-            (Flow::ActiveCursors, Strategy::Legacy, Some(t)) => BacklogRule::Below(t),
-            (Flow::ActiveCursors, Strategy::Legacy, None) => BacklogRule::Never,
+        match (flow, config.strategy.design().read_rule, threshold) {
+            (Flow::ActiveCursors, ReadRule::Legacy, Some(t)) => BacklogRule::Below(t),
+            (Flow::ActiveCursors, ReadRule::Legacy, None) => BacklogRule::Never,
             (Flow::ActiveCursors, _, Some(t)) => BacklogRule::AtMost(t),
             _ => BacklogRule::Always,
         }
@@ -167,13 +168,11 @@ pub struct ReadFlow {
 
 impl ReadFlow {
     pub fn new(config: &CacheConfig, context: Context) -> Self {
-        let flow = match config.strategy {
-            Strategy::Pip430 | Strategy::Pip430Fifo if config.eviction_by_expected_read_count => {
-                Flow::ExpectedReads
-            }
-            Strategy::Pip430 | Strategy::Pip430Fifo | Strategy::Legacy => Flow::ActiveCursors,
-            Strategy::Segmented => Flow::SegmentedRing,
-            Strategy::Lru | Strategy::Belady => Flow::AdmitAll,
+        let flow = match config.strategy.design().read_rule {
+            ReadRule::Pip430 if config.eviction_by_expected_read_count => Flow::ExpectedReads,
+            ReadRule::Pip430 | ReadRule::Legacy => Flow::ActiveCursors,
+            ReadRule::SegmentedRing => Flow::SegmentedRing,
+            ReadRule::AdmitAll => Flow::AdmitAll,
         };
         let window_applies = config
             .apply_continue_caching_window

@@ -21,17 +21,23 @@ use arrow_array::cast::AsArray;
 use arrow_array::RecordBatch;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use strategy::{belady, CacheStrategy, FutureReads, Legacy, Lru, NoCache, Pip430, Segmented};
+use strategy::{belady, first_pass, CacheStrategy, FutureReads};
 
 /// The replayer of `config`'s read flow over `strategy`, without the memory model.
-fn bare_replayer<S: CacheStrategy + ?Sized>(config: &CacheConfig, strategy: Box<S>) -> Replayer<S> {
+pub(crate) fn bare_replayer<S: CacheStrategy + ?Sized>(
+    config: &CacheConfig,
+    strategy: Box<S>,
+) -> Replayer<S> {
     Replayer::new(strategy, config).with_read_latency(
         config.storage_read_latency_ms.saturating_mul(1_000_000),
         config.cursor_epochs,
     )
 }
 
-fn replayer<S: CacheStrategy + ?Sized>(config: &CacheConfig, strategy: Box<S>) -> Replayer<S> {
+pub(crate) fn replayer<S: CacheStrategy + ?Sized>(
+    config: &CacheConfig,
+    strategy: Box<S>,
+) -> Replayer<S> {
     let r = bare_replayer(config, strategy);
     if config.copy_entries || !config.memory_model {
         return r;
@@ -42,30 +48,6 @@ fn replayer<S: CacheStrategy + ?Sized>(config: &CacheConfig, strategy: Box<S>) -
         config.recv_buffer_max_bytes,
         config.storage_read_buffer_bytes,
     ))
-}
-
-/// The replayer for an online strategy; Belady's first pass is a recorder.
-fn first_pass(config: &CacheConfig) -> Result<Box<dyn Replay>> {
-    Ok(match config.strategy {
-        Strategy::Pip430 | Strategy::Pip430Fifo => {
-            Box::new(replayer(config, Box::new(Pip430::new(config.clone())?)))
-        }
-        Strategy::Lru => Box::new(replayer(
-            config,
-            Box::new(Lru::new(config.cache_size_bytes)),
-        )),
-        // The recording pass caches nothing, so it has no buffers to model (and its measurements
-        // give way to the deciding pass's).
-        Strategy::Belady => Box::new(bare_replayer(config, Box::new(NoCache)).recording()),
-        Strategy::Legacy => Box::new(replayer(config, Box::new(Legacy::new(config)))),
-        Strategy::Segmented => Box::new(replayer(
-            config,
-            Box::new(Segmented::new(
-                config.cache_size_bytes,
-                config.effective_segment_count(),
-            )),
-        )),
-    })
 }
 
 /// Belady's deciding pass, over the reads its first pass recorded.
@@ -121,8 +103,8 @@ impl RequestRecorder {
             ..config.clone()
         };
         let mut replayer = first_pass(&config)?;
-        // Belady's first pass only records the reads; its deciding pass is the stream.
-        if config.strategy != Strategy::Belady {
+        // A two-pass design's first pass only records the reads; its deciding pass is the stream.
+        if !config.strategy.design().reads_trace_twice {
             replayer.log_requests();
         }
         Ok(RequestRecorder {
@@ -154,9 +136,10 @@ impl RequestRecorder {
         Ok(())
     }
 
-    /// Belady: the trace was fed once and must be fed again (its deciding pass is the stream).
+    /// A two-pass design (Belady): the trace was fed once and must be fed again (its deciding pass
+    /// is the stream).
     pub fn needs_second_pass(&self) -> bool {
-        !self.second && self.config.strategy == Strategy::Belady
+        !self.second && self.config.strategy.design().reads_trace_twice
     }
 
     /// Starts Belady's deciding pass: feed the same trace again.
@@ -463,7 +446,11 @@ impl Session {
     }
 
     pub fn needs_second_pass(&self) -> bool {
-        !self.second && self.configs.iter().any(|c| c.strategy == Strategy::Belady)
+        !self.second
+            && self
+                .configs
+                .iter()
+                .any(|c| c.strategy.design().reads_trace_twice)
     }
 
     /// Starts Belady's deciding pass: feed the same trace again.

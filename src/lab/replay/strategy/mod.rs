@@ -10,12 +10,59 @@ mod no_cache;
 mod pip430;
 mod segmented;
 
+/// The replayer for a design: its strategy, over the read flow its registry entry names. A new
+/// design is built here; Belady's first pass is a recorder.
+pub(crate) fn first_pass(config: &CacheConfig) -> Result<Box<dyn Replay>> {
+    Ok(match config.strategy {
+        Strategy::Pip430 | Strategy::Pip430Fifo => {
+            Box::new(replayer(config, Box::new(Pip430::new(config.clone())?)))
+        }
+        Strategy::Lru => Box::new(replayer(
+            config,
+            Box::new(Lru::new(config.cache_size_bytes)),
+        )),
+        // The recording pass caches nothing, so it has no buffers to model (and its measurements
+        // give way to the deciding pass's).
+        Strategy::Belady => Box::new(bare_replayer(config, Box::new(NoCache)).recording()),
+        Strategy::Legacy => Box::new(replayer(config, Box::new(Legacy::new(config)))),
+        Strategy::Segmented => Box::new(replayer(
+            config,
+            Box::new(Segmented::new(
+                config.cache_size_bytes,
+                config.effective_segment_count(),
+            )),
+        )),
+        // A registry entry without a replayer here: `every_design_builds` fails first.
+        other => {
+            return Err(crate::error::Error::invalid(
+                "strategy",
+                format!("{other} has no replayer"),
+            ))
+        }
+    })
+}
+
 /// Entry `entry` of ledger 1 of topic 0, for the strategies' tests.
 #[cfg(test)]
 fn test_key(entry: i64) -> EntryKey {
     EntryKey {
         topic: 0,
         position: Position::new(1, entry),
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn every_design_builds() {
+    for strategy in Strategy::ALL {
+        let mut config = CacheConfig::default();
+        config
+            .set(
+                "strategy",
+                crate::config::SettingValue::Str(strategy.name().into()),
+            )
+            .unwrap();
+        assert!(first_pass(&config).is_ok(), "{strategy}");
     }
 }
 
@@ -35,8 +82,12 @@ pub use no_cache::NoCache;
 pub use pip430::Pip430;
 pub use segmented::Segmented;
 
+use super::engine::Replay;
+use super::{bare_replayer, replayer};
 use crate::broker::read_flow::Invalidation;
 use crate::cache::position::Position;
+use crate::config::{CacheConfig, Strategy};
+use crate::error::Result;
 
 /// An entry of a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
