@@ -202,7 +202,6 @@ fn a_design_is_named_only_where_it_is_declared_and_built() {
     let constants: Vec<&str> = designs
         .lines()
         .filter_map(|l| l.trim().strip_prefix("pub const "))
-        .filter_map(|l| l.strip_suffix(')').or(Some(l)))
         .filter(|l| l.contains(": Strategy = Strategy("))
         .map(|l| l.split(':').next().unwrap())
         .collect();

@@ -35,7 +35,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         let (t, c) = self.topic_and_cursor(e)?;
         let (from, epoch) = (c.read_position, c.epoch);
         let skip_to = unacked_runs(&c.acked, from, u64::from(e.count), &t.layout, t, &mut runs);
-        let read_before = (self.metrics.entries_read, self.metrics.read_bytes);
+        let read_before = self.read_so_far();
         let mut missed = false;
         // Without read latency nothing is ever in flight, so deliveries are in order and
         // need no tracking.
@@ -113,16 +113,26 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     replay: false,
                     holds,
                     kept,
-                    permits: inflight::permits_for(
-                        self.metrics.entries_read - read_before.0,
-                        self.metrics.read_bytes - read_before.1,
-                    ),
+                    permits: self.permits_since(read_before),
                     held: None,
                 },
                 missed,
             );
         }
         Ok(())
+    }
+
+    /// The entries and bytes read so far, to size the permits of the read that starts now.
+    fn read_so_far(&self) -> (u64, u64) {
+        (self.metrics.entries_read, self.metrics.read_bytes)
+    }
+
+    /// The permits a read holds: what it read since `before` ([`Self::read_so_far`]).
+    fn permits_since(&self, before: (u64, u64)) -> u64 {
+        inflight::permits_for(
+            self.metrics.entries_read - before.0,
+            self.metrics.read_bytes - before.1,
+        )
     }
 
     /// A read of one entry from the replay queue.
@@ -132,7 +142,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         c.replay.remove(&p);
         let epoch = c.epoch;
         if t.contains(p) {
-            let read_before = (self.metrics.entries_read, self.metrics.read_bytes);
+            let read_before = self.read_so_far();
             let missed = self.read_run(
                 e.topic,
                 e.cursor,
@@ -153,10 +163,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
                     replay: true,
                     holds: false,
                     kept: 0,
-                    permits: inflight::permits_for(
-                        self.metrics.entries_read - read_before.0,
-                        self.metrics.read_bytes - read_before.1,
-                    ),
+                    permits: self.permits_since(read_before),
                     held: None,
                 },
                 missed,
