@@ -23,6 +23,7 @@ mod cursor_ops;
 mod cursors;
 mod decode;
 mod inflight;
+mod lifecycle;
 mod metrics;
 mod publish;
 mod reads;
@@ -271,6 +272,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             Op::Rewind => self.on_rewind(e),
             Op::Seek => self.on_seek(e),
             Op::Delete => self.on_delete(e),
+            Op::Unload => self.on_unload(e, now),
+            Op::Load => self.on_load(e, now),
         }
     }
 }

@@ -47,10 +47,15 @@ pub enum Op {
     /// A cursor reads again from its first unacknowledged entry (entries acknowledged on their own
     /// stay acknowledged).
     Rewind,
+    /// The broker closes the topic (a restart, a bundle unload): its cached entries and cursors go.
+    Unload,
+    /// The broker opens the topic's managed ledger and finds `count` entries of `size` bytes from
+    /// `position` in storage (null position: nothing there).
+    Load,
 }
 
 impl Op {
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 13] = [
         "open",
         "close",
         "add",
@@ -62,10 +67,12 @@ impl Op {
         "delete",
         "individual_ack",
         "rewind",
+        "unload",
+        "load",
     ];
 
     /// Every op, in declaration order (`Op::ALL[op as usize] == op`).
-    pub const ALL: [Op; 11] = [
+    pub const ALL: [Op; 13] = [
         Op::Open,
         Op::Close,
         Op::Add,
@@ -77,6 +84,8 @@ impl Op {
         Op::Delete,
         Op::IndividualAck,
         Op::Rewind,
+        Op::Unload,
+        Op::Load,
     ];
 
     pub fn parse(s: &str) -> Option<Op> {
@@ -92,6 +101,8 @@ impl Op {
             "delete" => Op::Delete,
             "individual_ack" => Op::IndividualAck,
             "rewind" => Op::Rewind,
+            "unload" => Op::Unload,
+            "load" => Op::Load,
             _ => return None,
         })
     }
@@ -102,7 +113,7 @@ impl Op {
     }
 
     fn needs_cursor(self) -> bool {
-        !matches!(self, Op::Add | Op::Delete)
+        !matches!(self, Op::Add | Op::Delete | Op::Unload | Op::Load)
     }
 }
 
