@@ -397,7 +397,7 @@ fn lab(trace: &Trace, config: &CacheConfig) -> Figures {
         misses: m.misses,
         storage_read_ops: m.storage_read_ops,
         evicted: m.evicted_entries,
-        cached_bytes: m.per_second.last().map_or(0, |s| s.1),
+        cached_bytes: m.per_second.last().map_or(0, |s| s.cache_bytes),
     }
 }
 

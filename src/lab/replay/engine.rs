@@ -31,7 +31,7 @@ mod stopped;
 mod storage_reads;
 mod topic;
 
-pub use metrics::ReplayMetrics;
+pub use metrics::{PerSecond, ReplayMetrics};
 pub(crate) use stopped::Stopped;
 
 pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
@@ -68,8 +68,8 @@ pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {
     /// Replay time of the event being replayed.
     now: u64,
     metrics: ReplayMetrics,
-    /// The trace second in progress: (second, reads, hits).
-    second: Option<(i64, u64, u64)>,
+    /// The trace second in progress.
+    second: Option<PerSecond>,
     publishes_since_forget: u32,
     /// A read's runs of entries, kept between reads so that a read allocates nothing.
     runs: Vec<(i64, i64, i64)>,

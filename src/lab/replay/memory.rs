@@ -254,6 +254,21 @@ impl MemoryModel {
         self.buffers[token as usize].watched_new = true;
     }
 
+    /// The broker closed the topic: its producers' connections close, so the burst being read
+    /// ends and the buffer it fills is filled no more; the next connection's allocator starts
+    /// from its initial guess. (Its buffers are released as their entries leave the cache, which
+    /// the unload empties of the topic: the next sample finds them.)
+    pub fn on_unload(&mut self, topic: u32) {
+        if let Some(conn) = self.topics.get_mut(topic as usize) {
+            *conn = TopicRecv {
+                recv: self.start.clone(),
+                burst_ms: i64::MIN,
+                burst_bytes: 0,
+                open: None,
+            };
+        }
+    }
+
     /// Entries of one ledger (ids and sizes) one storage read brought back, in order.
     pub fn on_storage_read(&mut self, topic: u32, ledger: i64, entries: &[(i64, u32)]) {
         let mut current: Option<(usize, u64)> = None;

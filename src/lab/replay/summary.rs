@@ -349,13 +349,13 @@ pub fn tables(runs: &[Run]) -> Result<(RecordBatch, RecordBatch)> {
     for (i, run) in runs.iter().enumerate() {
         let same_broker = i > 0 && runs[i - 1].broker == run.broker;
         index = if same_broker { index + 1 } else { 0 };
-        for &(second, cache_bytes, reads, hits) in &run.metrics.per_second {
+        for p in &run.metrics.per_second {
             let s = Second {
                 config_index: index,
-                second,
-                cache_bytes,
-                reads,
-                hits,
+                second: p.second,
+                cache_bytes: p.cache_bytes,
+                reads: p.reads,
+                hits: p.hits,
             };
             seconds.push((i, s));
         }
@@ -367,6 +367,18 @@ pub fn tables(runs: &[Run]) -> Result<(RecordBatch, RecordBatch)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::replay::engine::PerSecond;
+
+    fn second(second: i64, cache_bytes: u64, reads: u64, hits: u64) -> PerSecond {
+        PerSecond {
+            second,
+            cache_bytes,
+            reads,
+            hits,
+            misses: reads - hits,
+            ..PerSecond::default()
+        }
+    }
 
     fn run(broker: &str, metrics: ReplayMetrics, memory_model: bool) -> Run {
         Run {
@@ -387,7 +399,7 @@ mod tests {
         let metrics = ReplayMetrics {
             entries_read: 4,
             hits: 1,
-            per_second: vec![(0, 10, 2, 1), (1, 20, 2, 0)],
+            per_second: vec![second(0, 10, 2, 1), second(1, 20, 2, 0)],
             ..ReplayMetrics::default()
         };
         let runs = [

@@ -509,6 +509,56 @@ fn columns(batch: &RecordBatch) -> Result<Columns<'_>> {
     })
 }
 
+/// A `load` row's checks: a ledger needs its first entry; the entries it names, `entry_id` to
+/// `entry_id + count`, are ids of 0..2^63-1 (checked arithmetic: the engine registers them as one
+/// run, whatever their number); count and size are not negative.
+fn check_load(
+    row: u64,
+    position: Option<Position>,
+    entry_null: bool,
+    count: i32,
+    size: i32,
+) -> Result<()> {
+    if count < 0 {
+        return Err(row_error(
+            row,
+            "count",
+            format!("a load's entries must be >= 0, got {count}"),
+        ));
+    }
+    if size < 0 {
+        return Err(row_error(
+            row,
+            "size",
+            format!("a load's mean entry size must be >= 0, got {size}"),
+        ));
+    }
+    let Some(p) = position else {
+        return Ok(());
+    };
+    if entry_null {
+        return Err(row_error(
+            row,
+            "entry_id",
+            "is null, but a \"load\" of a ledger needs its first entry (null ledger_id: the topic \
+             was opened with nothing in storage)",
+        ));
+    }
+    let fits = p.entry_id >= 0 && p.entry_id.checked_add(i64::from(count)).is_some();
+    if !fits {
+        return Err(row_error(
+            row,
+            "entry_id",
+            format!(
+                "a load's entries {} + {count} must be ids in 0..={}",
+                p.entry_id,
+                i64::MAX - 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl TraceDecoder {
     pub fn new() -> Self {
         Self::default()
@@ -684,6 +734,9 @@ impl TraceDecoder {
             }
             if kind == Op::Add && s < 0 {
                 return Err(row_error(row, "size", format!("must be >= 0, got {s}")));
+            }
+            if kind == Op::Load {
+                check_load(row, position, entry.is_null(i), n, s)?;
             }
             out.push(Event {
                 row,

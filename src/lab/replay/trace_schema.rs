@@ -57,25 +57,27 @@ pub const TRACE_COLUMNS: [TraceColumn; 11] = [
     column(
         "cursor",
         TraceType::Utf8,
-        "the subscription's cursor; null for add and delete",
+        "the subscription's cursor; null for add, delete, unload and load",
     ),
     column(
         "ledger_id",
         TraceType::Int64,
         "ledger of the position (add, replay, redeliver, ack, individual_ack, seek, delete; open \
-         at a position; null: the end)",
+         at a position; null: the end; load: the ledger found in storage, null: none)",
     ),
     column("entry_id", TraceType::Int64, "entry of the position"),
     column(
         "count",
         TraceType::Int32,
         "entries asked for by a read (from the cursor's read position); entries an \
-         individual_ack acknowledges from its position (null or 0: one)",
+         individual_ack acknowledges from its position (null or 0: one); entries a load found \
+         from its position",
     ),
     column(
         "size",
         TraceType::Int32,
-        "bytes of an add (the whole entry: with producer batching, all its messages)",
+        "bytes of an add (the whole entry: with producer batching, all its messages); a load's \
+         mean entry size",
     ),
     TraceColumn {
         name: "messages",

@@ -18,6 +18,13 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         // The table is bounded by the names (an id past them is refused).
         let named = self.cursor_hashes.len();
         self.topic(e.topic);
+        self.load_implicitly(e.topic, now);
+        if self.cursors.reconnects(e.cursor) {
+            self.metrics.reopens += 1;
+            if let Some(s) = self.this_second() {
+                s.reopens += 1;
+            }
+        }
         let t = &mut self.topics[e.topic as usize];
         let start = match e.position {
             Some(p) => t.layout.normalize(p),
@@ -34,6 +41,7 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             epoch: 0,
             delivered_high: None,
             hold: None,
+            forgotten: false,
         })?;
         if e.position.is_some() {
             c.read_position = start;

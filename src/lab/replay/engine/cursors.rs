@@ -32,6 +32,9 @@ pub(super) struct Cursor {
     /// until then the read flow sees it where the first of them started, while the trace's next
     /// read starts where this one ends.
     pub(super) hold: Option<Hold>,
+    /// Its topic was unloaded since it was opened: the broker forgot it (the trace's next `open`
+    /// starts it afresh), and no event finds it meanwhile.
+    pub(super) forgotten: bool,
 }
 
 /// The cursors this replayer opened, found by trace id. The decoder numbers cursors densely, each
@@ -58,7 +61,9 @@ impl CursorTable {
     #[inline]
     pub(super) fn get(&self, topic: u32, id: u32) -> Option<&Cursor> {
         let slot = *self.slot_of.get(id as usize)?;
-        self.opened.get(slot as usize).filter(|c| c.topic == topic)
+        self.opened
+            .get(slot as usize)
+            .filter(|c| c.topic == topic && !c.forgotten)
     }
 
     #[inline]
@@ -66,7 +71,28 @@ impl CursorTable {
         let slot = *self.slot_of.get(id as usize)?;
         self.opened
             .get_mut(slot as usize)
-            .filter(|c| c.topic == topic)
+            .filter(|c| c.topic == topic && !c.forgotten)
+    }
+
+    /// Whether an open of cursor `id` is a reconnect: this broker opened it before, and it has
+    /// no consumer now (closed, or forgotten by its topic's unload).
+    pub(super) fn reconnects(&self, id: u32) -> bool {
+        self.slot_of
+            .get(id as usize)
+            .and_then(|&slot| self.opened.get(slot as usize))
+            .is_some_and(|c| c.forgotten || !c.connected)
+    }
+
+    /// The broker closed the cursor's topic: it forgets the cursor (its positions, replay queue
+    /// and reads under way), as a new owner recovers cursors from their stored state.
+    pub(super) fn forget(&mut self, topic: u32, id: u32) {
+        if let Some(c) = self.get_mut(topic, id) {
+            c.forgotten = true;
+            c.connected = false;
+            c.replay = BTreeSet::new();
+            c.acked = AckedRanges::default();
+            c.hold = None;
+        }
     }
 
     /// The cursor an event names, or what stops the replay if its topic never opened it.
@@ -102,16 +128,19 @@ impl CursorTable {
         if self.slot_of.len() <= id {
             self.slot_of.resize(named, NOT_OPENED);
         }
-        let slot = match self.slot_of[id] {
-            NOT_OPENED => {
-                // At most one cursor per id below `named`: the slot is below NOT_OPENED.
-                self.slot_of[id] = self.opened.len() as u32;
-                self.opened.push(new());
-                self.opened.len() - 1
-            }
-            slot => slot as usize,
-        };
-        let c = &mut self.opened[slot];
+        let slot = self.slot_of[id];
+        if slot == NOT_OPENED {
+            // At most one cursor per id below `named`: the slot is below NOT_OPENED.
+            self.slot_of[id] = self.opened.len() as u32;
+            self.opened.push(new());
+            let last = self.opened.len() - 1;
+            return Ok(&mut self.opened[last]);
+        }
+        let c = &mut self.opened[slot as usize];
+        if c.forgotten && c.topic == e.topic {
+            // Its topic was unloaded: the broker opens it afresh.
+            *c = new();
+        }
         if c.topic != e.topic {
             return Err(Stopped::CursorOfAnotherTopic {
                 row: e.row,
@@ -176,6 +205,7 @@ mod tests {
             epoch: 0,
             delivered_high: None,
             hold: None,
+            forgotten: false,
         }
     }
 

@@ -121,9 +121,33 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         }
     }
 
+    /// Reads of `topic` waiting for permits are discarded (the topic was unloaded), their copies
+    /// of cache hits released. Their tickets stay queued, as a closed topic's acquires stay in
+    /// Pulsar's limiter, and give back at once what they are granted ([`Self::settle`]).
+    pub(super) fn discard_waiting_reads(&mut self, topic: u32) {
+        let mut tickets: Vec<Ticket> = self
+            .inflight
+            .waiting
+            .iter()
+            .filter(|(_, (r, _))| r.topic == topic)
+            .map(|(&t, _)| t)
+            .collect();
+        tickets.sort_unstable();
+        for t in tickets {
+            if let Some((r, _)) = self.inflight.waiting.remove(&t) {
+                if r.kept != 0 {
+                    self.strategy.release_kept(r.kept);
+                }
+            }
+        }
+    }
+
     /// A waiting read got its permits (or failed) at `at`; the permits it gives back at once.
     fn settle(&mut self, ticket: Ticket, h: Handle, at: u64) -> Option<u64> {
-        let (mut read, missed) = self.inflight.waiting.remove(&ticket)?;
+        let Some((mut read, missed)) = self.inflight.waiting.remove(&ticket) else {
+            // Discarded while it waited (its topic was unloaded).
+            return h.success.then_some(h.permits);
+        };
         if h.success {
             read.held = Some(h.permits);
             read.due_ns = at;

@@ -37,8 +37,46 @@ pub struct ReplayMetrics {
     pub reads_waited_for_permits: u64,
     /// Reads that failed for want of permits: they waited past the timeout or found the queue full.
     pub reads_failed_for_permits: u64,
-    /// (second of trace time, cache bytes at its end, reads, hits in it).
-    pub per_second: Vec<(i64, u64, u64, u64)>,
+    /// Topics loaded (`load` rows that found the topic closed on this broker).
+    pub loads: u64,
+    /// Topics unloaded (`unload` rows that found the topic open).
+    pub unloads: u64,
+    /// Cursors opened again on this broker after a close or an unload (reconnects).
+    pub reopens: u64,
+    /// The trace's seconds on this broker, in order.
+    pub per_second: Vec<PerSecond>,
+}
+
+/// One second of trace time on a broker (a second in which it saw an event).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PerSecond {
+    /// ts_us / 1e6, rounded down.
+    pub second: i64,
+    /// The cache's bytes at the end of the second.
+    pub cache_bytes: u64,
+    /// Entries read in the second, from the cache (hits) or from storage (misses).
+    pub reads: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// Storage reads issued in the second.
+    pub storage_read_ops: u64,
+    pub loads: u64,
+    pub unloads: u64,
+    pub reopens: u64,
+}
+
+impl PerSecond {
+    fn new(second: i64) -> Self {
+        PerSecond {
+            second,
+            ..PerSecond::default()
+        }
+    }
+
+    /// A second with a load, an unload or a reopen on this broker.
+    pub fn is_event(&self) -> bool {
+        self.loads + self.unloads + self.reopens > 0
+    }
 }
 
 impl ReplayMetrics {
@@ -55,18 +93,22 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
     pub(super) fn roll_second(&mut self, ts_us: i64) {
         let sec = ts_us.div_euclid(1_000_000);
         match self.second {
-            Some((s, _, _)) if s == sec => {}
-            Some((s, reads, hits)) => {
-                self.metrics
-                    .per_second
-                    .push((s, self.strategy.cached_bytes(), reads, hits));
-                self.second = Some((sec, 0, 0));
+            Some(s) if s.second == sec => {}
+            Some(mut s) => {
+                s.cache_bytes = self.strategy.cached_bytes();
+                self.metrics.per_second.push(s);
+                self.second = Some(PerSecond::new(sec));
                 if let Some(m) = &mut self.memory {
                     m.sample(self.strategy.as_mut());
                 }
             }
-            None => self.second = Some((sec, 0, 0)),
+            None => self.second = Some(PerSecond::new(sec)),
         }
+    }
+
+    /// The second in progress (there is one from the first event on).
+    pub(super) fn this_second(&mut self) -> Option<&mut PerSecond> {
+        self.second.as_mut()
     }
 
     /// Ends the replay and returns its measurements.
@@ -81,10 +123,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         while let Some(read) = self.in_flight.pop_front() {
             self.dispatch(read);
         }
-        if let Some((s, reads, hits)) = self.second.take() {
-            self.metrics
-                .per_second
-                .push((s, self.strategy.cached_bytes(), reads, hits));
+        if let Some(mut s) = self.second.take() {
+            s.cache_bytes = self.strategy.cached_bytes();
+            self.metrics.per_second.push(s);
         }
         self.metrics.peak_retained_bytes = match &mut self.memory {
             Some(m) => {

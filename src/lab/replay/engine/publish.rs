@@ -10,7 +10,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
     /// A publish: the entry joins its ledger, and the read flow decides whether it is cached.
     pub(super) fn on_add(&mut self, e: &Event, now: u64) -> std::result::Result<(), Stopped> {
         let (p, end) = Self::add_of(e)?;
-        let t = self.topic(e.topic);
+        self.topic(e.topic);
+        self.load_implicitly(e.topic, now);
+        let t = &mut self.topics[e.topic as usize];
         match t.layout.ledgers.last_mut() {
             Some(l) if l.id == p.ledger_id => {
                 l.entries = l.entries.max(end);

@@ -216,9 +216,10 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             self.metrics.entries_read += 1;
             self.metrics.read_bytes += size as u64;
             let hit = !whole_run_missing && self.strategy.read(now, key);
-            if let Some((_, reads, hits)) = &mut self.second {
-                *reads += 1;
-                *hits += hit as u64;
+            if let Some(s) = &mut self.second {
+                s.reads += 1;
+                s.hits += u64::from(hit);
+                s.misses += u64::from(!hit);
             }
             if hit {
                 self.metrics.hits += 1;

@@ -67,7 +67,8 @@ impl Stopped {
                 Error::invalid(
                     "trace",
                     format!(
-                        "row {row}: {:?} on cursor {cursor:?}, which was never opened",
+                        "row {row}: {:?} on cursor {cursor:?}, which was never opened (or not \
+                         since its topic was unloaded: an `open` row first)",
                         op.name()
                     ),
                 )

@@ -121,6 +121,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         entries: &[(i64, u32)],
     ) -> StorageReadAdmission {
         self.metrics.storage_read_ops += 1;
+        if let Some(s) = &mut self.second {
+            s.storage_read_ops += 1;
+        }
         self.metrics.storage_read_bytes +=
             entries.iter().map(|&(_, size)| size as u64).sum::<u64>();
         let activity = &self.topics[topic as usize].activity;

@@ -27,6 +27,22 @@ pub(super) struct LedgerEntries {
 }
 
 impl LedgerEntries {
+    /// A ledger a `load` found in storage: entries `first..end`, each of the mean size `size`.
+    /// One run, whatever its length: the sizes are not listed (each reads as the mean).
+    pub(super) fn loaded(first: i64, end: i64, size: u32) -> Self {
+        let entries = u64::try_from(end.saturating_sub(first)).unwrap_or(0);
+        let mut added = BTreeMap::new();
+        if entries > 0 {
+            added.insert(first, end);
+        }
+        LedgerEntries {
+            added,
+            sizes: VecDeque::new(),
+            total_bytes: entries.saturating_mul(u64::from(size)),
+            total_entries: entries,
+        }
+    }
+
     /// Records an add; `entry` is below `i64::MAX` (the decoder checks it), so `entry + 1` fits.
     pub(super) fn add(&mut self, entry: i64, size: u32) {
         let end = entry + 1;
@@ -237,6 +253,11 @@ pub(super) struct Topic {
     /// held them, which Pulsar's container's counts depend on.
     pub(super) cursor_ids: FastSet<u32>,
     pub(super) activity: CursorActivity,
+    /// The broker has the topic's managed ledger open: since a `load`, an `add` or an `open` of
+    /// it, until an `unload`.
+    pub(super) open: bool,
+    /// An `unload` closed it since it was made: its next load starts its cursor state afresh.
+    pub(super) unloaded: bool,
 }
 
 impl Topic {
@@ -247,6 +268,8 @@ impl Topic {
             entries: BTreeMap::new(),
             cursor_ids: FastSet::default(),
             activity: CursorActivity::new(flow.cursor_tracking(), now),
+            open: false,
+            unloaded: false,
         }
     }
 
