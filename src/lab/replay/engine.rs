@@ -31,7 +31,7 @@ mod stopped;
 mod storage_reads;
 mod topic;
 
-pub use metrics::{PerSecond, ReplayMetrics};
+pub use metrics::{PerSecond, ReplayMetrics, Warmth, WARM_BASELINE_SECONDS, WARM_TOLERANCE};
 pub(crate) use stopped::Stopped;
 
 pub struct Replayer<S: CacheStrategy + ?Sized = dyn CacheStrategy> {

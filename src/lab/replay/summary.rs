@@ -39,6 +39,8 @@ pub enum Value<'a> {
     Int(Option<u64>),
     I64(i64),
     Float(f64),
+    /// Null where there is nothing to measure.
+    MaybeFloat(Option<f64>),
 }
 
 /// One replay's results, as [`Session::finish`](super::Session::finish) gives them, with the
@@ -59,6 +61,12 @@ pub struct Second {
     pub cache_bytes: u64,
     pub reads: u64,
     pub hits: u64,
+    pub misses: u64,
+    pub storage_read_ops: u64,
+    pub loads: u64,
+    pub unloads: u64,
+    pub reopens: u64,
+    pub time_to_warm_seconds: Option<f64>,
 }
 
 /// A column: its name, type, what it means, and its value in a row: a run and, for the series,
@@ -199,6 +207,27 @@ pub const SUMMARY: &[Column<()>] = &[
         "reads that failed for want of permits (waited past the timeout or found the queue full)",
         |r, _| Value::Int(Some(r.metrics.reads_failed_for_permits)),
     ),
+    int(
+        "lifecycle_events",
+        "event seconds: trace seconds with a load, an unload or a reopen on this broker (see the \
+         series' loads, unloads, reopens)",
+        |r, _| Value::Int(Some(r.metrics.warmth().events)),
+    ),
+    Column {
+        name: "mean_time_to_warm_seconds",
+        kind: Kind::Float64,
+        nullable: true,
+        doc: WARM_SUMMARY_DOC,
+        value: |r, _| Value::MaybeFloat(r.metrics.warmth().mean_seconds),
+    },
+    Column {
+        name: "max_time_to_warm_seconds",
+        kind: Kind::Float64,
+        nullable: true,
+        doc: "the longest of the event seconds' time_to_warm_seconds (as \
+              mean_time_to_warm_seconds counts them); null without an event second with a baseline",
+        value: |r, _| Value::MaybeFloat(r.metrics.warmth().max_seconds),
+    },
     Column {
         name: "replay_seconds",
         kind: Kind::Float64,
@@ -214,6 +243,10 @@ pub const SUMMARY: &[Column<()>] = &[
         value: |r, _| Value::Str(&r.config_json),
     },
 ];
+
+const WARM_SUMMARY_DOC: &str = "the mean of the event seconds' time_to_warm_seconds (the \
+     series'), over the event seconds with a baseline; an event whose hit ratio is not back by the \
+     run's end counts the seconds to its last second; null without an event second with a baseline";
 
 /// The per-second series' columns, in their order.
 pub const SERIES: &[Column<Second>] = &[
@@ -265,6 +298,44 @@ pub const SERIES: &[Column<Second>] = &[
                 s.hits as f64 / s.reads as f64
             })
         },
+    },
+    int(
+        "misses",
+        "entries read from storage in the second",
+        |_, s| Value::Int(Some(s.misses)),
+    ),
+    int(
+        "storage_read_ops",
+        "storage reads issued in the second",
+        |_, s| Value::Int(Some(s.storage_read_ops)),
+    ),
+    int(
+        "loads",
+        "topics loaded in the second (load rows that found the topic closed on this broker)",
+        |_, s| Value::Int(Some(s.loads)),
+    ),
+    int(
+        "unloads",
+        "topics unloaded in the second (unload rows that found the topic open)",
+        |_, s| Value::Int(Some(s.unloads)),
+    ),
+    int(
+        "reopens",
+        "cursors opened in the second that this broker had open before and that had no consumer \
+         (closed, or forgotten by their topic's unload): reconnects",
+        |_, s| Value::Int(Some(s.reopens)),
+    ),
+    Column {
+        name: "time_to_warm_seconds",
+        kind: Kind::Float64,
+        nullable: true,
+        doc: "on an event second (a load, unload or reopen) with a baseline, whole seconds from its \
+              end to the end of the last second with reads, after it, whose hit ratio was still \
+              below the baseline less 0.05 (0 if the next second with reads is already back); the \
+              baseline is the reads-weighted hit ratio of the last 5 seconds with reads before \
+              the event second; not back by the run's end: the seconds to its last second; null \
+              elsewhere and without a baseline",
+        value: |_, s| Value::MaybeFloat(s.time_to_warm_seconds),
     },
 ];
 
@@ -318,6 +389,7 @@ fn batch<S>(columns: &[Column<S>], runs: &[Run], rows: &[(usize, S)]) -> Result<
                 }
                 (Builder::Int64(b), Value::I64(v)) => b.append_value(v),
                 (Builder::Float64(b), Value::Float(v)) => b.append_value(v),
+                (Builder::Float64(b), Value::MaybeFloat(v)) => b.append_option(v),
                 _ => {
                     return Err(Error::Unsupported(format!(
                         "column {}: its value does not match its declared type",
@@ -349,13 +421,20 @@ pub fn tables(runs: &[Run]) -> Result<(RecordBatch, RecordBatch)> {
     for (i, run) in runs.iter().enumerate() {
         let same_broker = i > 0 && runs[i - 1].broker == run.broker;
         index = if same_broker { index + 1 } else { 0 };
-        for p in &run.metrics.per_second {
+        let warm = run.metrics.times_to_warm();
+        for (p, time_to_warm_seconds) in run.metrics.per_second.iter().zip(warm) {
             let s = Second {
                 config_index: index,
                 second: p.second,
                 cache_bytes: p.cache_bytes,
                 reads: p.reads,
                 hits: p.hits,
+                misses: p.misses,
+                storage_read_ops: p.storage_read_ops,
+                loads: p.loads,
+                unloads: p.unloads,
+                reopens: p.reopens,
+                time_to_warm_seconds,
             };
             seconds.push((i, s));
         }

@@ -122,10 +122,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         if t.entries.contains_key(&p.ledger_id) {
             return Ok(());
         }
-        t.entries.insert(
-            p.ledger_id,
-            LedgerEntries::loaded(p.entry_id, end, e.size),
-        );
+        t.entries
+            .insert(p.ledger_id, LedgerEntries::loaded(p.entry_id, end, e.size));
         if let Err(at) = t.layout.index_of(p.ledger_id) {
             t.layout.ledgers.insert(
                 at,

@@ -79,6 +79,50 @@ impl PerSecond {
     }
 }
 
+/// Seconds with reads a baseline hit ratio is taken over (the last ones before an event second).
+pub const WARM_BASELINE_SECONDS: usize = 5;
+/// How far below its baseline a hit ratio still counts as back.
+pub const WARM_TOLERANCE: f64 = 0.05;
+
+/// The time-to-warm figures of a run's lifecycle events (see [`ReplayMetrics::times_to_warm`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Warmth {
+    /// Seconds with a load, an unload or a reopen.
+    pub events: u64,
+    /// Mean and max time to warm over the event seconds that had a baseline; `None` without one.
+    pub mean_seconds: Option<f64>,
+    pub max_seconds: Option<f64>,
+}
+
+/// An event second waiting for its hit ratio to come back: ordered by the ratio that counts as
+/// back (lowest first, the order a later second's ratio resolves them in).
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    back_at: f64,
+    row: usize,
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Waiting {}
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // Reversed: the max-heap pops the lowest ratio first.
+        other
+            .back_at
+            .total_cmp(&self.back_at)
+            .then(other.row.cmp(&self.row))
+    }
+}
+
 impl ReplayMetrics {
     pub fn hit_ratio(&self) -> f64 {
         if self.entries_read == 0 {
@@ -87,6 +131,89 @@ impl ReplayMetrics {
             self.hits as f64 / self.entries_read as f64
         }
     }
+
+    /// Per second of [`ReplayMetrics::per_second`]: on an event second (a load, an unload or a
+    /// reopen on this broker) that has a baseline, the whole seconds until the hit ratio is back;
+    /// `None` elsewhere.
+    ///
+    /// The baseline ("where it was") is the reads-weighted hit ratio (their hits over their reads)
+    /// of the last [`WARM_BASELINE_SECONDS`] seconds with reads before the event second; an event
+    /// second with no second with reads before it has none. The hit ratio is back in the first
+    /// later second with reads whose ratio is at least the baseline less [`WARM_TOLERANCE`]. The
+    /// time to warm is the whole seconds from the end of the event second to the end of the last
+    /// second with reads before that one, if it is later than the event second (it was cold):
+    /// 0 if the next second with reads is already back; seconds without reads count only up to
+    /// the last cold second (nothing was read in them to say the cache was cold). An event whose
+    /// ratio is not back by the end of the run counts the seconds to the run's last second (a
+    /// lower bound). Work: O(n log n) in the seconds, whatever the events.
+    pub fn times_to_warm(&self) -> Vec<Option<f64>> {
+        let rows = &self.per_second;
+        let mut out = vec![None; rows.len()];
+        let mut recent: std::collections::VecDeque<(u64, u64)> = Default::default();
+        let mut waiting = std::collections::BinaryHeap::<Waiting>::new();
+        let mut last_read_second: Option<i64> = None;
+        for (i, s) in rows.iter().enumerate() {
+            if s.reads > 0 {
+                let ratio = s.hits as f64 / s.reads as f64;
+                while let Some(w) = waiting.peek().copied().filter(|w| w.back_at <= ratio) {
+                    waiting.pop();
+                    let event = rows[w.row].second;
+                    let cold_until = last_read_second.filter(|&c| c > event).unwrap_or(event);
+                    out[w.row] = Some(seconds_between(event, cold_until));
+                }
+            }
+            if s.is_event() {
+                let (reads, hits) = recent.iter().fold((0u64, 0u64), |(r, h), &(sr, sh)| {
+                    (r.saturating_add(sr), h.saturating_add(sh))
+                });
+                if reads > 0 {
+                    let baseline = hits as f64 / reads as f64;
+                    waiting.push(Waiting {
+                        back_at: baseline - WARM_TOLERANCE,
+                        row: i,
+                    });
+                }
+            }
+            if s.reads > 0 {
+                if recent.len() == WARM_BASELINE_SECONDS {
+                    recent.pop_front();
+                }
+                recent.push_back((s.reads, s.hits));
+                last_read_second = Some(s.second);
+            }
+        }
+        let end = rows.last().map_or(0, |s| s.second);
+        for w in waiting {
+            out[w.row] = Some(seconds_between(rows[w.row].second, end));
+        }
+        out
+    }
+
+    /// The run's event seconds and their mean and max time to warm
+    /// ([`ReplayMetrics::times_to_warm`]).
+    pub fn warmth(&self) -> Warmth {
+        let events = self.per_second.iter().filter(|s| s.is_event()).count() as u64;
+        let times: Vec<f64> = self.times_to_warm().into_iter().flatten().collect();
+        let (mean_seconds, max_seconds) = if times.is_empty() {
+            (None, None)
+        } else {
+            let sum: f64 = times.iter().sum();
+            (
+                Some(sum / times.len() as f64),
+                times.iter().copied().reduce(f64::max),
+            )
+        };
+        Warmth {
+            events,
+            mean_seconds,
+            max_seconds,
+        }
+    }
+}
+
+/// Whole seconds from the end of second `from` to the end of second `to` (`to >= from`).
+fn seconds_between(from: i64, to: i64) -> f64 {
+    to.saturating_sub(from) as f64
 }
 
 impl<S: CacheStrategy + ?Sized> Replayer<S> {
