@@ -85,7 +85,9 @@ def replay(
     (``lambda: lc.workload.stream(spec, seed)``: the trace is generated twice); a reader itself
     raises ``UnsupportedError``.
 
-    With ``with_timeseries=True`` also returns a per-second table (cache bytes, reads, hits).
+    With ``with_timeseries=True`` also returns a per-second table (cache bytes, reads, hits,
+    misses, storage reads, the seconds' loads, unloads and reopens, and each such event second's
+    time to warm: ``SERIES_SCHEMA`` documents every column).
 
     With ``publish_throttling`` (``"pause-connection"``, ``"throttle-producer"`` or ``"off"``) the
     publishes first go through ``publish_limiter`` and every ``add`` moves to when the broker read

@@ -303,10 +303,16 @@ def _spark_schema(schema) -> str:
     return ", ".join(f"{f.name} {_SPARK_TYPES[str(f.type)]}" for f in schema)
 
 
+# The series' columns that name the run, which its summary row holds with the same values.
+_RUN_COLUMNS = ("broker", "strategy", "cache_size_bytes")
+
+
 def _nested_series_fields() -> list:
     """The series' fields a summary row does not already hold (it names the broker and the
-    configuration): each summary row carries its seconds as a list of these."""
-    return [f for f in SERIES_SCHEMA if f.name not in SUMMARY_SCHEMA.names]
+    configuration): each summary row carries its seconds as a list of these. A column the summary
+    also has under the same name (``hits``, ``misses``, ``storage_read_ops``: the run's totals
+    there, the second's here) is the second's."""
+    return [f for f in SERIES_SCHEMA if f.name not in _RUN_COLUMNS or f.name not in SUMMARY_SCHEMA.names]
 
 
 def _per_second_ddl() -> str:

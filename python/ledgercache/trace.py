@@ -7,14 +7,17 @@ ts_us      int64    time of the event in microseconds; non-decreasing within a b
 broker     string   the broker that saw it
 topic      string   the topic (managed ledger)
 op         string   ``open``, ``close``, ``add``, ``read``, ``replay``, ``redeliver``, ``ack``, ``seek``,
-                    ``delete``, ``individual_ack``, ``rewind``
-cursor     string   the subscription's cursor; null for ``add`` and ``delete``
+                    ``delete``, ``individual_ack``, ``rewind``, ``unload``, ``load``
+cursor     string   the subscription's cursor; null for ``add``, ``delete``, ``unload`` and ``load``
 ledger_id  int64    ledger of the position (``add``, ``replay``, ``redeliver``, ``ack``,
-                    ``individual_ack``, ``seek``, ``delete``; ``open`` at a position; null: the end)
+                    ``individual_ack``, ``seek``, ``delete``; ``open`` at a position; null: the end;
+                    ``load``: the ledger found in storage, null: none)
 entry_id   int64    entry of the position
 count      int32    entries asked for by a ``read`` (from the cursor's read position); entries an
-                    ``individual_ack`` acknowledges from its position (null or 0: one)
-size       int32    bytes of an ``add`` (the whole entry: with producer batching, all its messages)
+                    ``individual_ack`` acknowledges from its position (null or 0: one); entries a
+                    ``load`` found from its position
+size       int32    bytes of an ``add`` (the whole entry: with producer batching, all its messages);
+                    a ``load``'s mean entry size
 messages   int32    optional: messages in the entry of an ``add`` (a batch); null or absent means 1
 reason     string   optional: why a ``redeliver`` queued the entry: ``hold-back`` (Key_Shared: its
                     consumer had no permits, or its key already waited for redelivery), ``nack`` (a
@@ -45,6 +48,17 @@ it, back or forward, and individual acknowledgements are forgotten. A ``rewind``
 position back to the first unacknowledged entry (a Failover or Exclusive consumer's redelivery
 request); reads under way are dropped. A ``close`` (the subscription's last consumer left)
 drops the cursor's replay queue, as the broker's dispatcher does.
+
+An ``unload`` is the broker closing the topic (a restart, a bundle unload): its cached entries leave
+the cache (counted in ``invalidated_entries``), its cursors are forgotten and its reads under way
+discarded. A ``load`` is a broker opening the topic's managed ledger and finding ``count`` entries of
+ledger ``ledger_id`` from ``entry_id`` in storage, ``size`` bytes each on average (one row per
+ledger; a null ``ledger_id``: nothing in storage); it costs the same whatever ``count``. Consumers
+come back with ``open`` rows at their read position, and ``individual_ack`` rows for what was
+acknowledged on its own. An ``add`` or an ``open`` of a topic the broker does not have open loads it
+too (a trace without ``load`` rows); a row of a cursor the unload forgot fails as one of a cursor
+never opened, naming the row. A load's ``entry_id + count`` must stay an entry id, and its
+``count`` and ``size`` not negative: an error names the row and the column.
 
 Entry ids of ``add`` rows are 0..2^63-2, and ``ts_us`` may run up to 292 years past a broker's first
 event. Positions the trace never added (a gap, or entries before a ledger's first ``add``) hold no

@@ -5,6 +5,7 @@ import socket
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import ledgercache as lc
@@ -107,6 +108,33 @@ def test_spark_replay_equals_in_process_replay(spark):
         for r in rows:
             del r["replay_seconds"]
         assert sorted(rows, key=key) == local, f"config_groups={groups}, presorted={presorted}"
+
+
+def test_spark_series_equals_in_process_series_with_its_lifecycle_columns(spark, tmp_path):
+    """lc.spark.replay's per-second series carries every series column, the seconds' own values
+    (hits, misses and storage reads of the second, not the run's totals), time to warm included."""
+    rows = [(0, "open", "t", "c", None, None, 0, 0)]
+    rows += [(10 + e, "add", "t", None, 1, e, 0, 100) for e in range(20)]
+    rows += [(1000, "read", "t", "c", None, None, 10, 0), (2000, "unload", "t", None, None, None, 0, 0)]
+    rows += [(2100, "load", "t", None, 1, 0, 20, 100), (2200, "open", "t", "c", 1, 10, 0, 0)]
+    rows += [(3000, "read", "t", "c", None, None, 5, 0), (4000, "read", "t", "c", None, None, 5, 0)]
+    schema = pa.schema([f for f in lc.trace.SCHEMA if f.name not in lc.trace.OPTIONAL])
+    names = ("ts_us", "broker", "topic", "op", "cursor", "ledger_id", "entry_id", "count", "size")
+    table = pa.Table.from_pylist(
+        [
+            dict(zip(names, (ts * 1000, "b1", topic, op, c, ledger, e, n, size), strict=True))
+            for ts, op, topic, c, ledger, e, n, size in rows
+        ],
+        schema=schema,
+    )
+    lc.trace.write(table, tmp_path / "t.parquet")
+    configs = [lc.CacheConfig(strategy="pip430")]
+    _, local = lc.replay(table, configs, with_timeseries=True)
+    _, series = lc.spark.replay(spark.read.parquet(str(tmp_path / "t.parquet")), configs, with_timeseries=True)
+    assert series.column_names == local.column_names
+    assert series.to_pylist() == local.to_pylist()
+    assert series.column("loads").to_pylist() == [0, 0, 1, 0, 0]
+    assert series.column("misses").to_pylist() == [0, 0, 0, 5, 5]
 
 
 def test_spark_takes_a_streamed_trace(spark):
