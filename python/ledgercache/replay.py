@@ -154,6 +154,10 @@ def export_requests(trace: _trace.TraceSource, config: CacheConfig | None, path,
     Belady on a ``belady`` one, give that replay's hits exactly; with reads of one entry each the
     stream is the same for every design, and ``pip430-fifo`` (trigger and watermark 1.0, no TTL)
     matches libCacheSim's FIFO exactly too.
+
+    ``unload`` and ``load`` rows add no request: these formats have no removal, so where an unload
+    empties the cache of its topic (as a ``delete`` empties it of a ledger) another simulator keeps
+    those entries, and its hits on the topic's later reads can exceed the replay's.
     """
     if config is not None and not isinstance(config, CacheConfig):
         raise TypeError("config must be a CacheConfig or None")

@@ -161,3 +161,37 @@ def test_a_load_of_any_length_costs_nothing_and_reads_at_its_mean_size():
     ]
     summary = lc.replay(trace(rows), lc.CacheConfig()).to_pylist()[0]
     assert (summary["misses"], summary["storage_read_bytes"]) == (3, 3 * SIZE)
+
+
+def single_broker_moves():
+    """Topic t unloaded from and loaded back onto one broker (a restart with one broker)."""
+    rows = [(0, "b1", "open", "t", "c", None, None, 0, 0)]
+    rows += [(10 + e, "b1", "add", "t", None, 1, e, 0, SIZE) for e in range(6)]
+    rows += [
+        (500, "b1", "read", "t", "c", None, None, 3, 0),
+        (1000, "b1", "unload", "t", None, None, None, 0, 0),
+        (1100, "b1", "load", "t", None, 1, 0, 6, SIZE),
+        (1200, "b1", "open", "t", "c", 1, 3, 0, 0),
+        (1300, "b1", "add", "t", None, 2, 0, 0, SIZE),
+        (2000, "b1", "read", "t", "c", None, None, 4, 0),
+    ]
+    return trace(rows)
+
+
+def test_export_requests_takes_lifecycle_rows_and_adds_no_request_for_them(tmp_path):
+    path = tmp_path / "requests.csv"
+    n = lc.export_requests(single_broker_moves(), lc.CacheConfig(strategy="lru"), path, format="csv")
+    # Seven publishes and seven entries read; the unload and the load are no requests.
+    assert n == 14
+    ops = [line.split(",")[-1] for line in path.read_text().splitlines()[1:]]
+    assert ops.count("insert") == 7 and ops.count("read") == 7
+
+
+def test_the_memory_model_follows_an_unload():
+    """The unload empties the cache of the topic, so its buffers are released at the next sample;
+    the memory model replays lifecycle rows under every design."""
+    configs = [lc.CacheConfig(strategy=d["name"], memory_model=True, copy_entries=False) for d in lc.designs()]
+    summary, series = lc.replay(single_broker_moves(), configs, with_timeseries=True)
+    assert all(r["peak_retained_bytes"] is not None for r in summary.to_pylist())
+    assert all(r["misses"] >= 3 for r in summary.to_pylist()), "entries 3..5 come back from storage"
+    assert series.column("loads").to_pylist().count(1) == len(configs)
