@@ -425,3 +425,58 @@ fn extreme_lifecycle_knobs_are_bounded_or_refused() {
         assert!(err.contains(key), "{err}");
     }
 }
+
+/// The estimate counts the lifecycle's rows: within a factor of two of the generated trace, as
+/// for every other knob, and more rows than without the knobs.
+#[test]
+fn the_estimate_counts_the_lifecycles_rows() {
+    let cases = [
+        ("rolling", rolling(&[])),
+        (
+            "rolling 10 s away",
+            rolling(&[("broker_restart_seconds", Float(10.0))]),
+        ),
+        (
+            "one broker",
+            spec(&[
+                ("rolling_restart_interval_seconds", Float(10.0)),
+                ("consumer_headroom", Float(3.0)),
+            ]),
+        ),
+        (
+            "moves",
+            spec(&[
+                ("brokers", Int(2)),
+                ("partitions_per_topic", Int(4)),
+                ("bundle_moves_per_minute", Float(30.0)),
+                ("test_duration_minutes", Float(2.0)),
+            ]),
+        ),
+        (
+            "storms",
+            spec(&[
+                ("subscriptions_per_topic", Int(4)),
+                ("reconnect_storm_every_seconds", Float(2.0)),
+            ]),
+        ),
+        ("everything", everything()),
+    ];
+    for (name, s) in cases {
+        let mut plain = s.clone();
+        for key in [
+            "rolling_restart_interval_seconds",
+            "bundle_moves_per_minute",
+            "reconnect_storm_every_seconds",
+            "producer_pause_outstanding_deliveries",
+        ] {
+            plain.set(key, &Float(0.0)).unwrap();
+        }
+        let rows = generate(&s, 1).len() as f64;
+        let estimated = s.estimate().events;
+        assert!(
+            estimated > rows / 2.0 && estimated < rows * 2.0,
+            "{name}: estimated {estimated:.0} rows, generated {rows:.0}"
+        );
+        assert!(estimated > plain.estimate().events, "{name}");
+    }
+}

@@ -144,6 +144,11 @@ impl Life {
     }
 }
 
+/// The point `draw` (in [0, 1)) of the way from `lo` to `hi`.
+fn uniform(lo: u64, hi: u64, draw: f64) -> u64 {
+    lo.saturating_add(((hi - lo) as f64 * draw) as u64)
+}
+
 /// A partition's part in the broker's life.
 pub(super) struct PartLife {
     /// Its own draws (bundle moves, reconnect delays), seeded by the partition's index.
@@ -204,6 +209,11 @@ impl PartLife {
     }
 }
 
+/// Bytes a partition's lifecycle state takes beyond what it holds while away.
+const PART_LIFE_BYTES: f64 = 160.0;
+/// Bytes a batch held while the topic is away takes (a run of one size).
+const HELD_BYTES_PER_BATCH: f64 = 16.0;
+
 impl WorkloadSpec {
     /// Whether any lifecycle knob is on.
     pub(super) fn has_lifecycle(&self) -> bool {
@@ -211,6 +221,82 @@ impl WorkloadSpec {
             || self.bundle_moves_per_minute > 0.0
             || self.reconnect_storm_every_seconds > 0.0
             || self.producer_pause_outstanding_deliveries > 0.0
+    }
+
+    /// Seconds a topic is away at an unload, up to the reconnect of its consumers: the load
+    /// delay, the restart itself with one broker, and the mean reconnect delay.
+    fn seconds_away(&self) -> (f64, f64) {
+        let reconnect = (self.reconnect_delay_min_ms + self.reconnect_delay_max_ms) / 2000.0;
+        let mut unloaded = self.topic_load_delay_ms / 1000.0;
+        if self.brokers <= 1 && self.rolling_restart_interval_seconds > 0.0 {
+            unloaded += self.broker_restart_seconds;
+        }
+        (unloaded, reconnect)
+    }
+
+    /// Rolling restarts in the run, as [`Life::restart_at`] counts them, in closed form.
+    fn rolling_restarts(&self) -> f64 {
+        let interval = (self.rolling_restart_interval_seconds * 1000.0).floor() / 1000.0;
+        if interval <= 0.0 {
+            return 0.0;
+        }
+        let stop = (self.warmup_duration_minutes + self.test_duration_minutes) * 60.0 - interval;
+        if stop <= 0.0 {
+            return 0.0;
+        }
+        let step = (self.broker_restart_seconds / interval).floor() + 1.0;
+        let later = ((stop - self.broker_restart_seconds - interval) / (interval * step)).ceil();
+        let n = 1.0 + later.max(0.0);
+        match self.rolling_restart_count {
+            0 => n,
+            c => n.min(f64::from(c)),
+        }
+    }
+
+    /// The rows one partition's lifecycle adds over `seconds`, with `cursors` cursors that have
+    /// consumers, `behind_reads(s)` the reads that catch up `s` seconds of entries. Per unload
+    /// (its broker restarting: with two brokers each restart moves about all the topics, with
+    /// more a share; a bundle move): `unload`, `load` rows, and each cursor's open,
+    /// acknowledgements and catch-up reads. Per storm: each cursor's close, open, rewind,
+    /// acknowledgements and catch-up reads.
+    pub(super) fn lifecycle_events(
+        &self,
+        cursors: f64,
+        seconds: f64,
+        behind_reads: impl Fn(f64) -> f64,
+    ) -> f64 {
+        if !self.has_lifecycle() {
+            return 0.0;
+        }
+        let (unloaded, reconnect) = self.seconds_away();
+        let holding = (self.partitions() as f64).min(f64::from(self.brokers.max(1)));
+        let per_broker = self.partitions().max(1) as f64 / holding;
+        let unloads = self.rolling_restarts() * (2.0 / holding).min(1.0)
+            + self.bundle_moves_per_minute * seconds / 60.0 / per_broker;
+        let storms = if self.reconnect_storm_every_seconds > 0.0 {
+            (seconds / self.reconnect_storm_every_seconds).floor()
+        } else {
+            0.0
+        };
+        unloads * (3.0 + cursors * (3.0 + behind_reads((unloaded + reconnect).min(seconds))))
+            + storms * cursors * (4.0 + behind_reads(reconnect.min(seconds)))
+    }
+
+    /// Bytes one partition's lifecycle state takes, adding `entries_per_s` entries of
+    /// `entry_bytes`: what its producer holds while the topic is away, up to the client's memory
+    /// limit.
+    pub(super) fn lifecycle_bytes(&self, entries_per_s: f64, entry_bytes: f64) -> f64 {
+        if !self.has_lifecycle() {
+            return 0.0;
+        }
+        let away =
+            if self.rolling_restart_interval_seconds > 0.0 || self.bundle_moves_per_minute > 0.0 {
+                self.seconds_away().0
+            } else {
+                0.0
+            };
+        let held = (away * entries_per_s).min(CLIENT_MEMORY_LIMIT as f64 / entry_bytes.max(1.0));
+        PART_LIFE_BYTES + held * HELD_BYTES_PER_BATCH
     }
 }
 
@@ -384,8 +470,7 @@ impl Sim {
         for s in 0..self.parts[p].subs.len() {
             if self.parts[p].subs[s].away {
                 let draw = self.part_life(p).rng.f64();
-                let delay = lo + ((hi - lo) as f64 * draw) as u64;
-                let at = t.saturating_add(delay);
+                let at = t.saturating_add(uniform(lo, hi, draw));
                 self.parts[p].subs[s].reconnect_at = Some(at);
                 self.schedule(at, Task::Reconnect(p as u32, s as u32));
             }
@@ -578,7 +663,7 @@ impl Sim {
                 }
                 self.close_consumers(t, p, s);
                 let draw = self.part_life(p).rng.f64();
-                let at = t.saturating_add(lo + ((hi - lo) as f64 * draw) as u64);
+                let at = t.saturating_add(uniform(lo, hi, draw));
                 let sub = &mut self.parts[p].subs[s];
                 sub.away = true;
                 sub.reconnect_at = Some(at);
