@@ -76,11 +76,9 @@ impl Life {
         Some(Life {
             brokers: u64::from(spec.brokers.max(1)),
             interval_us,
-            step: if interval_us > 0 {
-                (restart_us / interval_us).saturating_add(1)
-            } else {
-                1
-            },
+            step: restart_us
+                .checked_div(interval_us)
+                .map_or(1, |n| n.saturating_add(1)),
             count: match spec.rolling_restart_count {
                 0 => u64::MAX,
                 n => u64::from(n),
@@ -637,7 +635,7 @@ impl Sim {
         sub.read_idx = first;
         sub.rewind_to = first;
         sub.acked_upto = first.checked_sub(1);
-        for c in sub.consumers.iter_mut() {
+        for c in &mut sub.consumers {
             c.acks.sent_by(t, grouping, &mut sub.pending_acks);
         }
         if let Some(md) = first.checked_sub(1) {
