@@ -161,6 +161,33 @@ Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
   a reconnect rewinds the cursor to the first unacknowledged entry.
 - ``consumerHeadroom`` (1.2): a normal consumer's speed over its share of the publish rate.
 
+The broker's life (lab-only; all off by default, which leaves the trace as it was):
+
+- ``rollingRestartIntervalSeconds`` (0: none; else at least 1) and ``rollingRestartCount`` (0: as
+  many as fit): every interval, from the first on, the next broker in order (0, 1, ...) restarts,
+  as the injector of Pulsar's ``BrokerEntryCacheRollingRestartTest`` does (it looks at the clock
+  after each restart and stops once that is at or after the end minus the interval). The broker
+  unloads its topics (``unload`` rows) and is away ``brokerRestartSeconds`` (5); each topic loads
+  ``topicLoadDelayMs`` (100) after its unload on the next broker that is up (one broker: itself once
+  back), with ``load`` rows for the ledgers its cursors may still read, and takes its adds in a new
+  ledger.
+- ``bundleMovesPerMinute`` (0): per broker, one of its partitions unloaded and loaded on the next
+  broker ``topicLoadDelayMs`` later (load shedding, an admin unload); one move per partition at a
+  time.
+- ``reconnectStormEverySeconds`` (0: none; else at least 1): every consumer closes and reconnects
+  (a client fleet restarting); the topics stay where they are.
+- ``reconnectDelayMinMs`` (100) to ``reconnectDelayMaxMs`` (200): a subscription's consumers
+  reconnect a uniform delay after its topic loads (or a storm); the cursor opens at its first
+  unacknowledged entry, so what was delivered and not acknowledged is delivered again.
+- ``producerPauseOutstandingDeliveries`` (0: off): a producer sleeps 100 ms whenever its messages
+  still owe this many deliveries (messages sent x subscriptions - messages received; each
+  partition its share of the topic's), as the rolling-restart test's producer does.
+
+While a topic is away its producer holds what it sends (up to the Java client's 64 MiB memory
+limit, then it blocks) and sends it at the load; nothing is read. A moved partition stays with the
+simulation of the broker it started on: ``broker=b`` gives the rows of the partitions that start
+on broker ``b``, whichever broker they move to.
+
 Per-topic workloads: ``topicDetails`` (``topic_details``) simulates a broker's topics, each
 different (say, from its topic stats), instead of the homogeneous shape above. A list of topics,
 each a mapping (keys camelCase or snake_case):

@@ -50,6 +50,15 @@ pub(super) struct Sub {
     pub(super) paused: bool,
     /// Messages its consumers processed (OMB's `messagesReceived`).
     pub(super) received: u64,
+    /// Its cursor was opened (a subscription starting late opens at its start).
+    pub(super) opened: bool,
+    /// Its consumers lost their connection (an unload or a storm) and have not reconnected.
+    pub(super) away: bool,
+    /// When they reconnect, once planned (a `Reconnect` task at another time is stale).
+    pub(super) reconnect_at: Option<u64>,
+    /// The topic was unloaded since the cursor last opened: the next open starts it afresh, at
+    /// its first unacknowledged entry, with what was acknowledged on its own.
+    pub(super) forgotten: bool,
 }
 
 /// `RangeEntryCacheImpl.BOOKKEEPER_READ_OVERHEAD_PER_ENTRY`: the bytes a storage read costs per
@@ -278,34 +287,44 @@ impl Sim {
         self.schedule_dispatch(t, p, s);
     }
 
+    /// The subscription's consumers close: they flush their acknowledgements, the cursor is
+    /// closed and will rewind to the first unacknowledged entry, the replay queue is dropped.
+    pub(super) fn close_consumers(&mut self, t: u64, p: usize, s: usize) {
+        self.consume(t, p, s);
+        // Closing consumers flush their acknowledgements.
+        let Sub {
+            consumers,
+            pending_acks,
+            ..
+        } = &mut self.parts[p].subs[s];
+        consumers.iter_mut().for_each(|c| c.acks.send(pending_acks));
+        let first = self.first_unacked(p, s);
+        self.emit_cursor(t, p, s, "close", None);
+        let sub = &mut self.parts[p].subs[s];
+        sub.active = false;
+        sub.waiting = None;
+        sub.rewind_to = first;
+        sub.consumers.iter_mut().for_each(Consumer::close);
+        // The last consumer left: the replay queue is dropped.
+        sub.dispatcher.clear_replay();
+    }
+
     pub(super) fn churn(&mut self, t: u64, p: usize, s: usize) {
         if self.parts[p].subs[s].active {
-            self.consume(t, p, s);
-            // Closing consumers flush their acknowledgements.
-            let Sub {
-                consumers,
-                pending_acks,
-                ..
-            } = &mut self.parts[p].subs[s];
-            consumers.iter_mut().for_each(|c| c.acks.send(pending_acks));
-            let first = self.first_unacked(p, s);
-            self.emit_cursor(t, p, s, "close", None);
-            let sub = &mut self.parts[p].subs[s];
-            sub.active = false;
-            sub.waiting = None;
-            sub.rewind_to = first;
-            sub.consumers.iter_mut().for_each(Consumer::close);
-            // The last consumer left: the replay queue is dropped.
-            sub.dispatcher.clear_replay();
+            self.close_consumers(t, p, s);
             // Saturating: a huge knob means "never" (past the end), not a time that wraps around.
             let back = t.saturating_add((self.spec.churn_downtime_seconds * 1e6) as u64);
             self.schedule(back, Task::Churn(p as u32, s as u32));
         } else {
             // A consumer joins a subscription without consumers: the cursor rewinds to the first
-            // unacknowledged entry.
-            self.emit_cursor(t, p, s, "open", None);
+            // unacknowledged entry (opens there, after the topic moved).
             let first = self.parts[p].subs[s].rewind_to;
-            self.rewind(t, p, s, first);
+            if self.parts[p].subs[s].forgotten {
+                self.reopen(t, p, s, first);
+            } else {
+                self.emit_cursor(t, p, s, "open", None);
+                self.rewind(t, p, s, first);
+            }
             let sub = &mut self.parts[p].subs[s];
             sub.dispatcher.clear_replay();
             self.start_consumers(t, p, s);

@@ -35,6 +35,11 @@ struct PartitionFlow {
 }
 
 impl PartitionFlow {
+    /// Reads that catch up `seconds` of entries.
+    fn behind_reads(&self, seconds: f64) -> f64 {
+        seconds * self.entries_per_s / self.entries_per_read
+    }
+
     /// The rows of one cursor active for `active` seconds, `catching_up` of them behind the tail
     /// at `speed` times the publish rate: its open, its reads, an ack a second, and the rows that
     /// `redelivered` (a share of the entries read) adds.
@@ -210,9 +215,11 @@ impl WorkloadSpec {
             self.catch_up_speed,
         );
         let seeks_and_churn = self.seek_and_churn_events(&flow, seconds / 60.0);
+        let cursors = self.subscriptions_per_topic as f64 + self.catch_up_readers as f64;
         let per_partition = entries_per_s * seconds
             + self.subscriptions_per_topic as f64 * (regular + seeks_and_churn)
-            + self.catch_up_readers as f64 * catch_up;
+            + self.catch_up_readers as f64 * catch_up
+            + self.lifecycle_events(cursors, seconds, |s| flow.behind_reads(s));
         Estimate {
             messages: total_rate * seconds,
             entries: entries_per_s * seconds * partitions,
@@ -414,6 +421,12 @@ impl WorkloadSpec {
             messages += rate * seconds;
             entries += entries_per_s * seconds;
             events += entries_per_s * seconds;
+            let cursors = t
+                .subscriptions
+                .iter()
+                .filter(|s| !s.consumer_rates.is_empty())
+                .count();
+            events += self.lifecycle_events(cursors as f64, seconds, |s| flow.behind_reads(s));
             for s in &t.subscriptions {
                 if s.consumer_rates.is_empty() {
                     // It opens, and never reads.

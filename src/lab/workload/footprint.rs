@@ -81,8 +81,11 @@ impl WorkloadSpec {
         } else {
             1.0
         };
+        let entry_bytes = self.messages_per_entry(rate) * self.message_size as f64;
         let mut bytes = BASE_BYTES
-            + p * (BYTES_PER_PARTITION + producers * BYTES_PER_PRODUCER_STREAM)
+            + p * (BYTES_PER_PARTITION
+                + producers * BYTES_PER_PRODUCER_STREAM
+                + self.lifecycle_bytes(entries_per_s, entry_bytes))
             + c * BYTES_PER_CURSOR
             + k * (BYTES_PER_CONSUMER + queued * INDEX_BYTES_PER_ENTRY);
         let key_shared = self.subscription_type == SubscriptionType::KeyShared;
@@ -185,6 +188,15 @@ impl WorkloadSpec {
                 ),
             ));
         }
+        if self.reconnect_delay_min_ms > self.reconnect_delay_max_ms {
+            return Err(Error::invalid(
+                "spec",
+                format!(
+                    "reconnectDelayMinMs = {} is above reconnectDelayMaxMs = {}: give a minimum at most the maximum",
+                    self.reconnect_delay_min_ms, self.reconnect_delay_max_ms
+                ),
+            ));
+        }
         if self.consumer_backlog_size_gb > 0.0 && self.producer_rate == 0.0 {
             // OMB's WorkloadGenerator refuses it too: the backlog test needs a known rate.
             return Err(Error::invalid(
@@ -242,6 +254,7 @@ impl WorkloadSpec {
             let queued =
                 (self.receiver_queue_size as f64 / per_entry).min(entries_per_s.max(1.0) * 2.0);
             let entries = entries_per_s * seconds;
+            bytes += self.lifecycle_bytes(entries_per_s, per_entry * t.message_size as f64);
             // The message index: every entry when seeks can go back to any; else from the
             // oldest a late subscription opens at (the first entry) until it passes it.
             let late = t

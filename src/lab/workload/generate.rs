@@ -48,6 +48,7 @@ use super::ack_grouping::Grouping;
 use super::backlog::BacklogTest;
 pub use super::events::EventColumns;
 use super::events::Row;
+use super::lifecycle::Life;
 use super::rng::Rng;
 use super::spec::WorkloadSpec;
 use super::topology::Partition;
@@ -76,6 +77,16 @@ pub(super) enum Task {
     /// subscription's `start_seconds`): (partition, subscription).
     OpenAtFirst(u32, u32),
     CatchUp(u32, u32),
+    /// Rolling restart `k` ([`Sim::restart`]).
+    Restart(u64),
+    /// A partition's bundle move ([`Sim::bundle_move`]).
+    Move(u32),
+    /// A partition loads on its new owner ([`Sim::load`]).
+    Load(u32),
+    /// A subscription's consumers reconnect: (partition, subscription).
+    Reconnect(u32, u32),
+    /// A reconnect storm ([`Sim::storm`]).
+    Storm,
 }
 
 pub(super) struct Sim {
@@ -107,6 +118,8 @@ pub(super) struct Sim {
     pub(super) other_tasks: u64,
     /// When [`Sim::only_quiet_acks_left`] may look again (at most once a simulated second).
     pub(super) next_quiet_check_us: u64,
+    /// The lifecycle schedule (restarts, moves, storms), when the spec has one.
+    pub(super) life: Option<Life>,
     /// Entries delivered that the broker had as acknowledged (a read must pass over them).
     #[cfg(test)]
     pub(super) acknowledged_delivered: u64,
@@ -178,6 +191,9 @@ impl Sim {
         if !matches!(task, Task::Ack(..)) {
             self.other_tasks -= 1;
         }
+        if self.life.is_some() && self.held_back(t, task) {
+            return true;
+        }
         match task {
             Task::Publish(p, k) => self.publish(t, p as usize, k as usize),
             Task::Dispatch(p, s) => {
@@ -219,6 +235,7 @@ impl Sim {
                 if !self.parts[p].subs[s].active {
                     self.emit_cursor(t, p, s, "open", Some(0));
                     self.parts[p].subs[s].read_idx = 0;
+                    self.parts[p].subs[s].opened = true;
                     if !self.parts[p].subs[s].consumers.is_empty() {
                         self.start_consumers(t, p, s);
                         self.connect(t, p, s);
@@ -232,9 +249,15 @@ impl Sim {
                 let start = part.entry_of_message(part.messages_published.saturating_sub(behind));
                 self.emit_cursor(t, p, s, "open", Some(start));
                 self.parts[p].subs[s].read_idx = start;
+                self.parts[p].subs[s].opened = true;
                 self.start_consumers(t, p, s);
                 self.connect(t, p, s);
             }
+            Task::Restart(k) => self.restart(t, k),
+            Task::Move(p) => self.bundle_move(t, p as usize),
+            Task::Load(p) => self.load(t, p as usize),
+            Task::Reconnect(p, s) => self.reconnect(t, p as usize, s as usize),
+            Task::Storm => self.storm(t),
         }
         true
     }

@@ -10,6 +10,7 @@ mod estimate;
 mod events;
 mod footprint;
 mod generate;
+mod lifecycle;
 mod negative_acks;
 mod producer;
 mod rng;

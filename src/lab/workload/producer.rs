@@ -30,6 +30,22 @@ impl Partition {
         let within = tau - visit * switch_us;
         (visit * self.route_period as f64 + phase as f64) * switch_us + within
     }
+
+    /// The stream's own time at trace time `t`, or at the start of its next visit when `t` is
+    /// outside one (the inverse of [`Partition::arrival_us`]).
+    pub(super) fn tau_at(&self, phase: u64, t: f64, switch_us: f64) -> f64 {
+        if self.route_period == 1 {
+            return t;
+        }
+        let period = self.route_period as f64;
+        let slot = (t / switch_us).floor();
+        let visit = ((slot - phase as f64) / period).floor();
+        if visit * period + phase as f64 == slot {
+            visit * switch_us + (t - slot * switch_us)
+        } else {
+            (visit + 1.0).max(0.0) * switch_us
+        }
+    }
 }
 
 /// A partition's producer streams, the interval between one producer's messages while it sends
@@ -124,6 +140,14 @@ impl Sim {
     /// the position it rewinds to on reconnecting. Only without seeks (`seeks_per_minute` 0): a
     /// seek goes back from the read position, and seek after seek can reach any entry.
     pub(super) fn prune_index(&mut self, p: usize) {
+        let low = self.reach_low(p);
+        let part = &mut self.parts[p];
+        part.first_msg.drop_below(low);
+        part.ledgers.drop_below(low);
+    }
+
+    /// The lowest entry a subscription with consumers may still read (see [`Sim::prune_index`]).
+    pub(super) fn reach_low(&self, p: usize) -> u64 {
         let mut low = self.parts[p].published;
         for (s, sub) in self.parts[p].subs.iter().enumerate() {
             // A subscription without consumers never reads: it does not hold the index.
@@ -136,19 +160,27 @@ impl Sim {
                 sub.read_idx.min(sub.rewind_to)
             });
         }
-        let part = &mut self.parts[p];
-        part.first_msg.drop_below(low);
-        part.ledgers.drop_below(low);
+        low
     }
 
     pub(super) fn publish(&mut self, t: u64, p: usize, k: usize) {
+        let n = self.parts[p].producers[k].batch;
+        self.add_entry(t, p, n);
+        self.pause_if_owed(t, p, k);
+        let (at, n) = self.next_batch(p, k);
+        self.parts[p].producers[k].batch = n;
+        self.schedule(at.max(t), Task::Publish(p as u32, k as u32));
+    }
+
+    /// An entry of `n` messages is added at `t`, and the cursors waiting for one are woken.
+    pub(super) fn add_entry(&mut self, t: u64, p: usize, n: u64) {
         if self.prune_index
             && self.parts[p].first_msg.first.len() >= self.parts[p].first_msg.check_at
         {
             self.prune_index(p);
         }
         let part = &mut self.parts[p];
-        let (idx, n) = (part.published, part.producers[k].batch);
+        let idx = part.published;
         let size = n * part.message_size;
         part.first_msg.first.push(part.messages_published);
         part.messages_published += n;
@@ -170,8 +202,5 @@ impl Sim {
                 _ => {}
             }
         }
-        let (at, n) = self.next_batch(p, k);
-        self.parts[p].producers[k].batch = n;
-        self.schedule(at.max(t), Task::Publish(p as u32, k as u32));
     }
 }

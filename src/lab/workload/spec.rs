@@ -111,6 +111,24 @@ pub struct WorkloadSpec {
     /// Consumer disconnects per subscription per minute, each lasting this long.
     pub churn_per_minute: f64,
     pub churn_downtime_seconds: f64,
+    /// The broker's life (`src/lab/workload/lifecycle.rs`). A rolling restart every
+    /// `rolling_restart_interval_seconds` (0: none; whole milliseconds, as the injector of
+    /// Pulsar's `BrokerEntryCacheRollingRestartTest` waits), at most `rolling_restart_count` (0: as
+    /// many as fit), each broker in turn away `broker_restart_seconds`; a topic is loaded again
+    /// `topic_load_delay_ms` after its unload and its consumers reconnect a uniform
+    /// `reconnect_delay_min_ms..reconnect_delay_max_ms` after that. Bundle moves per broker per
+    /// minute, a reconnect storm every so many seconds (0: none), and a producer that sleeps 100 ms
+    /// whenever its messages still owe this many deliveries (0: never; the topic's value, shared by
+    /// its partitions).
+    pub rolling_restart_interval_seconds: f64,
+    pub rolling_restart_count: u32,
+    pub broker_restart_seconds: f64,
+    pub topic_load_delay_ms: f64,
+    pub reconnect_delay_min_ms: f64,
+    pub reconnect_delay_max_ms: f64,
+    pub bundle_moves_per_minute: f64,
+    pub reconnect_storm_every_seconds: f64,
+    pub producer_pause_outstanding_deliveries: f64,
     /// When a ledger is full (Pulsar's managedLedgerMaxEntriesPerLedger,
     /// managedLedgerMaxSizePerLedgerMbytes, managedLedgerMinLedgerRolloverTimeMinutes and
     /// managedLedgerMaxLedgerRolloverTimeMinutes; see [`crate::broker::ledger::rollover::Rollover`]).
@@ -250,6 +268,15 @@ impl Default for WorkloadSpec {
             catch_up_speed: 4.0,
             churn_per_minute: 0.0,
             churn_downtime_seconds: 5.0,
+            rolling_restart_interval_seconds: 0.0,
+            rolling_restart_count: 0,
+            broker_restart_seconds: 5.0,
+            topic_load_delay_ms: 100.0,
+            reconnect_delay_min_ms: 100.0,
+            reconnect_delay_max_ms: 200.0,
+            bundle_moves_per_minute: 0.0,
+            reconnect_storm_every_seconds: 0.0,
+            producer_pause_outstanding_deliveries: 0.0,
             max_entries_per_ledger: rollover::MAX_ENTRIES as u32,
             max_ledger_size_mb: (rollover::MAX_BYTES >> 20) as u32,
             min_ledger_rollover_minutes: (rollover::MIN_AGE_MS / 60_000) as f64,
@@ -331,6 +358,19 @@ fn at_most(name: &str, n: u32, max: u32) -> Result<u32> {
     Ok(n)
 }
 
+/// 0 (off), or at least `min`: the lifecycle's schedules tick at most that often, so a tiny
+/// period cannot make the simulation step through ticks that write nothing.
+fn at_least_or_off(name: &str, v: &SettingValue, min: f64) -> Result<f64> {
+    let n = non_negative(name, v)?;
+    if n != 0.0 && n < min {
+        return Err(Error::InvalidArgument {
+            name: "spec",
+            reason: format!("{name}: must be 0 (off) or at least {min}, got {n}"),
+        });
+    }
+    Ok(n)
+}
+
 fn fraction(name: &str, v: &SettingValue) -> Result<f64> {
     let n = non_negative(name, v)?;
     if n > 1.0 {
@@ -369,7 +409,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 53] = [
+pub const SPEC_NAMES: [&str; 62] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -399,6 +439,15 @@ pub const SPEC_NAMES: [&str; 53] = [
     "catch_up_speed",
     "churn_per_minute",
     "churn_downtime_seconds",
+    "rolling_restart_interval_seconds",
+    "rolling_restart_count",
+    "broker_restart_seconds",
+    "topic_load_delay_ms",
+    "reconnect_delay_min_ms",
+    "reconnect_delay_max_ms",
+    "bundle_moves_per_minute",
+    "reconnect_storm_every_seconds",
+    "producer_pause_outstanding_deliveries",
     "max_entries_per_ledger",
     "managed_ledger_max_entries_per_ledger",
     "managed_ledger_max_size_per_ledger_mbytes",
@@ -548,6 +597,21 @@ impl WorkloadSpec {
             "catch_up_speed" => self.catch_up_speed = non_negative(key, v)?,
             "churn_per_minute" => self.churn_per_minute = non_negative(key, v)?,
             "churn_downtime_seconds" => self.churn_downtime_seconds = non_negative(key, v)?,
+            "rolling_restart_interval_seconds" => {
+                self.rolling_restart_interval_seconds = at_least_or_off(key, v, 1.0)?
+            }
+            "rolling_restart_count" => self.rolling_restart_count = count(key, v, 0)?,
+            "broker_restart_seconds" => self.broker_restart_seconds = non_negative(key, v)?,
+            "topic_load_delay_ms" => self.topic_load_delay_ms = non_negative(key, v)?,
+            "reconnect_delay_min_ms" => self.reconnect_delay_min_ms = non_negative(key, v)?,
+            "reconnect_delay_max_ms" => self.reconnect_delay_max_ms = non_negative(key, v)?,
+            "bundle_moves_per_minute" => self.bundle_moves_per_minute = non_negative(key, v)?,
+            "reconnect_storm_every_seconds" => {
+                self.reconnect_storm_every_seconds = at_least_or_off(key, v, 1.0)?
+            }
+            "producer_pause_outstanding_deliveries" => {
+                self.producer_pause_outstanding_deliveries = non_negative(key, v)?
+            }
             "max_entries_per_ledger" | "managed_ledger_max_entries_per_ledger" => {
                 self.max_entries_per_ledger = count(key, v, 1)?
             }

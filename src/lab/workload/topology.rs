@@ -9,6 +9,7 @@ use super::dispatch::key_shared::key_hash_of;
 use super::dispatch::Dispatcher;
 use super::events::EventColumns;
 use super::generate::{minutes_us, Names, Sim, Task};
+use super::lifecycle::{Life, PartLife};
 use super::producer::{producer_streams, ProducerStream};
 use super::rng::Rng;
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
@@ -40,6 +41,8 @@ pub(super) struct Partition {
     /// A time-routed producer sends here one switch interval in this many (1: always).
     pub(super) route_period: u64,
     pub(super) subs: Vec<Sub>,
+    /// Its part in the broker's life (restarts, moves, storms), when the spec has one.
+    pub(super) life: Option<PartLife>,
 }
 
 /// A partition's ledgers: where each starts (in entries published), and the one taking appends.
@@ -388,12 +391,17 @@ impl Sim {
                     acked: AckedRanges::default(),
                     pending_acks: AckedRanges::default(),
                     rewinds: spec.churn_per_minute > 0.0
+                        || spec.has_lifecycle()
                         || (sp.redelivery_rate > 0.0 && kind.has_single_active_consumer()),
                     redelivery_rate: sp.redelivery_rate,
                     start: sp.start,
                     pauses_for_backlog: sp.pauses_for_backlog,
                     paused: false,
                     received: 0,
+                    opened: false,
+                    away: false,
+                    reconnect_at: None,
+                    forgotten: false,
                 });
             }
             if here {
@@ -416,6 +424,13 @@ impl Sim {
                     producer_interval_us,
                     route_period,
                     subs,
+                    life: spec.has_lifecycle().then(|| {
+                        let per_topic = match spec.topic_details {
+                            Some(_) => 1,
+                            None => u64::from(spec.partitions_per_topic),
+                        };
+                        PartLife::new(spec, seed, index as u64, per_topic)
+                    }),
                 });
             }
         }
@@ -445,6 +460,7 @@ impl Sim {
             entries_read: 0,
             other_tasks: 0,
             next_quiet_check_us: 0,
+            life: Life::new(spec),
             #[cfg(test)]
             acknowledged_delivered: 0,
         };
@@ -459,6 +475,7 @@ impl Sim {
                     }
                     Tail => {
                         sim.emit_cursor(0, p, s, "open", None);
+                        sim.parts[p].subs[s].opened = true;
                         if has_consumers {
                             sim.connect(0, p, s);
                         }
@@ -495,6 +512,7 @@ impl Sim {
                 }
             }
         }
+        sim.start_life();
         if let Some((build_to, drained_at)) = spec.backlog_messages() {
             // This broker's share of OMB's backlog, summed over all partitions.
             let share = sim.parts.len() as f64 / spec.partitions() as f64;
