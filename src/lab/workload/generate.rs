@@ -422,6 +422,7 @@ mod tests {
                         )
                     })
                     .collect(),
+                readers: Default::default(),
             })
             .collect();
         let mut d = detailed(topics, 0.2);
@@ -443,18 +444,21 @@ mod tests {
                 producer_rate: 2000.0,
                 message_size: 100,
                 subscriptions: vec![],
+                readers: Default::default(),
             },
             TopicDetail {
                 name: "b".into(),
                 producer_rate: 200.0,
                 message_size: 5000,
                 subscriptions: vec![],
+                readers: Default::default(),
             },
             TopicDetail {
                 name: "quiet".into(),
                 producer_rate: 0.0,
                 message_size: 5000,
                 subscriptions: vec![sub("s", SubscriptionType::Exclusive, &[10.0], 0.0)],
+                readers: Default::default(),
             },
         ];
         let ev = generate(&detailed(topics, 0.5), 1);
@@ -491,6 +495,7 @@ mod tests {
                     sub("a", kind, &[100.0; 1000], 0.0),
                     sub("b", kind, &[5.0; 3], 30.0),
                 ],
+                readers: Default::default(),
             }];
             for minutes in [1e9, 2.0] {
                 let spec = detailed(topics.clone(), minutes);
@@ -516,6 +521,7 @@ mod tests {
             producer_rate: 100.0,
             message_size: 100,
             subscriptions: vec![sub("s", SubscriptionType::Exclusive, &[200.0], 0.0)],
+            readers: Default::default(),
         }];
         let mut many = detailed(topics.clone(), 0.05);
         many.set("brokers", &SettingValue::Int(20_000)).unwrap();
@@ -541,6 +547,7 @@ mod tests {
                 sub("slow", SubscriptionType::Failover, &[100.0], 0.0),
                 sub("fast", SubscriptionType::Exclusive, &[2000.0], 0.0),
             ],
+            readers: Default::default(),
         }];
         let ev = generate(&detailed(topics, 1.0), 2);
         let cursor = |name: &str| ev.cursor_names.iter().position(|c| c == name).unwrap() as u32;
