@@ -96,7 +96,8 @@ the previous update by the time elapsed), and the dump writes them with three de
   ``deduplicationStatus`` (-> ``deduplication``: ``"Enabled"`` or ``"Recovering"`` True,
   ``"Disabled"`` or ``"Removing"`` False, absent None; another value is noted and read as None),
   ``replication`` (-> ``replication_clusters``: the remote clusters' names, its keys, sorted;
-  ``PersistentTopic.getStats`` fills it from the topic's replicators).
+  ``PersistentTopic.getStats`` fills it from the topic's replicators; one whose ``connected`` is
+  false is left out, noted: its cursor is inactive).
 - Subscription (``subscriptions``, a mapping by name): ``type`` (``"Exclusive"``,
   ``"Failover"``, ``"Shared"``, ``"Key_Shared"``; ``None`` where Pulsar writes ``"None"``, a
   subscription without a dispatcher, i.e. no consumer since the topic was loaded), ``msgRateOut``,
@@ -243,7 +244,8 @@ class TopicStats:
     subscriptions: tuple[SubscriptionStats, ...] = ()
     #: ``deduplicationStatus``: True while the ``pulsar.dedup`` cursor is open, None when unknown.
     deduplication: bool | None = None
-    #: The remote clusters of ``replication`` (each a ``pulsar.repl.<cluster>`` cursor), sorted.
+    #: The remote clusters of ``replication`` with a connected replicator (each a
+    #: ``pulsar.repl.<cluster>`` cursor), sorted.
     replication_clusters: tuple[str, ...] = ()
 
 
@@ -476,8 +478,24 @@ class _Reader:
             publishers=len(publishers) if count is None else count,
             subscriptions=tuple(s for s in read if s is not None),
             deduplication=self.deduplication(raw, name),
-            replication_clusters=tuple(sorted(str(k) for k in replication)),
+            replication_clusters=self.replication_clusters(replication, name),
         )
+
+    def replication_clusters(self, replication: Mapping[str, Any], where: str) -> tuple[str, ...]:
+        """The clusters of ``replication`` whose replicator is connected: a disconnected one's cursor
+        is inactive and reads nothing (``PersistentReplicator.updateCursorState``), so it is left
+        out, noted; ``connected`` absent (before 2.x printed it) counts as connected."""
+        clusters = []
+        for cluster, raw in replication.items():
+            if isinstance(raw, Mapping) and raw.get("connected") is False:
+                self.notes.add(
+                    "replicator not connected (its cursor is inactive and reads nothing), not simulated,",
+                    "topic",
+                    f"{where} {cluster}",
+                )
+                continue
+            clusters.append(str(cluster))
+        return tuple(sorted(clusters))
 
     def deduplication(self, raw: Mapping[str, Any], where: str) -> bool | None:
         """``deduplicationStatus`` (``MessageDeduplication.Status``, 2.x-4.x): ``Enabled`` and
@@ -1061,7 +1079,7 @@ def _consumer_dump(c: ConsumerStats) -> dict[str, Any]:
 def _topic_dump(t: TopicStats) -> dict[str, Any]:
     return {
         "publishers": [],
-        "replication": {c: {} for c in t.replication_clusters},
+        "replication": {c: {"connected": True} for c in t.replication_clusters},
         "subscriptions": {
             s.name: {
                 "consumers": [_consumer_dump(c) for c in s.consumers],

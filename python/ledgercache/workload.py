@@ -286,7 +286,11 @@ BROKER_CONF_KEYS = (
     "managedLedgerMaxSizePerLedgerMbytes",
     "managedLedgerMinLedgerRolloverTimeMinutes",
     "managedLedgerMaxLedgerRolloverTimeMinutes",
+    "brokerDeduplicationEnabled",
+    "brokerDeduplicationEntriesInterval",
 )
+# broker.conf keys that are true/false rather than numbers.
+_BROKER_CONF_FLAGS = frozenset({"brokerDeduplicationEnabled"})
 # The memory a workload's simulation may take unless ``memory_budget`` says otherwise (4 GiB: a
 # laptop's share; OMB's largest files need about 1 GiB, see the docs' lab page, "Workloads").
 DEFAULT_MEMORY_BUDGET = 4 << 30
@@ -541,16 +545,22 @@ def load_spec(spec: Spec) -> dict[str, Any]:
     return normalize(_read_mapping(path, "spec"), source=str(path))
 
 
-def settings_from_broker_conf(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, int | float]:
+def settings_from_broker_conf(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, int | float | bool]:
     """The workload settings a broker's ``broker.conf`` gives (a path, or a mapping of its keys):
-    each of :data:`BROKER_CONF_KEYS` it sets, as a number. An empty value is the broker's default
+    each of :data:`BROKER_CONF_KEYS` it sets, as a number (``brokerDeduplicationEnabled`` as true or
+    false, as Pulsar's ``FieldParser`` reads a boolean). An empty value is the broker's default
     (left out); one that is not a number is an :class:`~ledgercache.InvalidArgumentError` naming the
     key. Pass them as a spec's settings (``calibrate`` does, with its ``broker_conf``)."""
     pairs = dict(_native.read_broker_conf(source if isinstance(source, Mapping) else os.fspath(source)))
-    settings: dict[str, int | float] = {}
+    settings: dict[str, int | float | bool] = {}
     for key in BROKER_CONF_KEYS:
         raw = pairs.get(key, "").strip()
         if not raw:
+            continue
+        if key in _BROKER_CONF_FLAGS:
+            if raw.lower() not in ("true", "false"):
+                raise InvalidArgumentError(f"invalid broker.conf: {key}={raw!r} is not true or false")
+            settings[key] = raw.lower() == "true"
             continue
         try:
             settings[key] = int(raw)
