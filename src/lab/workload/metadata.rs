@@ -131,8 +131,9 @@ fn decimal_digits(v: u64) -> u64 {
     u64::from(v.checked_ilog10().unwrap_or(0)) + 1
 }
 
-/// OMB's keys: `KeyDistributor.KEY_BYTE_SIZE` random alphanumeric characters.
-pub(super) const OMB_KEY_BYTES: u64 = 7;
+/// OMB's keys: `KeyDistributor.KEY_BYTE_SIZE` (7) random bytes in unpadded base64url: 10
+/// characters.
+pub(super) const OMB_KEY_BYTES: u64 = 10;
 
 impl Sim {
     /// The stored length of partition `p`'s next entry, of `n` messages: with `message_metadata`
