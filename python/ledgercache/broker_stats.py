@@ -92,7 +92,12 @@ the previous update by the time elapsed), and the dump writes them with three de
   subscriptions), ``msgThroughputOut`` (bytes/s), ``storageSize`` (bytes in the managed ledger),
   ``backlogSize`` (bytes, estimated from the slowest cursor), ``publishers`` (a count: the dump's
   ``producerCount``, which counts local producers even when the broker leaves the ``publishers``
-  list empty (``exposePublisherStats=false``); else the length of ``publishers``).
+  list empty (``exposePublisherStats=false``); else the length of ``publishers``),
+  ``deduplicationStatus`` (-> ``deduplication``: ``"Enabled"`` or ``"Recovering"`` True,
+  ``"Disabled"`` or ``"Removing"`` False, absent None; another value is noted and read as None),
+  ``replication`` (-> ``replication_clusters``: the remote clusters' names, its keys, sorted;
+  ``PersistentTopic.getStats`` fills it from the topic's replicators; one whose ``connected`` is
+  false is left out, noted: its cursor is inactive).
 - Subscription (``subscriptions``, a mapping by name): ``type`` (``"Exclusive"``,
   ``"Failover"``, ``"Shared"``, ``"Key_Shared"``; ``None`` where Pulsar writes ``"None"``, a
   subscription without a dispatcher, i.e. no consumer since the topic was loaded), ``msgRateOut``,
@@ -183,6 +188,10 @@ FULL_BUNDLE = "0x00000000_0xffffffff"
 
 Source = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 
+# MessageDeduplication.Status values with the pulsar.dedup cursor open, and without.
+_DEDUP_OPEN = frozenset({"Enabled", "Recovering"})
+_DEDUP_CLOSED = frozenset({"Disabled", "Removing"})
+
 # Java's long: no counter Pulsar prints lies outside it.
 _LONG_MAX = (1 << 63) - 1
 _LONG_MIN = -(1 << 63)
@@ -233,6 +242,11 @@ class TopicStats:
     backlog_size: int = 0
     publishers: int = 0
     subscriptions: tuple[SubscriptionStats, ...] = ()
+    #: ``deduplicationStatus``: True while the ``pulsar.dedup`` cursor is open, None when unknown.
+    deduplication: bool | None = None
+    #: The remote clusters of ``replication`` with a connected replicator (each a
+    #: ``pulsar.repl.<cluster>`` cursor), sorted.
+    replication_clusters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -449,6 +463,7 @@ class _Reader:
         else:  # what PersistentTopic.updateRates computes
             average = throughput_in / rate_in if rate_in > 0 else 0.0
         read = (self.subscription(str(k), v, name) for k, v in subs.items())
+        replication = self.container(raw, "replication", Mapping, "topic", name)
         return TopicStats(
             name=name,
             namespace=_namespace_of(name) if namespace is None else namespace,
@@ -462,7 +477,43 @@ class _Reader:
             backlog_size=self.count(raw, "backlogSize", "topic", name),  # type: ignore[arg-type]
             publishers=len(publishers) if count is None else count,
             subscriptions=tuple(s for s in read if s is not None),
+            deduplication=self.deduplication(raw, name),
+            replication_clusters=self.replication_clusters(replication, name),
         )
+
+    def replication_clusters(self, replication: Mapping[str, Any], where: str) -> tuple[str, ...]:
+        """The clusters of ``replication`` whose replicator is connected: a disconnected one's cursor
+        is inactive and reads nothing (``PersistentReplicator.updateCursorState``), so it is left
+        out, noted; ``connected`` absent (before 2.x printed it) counts as connected."""
+        clusters = []
+        for cluster, raw in replication.items():
+            if isinstance(raw, Mapping) and raw.get("connected") is False:
+                self.notes.add(
+                    "replicator not connected (its cursor is inactive and reads nothing), not simulated,",
+                    "topic",
+                    f"{where} {cluster}",
+                )
+                continue
+            clusters.append(str(cluster))
+        return tuple(sorted(clusters))
+
+    def deduplication(self, raw: Mapping[str, Any], where: str) -> bool | None:
+        """``deduplicationStatus`` (``MessageDeduplication.Status``, 2.x-4.x): ``Enabled`` and
+        ``Recovering`` have the cursor open, ``Disabled`` and ``Removing`` not; ``Initialized`` (not
+        checked yet), ``Failed`` and anything else are unknown (noted)."""
+        value = raw.get("deduplicationStatus")
+        if value is None:
+            return None
+        if value in _DEDUP_OPEN:
+            return True
+        if value in _DEDUP_CLOSED:
+            return False
+        self.notes.add(
+            "deduplicationStatus not Enabled or Disabled, read as unknown (the broker's setting decides),",
+            "topic",
+            f"{where}: {value if isinstance(value, str) else _kind(value)}",
+        )
+        return None
 
     def skip_non_persistent(self, name: str) -> None:
         self.skipped_non_persistent.append(name)
@@ -697,6 +748,9 @@ def _split_aggregate(r: _Reader, name: str, agg: TopicStats, n: int) -> list[Top
                 storage_size=_split_count(agg.storage_size, n, i),
                 backlog_size=_split_count(agg.backlog_size, n, i),
                 publishers=agg.publishers,
+                # Policies, not counters: every partition has the aggregate's.
+                deduplication=agg.deduplication,
+                replication_clusters=agg.replication_clusters,
                 subscriptions=tuple(
                     SubscriptionStats(
                         name=s.name,
@@ -1025,7 +1079,7 @@ def _consumer_dump(c: ConsumerStats) -> dict[str, Any]:
 def _topic_dump(t: TopicStats) -> dict[str, Any]:
     return {
         "publishers": [],
-        "replication": {},
+        "replication": {c: {"connected": True} for c in t.replication_clusters},
         "subscriptions": {
             s.name: {
                 "consumers": [_consumer_dump(c) for c in s.consumers],
@@ -1046,6 +1100,7 @@ def _topic_dump(t: TopicStats) -> dict[str, Any]:
         "msgThroughputOut": t.msg_throughput_out,
         "storageSize": t.storage_size,
         "backlogSize": t.backlog_size,
+        **({} if t.deduplication is None else {"deduplicationStatus": "Enabled" if t.deduplication else "Disabled"}),
     }
 
 

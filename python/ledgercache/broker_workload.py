@@ -33,7 +33,13 @@ How each field of the stats becomes the workload (the rules are here, once):
   A consumer that dispatched nothing (no permits, say) reads at :data:`STALLED_RATE`: it is
   connected but stalled, as a slow consumer with no permits is.
 - A subscription without consumers never reads (its type may be ``None``: Pulsar writes that for
-  a subscription without a dispatcher; it is simulated as Exclusive). Exclusive and Failover subscriptions deliver to
+  a subscription without a dispatcher; it is simulated as Exclusive): its cursor opens at the end
+  at time 0, whatever its backlog, as a subscription created through the admin API is
+  (``PersistentTopic.createSubscription``), and stays active (noted when it has a backlog).
+- A topic's ``deduplicationStatus`` (``Enabled``/``Recovering``; ``Disabled``/``Removing``) is its
+  ``deduplication``: the ``pulsar.dedup`` cursor (see :mod:`ledgercache.workload`, "Readers"); its
+  ``replication`` section's clusters are its ``replicationClusters``, each a
+  ``pulsar.repl.<cluster>`` cursor reading at the tail. Exclusive and Failover subscriptions deliver to
   one consumer: the busiest one is listed first (the generator's active consumer) and gets the
   subscription's whole rate.
 - ``redeliveryRate`` is ``msgRateRedeliver / msgRateOut`` (at most 0.5), redelivered after the

@@ -74,8 +74,11 @@ Driver files (``driver=`` here, ``--driver`` on the command line): an OMB Pulsar
 ``producer.batchingMaxPublishDelayMs``, ``producer.batchingMaxBytes``, ``consumer.receiverQueueSize``
 and ``consumer.subscriptionType`` become the settings of the same name; keys the file leaves out
 get the driver's Java defaults (``PulsarProducerConfig``: ``batchingMaxBytes`` 1048576, ...).
-Ignored: ``name``; ``client`` (connections, threads, TLS, authentication, the namespace; its
-``persistence`` shapes bookie writes, and deduplication does not change reads);
+``client.persistence.deduplicationEnabled: true`` (OMB's ``pulsar-effectively-once.yaml``: the
+driver turns deduplication on for its namespace) becomes ``brokerDeduplicationEnabled``: each topic
+gets the ``pulsar.dedup`` cursor, which changes what the cache keeps (see "Readers" below).
+Ignored: ``name``; the rest of ``client`` (connections, threads, TLS, authentication, the
+namespace; ``persistence``'s quorums shape bookie writes);
 ``producer.blockIfQueueFull`` and ``producer.pendingQueueSize`` (the lab's producers never queue:
 the ingest capacity caps the rate instead). ``driverClass`` must be OMB's Pulsar driver; other
 keys are errors. An OMB workload file given without a driver gets the values of OMB's own
@@ -187,6 +190,30 @@ While a topic is away its producer holds what it sends (up to the Java client's 
 limit, then it blocks) and sends it at the load; nothing is read. A moved partition stays with the
 simulation of the broker it started on: ``broker=b`` gives the rows of the partitions that start
 on broker ``b``, whichever broker they move to.
+Readers a broker opens besides the consumers' subscriptions, and the bytes it caches (Rust
+``readers.rs``, ``metadata.rs``; ``docs/fidelity.md`` "Readers a broker opens, and the bytes it
+caches"):
+
+- ``brokerDeduplicationEnabled`` (false; broker.conf) and ``brokerDeduplicationEntriesInterval``
+  (1000; broker.conf): each partition gets the ``pulsar.dedup`` cursor, opened at the end when the
+  topic starts (``MessageDeduplication``); it never reads and mark-deletes the last persisted entry
+  every interval entries (its snapshot). It is active for ever, so PIP-430 counts one expected
+  read per entry nobody makes, and 4.0 always has an active cursor near the tail.
+- ``adminSubscriptionsPerTopic`` (0): subscriptions created through the admin API
+  (``admin-sub-<i>``) that no consumer joins: opened at the end, never read.
+- ``replicationClusters`` (0): remote clusters each partition replicates to; each a
+  ``pulsar.repl.cluster-<n>`` cursor read as a tailing reader (``PersistentReplicator``: reads of
+  ``readBatchSize`` entries, acknowledged as the remote sends complete), twice as fast as the
+  partition's publishing.
+- ``messageMetadata`` (true): an entry's size is its stored length, as ``RangeEntryCacheImpl``
+  charges the cache: magic, checksum and the ``MessageMetadata`` the Java client writes, and per
+  message of a batch its size and ``SingleMessageMetadata``. false: the payloads alone (the
+  lab before issue 61).
+
+A topic of ``topicDetails`` may carry its own ``deduplication`` (true/false, over
+``brokerDeduplicationEnabled``) and ``replicationClusters`` (a list of cluster names, over
+``replicationClusters``); admin subscriptions there are subscriptions with no ``consumerRates``.
+Subscription names ``pulsar.dedup`` and ``pulsar.repl.*`` are the broker's own and refused.
 
 Per-topic workloads: ``topicDetails`` (``topic_details``) simulates a broker's topics, each
 different (say, from its topic stats), instead of the homogeneous shape above. A list of topics,
@@ -285,7 +312,11 @@ BROKER_CONF_KEYS = (
     "managedLedgerMaxSizePerLedgerMbytes",
     "managedLedgerMinLedgerRolloverTimeMinutes",
     "managedLedgerMaxLedgerRolloverTimeMinutes",
+    "brokerDeduplicationEnabled",
+    "brokerDeduplicationEntriesInterval",
 )
+# broker.conf keys that are true/false rather than numbers.
+_BROKER_CONF_FLAGS = frozenset({"brokerDeduplicationEnabled"})
 # The memory a workload's simulation may take unless ``memory_budget`` says otherwise (4 GiB: a
 # laptop's share; OMB's largest files need about 1 GiB, see the docs' lab page, "Workloads").
 DEFAULT_MEMORY_BUDGET = 4 << 30
@@ -351,8 +382,9 @@ _DRIVER_KEYS: dict[str, dict[str, tuple[str | None, Any]]] = {
     },
 }
 # Top-level keys ignored: ``name``; ``client`` (connections, threads, TLS, authentication, the
-# namespace, and ``persistence``: ensemble and quorums shape bookie writes, not the broker cache;
-# deduplication does not change reads). ``driverClass`` must be OMB's Pulsar driver.
+# namespace, and ``persistence``: ensemble and quorums shape bookie writes, not the broker cache)
+# except ``client.persistence.deduplicationEnabled`` (:func:`_driver_deduplication`).
+# ``driverClass`` must be OMB's Pulsar driver.
 _DRIVER_IGNORED = frozenset({"name", "client", "driverClass"})
 _PULSAR_DRIVER_CLASS = "io.openmessaging.benchmark.driver.pulsar.PulsarBenchmarkDriver"
 
@@ -539,16 +571,22 @@ def load_spec(spec: Spec) -> dict[str, Any]:
     return normalize(_read_mapping(path, "spec"), source=str(path))
 
 
-def settings_from_broker_conf(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, int | float]:
+def settings_from_broker_conf(source: str | os.PathLike[str] | Mapping[str, Any]) -> dict[str, int | float | bool]:
     """The workload settings a broker's ``broker.conf`` gives (a path, or a mapping of its keys):
-    each of :data:`BROKER_CONF_KEYS` it sets, as a number. An empty value is the broker's default
+    each of :data:`BROKER_CONF_KEYS` it sets, as a number (``brokerDeduplicationEnabled`` as true or
+    false, as Pulsar's ``FieldParser`` reads a boolean). An empty value is the broker's default
     (left out); one that is not a number is an :class:`~ledgercache.InvalidArgumentError` naming the
     key. Pass them as a spec's settings (``calibrate`` does, with its ``broker_conf``)."""
     pairs = dict(_native.read_broker_conf(source if isinstance(source, Mapping) else os.fspath(source)))
-    settings: dict[str, int | float] = {}
+    settings: dict[str, int | float | bool] = {}
     for key in BROKER_CONF_KEYS:
         raw = pairs.get(key, "").strip()
         if not raw:
+            continue
+        if key in _BROKER_CONF_FLAGS:
+            if raw.lower() not in ("true", "false"):
+                raise InvalidArgumentError(f"invalid broker.conf: {key}={raw!r} is not true or false")
+            settings[key] = raw.lower() == "true"
             continue
         try:
             settings[key] = int(raw)
@@ -584,7 +622,35 @@ def load_driver(driver: Spec) -> dict[str, Any]:
     for key in raw:
         if key not in _DRIVER_KEYS and key not in _DRIVER_IGNORED:
             raise UnknownSettingError(f"{source}: unknown driver setting {key!r}")
+    if _driver_deduplication(raw.get("client"), source):
+        out["brokerDeduplicationEnabled"] = True
     return normalize(out, source=source)
+
+
+def _driver_deduplication(client: Any, source: str) -> bool:
+    """``client.persistence.deduplicationEnabled``: OMB's ``PulsarBenchmarkDriver.initialize``
+    sets the namespace's deduplication status from it (``setDeduplicationStatus``), so every topic
+    of the benchmark gets the ``pulsar.dedup`` cursor. Absent: off (``PulsarClientConfig``'s
+    default), and the spec's own ``brokerDeduplicationEnabled`` decides."""
+    if client is None:
+        return False
+    if not isinstance(client, Mapping):
+        raise InvalidArgumentError(f"{source}: client: expected a mapping, got {type(client).__name__}")
+    persistence = client.get("persistence")
+    if persistence is None:
+        return False
+    if not isinstance(persistence, Mapping):
+        raise InvalidArgumentError(
+            f"{source}: client.persistence: expected a mapping, got {type(persistence).__name__}"
+        )
+    value = persistence.get("deduplicationEnabled", False)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(
+            f"{source}: client.persistence.deduplicationEnabled: expected true or false, got {value!r}"
+        )
+    return value
 
 
 def resolve(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:
@@ -959,14 +1025,20 @@ def workload_and_notes(
                 )
             if not s.consumers and s.msg_backlog:
                 notes.append(
-                    f"{where}: no consumer, so nothing reads it: its backlog is everything published since it opened"
+                    f"{where}: no consumer, so nothing reads it: simulated as a cursor opened at the end that never "
+                    f"reads (its backlog of {s.msg_backlog} entries is not in the trace)"
                 )
         if rate == 0 and any(s.msg_backlog for s in t.subscriptions):
             notes.append(
                 f"{t.name}: a backlog but no publishing: its reads are not simulated (a trace holds "
                 f"only entries it publishes)"
             )
-        topics.append({"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs})
+        topic: dict[str, Any] = {"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs}
+        if t.deduplication is not None:
+            topic["deduplication"] = t.deduplication
+        if t.replication_clusters:
+            topic["replicationClusters"] = list(t.replication_clusters)
+        topics.append(topic)
     if not any(t["producerRate"] > 0 or t["subscriptions"] for t in topics):
         raise InvalidArgumentError(
             "invalid stats: no persistent topic publishes or has a subscription: nothing to simulate"
@@ -1052,7 +1124,9 @@ def _subscription(
     backlog = s.msg_backlog * per_entry
     lags = _lags(backlog, len(consumers), queue, rate_in)
     total = s.msg_rate_out if lags else max(s.msg_rate_out, rate_in) * headroom
-    start = min(backlog / rate_in, max_lag_s) if lags and rate_in > 0 else 0.0
+    # Without a consumer nothing reads it: a cursor opened at the end, as an admin-created
+    # subscription is (`PersistentTopic.createSubscription`), whatever its backlog.
+    start = min(backlog / rate_in, max_lag_s) if lags and rate_in > 0 and consumers else 0.0
     rates: list[float] = []
     if consumers:
         if s.type in _SINGLE:

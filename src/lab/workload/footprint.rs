@@ -60,8 +60,9 @@ impl WorkloadSpec {
             return self.footprint_topics(topics);
         }
         let partitions = self.partitions();
-        let cursors_per_partition =
-            self.subscriptions_per_topic as u64 + self.catch_up_readers as u64;
+        let cursors_per_partition = self.subscriptions_per_topic as u64
+            + self.catch_up_readers as u64
+            + self.readers.cursors_per_partition();
         let cursors = partitions.saturating_mul(cursors_per_partition);
         let consumers = partitions
             .saturating_mul(self.subscriptions_per_topic as u64)

@@ -445,6 +445,7 @@ mod tests {
                         )
                     })
                     .collect(),
+                readers: Default::default(),
             })
             .collect();
         let mut d = detailed(topics, 0.2);
@@ -466,21 +467,28 @@ mod tests {
                 producer_rate: 2000.0,
                 message_size: 100,
                 subscriptions: vec![],
+                readers: Default::default(),
             },
             TopicDetail {
                 name: "b".into(),
                 producer_rate: 200.0,
                 message_size: 5000,
                 subscriptions: vec![],
+                readers: Default::default(),
             },
             TopicDetail {
                 name: "quiet".into(),
                 producer_rate: 0.0,
                 message_size: 5000,
                 subscriptions: vec![sub("s", SubscriptionType::Exclusive, &[10.0], 0.0)],
+                readers: Default::default(),
             },
         ];
-        let ev = generate(&detailed(topics, 0.5), 1);
+        // Payloads alone: the metadata Pulsar stores with them is `metadata.rs`'s to test.
+        let mut spec = detailed(topics, 0.5);
+        spec.set("message_metadata", &SettingValue::Bool(false))
+            .unwrap();
+        let ev = generate(&spec, 1);
         let (mut messages, mut bytes) = ([0i64; 3], [0i64; 3]);
         for i in 0..ev.len() {
             if ev.op[i] == "add" {
@@ -514,6 +522,7 @@ mod tests {
                     sub("a", kind, &[100.0; 1000], 0.0),
                     sub("b", kind, &[5.0; 3], 30.0),
                 ],
+                readers: Default::default(),
             }];
             for minutes in [1e9, 2.0] {
                 let spec = detailed(topics.clone(), minutes);
@@ -539,6 +548,7 @@ mod tests {
             producer_rate: 100.0,
             message_size: 100,
             subscriptions: vec![sub("s", SubscriptionType::Exclusive, &[200.0], 0.0)],
+            readers: Default::default(),
         }];
         let mut many = detailed(topics.clone(), 0.05);
         many.set("brokers", &SettingValue::Int(20_000)).unwrap();
@@ -564,6 +574,7 @@ mod tests {
                 sub("slow", SubscriptionType::Failover, &[100.0], 0.0),
                 sub("fast", SubscriptionType::Exclusive, &[2000.0], 0.0),
             ],
+            readers: Default::default(),
         }];
         let ev = generate(&detailed(topics, 1.0), 2);
         let cursor = |name: &str| ev.cursor_names.iter().position(|c| c == name).unwrap() as u32;

@@ -179,9 +179,9 @@ impl Sim {
         {
             self.prune_index(p);
         }
+        let idx = self.parts[p].published;
+        let size = self.entry_bytes(p, n);
         let part = &mut self.parts[p];
-        let idx = part.published;
-        let size = n * part.message_size;
         part.first_msg.first.push(part.messages_published);
         part.messages_published += n;
         part.bytes_published += size;
@@ -193,6 +193,7 @@ impl Sim {
             ..Row::new("add", None, Some(idx))
         };
         self.emit(t, p, row);
+        self.dedup_persisted(t, p, idx);
         for s in 0..self.parts[p].subs.len() {
             let sub = &self.parts[p].subs[s];
             match sub.waiting {

@@ -164,6 +164,9 @@ pub struct WorkloadSpec {
     /// Pulsar's managedLedgerNewEntriesCheckDelayInMillis: a read parked at the end of the topic
     /// looks for new entries again after this long, then waits to be woken by the next entry.
     pub managed_ledger_new_entries_check_delay_ms: f64,
+    /// The readers a broker opens besides the subscriptions' (`super::readers`), and the bytes
+    /// it stores per entry (`super::metadata`).
+    pub readers: Readers,
     /// `topicDetails`: a broker's topics, each different (one partition each, in this order,
     /// placed round-robin over the brokers). `None`: the homogeneous shape above (`topics` x
     /// `partitions_per_topic` identical partitions). Set with [`WorkloadSpec::set_topic_details`];
@@ -172,6 +175,43 @@ pub struct WorkloadSpec {
     /// The first shape setting given with [`WorkloadSpec::set`] (they conflict with
     /// `topic_details`).
     shape_setting_given: Option<&'static str>,
+}
+
+/// The readers a broker opens on a topic besides its consumers' subscriptions, and whether entry
+/// sizes carry Pulsar's metadata bytes (see `super::readers`, `super::metadata`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Readers {
+    /// broker.conf `brokerDeduplicationEnabled`: each topic has the `pulsar.dedup` cursor.
+    pub deduplication: bool,
+    /// broker.conf `brokerDeduplicationEntriesInterval`: entries between its snapshots.
+    pub deduplication_entries_interval: u32,
+    /// Subscriptions created through the admin API that no consumer ever joins, per topic.
+    pub admin_subscriptions_per_topic: u32,
+    /// Remote clusters each partition replicates to (a `pulsar.repl.<cluster>` cursor each).
+    pub replication_clusters: u32,
+    /// An entry's size includes the metadata Pulsar stores with it; false: payloads only.
+    pub message_metadata: bool,
+}
+
+impl Default for Readers {
+    fn default() -> Self {
+        Readers {
+            deduplication: false,
+            deduplication_entries_interval: 1000,
+            admin_subscriptions_per_topic: 0,
+            replication_clusters: 0,
+            message_metadata: true,
+        }
+    }
+}
+
+/// A topic's own readers in `topicDetails` (`None`: the spec's setting).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TopicReaders {
+    /// The topic's deduplication status (a namespace or topic policy, a broker's stats).
+    pub deduplication: Option<bool>,
+    /// The remote clusters it replicates to, by name.
+    pub replication_clusters: Option<Vec<String>>,
 }
 
 /// One topic of `topicDetails`: one partition (managed ledger) of the simulation.
@@ -184,6 +224,8 @@ pub struct TopicDetail {
     /// Bytes per message.
     pub message_size: u32,
     pub subscriptions: Vec<SubscriptionDetail>,
+    /// Its deduplication status and replication clusters, when they are its own.
+    pub readers: TopicReaders,
 }
 
 /// One subscription of a [`TopicDetail`].
@@ -296,6 +338,7 @@ impl Default for WorkloadSpec {
             key_shared_replica_points: 100,
             active_consumer_failover_delay_ms: 1000.0,
             managed_ledger_new_entries_check_delay_ms: 10.0,
+            readers: Readers::default(),
             topic_details: None,
             shape_setting_given: None,
         }
@@ -409,7 +452,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 62] = [
+pub const SPEC_NAMES: [&str; 67] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -472,6 +515,11 @@ pub const SPEC_NAMES: [&str; 62] = [
     "broker_ingest_bytes_per_second",
     "broker_ingest_messages_per_second",
     "topic_details",
+    "broker_deduplication_enabled",
+    "broker_deduplication_entries_interval",
+    "admin_subscriptions_per_topic",
+    "replication_clusters",
+    "message_metadata",
 ];
 
 fn subscription_type(name: &str, v: &str) -> Result<SubscriptionType> {
@@ -658,6 +706,16 @@ impl WorkloadSpec {
             "managed_ledger_new_entries_check_delay_in_millis" => {
                 self.managed_ledger_new_entries_check_delay_ms = non_negative(key, v)?
             }
+            "broker_deduplication_enabled" => self.readers.deduplication = flag(key, v)?,
+            // Pulsar takes a snapshot once the counter reaches the interval: 0 acts as 1.
+            "broker_deduplication_entries_interval" => {
+                self.readers.deduplication_entries_interval = count(key, v, 1)?
+            }
+            "admin_subscriptions_per_topic" => {
+                self.readers.admin_subscriptions_per_topic = count(key, v, 0)?
+            }
+            "replication_clusters" => self.readers.replication_clusters = count(key, v, 0)?,
+            "message_metadata" => self.readers.message_metadata = flag(key, v)?,
             _ => {
                 return Err(Error::UnknownSetting {
                     key: key.to_string(),
@@ -763,7 +821,14 @@ fn fields<'a>(
 }
 
 /// The keys of a `topicDetails` topic.
-pub const TOPIC_KEYS: [&str; 4] = ["name", "producer_rate", "message_size", "subscriptions"];
+pub const TOPIC_KEYS: [&str; 6] = [
+    "name",
+    "producer_rate",
+    "message_size",
+    "subscriptions",
+    "deduplication",
+    "replication_clusters",
+];
 /// The keys of a `topicDetails` topic's subscription.
 pub const SUBSCRIPTION_KEYS: [&str; 5] = [
     "name",
@@ -782,6 +847,12 @@ fn subscription_detail(path: &str, v: &DetailValue) -> Result<SubscriptionDetail
     )?;
     let at = |k: &str| format!("{path}.{k}");
     let name = name_of(&at("name"), f[0].expect("required"))?;
+    if let Some(whose) = super::readers::reserved(&name) {
+        return Err(detail_error(format!(
+            "{}: {name:?} is {whose}: the broker keeps it for its own cursor",
+            at("name")
+        )));
+    }
     let kind = match f[1].expect("required") {
         DetailValue::Scalar(SettingValue::Str(s)) => subscription_type(&at("type"), s)?,
         other => {
@@ -853,11 +924,43 @@ fn topic_detail(path: &str, v: &DetailValue) -> Result<TopicDetail> {
             subscriptions.push(sub);
         }
     }
+    let deduplication = match f[4] {
+        Some(DetailValue::Scalar(v)) => Some(flag(&at("deduplication"), v)?),
+        Some(other) => {
+            return Err(detail_error(format!(
+                "{}: expected true or false, got {}",
+                at("deduplication"),
+                kind_of(other)
+            )))
+        }
+        None => None,
+    };
+    let replication_clusters = match f[5] {
+        Some(v) => {
+            let path = at("replication_clusters");
+            let mut clusters: Vec<String> = Vec::new();
+            for (c, item) in list(&path, v)?.iter().enumerate() {
+                let cluster = name_of(&format!("{path}[{c}]"), item)?;
+                if clusters.contains(&cluster) {
+                    return Err(detail_error(format!(
+                        "{path}[{c}]: {cluster:?} is given twice"
+                    )));
+                }
+                clusters.push(cluster);
+            }
+            Some(clusters)
+        }
+        None => None,
+    };
     Ok(TopicDetail {
         name,
         producer_rate,
         message_size,
         subscriptions,
+        readers: TopicReaders {
+            deduplication,
+            replication_clusters,
+        },
     })
 }
 

@@ -11,6 +11,7 @@ use super::events::EventColumns;
 use super::generate::{minutes_us, Names, Sim, Task};
 use super::lifecycle::{Life, PartLife};
 use super::producer::{producer_streams, ProducerStream};
+use super::readers::{self, Dedup};
 use super::rng::Rng;
 use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::broker::ledger::rollover::{OpenLedger, Rollover};
@@ -43,6 +44,8 @@ pub(super) struct Partition {
     pub(super) subs: Vec<Sub>,
     /// Its part in the broker's life (restarts, moves, storms), when the spec has one.
     pub(super) life: Option<PartLife>,
+    /// Its `pulsar.dedup` cursor, with deduplication on.
+    pub(super) dedup: Option<Dedup>,
 }
 
 /// A partition's ledgers: where each starts (in entries published), and the one taking appends.
@@ -228,8 +231,15 @@ pub(super) fn partition_index_of(name: &str) -> Option<usize> {
 /// homogeneous shape (`topics` x `partitions_per_topic` identical partitions) or `topic_details`.
 pub(super) fn partition_plans(spec: &WorkloadSpec) -> Box<dyn Iterator<Item = PartitionPlan> + '_> {
     match &spec.topic_details {
-        Some(topics) => Box::new(detailed_plans(topics)),
-        None => Box::new(homogeneous_plans(spec)),
+        Some(topics) => Box::new(
+            detailed_plans(topics)
+                .zip(topics)
+                .map(move |(p, t)| readers::with_readers(spec, p, &t.readers)),
+        ),
+        None => Box::new(
+            homogeneous_plans(spec)
+                .map(move |p| readers::with_readers(spec, p, &Default::default())),
+        ),
     }
 }
 
@@ -423,6 +433,10 @@ impl Sim {
                     producers,
                     producer_interval_us,
                     route_period,
+                    dedup: subs
+                        .iter()
+                        .position(|s| names_dedup(&out.cursor_names, s.cursor))
+                        .map(|sub| Dedup { sub, counter: 0 }),
                     subs,
                     life: spec.has_lifecycle().then(|| {
                         let per_topic = match spec.topic_details {
@@ -531,4 +545,9 @@ impl Sim {
         };
         (sim, names)
     }
+}
+
+/// Whether `cursor` is the deduplication cursor (a name no subscription may take).
+fn names_dedup(names: &[String], cursor: u32) -> bool {
+    names[cursor as usize] == readers::DEDUP_CURSOR
 }
