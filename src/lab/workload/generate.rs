@@ -76,6 +76,8 @@ pub(super) enum Task {
     /// subscription's `start_seconds`): (partition, subscription).
     OpenAtFirst(u32, u32),
     CatchUp(u32, u32),
+    /// The broker's periodic check for ledgers to trim ([`Sim::retention_tick`]).
+    Retention,
 }
 
 pub(super) struct Sim {
@@ -117,7 +119,7 @@ impl Sim {
         if at <= self.end_us {
             self.seq += 1;
             self.queue.push(Reverse((at, self.seq, task)));
-            if !matches!(task, Task::Ack(..)) {
+            if !matches!(task, Task::Ack(..) | Task::Retention) {
                 self.other_tasks += 1;
             }
             true
@@ -175,7 +177,7 @@ impl Sim {
             self.queue.clear();
             return false;
         }
-        if !matches!(task, Task::Ack(..)) {
+        if !matches!(task, Task::Ack(..) | Task::Retention) {
             self.other_tasks -= 1;
         }
         match task {
@@ -203,6 +205,7 @@ impl Sim {
                 self.redeliver_nacked(t, p as usize, s as usize, c as usize)
             }
             Task::Backlog => self.backlog_test(t),
+            Task::Retention => self.retention_tick(t),
             Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
             Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
             Task::Ack(p, s) => {
@@ -251,6 +254,7 @@ impl Sim {
         self.next_quiet_check_us = t.saturating_add(1_000_000);
         self.queue.iter().all(|Reverse((_, _, task))| match *task {
             Task::Ack(p, s) => self.ack_is_quiet(p as usize, s as usize),
+            Task::Retention => self.retention_is_quiet(),
             _ => false,
         })
     }

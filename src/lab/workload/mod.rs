@@ -10,8 +10,10 @@ mod estimate;
 mod events;
 mod footprint;
 mod generate;
+mod initial_backlog;
 mod negative_acks;
 mod producer;
+mod retention;
 mod rng;
 mod selector;
 mod spec;
@@ -27,7 +29,7 @@ pub use generate::{
 pub use rng::Rng;
 pub use selector::{murmur3_32, sticky_key_hash, ConsistentHashRing, NO_KEY, STICKY_KEY_HASH_MAX};
 pub use spec::{
-    DetailValue, KeyDistributor, SubscriptionDetail, SubscriptionType, TopicDetail, WorkloadSpec,
+    DetailValue, KeyDistributor, StoredBacklog, SubscriptionDetail, SubscriptionType, TopicDetail, WorkloadSpec,
     DEFAULT_BROKER_INGEST_BYTES_PER_SECOND, DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND,
     MAX_ENTRY_BYTES, SHAPE_SETTINGS, SPEC_NAMES, SUBSCRIPTION_KEYS, TOPIC_KEYS,
 };
