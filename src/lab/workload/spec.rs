@@ -873,6 +873,16 @@ fn topic_detail(path: &str, v: &DetailValue) -> Result<(TopicDetail, Option<Stor
              than {MAX_ENTRY_BYTES} bytes; lower it"
         )));
     }
+    let stored_bytes = entries
+        .checked_mul(u64::from(messages_per_entry))
+        .and_then(|m| m.checked_mul(u64::from(message_size)));
+    if stored_bytes.is_none_or(|b| b > 1 << 62) {
+        return Err(detail_error(format!(
+            "{}: {entries} entries of {messages_per_entry} messages of {message_size} bytes are \
+             more than 2^62 bytes; lower it",
+            at("backlog_entries")
+        )));
+    }
     let mut stored_subs = Vec::new();
     let mut subscriptions = Vec::new();
     if let Some(v) = f[3] {
