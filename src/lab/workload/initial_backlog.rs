@@ -22,18 +22,30 @@ use super::spec::StoredBacklog;
 use super::topology::SubStart;
 use crate::cache::position::Position;
 
-/// The most entries `backlog_entries` may give (2^50): positions, messages and bytes stay within
-/// 64 bits whatever the other values.
-pub const MAX_STORED_ENTRIES: u64 = 1 << 50;
+/// The most entries `backlog_entries` may give (2^40): positions, messages and bytes stay within
+/// 64 bits whatever the other values, and a stretch no reader reaches takes at most 512 rows.
+pub const MAX_STORED_ENTRIES: u64 = 1 << 40;
 
-/// The stored entries of a partition: entry `idx` < `entries` is entry `idx % per_ledger` of
-/// ledger `first_ledger + idx / per_ledger` and holds `messages_per_entry` messages.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// A stretch of stored ledgers alike: from entry `start`, ledgers of `per_ledger` entries (the
+/// last one may hold fewer), the first being `first_ledger`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Segment {
+    pub(super) start: u64,
+    pub(super) per_ledger: u64,
+    pub(super) first_ledger: i64,
+}
+
+/// The stored entries of a partition, 0..`entries`, each holding `messages_per_entry` messages,
+/// in `segments` (in order, the first from 0): stretches a subscription can reach are in ledgers
+/// of `managed_ledger_max_entries_per_ledger` (`per_ledger`) entries, the ones between them are
+/// one ledger each (in pieces of at most `i32::MAX` entries, a `load` row's `count`): no read goes
+/// there, so how they are split changes nothing but the rows.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct StoredPrefix {
     pub(super) entries: u64,
     pub(super) messages_per_entry: u64,
     pub(super) per_ledger: u64,
-    pub(super) first_ledger: i64,
+    pub(super) segments: Vec<Segment>,
 }
 
 impl StoredPrefix {
@@ -42,26 +54,81 @@ impl StoredPrefix {
         idx < self.entries
     }
 
+    /// The segment holding `idx` and where it ends.
+    fn segment(&self, idx: u64) -> (Segment, u64) {
+        let i = self.segments.partition_point(|g| g.start <= idx) - 1;
+        let end = self.segments.get(i + 1).map_or(self.entries, |g| g.start);
+        (self.segments[i], end)
+    }
+
     pub(super) fn position(&self, idx: u64) -> Position {
+        let (g, _) = self.segment(idx);
+        let within = idx - g.start;
         Position::new(
-            self.first_ledger + (idx / self.per_ledger) as i64,
-            (idx % self.per_ledger) as i64,
+            g.first_ledger + (within / g.per_ledger) as i64,
+            (within % g.per_ledger) as i64,
         )
     }
 
     /// The first entry after the stored ledger holding `idx`.
     pub(super) fn ledger_end(&self, idx: u64) -> u64 {
-        (idx / self.per_ledger + 1)
-            .saturating_mul(self.per_ledger)
-            .min(self.entries)
+        let (g, end) = self.segment(idx);
+        let k = (idx - g.start) / g.per_ledger + 1;
+        g.start.saturating_add(k.saturating_mul(g.per_ledger)).min(end)
     }
 
-    pub(super) fn ledgers(&self) -> u64 {
-        self.entries.div_ceil(self.per_ledger)
+    /// The ledger after the last stored one.
+    pub(super) fn next_ledger(&self) -> i64 {
+        match self.segments.last() {
+            Some(g) => g.first_ledger + (self.entries - g.start).div_ceil(g.per_ledger) as i64,
+            None => 0,
+        }
     }
 
     pub(super) fn messages(&self) -> u64 {
         self.entries * self.messages_per_entry
+    }
+
+    /// Each stored ledger: (its id, its first entry, its entries).
+    pub(super) fn ledgers(&self) -> impl Iterator<Item = (i64, u64, u64)> + '_ {
+        self.segments.iter().enumerate().flat_map(move |(i, g)| {
+            let end = self.segments.get(i + 1).map_or(self.entries, |n| n.start);
+            (0..(end - g.start).div_ceil(g.per_ledger)).map(move |k| {
+                let from = g.start + k * g.per_ledger;
+                (g.first_ledger + k as i64, from, g.per_ledger.min(end - from))
+            })
+        })
+    }
+
+    /// The segments for stretches `windows` (sorted, apart, on ledger boundaries of
+    /// `per_ledger`) reached by subscriptions, the rest in between as one ledger each.
+    fn laid_out(entries: u64, per_ledger: u64, first_ledger: i64, windows: &[(u64, u64)]) -> Self {
+        let mut segments = Vec::new();
+        let mut next_id = first_ledger;
+        let mut at = 0u64;
+        let mut push = |from: u64, to: u64, per: u64, segments: &mut Vec<Segment>| {
+            if to > from {
+                segments.push(Segment {
+                    start: from,
+                    per_ledger: per,
+                    first_ledger: next_id,
+                });
+                next_id += (to - from).div_ceil(per) as i64;
+            }
+        };
+        let gap_piece = i32::MAX as u64;
+        for &(from, to) in windows {
+            push(at, from, gap_piece.min(from - at).max(1), &mut segments);
+            push(from, to, per_ledger, &mut segments);
+            at = to;
+        }
+        push(at, entries, gap_piece.min(entries - at).max(1), &mut segments);
+        StoredPrefix {
+            entries,
+            messages_per_entry: 1,
+            per_ledger,
+            segments,
+        }
     }
 }
 
@@ -79,23 +146,20 @@ impl Sim {
     /// continue after them, and its ledgers after theirs.
     pub(super) fn store_backlog(&mut self, p: usize, stored: &StoredBacklog) {
         let per_ledger = u64::from(self.spec.max_entries_per_ledger).max(1);
+        let windows = self.reachable(p, stored.entries, per_ledger);
         let part = &mut self.parts[p];
         let prefix = StoredPrefix {
-            entries: stored.entries,
             messages_per_entry: u64::from(stored.messages_per_entry),
-            per_ledger,
-            first_ledger: part.ledgers.base_id,
+            ..StoredPrefix::laid_out(stored.entries, per_ledger, part.ledgers.base_id, &windows)
         };
-        part.ledgers.prefix = prefix;
-        part.ledgers.first_id = prefix.first_ledger + prefix.ledgers() as i64;
+        part.ledgers.first_id = prefix.next_ledger();
         part.ledgers.starts = [prefix.entries].into();
-        part.first_msg.prefix = prefix;
+        part.first_msg.stored = (prefix.entries, prefix.messages_per_entry);
         part.first_msg.base = prefix.entries;
         part.published = prefix.entries;
         part.messages_published = prefix.messages();
         part.bytes_published = prefix.messages() * part.message_size;
-        for s in 0..part.subs.len() {
-            let sub = &mut part.subs[s];
+        for sub in part.subs.iter_mut() {
             let at = match sub.start {
                 SubStart::Stored(at) => at,
                 // Opens at the end: nothing stored is its to read.
@@ -106,12 +170,13 @@ impl Sim {
             sub.rewind_to = at;
             sub.acked_upto = at.checked_sub(1);
         }
+        part.ledgers.prefix = prefix;
     }
 
     /// The first entry subscription `s` can reach in partition `p`'s stored ledgers (0 without
     /// any): the first entry of the ledger it opens in.
     pub(super) fn stored_floor(&self, p: usize, s: usize) -> u64 {
-        let prefix = self.parts[p].ledgers.prefix;
+        let prefix = &self.parts[p].ledgers.prefix;
         if prefix.entries == 0 {
             return 0;
         }
@@ -122,33 +187,32 @@ impl Sim {
         }
     }
 
-    /// The stored entries [from, to) of partition `p` that its subscriptions can reach in the run.
-    fn reachable(&self, p: usize) -> Vec<(u64, u64)> {
+    /// The stored entries [from, to) of partition `p` (of `entries` in ledgers of `per_ledger`)
+    /// that its subscriptions can reach in the run, on ledger boundaries, sorted and apart.
+    fn reachable(&self, p: usize, entries: u64, per_ledger: u64) -> Vec<(u64, u64)> {
         let part = &self.parts[p];
-        let prefix = part.ledgers.prefix;
         let run_us = self.end_us as f64;
-        let mut windows: Vec<(u64, u64)> = (0..part.subs.len())
-            .filter_map(|s| {
-                let sub = &part.subs[s];
-                let from = self.stored_floor(p, s);
-                if from >= prefix.entries {
-                    return None;
-                }
+        let ledger_end = |idx: u64| (idx / per_ledger + 1).saturating_mul(per_ledger).min(entries);
+        let mut windows: Vec<(u64, u64)> = part
+            .subs
+            .iter()
+            .filter_map(|sub| {
+                let start = match sub.start {
+                    SubStart::Stored(at) => at,
+                    SubStart::AtFirst(_) | SubStart::CatchUp(_) => 0,
+                    SubStart::Tail => return None,
+                };
                 // Messages processed, plus each consumer's prefetch: at least that many entries
                 // (an entry holds one message or more) from where it opens.
                 let speed: f64 = sub.consumers.iter().map(|c| c.speed).sum();
                 let prefetch = (u64::from(self.spec.receiver_queue_size)
                     + u64::from(self.spec.read_batch_size))
                 .saturating_mul(sub.consumers.len() as u64);
-                let start = match sub.start {
-                    SubStart::Stored(at) => at,
-                    _ => 0,
-                };
                 // Saturating: a huge rate or duration reaches the end of what is stored.
                 let reach = ((speed * run_us).ceil() as u64).saturating_add(prefetch);
-                Some((from, start.saturating_add(reach).max(start + 1)))
+                let last = start.saturating_add(reach).min(entries - 1);
+                Some((start / per_ledger * per_ledger, ledger_end(last)))
             })
-            .map(|(from, to)| (from, prefix.ledger_end(to.min(prefix.entries) - 1)))
             .collect();
         windows.sort_unstable();
         let mut merged: Vec<(u64, u64)> = Vec::with_capacity(windows.len());
@@ -161,63 +225,42 @@ impl Sim {
         merged
     }
 
-    /// Writes partition `p`'s `load` rows at time 0 (one per stored ledger a subscription can
-    /// reach) and hands every stored ledger to retention, which may trim them.
+    /// Writes partition `p`'s `load` rows at time 0, one per stored ledger, and hands the stored
+    /// ledgers to retention, which may trim them.
     pub(super) fn write_loads(&mut self, p: usize) {
-        let prefix = self.parts[p].ledgers.prefix;
-        if prefix.entries == 0 {
-            return;
-        }
-        let entry_bytes = prefix.messages_per_entry * self.parts[p].message_size;
-        let size = entry_bytes.min(i32::MAX as u64) as i32;
-        let mut next = 0u64;
-        let mut runs = Vec::new();
-        // Ledgers from `from` (a ledger's first entry) to `to` (one's end or the stored end).
-        let run = |from: u64, to: u64, written: bool, runs: &mut Vec<Closed>| {
-            let per = prefix.per_ledger;
-            let full_to = to - (to % per);
-            if full_to > from {
-                runs.push(Closed {
-                    first_id: prefix.position(from).ledger_id,
-                    count: (full_to - from) / per,
-                    first_end: from + per,
-                    entries_each: per,
-                    bytes_each: per * entry_bytes,
-                    closed_us: 0,
-                    written,
-                });
-            }
-            if to > full_to.max(from) {
-                let from = full_to.max(from);
-                runs.push(Closed {
-                    first_id: prefix.position(from).ledger_id,
-                    count: 1,
-                    first_end: to,
-                    entries_each: to - from,
-                    bytes_each: (to - from) * entry_bytes,
-                    closed_us: 0,
-                    written,
-                });
-            }
-        };
-        for (from, to) in self.reachable(p) {
-            run(next, from, false, &mut runs);
-            run(from, to, true, &mut runs);
-            next = to;
-        }
-        run(next, prefix.entries, false, &mut runs);
-        for r in runs.iter().filter(|r| r.written) {
-            for k in 0..r.count {
-                let first = r.first_end - r.entries_each + k * r.entries_each;
+        let prefix = std::mem::take(&mut self.parts[p].ledgers.prefix);
+        if prefix.entries > 0 {
+            let entry_bytes = prefix.messages_per_entry * self.parts[p].message_size;
+            let size = entry_bytes.min(i32::MAX as u64) as i32;
+            let (broker, topic) = (self.parts[p].broker, self.parts[p].topic);
+            let mut runs: Vec<Closed> = Vec::new();
+            for (id, from, entries) in prefix.ledgers() {
                 let row = Row {
-                    count: r.entries_each.min(i32::MAX as u64) as i32,
+                    count: entries as i32,
                     size,
-                    ..Row::new("load", None, Some(first))
+                    ..Row::new("load", None, None)
                 };
-                self.emit(0, p, row);
+                self.out
+                    .push(0, broker, topic, row, Some(Position::new(id, 0)));
+                // Ledgers alike in a row make one run.
+                match runs.last_mut() {
+                    Some(r) if r.entries_each == entries && r.first_id + r.count as i64 == id => {
+                        r.count += 1
+                    }
+                    _ => runs.push(Closed {
+                        first_id: id,
+                        count: 1,
+                        first_end: from + entries,
+                        entries_each: entries,
+                        bytes_each: entries * entry_bytes,
+                        closed_us: 0,
+                        written: true,
+                    }),
+                }
             }
+            self.parts[p].retention.closed.extend(runs);
         }
-        self.parts[p].retention.closed.extend(runs);
+        self.parts[p].ledgers.prefix = prefix;
     }
 }
 
@@ -227,17 +270,24 @@ mod tests {
 
     #[test]
     fn stored_positions_follow_from_arithmetic() {
-        let prefix = StoredPrefix {
-            entries: 250,
-            messages_per_entry: 3,
-            per_ledger: 100,
-            first_ledger: 7,
-        };
+        // Reached: entries [100, 300) in ledgers of 100; the rest one ledger each.
+        let mut prefix = StoredPrefix::laid_out(450, 100, 7, &[(100, 300)]);
+        prefix.messages_per_entry = 3;
         assert_eq!(prefix.position(0), Position::new(7, 0));
-        assert_eq!(prefix.position(199), Position::new(8, 99));
-        assert_eq!(prefix.position(249), Position::new(9, 49));
+        assert_eq!(prefix.position(99), Position::new(7, 99));
+        assert_eq!(prefix.position(199), Position::new(9, 99));
+        assert_eq!(prefix.position(449), Position::new(10, 149));
         assert_eq!(prefix.ledger_end(120), 200);
-        assert_eq!(prefix.ledger_end(249), 250);
-        assert_eq!((prefix.ledgers(), prefix.messages()), (3, 750));
+        assert_eq!(prefix.ledger_end(320), 450);
+        assert_eq!((prefix.next_ledger(), prefix.messages()), (11, 1350));
+        let ledgers: Vec<_> = prefix.ledgers().collect();
+        assert_eq!(
+            ledgers,
+            [(7, 0, 100), (8, 100, 100), (9, 200, 100), (10, 300, 150)]
+        );
+        // A stretch past i32::MAX entries goes in pieces a row's count can hold.
+        let huge = StoredPrefix::laid_out(1 << 40, 100, 1, &[]);
+        assert_eq!(huge.ledgers().count(), 513);
+        assert!(huge.ledgers().all(|(_, _, n)| n <= i32::MAX as u64));
     }
 }

@@ -125,8 +125,8 @@ pub(super) struct MessageIndex {
     pub(super) first: Vec<u64>,
     /// Entries held when the index is next checked for entries to drop.
     pub(super) check_at: usize,
-    /// The entries in storage when the trace starts, below `base` at first.
-    pub(super) prefix: StoredPrefix,
+    /// (entries in storage when the trace starts, messages in each): below `base` at first.
+    pub(super) stored: (u64, u64),
 }
 
 /// The fewest entries the message index holds before it looks for entries to drop.
@@ -141,8 +141,8 @@ impl MessageIndex {
     /// Messages in entry `idx` (`total`: messages published).
     #[inline]
     pub(super) fn messages(&self, idx: u64, total: u64) -> u64 {
-        if self.prefix.holds(idx) {
-            return self.prefix.messages_per_entry;
+        if idx < self.stored.0 {
+            return self.stored.1;
         }
         let i = self.slot(idx);
         self.first.get(i + 1).copied().unwrap_or(total) - self.first[i]
@@ -150,16 +150,16 @@ impl MessageIndex {
 
     #[inline]
     pub(super) fn first_message(&self, idx: u64, total: u64) -> u64 {
-        if self.prefix.holds(idx) {
-            return idx * self.prefix.messages_per_entry;
+        if idx < self.stored.0 {
+            return idx * self.stored.1;
         }
         self.first.get(self.slot(idx)).copied().unwrap_or(total)
     }
 
     /// The entry holding message `msg`, which was published.
     pub(super) fn entry_of(&self, msg: u64) -> u64 {
-        if msg < self.prefix.messages() {
-            return msg / self.prefix.messages_per_entry;
+        if msg < self.stored.0 * self.stored.1 {
+            return msg / self.stored.1;
         }
         debug_assert!(self.first.first().is_some_and(|&f| f <= msg));
         self.base + (self.first.partition_point(|&f| f <= msg) as u64).saturating_sub(1)
