@@ -238,6 +238,8 @@ impl Sim {
                 let row = Row {
                     count: entries as i32,
                     size,
+                    // Messages in each entry, as an add's `messages` says for its one.
+                    messages: Some(prefix.messages_per_entry.min(i32::MAX as u64) as i32),
                     ..Row::new("load", None, None)
                 };
                 self.out
