@@ -628,6 +628,8 @@ _NAMES = KNOWN | TOPIC_DETAIL_KEYS | SUBSCRIPTION_DETAIL_KEYS
 def _camel(name: str) -> str:
     if name == "consumer_backlog_size_gb":
         return "consumerBacklogSizeGB"
+    if name == "default_retention_size_in_mb":
+        return "defaultRetentionSizeInMB"
     head, *rest = name.split("_")
     return head + "".join(p.capitalize() for p in rest)
 
