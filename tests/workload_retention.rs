@@ -23,7 +23,10 @@ fn rolling(extra: &[(&str, SettingValue)]) -> WorkloadSpec {
         ("producer_rate", Float(2000.0)),
         ("batching_enabled", SettingValue::Bool(false)),
         ("managed_ledger_max_entries_per_ledger", Int(1000)),
-        ("managed_ledger_min_ledger_rollover_time_minutes", Float(0.0)),
+        (
+            "managed_ledger_min_ledger_rollover_time_minutes",
+            Float(0.0),
+        ),
         ("subscriptions_per_topic", Int(2)),
         ("test_duration_minutes", Float(0.5)),
     ]);
@@ -71,7 +74,10 @@ fn consumed_ledgers_are_deleted_with_the_default_retention() {
     let newest = *last_add.keys().max().unwrap();
     for &(ledger, at) in &deletes {
         assert!(ledger < newest);
-        assert!(last_add[&ledger] <= at, "ledger {ledger} written after its delete");
+        assert!(
+            last_add[&ledger] <= at,
+            "ledger {ledger} written after its delete"
+        );
     }
     // Each ledger once, oldest first.
     assert!(deletes.windows(2).all(|w| w[0].0 < w[1].0), "{deletes:?}");
@@ -140,12 +146,19 @@ fn a_size_quota_keeps_the_newest_ledgers() {
 #[test]
 fn a_slow_or_idle_subscription_keeps_its_ledgers() {
     let mut idle = WorkloadSpec::default();
-    idle.set_topic_details(&topics(&[("t", 2000.0, &[("fast", &[4000.0]), ("idle", &[])])]))
-        .unwrap();
+    idle.set_topic_details(&topics(&[(
+        "t",
+        2000.0,
+        &[("fast", &[4000.0]), ("idle", &[])],
+    )]))
+    .unwrap();
     for k in [
         ("batching_enabled", SettingValue::Bool(false)),
         ("managed_ledger_max_entries_per_ledger", Int(1000)),
-        ("managed_ledger_min_ledger_rollover_time_minutes", Float(0.0)),
+        (
+            "managed_ledger_min_ledger_rollover_time_minutes",
+            Float(0.0),
+        ),
         ("test_duration_minutes", Float(0.5)),
     ] {
         idle.set(k.0, &k.1).unwrap();
@@ -182,7 +195,10 @@ fn expired_ledgers_go_at_the_periodic_check() {
     let (_, deletes) = ledgers(&ev);
     // Read within ~5 s; closed at time 0, expired after 60 s; the check at 63 s deletes the ten.
     assert_eq!(deletes.len(), 10, "{deletes:?}");
-    assert!(deletes.iter().all(|&(_, at)| at == 63_000_000), "{deletes:?}");
+    assert!(
+        deletes.iter().all(|&(_, at)| at == 63_000_000),
+        "{deletes:?}"
+    );
     // The checks stop mattering once nothing can be trimmed: the run ends early (quiet).
     let stored_ledger = ev.ledger_id[rows(&ev, "load").next().unwrap()].unwrap();
     assert_eq!(deletes[0].0, stored_ledger);
@@ -205,7 +221,12 @@ fn replaying_deletes_invalidates_the_deleted_ledgers_entries() {
         with.invalidated_entries,
         without.invalidated_entries
     );
-    assert!(with.hits >= without.hits, "{} vs {}", with.hits, without.hits);
+    assert!(
+        with.hits >= without.hits,
+        "{} vs {}",
+        with.hits,
+        without.hits
+    );
     assert_eq!(with.entries_read, without.entries_read);
 }
 
@@ -241,7 +262,9 @@ fn topics(list: &[(&str, f64, &[SubSpec])]) -> DetailValue {
                                         ("type", s("Shared")),
                                         (
                                             "consumer_rates",
-                                            DetailValue::List(rates.iter().map(|&r| f(r)).collect()),
+                                            DetailValue::List(
+                                                rates.iter().map(|&r| f(r)).collect(),
+                                            ),
                                         ),
                                     ])
                                 })
@@ -271,7 +294,8 @@ fn stored(entries: u64, behind: u64, rate: f64, minutes: f64) -> WorkloadSpec {
         ("backlog_entries", DetailValue::Scalar(Int(entries as i64))),
     ]);
     let mut spec = WorkloadSpec::default();
-    spec.set_topic_details(&DetailValue::List(vec![topic])).unwrap();
+    spec.set_topic_details(&DetailValue::List(vec![topic]))
+        .unwrap();
     spec.set("test_duration_minutes", &Float(minutes)).unwrap();
     spec
 }
@@ -299,9 +323,15 @@ fn a_stored_backlog_is_loaded_and_read_at_the_consumers_rate() {
     }
     let open = rows(&ev, "open").next().unwrap();
     assert!(open > *loads.last().unwrap(), "the loads come first");
-    assert_eq!((ev.ledger_id[open], ev.entry_id[open]), (Some(first + 1), Some(0)));
+    assert_eq!(
+        (ev.ledger_id[open], ev.entry_id[open]),
+        (Some(first + 1), Some(0))
+    );
     let read: i64 = rows(&ev, "read").map(|i| i64::from(ev.count[i])).sum();
-    assert!((27_000..33_000).contains(&read), "{read} entries read in 60 s at 500/s");
+    assert!(
+        (27_000..33_000).contains(&read),
+        "{read} entries read in 60 s at 500/s"
+    );
     assert_eq!(rows(&ev, "add").count(), 0);
 }
 
@@ -324,12 +354,16 @@ fn adds_after_a_stored_backlog_go_to_a_new_ledger() {
         ("name", s("t")),
         ("producer_rate", f(1000.0)),
         ("message_size", f(100.0)),
-        ("subscriptions", DetailValue::List(vec![sub("behind", Some(2500)), sub("tail", None)])),
+        (
+            "subscriptions",
+            DetailValue::List(vec![sub("behind", Some(2500)), sub("tail", None)]),
+        ),
         ("backlog_entries", DetailValue::Scalar(Int(2500))),
         ("backlog_messages_per_entry", DetailValue::Scalar(Int(4))),
     ]);
     let mut spec = WorkloadSpec::default();
-    spec.set_topic_details(&DetailValue::List(vec![topic])).unwrap();
+    spec.set_topic_details(&DetailValue::List(vec![topic]))
+        .unwrap();
     spec.set("managed_ledger_max_entries_per_ledger", &Int(1000))
         .unwrap();
     spec.set("test_duration_minutes", &Float(0.2)).unwrap();
@@ -341,10 +375,16 @@ fn adds_after_a_stored_backlog_go_to_a_new_ledger() {
     assert!(loads.iter().all(|&i| ev.size[i] == 400));
     let last_stored = ev.ledger_id[loads[2]].unwrap();
     let add = rows(&ev, "add").next().unwrap();
-    assert_eq!((ev.ledger_id[add], ev.entry_id[add]), (Some(last_stored + 1), Some(0)));
+    assert_eq!(
+        (ev.ledger_id[add], ev.entry_id[add]),
+        (Some(last_stored + 1), Some(0))
+    );
     let opens: Vec<usize> = rows(&ev, "open").collect();
     assert_eq!(ev.entry_id[opens[0]], Some(0));
-    assert_eq!(ev.ledger_id[opens[1]], None, "the tail subscription opens at the end");
+    assert_eq!(
+        ev.ledger_id[opens[1]], None,
+        "the tail subscription opens at the end"
+    );
 }
 
 /// Bounded by the data: 10^12 entries in storage cost a row per ledger a reader reaches, and the
@@ -359,7 +399,10 @@ fn a_huge_stored_backlog_costs_rows_only_where_readers_reach() {
     let loads: Vec<usize> = rows(&ev, "load").collect();
     // 30 s at 1,000/s plus the prefetch: under a ledger of 50,000 entries; then the rest.
     assert_eq!(ev.count[loads[0]], 50_000);
-    assert_eq!(loads.len(), 1 + (1_000_000_000_000u64 - 50_000).div_ceil(i32::MAX as u64) as usize);
+    assert_eq!(
+        loads.len(),
+        1 + (1_000_000_000_000u64 - 50_000).div_ceil(i32::MAX as u64) as usize
+    );
     let stored: u64 = loads.iter().map(|&i| ev.count[i] as u64).sum();
     assert_eq!(stored, 1_000_000_000_000);
     assert!(ev.len() < 100_000, "{} rows", ev.len());

@@ -18,7 +18,7 @@
 use super::events::Row;
 use super::generate::Sim;
 use super::retention::Closed;
-use super::spec::StoredBacklog;
+use super::spec::{StoredBacklog, TopicDetail, WorkloadSpec};
 use super::topology::SubStart;
 use crate::cache::position::Position;
 
@@ -74,7 +74,9 @@ impl StoredPrefix {
     pub(super) fn ledger_end(&self, idx: u64) -> u64 {
         let (g, end) = self.segment(idx);
         let k = (idx - g.start) / g.per_ledger + 1;
-        g.start.saturating_add(k.saturating_mul(g.per_ledger)).min(end)
+        g.start
+            .saturating_add(k.saturating_mul(g.per_ledger))
+            .min(end)
     }
 
     /// The ledger after the last stored one.
@@ -95,7 +97,11 @@ impl StoredPrefix {
             let end = self.segments.get(i + 1).map_or(self.entries, |n| n.start);
             (0..(end - g.start).div_ceil(g.per_ledger)).map(move |k| {
                 let from = g.start + k * g.per_ledger;
-                (g.first_ledger + k as i64, from, g.per_ledger.min(end - from))
+                (
+                    g.first_ledger + k as i64,
+                    from,
+                    g.per_ledger.min(end - from),
+                )
             })
         })
     }
@@ -122,7 +128,12 @@ impl StoredPrefix {
             push(from, to, per_ledger, &mut segments);
             at = to;
         }
-        push(at, entries, gap_piece.min(entries - at).max(1), &mut segments);
+        push(
+            at,
+            entries,
+            gap_piece.min(entries - at).max(1),
+            &mut segments,
+        );
         StoredPrefix {
             entries,
             messages_per_entry: 1,
@@ -139,6 +150,28 @@ pub(super) fn stored_start(stored: &StoredBacklog, sub: usize) -> Option<SubStar
         .iter()
         .find(|&&(s, _)| s == sub)
         .map(|&(_, backlog)| SubStart::Stored(stored.entries - backlog))
+}
+
+impl WorkloadSpec {
+    /// The rows topic `topic` (`t`) adds over `seconds` for its stored backlog: a `load` row a
+    /// ledger read and one for each stretch between, and the reads of the subscriptions behind in
+    /// it (half a receiver queue a read, as a cursor behind reads), at their consumers' rates.
+    pub(super) fn stored_events(&self, topic: usize, t: &TopicDetail, seconds: f64) -> f64 {
+        let Some(stored) = self.stored_backlogs.iter().find(|b| b.topic == topic) else {
+            return 0.0;
+        };
+        let per_entry = f64::from(stored.messages_per_entry);
+        let per_read = (f64::from(self.receiver_queue_size) / 2.0 / per_entry)
+            .clamp(1.0, f64::from(self.read_batch_size));
+        let per_ledger = f64::from(self.max_entries_per_ledger.max(1));
+        let mut events = 0.0;
+        for &(s, backlog) in &stored.subscriptions {
+            let rate: f64 = t.subscriptions[s].consumer_rates.iter().sum();
+            let read = (rate * seconds / per_entry).min(backlog as f64);
+            events += read / per_read + read / per_ledger + 2.0;
+        }
+        events
+    }
 }
 
 impl Sim {
@@ -192,7 +225,11 @@ impl Sim {
     fn reachable(&self, p: usize, entries: u64, per_ledger: u64) -> Vec<(u64, u64)> {
         let part = &self.parts[p];
         let run_us = self.end_us as f64;
-        let ledger_end = |idx: u64| (idx / per_ledger + 1).saturating_mul(per_ledger).min(entries);
+        let ledger_end = |idx: u64| {
+            (idx / per_ledger + 1)
+                .saturating_mul(per_ledger)
+                .min(entries)
+        };
         let mut windows: Vec<(u64, u64)> = part
             .subs
             .iter()

@@ -29,9 +29,10 @@ pub use generate::{
 pub use rng::Rng;
 pub use selector::{murmur3_32, sticky_key_hash, ConsistentHashRing, NO_KEY, STICKY_KEY_HASH_MAX};
 pub use spec::{
-    DetailValue, KeyDistributor, StoredBacklog, SubscriptionDetail, SubscriptionType, TopicDetail, WorkloadSpec,
-    DEFAULT_BROKER_INGEST_BYTES_PER_SECOND, DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND,
-    MAX_ENTRY_BYTES, SHAPE_SETTINGS, SPEC_NAMES, SUBSCRIPTION_KEYS, TOPIC_KEYS,
+    DetailValue, KeyDistributor, StoredBacklog, SubscriptionDetail, SubscriptionType, TopicDetail,
+    WorkloadSpec, DEFAULT_BROKER_INGEST_BYTES_PER_SECOND,
+    DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND, MAX_ENTRY_BYTES, SHAPE_SETTINGS, SPEC_NAMES,
+    SUBSCRIPTION_KEYS, TOPIC_KEYS,
 };
 pub use stream::{trace_schema, TraceBatches, TraceStream, DEFAULT_BATCH_ROWS};
 
