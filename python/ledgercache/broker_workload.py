@@ -525,7 +525,7 @@ def _count_loads(topics: dict[str, _Topic], loads: pa.RecordBatch) -> None:
     topic's, before what it publishes: a backlog already there when the trace starts. A ledger
     seen again (a topic loaded by its next owner) is not counted twice."""
     columns = [loads.column(c).to_pylist() for c in ("topic", "ledger_id", "count", "messages")]
-    for topic, ledger, count, messages in zip(*columns):
+    for topic, ledger, count, messages in zip(*columns, strict=True):
         t = topics.setdefault(topic, _Topic())
         if ledger is None or ledger in t.ledgers:
             continue

@@ -968,7 +968,7 @@ def workload_and_notes(
                 notes.append(
                     f"{where}: no consumer, so nothing reads it: its backlog is everything published since it opened"
                 )
-        topic = {"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs}
+        topic: dict[str, Any] = {"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs}
         if rate == 0 and any(s.msg_backlog for s in t.subscriptions):
             topic["backlogMessagesPerEntry"] = _stored_messages_per_entry(t, size)
         topics.append(topic)

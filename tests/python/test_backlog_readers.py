@@ -98,7 +98,7 @@ def test_messages_an_entry_come_from_the_backlog_size():
 
 
 def test_a_huge_backlog_is_bounded_by_the_data():
-    spec, notes = w.workload_and_notes(_dump(10**12, 1000.0), test_duration_minutes=0.2)
+    spec = w.from_broker_stats(_dump(10**12, 1000.0), test_duration_minutes=0.2)
     trace = w.generate(spec, 1)
     # A row per ledger the reader reaches, the rest in pieces of at most 2^31 - 1 entries.
     assert trace.num_rows < 20_000, trace.num_rows
@@ -142,7 +142,10 @@ def test_retention_settings_take_broker_conf_names():
         "managedLedgerMinLedgerRolloverTimeMinutes": 0,
         "testDurationMinutes": 0.3,
     }
-    deletes = lambda extra: _ops(w.generate({**spec, **extra}, 1)).get("delete", 0)  # noqa: E731
+
+    def deletes(extra: dict) -> int:
+        return _ops(w.generate({**spec, **extra}, 1)).get("delete", 0)
+
     assert deletes({}) > 20  # broker.conf's defaults: consumed ledgers go
     assert deletes({"defaultRetentionTimeInMinutes": -1, "defaultRetentionSizeInMB": -1}) == 0
     assert deletes({"retentionTimeMinutes": -1, "retentionSizeMb": -1}) == 0

@@ -192,7 +192,7 @@ impl Sim {
         part.published = prefix.entries;
         part.messages_published = prefix.messages();
         part.bytes_published = prefix.messages() * part.message_size;
-        for sub in part.subs.iter_mut() {
+        for sub in &mut part.subs {
             let at = match sub.start {
                 SubStart::Stored(at) => at,
                 // Opens at the end: nothing stored is its to read.
@@ -327,6 +327,6 @@ mod tests {
         // A stretch past i32::MAX entries goes in pieces a row's count can hold.
         let huge = StoredPrefix::laid_out(1 << 40, 100, 1, &[]);
         assert_eq!(huge.ledgers().count(), 513);
-        assert!(huge.ledgers().all(|(_, _, n)| n <= i32::MAX as u64));
+        assert!(huge.ledgers().all(|(_, _, n)| i32::try_from(n).is_ok()));
     }
 }

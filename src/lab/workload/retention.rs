@@ -151,9 +151,9 @@ impl Sim {
     pub(super) fn trim(&mut self, t: u64, p: usize) {
         let slowest = self.slowest_held(p);
         let time_us = (self.spec.retention_time_minutes >= 0.0)
-            .then(|| (self.spec.retention_time_minutes * 60e6) as u64);
+            .then_some((self.spec.retention_time_minutes * 60e6) as u64);
         let quota = (self.spec.retention_size_mb >= 0.0)
-            .then(|| (self.spec.retention_size_mb * MEGABYTE as f64) as u64);
+            .then_some((self.spec.retention_size_mb * MEGABYTE as f64) as u64);
         let part = &mut self.parts[p];
         let total = part
             .bytes_published
