@@ -53,9 +53,18 @@ How each field of the stats becomes the workload (the rules are here, once):
   1, ``batchingMaxMessages`` 1000, ``batchingMaxBytes`` 131072; ``ProducerConfigurationData``),
   not OMB's; ``receiverQueueSize`` is the client's 1000.
 
-Not simulated: a topic with no publish rate publishes nothing, so a backlog on an idle topic is
-not read in the trace (the trace holds only entries it publishes); non-persistent topics are not
-in the stats the reader keeps.
+- A topic nobody publishes to (``msgRateIn`` 0) whose subscriptions have a backlog starts with it in
+  storage (``backlogEntries``: the trace begins with ``load`` rows): each subscription with a
+  backlog opens ``msgBacklog`` entries plus what its consumers read over the run behind the stored
+  end (so that it ends the run with the stats' backlog) and reads at the rates its stats show (a
+  catch-up-only subscription: the storage reads an operator asks about); the topic stores as many
+  entries as the furthest behind needs, each of ``backlogSize / msgBacklog / messageSize`` messages
+  (the topic's ``backlogSize`` is the slowest subscription's; 1 without it). One whose consumers
+  receive nothing (``msgRateOut`` 0: a stuck Key_Shared subscription, say) reads at
+  :data:`STALLED_RATE`, so it keeps its backlog; one without consumers never reads. Each is noted.
+
+Not simulated: a backlog on a topic that publishes is built by publishing (above), not found in
+storage; non-persistent topics are not in the stats the reader keeps.
 """
 
 from __future__ import annotations
@@ -140,6 +149,8 @@ class _Topic:
 
     entries: int = 0
     messages: int = 0
+    # Entries found in storage (``load`` rows), not published in the trace.
+    loaded: int = 0
     window_messages: int = 0
     window_bytes: int = 0
     # ledger id -> [entries added to the ledger, entries of the topic before it]
@@ -206,8 +217,11 @@ class Summary:
         lo, hi = pc.min_max(ts).values()
         self._first_us = lo.as_py() if self._first_us is None else self._first_us
         self._last_us = hi.as_py()
-        before = {name: t.entries for name, t in topics.items()}
         ops = batch.column("op")
+        loads = batch.filter(pc.equal(ops, "load"))
+        if loads.num_rows:
+            _count_loads(topics, loads)
+        before = {name: t.entries for name, t in topics.items()}
         is_add = pc.equal(ops, "add")
         adds = batch.filter(is_add)
         if adds.num_rows:
@@ -268,7 +282,7 @@ class Summary:
                     msg_throughput_out=0.0,
                     storage_size=0,
                     backlog_size=0,
-                    publishers=1 if t.entries else 0,
+                    publishers=1 if t.entries > t.loaded else 0,
                     subscriptions=tuple(subs),
                 )
             )
@@ -510,6 +524,22 @@ def _count_adds(topics: dict[str, _Topic], adds: pa.RecordBatch, since_us: int) 
             t = topics[row["topic"]]
             t.window_messages += row["messages_sum"]
             t.window_bytes += row["size_sum"]
+
+
+def _count_loads(topics: dict[str, _Topic], loads: pa.RecordBatch) -> None:
+    """Entries a broker found in storage (``load`` rows of ledgers not seen before) count as the
+    topic's, before what it publishes: a backlog already there when the trace starts. A ledger
+    seen again (a topic loaded by its next owner) is not counted twice."""
+    columns = [loads.column(c).to_pylist() for c in ("topic", "ledger_id", "count", "messages")]
+    for topic, ledger, count, messages in zip(*columns, strict=True):
+        t = topics.setdefault(topic, _Topic())
+        if ledger is None or ledger in t.ledgers:
+            continue
+        n = max(0, count or 0)
+        t.ledgers[ledger] = [n, t.entries]
+        t.entries += n
+        t.loaded += n
+        t.messages += n * max(1, messages or 1)
 
 
 def side_by_side(stats: _stats.BrokerStats, generated: _stats.BrokerStats) -> list[dict[str, Any]]:

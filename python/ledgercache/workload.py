@@ -141,6 +141,16 @@ Broker dispatchers (Pulsar ``ServiceConfiguration`` keys, defaults as on ``maste
   and the next ledger's age counts from then. At OMB's rates a ledger therefore spans 10 minutes,
   not 50000 entries. A topic that stops publishing keeps its ledger open (a broker closes it at the
   maximum time).
+- ``retentionTimeMinutes`` or ``defaultRetentionTimeInMinutes`` (0), ``retentionSizeMb`` or
+  ``defaultRetentionSizeInMB`` (0; -1: infinite, as Pulsar reads any negative) and
+  ``retentionCheckIntervalSeconds`` or ``retentionCheckIntervalInSeconds`` (120; 0: no periodic
+  check): the ledgers every subscription has acknowledged wholly are deleted (a ``delete`` row
+  each; the replay drops their cached entries), oldest first and never the one taking appends,
+  while they are older than the retention time or the topic stays at or above the retention size
+  without them (``ManagedLedgerImpl.internalTrimLedgers``: either limit deletes; -1 and -1 keep
+  everything). A trim runs when a ledger is closed, when the slowest subscription's mark-delete
+  position moves to another ledger, and at each check. With the defaults a consumed ledger goes at
+  once.
 
 Lab-only knobs (not Pulsar or OMB settings; they shape the simulated traffic):
 
@@ -231,7 +241,15 @@ each a mapping (keys camelCase or snake_case):
   an empty list is a subscription without consumers (its cursor opens and never reads);
   ``startSeconds`` (default 0: the cursor opens at the end at time 0 and tails; above 0 it opens
   at the topic's first entry at that time and its consumers connect then, as backlog-first
-  consumers do); ``redeliveryRate`` (default 0): share of its delivered messages nacked.
+  consumers do); ``redeliveryRate`` (default 0): share of its delivered messages nacked;
+  ``backlogEntries`` (default 0): its unread entries among the topic's stored ones (at most the
+  topic's ``backlogEntries``): the cursor opens that far behind their end at time 0 and its
+  consumers read from there (not with ``startSeconds``).
+- ``backlogEntries`` (default 0): entries already in storage when the trace starts (at most 2^50),
+  ``backlogMessagesPerEntry`` (default 1) messages of ``messageSize`` each. The trace begins with a
+  ``load`` row for each of their ledgers (``managedLedgerMaxEntriesPerLedger`` entries each) that a
+  subscription can reach within the run; the topic's adds go to a new ledger after them. A
+  subscription without its own ``backlogEntries`` opens at the end.
 
 The global settings (``batching*``, ``dispatcher*``, ``readBatchSize``, ``receiverQueueSize``,
 ``keySharedLookAhead*``, ``keys``, ``keyDistributor``, ``maxEntriesPerLedger``, seeks and churn,
@@ -314,6 +332,9 @@ BROKER_CONF_KEYS = (
     "managedLedgerMaxLedgerRolloverTimeMinutes",
     "brokerDeduplicationEnabled",
     "brokerDeduplicationEntriesInterval",
+    "defaultRetentionTimeInMinutes",
+    "defaultRetentionSizeInMB",
+    "retentionCheckIntervalInSeconds",
 )
 # broker.conf keys that are true/false rather than numbers.
 _BROKER_CONF_FLAGS = frozenset({"brokerDeduplicationEnabled"})
@@ -390,7 +411,7 @@ _PULSAR_DRIVER_CLASS = "io.openmessaging.benchmark.driver.pulsar.PulsarBenchmark
 
 
 def _snake(key: str) -> str:
-    key = key.replace("GB", "Gb")
+    key = key.replace("GB", "Gb").replace("MB", "Mb")
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
 
 
@@ -700,6 +721,8 @@ _NAMES = KNOWN | TOPIC_DETAIL_KEYS | SUBSCRIPTION_DETAIL_KEYS
 def _camel(name: str) -> str:
     if name == "consumer_backlog_size_gb":
         return "consumerBacklogSizeGB"
+    if name == "default_retention_size_in_mb":
+        return "defaultRetentionSizeInMB"
     head, *rest = name.split("_")
     return head + "".join(p.capitalize() for p in rest)
 
@@ -1023,17 +1046,25 @@ def workload_and_notes(
                     f"{where}: backlog longer than {max_lag_s / 60:g} min of publishing; simulated as "
                     f"{max_lag_s / 60:g} min of lag"
                 )
-            if not s.consumers and s.msg_backlog:
+            if rate == 0 and s.msg_backlog:
+                # Nobody publishes: the backlog is in storage when the trace starts.
+                sub["backlogEntries"] = s.msg_backlog
+                if s.consumers and s.msg_rate_out <= 0:
+                    notes.append(
+                        f"{where}: a backlog of {s.msg_backlog} entries but its consumers receive nothing "
+                        f"(msgRateOut 0): a stuck subscription; it keeps its backlog and barely reads "
+                        f"({STALLED_RATE:g} msg/s a consumer)"
+                    )
+                elif not s.consumers:
+                    notes.append(f"{where}: no consumer, so nothing reads it: its backlog stays in storage")
+            elif not s.consumers and s.msg_backlog:
                 notes.append(
                     f"{where}: no consumer, so nothing reads it: simulated as a cursor opened at the end that never "
                     f"reads (its backlog of {s.msg_backlog} entries is not in the trace)"
                 )
-        if rate == 0 and any(s.msg_backlog for s in t.subscriptions):
-            notes.append(
-                f"{t.name}: a backlog but no publishing: its reads are not simulated (a trace holds "
-                f"only entries it publishes)"
-            )
         topic: dict[str, Any] = {"name": t.name, "producerRate": rate, "messageSize": size, "subscriptions": subs}
+        if rate == 0 and any(s.msg_backlog for s in t.subscriptions):
+            topic["backlogMessagesPerEntry"] = _stored_messages_per_entry(t, size)
         if t.deduplication is not None:
             topic["deduplication"] = t.deduplication
         if t.replication_clusters:
@@ -1049,6 +1080,8 @@ def workload_and_notes(
         warmup_s = max(warmup_s, _nack_delay_seconds(settings or {}))
     end_s = warmup_s + test * 60.0
     for topic in topics:
+        if "backlogMessagesPerEntry" in topic:
+            notes.extend(_stored_backlog(topic, end_s))
         for sub in topic["subscriptions"]:
             if sub["startSeconds"] > 0 and sub["consumerRates"]:
                 sub["startSeconds"], reached = _start_for_backlog_at_end(sub, topic["producerRate"], warmup_s, end_s)
@@ -1066,6 +1099,51 @@ def workload_and_notes(
     }
     spec.update(settings or {})
     return spec, notes
+
+
+# The most entries a topic may have in storage when the trace starts, and the most bytes
+# (src/lab/workload/initial_backlog.rs, MAX_STORED_ENTRIES; spec.rs).
+_MAX_STORED_ENTRIES = 1 << 40
+_MAX_STORED_BYTES = 1 << 62
+
+
+def _stored_messages_per_entry(t: _stats.TopicStats, size: int) -> int:
+    """Messages in each stored entry of an idle topic: its ``backlogSize`` (bytes, the slowest
+    subscription's backlog) over that backlog's entries and the message size (1 without it)."""
+    entries = max(s.msg_backlog for s in t.subscriptions)
+    if t.backlog_size <= 0 or entries <= 0:
+        return 1
+    return max(1, min(_MAX_MESSAGE // size, round(t.backlog_size / entries / size)))
+
+
+def _stored_backlog(topic: dict[str, Any], end_s: float) -> list[str]:
+    """An idle topic's stored backlog: each subscription with a backlog starts that far behind
+    the stored end plus what it reads over the run (its consumers' rates), so that it ends the run
+    with the stats' backlog (the stats describe the broker when it was dumped); the topic stores
+    as many entries as the furthest behind needs. Its notes (a backlog capped)."""
+    notes = []
+    per = topic["backlogMessagesPerEntry"]
+    most = min(_MAX_STORED_ENTRIES, _MAX_STORED_BYTES // (per * topic["messageSize"]))
+    for sub in topic["subscriptions"]:
+        if "backlogEntries" not in sub:
+            continue
+        rates = sub["consumerRates"]
+        r = (rates[0] if sub["type"] in _SINGLE else sum(rates)) if rates else 0.0
+        entries = sub["backlogEntries"] + math.ceil(r * end_s / per)
+        if entries > most:
+            notes.append(
+                f"{topic['name']} {sub['name']}: a backlog of {entries} entries is more than the lab "
+                f"stores ({most}); simulated as {most}"
+            )
+            entries = most
+        sub["backlogEntries"] = entries
+    topic["backlogEntries"] = max((s.get("backlogEntries", 0) for s in topic["subscriptions"]), default=0)
+    notes.append(
+        f"{topic['name']}: nobody publishes; its backlog ({topic['backlogEntries']} entries of {per} "
+        f"message(s)) is in storage when the trace starts, and each subscription reads it at the rate "
+        f"its stats show"
+    )
+    return notes
 
 
 def _start_for_backlog_at_end(

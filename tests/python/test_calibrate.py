@@ -675,4 +675,4 @@ def test_generate_from_stats_says_what_the_reader_repaired(tmp_path):
     assert r.returncode == 0, r.stderr
     notes = [line for line in r.stderr.splitlines() if line.startswith("note: ")]
     assert any("unackedMessages < 0 clamped to 0" in n for n in notes), r.stderr
-    assert any("a backlog but no publishing" in n for n in notes), r.stderr
+    assert any("nobody publishes; its backlog" in n for n in notes), r.stderr

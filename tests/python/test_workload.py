@@ -88,7 +88,10 @@ def _camel(name: str) -> str:
 
 def test_every_knob_is_documented_under_its_camel_case_name():
     doc = lc.workload.__doc__
-    aliases = {"consumer_backlog_size_gb": "consumerBacklogSizeGB"}
+    aliases = {
+        "consumer_backlog_size_gb": "consumerBacklogSizeGB",
+        "default_retention_size_in_mb": "defaultRetentionSizeInMB",
+    }
     for name in lc.workload.KNOWN:
         assert aliases.get(name, _camel(name)) in doc, name
 

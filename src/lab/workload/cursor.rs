@@ -106,11 +106,12 @@ impl Sim {
             c.acks.sent_by(t, self.grouping, pending_acks);
         }
         if first > 0 && acked_upto.is_none_or(|a| a < first - 1) {
-            *acked_upto = Some(first - 1);
+            let before = acked_upto.replace(first - 1);
             let md = Position::new(0, first as i64 - 1);
             pending_acks.remove_through(md);
             acked.remove_through(md);
             self.emit_cursor(t, p, s, "ack", Some(first - 1));
+            self.mark_delete_moved(t, p, s, before);
         }
     }
 
@@ -341,7 +342,7 @@ impl Sim {
         let at = part
             .first_message(part.subs[s].read_idx)
             .saturating_sub(back);
-        let to = part.entry_of_message(at);
+        let to = part.entry_of_message(at).max(self.stored_floor(p, s));
         self.emit_cursor(t, p, s, "seek", Some(to));
         let sub = &mut self.parts[p].subs[s];
         sub.read_idx = to;

@@ -414,13 +414,13 @@ impl WorkloadSpec {
         let seconds = self.simulated_minutes() * 60.0;
         let minutes = seconds / 60.0;
         let (mut messages, mut entries, mut events) = (0.0, 0.0, 0.0);
-        for t in topics {
+        for (i, t) in topics.iter().enumerate() {
             let rate = t.producer_rate;
             let flow = self.partition_flow(rate, t.message_size);
             let (n, entries_per_s) = (flow.messages_per_entry, flow.entries_per_s);
             messages += rate * seconds;
             entries += entries_per_s * seconds;
-            events += entries_per_s * seconds;
+            events += entries_per_s * seconds + self.stored_events(i, t, seconds);
             let cursors = t
                 .subscriptions
                 .iter()

@@ -87,6 +87,8 @@ pub(super) enum Task {
     Reconnect(u32, u32),
     /// A reconnect storm ([`Sim::storm`]).
     Storm,
+    /// The broker's periodic check for ledgers to trim ([`Sim::retention_tick`]).
+    Retention,
 }
 
 pub(super) struct Sim {
@@ -130,7 +132,7 @@ impl Sim {
         if at <= self.end_us {
             self.seq += 1;
             self.queue.push(Reverse((at, self.seq, task)));
-            if !matches!(task, Task::Ack(..)) {
+            if !matches!(task, Task::Ack(..) | Task::Retention) {
                 self.other_tasks += 1;
             }
             true
@@ -188,7 +190,7 @@ impl Sim {
             self.queue.clear();
             return false;
         }
-        if !matches!(task, Task::Ack(..)) {
+        if !matches!(task, Task::Ack(..) | Task::Retention) {
             self.other_tasks -= 1;
         }
         if self.life.is_some() && self.held_back(t, task) {
@@ -219,6 +221,7 @@ impl Sim {
                 self.redeliver_nacked(t, p as usize, s as usize, c as usize)
             }
             Task::Backlog => self.backlog_test(t),
+            Task::Retention => self.retention_tick(t),
             Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
             Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
             Task::Ack(p, s) => {
@@ -274,6 +277,7 @@ impl Sim {
         self.next_quiet_check_us = t.saturating_add(1_000_000);
         self.queue.iter().all(|Reverse((_, _, task))| match *task {
             Task::Ack(p, s) => self.ack_is_quiet(p as usize, s as usize),
+            Task::Retention => self.retention_is_quiet(),
             _ => false,
         })
     }

@@ -10,11 +10,13 @@ mod estimate;
 mod events;
 mod footprint;
 mod generate;
+mod initial_backlog;
 mod lifecycle;
 mod metadata;
 mod negative_acks;
 mod producer;
 mod readers;
+mod retention;
 mod rng;
 mod selector;
 mod spec;
@@ -30,8 +32,8 @@ pub use generate::{
 pub use rng::Rng;
 pub use selector::{murmur3_32, sticky_key_hash, ConsistentHashRing, NO_KEY, STICKY_KEY_HASH_MAX};
 pub use spec::{
-    DetailValue, KeyDistributor, Readers, SubscriptionDetail, SubscriptionType, TopicDetail,
-    TopicReaders, WorkloadSpec, DEFAULT_BROKER_INGEST_BYTES_PER_SECOND,
+    DetailValue, KeyDistributor, Readers, StoredBacklog, SubscriptionDetail, SubscriptionType,
+    TopicDetail, TopicReaders, WorkloadSpec, DEFAULT_BROKER_INGEST_BYTES_PER_SECOND,
     DEFAULT_BROKER_INGEST_MESSAGES_PER_SECOND, MAX_ENTRY_BYTES, SHAPE_SETTINGS, SPEC_NAMES,
     SUBSCRIPTION_KEYS, TOPIC_KEYS,
 };

@@ -187,6 +187,7 @@ impl Sim {
         part.bytes_published += size;
         part.published += 1;
         part.ledgers.add(&self.rollover, idx, size, t);
+        self.retention_added(t, p, size);
         let row = Row {
             size: size.min(i32::MAX as u64) as i32,
             messages: Some(n.min(i32::MAX as u64) as i32),

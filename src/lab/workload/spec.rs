@@ -167,6 +167,15 @@ pub struct WorkloadSpec {
     /// The readers a broker opens besides the subscriptions' (`super::readers`), and the bytes
     /// it stores per entry (`super::metadata`).
     pub readers: Readers,
+    /// Retention (broker.conf `defaultRetentionTimeInMinutes`, `defaultRetentionSizeInMB`, -1:
+    /// infinite) and how often the broker looks for ledgers to trim
+    /// (`retentionCheckIntervalInSeconds`, 0: never); see `super::retention`.
+    pub retention_time_minutes: f64,
+    pub retention_size_mb: f64,
+    pub retention_check_interval_seconds: f64,
+    /// What `topic_details` say is in storage when the trace starts, one per topic that says so
+    /// (`backlog_entries`; see `super::initial_backlog`).
+    pub stored_backlogs: Vec<StoredBacklog>,
     /// `topicDetails`: a broker's topics, each different (one partition each, in this order,
     /// placed round-robin over the brokers). `None`: the homogeneous shape above (`topics` x
     /// `partitions_per_topic` identical partitions). Set with [`WorkloadSpec::set_topic_details`];
@@ -212,6 +221,21 @@ pub struct TopicReaders {
     pub deduplication: Option<bool>,
     /// The remote clusters it replicates to, by name.
     pub replication_clusters: Option<Vec<String>>,
+}
+
+/// Entries a `topic_details` topic has in storage when the trace starts, and where its
+/// subscriptions stand in them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredBacklog {
+    /// The topic's index in `topic_details`.
+    pub topic: usize,
+    /// Entries in storage (`backlog_entries`), numbered from 0; publishing continues after them.
+    pub entries: u64,
+    /// Messages in each stored entry (`backlog_messages_per_entry`).
+    pub messages_per_entry: u32,
+    /// (subscription index, its unread entries at the end of the stored ones) for each
+    /// subscription with a `backlog_entries` above 0.
+    pub subscriptions: Vec<(usize, u64)>,
 }
 
 /// One topic of `topicDetails`: one partition (managed ledger) of the simulation.
@@ -339,6 +363,10 @@ impl Default for WorkloadSpec {
             active_consumer_failover_delay_ms: 1000.0,
             managed_ledger_new_entries_check_delay_ms: 10.0,
             readers: Readers::default(),
+            retention_time_minutes: 0.0,
+            retention_size_mb: 0.0,
+            retention_check_interval_seconds: 120.0,
+            stored_backlogs: Vec::new(),
             topic_details: None,
             shape_setting_given: None,
         }
@@ -441,6 +469,12 @@ fn flag(name: &str, v: &SettingValue) -> Result<bool> {
     }
 }
 
+/// A retention limit: -1 (any negative, as Pulsar reads it) is infinite, else >= 0.
+fn retention_limit(name: &str, v: &SettingValue) -> Result<f64> {
+    let n = number(name, v)?;
+    Ok(if n < 0.0 { -1.0 } else { n })
+}
+
 fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
     match v {
         SettingValue::Str(s) => Ok(s),
@@ -452,7 +486,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 67] = [
+pub const SPEC_NAMES: [&str; 73] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -520,6 +554,12 @@ pub const SPEC_NAMES: [&str; 67] = [
     "admin_subscriptions_per_topic",
     "replication_clusters",
     "message_metadata",
+    "retention_time_minutes",
+    "retention_size_mb",
+    "retention_check_interval_seconds",
+    "default_retention_time_in_minutes",
+    "default_retention_size_in_mb",
+    "retention_check_interval_in_seconds",
 ];
 
 fn subscription_type(name: &str, v: &str) -> Result<SubscriptionType> {
@@ -716,6 +756,15 @@ impl WorkloadSpec {
             }
             "replication_clusters" => self.readers.replication_clusters = count(key, v, 0)?,
             "message_metadata" => self.readers.message_metadata = flag(key, v)?,
+            "retention_time_minutes" | "default_retention_time_in_minutes" => {
+                self.retention_time_minutes = retention_limit(key, v)?
+            }
+            "retention_size_mb" | "default_retention_size_in_mb" => {
+                self.retention_size_mb = retention_limit(key, v)?
+            }
+            "retention_check_interval_seconds" | "retention_check_interval_in_seconds" => {
+                self.retention_check_interval_seconds = non_negative(key, v)?
+            }
             _ => {
                 return Err(Error::UnknownSetting {
                     key: key.to_string(),
@@ -821,24 +870,40 @@ fn fields<'a>(
 }
 
 /// The keys of a `topicDetails` topic.
-pub const TOPIC_KEYS: [&str; 6] = [
+pub const TOPIC_KEYS: [&str; 8] = [
     "name",
     "producer_rate",
     "message_size",
     "subscriptions",
     "deduplication",
     "replication_clusters",
+    "backlog_entries",
+    "backlog_messages_per_entry",
 ];
 /// The keys of a `topicDetails` topic's subscription.
-pub const SUBSCRIPTION_KEYS: [&str; 5] = [
+pub const SUBSCRIPTION_KEYS: [&str; 6] = [
     "name",
     "type",
     "consumer_rates",
     "start_seconds",
     "redelivery_rate",
+    "backlog_entries",
 ];
 
-fn subscription_detail(path: &str, v: &DetailValue) -> Result<SubscriptionDetail> {
+/// A count of entries, at most [`super::initial_backlog::MAX_STORED_ENTRIES`].
+fn stored_entries(path: &str, v: &DetailValue) -> Result<u64> {
+    let n = number(path, scalar(path, v)?)?;
+    let max = super::initial_backlog::MAX_STORED_ENTRIES;
+    if n.fract() != 0.0 || n < 0.0 || n > max as f64 {
+        return Err(detail_error(format!(
+            "{path}: expected a whole number of entries in [0, {max}], got {n}"
+        )));
+    }
+    Ok(n as u64)
+}
+
+/// A subscription and its unread entries in the stored backlog (`backlog_entries`, 0 if not given).
+fn subscription_detail(path: &str, v: &DetailValue) -> Result<(SubscriptionDetail, u64)> {
     let f = fields(
         path,
         v,
@@ -880,16 +945,31 @@ fn subscription_detail(path: &str, v: &DetailValue) -> Result<SubscriptionDetail
         Some(v) => fraction(&at("redelivery_rate"), scalar(&at("redelivery_rate"), v)?)?,
         None => 0.0,
     };
-    Ok(SubscriptionDetail {
-        name,
-        subscription_type: kind,
-        consumer_rates,
-        start_seconds,
-        redelivery_rate,
-    })
+    let backlog = match f[5] {
+        Some(v) => stored_entries(&at("backlog_entries"), v)?,
+        None => 0,
+    };
+    if backlog > 0 && start_seconds > 0.0 {
+        return Err(detail_error(format!(
+            "{}: a subscription with a stored backlog opens in it at time 0; leave out \
+             start_seconds (or backlog_entries)",
+            at("backlog_entries")
+        )));
+    }
+    Ok((
+        SubscriptionDetail {
+            name,
+            subscription_type: kind,
+            consumer_rates,
+            start_seconds,
+            redelivery_rate,
+        },
+        backlog,
+    ))
 }
 
-fn topic_detail(path: &str, v: &DetailValue) -> Result<TopicDetail> {
+/// A topic and what it has in storage when the trace starts (None: nothing).
+fn topic_detail(path: &str, v: &DetailValue) -> Result<(TopicDetail, Option<StoredBacklog>)> {
     let f = fields(
         path,
         v,
@@ -908,10 +988,46 @@ fn topic_detail(path: &str, v: &DetailValue) -> Result<TopicDetail> {
         count(&size, scalar(&size, f[2].expect("required"))?, 1)?,
         MAX_ENTRY_BYTES,
     )?;
+    let entries = match f[6] {
+        Some(v) => stored_entries(&at("backlog_entries"), v)?,
+        None => 0,
+    };
+    let per = at("backlog_messages_per_entry");
+    let messages_per_entry = match f[7] {
+        Some(v) => count(&per, scalar(&per, v)?, 1)?,
+        None => 1,
+    };
+    if u64::from(messages_per_entry) * u64::from(message_size) > u64::from(MAX_ENTRY_BYTES) {
+        return Err(detail_error(format!(
+            "{per}: {messages_per_entry} messages of {message_size} bytes make an entry larger \
+             than {MAX_ENTRY_BYTES} bytes; lower it"
+        )));
+    }
+    let stored_bytes = entries
+        .checked_mul(u64::from(messages_per_entry))
+        .and_then(|m| m.checked_mul(u64::from(message_size)));
+    if stored_bytes.is_none_or(|b| b > 1 << 62) {
+        return Err(detail_error(format!(
+            "{}: {entries} entries of {messages_per_entry} messages of {message_size} bytes are \
+             more than 2^62 bytes; lower it",
+            at("backlog_entries")
+        )));
+    }
+    let mut stored_subs = Vec::new();
     let mut subscriptions = Vec::new();
     if let Some(v) = f[3] {
         for (j, s) in list(&at("subscriptions"), v)?.iter().enumerate() {
-            let sub = subscription_detail(&format!("{path}.subscriptions[{j}]"), s)?;
+            let (sub, backlog) = subscription_detail(&format!("{path}.subscriptions[{j}]"), s)?;
+            if backlog > entries {
+                return Err(detail_error(format!(
+                    "{path}.subscriptions[{j}].backlog_entries: {backlog} is more than the \
+                     {entries} entries the topic has in storage; raise \
+                     {path}.backlog_entries or lower it"
+                )));
+            }
+            if backlog > 0 {
+                stored_subs.push((j, backlog));
+            }
             if subscriptions
                 .iter()
                 .any(|o: &SubscriptionDetail| o.name == sub.name)
@@ -952,16 +1068,25 @@ fn topic_detail(path: &str, v: &DetailValue) -> Result<TopicDetail> {
         }
         None => None,
     };
-    Ok(TopicDetail {
-        name,
-        producer_rate,
-        message_size,
-        subscriptions,
-        readers: TopicReaders {
-            deduplication,
-            replication_clusters,
+    let stored = (entries > 0).then_some(StoredBacklog {
+        topic: 0,
+        entries,
+        messages_per_entry,
+        subscriptions: stored_subs,
+    });
+    Ok((
+        TopicDetail {
+            name,
+            producer_rate,
+            message_size,
+            subscriptions,
+            readers: TopicReaders {
+                deduplication,
+                replication_clusters,
+            },
         },
-    })
+        stored,
+    ))
 }
 
 impl WorkloadSpec {
@@ -981,9 +1106,13 @@ impl WorkloadSpec {
             ));
         }
         let mut topics: Vec<TopicDetail> = Vec::with_capacity(items.len());
+        let mut stored_backlogs = Vec::new();
         let mut names = std::collections::HashSet::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let t = topic_detail(&format!("topic_details[{i}]"), item)?;
+            let (t, stored) = topic_detail(&format!("topic_details[{i}]"), item)?;
+            if let Some(b) = stored {
+                stored_backlogs.push(StoredBacklog { topic: i, ..b });
+            }
             if !names.insert(t.name.clone()) {
                 return Err(detail_error(format!(
                     "topic_details[{i}].name: {:?} is given twice",
@@ -993,6 +1122,7 @@ impl WorkloadSpec {
             topics.push(t);
         }
         self.topic_details = Some(topics);
+        self.stored_backlogs = stored_backlogs;
         Ok(())
     }
 }

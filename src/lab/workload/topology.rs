@@ -9,16 +9,18 @@ use super::dispatch::key_shared::key_hash_of;
 use super::dispatch::Dispatcher;
 use super::events::EventColumns;
 use super::generate::{minutes_us, Names, Sim, Task};
+use super::initial_backlog::{stored_start, StoredPrefix};
 use super::lifecycle::{Life, PartLife};
 use super::producer::{producer_streams, ProducerStream};
 use super::readers::{self, Dedup};
+use super::retention::Retention;
 use super::rng::Rng;
-use super::spec::{KeyDistributor, SubscriptionType, TopicDetail, WorkloadSpec};
+use super::spec::{KeyDistributor, StoredBacklog, SubscriptionType, TopicDetail, WorkloadSpec};
 use crate::broker::ledger::rollover::{OpenLedger, Rollover};
 use crate::broker::positions::acked::AckedRanges;
 use crate::cache::position::Position;
 use std::collections::{BinaryHeap, VecDeque};
-use SubStart::{AtFirst, CatchUp, Tail};
+use SubStart::{AtFirst, CatchUp, Stored, Tail};
 
 pub(super) struct Partition {
     pub(super) topic: u32,
@@ -46,6 +48,7 @@ pub(super) struct Partition {
     pub(super) life: Option<PartLife>,
     /// Its `pulsar.dedup` cursor, with deduplication on.
     pub(super) dedup: Option<Dedup>,
+    pub(super) retention: Retention,
 }
 
 /// A partition's ledgers: where each starts (in entries published), and the one taking appends.
@@ -57,6 +60,8 @@ pub(super) struct Ledgers {
     /// The partition's first ledger, where entry 0 is (a cursor opening at the first entry).
     pub(super) base_id: i64,
     pub(super) open: OpenLedger,
+    /// The entries in storage when the trace starts, before `starts[0]`.
+    pub(super) prefix: StoredPrefix,
 }
 
 impl Ledgers {
@@ -66,12 +71,16 @@ impl Ledgers {
             first_id,
             base_id: first_id,
             open: OpenLedger::new(0, false),
+            prefix: StoredPrefix::default(),
         }
     }
 
     /// The position of entry `idx` of a partition that has published `published` entries: one
     /// published and not dropped, the next one to be published, or the first entry of all.
     pub(super) fn position(&self, idx: u64, published: u64) -> Position {
+        if self.prefix.holds(idx) {
+            return self.prefix.position(idx);
+        }
         if idx < self.starts[0] {
             debug_assert_eq!(idx, 0, "entry {idx} is in a ledger dropped");
             return Position::new(self.base_id, 0);
@@ -87,6 +96,9 @@ impl Ledgers {
 
     /// The first entry after the ledger holding entry `idx` (`u64::MAX` in the newest ledger).
     pub(super) fn ledger_end(&self, idx: u64) -> u64 {
+        if self.prefix.holds(idx) {
+            return self.prefix.ledger_end(idx);
+        }
         let i = self.starts.partition_point(|&s| s <= idx);
         self.starts.get(i).copied().unwrap_or(u64::MAX)
     }
@@ -119,6 +131,8 @@ pub(super) struct MessageIndex {
     pub(super) first: Vec<u64>,
     /// Entries held when the index is next checked for entries to drop.
     pub(super) check_at: usize,
+    /// (entries in storage when the trace starts, messages in each): below `base` at first.
+    pub(super) stored: (u64, u64),
 }
 
 /// The fewest entries the message index holds before it looks for entries to drop.
@@ -133,17 +147,26 @@ impl MessageIndex {
     /// Messages in entry `idx` (`total`: messages published).
     #[inline]
     pub(super) fn messages(&self, idx: u64, total: u64) -> u64 {
+        if idx < self.stored.0 {
+            return self.stored.1;
+        }
         let i = self.slot(idx);
         self.first.get(i + 1).copied().unwrap_or(total) - self.first[i]
     }
 
     #[inline]
     pub(super) fn first_message(&self, idx: u64, total: u64) -> u64 {
+        if idx < self.stored.0 {
+            return idx * self.stored.1;
+        }
         self.first.get(self.slot(idx)).copied().unwrap_or(total)
     }
 
     /// The entry holding message `msg`, which was published.
     pub(super) fn entry_of(&self, msg: u64) -> u64 {
+        if msg < self.stored.0 * self.stored.1 {
+            return msg / self.stored.1;
+        }
         debug_assert!(self.first.first().is_some_and(|&f| f <= msg));
         self.base + (self.first.partition_point(|&f| f <= msg) as u64).saturating_sub(1)
     }
@@ -184,6 +207,8 @@ pub(super) enum SubStart {
     AtFirst(u64),
     /// A catch-up reader: opens `catch_up_behind_seconds` behind the tail at this time (µs).
     CatchUp(u64),
+    /// Opens at time 0 at this entry of the ones in storage when the trace starts.
+    Stored(u64),
 }
 
 /// A subscription as the simulation sets it up.
@@ -232,7 +257,7 @@ pub(super) fn partition_index_of(name: &str) -> Option<usize> {
 pub(super) fn partition_plans(spec: &WorkloadSpec) -> Box<dyn Iterator<Item = PartitionPlan> + '_> {
     match &spec.topic_details {
         Some(topics) => Box::new(
-            detailed_plans(topics)
+            detailed_plans(topics, &spec.stored_backlogs)
                 .zip(topics)
                 .map(move |(p, t)| readers::with_readers(spec, p, &t.readers)),
         ),
@@ -244,9 +269,13 @@ pub(super) fn partition_plans(spec: &WorkloadSpec) -> Box<dyn Iterator<Item = Pa
 }
 
 /// `topic_details`: each topic its own rate, message size and subscriptions.
-pub(super) fn detailed_plans(topics: &[TopicDetail]) -> impl Iterator<Item = PartitionPlan> + '_ {
+pub(super) fn detailed_plans<'a>(
+    topics: &'a [TopicDetail],
+    stored: &'a [StoredBacklog],
+) -> impl Iterator<Item = PartitionPlan> + 'a {
     let mut consumer_index = 0u64;
-    topics.iter().map(move |t| PartitionPlan {
+    let stored_of = move |i: usize| stored.iter().find(|b| b.topic == i);
+    topics.iter().enumerate().map(move |(i, t)| PartitionPlan {
         name: t.name.clone(),
         interval_us: if t.producer_rate > 0.0 {
             1e6 / t.producer_rate
@@ -259,7 +288,8 @@ pub(super) fn detailed_plans(topics: &[TopicDetail]) -> impl Iterator<Item = Par
         subs: t
             .subscriptions
             .iter()
-            .map(|s| {
+            .enumerate()
+            .map(|(j, s)| {
                 let first = consumer_index;
                 consumer_index += s.consumer_rates.len() as u64;
                 SubPlan {
@@ -267,10 +297,10 @@ pub(super) fn detailed_plans(topics: &[TopicDetail]) -> impl Iterator<Item = Par
                     kind: s.subscription_type,
                     speeds: s.consumer_rates.iter().map(|r| r / 1e6).collect(),
                     first_consumer: first,
-                    start: if s.start_seconds > 0.0 {
-                        AtFirst((s.start_seconds * 1e6) as u64)
-                    } else {
-                        Tail
+                    start: match stored_of(i).and_then(|b| stored_start(b, j)) {
+                        Some(start) => start,
+                        None if s.start_seconds > 0.0 => AtFirst((s.start_seconds * 1e6) as u64),
+                        None => Tail,
                     },
                     redelivery_rate: s.redelivery_rate,
                     pauses_for_backlog: false,
@@ -365,6 +395,7 @@ impl Sim {
             ..Default::default()
         };
         let mut parts = Vec::new();
+        let mut stored_here = Vec::new();
         let mut any_key_shared = false;
         for (index, plan) in partition_plans(spec).enumerate() {
             let topic = out.topic_names.len() as u32;
@@ -445,7 +476,13 @@ impl Sim {
                         };
                         PartLife::new(spec, seed, index as u64, per_topic)
                     }),
+                    retention: Retention::default(),
                 });
+                if let Some(b) = spec.stored_backlogs.iter().find(|b| b.topic == index) {
+                    if spec.topic_details.is_some() {
+                        stored_here.push((parts.len() - 1, b));
+                    }
+                }
             }
         }
         let key_hashes = match spec.key_distributor {
@@ -478,11 +515,22 @@ impl Sim {
             #[cfg(test)]
             acknowledged_delivered: 0,
         };
+        for (p, stored) in stored_here {
+            sim.store_backlog(p, stored);
+        }
+        sim.start_retention();
         for p in 0..sim.parts.len() {
             let pi = p as u32;
+            sim.write_loads(p);
             for s in 0..sim.parts[p].subs.len() {
                 let has_consumers = !sim.parts[p].subs[s].consumers.is_empty();
                 match sim.parts[p].subs[s].start {
+                    Stored(at) => {
+                        sim.emit_cursor(0, p, s, "open", Some(at));
+                        if has_consumers {
+                            sim.connect(0, p, s);
+                        }
+                    }
                     CatchUp(at) => {
                         sim.schedule(at, Task::CatchUp(pi, s as u32));
                         continue;
