@@ -314,7 +314,8 @@ mod tests {
         prefix.messages_per_entry = 3;
         assert_eq!(prefix.position(0), Position::new(7, 0));
         assert_eq!(prefix.position(99), Position::new(7, 99));
-        assert_eq!(prefix.position(199), Position::new(9, 99));
+        assert_eq!(prefix.position(199), Position::new(8, 99));
+        assert_eq!(prefix.position(299), Position::new(9, 99));
         assert_eq!(prefix.position(449), Position::new(10, 149));
         assert_eq!(prefix.ledger_end(120), 200);
         assert_eq!(prefix.ledger_end(320), 450);
