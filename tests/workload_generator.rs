@@ -755,9 +755,11 @@ fn reconnect_to_an_empty_subscription_rewinds() {
 #[test]
 fn entries_are_batches_within_the_batching_limits() {
     let batches = |extra: &[(&str, SettingValue)]| {
+        // Payloads alone: an entry's size is messages x message size.
         let mut s = spec(&[
             ("producer_rate", Float(20_000.0)),
             ("test_duration_minutes", Float(0.05)),
+            ("message_metadata", SettingValue::Bool(false)),
         ]);
         for (k, v) in extra {
             s.set(k, v).unwrap();
@@ -1262,7 +1264,14 @@ fn digest_of_columns(ev: &EventColumns) -> (u64, u64) {
 
 /// Scenarios that exercise every dispatcher and knob, over one and several brokers.
 fn golden_scenarios() -> Vec<(&'static str, WorkloadSpec, u64)> {
-    vec![
+    // Entry sizes as payloads alone, as the goldens were made (`message_metadata` off must keep
+    // every row; the metadata bytes are `tests/workload_readers.rs`'s).
+    let payloads = |mut s: WorkloadSpec| {
+        s.set("message_metadata", &SettingValue::Bool(false))
+            .unwrap();
+        s
+    };
+    let golden = vec![
         ("default", spec(&[]), 1),
         (
             "shared-3-brokers",
@@ -1323,7 +1332,11 @@ fn golden_scenarios() -> Vec<(&'static str, WorkloadSpec, u64)> {
             ]),
             11,
         ),
-    ]
+    ];
+    golden
+        .into_iter()
+        .map(|(name, s, seed)| (name, payloads(s), seed))
+        .collect()
 }
 
 /// Rows and digest of each golden scenario, as the generator gave them before streaming (commit

@@ -39,7 +39,10 @@ How each field of the stats becomes the workload (the rules are here, once):
 - A topic's ``deduplicationStatus`` (``Enabled``/``Recovering``; ``Disabled``/``Removing``) is its
   ``deduplication``: the ``pulsar.dedup`` cursor (see :mod:`ledgercache.workload`, "Readers"); its
   ``replication`` section's clusters are its ``replicationClusters``, each a
-  ``pulsar.repl.<cluster>`` cursor reading at the tail. Exclusive and Failover subscriptions deliver to
+  ``pulsar.repl.<cluster>`` cursor reading at the tail.
+- The spec turns ``messageMetadata`` off: ``averageMsgSize`` already counts each message's stored
+  bytes, metadata included (``Producer.publishMessage`` records ``headersAndPayload.readableBytes()``).
+- Exclusive and Failover subscriptions deliver to
   one consumer: the busiest one is listed first (the generator's active consumer) and gets the
   subscription's whole rate.
 - ``redeliveryRate`` is ``msgRateRedeliver / msgRateOut`` (at most 0.5), redelivered after the

@@ -1092,6 +1092,10 @@ def workload_and_notes(
                     )
     spec: dict[str, Any] = {
         **CLIENT_DEFAULTS,
+        # averageMsgSize is msgThroughputIn / msgRateIn, and a producer's throughput counts each
+        # message's stored bytes (`Producer.publishMessage`: `headersAndPayload.readableBytes()`),
+        # metadata included: adding it again would count it twice.
+        "messageMetadata": False,
         "receiverQueueSize": queue,
         "topicDetails": topics,
         "warmupDurationMinutes": warmup_s / 60.0,

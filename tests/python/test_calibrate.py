@@ -20,6 +20,8 @@ MIB = 1 << 20
 STEADY = {
     # One message an entry: backlogs (entries, as Pulsar counts them) read as messages.
     "batchingEnabled": False,
+    # Payloads alone: a broker's msgThroughputIn counts the metadata too (test_readers.py).
+    "messageMetadata": False,
     "warmupDurationMinutes": 0.5,
     "testDurationMinutes": 1,
     "topicDetails": [

@@ -113,6 +113,8 @@ def test_broker_stats_read_deduplication_status_and_replication():
     (detail,) = spec["topicDetails"]
     assert detail["deduplication"] is True
     assert detail["replicationClusters"] == ["jp-west"]
+    # averageMsgSize already counts the stored bytes (Producer.publishMessage): not added twice.
+    assert spec["messageMetadata"] is False
     t = lc.workload.generate(spec, seed=1)
     assert set(t["cursor"].drop_null().to_pylist()) == {"pulsar.repl.jp-west", "pulsar.dedup"}
     assert _rows(t, "pulsar.repl.jp-west", "read").num_rows > 0

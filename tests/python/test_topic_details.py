@@ -68,6 +68,7 @@ def test_topics_publish_their_own_rates_and_message_sizes():
             {"name": "persistent://t/ns/clicks", "producer_rate": 150.0, "messageSize": 20000, "subscriptions": []},
         ],
         "testDurationMinutes": 1,
+        "messageMetadata": False,  # payloads alone (the metadata bytes: test_readers.py)
     }
     t = lc.workload.generate(spec, seed=2)
     adds = t.filter(pc.equal(t["op"], "add"))

@@ -143,6 +143,7 @@ def test_adds_carry_messages_and_redeliveries_their_reason():
         "testDurationMinutes": 0.3,
         "messageSize": 100,
         "negativeAckRedeliveryDelayMs": 1000,
+        "messageMetadata": False,  # payloads alone (the metadata bytes: test_readers.py)
     }
     t = lc.workload.generate(spec, seed=1).to_pydict()
     adds = [(m, s) for op, m, s in zip(t["op"], t["messages"], t["size"], strict=True) if op == "add"]

@@ -292,6 +292,11 @@ impl WorkloadSpec {
                 bytes += keys;
             }
         }
+        // The readers' cursors (admin subscriptions, replication, dedup), a topic's own clusters
+        // counted as the spec's.
+        let readers = partitions.saturating_mul(self.readers.cursors_per_partition());
+        cursors = cursors.saturating_add(readers);
+        bytes += readers as f64 * (BYTES_PER_CURSOR + BYTES_PER_CONSUMER);
         bytes += growing + self.batch_and_broker_bytes();
         Footprint {
             bytes,
