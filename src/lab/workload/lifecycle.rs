@@ -534,7 +534,8 @@ impl Sim {
     /// blocks once that holds the client's memory limit.
     fn hold(&mut self, t: u64, p: usize, k: usize) {
         let n = self.parts[p].producers[k].batch;
-        let bytes = n.saturating_mul(self.parts[p].message_size);
+        // An empty message still takes client memory (its metadata): at least a byte each.
+        let bytes = n.saturating_mul(self.parts[p].message_size.max(1));
         let life = self.part_life(p);
         match life.held.back_mut() {
             Some((m, times)) if *m == n => *times += 1,
