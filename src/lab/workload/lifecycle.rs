@@ -221,6 +221,14 @@ impl WorkloadSpec {
             || self.producer_pause_outstanding_deliveries > 0.0
     }
 
+    /// Whether consumers lose their connections (restarts, moves, storms): their cursors then
+    /// reopen at the first unacknowledged entry, so what they acknowledge on their own matters.
+    pub(super) fn reconnects_consumers(&self) -> bool {
+        self.rolling_restart_interval_seconds > 0.0
+            || self.bundle_moves_per_minute > 0.0
+            || self.reconnect_storm_every_seconds > 0.0
+    }
+
     /// Seconds a topic is away at an unload, up to the reconnect of its consumers: the load
     /// delay, the restart itself with one broker, and the mean reconnect delay.
     fn seconds_away(&self) -> (f64, f64) {
