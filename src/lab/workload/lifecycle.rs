@@ -680,3 +680,69 @@ impl Sim {
         self.schedule(t.saturating_add(every), Task::Storm);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SettingValue::Float;
+
+    fn life(settings: &[(&str, f64)]) -> Life {
+        let mut spec = WorkloadSpec::default();
+        spec.set("test_duration_minutes", &Float(0.5)).unwrap();
+        spec.set("brokers", &Float(2.0)).unwrap();
+        for (k, v) in settings {
+            spec.set(k, &Float(*v)).unwrap();
+        }
+        Life::new(&spec).expect("a lifecycle knob is on")
+    }
+
+    /// `BrokerEntryCacheRollingRestartTest`'s injector over 30 s with 3 restarts: an interval of
+    /// 7.5 s, restarts at 7.5, 15 and 22.5 s; the closed form the estimate uses agrees.
+    #[test]
+    fn the_schedule_is_the_injectors_and_one_broker_is_down_at_a_time() {
+        let l = life(&[("rolling_restart_interval_seconds", 7.5)]);
+        let at: Vec<_> = (0..5).map_while(|k| l.restart_at(k)).collect();
+        assert_eq!(at, [7_500_000, 15_000_000, 22_500_000]);
+        assert_eq!(l.down(7_499_999), None);
+        assert_eq!(l.down(7_500_000), Some((0, 12_500_000)));
+        assert_eq!(l.down(12_500_000), None);
+        assert_eq!(l.down(16_000_000), Some((1, 20_000_000)));
+        // Broker 1 is away: its topics go to broker 0, and one moved off broker 0 stays there.
+        assert_eq!(l.new_owner(16_000_000, 1), (0, 16_000_000));
+        assert_eq!(l.new_owner(16_000_000, 0), (0, 16_000_000));
+        assert_eq!(l.new_owner(21_000_000, 0), (1, 21_000_000));
+        let mut spec = WorkloadSpec::default();
+        spec.set("test_duration_minutes", &Float(0.5)).unwrap();
+        spec.set("rolling_restart_interval_seconds", &Float(7.5))
+            .unwrap();
+        assert_eq!(spec.rolling_restarts(), 3.0);
+        spec.set("broker_restart_seconds", &Float(10.0)).unwrap();
+        assert_eq!(spec.rolling_restarts(), 2.0);
+        // One broker: a topic leaving it waits until it is back.
+        let mut one = WorkloadSpec::default();
+        one.set("rolling_restart_interval_seconds", &Float(10.0))
+            .unwrap();
+        let l = Life::new(&one).unwrap();
+        assert_eq!(l.new_owner(10_100_000, 0), (0, 15_000_000));
+    }
+
+    /// A producer routed by time: the stream time of a trace time maps back onto it, or onto the
+    /// start of the stream's next visit.
+    #[test]
+    fn tau_at_inverts_arrival_us() {
+        let mut spec = WorkloadSpec::default();
+        spec.set("partitions_per_topic", &Float(4.0)).unwrap();
+        let (mut sim, _) = Sim::new(&spec, 1, 0);
+        let part = &mut sim.parts[0];
+        part.route_period = 4;
+        let switch = 10_000.0;
+        for phase in 0..4 {
+            for t in [0.0, 5_000.0, 12_345.0, 39_999.0, 40_000.0, 1e9 + 7.0] {
+                let tau = part.tau_at(phase, t, switch);
+                let back = part.arrival_us(phase, tau, switch);
+                assert!(back >= t - 1e-6, "{phase} {t} {tau} {back}");
+                assert!(back < t + 3.0 * switch + 1e-6, "{phase} {t} {tau} {back}");
+            }
+        }
+    }
+}
