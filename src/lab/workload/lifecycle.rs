@@ -355,7 +355,11 @@ impl Sim {
             | Task::CatchUp(p, s) => (p as usize, s as usize),
             _ => return false,
         };
-        if !self.is_unloaded(p) && !self.parts[p].subs[s].away {
+        let sub = &self.parts[p].subs[s];
+        // A seek waits too for a cursor the new owner has not opened yet (its consumers away
+        // since before the move: they reopen it when they come back).
+        let unopened = sub.forgotten && matches!(task, Task::Seek(..));
+        if !self.is_unloaded(p) && !sub.away && !unopened {
             return false;
         }
         self.part_life(p).deferred.push(task);
@@ -597,7 +601,9 @@ impl Sim {
                 | Task::CatchUp(_, s) => s as usize,
                 _ => continue,
             };
-            if only.is_some_and(|o| o != s) || self.parts[p].subs[s].away {
+            let sub = &self.parts[p].subs[s];
+            let unopened = sub.forgotten && matches!(task, Task::Seek(..));
+            if only.is_some_and(|o| o != s) || sub.away || unopened {
                 keep.push(task);
             } else {
                 self.schedule(t, task);
@@ -653,6 +659,7 @@ impl Sim {
             sub.acked.remove_through(md);
         }
         self.write_individual_acks(t, p, s);
+        self.release_deferred(t, p, Some(s));
     }
 
     /// A reconnect storm: every connected consumer of every topic here closes and reconnects
