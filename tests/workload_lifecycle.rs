@@ -480,3 +480,57 @@ fn the_estimate_counts_the_lifecycles_rows() {
         assert!(estimated > plain.estimate().events, "{name}");
     }
 }
+
+/// Every row of a topic after its unload waits for its load, on the new owner; a cursor's rows
+/// on a broker come after its `open` there (seeks, churn, nacks and storms mixed in).
+#[test]
+fn no_row_of_a_moved_topic_or_cursor_comes_before_its_load_or_open() {
+    use std::collections::{HashMap, HashSet};
+    let s = rolling(&[
+        ("brokers", Int(3)),
+        ("partitions_per_topic", Int(5)),
+        ("subscriptions_per_topic", Int(3)),
+        ("subscription_type", Str("Failover".into())),
+        ("redelivery_rate", Float(0.01)),
+        ("negative_ack_redelivery_delay_ms", Int(2000)),
+        ("churn_per_minute", Float(6.0)),
+        ("churn_downtime_seconds", Float(2.0)),
+        ("seeks_per_minute", Float(6.0)),
+        ("rolling_restart_interval_seconds", Float(4.0)),
+        ("bundle_moves_per_minute", Float(6.0)),
+        ("reconnect_storm_every_seconds", Float(5.0)),
+        ("test_duration_minutes", Float(1.0)),
+    ]);
+    let ev = generate(&s, 11);
+    // topic -> (broker, loaded); (topic, cursor) -> broker it was opened on.
+    let mut topics: HashMap<u32, (u32, bool)> = HashMap::new();
+    let mut opened: HashSet<(u32, u32, u32)> = HashSet::new();
+    let mut checked = 0;
+    for i in 0..ev.len() {
+        let (topic, broker) = (ev.topic[i], ev.broker[i]);
+        match ev.op[i] {
+            "unload" => {
+                assert_eq!(topics.get(&topic), Some(&(broker, true)), "row {i}");
+                topics.insert(topic, (broker, false));
+                opened.retain(|&(t, _, _)| t != topic);
+            }
+            "load" => {
+                topics.insert(topic, (broker, true));
+            }
+            op => {
+                let here = *topics.entry(topic).or_insert((broker, true));
+                assert_eq!(here, (broker, true), "row {i}: {op}");
+                if let Some(c) = ev.cursor[i] {
+                    if op == "open" {
+                        opened.insert((topic, c, broker));
+                    } else {
+                        assert!(opened.contains(&(topic, c, broker)), "row {i}: {op}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(rows(&ev, "unload").len() > 20 && rows(&ev, "seek").len() > 5);
+    assert!(checked > 1000);
+}

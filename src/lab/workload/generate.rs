@@ -361,7 +361,8 @@ fn merge_by_time(mut parts: Vec<EventColumns>) -> EventColumns {
 
 /// The events one broker sees: its partitions (placed round-robin) simulated with a generator
 /// seeded by (seed, broker), so brokers can be generated apart, in parallel, and still add up to
-/// [`generate`]'s trace.
+/// [`generate`]'s trace. A partition that moves (restarts, bundle moves) stays with the broker it
+/// started on: its rows after the move carry its new broker.
 pub fn generate_broker(spec: &WorkloadSpec, seed: u64, broker: u32) -> EventColumns {
     generate_broker_counting_reads(spec, seed, broker).0
 }

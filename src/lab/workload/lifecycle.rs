@@ -221,6 +221,14 @@ impl WorkloadSpec {
             || self.producer_pause_outstanding_deliveries > 0.0
     }
 
+    /// Whether consumers lose their connections (restarts, moves, storms): their cursors then
+    /// reopen at the first unacknowledged entry, so what they acknowledge on their own matters.
+    pub(super) fn reconnects_consumers(&self) -> bool {
+        self.rolling_restart_interval_seconds > 0.0
+            || self.bundle_moves_per_minute > 0.0
+            || self.reconnect_storm_every_seconds > 0.0
+    }
+
     /// Seconds a topic is away at an unload, up to the reconnect of its consumers: the load
     /// delay, the restart itself with one broker, and the mean reconnect delay.
     fn seconds_away(&self) -> (f64, f64) {
@@ -347,7 +355,11 @@ impl Sim {
             | Task::CatchUp(p, s) => (p as usize, s as usize),
             _ => return false,
         };
-        if !self.is_unloaded(p) && !self.parts[p].subs[s].away {
+        let sub = &self.parts[p].subs[s];
+        // A seek waits too for a cursor the new owner has not opened yet (its consumers away
+        // since before the move: they reopen it when they come back).
+        let unopened = sub.forgotten && matches!(task, Task::Seek(..));
+        if !self.is_unloaded(p) && !sub.away && !unopened {
             return false;
         }
         self.part_life(p).deferred.push(task);
@@ -534,7 +546,8 @@ impl Sim {
     /// blocks once that holds the client's memory limit.
     fn hold(&mut self, t: u64, p: usize, k: usize) {
         let n = self.parts[p].producers[k].batch;
-        let bytes = n.saturating_mul(self.parts[p].message_size);
+        // An empty message still takes client memory (its metadata): at least a byte each.
+        let bytes = n.saturating_mul(self.parts[p].message_size.max(1));
         let life = self.part_life(p);
         match life.held.back_mut() {
             Some((m, times)) if *m == n => *times += 1,
@@ -588,7 +601,9 @@ impl Sim {
                 | Task::CatchUp(_, s) => s as usize,
                 _ => continue,
             };
-            if only.is_some_and(|o| o != s) || self.parts[p].subs[s].away {
+            let sub = &self.parts[p].subs[s];
+            let unopened = sub.forgotten && matches!(task, Task::Seek(..));
+            if only.is_some_and(|o| o != s) || sub.away || unopened {
                 keep.push(task);
             } else {
                 self.schedule(t, task);
@@ -644,6 +659,7 @@ impl Sim {
             sub.acked.remove_through(md);
         }
         self.write_individual_acks(t, p, s);
+        self.release_deferred(t, p, Some(s));
     }
 
     /// A reconnect storm: every connected consumer of every topic here closes and reconnects
@@ -669,5 +685,71 @@ impl Sim {
             }
         }
         self.schedule(t.saturating_add(every), Task::Storm);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SettingValue::Float;
+
+    fn life(settings: &[(&str, f64)]) -> Life {
+        let mut spec = WorkloadSpec::default();
+        spec.set("test_duration_minutes", &Float(0.5)).unwrap();
+        spec.set("brokers", &Float(2.0)).unwrap();
+        for (k, v) in settings {
+            spec.set(k, &Float(*v)).unwrap();
+        }
+        Life::new(&spec).expect("a lifecycle knob is on")
+    }
+
+    /// `BrokerEntryCacheRollingRestartTest`'s injector over 30 s with 3 restarts: an interval of
+    /// 7.5 s, restarts at 7.5, 15 and 22.5 s; the closed form the estimate uses agrees.
+    #[test]
+    fn the_schedule_is_the_injectors_and_one_broker_is_down_at_a_time() {
+        let l = life(&[("rolling_restart_interval_seconds", 7.5)]);
+        let at: Vec<_> = (0..5).map_while(|k| l.restart_at(k)).collect();
+        assert_eq!(at, [7_500_000, 15_000_000, 22_500_000]);
+        assert_eq!(l.down(7_499_999), None);
+        assert_eq!(l.down(7_500_000), Some((0, 12_500_000)));
+        assert_eq!(l.down(12_500_000), None);
+        assert_eq!(l.down(16_000_000), Some((1, 20_000_000)));
+        // Broker 1 is away: its topics go to broker 0, and one moved off broker 0 stays there.
+        assert_eq!(l.new_owner(16_000_000, 1), (0, 16_000_000));
+        assert_eq!(l.new_owner(16_000_000, 0), (0, 16_000_000));
+        assert_eq!(l.new_owner(21_000_000, 0), (1, 21_000_000));
+        let mut spec = WorkloadSpec::default();
+        spec.set("test_duration_minutes", &Float(0.5)).unwrap();
+        spec.set("rolling_restart_interval_seconds", &Float(7.5))
+            .unwrap();
+        assert_eq!(spec.rolling_restarts(), 3.0);
+        spec.set("broker_restart_seconds", &Float(10.0)).unwrap();
+        assert_eq!(spec.rolling_restarts(), 2.0);
+        // One broker: a topic leaving it waits until it is back.
+        let mut one = WorkloadSpec::default();
+        one.set("rolling_restart_interval_seconds", &Float(10.0))
+            .unwrap();
+        let l = Life::new(&one).unwrap();
+        assert_eq!(l.new_owner(10_100_000, 0), (0, 15_000_000));
+    }
+
+    /// A producer routed by time: the stream time of a trace time maps back onto it, or onto the
+    /// start of the stream's next visit.
+    #[test]
+    fn tau_at_inverts_arrival_us() {
+        let mut spec = WorkloadSpec::default();
+        spec.set("partitions_per_topic", &Float(4.0)).unwrap();
+        let (mut sim, _) = Sim::new(&spec, 1, 0);
+        let part = &mut sim.parts[0];
+        part.route_period = 4;
+        let switch = 10_000.0;
+        for phase in 0..4 {
+            for t in [0.0, 5_000.0, 12_345.0, 39_999.0, 40_000.0, 1e9 + 7.0] {
+                let tau = part.tau_at(phase, t, switch);
+                let back = part.arrival_us(phase, tau, switch);
+                assert!(back >= t - 1e-6, "{phase} {t} {tau} {back}");
+                assert!(back < t + 3.0 * switch + 1e-6, "{phase} {t} {tau} {back}");
+            }
+        }
     }
 }

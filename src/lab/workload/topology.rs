@@ -432,7 +432,7 @@ impl Sim {
                     acked: AckedRanges::default(),
                     pending_acks: AckedRanges::default(),
                     rewinds: spec.churn_per_minute > 0.0
-                        || spec.has_lifecycle()
+                        || spec.reconnects_consumers()
                         || (sp.redelivery_rate > 0.0 && kind.has_single_active_consumer()),
                     redelivery_rate: sp.redelivery_rate,
                     start: sp.start,
