@@ -429,13 +429,18 @@ def _lifecycle_plot(rows: list[dict], ts: list[dict], scenario: str, out: Path, 
     for column, _, _, _ in EVENT_MARKS:
         # The trace's events: the same in every run, so any group's seconds say when they were.
         events[column] = sorted({second for g in sums.values() for second, v in g.items() if v.get(column)})
+    brokers = len({r["broker"] for r in ts})
     name = f"lifecycle-{slug}.png"
     plot_lifecycle(
         groups,
         events,
         out / name,
         title=f"{scenario}: over time, {format_size(size)} cache, brokers added up (vertical lines: lifecycle events)",
-        limit=(size / MIB, f"cache size\n{format_size(size)}"),
+        # The brokers' bytes are added up: so are their caches.
+        limit=(
+            brokers * size / MIB,
+            f"cache size\n{brokers} x {format_size(size)}" if brokers > 1 else f"cache size\n{format_size(size)}",
+        ),
     )
     return [
         (

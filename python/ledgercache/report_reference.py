@@ -35,6 +35,14 @@ def lab_order(runs: Sequence[dict]) -> list[str]:
     return [r["config_name"] for r in sorted(runs, key=lambda r: (-round(r["hit_ratio"], 4), r["misses"]))]
 
 
+def _chain(order: list[str], key: dict[str, float]) -> str:
+    """``A > B = C``: the order, with ``=`` between neighbours whose values are the same."""
+    out = md_escape(order[0]) if order else ""
+    for a, b in zip(order, order[1:]):
+        out += (" = " if key[a] == key[b] else " > ") + md_escape(b)
+    return out
+
+
 def pulsar_order(run: dict) -> list[str]:
     """The configurations of one of Pulsar's published runs, best hit percentage first."""
     figures = run["figures"]
@@ -46,10 +54,12 @@ def _fewest(values: dict[str, float | None]) -> str | None:
     return min(given, key=lambda n: given[n]) if given else None
 
 
-def _first_and_fewest(order: list[str], reads: dict[str, float | None]) -> str:
+def _first_and_fewest(order: list[str], reads: dict[str, float | None], tied: bool = False) -> str:
     fewest = _fewest(reads)
     if not order:
         return "no figures"
+    if tied:
+        return "no configuration first: the best are tied"
     if fewest is None:
         return f"{order[0]} first (storage reads not given)"
     if fewest == order[0]:
@@ -76,7 +86,8 @@ def named_answer_lines(scenario: str, rows: Sequence[dict], seconds: float | Non
     lines = [f"{heading} {md_escape(scenario)}", ""]
     if ref is not None:
         lines += [
-            f"Replayed under the configurations of Pulsar's `{ref['test']}`, each as the test sets the broker, "
+            f"Replayed under the configurations of Pulsar's `{ref['test']}`, each as the test sets the broker "
+            f"(all four run {design_label('pip430')}: master's broker), "
             f"beside the figures its author published ({ref['source']}; averages of five runs). Pulsar's hit "
             "percentage is 100 x (consumed - entries read from BookKeeper) / consumed; the lab's hit ratio is the "
             "same measure (entries read from the cache over entries read). Storage reads are entries read from "
@@ -85,7 +96,7 @@ def named_answer_lines(scenario: str, rows: Sequence[dict], seconds: float | Non
             "",
         ]
     for size, group in sorted(_by_size(rows).items()):
-        header = ["configuration", "design", "lab hit ratio", "lab hit %", "lab storage reads", "lab read requests"]
+        header = ["configuration", "lab hit ratio", "lab hit %", "lab storage reads", "lab read requests"]
         header += [f"Pulsar {md_escape(run['name'])} hit %" for run in runs]
         header += [f"Pulsar {md_escape(run['name'])} bk_read_entries" for run in with_reads]
         body = []
@@ -93,7 +104,6 @@ def named_answer_lines(scenario: str, rows: Sequence[dict], seconds: float | Non
             name = r["config_name"]
             row = [
                 md_escape(name),
-                md_escape(design_label(r["strategy"])),
                 f"{r['hit_ratio']:.3f}",
                 f"{100 * r['hit_ratio']:.2f}",
                 f"{r['misses']:,}",
@@ -102,19 +112,24 @@ def named_answer_lines(scenario: str, rows: Sequence[dict], seconds: float | Non
             row += [_percent(run["figures"].get(name, {}).get("hit_percent")) for run in runs]
             row += [_count(run["figures"].get(name, {}).get("bk_read_entries")) for run in with_reads]
             body.append(row)
-        lines += [f"Cache {format_size(size)} (each broker's):", "", *markdown_table(header, body, align="ll" + "r" * (len(header) - 2)), ""]
+        lines += [f"Cache {format_size(size)} (each broker's):", "", *markdown_table(header, body, align="l" + "r" * (len(header) - 1)), ""]
         order = lab_order(group)
         lab_reads = {r["config_name"]: r["misses"] for r in group}
+        lab_hits = {r["config_name"]: round(r["hit_ratio"], 3) for r in group}
+        tied = len(order) > 1 and lab_hits[order[0]] == lab_hits[order[1]]
         lines.append(
-            f"- **The lab:** {' > '.join(md_escape(n) for n in order)} by hit ratio: "
-            f"{md_escape(_first_and_fewest(order, lab_reads))} ({rates.reads(lab_reads[order[0]])} from storage)."
+            f"- **The lab:** {_chain(order, lab_hits)} by hit ratio: "
+            f"{md_escape(_first_and_fewest(order, lab_reads, tied))} ({rates.reads(lab_reads[order[0]])} from "
+            "storage for the first)."
         )
+        strict = len(set(lab_hits.values())) == len(lab_hits)
         for run in runs:
             p_order = pulsar_order(run)
             reads = {n: f["bk_read_entries"] for n, f in run["figures"].items()}
-            same = " (the lab's order)" if [n for n in order if n in p_order] == p_order else ""
+            hits = {n: f["hit_percent"] for n, f in run["figures"].items()}
+            same = " (the lab's order)" if strict and [n for n in order if n in p_order] == p_order else ""
             lines.append(
-                f"- **Pulsar {md_escape(run['name'])}:** {' > '.join(md_escape(n) for n in p_order)}{same}: "
+                f"- **Pulsar {md_escape(run['name'])}:** {_chain(p_order, hits)}{same}: "
                 f"{md_escape(_first_and_fewest(p_order, reads))}."
             )
         lines.append("")
