@@ -302,15 +302,17 @@ def plot_beside_reference(
     *,
     title: str,
     ylabel: str,
+    colours: Mapping[str, str] | None = None,
 ) -> Path:
     """Grouped bars: per name (a named configuration) one bar per source (``bars`` maps a source,
-    say "lab" or one of Pulsar's runs, to a value per name; None: not given, no bar)."""
+    say "lab" or one of Pulsar's runs, to a value per name; None: not given, no bar). ``colours``
+    fixes a source's colour across plots (by default the first red, the others greys)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(9.6, 4.4))
     width = 0.8 / max(1, len(bars))
     for j, (source, values) in enumerate(bars.items()):
         xs = [i + (j - (len(bars) - 1) / 2) * width for i in range(len(names))]
-        colour = "C3" if j == 0 else str(0.25 + 0.5 * (j - 1) / max(1, len(bars) - 2))
+        colour = (colours or {}).get(source) or ("C3" if j == 0 else str(0.25 + 0.5 * (j - 1) / max(1, len(bars) - 2)))
         labelled = False
         for x, v in zip(xs, values, strict=True):
             if v is None:

@@ -169,12 +169,18 @@ def named_plots(rows: Sequence[dict], scenario: str, out: Path, slug: str) -> li
     names = [r["config_name"] for r in group]
     runs = pulsar_reference.runs(scenario)
     made = []
+    # Each source in the same colour in both plots: the lab red, Pulsar's runs greys, oldest darkest.
+    colours = {"lab": "C3"} | {
+        f"Pulsar {run['name']}": str(0.25 + 0.5 * i / max(1, len(runs) - 1)) for i, run in enumerate(runs)
+    }
     hits: dict[str, list[float | None]] = {"lab": [100 * r["hit_ratio"] for r in group]}
     for run in runs:
         hits[f"Pulsar {run['name']}"] = [run["figures"].get(n, {}).get("hit_percent") for n in names]
     name = f"named-hit-{slug}.png"
     plot_beside_reference(
-        names, hits, out / name, title=f"{scenario}: hit % per configuration ({format_size(size)} cache)", ylabel="hit %"
+        names, hits, out / name, title=f"{scenario}: hit % per configuration ({format_size(size)} cache)",
+        ylabel="hit %",
+        colours=colours,
     )
     made.append((name, f"{scenario}: hit percentage per configuration, the lab beside Pulsar's published runs"))
     reads: dict[str, list[float | None]] = {"lab": [float(r["misses"]) for r in group]}
@@ -189,6 +195,7 @@ def named_plots(rows: Sequence[dict], scenario: str, out: Path, slug: str) -> li
         out / name,
         title=f"{scenario}: entries read from storage over the run, millions (fewer is better)",
         ylabel="storage reads (million entries)",
+        colours=colours,
     )
     made.append((name, f"{scenario}: entries read from storage per configuration, the lab beside Pulsar's runs"))
     return made
