@@ -815,7 +815,8 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
                             spec, seed=args.seed, memory_budget=memory_budget or lc.workload.DEFAULT_MEMORY_BUDGET
                         )
                 progress.step(f"generated {name}")
-            summary, series = _with_config_names(*_replay(lc, args, trace, configs, spark), configs, names)
+            summary, series = _replay(lc, args, trace, configs, spark)
+            summary, series = _with_config_names(summary, series, configs, names)
             label = _label(name)
             summaries.append(summary.append_column("scenario", pa.array([label] * summary.num_rows, pa.string())))
             serieses.append(series.append_column("scenario", pa.array([label] * series.num_rows, pa.string())))

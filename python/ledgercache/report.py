@@ -35,8 +35,16 @@ from .report_common import (
     md_escape,
 )
 from .report_html import CSS, html_page, markdown_table, write_page
+from .report_plots import (
+    EVENT_MARKS,
+    design_style,
+    legend_below,
+    plot_by_size,
+    plot_lifecycle,
+    plot_over_time,
+    size_axis,
+)
 from .report_reference import is_named, named_answer_lines, named_answer_text, named_plots
-from .report_plots import EVENT_MARKS, design_style, legend_below, plot_by_size, plot_lifecycle, plot_over_time, size_axis
 
 __all__ = [
     "write_report",
@@ -401,7 +409,7 @@ def _lifecycle_plot(rows: list[dict], ts: list[dict], scenario: str, out: Path, 
     for r in ts:
         if r["cache_size_bytes"] != size:
             continue
-        group = r.get("config_name") if named else r["strategy"]
+        group = r["config_name"] if named else r["strategy"]
         at = sums.setdefault(group, {}).setdefault(r["second"], {"reads": 0, "hits": 0, "misses": 0, "bytes": 0})
         at["reads"] += r["reads"]
         at["hits"] += r["hits"]
@@ -561,7 +569,9 @@ def answer_markdown(summary: pa.Table, series: pa.Table | None = None, target_hi
         lines += overview_lines(scenarios, target_hit_ratio)
     for scenario, rows, d in scenarios:
         lines += (
-            named_answer_lines(scenario, rows, d) if is_named(rows) else answer_lines(scenario, rows, d, target_hit_ratio)
+            named_answer_lines(scenario, rows, d)
+            if is_named(rows)
+            else answer_lines(scenario, rows, d, target_hit_ratio)
         )
     return "\n".join(lines)
 

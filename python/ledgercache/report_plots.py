@@ -268,7 +268,9 @@ def plot_lifecycle(
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], **style)
         for column, label, colour, dash in EVENT_MARKS:
             for i, second in enumerate(sorted(events.get(column, ()))):
-                ax.axvline(second, color=colour, linestyle=dash, linewidth=1.0, alpha=0.8, label=label if i == 0 else None)
+                ax.axvline(
+                    second, color=colour, linestyle=dash, linewidth=1.0, alpha=0.8, label=label if i == 0 else None
+                )
         if key == "cache_mib" and limit is not None:
             ax.axhline(limit[0], color="black", linestyle=":", linewidth=1.2)
             _line_label(ax, limit[0], limit[1], "black")

@@ -5,6 +5,7 @@ differs, the lines the terminal prints and the bars of the report."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def lab_order(runs: Sequence[dict]) -> list[str]:
 def _chain(order: list[str], key: dict[str, float]) -> str:
     """``A > B = C``: the order, with ``=`` between neighbours whose values are the same."""
     out = md_escape(order[0]) if order else ""
-    for a, b in zip(order, order[1:]):
+    for a, b in itertools.pairwise(order):
         out += (" = " if key[a] == key[b] else " > ") + md_escape(b)
     return out
 
@@ -46,7 +47,9 @@ def _chain(order: list[str], key: dict[str, float]) -> str:
 def pulsar_order(run: dict) -> list[str]:
     """The configurations of one of Pulsar's published runs, best hit percentage first."""
     figures = run["figures"]
-    return sorted((n for n in figures if figures[n]["hit_percent"] is not None), key=lambda n: -figures[n]["hit_percent"])
+    return sorted(
+        (n for n in figures if figures[n]["hit_percent"] is not None), key=lambda n: -figures[n]["hit_percent"]
+    )
 
 
 def _fewest(values: dict[str, float | None]) -> str | None:
@@ -112,7 +115,12 @@ def named_answer_lines(scenario: str, rows: Sequence[dict], seconds: float | Non
             row += [_percent(run["figures"].get(name, {}).get("hit_percent")) for run in runs]
             row += [_count(run["figures"].get(name, {}).get("bk_read_entries")) for run in with_reads]
             body.append(row)
-        lines += [f"Cache {format_size(size)} (each broker's):", "", *markdown_table(header, body, align="l" + "r" * (len(header) - 1)), ""]
+        lines += [
+            f"Cache {format_size(size)} (each broker's):",
+            "",
+            *markdown_table(header, body, align="l" + "r" * (len(header) - 1)),
+            "",
+        ]
         order = lab_order(group)
         lab_reads = {r["config_name"]: r["misses"] for r in group}
         lab_hits = {r["config_name"]: round(r["hit_ratio"], 3) for r in group}
@@ -178,7 +186,10 @@ def named_plots(rows: Sequence[dict], scenario: str, out: Path, slug: str) -> li
         hits[f"Pulsar {run['name']}"] = [run["figures"].get(n, {}).get("hit_percent") for n in names]
     name = f"named-hit-{slug}.png"
     plot_beside_reference(
-        names, hits, out / name, title=f"{scenario}: hit % per configuration ({format_size(size)} cache)",
+        names,
+        hits,
+        out / name,
+        title=f"{scenario}: hit % per configuration ({format_size(size)} cache)",
         ylabel="hit %",
         colours=colours,
     )

@@ -111,7 +111,9 @@ def test_the_scenario_generates_without_the_unmerged_keys():
 
 def compare(tmp_path, *args):
     out = tmp_path / "report"
-    assert cli.main(["compare", SCENARIO, "-o", str(out), "--local", "--quiet", "--duration-minutes", "0.05", *args]) == 0
+    assert (
+        cli.main(["compare", SCENARIO, "-o", str(out), "--local", "--quiet", "--duration-minutes", "0.05", *args]) == 0
+    )
     return out, pq.read_table(out / "summary.parquet"), pq.read_table(out / "timeseries.parquet")
 
 
@@ -244,7 +246,9 @@ def test_the_lifecycle_plot_gets_the_events_and_the_time_to_warm(tmp_path, monke
 def test_old_results_without_the_lifecycle_columns_still_report(tmp_path):
     summary, series = lifecycle_tables()
     old_summary = summary.drop_columns(["lifecycle_events", "mean_time_to_warm_seconds", "max_time_to_warm_seconds"])
-    old_series = series.drop_columns(["misses", "storage_read_ops", "loads", "unloads", "reopens", "time_to_warm_seconds"])
+    old_series = series.drop_columns(
+        ["misses", "storage_read_ops", "loads", "unloads", "reopens", "time_to_warm_seconds"]
+    )
     lc.report.write_report(old_summary, old_series, tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert "time to warm (s) |" not in report
