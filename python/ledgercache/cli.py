@@ -815,7 +815,10 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
                             spec, seed=args.seed, memory_budget=memory_budget or lc.workload.DEFAULT_MEMORY_BUDGET
                         )
                 progress.step(f"generated {name}")
-            summary, series = _replay(lc, args, trace, configs, spark)
+            # A series row names its configuration by its index in its group of configurations:
+            # named configurations are replayed in one group, so that the index is the name's.
+            named_args = argparse.Namespace(**{**vars(args), "config_groups": 1}) if any(names) else args
+            summary, series = _replay(lc, named_args, trace, configs, spark)
             summary, series = _with_config_names(summary, series, configs, names)
             label = _label(name)
             summaries.append(summary.append_column("scenario", pa.array([label] * summary.num_rows, pa.string())))

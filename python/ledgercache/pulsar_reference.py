@@ -45,6 +45,8 @@ REFERENCES: dict[str, dict[str, Any]] = {
         "test": "BrokerEntryCacheRollingRestartTest.testTailingReadsRollingRestart",
         "source": f"{_PR} (comments by lhotari, 2025-08-21 and 2025-08-22)",
         "configs": _CONFIGS,
+        # testTimeInSeconds: the seconds the producer publishes, over which the counts are taken.
+        "seconds": 30,
         # Where and why the lab's numbers differ from the test's (the report prints these).
         "differences": (
             "The lab's consumers are a fluid model that storage reads do not slow: in Pulsar a configuration "

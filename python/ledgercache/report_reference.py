@@ -115,8 +115,10 @@ def named_answer_lines(scenario: str, rows: Sequence[dict], seconds: float | Non
             row += [_percent(run["figures"].get(name, {}).get("hit_percent")) for run in runs]
             row += [_count(run["figures"].get(name, {}).get("bk_read_entries")) for run in with_reads]
             body.append(row)
+        span = f", over the lab's {seconds:g} s run" if seconds else ""
+        theirs = f" (Pulsar's: {ref['seconds']} s)" if ref is not None and seconds else ""
         lines += [
-            f"Cache {format_size(size)} (each broker's):",
+            f"Cache {format_size(size)} (each broker's){span}{theirs}:",
             "",
             *markdown_table(header, body, align="l" + "r" * (len(header) - 1)),
             "",
