@@ -284,3 +284,32 @@ def test_compare_puts_pip430_first_with_the_fewest_storage_reads(tmp_path):
     series = pq.read_table(out / "timeseries.parquet")
     assert sum(series.column("unloads").to_pylist()) > 0 and sum(series.column("loads").to_pylist()) > 0
     assert "PIP430 first, with the fewest storage reads" in (out / "report.md").read_text()
+
+
+def test_designs_compared_over_lifecycle_events_get_the_time_plot_too(tmp_path, monkeypatch):
+    # A scenario without named configurations (say, with bundle moves) is drawn per design.
+    summary, series = lifecycle_tables()
+    strategies = {"PIP430": "pip430", "PIP430disabled": "legacy"}
+    summary = summary.set_column(
+        summary.schema.get_field_index("strategy"),
+        "strategy",
+        pa.array([strategies[n] for n in summary["config_name"].to_pylist()]),
+    ).drop_columns(["config_name"])
+    series = series.set_column(
+        series.schema.get_field_index("strategy"),
+        "strategy",
+        pa.array([strategies[n] for n in series["config_name"].to_pylist()]),
+    ).drop_columns(["config_name"])
+    drawn = {}
+    monkeypatch.setattr(
+        lc.report, "plot_lifecycle", lambda groups, events, path, **kw: drawn.update(groups=groups, events=events)
+    )
+    lc.report.write_report(summary, series, tmp_path)
+    assert list(drawn["groups"]) == ["pip430", "legacy"] and drawn["events"]["unloads"] == [5]
+    report = (tmp_path / "report.md").read_text()
+    assert "| configuration |" not in report and "mean time to warm (s)" in report
+    # Without events in the series, no time plot: the report stays as it was.
+    drawn.clear()
+    quiet = series.drop_columns(["loads", "unloads", "reopens"])
+    lc.report.write_report(summary, quiet, tmp_path / "quiet")
+    assert drawn == {}
