@@ -261,10 +261,13 @@ def test_the_whole_scenario_restarts_each_broker_in_turn():
     t = lc.workload.generate(SCENARIO, seed=1)
     unloads = t.filter(pa.compute.equal(t["op"], "unload")).to_pylist()
     loads = t.filter(pa.compute.equal(t["op"], "load")).to_pylist()
-    restarts = sorted({(r["broker"], r["ts_us"] // 500_000) for r in unloads})
-    assert [b for b, _ in restarts] == ["broker-0", "broker-1", "broker-0"]
-    assert [half / 2 for _, half in restarts] == [7.5, 15.0, 22.5]
-    assert loads and all(r["ts_us"] > min(u["ts_us"] for u in unloads) for r in loads)
+    # A restart unloads all of the broker's topics at once: one (broker, half second) each.
+    restarts = sorted({(r["ts_us"] // 500_000, r["broker"]) for r in unloads})
+    assert [b for _, b in restarts] == ["broker-0", "broker-1", "broker-0"]
+    assert [half / 2 for half, _ in restarts] == [7.5, 15.0, 22.5]
+    # The other broker loads them (a trace may also load topics at its start).
+    first = min(u["ts_us"] for u in unloads)
+    assert {r["broker"] for r in loads if r["ts_us"] > first} == {"broker-0", "broker-1"}
     adds = t.filter(pa.compute.equal(t["op"], "add"))
     assert set(adds["size"].to_pylist()) == {8192}  # messageMetadata false: exactly 8 KiB
 
