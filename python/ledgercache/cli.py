@@ -976,7 +976,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def sweep(sp) -> None:
         sp.add_argument(
-            "--strategy", action="append", choices=ALL_STRATEGIES, help="a strategy (repeatable; default: all)"
+            "--strategy",
+            action="append",
+            choices=ALL_STRATEGIES,
+            help="a strategy (repeatable; default: all, except that compare replays a scenario with named "
+            "configurations, such as rolling-restart, under those unless --strategy or --set is given)",
         )
         sp.add_argument(
             "--cache-size",
