@@ -453,6 +453,36 @@ def _configs(lc, strategies: Iterable[str], sizes: Iterable[int], settings: Iter
     return [lc.CacheConfig(cache_size_bytes=z, strategy=s, **extra) for z in sizes for s in strategies]
 
 
+def _named_configs(lc, args, scenario: str, sizes: Iterable[int]) -> tuple[list, list[str | None]]:
+    """The configurations to replay a scenario under, and each one's name: a scenario with named
+    configurations (``lc.workload.SCENARIO_CONFIGS``) is replayed under those at each size, unless
+    ``--strategy`` or ``--set`` say otherwise; other runs are unnamed (None)."""
+    named = lc.workload.SCENARIO_CONFIGS.get(scenario) if getattr(args, "named_configs", False) else None
+    if named and not args.strategy and not args.set:
+        pairs = [(n, z) for z in sizes for n in named]
+        configs = [lc.CacheConfig(cache_size_bytes=z, **{**REPORT_SETTINGS, **named[n]}) for n, z in pairs]
+        return configs, [n for n, _ in pairs]
+    configs = _configs(lc, args.strategy or ALL_STRATEGIES, sizes, args.set or ())
+    return configs, [None] * len(configs)
+
+
+def _with_config_names(summary: pa.Table, series: pa.Table, configs: list, names: list[str | None]) -> tuple:
+    """``summary`` and ``series`` with a ``config_name`` column: the name of each row's configuration
+    (None for unnamed runs). A summary row is matched by its configuration (its ``config``), a
+    series row by its ``config_index`` (its place among its broker's configurations)."""
+    by_config = {json.dumps(c.to_dict(), sort_keys=True): n for c, n in zip(configs, names, strict=True)}
+    summary_names = [
+        by_config.get(json.dumps(json.loads(c), sort_keys=True)) for c in summary.column("config").to_pylist()
+    ]
+    series_names = [
+        names[i] if i is not None and 0 <= i < len(names) else None for i in series.column("config_index").to_pylist()
+    ]
+    return (
+        summary.append_column("config_name", pa.array(summary_names, pa.string())),
+        series.append_column("config_name", pa.array(series_names, pa.string())),
+    )
+
+
 def _session(args):
     # A master that spark-submit set wins over --master (lc.spark.session warns if they differ).
     spark = lc.spark.session("ledgercache-cli", master=args.master, cores=args.cores)
@@ -771,7 +801,7 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
     summaries, serieses = [], []
     try:
         for name, spec, sizes in plan:
-            configs = _configs(lc, args.strategy or ALL_STRATEGIES, sizes, args.set or ())
+            configs, names = _named_configs(lc, args, name, sizes)
             if spec is None:
                 trace: Any = Path(name)  # a trace file: replayed as it is
                 progress.step(f"read {name}")
@@ -785,7 +815,11 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
                             spec, seed=args.seed, memory_budget=memory_budget or lc.workload.DEFAULT_MEMORY_BUDGET
                         )
                 progress.step(f"generated {name}")
-            summary, series = _replay(lc, args, trace, configs, spark)
+            # A series row names its configuration by its index in its group of configurations:
+            # named configurations are replayed in one group, so that the index is the name's.
+            named_args = argparse.Namespace(**{**vars(args), "config_groups": 1}) if any(names) else args
+            summary, series = _replay(lc, named_args, trace, configs, spark)
+            summary, series = _with_config_names(summary, series, configs, names)
             label = _label(name)
             summaries.append(summary.append_column("scenario", pa.array([label] * summary.num_rows, pa.string())))
             serieses.append(series.append_column("scenario", pa.array([label] * series.num_rows, pa.string())))
@@ -822,6 +856,7 @@ def compare(args, scenarios: list[str], with_throttling: bool = False) -> None:
 
 
 def cmd_compare(args) -> None:
+    args.named_configs = True
     compare(args, args.spec or list(lc.workload.SCENARIOS), with_throttling=args.with_throttling or not args.spec)
 
 
@@ -836,8 +871,9 @@ def cmd_sweep(args) -> None:
 
 
 def cmd_demo(args) -> None:
-    # Each scenario at its own sizes (SCENARIO_CACHE_SIZES), every strategy.
-    args.strategy, args.cache_size, args.sizes, args.set = list(ALL_STRATEGIES), None, None, []
+    # Each scenario at its own sizes (SCENARIO_CACHE_SIZES), every strategy, or its named
+    # configurations where it has them (SCENARIO_CONFIGS).
+    args.strategy, args.cache_size, args.sizes, args.set, args.named_configs = None, None, None, [], True
     compare(args, list(lc.workload.SCENARIOS), with_throttling=True)
 
 
@@ -940,7 +976,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def sweep(sp) -> None:
         sp.add_argument(
-            "--strategy", action="append", choices=ALL_STRATEGIES, help="a strategy (repeatable; default: all)"
+            "--strategy",
+            action="append",
+            choices=ALL_STRATEGIES,
+            help="a strategy (repeatable; default: all, except that compare replays a scenario with named "
+            "configurations, such as rolling-restart, under those unless --strategy or --set is given)",
         )
         sp.add_argument(
             "--cache-size",

@@ -35,7 +35,16 @@ from .report_common import (
     md_escape,
 )
 from .report_html import CSS, html_page, markdown_table, write_page
-from .report_plots import design_style, legend_below, plot_by_size, plot_over_time, size_axis
+from .report_plots import (
+    EVENT_MARKS,
+    design_style,
+    legend_below,
+    plot_by_size,
+    plot_lifecycle,
+    plot_over_time,
+    size_axis,
+)
+from .report_reference import is_named, named_answer_lines, named_answer_text, named_plots
 
 __all__ = [
     "write_report",
@@ -92,18 +101,46 @@ _SUMMED = (
 
 
 def _rows(summary: pa.Table, scenario: str) -> list[dict]:
-    """One row per (design, cache size), brokers added up, in size then :func:`ledgercache.designs`
-    order, with ``hit_ratio``, ``misses`` (entries read from storage) and ``saved_bytes`` (bytes the
-    cache served)."""
+    """One row per (design, cache size, named configuration), brokers added up, in size then
+    :func:`ledgercache.designs` order (named configurations in the order the run lists them), with
+    ``hit_ratio``, ``misses`` (entries read from storage), ``saved_bytes`` (bytes the cache served),
+    ``config_name`` (None for unnamed runs) and the time to warm over the brokers' lifecycle events
+    (``lifecycle_events``, ``mean_time_to_warm_seconds``, ``max_time_to_warm_seconds``; None when
+    the summary has no such columns or no event had a hit ratio to come back to)."""
     merged: dict[tuple, dict] = {}
+    warm: dict[tuple, list[tuple[float, int]]] = {}
     for r in _of_scenario(summary, scenario):
-        key = (r["strategy"], r["cache_size_bytes"])
-        m = merged.setdefault(key, {"strategy": key[0], "cache_size_bytes": key[1], **dict.fromkeys(_SUMMED)})
+        key = (r["strategy"], r["cache_size_bytes"], r.get("config_name"))
+        m = merged.setdefault(
+            key,
+            {
+                "strategy": key[0],
+                "cache_size_bytes": key[1],
+                "config_name": key[2],
+                **dict.fromkeys(_SUMMED),
+                "lifecycle_events": None,
+                "max_time_to_warm_seconds": None,
+            },
+        )
         for k in _SUMMED:
             if r.get(k) is not None:
                 m[k] = (m[k] or 0) + r[k]
-    order = {s: i for i, s in enumerate(design_order(s for s, _ in merged))}
-    out = sorted(merged.values(), key=lambda m: (m["cache_size_bytes"], order[m["strategy"]]))
+        if r.get("lifecycle_events") is not None:
+            m["lifecycle_events"] = (m["lifecycle_events"] or 0) + r["lifecycle_events"]
+        if r.get("max_time_to_warm_seconds") is not None:
+            m["max_time_to_warm_seconds"] = max(m["max_time_to_warm_seconds"] or 0.0, r["max_time_to_warm_seconds"])
+        if r.get("mean_time_to_warm_seconds") is not None:
+            # Each broker's mean over its own events: weighted by them when added up.
+            warm.setdefault(key, []).append((r["mean_time_to_warm_seconds"], max(1, r.get("lifecycle_events") or 1)))
+    order = {s: i for i, s in enumerate(design_order(k[0] for k in merged))}
+    named = {n: i for i, n in enumerate(dict.fromkeys(k[2] for k in merged if k[2] is not None))}
+    out = sorted(
+        merged.values(),
+        key=lambda m: (m["cache_size_bytes"], order[m["strategy"]], named.get(m["config_name"], -1)),
+    )
+    for key, m in merged.items():
+        pairs = warm.get(key)
+        m["mean_time_to_warm_seconds"] = sum(v * w for v, w in pairs) / sum(w for _, w in pairs) if pairs else None
     for m in out:
         for k in _SUMMED:
             if k != "peak_retained_bytes" and m[k] is None:
@@ -172,6 +209,28 @@ _TEXT_COLUMNS = tuple(
 _REPORT_COLUMNS = tuple(c for c in COLUMNS if c[1] != "storage_read_bytes")
 
 
+def _seconds(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+# Shown only where the rows have them: the configuration's name (a scenario's named settings), and
+# the time to warm after the broker's lifecycle events (restarts, topic moves, reconnects).
+CONFIG_COLUMN = ("configuration", "config_name", lambda v: "-" if v is None else md_escape(v))
+WARM_COLUMNS = (
+    ("lifecycle events", "lifecycle_events", lambda v: "-" if v is None else f"{v:,}"),
+    ("mean time to warm (s)", "mean_time_to_warm_seconds", _seconds),
+    ("max time to warm (s)", "max_time_to_warm_seconds", _seconds),
+)
+
+
+def _columns(base: tuple, rows: list[dict]) -> tuple:
+    """``base`` with the configuration's name first when a row has one, and the time to warm last
+    when a row had a lifecycle event."""
+    named = any(r.get("config_name") is not None for r in rows)
+    events = any(r.get("lifecycle_events") for r in rows)
+    return ((CONFIG_COLUMN,) if named else ()) + base + (WARM_COLUMNS if events else ())
+
+
 def _text_table(columns: tuple, rows: list[dict]) -> list[str]:
     cells = [[fmt(r[key]).replace("\\", "") for _, key, fmt in columns] for r in rows]
     # A list, so a table without rows still has widths (max of one int would fail).
@@ -203,7 +262,8 @@ def comparison_text(summary: pa.Table) -> str:
     """The comparison as plain text, a table per scenario (what the CLI prints)."""
     out = []
     for scenario in _scenarios(summary):
-        out += [f"== {scenario}", *_text_table(_TEXT_COLUMNS, _rows(summary, scenario)), ""]
+        rows = _rows(summary, scenario)
+        out += [f"== {scenario}", *_text_table(_columns(_TEXT_COLUMNS, rows), rows), ""]
     note = retained_note(summary)
     if note:
         out += [note.replace("`", ""), ""]
@@ -281,6 +341,11 @@ def _plots(
 ) -> list[tuple[str, str]]:
     """The scenario's PNGs in ``out``: (file name, caption)."""
     slug = _slug(scenario)
+    ts = _of_scenario(series, scenario) if series is not None and series.num_rows else []
+    if is_named(rows):
+        # Named configurations at a size or two: bars beside Pulsar's figures, then time.
+        made = named_plots(rows, scenario, out, slug)
+        return made + (_lifecycle_plot(rows, ts, scenario, out, slug) if ts else [])
     made = []
     name = f"hit-ratio-{slug}.png"
     plot_by_size(rows, out / name, title=f"{scenario}: hit ratio by cache size", target=target)
@@ -311,7 +376,8 @@ def _plots(
     )
     made.append((name, f"{scenario}: storage reads{unit} and MiB{unit} by cache size"))
 
-    ts = _of_scenario(series, scenario) if series is not None and series.num_rows else []
+    if ts and any(r.get(c) for r in ts for c, _, _, _ in EVENT_MARKS):
+        made += _lifecycle_plot(rows, ts, scenario, out, slug)
     if ts:
         sizes = sorted({r["cache_size_bytes"] for r in rows})
         size = sizes[len(sizes) // 2]
@@ -330,6 +396,67 @@ def _plots(
         )
         made.append((name, f"{scenario}: bytes cached over time, {format_size(size)} cache"))
     return made
+
+
+def _lifecycle_plot(rows: list[dict], ts: list[dict], scenario: str, out: Path, slug: str) -> list[tuple[str, str]]:
+    """Hit ratio, storage reads, cached bytes and time to warm over time at the scenario's middle
+    size, per named configuration (else per design), brokers added up, lifecycle events marked."""
+    sizes = sorted({r["cache_size_bytes"] for r in rows})
+    size = sizes[len(sizes) // 2]
+    named = any(r.get("config_name") is not None for r in ts)
+    order = [r["config_name"] if named else r["strategy"] for r in rows if r["cache_size_bytes"] == size]
+    sums: dict[str, dict[int, dict]] = {}
+    for r in ts:
+        if r["cache_size_bytes"] != size:
+            continue
+        group = r["config_name"] if named else r["strategy"]
+        at = sums.setdefault(group, {}).setdefault(r["second"], {"reads": 0, "hits": 0, "misses": 0, "bytes": 0})
+        at["reads"] += r["reads"]
+        at["hits"] += r["hits"]
+        # H1's per-second `misses` (entries read from storage); older series: reads the cache did not serve.
+        at["misses"] += r["misses"] if r.get("misses") is not None else r["reads"] - r["hits"]
+        at["bytes"] += r["cache_bytes"]
+        for column, _, _, _ in EVENT_MARKS:
+            at[column] = at.get(column, 0) + (r.get(column) or 0)
+        if r.get("time_to_warm_seconds") is not None:
+            at["warm"] = max(at.get("warm", 0.0), r["time_to_warm_seconds"])
+    groups = {
+        g: {
+            second: {
+                "hit_ratio": v["hits"] / v["reads"] if v["reads"] else None,
+                "storage_reads": v["misses"],
+                "cache_mib": v["bytes"] / MIB,
+                "time_to_warm": v.get("warm"),
+            }
+            for second, v in sums[g].items()
+        }
+        for g in dict.fromkeys(order)
+        if g in sums
+    }
+    events: dict[str, list[int]] = {}
+    for column, _, _, _ in EVENT_MARKS:
+        # The trace's events: the same in every run, so any group's seconds say when they were.
+        events[column] = sorted({second for g in sums.values() for second, v in g.items() if v.get(column)})
+    brokers = len({r["broker"] for r in ts})
+    name = f"lifecycle-{slug}.png"
+    plot_lifecycle(
+        groups,
+        events,
+        out / name,
+        title=f"{scenario}: over time, {format_size(size)} cache, brokers added up (vertical lines: lifecycle events)",
+        # The brokers' bytes are added up: so are their caches.
+        limit=(
+            brokers * size / MIB,
+            f"cache size\n{brokers} x {format_size(size)}" if brokers > 1 else f"cache size\n{format_size(size)}",
+        ),
+    )
+    return [
+        (
+            name,
+            f"{scenario}: hit ratio, storage reads a second, bytes cached and the time to warm after each "
+            f"lifecycle event, {format_size(size)} cache",
+        )
+    ]
 
 
 PUBLISH_COLUMNS = (
@@ -403,7 +530,7 @@ def _model_section(summary: pa.Table) -> list[str]:
 
 def _table(columns: tuple, rows: list[dict]) -> list[str]:
     """A Markdown table of ``columns`` (header, key, format): text columns left, numbers right."""
-    align = "".join("l" if key in ("strategy", "mode", "topic") else "r" for _, key, _ in columns)
+    align = "".join("l" if key in ("strategy", "mode", "topic", "config_name") else "r" for _, key, _ in columns)
     return markdown_table([h for h, _, _ in columns], [[fmt(r[key]) for _, key, fmt in columns] for r in rows], align)
 
 
@@ -441,7 +568,11 @@ def answer_markdown(summary: pa.Table, series: pa.Table | None = None, target_hi
     if len(scenarios) > 1:
         lines += overview_lines(scenarios, target_hit_ratio)
     for scenario, rows, d in scenarios:
-        lines += answer_lines(scenario, rows, d, target_hit_ratio)
+        lines += (
+            named_answer_lines(scenario, rows, d)
+            if is_named(rows)
+            else answer_lines(scenario, rows, d, target_hit_ratio)
+        )
     return "\n".join(lines)
 
 
@@ -453,6 +584,9 @@ def answer_text(summary: pa.Table, series: pa.Table | None = None, target_hit_ra
     lines = ["The answer (only designs a Pulsar broker runs are recommended; the report has the detail):"]
     for scenario in _scenarios(summary):
         rows, rates = _rows(summary, scenario), Rates(run_seconds(series, scenario))
+        if is_named(rows):
+            lines += named_answer_text(scenario, rows, rates)
+            continue
         rec = recommend(design_points(rows, target_hit_ratio), target_hit_ratio) if rows else None
         if rec is None:
             lines.append(f"  {scenario}: no design a broker runs was replayed")
@@ -530,7 +664,7 @@ def write_report(
         md += [f"## {md_escape(scenario)}: every run", ""]
         for name, caption in _plots(rows, series, scenario, seconds, out, target_hit_ratio) if rows else []:
             md += [f"![{md_escape(caption)}]({name})", ""]
-        md += [*_table(_REPORT_COLUMNS if seconds else COLUMNS, rows), ""]
+        md += [*_table(_columns(_REPORT_COLUMNS if seconds else COLUMNS, rows), rows), ""]
         if target_hit_ratio is not None:
             mine = _with_rates([r for r in smallest if r["scenario"] == scenario], seconds)
             md += [

@@ -273,6 +273,21 @@ def overview_lines(per_scenario: Sequence[tuple[str, Sequence[dict], float | Non
     body = []
     for scenario, rows, seconds in per_scenario:
         rates = Rates(seconds)
+        if any(r.get("config_name") is not None for r in rows):
+            # Named configurations: the best of them, its own section sets them side by side.
+            best = max(rows, key=lambda r: (round(r["hit_ratio"], 4), -r["misses"]))
+            body.append(
+                [
+                    md_escape(scenario),
+                    f"{md_escape(best['config_name'])} ({design_label(best['strategy'])}), "
+                    f"{format_size(best['cache_size_bytes'])}",
+                    f"{best['hit_ratio']:.3f}",
+                    rates.both(best["misses"], best["storage_read_bytes"]),
+                    "not run (named configurations)",
+                    "",
+                ]
+            )
+            continue
         rec = recommend(design_points(rows, target), target) if rows else None
         if rec is None:
             body.append([md_escape(scenario), "no broker design run", "", "", ""])

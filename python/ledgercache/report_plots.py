@@ -11,7 +11,18 @@ from pathlib import Path
 
 from .report_common import MIB, design_info, design_label, design_order, format_size, is_broker_design
 
-__all__ = ["design_style", "size_axis", "legend_below", "save", "plot_by_size", "plot_over_time"]
+__all__ = [
+    "design_style",
+    "size_axis",
+    "legend_below",
+    "save",
+    "plot_by_size",
+    "plot_over_time",
+    "group_style",
+    "plot_lifecycle",
+    "plot_beside_reference",
+    "EVENT_MARKS",
+]
 
 # Colours by strategy name, fixed so that every report draws a design in the same colour (LRU green, PIP-430 red, ...); a design without one gets a spare colour.
 _COLOURS = {"belady": "C0", "legacy": "C1", "lru": "C2", "pip430": "C3", "pip430-fifo": "C4", "segmented": "C5"}
@@ -188,4 +199,133 @@ def plot_over_time(
     ax.grid(True, alpha=0.3)
     ax.set_title(title, fontsize="medium")
     legend_below(fig, [ax])
+    return save(fig, path)
+
+
+# Named configurations (a scenario's SCENARIO_CONFIGS) have no design colour: each gets one of these
+# in the order the run lists them, so a report draws them alike in every plot.
+_NAMED_COLOURS = ("C3", "C1", "C0", "C2", "C4", "C5", "C6", "C7", "C8", "C9")
+# How a lifecycle event is marked on a time plot: (series column, label, colour, line style).
+EVENT_MARKS = (
+    ("unloads", "topic unloaded", "firebrick", "--"),
+    ("loads", "topic loaded", "seagreen", "-."),
+    ("reopens", "consumers reconnected", "dimgrey", ":"),
+)
+
+
+def group_style(name: str, names: Sequence[str]) -> dict:
+    """A line's style for a group of runs: a design's own (:func:`design_style`), or for a named
+    configuration a colour by its place in ``names``, solid."""
+    if design_info(name)["role"] != "unknown":
+        return design_style(name) | {"marker": None}
+    i = list(names).index(name) if name in names else len(names)
+    return {"label": name, "color": _NAMED_COLOURS[i % len(_NAMED_COLOURS)], "linestyle": "-", "linewidth": 1.8}
+
+
+def plot_lifecycle(
+    groups: Mapping[str, Mapping[int, Mapping[str, float | None]]],
+    events: Mapping[str, Sequence[int]],
+    path: str | Path,
+    *,
+    title: str,
+    limit: tuple[float, str] | None = None,
+    xlabel: str = "trace second",
+) -> Path:
+    """Runs over time with the broker's lifecycle events marked: per group (a design or a named
+    configuration, in the mapping's order) and second, ``hit_ratio``, ``storage_reads`` (entries
+    read from storage), ``cache_mib`` and ``time_to_warm`` (seconds; on event seconds only). Four
+    panels: the hit ratio, the storage reads, the cached MiB (``limit``: the cache size line) and
+    the time to warm after each event; ``events`` maps an :data:`EVENT_MARKS` column to the
+    seconds it happened in, drawn as vertical lines on every panel."""
+    plt = _pyplot()
+    names = list(groups)
+    panels = (
+        ("hit_ratio", "hit ratio"),
+        ("storage_reads", "storage reads (entries/s)"),
+        ("cache_mib", "cached MiB"),
+        ("time_to_warm", "time to warm (s)"),
+    )
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9.6, 11.5), sharex=True)
+    for ax, (key, ylabel) in zip(axes, panels, strict=True):
+        for name in names:
+            pts = sorted((s, v[key]) for s, v in groups[name].items() if v.get(key) is not None)
+            if not pts:
+                continue
+            style = group_style(name, names)
+            if key == "time_to_warm":
+                ax.plot(
+                    [p[0] for p in pts],
+                    [p[1] for p in pts],
+                    linestyle="none",
+                    marker="o",
+                    markersize=6,
+                    color=style["color"],
+                    label=style["label"],
+                )
+                for x, y in pts:
+                    ax.annotate(f"{y:g}", (x, y), xytext=(3, 3), textcoords="offset points", fontsize="x-small")
+            else:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], **style)
+        for column, label, colour, dash in EVENT_MARKS:
+            for i, second in enumerate(sorted(events.get(column, ()))):
+                ax.axvline(
+                    second, color=colour, linestyle=dash, linewidth=1.0, alpha=0.8, label=label if i == 0 else None
+                )
+        if key == "cache_mib" and limit is not None:
+            ax.axhline(limit[0], color="black", linestyle=":", linewidth=1.2)
+            _line_label(ax, limit[0], limit[1], "black")
+        if key == "hit_ratio":
+            ax.set_ylim(0, 1.06)
+        else:
+            ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], (limit[0] * 1.08) if key == "cache_mib" and limit else 0))
+        if key == "time_to_warm" and not any(v.get(key) is not None for g in groups.values() for v in g.values()):
+            ax.text(
+                0.5,
+                0.5,
+                "no time to warm in these results\n(no event, or a replay without that column)",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize="small",
+                color="dimgrey",
+            )
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    axes[-1].set_xlabel(xlabel)
+    fig.suptitle(title, fontsize="medium")
+    legend_below(fig, list(axes), ncol=4)
+    return save(fig, path)
+
+
+def plot_beside_reference(
+    names: Sequence[str],
+    bars: Mapping[str, Sequence[float | None]],
+    path: str | Path,
+    *,
+    title: str,
+    ylabel: str,
+    colours: Mapping[str, str] | None = None,
+) -> Path:
+    """Grouped bars: per name (a named configuration) one bar per source (``bars`` maps a source,
+    say "lab" or one of Pulsar's runs, to a value per name; None: not given, no bar). ``colours``
+    fixes a source's colour across plots (by default the first red, the others greys)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9.6, 4.4))
+    width = 0.8 / max(1, len(bars))
+    for j, (source, values) in enumerate(bars.items()):
+        xs = [i + (j - (len(bars) - 1) / 2) * width for i in range(len(names))]
+        colour = (colours or {}).get(source) or ("C3" if j == 0 else str(0.25 + 0.5 * (j - 1) / max(1, len(bars) - 2)))
+        labelled = False
+        for x, v in zip(xs, values, strict=True):
+            if v is None:
+                continue
+            ax.bar(x, v, width=width * 0.95, color=colour, label=None if labelled else source)
+            labelled = True
+            ax.annotate(f"{v:.2f}", (x, v), xytext=(0, 2), textcoords="offset points", ha="center", fontsize="x-small")
+    ax.set_xticks(range(len(names)), list(names))
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 1.1 * max([v for vs in bars.values() for v in vs if v is not None] + [1e-9]))
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title(title, fontsize="medium")
+    legend_below(fig, [ax], ncol=4)
     return save(fig, path)

@@ -301,6 +301,7 @@ __all__ = [
     "OMB_PULSAR_DRIVER",
     "SCENARIOS",
     "SCENARIO_CACHE_SIZES",
+    "SCENARIO_CONFIGS",
     "Spec",
     "check",
     "estimate",
@@ -936,6 +937,51 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         redeliveryRate=0.01,
         testDurationMinutes=2,
     ),
+    # Pulsar's BrokerEntryCacheRollingRestartTest.testTailingReadsRollingRestart (master,
+    # pulsar-broker tests), as its author ran it for PIP-430 (docs/pulsar-tests.md says what each
+    # figure comes from): two brokers, one topic of 10 partitions, 50,000 messages/s without
+    # batching, each entry charged exactly 8 KiB (its calculateEntryLength), 10 Shared
+    # subscriptions of one consumer each from the earliest position, a broker restarted every 7.5 s
+    # over 30 s, its topics moving to the other broker. Its four cache configurations are
+    # SCENARIO_CONFIGS["rolling-restart"]; Pulsar's published figures are pulsar_reference.py's.
+    "rolling-restart": dict(
+        brokers=2,
+        topics=1,
+        partitionsPerTopic=10,
+        producerRate=50000,
+        batchingEnabled=False,
+        messageSize=8192,
+        # The test charges an entry 8 KiB whatever its bytes: no metadata on top.
+        messageMetadata=False,
+        subscriptionsPerTopic=10,
+        consumerPerSubscription=1,
+        subscriptionType="Shared",
+        receiverQueueSize=200,
+        acknowledgmentGroupTimeMs=5,
+        # The consumers receive and acknowledge as fast as their thread goes; Pulsar's runs show
+        # they kept up on average (consumed = 10 x produced). Twice the publish rate: a consumer
+        # thread of the test shares the laptop with two brokers, mock BookKeeper and the producer.
+        consumerHeadroom=2.0,
+        managedLedgerMaxEntriesPerLedger=100000,
+        managedLedgerMinLedgerRolloverTimeMinutes=0,
+        managedLedgerMaxLedgerRolloverTimeMinutes=1,
+        testDurationMinutes=0.5,
+        # The injector restarts broker 0, 1, 0 at 7.5, 15 and 22.5 s (its interval is
+        # testTimeInSeconds / (numberOfRestarts + 1); its stop check precedes each wait).
+        rollingRestartIntervalSeconds=7.5,
+        rollingRestartCount=3,
+        # restartBroker(): an in-process PulsarService stopped (its bundles unloaded) and started
+        # again against mock ZooKeeper and BookKeeper: about two seconds.
+        brokerRestartSeconds=2,
+        # The lookup and the managed ledger's open on the new owner (the default).
+        topicLoadDelayMs=100,
+        # The test's connection delay, ThreadLocalRandom.nextLong(20, 40) ms; the client's
+        # reconnect backoff (Backoff, initial 100 ms) runs while the topic loads.
+        reconnectDelayMinMs=20,
+        reconnectDelayMaxMs=40,
+        # The producer thread sleeps 100 ms while 500,000 deliveries are outstanding.
+        producerPauseOutstandingDeliveries=500000,
+    ),
 }
 
 # The cache sizes each scenario is compared at by `ledgercache compare` and `make demo`: where its
@@ -950,6 +996,48 @@ SCENARIO_CACHE_SIZES: dict[str, tuple[int, ...]] = {
     "many-topics-small-cache": (8 * MIB, 32 * MIB, 128 * MIB, 512 * MIB),
     "seek-storm": (32 * MIB, 128 * MIB, 512 * MIB, 2048 * MIB),
     "failover-nacks": (16 * MIB, 64 * MIB, 256 * MIB, 1024 * MIB),
+    # managedLedgerCacheSizeMB=250 (getManagedLedgerCacheSizeMB), each broker's.
+    "rolling-restart": (250 * MIB,),
+}
+
+# Scenarios compared under named broker configurations instead of the designs at their sizes:
+# each name maps to CacheConfig settings (strategy included), replayed at each of the scenario's
+# SCENARIO_CACHE_SIZES by `ledgercache compare` and `make demo` (--strategy/--set override them).
+# rolling-restart's are AbstractBrokerEntryCacheMultiBrokerTest.BrokerEntryCacheType's four, each
+# as its configure* method sets the broker (all on master, so all the pip430 design).
+_PIP430_DISABLED: dict[str, Any] = {
+    "strategy": "pip430",
+    # disablePIP430: setCacheEvictionByExpectedReadCount(false),
+    # setManagedLedgerCacheEvictionExtendTTLOfRecentlyAccessed(false).
+    "eviction_by_expected_read_count": False,
+    "extend_ttl_of_recently_accessed": False,
+}
+SCENARIO_CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
+    "rolling-restart": {
+        # configurePIP430: the defaults, set explicitly.
+        "PIP430": {
+            "strategy": "pip430",
+            "eviction_by_expected_read_count": True,
+            "extend_ttl_of_recently_accessed": True,
+        },
+        "PIP430disabled": dict(_PIP430_DISABLED),
+        # configureCacheEvictionByMarkDeletedPosition: disablePIP430, then
+        # setCacheEvictionByMarkDeletedPosition(true).
+        "cacheEvictionByMarkDeletedPosition": {**_PIP430_DISABLED, "eviction_by_mark_deleted_position": True},
+        # configurePR12258Caching: disablePIP430, then the backlog-caching settings
+        # (managedLedgerMinimumBacklogCursorsForCaching=1, ...MinimumBacklogEntriesForCaching=1,
+        # ...MaxBacklogBetweenCursorsForCaching=Integer.MAX_VALUE,
+        # managedLedgerCursorBackloggedThreshold=Long.MAX_VALUE). Its extra broker change, a cursor
+        # activated when a consumer connects (PersistentSubscription.addConsumerInternal), is
+        # master's code, and the replay's `open` runs that check.
+        "PR12258": {
+            **_PIP430_DISABLED,
+            "min_backlog_cursors_for_caching": 1,
+            "min_backlog_entries_for_caching": 1,
+            "max_backlog_between_cursors_for_caching": (1 << 31) - 1,
+            "cursor_backlogged_threshold": (1 << 63) - 1,
+        },
+    },
 }
 
 
