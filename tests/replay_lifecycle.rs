@@ -1,8 +1,9 @@
 //! A topic's life on a broker in the replay engine: unload and load rows, reconnects.
 
 use ledgercache::lab::replay::engine::PerSecond;
-use ledgercache::lab::replay::ReplayMetrics;
+use ledgercache::lab::replay::{replay, ReplayMetrics, TraceDecoder};
 use ledgercache::SettingValue;
+use proptest::prelude::*;
 use std::time::{Duration, Instant};
 
 mod support;
@@ -272,4 +273,79 @@ fn time_to_warm_of_many_events_is_quick() {
         "a 0.5 baseline (seconds 0 and 1), never back"
     );
     assert_eq!(out[10], Some(0.0), "a 0.0 baseline is back at once");
+}
+
+/// Ops of the arbitrary traces below: lifecycle rows among the cursor and ledger ops.
+const OPS: [&str; 8] = [
+    "open",
+    "close",
+    "add",
+    "read",
+    "ack",
+    "individual_ack",
+    "unload",
+    "load",
+];
+
+proptest! {
+    #![proptest_config(support::fixed_cases(64))]
+
+    /// Arbitrary traces with unload and load rows, values at the ends of their types, replayed
+    /// with read latency and the reads-in-flight limiter: an error naming a row, or results;
+    /// never a panic, and quick whatever the counts.
+    #[test]
+    fn arbitrary_lifecycle_traces_replay_or_name_a_row(
+        rows in proptest::collection::vec(
+            (
+                0usize..OPS.len(),
+                0i64..300,
+                0usize..3,
+                prop_oneof![4 => 0i64..4, 1 => Just(i64::MAX), 1 => Just(-1i64)],
+                prop_oneof![4 => 0i64..8, 1 => Just(i64::MAX - 1), 1 => Just(-1i64)],
+                prop_oneof![4 => 0i32..8, 1 => Just(i32::MAX), 1 => Just(-1i32)],
+                prop_oneof![4 => 0i32..200, 1 => Just(i32::MAX)],
+            ),
+            1..60,
+        )
+    ) {
+        let cursors = ["a", "b", "c"];
+        let mut ts = 0;
+        let rows: Vec<Row> = rows
+            .iter()
+            .map(|&(op, step, c, ledger, entry, count, size)| {
+                ts += step;
+                let op = OPS[op];
+                let cursor = (!matches!(op, "add" | "unload" | "load")).then_some(cursors[c]);
+                (ts, op, "t", cursor, Some(ledger), Some(entry), count, size)
+            })
+            .collect();
+        let cfg = config(&[
+            ("strategy", Str("pip430".into())),
+            ("storage_read_latency_ms", Int(20)),
+            ("max_reads_in_flight_bytes", Int(5_000)),
+        ]);
+        let mut d = TraceDecoder::new();
+        let mut events = Vec::new();
+        let start = Instant::now();
+        let outcome = d
+            .decode(&batch(&rows), &mut events)
+            .and_then(|()| replay(&events, &d.names, &cfg));
+        if let Err(e) = outcome {
+            prop_assert!(e.to_string().contains("row "), "{e}");
+        }
+        prop_assert!(start.elapsed() < Duration::from_secs(30));
+    }
+}
+
+/// A read of a loaded ledger of 2^31 - 1 entries takes at most 2^20 of them in one row: bounded
+/// work (and a bounded list of misses) whatever the count.
+#[test]
+fn a_read_takes_at_most_a_million_entries() {
+    let rows = [
+        load(0, 1, 0, i32::MAX, 1),
+        open_in(1, "c", 1, 0),
+        read(2, "c", i32::MAX),
+    ];
+    let m = run(&rows, &pip430(0));
+    assert_eq!(m.entries_read, 1 << 20);
 }

@@ -62,8 +62,8 @@ never opened, naming the row. A load's ``entry_id + count`` must stay an entry i
 
 Entry ids of ``add`` rows are 0..2^63-2, and ``ts_us`` may run up to 292 years past a broker's first
 event. Positions the trace never added (a gap, or entries before a ledger's first ``add``) hold no
-entry: a ``read`` passes over them, taking at most the entries that were added, whatever its
-``count``.
+entry: a ``read`` passes over them, taking at most the entries that were added (or loaded), whatever
+its ``count``, and at most 2^20 entries in one row.
 """
 
 from __future__ import annotations

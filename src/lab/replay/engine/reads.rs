@@ -9,6 +9,12 @@ use crate::broker::positions::acked::unacked_runs;
 use crate::broker::read_flow::ReadKind;
 use crate::cache::position::Position;
 
+/// The most entries one `read` row takes. Before `load` rows, a read's entries were bounded by the
+/// trace's `add` rows; one `load` row can bring 2^31 entries, and a read of them all would read
+/// them one by one (and list its misses: 32 GB). A broker's dispatcher reads far fewer at once
+/// (`dispatcherMaxReadBatchSize`, 100 by default).
+pub(super) const MAX_READ_ENTRIES: u64 = 1 << 20;
+
 /// A read waiting for its storage read (reads that hit the cache complete at once).
 pub(super) struct InFlight {
     pub(super) due_ns: u64,
@@ -34,7 +40,8 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
         runs.clear();
         let (t, c) = self.topic_and_cursor(e)?;
         let (from, epoch) = (c.read_position, c.epoch);
-        let skip_to = unacked_runs(&c.acked, from, u64::from(e.count), &t.layout, t, &mut runs);
+        let count = u64::from(e.count).min(MAX_READ_ENTRIES);
+        let skip_to = unacked_runs(&c.acked, from, count, &t.layout, t, &mut runs);
         let read_before = self.read_so_far();
         let mut missed = false;
         // Without read latency nothing is ever in flight, so deliveries are in order and
