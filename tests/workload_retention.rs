@@ -411,10 +411,7 @@ fn a_huge_stored_backlog_costs_rows_only_where_readers_reach() {
 }
 
 /// The replay reads a stored backlog from storage: misses at about the subscription's rate.
-/// Needs the `load` op's engine support (issue 61's H1): until it is merged the replay has no
-/// entries behind the cursor.
 #[test]
-#[ignore = "needs the replay engine's `load` handler (issue 61, H1)"]
 fn replaying_a_stored_backlog_reads_it_from_storage() {
     let ev = generate(&stored(100_000, 100_000, 500.0, 1.0), 2);
     let m = replayed(&ev, |_| true);

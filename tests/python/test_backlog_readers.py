@@ -155,7 +155,6 @@ def test_retention_settings_take_broker_conf_names():
     }
 
 
-@pytest.mark.skip(reason="needs the replay engine's `load` handler (issue 61, H1); must pass once merged")
 def test_replaying_a_catch_up_only_subscription_reads_storage_at_its_rate():
     spec = w.from_broker_stats(_dump(200_000, 500.0), test_duration_minutes=1.0)
     (row,) = lc.replay(lambda: w.stream(spec, 1), lc.CacheConfig(cache_size_bytes=64 << 20)).to_pylist()

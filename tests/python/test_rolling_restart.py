@@ -9,24 +9,10 @@ import pytest
 
 import ledgercache as lc
 from ledgercache import cli, pulsar_reference
-from ledgercache.workload import KNOWN, _snake
+from ledgercache.workload import _snake
 
 SCENARIO = "rolling-restart"
 NAMES = ["PIP430", "PIP430disabled", "cacheEvictionByMarkDeletedPosition", "PR12258"]
-# The scenario's keys issue 61's other parts add to the generator (H2's lifecycle knobs, H3's
-# message_metadata): until they are merged, the tests that need the whole scenario are skipped.
-NEEDS_LIFECYCLE = "needs H2's lifecycle knobs (rolling restarts, reconnects, producer pauses) and H3's messageMetadata"
-
-
-def without_unmerged_keys(spec: dict) -> dict:
-    """The scenario without the keys this branch's generator does not know yet (see NEEDS_LIFECYCLE)."""
-    return {k: v for k, v in spec.items() if _snake(k) in KNOWN}
-
-
-@pytest.fixture
-def generator_ready(monkeypatch):
-    """The bundled scenario as this branch's generator takes it (the unmerged keys dropped)."""
-    monkeypatch.setitem(lc.workload.SCENARIOS, SCENARIO, without_unmerged_keys(lc.workload.SCENARIOS[SCENARIO]))
 
 
 def test_the_scenario_is_pulsars_test():
@@ -98,7 +84,7 @@ def test_pulsars_figures_agree_with_themselves():
 
 
 def test_the_scenario_generates_without_the_unmerged_keys():
-    spec = {**without_unmerged_keys(lc.workload.SCENARIOS[SCENARIO]), "testDurationMinutes": 0.02}
+    spec = {**lc.workload.SCENARIOS[SCENARIO], "testDurationMinutes": 0.02}
     t = lc.workload.generate(spec, seed=1)
     adds = t.filter(pa.compute.equal(t["op"], "add"))
     assert set(adds["size"].to_pylist()) == {8192} and set(adds["messages"].to_pylist()) == {1}
@@ -117,7 +103,7 @@ def compare(tmp_path, *args):
     return out, pq.read_table(out / "summary.parquet"), pq.read_table(out / "timeseries.parquet")
 
 
-def test_compare_replays_the_named_configurations(generator_ready, tmp_path, capsys):
+def test_compare_replays_the_named_configurations(tmp_path, capsys):
     out, summary, series = compare(tmp_path)
     named = lc.workload.SCENARIO_CONFIGS[SCENARIO]
     rows = summary.to_pylist()
@@ -141,7 +127,7 @@ def test_compare_replays_the_named_configurations(generator_ready, tmp_path, cap
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_strategy_and_set_still_override_the_named_configurations(generator_ready, tmp_path):
+def test_strategy_and_set_still_override_the_named_configurations(tmp_path):
     _, summary, series = compare(tmp_path, "--strategy", "lru", "--strategy", "legacy")
     assert summary.column("strategy").to_pylist().count("lru") == 2
     assert summary.column("config_name").null_count == summary.num_rows
@@ -255,7 +241,6 @@ def test_old_results_without_the_lifecycle_columns_still_report(tmp_path):
     assert (tmp_path / "lifecycle-rolling-restart.png").exists()  # named runs are still drawn over time
 
 
-@pytest.mark.skip(reason=NEEDS_LIFECYCLE + ": the lead removes this skip after merging H2 and H3 (issue 61)")
 def test_the_whole_scenario_restarts_each_broker_in_turn():
     # BrokerEntryCacheRollingRestartTest's injector: broker 0, 1, 0 at 7.5, 15 and 22.5 s.
     t = lc.workload.generate(SCENARIO, seed=1)
@@ -272,7 +257,6 @@ def test_the_whole_scenario_restarts_each_broker_in_turn():
     assert set(adds["size"].to_pylist()) == {8192}  # messageMetadata false: exactly 8 KiB
 
 
-@pytest.mark.skip(reason=NEEDS_LIFECYCLE + ": the lead removes this skip after merging H2 and H3 (issue 61)")
 def test_compare_puts_pip430_first_with_the_fewest_storage_reads(tmp_path):
     # Issue 61's "done when", as every published run of Pulsar's test has it.
     out = tmp_path / "report"
