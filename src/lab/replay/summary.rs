@@ -224,8 +224,8 @@ pub const SUMMARY: &[Column<()>] = &[
         name: "max_time_to_warm_seconds",
         kind: Kind::Float64,
         nullable: true,
-        doc: "the longest of the event seconds' time_to_warm_seconds (as \
-              mean_time_to_warm_seconds counts them); null without an event second with a baseline",
+        doc: "the longest of the series' time_to_warm_seconds (as mean_time_to_warm_seconds \
+              counts them); null without a load or reopen second with a baseline",
         value: |r, _| Value::MaybeFloat(r.metrics.warmth().max_seconds),
     },
     Column {
@@ -244,9 +244,9 @@ pub const SUMMARY: &[Column<()>] = &[
     },
 ];
 
-const WARM_SUMMARY_DOC: &str = "the mean of the event seconds' time_to_warm_seconds (the \
-     series'), over the event seconds with a baseline; an event whose hit ratio is not back by the \
-     run's end counts the seconds to its last second; null without an event second with a baseline";
+const WARM_SUMMARY_DOC: &str = "the mean of the series' time_to_warm_seconds, over the seconds \
+     with a load or a reopen and a baseline; an event whose hit ratio is not back by the \
+     run's end counts the seconds to its last second; null without a load or reopen second with a baseline";
 
 /// The per-second series' columns, in their order.
 pub const SERIES: &[Column<Second>] = &[
@@ -329,7 +329,7 @@ pub const SERIES: &[Column<Second>] = &[
         name: "time_to_warm_seconds",
         kind: Kind::Float64,
         nullable: true,
-        doc: "on an event second (a load, unload or reopen) with a baseline, whole seconds from its \
+        doc: "on a second with a load or a reopen (an unload alone has nothing to warm) with a baseline, whole seconds from its \
               end to the end of the last second with reads, after it, whose hit ratio was still \
               below the baseline less 0.05 (0 if the next second with reads is already back); the \
               baseline is the reads-weighted hit ratio of the last 5 seconds with reads before \

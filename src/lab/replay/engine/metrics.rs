@@ -77,6 +77,14 @@ impl PerSecond {
     pub fn is_event(&self) -> bool {
         self.loads + self.unloads + self.reopens > 0
     }
+
+    /// A second after which this broker's cache has something to warm up for: a topic loaded
+    /// or a cursor reconnected. An unload alone only takes readers away (on a broker that lost
+    /// all its topics, the next reads come when some come back, and timing from the unload
+    /// would count the time away as cold).
+    pub fn needs_warming(&self) -> bool {
+        self.loads + self.reopens > 0
+    }
 }
 
 /// Seconds with reads a baseline hit ratio is taken over (the last ones before an event second).
@@ -132,8 +140,8 @@ impl ReplayMetrics {
         }
     }
 
-    /// Per second of [`ReplayMetrics::per_second`]: on an event second (a load, an unload or a
-    /// reopen on this broker) that has a baseline, the whole seconds until the hit ratio is back;
+    /// Per second of [`ReplayMetrics::per_second`]: on a second with a load or a reopen on this
+    /// broker ([`PerSecond::needs_warming`]) that has a baseline, the whole seconds until the hit ratio is back;
     /// `None` elsewhere.
     ///
     /// The baseline ("where it was") is the reads-weighted hit ratio (their hits over their reads)
@@ -162,7 +170,7 @@ impl ReplayMetrics {
                     out[w.row] = Some(seconds_between(event, cold_until));
                 }
             }
-            if s.is_event() {
+            if s.needs_warming() {
                 let (reads, hits) = recent.iter().fold((0u64, 0u64), |(r, h), &(sr, sh)| {
                     (r.saturating_add(sr), h.saturating_add(sh))
                 });
