@@ -310,6 +310,19 @@ impl Sim {
         sub.dispatcher.clear_replay();
     }
 
+    /// A consumer joins a subscription without consumers: the cursor rewinds to the first
+    /// unacknowledged entry (opens there afresh, after its topic moved) and the replay queue goes.
+    pub(super) fn open_at_first_unacked(&mut self, t: u64, p: usize, s: usize) {
+        let first = self.parts[p].subs[s].rewind_to;
+        if self.parts[p].subs[s].forgotten {
+            self.reopen(t, p, s, first);
+        } else {
+            self.emit_cursor(t, p, s, "open", None);
+            self.rewind(t, p, s, first);
+        }
+        self.parts[p].subs[s].dispatcher.clear_replay();
+    }
+
     pub(super) fn churn(&mut self, t: u64, p: usize, s: usize) {
         if self.parts[p].subs[s].active {
             self.close_consumers(t, p, s);
@@ -317,17 +330,7 @@ impl Sim {
             let back = t.saturating_add((self.spec.churn_downtime_seconds * 1e6) as u64);
             self.schedule(back, Task::Churn(p as u32, s as u32));
         } else {
-            // A consumer joins a subscription without consumers: the cursor rewinds to the first
-            // unacknowledged entry (opens there, after the topic moved).
-            let first = self.parts[p].subs[s].rewind_to;
-            if self.parts[p].subs[s].forgotten {
-                self.reopen(t, p, s, first);
-            } else {
-                self.emit_cursor(t, p, s, "open", None);
-                self.rewind(t, p, s, first);
-            }
-            let sub = &mut self.parts[p].subs[s];
-            sub.dispatcher.clear_replay();
+            self.open_at_first_unacked(t, p, s);
             self.start_consumers(t, p, s);
             self.connect(t, p, s);
             let next = t.saturating_add(self.rng.exp(60e6 / self.spec.churn_per_minute) as u64);

@@ -623,15 +623,8 @@ impl Sim {
         sub.away = false;
         // The clients handled their receiver queues until now.
         self.consume(t, p, s);
-        let first = self.parts[p].subs[s].rewind_to;
-        if self.parts[p].subs[s].forgotten {
-            self.reopen(t, p, s, first);
-        } else {
-            self.emit_cursor(t, p, s, "open", None);
-            self.rewind(t, p, s, first);
-        }
+        self.open_at_first_unacked(t, p, s);
         let sub = &mut self.parts[p].subs[s];
-        sub.dispatcher.clear_replay();
         if let Some(nacked) = sub.dispatcher.nacked_mut() {
             nacked.clear();
         }
