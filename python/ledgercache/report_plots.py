@@ -29,6 +29,11 @@ _COLOURS = {"belady": "C0", "legacy": "C1", "lru": "C2", "pip430": "C3", "pip430
 _SPARE = ("C6", "C7", "C8", "C9")
 
 
+def _centred_note(ax, text: str) -> None:
+    """A grey note in the middle of a panel that has nothing (or nothing distinct) to draw."""
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize="small", color="dimgrey")
+
+
 def _pyplot():
     import matplotlib
 
@@ -143,16 +148,7 @@ def plot_by_size(
                 ax.plot([p[0] / MIB for p in pts], [p[1] for p in pts], **design_style(s))
                 drawn.append([round(p[1], 6) for p in pts])
         if len(drawn) > 1 and all(d == drawn[0] for d in drawn):
-            ax.text(
-                0.5,
-                0.5,
-                "every design the same here:\nthe lines lie on one another",
-                transform=ax.transAxes,
-                ha="center",
-                va="center",
-                fontsize="small",
-                color="dimgrey",
-            )
+            _centred_note(ax, "every design the same here:\nthe lines lie on one another")
         if i == 0 and target is not None:
             ax.axhline(target, color="black", linestyle=":", linewidth=1.3)
             _line_label(ax, target, f"target\n{target:g}", "black")
@@ -279,16 +275,7 @@ def plot_lifecycle(
         else:
             ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], (limit[0] * 1.08) if key == "cache_mib" and limit else 0))
         if key == "time_to_warm" and not any(v.get(key) is not None for g in groups.values() for v in g.values()):
-            ax.text(
-                0.5,
-                0.5,
-                "no time to warm in these results\n(no event, or a replay without that column)",
-                transform=ax.transAxes,
-                ha="center",
-                va="center",
-                fontsize="small",
-                color="dimgrey",
-            )
+            _centred_note(ax, "no time to warm in these results\n(no event, or a replay without that column)")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
     axes[-1].set_xlabel(xlabel)

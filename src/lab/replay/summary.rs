@@ -4,7 +4,7 @@
 //! `lc.replay.SUMMARY_SCHEMA` / `SERIES_SCHEMA`, so the report, the command line and the docs read
 //! the columns from one place: a new column is one entry in [`SUMMARY`].
 
-use super::engine::ReplayMetrics;
+use super::engine::{PerSecond, ReplayMetrics};
 use crate::config::CacheConfig;
 use crate::error::{Error, Result};
 use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
@@ -53,19 +53,11 @@ pub struct Run {
     pub config_json: String,
 }
 
-/// One second of a run's series.
+/// One second of a run's series: the engine's counts of it, with its place and time to warm.
 pub struct Second {
     /// The run's place among its broker's configurations.
     pub config_index: u64,
-    pub second: i64,
-    pub cache_bytes: u64,
-    pub reads: u64,
-    pub hits: u64,
-    pub misses: u64,
-    pub storage_read_ops: u64,
-    pub loads: u64,
-    pub unloads: u64,
-    pub reopens: u64,
+    pub counts: PerSecond,
     pub time_to_warm_seconds: Option<f64>,
 }
 
@@ -277,14 +269,14 @@ pub const SERIES: &[Column<Second>] = &[
         kind: Kind::Int64,
         nullable: false,
         doc: "the second of trace time (ts_us / 1e6, rounded down)",
-        value: |_, s| Value::I64(s.second),
+        value: |_, s| Value::I64(s.counts.second),
     },
     int("cache_bytes", "the cache's bytes at the end of the second", |_, s| {
-        Value::Int(Some(s.cache_bytes))
+        Value::Int(Some(s.counts.cache_bytes))
     }),
-    int("reads", "entries read in the second", |_, s| Value::Int(Some(s.reads))),
+    int("reads", "entries read in the second", |_, s| Value::Int(Some(s.counts.reads))),
     int("hits", "entries read from the cache in the second", |_, s| {
-        Value::Int(Some(s.hits))
+        Value::Int(Some(s.counts.hits))
     }),
     Column {
         name: "hit_ratio",
@@ -292,38 +284,38 @@ pub const SERIES: &[Column<Second>] = &[
         nullable: false,
         doc: "hits / reads in the second (0 without reads)",
         value: |_, s| {
-            Value::Float(if s.reads == 0 {
+            Value::Float(if s.counts.reads == 0 {
                 0.0
             } else {
-                s.hits as f64 / s.reads as f64
+                s.counts.hits as f64 / s.counts.reads as f64
             })
         },
     },
     int(
         "misses",
         "entries read from storage in the second",
-        |_, s| Value::Int(Some(s.misses)),
+        |_, s| Value::Int(Some(s.counts.misses)),
     ),
     int(
         "storage_read_ops",
         "storage reads issued in the second",
-        |_, s| Value::Int(Some(s.storage_read_ops)),
+        |_, s| Value::Int(Some(s.counts.storage_read_ops)),
     ),
     int(
         "loads",
         "topics loaded in the second (load rows that found the topic closed on this broker)",
-        |_, s| Value::Int(Some(s.loads)),
+        |_, s| Value::Int(Some(s.counts.loads)),
     ),
     int(
         "unloads",
         "topics unloaded in the second (unload rows that found the topic open)",
-        |_, s| Value::Int(Some(s.unloads)),
+        |_, s| Value::Int(Some(s.counts.unloads)),
     ),
     int(
         "reopens",
         "cursors opened in the second that this broker had open before and that had no consumer \
          (closed, or forgotten by their topic's unload): reconnects",
-        |_, s| Value::Int(Some(s.reopens)),
+        |_, s| Value::Int(Some(s.counts.reopens)),
     ),
     Column {
         name: "time_to_warm_seconds",
@@ -425,15 +417,7 @@ pub fn tables(runs: &[Run]) -> Result<(RecordBatch, RecordBatch)> {
         for (p, time_to_warm_seconds) in run.metrics.per_second.iter().zip(warm) {
             let s = Second {
                 config_index: index,
-                second: p.second,
-                cache_bytes: p.cache_bytes,
-                reads: p.reads,
-                hits: p.hits,
-                misses: p.misses,
-                storage_read_ops: p.storage_read_ops,
-                loads: p.loads,
-                unloads: p.unloads,
-                reopens: p.reopens,
+                counts: *p,
                 time_to_warm_seconds,
             };
             seconds.push((i, s));

@@ -135,10 +135,7 @@ impl WorkloadSpec {
         }
         // A batch being made, and per broker: the rows its simulation runs ahead of the merge,
         // its name and its simulation's fixed state.
-        let brokers = self.brokers as f64;
-        bytes += growing
-            + crate::lab::workload::DEFAULT_BATCH_ROWS as f64 * 2.0 * BYTES_PER_ROW
-            + brokers * (1024.0 * BYTES_PER_ROW + BYTES_PER_BROKER);
+        bytes += growing + self.batch_and_broker_bytes();
         Footprint {
             bytes,
             growing_bytes: growing,

@@ -7,9 +7,7 @@ use super::{CacheStrategy, EntryKey, Replayer, Stopped};
 use crate::broker::ledger::cursor::{
     ack_individually, mark_delete_after_reset, mark_delete_allowed, mark_delete_over,
 };
-use crate::broker::positions::acked::AckedRanges;
 use crate::broker::read_flow::Invalidation;
-use std::collections::BTreeSet;
 
 impl<S: CacheStrategy + ?Sized> Replayer<S> {
     /// A consumer connects: the cursor is opened (at the trace's position, else the ledger's end) or
@@ -31,18 +29,9 @@ impl<S: CacheStrategy + ?Sized> Replayer<S> {
             None => t.layout.end(),
         };
         let mark_delete = t.layout.before(start);
-        let c = self.cursors.open(e, named, || Cursor {
-            topic: e.topic,
-            read_position: start,
-            connected: false,
-            mark_delete,
-            acked: AckedRanges::default(),
-            replay: BTreeSet::new(),
-            epoch: 0,
-            delivered_high: None,
-            hold: None,
-            forgotten: false,
-        })?;
+        let c = self
+            .cursors
+            .open(e, named, || Cursor::opened(e.topic, start, mark_delete))?;
         if e.position.is_some() {
             c.read_position = start;
         }

@@ -167,6 +167,23 @@ pub(super) struct Hold {
 }
 
 impl Cursor {
+    /// A cursor of `topic` as it opens: reading from `read_position`, everything up to
+    /// `mark_delete` acknowledged, nothing else known about it.
+    pub(super) fn opened(topic: u32, read_position: Position, mark_delete: Position) -> Self {
+        Cursor {
+            topic,
+            read_position,
+            connected: false,
+            mark_delete,
+            acked: AckedRanges::default(),
+            replay: BTreeSet::new(),
+            epoch: 0,
+            delivered_high: None,
+            hold: None,
+            forgotten: false,
+        }
+    }
+
     /// The read position as the broker's read flow sees it (see [`Cursor::hold`]).
     pub(super) fn broker_read_position(&self) -> Position {
         self.hold.map_or(self.read_position, |h| h.at)
@@ -195,18 +212,7 @@ mod tests {
     }
 
     fn cursor_of(topic: u32) -> Cursor {
-        Cursor {
-            topic,
-            read_position: Position::new(0, 0),
-            connected: false,
-            mark_delete: Position::new(0, -1),
-            acked: AckedRanges::default(),
-            replay: BTreeSet::new(),
-            epoch: 0,
-            delivered_high: None,
-            hold: None,
-            forgotten: false,
-        }
+        Cursor::opened(topic, Position::new(0, 0), Position::new(0, -1))
     }
 
     /// A replayer of a multi-broker replay opens its own topics' cursors among all the trace's:
