@@ -52,6 +52,20 @@ def read_text(path: Path, max_bytes: int, what: str) -> str:
 
 _DECODER = json.JSONDecoder()
 
+# Quotes a chat, an issue editor or a word processor puts in place of JSON's straight ones: a pasted
+# stats dump with them fails at its first key, and the decoder's message alone does not say why.
+_TYPOGRAPHIC_QUOTES = "\u201c\u201d\u2018\u2019\u201e\u00ab\u00bb"
+
+
+def _typographic_hint(text: str, pos: int) -> str:
+    """The fix, where the JSON error is at a typographic quote."""
+    if 0 <= pos < len(text) and text[pos] in _TYPOGRAPHIC_QUOTES:
+        return (
+            f" (found {text[pos]!r}, a typographic quote: the text went through an editor that "
+            f"replaced JSON's straight quotes; dump it again, or replace them with \")"
+        )
+    return ""
+
 
 def decode_json_at(text: str, pos: int, label: str, decoder: json.JSONDecoder = _DECODER) -> tuple[Any, int]:
     """The JSON document that starts at ``pos`` of ``text`` and where it ends (files may hold
@@ -60,6 +74,8 @@ def decode_json_at(text: str, pos: int, label: str, decoder: json.JSONDecoder = 
     try:
         return decoder.raw_decode(text, pos)
     except json.JSONDecodeError as e:
-        raise InvalidArgumentError(f"{label}: line {e.lineno} column {e.colno}: not JSON: {e.msg}") from None
+        raise InvalidArgumentError(
+            f"{label}: line {e.lineno} column {e.colno}: not JSON: {e.msg}{_typographic_hint(text, e.pos)}"
+        ) from None
     except RecursionError:
         raise InvalidArgumentError(f"{label}: not JSON this reader accepts: nested too deeply") from None

@@ -438,6 +438,20 @@ def _sizes(lc, args, scenario: str | None) -> list[int]:
 REPORT_SETTINGS: dict[str, Any] = {"memory_model": True}
 
 
+def _not_a_workload_setting(lc, key: str) -> None:
+    """``--set`` takes cache settings; a workload's (``brokerDeduplicationEnabled``,
+    ``replicationClusters``, ...) belongs in a spec file, which the cache settings would otherwise
+    reject as an unknown setting without saying where it goes."""
+    cache_settings = lc.CacheConfig().to_dict()
+    snake = lc.workload._snake(key)
+    if key not in cache_settings and snake not in cache_settings and snake in lc.workload.KNOWN:
+        raise CliError(
+            f"--set {key}: a workload setting, not a cache one (--set takes CacheConfig settings); "
+            f"put it in a spec file (a .yaml or .json mapping; a bundled scenario's settings are "
+            f"lc.workload.SCENARIOS[NAME]) and name that file instead of the scenario"
+        )
+
+
 def _configs(lc, strategies: Iterable[str], sizes: Iterable[int], settings: Iterable[str]) -> list:
     extra: dict[str, Any] = dict(REPORT_SETTINGS)
     for item in settings:
@@ -445,6 +459,7 @@ def _configs(lc, strategies: Iterable[str], sizes: Iterable[int], settings: Iter
             raise CliError(f"invalid --set {item!r}: use key=value")
         key, raw = item.split("=", 1)
         key = key.strip()
+        _not_a_workload_setting(lc, key)
         value = lc.workload.scalar(raw)
         if key.endswith("_bytes") and isinstance(value, str):
             # The key says bytes, so a bare number is bytes here; a size with a unit reads as --cache-size's.

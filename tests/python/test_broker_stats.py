@@ -639,3 +639,19 @@ def test_not_utf8_size_cap_and_missing_file(tmp_path):
         bs.read(tmp_path / "nope.json")
     with pytest.raises(lc.InvalidArgumentError, match="expected a path or a mapping"):
         bs.read(42)
+
+
+def test_typographic_quotes_are_named_as_the_cause(tmp_path):
+    # A stats dump pasted through an issue editor or a chat (apache/pulsar#21224's has “ ”): the
+    # decoder's "Expecting property name" alone does not say what to fix.
+    path = tmp_path / "pasted.json"
+    path.write_text('{\n  \u201cmsgRateIn\u201d : 0.0,\n  "subscriptions" : { }\n}\n')
+    with pytest.raises(lc.InvalidArgumentError) as e:
+        bs.read(path)
+    assert str(e.value).startswith(f"{path}: line 2 column 3: not JSON: ")
+    assert "a typographic quote" in str(e.value) and "'\u201c'" in str(e.value)
+    # Any other JSON error says nothing about quotes.
+    path.write_text('{\n  "msgRateIn" : ,\n}\n')
+    with pytest.raises(lc.InvalidArgumentError) as e:
+        bs.read(path)
+    assert "a typographic quote" not in str(e.value)
