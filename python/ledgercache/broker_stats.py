@@ -97,7 +97,9 @@ the previous update by the time elapsed), and the dump writes them with three de
   ``"Disabled"`` or ``"Removing"`` False, absent None; another value is noted and read as None),
   ``replication`` (-> ``replication_clusters``: the remote clusters' names, its keys, sorted;
   ``PersistentTopic.getStats`` fills it from the topic's replicators; one whose ``connected`` is
-  false is left out, noted: its cursor is inactive).
+  false is left out, noted: its cursor is inactive; in a partitioned-stats aggregate, where false
+  means any partition's, or any at all before 2.10.5 / 2.11.2 (apache/pulsar#19248), it is kept,
+  noted).
 - Subscription (``subscriptions``, a mapping by name): ``type`` (``"Exclusive"``,
   ``"Failover"``, ``"Shared"``, ``"Key_Shared"``; ``None`` where Pulsar writes ``"None"``, a
   subscription without a dispatcher, i.e. no consumer since the topic was loaded), ``msgRateOut``,
@@ -449,7 +451,9 @@ class _Reader:
             consumers=tuple(c for c in read if c is not None),
         )
 
-    def topic(self, name: str, raw: Any, *, namespace: str | None, bundle: str | None) -> TopicStats | None:
+    def topic(
+        self, name: str, raw: Any, *, namespace: str | None, bundle: str | None, aggregate: bool = False
+    ) -> TopicStats | None:
         if not isinstance(raw, Mapping):
             self.notes.add("topic stats not a JSON object, skipped,", "topic", f"{name}: {_kind(raw)}")
             return None
@@ -478,16 +482,28 @@ class _Reader:
             publishers=len(publishers) if count is None else count,
             subscriptions=tuple(s for s in read if s is not None),
             deduplication=self.deduplication(raw, name),
-            replication_clusters=self.replication_clusters(replication, name),
+            replication_clusters=self.replication_clusters(replication, name, aggregate),
         )
 
-    def replication_clusters(self, replication: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    def replication_clusters(self, replication: Mapping[str, Any], where: str, aggregate: bool) -> tuple[str, ...]:
         """The clusters of ``replication`` whose replicator is connected: a disconnected one's cursor
         is inactive and reads nothing (``PersistentReplicator.updateCursorState``), so it is left
-        out, noted; ``connected`` absent (before 2.x printed it) counts as connected."""
+        out, noted; ``connected`` absent (before 2.x printed it) counts as connected. In a
+        partitioned-stats aggregate ``connected`` is false when any partition's is
+        (``ReplicatorStatsImpl.add``), and was false always before 2.10.5 / 2.11.2
+        (apache/pulsar#19248): it says nothing of most partitions, so the replicator is kept, noted."""
         clusters = []
         for cluster, raw in replication.items():
-            if isinstance(raw, Mapping) and raw.get("connected") is False:
+            if aggregate and isinstance(raw, Mapping) and raw.get("connected") is False:
+                self.notes.add(
+                    "replicator connected false in a partitioned-stats aggregate (false when any "
+                    "partition's is, and always before 2.10.5 / 2.11.2, apache/pulsar#19248): simulated "
+                    "as connected on every partition (run partitioned-stats --per-partition to see "
+                    "which are),",
+                    "partitioned topic",
+                    f"{where} {cluster}",
+                )
+            elif isinstance(raw, Mapping) and raw.get("connected") is False:
                 self.notes.add(
                     "replicator not connected (its cursor is inactive and reads nothing), not simulated,",
                     "topic",
@@ -809,7 +825,7 @@ def _from_partitioned(r: _Reader, name: str | None, obj: Mapping[str, Any]) -> l
     if _named_non_persistent(name) or _is_non_persistent_stats(obj):
         r.skip_non_persistent(name)
         return []
-    agg = r.topic(name, obj, namespace=None, bundle=None)
+    agg = r.topic(name, obj, namespace=None, bundle=None, aggregate=True)
     if agg is None:
         return []
     if not declared_ok or declared < 1:

@@ -1230,10 +1230,18 @@ def _stored_backlog(topic: dict[str, Any], end_s: float) -> list[str]:
             entries = most
         sub["backlogEntries"] = entries
     topic["backlogEntries"] = max((s.get("backlogEntries", 0) for s in topic["subscriptions"]), default=0)
+    # Only subscriptions with consumers read: the note says which, so that it does not contradict a
+    # subscription's own "no consumer" note.
+    readers = [s["name"] for s in topic["subscriptions"] if "backlogEntries" in s and s["consumerRates"]]
+    if not readers:
+        read = "no subscription reads it (none has a consumer)"
+    elif len(readers) == sum("backlogEntries" in s for s in topic["subscriptions"]):
+        read = "each subscription reads it at the rate its stats show"
+    else:
+        read = f"{', '.join(readers)} read{'s' if len(readers) == 1 else ''} it at the rate its stats show"
     notes.append(
         f"{topic['name']}: nobody publishes; its backlog ({topic['backlogEntries']} entries of {per} "
-        f"message(s)) is in storage when the trace starts, and each subscription reads it at the rate "
-        f"its stats show"
+        f"message(s)) is in storage when the trace starts, and {read}"
     )
     return notes
 

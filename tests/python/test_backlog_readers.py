@@ -77,6 +77,24 @@ def test_a_catch_up_only_subscription_reads_its_stored_backlog_at_its_stats_rate
     assert stats.topics[0].publishers == 0
 
 
+def test_a_backlog_no_subscription_reads_is_not_said_to_be_read():
+    """A Key_Shared subscription left with a backlog and no consumer on an idle topic (the stats
+    pasted in apache/pulsar#12800): the topic's note says nobody reads the stored backlog, as the
+    subscription's own note does, rather than that each subscription reads it."""
+    dump = _dump(377_000, 0.0, consumers=0)
+    notes = w.workload_and_notes(dump, test_duration_minutes=1.0)[1]
+    (topic_note,) = [n for n in notes if "nobody publishes; its backlog" in n]
+    assert "no subscription reads it" in topic_note, notes
+    assert any("no consumer, so nothing reads it" in n for n in notes), notes
+    # With a reading subscription beside it, the note names the one that reads.
+    topics = dump["acme/ledger"]["0x00000000_0xffffffff"]["persistent"]
+    reading = _dump(1_000, 50.0)["acme/ledger"]["0x00000000_0xffffffff"]["persistent"][TOPIC]
+    topics[TOPIC]["subscriptions"]["reconcile-2"] = reading["subscriptions"]["reconcile"]
+    notes = w.workload_and_notes(dump, test_duration_minutes=1.0)[1]
+    (topic_note,) = [n for n in notes if "nobody publishes; its backlog" in n]
+    assert topic_note.endswith("reconcile-2 reads it at the rate its stats show"), topic_note
+
+
 def test_a_stuck_subscription_keeps_its_backlog_and_is_noted():
     spec, notes = w.workload_and_notes(_dump(50_000, 0.0, consumers=2), test_duration_minutes=0.5)
     (sub,) = spec["topicDetails"][0]["subscriptions"]

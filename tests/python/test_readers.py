@@ -120,6 +120,40 @@ def test_broker_stats_read_deduplication_status_and_replication():
     assert _rows(t, "pulsar.repl.jp-west", "read").num_rows > 0
 
 
+def test_a_partitioned_aggregate_keeps_a_replicator_it_prints_as_not_connected():
+    """apache/pulsar#19248: ``partitioned-stats`` printed ``connected: false`` for a replicator every
+    partition had connected (before 2.10.5 / 2.11.2; since, the aggregate is false when any
+    partition's is). The aggregate's false keeps the replicator on every partition, noted; a
+    partition's own false (``--per-partition``) still leaves it out of that partition."""
+    repl = {"Cluster-2": {"msgRateIn": 0.0, "msgRateOut": 0.0, "replicationBacklog": 0, "connected": False}}
+    aggregate = {
+        "msgRateIn": 200.0,
+        "msgThroughputIn": 200_000.0,
+        "publishers": [],
+        "subscriptions": {},
+        "replication": repl,
+        "metadata": {"partitions": 2},
+        "partitions": {},
+    }
+    stats = lc.broker_stats.read({"persistent://tenant1/ns1/topic1": aggregate})
+    assert [t.replication_clusters for t in stats.topics] == [("Cluster-2",), ("Cluster-2",)]
+    assert any("#19248" in n and "Cluster-2" in n for n in stats.notes), stats.notes
+    per_partition = {
+        **aggregate,
+        "partitions": {
+            f"persistent://tenant1/ns1/topic1-partition-{i}": {
+                "msgRateIn": 100.0,
+                "msgThroughputIn": 100_000.0,
+                "replication": {"Cluster-2": {**repl["Cluster-2"], "connected": i == 0}},
+            }
+            for i in range(2)
+        },
+    }
+    stats = lc.broker_stats.read({"persistent://tenant1/ns1/topic1": per_partition})
+    assert [t.replication_clusters for t in stats.topics] == [("Cluster-2",), ()]
+    assert not any("#19248" in n for n in stats.notes), stats.notes
+
+
 def test_an_odd_deduplication_status_is_noted_never_refused():
     stats = lc.broker_stats.read({"persistent://t/n/a": {**ISSUE_6438, "deduplicationStatus": "Failed"}})
     assert stats.topics[0].deduplication is None
