@@ -1190,7 +1190,29 @@ def workload_and_notes(
         "testDurationMinutes": test,
     }
     spec.update(settings or {})
+    notes.extend(_broker_readers_note(topics, spec))
     return spec, notes
+
+
+def _broker_readers_note(topics: list[dict[str, Any]], spec: Mapping[str, Any]) -> list[str]:
+    """The cursors the broker opens besides the stats' subscriptions (see "Readers" above): named,
+    because they change what the cache keeps (an expected read per entry under PIP-430, an active
+    cursor near the tail under 4.0) without showing in any subscription of the stats."""
+    default = bool(spec.get("brokerDeduplicationEnabled", False))
+    dedup = sum(bool(t.get("deduplication", default)) for t in topics)
+    repl = sum(bool(t.get("replicationClusters")) for t in topics)
+    def topics_(n: int) -> str:
+        return f"{n:,} topic{'' if n == 1 else 's'}"
+
+    parts = []
+    if dedup:
+        source = "deduplicationStatus, else brokerDeduplicationEnabled" if default else "deduplicationStatus"
+        parts.append(f"the pulsar.dedup cursor on {topics_(dedup)} ({source})")
+    if repl:
+        parts.append(f"pulsar.repl.<cluster> cursors on {topics_(repl)} (their stats' replication)")
+    if not parts:
+        return []
+    return [f"readers besides the subscriptions: {'; '.join(parts)}"]
 
 
 # The most entries a topic may have in storage when the trace starts, and the most bytes

@@ -109,7 +109,9 @@ def test_broker_stats_read_deduplication_status_and_replication():
     stats = lc.broker_stats.read({name: connected})
     assert stats.topics[0].replication_clusters == ("jp-west",)
     assert lc.broker_stats.read(lc.broker_stats.to_dump(stats)).topics[0].replication_clusters == ("jp-west",)
-    spec = lc.workload.from_broker_stats(stats, test_duration_minutes=0.05)
+    spec, notes = lc.workload.workload_and_notes(stats, test_duration_minutes=0.05)
+    assert "readers besides the subscriptions: the pulsar.dedup cursor on 1 topic" in " ".join(notes), notes
+    assert "pulsar.repl.<cluster> cursors on 1 topic" in " ".join(notes), notes
     (detail,) = spec["topicDetails"]
     assert detail["deduplication"] is True
     assert detail["replicationClusters"] == ["jp-west"]
@@ -152,6 +154,20 @@ def test_a_partitioned_aggregate_keeps_a_replicator_it_prints_as_not_connected()
     stats = lc.broker_stats.read({"persistent://tenant1/ns1/topic1": per_partition})
     assert [t.replication_clusters for t in stats.topics] == [("Cluster-2",), ()]
     assert not any("#19248" in n for n in stats.notes), stats.notes
+
+
+def test_broker_conf_deduplication_is_named_in_the_notes():
+    # calibrate passes broker.conf's keys as settings: the dedup cursor it adds to every topic whose
+    # stats do not say otherwise is named, since no subscription in the stats shows it.
+    stats = lc.broker_stats.read(
+        {"persistent://t/n/a": {k: v for k, v in ISSUE_6438.items() if k not in ("replication", "deduplicationStatus")}}
+    )
+    notes = lc.workload.workload_and_notes(stats, test_duration_minutes=0.05)[1]
+    assert not any("readers besides" in n for n in notes), notes
+    notes = lc.workload.workload_and_notes(
+        stats, test_duration_minutes=0.05, settings={"brokerDeduplicationEnabled": True}
+    )[1]
+    assert any("pulsar.dedup cursor on 1 topic (deduplicationStatus, else brokerDeduplicationEnabled)" in n for n in notes)
 
 
 def test_an_odd_deduplication_status_is_noted_never_refused():
