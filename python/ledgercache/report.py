@@ -104,7 +104,8 @@ def _rows(summary: pa.Table, scenario: str) -> list[dict]:
     """One row per (design, cache size, named configuration), brokers added up, in size then
     :func:`ledgercache.designs` order (named configurations in the order the run lists them), with
     ``hit_ratio``, ``misses`` (entries read from storage), ``saved_bytes`` (bytes the cache served),
-    ``config_name`` (None for unnamed runs) and the time to warm over the brokers' lifecycle events
+    ``config_name`` (None for unnamed runs), ``brokers`` and ``cache`` (the size, "2 x 250 MiB" for
+    two brokers' caches) and the time to warm over the brokers' lifecycle events
     (``lifecycle_events``, ``mean_time_to_warm_seconds``, ``max_time_to_warm_seconds``; None when
     the summary has no such columns or no event had a hit ratio to come back to)."""
     merged: dict[tuple, dict] = {}
@@ -120,8 +121,10 @@ def _rows(summary: pa.Table, scenario: str) -> list[dict]:
                 **dict.fromkeys(_SUMMED),
                 "lifecycle_events": None,
                 "max_time_to_warm_seconds": None,
+                "brokers": 0,
             },
         )
+        m["brokers"] += 1
         for k in _SUMMED:
             if r.get(k) is not None:
                 m[k] = (m[k] or 0) + r[k]
@@ -148,6 +151,9 @@ def _rows(summary: pa.Table, scenario: str) -> list[dict]:
         m["hit_ratio"] = m["hits"] / m["entries_read"] if m["entries_read"] else 0.0
         m["misses"] = m["entries_read"] - m["hits"]
         m["saved_bytes"] = m["read_bytes"] - m["storage_read_bytes"]
+        # Beside peak cache bytes added up over the brokers, the size they add up to.
+        size = format_size(m["cache_size_bytes"])
+        m["cache"] = f"{m['brokers']} x {size}" if m["brokers"] > 1 else size
     return out
 
 
@@ -192,7 +198,7 @@ def _mib_s(v) -> str:
 COLUMNS = (
     ("design", "strategy", lambda v: md_escape(design_label(v))),
     ("strategy", "strategy", str),
-    ("cache", "cache_size_bytes", format_size),
+    ("cache", "cache", str),  # the brokers' caches: "2 x 250 MiB"
     ("hit ratio", "hit_ratio", lambda v: f"{v:.3f}"),
     ("storage read requests", "storage_read_ops", lambda v: f"{v:,}"),
     ("storage reads/s", "storage_reads_per_second", _per_s),

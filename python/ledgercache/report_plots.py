@@ -243,10 +243,12 @@ def plot_lifecycle(
     )
     fig, axes = plt.subplots(len(panels), 1, figsize=(9.6, 11.5), sharex=True)
     for ax, (key, ylabel) in zip(axes, panels, strict=True):
+        drawn: dict[str, list[tuple[int, float]]] = {}
         for name in names:
             pts = sorted((s, v[key]) for s, v in groups[name].items() if v.get(key) is not None)
             if not pts:
                 continue
+            drawn[name] = [(x, round(y, 6)) for x, y in pts]
             style = group_style(name, names)
             if key == "time_to_warm":
                 ax.plot(
@@ -272,16 +274,47 @@ def plot_lifecycle(
             _line_label(ax, limit[0], limit[1], "black")
         if key == "hit_ratio":
             ax.set_ylim(0, 1.06)
+        elif key == "time_to_warm":
+            # Whole seconds: an axis of at least one, so that 0 reads as "back within the second".
+            ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1.1))
         else:
             ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], (limit[0] * 1.08) if key == "cache_mib" and limit else 0))
-        if key == "time_to_warm" and not any(v.get(key) is not None for g in groups.values() for v in g.values()):
+        _same_lines_note(ax, drawn, top=key != "hit_ratio")
+        if key == "time_to_warm" and not drawn:
             _centred_note(ax, "no time to warm in these results\n(no event, or a replay without that column)")
+        elif key == "time_to_warm" and all(y == 0 for pts in drawn.values() for _, y in pts):
+            _centred_note(
+                ax, "every event: back within 0.05 of its hit ratio by the next second\n(time to warm 0 s)"
+            )
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
     axes[-1].set_xlabel(xlabel)
     fig.suptitle(title, fontsize="medium")
     legend_below(fig, list(axes), ncol=4)
     return save(fig, path)
+
+
+def _same_lines_note(ax, drawn: Mapping[str, list[tuple[int, float]]], *, top: bool) -> None:
+    """Names the groups whose lines are the same points, drawn under the last of them: otherwise
+    a legend lists colours the panel does not show."""
+    same: dict[tuple, list[str]] = {}
+    for name, pts in drawn.items():
+        same.setdefault(tuple(pts), []).append(name)
+    alike = [names for names in same.values() if len(names) > 1]
+    if not alike:
+        return
+    text = "\n".join("one line: " + ", ".join(names) for names in alike)
+    ax.text(
+        0.01,
+        0.97 if top else 0.03,
+        text,
+        transform=ax.transAxes,
+        va="top" if top else "bottom",
+        ha="left",
+        fontsize="x-small",
+        color="0.3",
+        bbox={"facecolor": "white", "edgecolor": "0.8", "alpha": 0.85},
+    )
 
 
 def plot_beside_reference(
