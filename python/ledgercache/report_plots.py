@@ -283,9 +283,7 @@ def plot_lifecycle(
         if key == "time_to_warm" and not drawn:
             _centred_note(ax, "no time to warm in these results\n(no event, or a replay without that column)")
         elif key == "time_to_warm" and all(y == 0 for pts in drawn.values() for _, y in pts):
-            _centred_note(
-                ax, "every event: back within 0.05 of its hit ratio by the next second\n(time to warm 0 s)"
-            )
+            _centred_note(ax, "every event: back within 0.05 of its hit ratio by the next second\n(time to warm 0 s)")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
     axes[-1].set_xlabel(xlabel)

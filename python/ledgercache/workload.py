@@ -1201,6 +1201,7 @@ def _broker_readers_note(topics: list[dict[str, Any]], spec: Mapping[str, Any]) 
     default = bool(spec.get("brokerDeduplicationEnabled", False))
     dedup = sum(bool(t.get("deduplication", default)) for t in topics)
     repl = sum(bool(t.get("replicationClusters")) for t in topics)
+
     def topics_(n: int) -> str:
         return f"{n:,} topic{'' if n == 1 else 's'}"
 

@@ -167,7 +167,9 @@ def test_broker_conf_deduplication_is_named_in_the_notes():
     notes = lc.workload.workload_and_notes(
         stats, test_duration_minutes=0.05, settings={"brokerDeduplicationEnabled": True}
     )[1]
-    assert any("pulsar.dedup cursor on 1 topic (deduplicationStatus, else brokerDeduplicationEnabled)" in n for n in notes)
+    assert any(
+        "pulsar.dedup cursor on 1 topic (deduplicationStatus, else brokerDeduplicationEnabled)" in n for n in notes
+    )
 
 
 def test_an_odd_deduplication_status_is_noted_never_refused():
