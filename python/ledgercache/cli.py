@@ -581,7 +581,12 @@ def cmd_generate(args) -> None:
     source: Any = args.spec
     if args.from_stats is not None:
         stats = lc.broker_stats.read(args.from_stats)
-        source, notes = lc.broker_workload.workload_and_notes(stats, test_duration_minutes=args.duration_minutes or 2.0)
+        try:
+            source, notes = lc.broker_workload.workload_and_notes(
+                stats, test_duration_minutes=args.duration_minutes or 2.0
+            )
+        except lc.InvalidArgumentError as e:
+            raise lc.InvalidArgumentError(f"{args.from_stats}: {e}") from None
         # What the reader repaired and what the workload cannot give, as calibrate says them.
         for note in lc.calibrate.merge_notes(list(stats.notes) + notes):
             print(f"note: {note}", file=sys.stderr)

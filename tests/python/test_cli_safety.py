@@ -482,3 +482,16 @@ def test_a_workload_setting_given_to_set_says_it_belongs_in_a_spec_file(tmp_path
     assert cli._configs(lc, ["lru"], [1 << 20], ["eviction_interval_ms=10"])[0].eviction_interval_ms == 10
     with pytest.raises(lc.LedgerCacheError, match='unknown setting "no_such_key"'):
         cli._configs(lc, ["lru"], [1 << 20], ["no_such_key=1"])
+
+
+def test_stats_with_nothing_to_simulate_are_refused_naming_the_file(tmp_path):
+    # apache/pulsar#19248's partitioned-stats: a replicated topic with every rate 0 and no
+    # subscription. The refusal names the file, as the reader's own errors do.
+    stats = tmp_path / "partitioned-stats.json"
+    stats.write_text(
+        '{"persistent://tenant1/ns1/topic1": {"msgRateIn": 0.0, "msgRateOut": 0.0, "subscriptions": {},'
+        ' "replication": {"Cluster-2": {"connected": false}}, "metadata": {"partitions": 1}, "partitions": {}}}'
+    )
+    r = run_cli("generate", "--from-stats", str(stats), "-o", str(tmp_path / "t.parquet"))
+    one_line_error(r, str(stats), "no persistent topic publishes or has a subscription")
+    assert not (tmp_path / "t.parquet").exists()
