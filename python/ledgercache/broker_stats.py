@@ -133,7 +133,9 @@ repair above, merged by field and repair over the whole input with a count and t
 occurrence reads ``... in subscription persistent://t/n/a sub1: -5``); skipped non-persistent
 topics; skipped lines of text; topics named after the file; topics given more than once; a
 partitioned aggregate split, its ``averageMsgSize`` replaced, its consumers merged, its partition
-count missing; per-partition stats with partitions missing. Notes are commentary, not data:
+count missing; per-partition stats with partitions missing; a topic's ``msgRateOut`` above its
+subscriptions' and replicators' (readers missing from the file: a paste cut short); a replicator
+not connected, or printed so by a partitioned aggregate. Notes are commentary, not data:
 ``BrokerStats`` equality and hash ignore them, :func:`to_dump` does not write them, and a dump read
 back has none.
 
@@ -468,7 +470,7 @@ class _Reader:
             average = throughput_in / rate_in if rate_in > 0 else 0.0
         read = (self.subscription(str(k), v, name) for k, v in subs.items())
         replication = self.container(raw, "replication", Mapping, "topic", name)
-        return TopicStats(
+        topic = TopicStats(
             name=name,
             namespace=_namespace_of(name) if namespace is None else namespace,
             bundle=bundle,
@@ -484,6 +486,28 @@ class _Reader:
             deduplication=self.deduplication(raw, name),
             replication_clusters=self.replication_clusters(replication, name, aggregate),
         )
+        self.unaccounted_rate_out(topic, replication)
+        return topic
+
+    def unaccounted_rate_out(self, topic: TopicStats, replication: Mapping[str, Any]) -> None:
+        """A topic's ``msgRateOut`` is its subscriptions' plus its replicators' (``PersistentTopic
+        .getStats``): one well above theirs says readers are missing from the file (a paste cut
+        short, a subscription skipped), whose reads the workload cannot have."""
+        # A subscription's rate is its consumers' (one repaired to 0 is not a reader missing).
+        known = sum(max(s.msg_rate_out, sum(c.msg_rate_out for c in s.consumers)) for s in topic.subscriptions)
+        for r in replication.values():
+            value = r.get("msgRateOut") if isinstance(r, Mapping) else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                known += max(0.0, float(value))
+        rate_out = topic.msg_rate_out
+        missing = rate_out - known
+        if missing > 1.0 and missing > 0.01 * rate_out:
+            self.notes.add(
+                "msgRateOut of the topic above its subscriptions' and replicators' (PersistentTopic."
+                "getStats adds them up): readers missing from the file, their reads not simulated,",
+                "topic",
+                f"{topic.name}: {missing:,.1f} msg/s of {rate_out:,.1f}",
+            )
 
     def replication_clusters(self, replication: Mapping[str, Any], where: str, aggregate: bool) -> tuple[str, ...]:
         """The clusters of ``replication`` whose replicator is connected: a disconnected one's cursor

@@ -655,3 +655,25 @@ def test_typographic_quotes_are_named_as_the_cause(tmp_path):
     with pytest.raises(lc.InvalidArgumentError) as e:
         bs.read(path)
     assert "a typographic quote" not in str(e.value)
+
+
+def test_a_topic_reading_more_than_its_subscriptions_and_replicators_is_noted():
+    # apache/pulsar#21224's stats as pasted: the topic dispatches 1,009 msg/s, and the one
+    # subscription the paste kept reads nothing (the reading one was cut off).
+    topic = {
+        "msgRateIn": 0.0,
+        "msgRateOut": 1009.3990130769382,
+        "subscriptions": {"__compaction": {"msgRateOut": 0.0, "consumers": []}},
+    }
+    stats = bs.read(_dump({"persistent://t/n/a": topic}))
+    (note,) = [n for n in stats.notes if "msgRateOut of the topic" in n]
+    assert note.endswith("in topic persistent://t/n/a: 1,009.4 msg/s of 1,009.4"), note
+    # Accounted for by a replicator (PersistentTopic.getStats adds its msgRateOut), or by the
+    # consumers of a subscription whose own rate was unreadable: no note.
+    replicated = {**topic, "replication": {"us-east": {"msgRateOut": 1009.0, "connected": True}}}
+    assert not any("msgRateOut of the topic" in n for n in bs.read(_dump({"persistent://t/n/a": replicated})).notes)
+    consumed = {
+        **topic,
+        "subscriptions": {"s": {"msgRateOut": "abc", "consumers": [{"msgRateOut": 1009.3}]}},
+    }
+    assert not any("msgRateOut of the topic" in n for n in bs.read(_dump({"persistent://t/n/a": consumed})).notes)
