@@ -1221,7 +1221,10 @@ def _stored_backlog(topic: dict[str, Any], end_s: float) -> list[str]:
             continue
         rates = sub["consumerRates"]
         r = (rates[0] if sub["type"] in _SINGLE else sum(rates)) if rates else 0.0
-        entries = sub["backlogEntries"] + math.ceil(r * end_s / per)
+        # Capped before rounding: a huge rate (msgRateOut near the float maximum) makes an infinite
+        # product, which math.ceil refuses; anything over `most` is capped below anyway.
+        reads = r * end_s / per
+        entries = sub["backlogEntries"] + (math.ceil(reads) if reads <= most else most)
         if entries > most:
             notes.append(
                 f"{topic['name']} {sub['name']}: a backlog of {entries} entries is more than the lab "
