@@ -144,7 +144,7 @@ Broker dispatchers (Pulsar ``ServiceConfiguration`` keys, defaults as on ``maste
 - ``retentionTimeMinutes`` or ``defaultRetentionTimeInMinutes`` (0), ``retentionSizeMb`` or
   ``defaultRetentionSizeInMB`` (0; -1: infinite, as Pulsar reads any negative) and
   ``retentionCheckIntervalSeconds`` or ``retentionCheckIntervalInSeconds`` (120; 0: no periodic
-  check): the ledgers every subscription has acknowledged wholly are deleted (a ``delete`` row
+  check; else at least 1, broker.conf's whole seconds): the ledgers every subscription has acknowledged wholly are deleted (a ``delete`` row
   each; the replay drops their cached entries), oldest first and never the one taking appends,
   while they are older than the retention time or the topic stays at or above the retention size
   without them (``ManagedLedgerImpl.internalTrimLedgers``: either limit deletes; -1 and -1 keep
