@@ -459,6 +459,18 @@ fn the_estimate_counts_the_lifecycles_rows() {
                 ("reconnect_storm_every_seconds", Float(2.0)),
             ]),
         ),
+        (
+            // Consumers away longer than a storm's interval: each storm after the first finds
+            // them away and closes nothing until they are back.
+            "storms shorter than the reconnect",
+            spec(&[
+                ("subscriptions_per_topic", Int(4)),
+                ("reconnect_storm_every_seconds", Float(1.0)),
+                ("reconnect_delay_min_ms", Float(9000.0)),
+                ("reconnect_delay_max_ms", Float(9000.0)),
+                ("producer_rate", Float(10000.0)),
+            ]),
+        ),
         ("everything", everything()),
     ];
     for (name, s) in cases {

@@ -280,7 +280,10 @@ impl WorkloadSpec {
         let unloads = self.rolling_restarts() * (2.0 / holding).min(1.0)
             + self.bundle_moves_per_minute * seconds / 60.0 / per_broker;
         let storms = if self.reconnect_storm_every_seconds > 0.0 {
-            (seconds / self.reconnect_storm_every_seconds).floor()
+            // A storm closes only the consumers connected: those away since the last one are
+            // back at the first storm after their reconnect delay.
+            let every = self.reconnect_storm_every_seconds;
+            (seconds / ((reconnect / every).ceil().max(1.0) * every)).floor()
         } else {
             0.0
         };
