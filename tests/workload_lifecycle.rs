@@ -459,6 +459,18 @@ fn the_estimate_counts_the_lifecycles_rows() {
                 ("reconnect_storm_every_seconds", Float(2.0)),
             ]),
         ),
+        (
+            // Consumers away longer than a storm's interval: each storm after the first finds
+            // them away and closes nothing until they are back.
+            "storms shorter than the reconnect",
+            spec(&[
+                ("subscriptions_per_topic", Int(4)),
+                ("reconnect_storm_every_seconds", Float(1.0)),
+                ("reconnect_delay_min_ms", Float(9000.0)),
+                ("reconnect_delay_max_ms", Float(9000.0)),
+                ("producer_rate", Float(10000.0)),
+            ]),
+        ),
         ("everything", everything()),
     ];
     for (name, s) in cases {
@@ -533,4 +545,31 @@ fn no_row_of_a_moved_topic_or_cursor_comes_before_its_load_or_open() {
     }
     assert!(rows(&ev, "unload").len() > 20 && rows(&ev, "seek").len() > 5);
     assert!(checked > 1000);
+}
+
+/// OMB's backlog test with consumers that a storm takes away for longer than the run: the
+/// backlog never drains, so the run goes on to `backlog_max_wait_minutes`, and the estimate says
+/// so (it assumed a drain at the consumers' full speed: 0.2 simulated minutes for a 1.2-minute
+/// trace, so `lc.workload.generate` built a table far over its memory budget; with the default
+/// 240-minute wait, 43 million rows and an out-of-memory kill).
+#[test]
+fn the_estimate_counts_a_backlog_that_away_consumers_never_drain() {
+    let s = spec(&[
+        ("message_size", Int(5000)),
+        ("producer_rate", Float(3000.0)),
+        ("test_duration_minutes", Float(0.1)),
+        ("warmup_duration_minutes", Float(0.0)),
+        ("consumer_backlog_size_gb", Float(0.0001)),
+        ("backlog_max_wait_minutes", Float(1.0)),
+        ("reconnect_storm_every_seconds", Float(2.0)),
+        ("reconnect_delay_max_ms", Float(1e15)),
+    ]);
+    let ev = generate(&s, 7);
+    let ran_minutes = *ev.ts_us.iter().max().unwrap() as f64 / 60e6;
+    let estimated = s.simulated_minutes();
+    assert!(ran_minutes > 1.0, "{ran_minutes}");
+    assert!(
+        (estimated - ran_minutes).abs() < 0.2 * ran_minutes,
+        "estimated {estimated} min, ran {ran_minutes} min"
+    );
 }

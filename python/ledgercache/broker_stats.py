@@ -544,9 +544,11 @@ class _Reader:
         value = raw.get("deduplicationStatus")
         if value is None:
             return None
-        if value in _DEDUP_OPEN:
+        # Not a string (a list, a mapping): unknown like any other odd value; `in` a frozenset
+        # would raise TypeError on an unhashable one.
+        if isinstance(value, str) and value in _DEDUP_OPEN:
             return True
-        if value in _DEDUP_CLOSED:
+        if isinstance(value, str) and value in _DEDUP_CLOSED:
             return False
         self.notes.add(
             "deduplicationStatus not Enabled or Disabled, read as unknown (the broker's setting decides),",

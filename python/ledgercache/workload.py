@@ -144,7 +144,7 @@ Broker dispatchers (Pulsar ``ServiceConfiguration`` keys, defaults as on ``maste
 - ``retentionTimeMinutes`` or ``defaultRetentionTimeInMinutes`` (0), ``retentionSizeMb`` or
   ``defaultRetentionSizeInMB`` (0; -1: infinite, as Pulsar reads any negative) and
   ``retentionCheckIntervalSeconds`` or ``retentionCheckIntervalInSeconds`` (120; 0: no periodic
-  check): the ledgers every subscription has acknowledged wholly are deleted (a ``delete`` row
+  check; else at least 1, broker.conf's whole seconds): the ledgers every subscription has acknowledged wholly are deleted (a ``delete`` row
   each; the replay drops their cached entries), oldest first and never the one taking appends,
   while they are older than the retention time or the topic stays at or above the retention size
   without them (``ManagedLedgerImpl.internalTrimLedgers``: either limit deletes; -1 and -1 keep
@@ -1244,7 +1244,10 @@ def _stored_backlog(topic: dict[str, Any], end_s: float) -> list[str]:
             continue
         rates = sub["consumerRates"]
         r = (rates[0] if sub["type"] in _SINGLE else sum(rates)) if rates else 0.0
-        entries = sub["backlogEntries"] + math.ceil(r * end_s / per)
+        # Capped before rounding: a huge rate (msgRateOut near the float maximum) makes an infinite
+        # product, which math.ceil refuses; anything over `most` is capped below anyway.
+        reads = r * end_s / per
+        entries = sub["backlogEntries"] + (math.ceil(reads) if reads <= most else most)
         if entries > most:
             notes.append(
                 f"{topic['name']} {sub['name']}: a backlog of {entries} entries is more than the lab "

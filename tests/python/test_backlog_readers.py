@@ -124,6 +124,15 @@ def test_a_huge_backlog_is_bounded_by_the_data():
     assert pc.sum(loads.column("count")).as_py() == spec["topicDetails"][0]["backlogEntries"]
 
 
+def test_a_huge_dispatch_rate_caps_the_stored_backlog_instead_of_overflowing():
+    # msgRateOut near the float maximum: the reads over the run are infinite (math.ceil raised
+    # OverflowError); the backlog is capped at what the lab stores, and noted.
+    spec, notes = w.workload_and_notes(_dump(1000, 1e308), test_duration_minutes=0.2)
+    (topic,) = spec["topicDetails"]
+    assert topic["backlogEntries"] == 1 << 40
+    assert any("more than the lab stores" in n for n in notes), notes
+
+
 def test_publishing_topics_keep_building_their_backlog_by_publishing():
     dump = _dump(100_000, 500.0)
     topic = dump["acme/ledger"]["0x00000000_0xffffffff"]["persistent"][TOPIC]

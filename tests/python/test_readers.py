@@ -180,6 +180,13 @@ def test_an_odd_deduplication_status_is_noted_never_refused():
     assert "deduplication" not in spec["topicDetails"][0]
 
 
+def test_a_deduplication_status_of_another_type_is_noted_never_a_type_error():
+    for odd in ([1], {"a": 1}, 1):
+        stats = lc.broker_stats.read({"persistent://t/n/a": {**ISSUE_6438, "deduplicationStatus": odd}})
+        assert stats.topics[0].deduplication is None
+        assert any("deduplicationStatus" in n for n in stats.notes), odd
+
+
 def test_a_subscription_without_consumers_opens_at_the_end_and_never_reads():
     # PersistentTopic.createSubscription: an admin-created subscription nobody joined, with a
     # backlog in the stats; before, it opened at the first entry some minutes into the run.

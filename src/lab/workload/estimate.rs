@@ -278,7 +278,8 @@ impl WorkloadSpec {
 
     /// Seconds the backlog takes to build after the warm-up (checked once a second, as OMB does)
     /// and then to drain, from the rates: the drain at the slowest subscription's speed over the
-    /// publish rate (it holds the last of the backlog). Both within `backlog_max_wait_minutes`
+    /// publish rate (it holds the last of the backlog), for the share of the time its consumers
+    /// are connected (`WorkloadSpec::connected_share`). Both within `backlog_max_wait_minutes`
     /// together. None without a backlog.
     pub fn backlog_phases(&self) -> Option<(f64, f64)> {
         let (build_to, drained_at) = self.backlog_messages()?;
@@ -288,7 +289,8 @@ impl WorkloadSpec {
             return Some((limit, 0.0));
         }
         let build = (build_to / subscribed).ceil().min(limit);
-        let speed = self.slowest_subscription_speed();
+        // Consumers away (storms, unloads) drain nothing meanwhile.
+        let speed = self.slowest_subscription_speed() * self.connected_share();
         let drain = if speed > 1.0 {
             (build_to - drained_at).max(0.0) / (subscribed * (speed - 1.0))
         } else {

@@ -280,12 +280,49 @@ impl WorkloadSpec {
         let unloads = self.rolling_restarts() * (2.0 / holding).min(1.0)
             + self.bundle_moves_per_minute * seconds / 60.0 / per_broker;
         let storms = if self.reconnect_storm_every_seconds > 0.0 {
-            (seconds / self.reconnect_storm_every_seconds).floor()
+            // A storm closes only the consumers connected: those away since the last one are
+            // back at the first storm after their reconnect delay.
+            let every = self.reconnect_storm_every_seconds;
+            (seconds / ((reconnect / every).ceil().max(1.0) * every)).floor()
         } else {
             0.0
         };
         unloads * (3.0 + cursors * (3.0 + behind_reads((unloaded + reconnect).min(seconds))))
             + storms * cursors * (4.0 + behind_reads(reconnect.min(seconds)))
+    }
+
+    /// The share of the time a subscription's consumers are connected, given the lifecycle's
+    /// disconnects: a storm every `S` s closes the connected ones, which come back the mean
+    /// reconnect delay `R` later and are closed again at the first storm after that (a cycle of
+    /// `ceil(R / S) * S`); each unload takes them away for the time away and the reconnect. The
+    /// backlog test's drain is estimated at this share of the consumers' speed: with a reconnect
+    /// delay longer than the run they never drain it, and the run goes on to
+    /// `backlog_max_wait_minutes`.
+    pub(super) fn connected_share(&self) -> f64 {
+        if !self.reconnects_consumers() {
+            return 1.0;
+        }
+        let (unloaded, reconnect) = self.seconds_away();
+        let mut share = 1.0;
+        let every = self.reconnect_storm_every_seconds;
+        if every > 0.0 && reconnect > 0.0 {
+            let cycle = (reconnect / every).ceil() * every;
+            share *= ((cycle - reconnect) / cycle).max(0.0);
+        }
+        let seconds = (self.warmup_duration_minutes + self.test_duration_minutes) * 60.0;
+        let holding = (self.partitions() as f64).min(f64::from(self.brokers.max(1)));
+        let per_broker = self.partitions().max(1) as f64 / holding;
+        let unloads_per_s = if seconds > 0.0 {
+            self.rolling_restarts() * (2.0 / holding).min(1.0) / seconds
+        } else {
+            0.0
+        } + self.bundle_moves_per_minute / 60.0 / per_broker;
+        let away = unloads_per_s * (unloaded + reconnect);
+        if away.is_finite() {
+            share / (1.0 + away)
+        } else {
+            0.0
+        }
     }
 
     /// Bytes one partition's lifecycle state takes, adding `entries_per_s` entries of

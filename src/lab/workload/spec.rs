@@ -762,8 +762,9 @@ impl WorkloadSpec {
             "retention_size_mb" | "default_retention_size_in_mb" => {
                 self.retention_size_mb = retention_limit(key, v)?
             }
+            // broker.conf takes whole seconds; a tiny period would tick every microsecond.
             "retention_check_interval_seconds" | "retention_check_interval_in_seconds" => {
-                self.retention_check_interval_seconds = non_negative(key, v)?
+                self.retention_check_interval_seconds = at_least_or_off(key, v, 1.0)?
             }
             _ => {
                 return Err(Error::UnknownSetting {
