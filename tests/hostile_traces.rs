@@ -625,7 +625,7 @@ proptest! {
         let loaded = events
             .iter()
             .filter(|e| e.op == ledgercache::lab::replay::Op::Load)
-            .map(|e| u64::try_from(e.count).unwrap_or(0))
+            .map(|e| u64::from(e.count))
             .sum::<u64>()
             .min(1 << 20);
         if let Ok(m) = replay(&events, &d.names, &cfg) {

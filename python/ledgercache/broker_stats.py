@@ -518,6 +518,10 @@ class _Reader:
         (apache/pulsar#19248): it says nothing of most partitions, so the replicator is kept, noted."""
         clusters = []
         for cluster, raw in replication.items():
+            if not str(cluster).strip():
+                # A cluster has a name (a replicator is keyed by it): a blank key is a broken dump.
+                self.notes.add("replication cluster without a name, skipped,", "topic", where)
+                continue
             if aggregate and isinstance(raw, Mapping) and raw.get("connected") is False:
                 self.notes.add(
                     "replicator connected false in a partitioned-stats aggregate (false when any "

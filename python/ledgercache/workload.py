@@ -802,7 +802,8 @@ def generate(
     With ``broker``, only that broker's events: brokers generated one by one (in parallel, say)
     add up to the whole trace. For long traces use :func:`stream`: a table estimated to take
     more than ``memory_budget`` bytes (about 120 bytes an event) raises
-    :class:`~ledgercache.ResourceLimitError` before generating anything.
+    :class:`~ledgercache.ResourceLimitError` before generating anything, and so does, as soon as
+    it happens, a table that grows past the budget anyway (the estimate is rough).
     """
     settings = resolve(spec, driver)
     memory_budget = _whole("memory_budget", memory_budget, 1, 1 << 64)
@@ -816,7 +817,23 @@ def generate(
             f"{memory_budget / (1 << 30):,.1f} GiB: stream it (lc.workload.stream), shorten it "
             f"(testDurationMinutes, --duration-minutes) or raise memory_budget="
         )
-    return _stream(settings, _source(spec), seed, broker, DEFAULT_BATCH_ROWS, memory_budget).read_all()
+    reader = _stream(settings, _source(spec), seed, broker, DEFAULT_BATCH_ROWS, memory_budget)
+    # The estimate is rough (lifecycle loads, storms and backlogs can take it past a factor of
+    # two): the table's own bytes are checked as it grows, so a run the estimate missed stops at
+    # the budget instead of taking the machine's memory.
+    batches, held = [], 0
+    for batch in reader:
+        held += batch.get_total_buffer_size()
+        if held + e["memory_bytes"] > memory_budget:
+            rows = sum(b.num_rows for b in batches) + batch.num_rows
+            del batches
+            raise ResourceLimitError(
+                f"the trace as a table passed the memory budget of {memory_budget / (1 << 30):,.1f} GiB at "
+                f"{rows:,} events (estimated ~{events:,.0f}): stream it (lc.workload.stream), shorten it "
+                f"(testDurationMinutes, --duration-minutes) or raise memory_budget="
+            )
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=reader.schema)
 
 
 def estimate(spec: Spec | str, driver: Spec | None = None) -> dict[str, Any]:

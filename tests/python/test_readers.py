@@ -156,6 +156,17 @@ def test_a_partitioned_aggregate_keeps_a_replicator_it_prints_as_not_connected()
     assert not any("#19248" in n for n in stats.notes), stats.notes
 
 
+def test_a_replication_cluster_without_a_name_is_skipped_with_a_note():
+    # A blank key once reached the generator, which refused the spec it was given
+    # (replicationClusters[0]: must not be empty), naming no stats file.
+    raw = {**ISSUE_6438, "replication": {"": {"connected": True}, " ": {}, "us-east": {"connected": True}}}
+    stats = lc.broker_stats.read({"persistent://t/n/a": raw})
+    assert stats.topics[0].replication_clusters == ("us-east",)
+    assert any("replication cluster without a name, skipped" in n for n in stats.notes), stats.notes
+    spec = lc.workload.from_broker_stats(stats, test_duration_minutes=0.05)
+    assert lc.workload.generate(spec, seed=1).num_rows > 0
+
+
 def test_broker_conf_deduplication_is_named_in_the_notes():
     # calibrate passes broker.conf's keys as settings: the dedup cursor it adds to every topic whose
     # stats do not say otherwise is named, since no subscription in the stats shows it.

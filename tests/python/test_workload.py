@@ -242,3 +242,32 @@ def test_waiting_nacks_count_in_the_memory_estimate():
     short = lc.workload.estimate({**shared, "negativeAckRedeliveryDelayMs": 100})
     long = lc.workload.estimate({**shared, "negativeAckRedeliveryDelayMs": 120_000})
     assert long["memory_growing_bytes"] > short["memory_growing_bytes"] + 100_000
+
+
+def test_generate_stops_at_the_memory_budget_when_the_trace_outgrows_its_estimate():
+    # Topics moved ten times a second with ledgers of 10 entries: every load lists the ledgers its
+    # readers may still read, so the trace is ~4x the estimate. Before, generate trusted the
+    # estimate and held whatever came (a longer run of this took 20 GB and was killed).
+    spec = {
+        "topics": 2,
+        "partitionsPerTopic": 2,
+        "messageSize": 1,
+        "producerRate": 500,
+        "subscriptionsPerTopic": 1,
+        "testDurationMinutes": 3,
+        "warmupDurationMinutes": 0.05,
+        "brokers": 2,
+        "bundleMovesPerMinute": 600,
+        "reconnectStormEverySeconds": 1,
+        "reconnectDelayMaxMs": 100,
+        "managedLedgerMaxEntriesPerLedger": 10,
+        "managedLedgerMinLedgerRolloverTimeMinutes": 0,
+        "churnPerMinute": 5,
+        "subscriptionType": "Shared",
+    }
+    e = lc.workload.estimate(spec)
+    fits_the_estimate = int(e["memory_bytes"] + 1.5 * e["events"] * lc.workload.TABLE_BYTES_PER_EVENT)
+    whole = lc.workload.generate(spec, seed=1)
+    assert whole.get_total_buffer_size() > 3 * e["events"] * lc.workload.TABLE_BYTES_PER_EVENT
+    with pytest.raises(lc.ResourceLimitError, match=r"passed the memory budget .* at [\d,]+ events \(estimated"):
+        lc.workload.generate(spec, seed=1, memory_budget=fits_the_estimate)
