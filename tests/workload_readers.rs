@@ -245,3 +245,72 @@ fn under_4_0_the_dedup_cursor_keeps_an_interval_of_entries_cached() {
     );
     assert!(a.hits >= b.hits);
 }
+
+/// `BrokerService.startDeduplicationSnapshotMonitor`: every
+/// `brokerDeduplicationSnapshotFrequencyInSeconds` (120) the broker looks at each topic, and one
+/// whose last snapshot is `brokerDeduplicationSnapshotIntervalSeconds` (120) old (never, at
+/// first) snapshots at its last entry (`MessageDeduplication.takeSnapshot()`). A topic of 2
+/// entries a second never reaches the 1,000-entry interval in 5 minutes; the monitor still moves
+/// its cursor at 120 and 240 s.
+#[test]
+fn the_snapshot_monitor_moves_a_quiet_topics_dedup_cursor() {
+    let base = [
+        ("test_duration_minutes", Float(5.0)),
+        ("producer_rate", Float(2.0)),
+        ("batching_enabled", Bool(false)),
+        ("broker_deduplication_enabled", Bool(true)),
+    ];
+    let snapshots = |extra: &[(&str, SettingValue)]| {
+        let mut settings = base.to_vec();
+        settings.extend(extra.iter().cloned());
+        let ev = generate(&spec(&settings), 4);
+        let added = adds(&ev);
+        assert!((550..=650).contains(&added.len()), "{}", added.len());
+        rows(&ev, "pulsar.dedup", "ack")
+            .into_iter()
+            .map(|a| {
+                // At the last entry added before the look.
+                let last = added
+                    .iter()
+                    .rev()
+                    .find(|&&i| ev.ts_us[i] <= ev.ts_us[a])
+                    .unwrap();
+                assert_eq!(
+                    (ev.ledger_id[a], ev.entry_id[a]),
+                    (ev.ledger_id[*last], ev.entry_id[*last])
+                );
+                ev.ts_us[a]
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(snapshots(&[]), [120_000_000, 240_000_000]);
+    // A snapshot younger than the interval is kept: after 120 s, the next is due at 420 s.
+    assert_eq!(
+        snapshots(&[("broker_deduplication_snapshot_interval_seconds", Int(300))]),
+        [120_000_000]
+    );
+    // The monitor off, or snapshots by time off: only the entry counter, which 600 entries miss.
+    assert!(
+        snapshots(&[("broker_deduplication_snapshot_frequency_in_seconds", Int(0))]).is_empty()
+    );
+    assert!(snapshots(&[("broker_deduplication_snapshot_interval_seconds", Int(0))]).is_empty());
+}
+
+/// broker.conf takes whole seconds: a monitor looking more often than once a second would cost
+/// a pass over every partition per microsecond of the run; it is refused, naming the key.
+#[test]
+fn a_sub_second_dedup_snapshot_monitor_is_refused() {
+    let mut s = WorkloadSpec::default();
+    let err = s
+        .set(
+            "broker_deduplication_snapshot_frequency_in_seconds",
+            &Float(1e-6),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("broker_deduplication_snapshot_frequency_in_seconds")
+            && err.contains("at least 1"),
+        "{err}"
+    );
+}

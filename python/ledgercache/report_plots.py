@@ -248,7 +248,7 @@ def plot_lifecycle(
             pts = sorted((s, v[key]) for s, v in groups[name].items() if v.get(key) is not None)
             if not pts:
                 continue
-            drawn[name] = [(x, round(y, 6)) for x, y in pts]
+            drawn[name] = [(x, round(float(y), 6)) for x, y in pts if y is not None]
             style = group_style(name, names)
             if key == "time_to_warm":
                 ax.plot(

@@ -207,7 +207,10 @@ caches"):
 - ``brokerDeduplicationEnabled`` (false; broker.conf) and ``brokerDeduplicationEntriesInterval``
   (1000; broker.conf): each partition gets the ``pulsar.dedup`` cursor, opened at the end when the
   topic starts (``MessageDeduplication``); it never reads and mark-deletes the last persisted entry
-  every interval entries (its snapshot). It is active for ever, so PIP-430 counts one expected
+  every interval entries (its snapshot), and at the broker's snapshot monitor: every
+  ``brokerDeduplicationSnapshotFrequencyInSeconds`` (120; 0: off; broker.conf) a topic whose last
+  snapshot is ``brokerDeduplicationSnapshotIntervalSeconds`` (120; 0: off; broker.conf) old
+  snapshots at its last entry, so a quiet topic's cursor moves too. It is active for ever, so PIP-430 counts one expected
   read per entry nobody makes, and 4.0 always has an active cursor near the tail.
 - ``adminSubscriptionsPerTopic`` (0): subscriptions created through the admin API
   (``admin-sub-<i>``) that no consumer joins: opened at the end, never read.
@@ -333,6 +336,8 @@ BROKER_CONF_KEYS = (
     "managedLedgerMaxLedgerRolloverTimeMinutes",
     "brokerDeduplicationEnabled",
     "brokerDeduplicationEntriesInterval",
+    "brokerDeduplicationSnapshotFrequencyInSeconds",
+    "brokerDeduplicationSnapshotIntervalSeconds",
     "defaultRetentionTimeInMinutes",
     "defaultRetentionSizeInMB",
     "retentionCheckIntervalInSeconds",
@@ -821,7 +826,8 @@ def generate(
     # The estimate is rough (lifecycle loads, storms and backlogs can take it past a factor of
     # two): the table's own bytes are checked as it grows, so a run the estimate missed stops at
     # the budget instead of taking the machine's memory.
-    batches, held = [], 0
+    batches: list[pa.RecordBatch] = []
+    held = 0
     for batch in reader:
         held += batch.get_total_buffer_size()
         if held + e["memory_bytes"] > memory_budget:

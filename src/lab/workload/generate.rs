@@ -89,6 +89,8 @@ pub(super) enum Task {
     Storm,
     /// The broker's periodic check for ledgers to trim ([`Sim::retention_tick`]).
     Retention,
+    /// The broker's deduplication snapshot monitor ([`Sim::dedup_snapshot_tick`]).
+    DedupSnapshot,
 }
 
 pub(super) struct Sim {
@@ -132,7 +134,7 @@ impl Sim {
         if at <= self.end_us {
             self.seq += 1;
             self.queue.push(Reverse((at, self.seq, task)));
-            if !matches!(task, Task::Ack(..) | Task::Retention) {
+            if !matches!(task, Task::Ack(..) | Task::Retention | Task::DedupSnapshot) {
                 self.other_tasks += 1;
             }
             true
@@ -190,7 +192,7 @@ impl Sim {
             self.queue.clear();
             return false;
         }
-        if !matches!(task, Task::Ack(..) | Task::Retention) {
+        if !matches!(task, Task::Ack(..) | Task::Retention | Task::DedupSnapshot) {
             self.other_tasks -= 1;
         }
         if self.life.is_some() && self.held_back(t, task) {
@@ -222,6 +224,7 @@ impl Sim {
             }
             Task::Backlog => self.backlog_test(t),
             Task::Retention => self.retention_tick(t),
+            Task::DedupSnapshot => self.dedup_snapshot_tick(t),
             Task::Seek(p, s) => self.seek(t, p as usize, s as usize),
             Task::Churn(p, s) => self.churn(t, p as usize, s as usize),
             Task::Ack(p, s) => {
@@ -278,6 +281,7 @@ impl Sim {
         self.queue.iter().all(|Reverse((_, _, task))| match *task {
             Task::Ack(p, s) => self.ack_is_quiet(p as usize, s as usize),
             Task::Retention => self.retention_is_quiet(),
+            Task::DedupSnapshot => self.dedup_snapshots_are_quiet(),
             _ => false,
         })
     }

@@ -504,6 +504,11 @@ impl Sim {
         let life = self.part_life(p);
         life.unloaded = false;
         life.load_at = None;
+        // The new owner's `MessageDeduplication` has taken no snapshot yet (`lastSnapshotTimestamp`
+        // 0): its monitor's next look takes one.
+        if let Some(d) = self.parts[p].dedup.as_mut() {
+            d.last_snapshot_us = None;
+        }
         // Subscriptions without consumers are recovered with the managed ledger
         // (`ManagedLedgerImpl.initialize` opens every cursor of the cursor ledger).
         for s in 0..self.parts[p].subs.len() {

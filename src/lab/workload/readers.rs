@@ -7,7 +7,12 @@
 //!   PersistentTopic.DEDUPLICATION_CURSOR_NAME)` when the topic's deduplication is enabled): it
 //!   never reads; `recordMessagePersistedNormal` → `increaseSnapshotCounterAndTakeSnapshotIfNeeded`
 //!   mark-deletes the entry just persisted every `brokerDeduplicationEntriesInterval` entries
-//!   (`takeSnapshot` → `markDelete`). It is not a subscription, so
+//!   (`takeSnapshot` → `markDelete`), and the broker's snapshot monitor
+//!   (`BrokerService.startDeduplicationSnapshotMonitor`, every
+//!   `brokerDeduplicationSnapshotFrequencyInSeconds`) mark-deletes the last confirmed entry of a
+//!   topic whose last snapshot is `brokerDeduplicationSnapshotIntervalSeconds` old
+//!   (`MessageDeduplication.takeSnapshot()`), so a quiet topic's cursor still moves. It is not a
+//!   subscription, so
 //!   `PersistentTopic.checkBackloggedCursors` never deactivates it.
 //! - An admin subscription (`PersistentTopic.createSubscription` → `asyncOpenCursor`): opened at
 //!   the end, never read, never acknowledged.
@@ -20,7 +25,7 @@
 //!   acknowledgements go as the spec groups them.
 
 use super::events::Row;
-use super::generate::Sim;
+use super::generate::{Sim, Task};
 use super::spec::{Readers, SubscriptionType, TopicReaders, WorkloadSpec};
 use super::topology::{PartitionPlan, SubPlan, SubStart};
 
@@ -41,6 +46,8 @@ pub(super) struct Dedup {
     pub sub: usize,
     /// Entries persisted since the last snapshot (`MessageDeduplication.snapshotCounter`).
     pub counter: u32,
+    /// When the last snapshot was taken (`lastSnapshotTimestamp`; None: 0, never).
+    pub last_snapshot_us: Option<u64>,
 }
 
 /// A name Pulsar keeps for its own cursors, with the reason a subscription cannot take it
@@ -125,11 +132,77 @@ impl Sim {
             return;
         }
         d.counter = 0;
+        self.dedup_snapshot(t, p, idx);
+    }
+
+    /// A snapshot of partition `p`'s producers' sequence ids at entry `idx`: the `pulsar.dedup`
+    /// cursor mark-deletes it (`MessageDeduplication.takeSnapshot(Position)`).
+    fn dedup_snapshot(&mut self, t: u64, p: usize, idx: u64) {
+        let Some(d) = self.parts[p].dedup.as_mut() else {
+            return;
+        };
+        d.last_snapshot_us = Some(t);
         let s = d.sub;
         let sub = &mut self.parts[p].subs[s];
         sub.acked_upto = Some(idx);
         sub.read_idx = idx + 1;
         let cursor = sub.cursor;
         self.emit(t, p, Row::new("ack", Some(cursor), Some(idx)));
+    }
+
+    /// The snapshot monitor's first look, when deduplication is on somewhere and the monitor
+    /// takes snapshots by time at all.
+    pub(super) fn start_dedup_snapshots(&mut self) {
+        let r = &self.spec.readers;
+        let every = (r.deduplication_snapshot_frequency_seconds * 1e6) as u64;
+        let by_time = r.deduplication_snapshot_interval_seconds > 0.0;
+        if every > 0 && by_time && self.parts.iter().any(|part| part.dedup.is_some()) {
+            self.schedule(every, Task::DedupSnapshot);
+        }
+    }
+
+    /// `BrokerService.startDeduplicationSnapshotMonitor` → `PersistentTopic
+    /// .checkDeduplicationSnapshot` → `MessageDeduplication.takeSnapshot()`, for every topic
+    /// loaded: one whose last snapshot is at least the interval old, with an entry after its
+    /// cursor's mark-delete position, snapshots at its last entry (the entry counter is left as
+    /// it is, as Pulsar leaves it). The next look follows at the monitor's fixed rate.
+    pub(super) fn dedup_snapshot_tick(&mut self, t: u64) {
+        let r = &self.spec.readers;
+        let every = (r.deduplication_snapshot_frequency_seconds * 1e6) as u64;
+        let interval = (r.deduplication_snapshot_interval_seconds * 1e6) as u64;
+        for p in 0..self.parts.len() {
+            if self.is_unloaded(p) {
+                continue;
+            }
+            let Some(d) = &self.parts[p].dedup else {
+                continue;
+            };
+            if d.last_snapshot_us
+                .is_some_and(|last| t.saturating_sub(last) < interval)
+            {
+                continue;
+            }
+            if let Some(last) = self.dedup_behind(p) {
+                self.dedup_snapshot(t, p, last);
+            }
+        }
+        self.schedule(t.saturating_add(every), Task::DedupSnapshot);
+    }
+
+    /// Partition `p`'s last entry, when its `pulsar.dedup` cursor (open on this broker) has not
+    /// mark-deleted it.
+    fn dedup_behind(&self, p: usize) -> Option<u64> {
+        let part = &self.parts[p];
+        let sub = &part.subs[part.dedup.as_ref()?.sub];
+        let last = part.published.checked_sub(1)?;
+        let open = sub.opened && !sub.forgotten;
+        // It never reads: its read position is the entry after its mark-delete position.
+        (open && sub.read_idx <= last).then_some(last)
+    }
+
+    /// Whether the monitor's looks write nothing until some other task runs: every loaded
+    /// partition's `pulsar.dedup` cursor is at its last entry (no entry comes without a publish).
+    pub(super) fn dedup_snapshots_are_quiet(&self) -> bool {
+        (0..self.parts.len()).all(|p| self.is_unloaded(p) || self.dedup_behind(p).is_none())
     }
 }

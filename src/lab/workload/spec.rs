@@ -194,6 +194,12 @@ pub struct Readers {
     pub deduplication: bool,
     /// broker.conf `brokerDeduplicationEntriesInterval`: entries between its snapshots.
     pub deduplication_entries_interval: u32,
+    /// broker.conf `brokerDeduplicationSnapshotFrequencyInSeconds`: how often the broker's
+    /// snapshot monitor looks at every topic (0: never).
+    pub deduplication_snapshot_frequency_seconds: f64,
+    /// broker.conf `brokerDeduplicationSnapshotIntervalSeconds`: the time since a topic's last
+    /// snapshot after which the monitor takes one (0: never by time).
+    pub deduplication_snapshot_interval_seconds: f64,
     /// Subscriptions created through the admin API that no consumer ever joins, per topic.
     pub admin_subscriptions_per_topic: u32,
     /// Remote clusters each partition replicates to (a `pulsar.repl.<cluster>` cursor each).
@@ -207,6 +213,8 @@ impl Default for Readers {
         Readers {
             deduplication: false,
             deduplication_entries_interval: 1000,
+            deduplication_snapshot_frequency_seconds: 120.0,
+            deduplication_snapshot_interval_seconds: 120.0,
             admin_subscriptions_per_topic: 0,
             replication_clusters: 0,
             message_metadata: true,
@@ -486,7 +494,7 @@ fn text<'a>(name: &str, v: &'a SettingValue) -> Result<&'a str> {
 }
 
 /// The names [`WorkloadSpec::set`] accepts (snake_case; OMB's camelCase keys map onto them).
-pub const SPEC_NAMES: [&str; 73] = [
+pub const SPEC_NAMES: [&str; 75] = [
     "topics",
     "partitions_per_topic",
     "message_size",
@@ -551,6 +559,8 @@ pub const SPEC_NAMES: [&str; 73] = [
     "topic_details",
     "broker_deduplication_enabled",
     "broker_deduplication_entries_interval",
+    "broker_deduplication_snapshot_frequency_in_seconds",
+    "broker_deduplication_snapshot_interval_seconds",
     "admin_subscriptions_per_topic",
     "replication_clusters",
     "message_metadata",
@@ -750,6 +760,14 @@ impl WorkloadSpec {
             // Pulsar takes a snapshot once the counter reaches the interval: 0 acts as 1.
             "broker_deduplication_entries_interval" => {
                 self.readers.deduplication_entries_interval = count(key, v, 1)?
+            }
+            // Whole seconds in broker.conf: a monitor ticking below a second is refused, not run.
+            "broker_deduplication_snapshot_frequency_in_seconds" => {
+                self.readers.deduplication_snapshot_frequency_seconds =
+                    at_least_or_off(key, v, 1.0)?
+            }
+            "broker_deduplication_snapshot_interval_seconds" => {
+                self.readers.deduplication_snapshot_interval_seconds = non_negative(key, v)?
             }
             "admin_subscriptions_per_topic" => {
                 self.readers.admin_subscriptions_per_topic = count(key, v, 0)?

@@ -467,7 +467,11 @@ impl Sim {
                     dedup: subs
                         .iter()
                         .position(|s| names_dedup(&out.cursor_names, s.cursor))
-                        .map(|sub| Dedup { sub, counter: 0 }),
+                        .map(|sub| Dedup {
+                            sub,
+                            counter: 0,
+                            last_snapshot_us: None,
+                        }),
                     subs,
                     life: spec.has_lifecycle().then(|| {
                         let per_topic = match spec.topic_details {
@@ -519,6 +523,7 @@ impl Sim {
             sim.store_backlog(p, stored);
         }
         sim.start_retention();
+        sim.start_dedup_snapshots();
         for p in 0..sim.parts.len() {
             let pi = p as u32;
             sim.write_loads(p);
