@@ -2,6 +2,7 @@
 docs' lists (fidelity.md's tests, pulsar-tests.md's ports, the site's nav) cannot rot."""
 
 import doctest
+import json
 import pathlib
 import re
 
@@ -25,10 +26,12 @@ LIBRARY = DOCS / "library.md"
 LAB = DOCS / "lab.md"
 FIRST, ARROW, TOPIC_LIFE = "expected_reads=2)", "def cache_and_read", "topic.open_cursor"
 LAB_REPLAY, STREAM, THROTTLE, SPARK = "pip430-fifo", "lc.workload.stream", "noisy_neighbour", "lc.spark.replay"
+OPERATOR, RESTARTS = DOCS / "operator.md", "rollingRestartIntervalSeconds"
 EXAMPLES = {
     README: (FIRST, TOPIC_LIFE, LAB_REPLAY, SPARK),
     LIBRARY: (FIRST, ARROW, TOPIC_LIFE),
     LAB: (LAB_REPLAY, STREAM, THROTTLE),
+    OPERATOR: (RESTARTS,),
 }
 
 
@@ -95,6 +98,18 @@ def test_streaming_workload_example(capsys, tmp_path, monkeypatch):
     assert estimate.startswith("~") and estimate.endswith(" events") and belady == "True"
     written = sum(b.num_rows for b in ledgercache.trace.batches(tmp_path / "fan-out.parquet"))
     assert 0.5 < written / float(estimate[1:].split()[0].replace(",", "")) < 2
+
+
+def test_operator_restarts_example(capsys, tmp_path, monkeypatch):
+    # The operator's guide: a broker's stats with restarts and moves added, as a spec file that
+    # `ledgercache compare` takes; the trace it gives has the topics unloaded and loaded.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stats.json").write_text((ROOT / "tests/data/broker/one-topic.stats.json").read_text())
+    run_block(OPERATOR, RESTARTS, capsys)
+    spec = json.loads((tmp_path / "restarts.json").read_text())
+    assert (spec["brokers"], spec["rollingRestartIntervalSeconds"], spec["bundleMovesPerMinute"]) == (2, 60, 6)
+    ops = set(ledgercache.workload.generate({**spec, "testDurationMinutes": 1.5}, seed=1)["op"].to_pylist())
+    assert {"unload", "load"} <= ops, ops
 
 
 def test_publish_throttling_example(capsys):
