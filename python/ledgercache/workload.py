@@ -1225,15 +1225,12 @@ def _broker_readers_note(topics: list[dict[str, Any]], spec: Mapping[str, Any]) 
     dedup = sum(bool(t.get("deduplication", default)) for t in topics)
     repl = sum(bool(t.get("replicationClusters")) for t in topics)
 
-    def topics_(n: int) -> str:
-        return f"{n:,} topic{'' if n == 1 else 's'}"
-
     parts = []
     if dedup:
         source = "deduplicationStatus, else brokerDeduplicationEnabled" if default else "deduplicationStatus"
-        parts.append(f"the pulsar.dedup cursor on {topics_(dedup)} ({source})")
+        parts.append(f"the pulsar.dedup cursor on {_stats._counted(dedup, 'topic')} ({source})")
     if repl:
-        parts.append(f"pulsar.repl.<cluster> cursors on {topics_(repl)} (their stats' replication)")
+        parts.append(f"pulsar.repl.<cluster> cursors on {_stats._counted(repl, 'topic')} (their stats' replication)")
     if not parts:
         return []
     return [f"readers besides the subscriptions: {'; '.join(parts)}"]

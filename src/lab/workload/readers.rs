@@ -153,9 +153,8 @@ impl Sim {
     /// The snapshot monitor's first look, when deduplication is on somewhere and the monitor
     /// takes snapshots by time at all.
     pub(super) fn start_dedup_snapshots(&mut self) {
-        let r = &self.spec.readers;
-        let every = (r.deduplication_snapshot_frequency_seconds * 1e6) as u64;
-        let by_time = r.deduplication_snapshot_interval_seconds > 0.0;
+        let every = self.dedup_monitor_every_us();
+        let by_time = self.spec.readers.deduplication_snapshot_interval_seconds > 0.0;
         if every > 0 && by_time && self.parts.iter().any(|part| part.dedup.is_some()) {
             self.schedule(every, Task::DedupSnapshot);
         }
@@ -167,9 +166,7 @@ impl Sim {
     /// cursor's mark-delete position, snapshots at its last entry (the entry counter is left as
     /// it is, as Pulsar leaves it). The next look follows at the monitor's fixed rate.
     pub(super) fn dedup_snapshot_tick(&mut self, t: u64) {
-        let r = &self.spec.readers;
-        let every = (r.deduplication_snapshot_frequency_seconds * 1e6) as u64;
-        let interval = (r.deduplication_snapshot_interval_seconds * 1e6) as u64;
+        let interval = (self.spec.readers.deduplication_snapshot_interval_seconds * 1e6) as u64;
         for p in 0..self.parts.len() {
             if self.is_unloaded(p) {
                 continue;
@@ -186,7 +183,13 @@ impl Sim {
                 self.dedup_snapshot(t, p, last);
             }
         }
+        let every = self.dedup_monitor_every_us();
         self.schedule(t.saturating_add(every), Task::DedupSnapshot);
+    }
+
+    /// The snapshot monitor's period in microseconds (0: no monitor).
+    fn dedup_monitor_every_us(&self) -> u64 {
+        (self.spec.readers.deduplication_snapshot_frequency_seconds * 1e6) as u64
     }
 
     /// Partition `p`'s last entry, when its `pulsar.dedup` cursor (open on this broker) has not
